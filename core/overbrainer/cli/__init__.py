@@ -1,0 +1,95 @@
+"""The ``overbrainer`` command line.
+
+Subcommands live one group a module and are imported only when used, so ``overbrainer
+--help`` costs little more than click itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import click
+
+from overbrainer import __version__
+
+COMMANDS = {
+    "init": "overbrainer.cli.init:init",
+    "config": "overbrainer.cli.config:config",
+    "runs": "overbrainer.cli.runs:runs",
+    "plugins": "overbrainer.cli.plugins:plugins",
+}
+
+
+class CliError(click.ClickException):
+    """A user error as the command line prints it: ``error: <message>``, exit 1."""
+
+    exit_code = 1
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use, turning user errors into
+    ``error: …`` lines."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy or {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            module, _, attr = self.lazy[cmd_name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from overbrainer.errors import UserError
+
+        try:
+            return super().invoke(ctx)
+        except UserError as error:
+            raise CliError(error.message) from None
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option(
+    "-C",
+    "--project-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The project directory.",
+)
+@click.version_option(__version__, "-V", "--version", prog_name="overbrainer")
+@click.pass_context
+def cli(ctx: click.Context, project_dir: Path) -> None:
+    """Distill a large parent LLM into a small open-weights child model.
+
+    Topics become subtopics, questions, and the parent's answers with their reasoning;
+    the answers are split into train and eval sets and a child model is fine-tuned with
+    Axolotl on a target: this machine, a machine over SSH, or a Runpod GPU pod.
+    """
+    from overbrainer.cli.context import App
+    from overbrainer.errors import UserError
+    from overbrainer.logs import configure_logging
+
+    try:
+        configure_logging()
+    except UserError as error:
+        raise CliError(error.message) from None
+    ctx.obj = App(project_dir=project_dir)
+
+
+def main() -> None:
+    """The console script."""
+    cli(prog_name="overbrainer")

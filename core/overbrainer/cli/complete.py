@@ -1,0 +1,62 @@
+"""Dynamic shell-completion candidates, read cheaply from the project directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+
+import click
+from click.shell_completion import CompletionItem
+
+
+def _project_dir(ctx: click.Context) -> Path:
+    root = ctx.find_root()
+    return Path(root.params.get("project_dir") or ".")
+
+
+def complete_run_id(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Run ids, with their state and target as help."""
+    runs = _project_dir(ctx) / "runs"
+    items = []
+    try:
+        names = sorted(entry.name for entry in os.scandir(runs) if entry.is_dir())
+    except OSError:
+        return []
+    for name in names:
+        if not name.startswith(incomplete):
+            continue
+        try:
+            record = json.loads((runs / name / "run.json").read_text(encoding="utf-8"))
+            help_text = f"{record.get('state')} on {record.get('target')}"
+        except (OSError, ValueError, AttributeError):
+            continue
+        items.append(CompletionItem(name, help=help_text))
+    return items
+
+
+def _config(ctx: click.Context) -> dict:
+    try:
+        return tomllib.loads((_project_dir(ctx) / "overbrainer.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def complete_topic(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Topic names from ``overbrainer.toml``."""
+    topics = _config(ctx).get("topics", [])
+    names = [t.get("name") for t in topics if isinstance(t, dict)] if isinstance(topics, list) else []
+    return [CompletionItem(n) for n in names if isinstance(n, str) and n.startswith(incomplete)]
+
+
+def complete_target(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Target names from ``overbrainer.toml``, with their kind as help."""
+    targets = _config(ctx).get("targets", {})
+    if not isinstance(targets, dict):
+        return []
+    return [
+        CompletionItem(name, help=str(table.get("kind")) if isinstance(table, dict) else None)
+        for name, table in sorted(targets.items())
+        if name.startswith(incomplete)
+    ]

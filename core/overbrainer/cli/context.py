@@ -1,0 +1,72 @@
+"""What every command may need of the project, loaded once and only when asked for.
+
+Imports happen inside the properties: a command module imports this one at its top, and
+``overbrainer --help`` must not pay for pydantic or pluggy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from overbrainer.config.env import Environment
+    from overbrainer.config.model import Settings
+    from overbrainer.plugins import Plugins
+    from overbrainer.project import Project
+    from overbrainer.runs.lock import ProjectLock
+    from overbrainer.runs.store import RunStore
+
+
+@dataclass
+class App:
+    """The project directory given with ``-C`` and what commands read from it."""
+
+    project_dir: Path
+    _plugins: Plugins | None = field(default=None, repr=False)
+
+    @cached_property
+    def env(self) -> Environment:
+        from overbrainer.config.env import Environment
+
+        return Environment.load(self.project_dir)
+
+    @property
+    def plugins(self) -> Plugins:
+        if self._plugins is None:
+            from overbrainer.plugins import load_plugins
+
+            self._plugins = load_plugins(self.env.merged)
+        return self._plugins
+
+    @cached_property
+    def settings(self) -> Settings:
+        from overbrainer.config.load import load_settings
+
+        return load_settings(self.project_dir, self.env, self.plugins.kinds)
+
+    @property
+    def project(self) -> Project:
+        from overbrainer.project import Project
+
+        return Project(dir=self.project_dir, settings=self.settings, env=self.env.merged)
+
+    @cached_property
+    def runs(self) -> RunStore:
+        from overbrainer.runs.store import RunStore
+
+        return RunStore(self.project_dir)
+
+    def lock(self) -> ProjectLock:
+        from overbrainer.runs.lock import ProjectLock
+
+        return ProjectLock(self.project_dir)
+
+
+def current_app() -> App:
+    """The ``App`` of the command being run."""
+    return click.get_current_context().find_object(App)

@@ -1,0 +1,168 @@
+"""``overbrainer init``: a new project, ready to edit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from overbrainer.cli.context import current_app
+
+PROMPTS = ("subtopics.txt", "questions.txt", "answer_system.txt", "judge.txt")
+GITIGNORE = (".env", "/data/", "/runs/", "/.overbrainer/")
+STATE_VERSION = "1"
+
+ENV_EXAMPLE = """\
+# Copy to .env and fill in. A variable exported in the shell wins over this file.
+# Keys and URLs live only here (or in the environment), never in overbrainer.toml.
+# A secret may also be a reference: vault:<mount>/<path>#<field> (needs VAULT_ADDR).
+
+OVERBRAINER_PROVIDERS__OPENROUTER__BASE_URL=
+OVERBRAINER_PROVIDERS__OPENROUTER__API_KEY=
+
+# Only for gated or private base models, or to push the result to the Hub.
+# OVERBRAINER_HF_TOKEN=
+
+# For an ssh target: user@host[:port], or an alias of ~/.ssh/config.
+# OVERBRAINER_TARGETS__GPU_BOX__HOST=
+
+# For a runpod target.
+# OVERBRAINER_RUNPOD__API_KEY=
+"""
+
+
+@click.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+def init(directory: Path | None) -> None:
+    """Create a project: overbrainer.toml, .env.example and the prompt templates.
+
+    DIRECTORY defaults to the project directory (-C). Nothing is written when any of
+    these files already exists.
+    """
+    from overbrainer.errors import UserError
+
+    root = directory if directory is not None else current_app().project_dir
+    targets = [root / "overbrainer.toml", root / ".env.example"]
+    existing = [path for path in targets if path.exists() or path.is_symlink()]
+    existing += sorted((root / "prompts").glob("*.txt"))
+    if existing:
+        raise UserError(f"{existing[0]} already exists")
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "prompts").mkdir(exist_ok=True)
+    name = root.resolve().name or "project"
+    (root / "overbrainer.toml").write_text(config_template(name), encoding="utf-8")
+    (root / ".env.example").write_text(ENV_EXAMPLE, encoding="utf-8")
+    defaults = Path(__file__).parent.parent / "pipeline" / "prompts"
+    for prompt in PROMPTS:
+        (root / "prompts" / prompt).write_text(
+            (defaults / prompt).read_text(encoding="utf-8"), encoding="utf-8"
+        )
+    _extend_gitignore(root / ".gitignore")
+    state = root / ".overbrainer"
+    state.mkdir(exist_ok=True)
+    (state / "version").write_text(STATE_VERSION + "\n", encoding="utf-8")
+    click.echo(f"init: created a project in {root}")
+    click.echo("next: copy .env.example to .env and set the provider's URL and key, then run")
+    click.echo(f"  overbrainer -C {root} config check")
+
+
+def _extend_gitignore(path: Path) -> None:
+    present = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    missing = [line for line in GITIGNORE if line not in present]
+    if not missing:
+        return
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if text and not text.endswith("\n"):
+        text += "\n"
+    path.write_text(text + "\n".join(missing) + "\n", encoding="utf-8")
+
+
+def config_template(project_name: str) -> str:
+    """A commented ``overbrainer.toml`` for a project called ``project_name``."""
+    import tomlkit
+
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment("overbrainer: distill a parent model into a small child model."))
+    doc.add(tomlkit.comment("Any key can be overridden from the environment, for example"))
+    doc.add(tomlkit.comment("OVERBRAINER_PIPELINE__CONCURRENCY=16. URLs and keys go in .env only."))
+    doc.add(tomlkit.nl())
+
+    doc.add("project", _table({"name": project_name}))
+
+    topics = tomlkit.aot()
+    topics.append(
+        _table(
+            {
+                "name": "rust-ownership",
+                "description": "ownership, borrowing and lifetimes in Rust",
+                "subtopics": 5,
+                "questions_per_subtopic": 10,
+            }
+        )
+    )
+    doc.add(tomlkit.nl())
+    doc.add(tomlkit.comment("Each topic gets `subtopics` subtopics, each `questions_per_subtopic`"))
+    doc.add(tomlkit.comment("questions, and the parent answers every question."))
+    doc.add("topics", topics)
+
+    providers = tomlkit.table(is_super_table=True)
+    openrouter = _table({"protocol": "openai"})
+    openrouter.comment("base_url and api_key: OVERBRAINER_PROVIDERS__OPENROUTER__*")
+    providers.add("openrouter", openrouter)
+    doc.add("providers", providers)
+
+    roles = tomlkit.table(is_super_table=True)
+    roles.add("generator", _table({"provider": "openrouter", "model": "qwen/qwen3-235b-a22b"}))
+    parent = _table({"provider": "openrouter", "model": "deepseek/deepseek-r1", "reasoning": True})
+    parent.comment("the model to distill: its reasoning is kept")
+    roles.add("parent", parent)
+    doc.add("roles", roles)
+
+    doc.add(
+        "pipeline",
+        _table(
+            {
+                "concurrency": 8,
+                "max_retries": 5,
+                "dedup_threshold": 0.8,
+                "question_batch_size": 10,
+                "eval_ratio": 0.1,
+                "seed": 42,
+            }
+        ),
+    )
+
+    training = _table({"target": "local", "base_model": "Qwen/Qwen3-0.6B", "adapter": "lora"})
+    training.comment("the child model; `overbrainer run` trains it after split")
+    doc.add("training", training)
+
+    targets = tomlkit.table(is_super_table=True)
+    local = _table({"kind": "local", "runtime": "native"})
+    local.comment("this machine; set venv to a directory holding bin/axolotl")
+    targets.add("local", local)
+    doc.add("targets", targets)
+
+    doc.add(tomlkit.nl())
+    for line in (
+        "A machine over SSH (host: OVERBRAINER_TARGETS__GPU_BOX__HOST=user@host):",
+        "[targets.gpu_box]",
+        'kind = "ssh"',
+        'workdir = "overbrainer"',
+        "",
+        "A Runpod GPU pod made for each run (key: OVERBRAINER_RUNPOD__API_KEY):",
+        "[targets.pod]",
+        'kind = "runpod"',
+        'gpu_types = ["NVIDIA RTX A6000", "NVIDIA A40"]',
+        "max_hours = 4",
+    ):
+        doc.add(tomlkit.comment(line) if line else tomlkit.nl())
+    return tomlkit.dumps(doc)
+
+
+def _table(values: dict[str, object]) -> object:
+    import tomlkit
+
+    table = tomlkit.table()
+    for key, value in values.items():
+        table.add(key, value)
+    return table

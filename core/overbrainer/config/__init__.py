@@ -1,0 +1,1 @@
+"""overbrainer.toml: pydantic models, environment layering, ``.env``, secrets, reload."""

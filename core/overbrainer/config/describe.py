@@ -1,0 +1,99 @@
+"""The configuration as ``config check`` prints it: one line an item, secrets masked."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, SecretStr
+
+from overbrainer.config.model import Role, Settings
+
+UNSET = "(unset)"
+MASKED = "***"
+
+
+def describe_settings(settings: Settings) -> Iterator[str]:
+    """Each setting worth checking, as ``key = value``."""
+    yield f"project.name = {settings.project.name}"
+    for topic in settings.topics:
+        yield (
+            f"topics.{topic.name} = {topic.subtopics} subtopics x "
+            f"{topic.questions_per_subtopic} questions"
+        )
+    for name, provider in settings.providers.items():
+        yield f"providers.{name}.protocol = {provider.protocol}"
+        yield f"providers.{name}.base_url = {_url(provider.base_url)}"
+        yield f"providers.{name}.api_key = {_secret(provider.api_key)}"
+    for name in ("generator", "parent", "embedder", "judge"):
+        role = getattr(settings.roles, name)
+        if role is not None:
+            yield f"roles.{name} = {_role(role)}"
+    for key, value in settings.pipeline.model_dump().items():
+        yield f"pipeline.{key} = {_value(value)}"
+    training = settings.training
+    if training is None:
+        yield "training = (none: run stops after split)"
+    else:
+        yield f"training = {training.base_model} on {training.target} ({training.adapter})"
+        for key, value in training.model_dump(
+            exclude={"target", "base_model", "adapter", "axolotl_extra"}, exclude_none=True
+        ).items():
+            yield f"training.{key} = {_value(value)}"
+        for key in sorted(training.axolotl_extra):
+            yield f"training.axolotl_extra.{key} = (set)"
+    for name, target in settings.targets.items():
+        for key, value in target.model_dump(exclude_none=True).items():
+            yield f"targets.{name}.{key} = {_value(value)}"
+    yield f"runpod.api_key = {_secret(settings.runpod.api_key)}"
+    if settings.runpod.base_url:
+        yield f"runpod.base_url = {_url(settings.runpod.base_url)}"
+    yield f"hf_token = {_secret(settings.hf_token)}"
+
+
+def secret_fields(settings: Settings) -> Iterator[tuple[str, SecretStr | None]]:
+    """Every secret setting by its key, set or not."""
+    for name, provider in settings.providers.items():
+        yield f"providers.{name}.api_key", provider.api_key
+    yield "runpod.api_key", settings.runpod.api_key
+    yield "hf_token", settings.hf_token
+
+
+def _role(role: Role) -> str:
+    details = [f"reasoning: {str(role.reasoning).lower()}", f"max_tokens: {role.max_tokens}"]
+    for key in ("temperature", "reasoning_effort", "thinking_budget"):
+        value = getattr(role, key)
+        if value is not None:
+            details.append(f"{key}: {value}")
+    return f"{role.provider}/{role.model} ({', '.join(details)})"
+
+
+def _secret(secret: SecretStr | None) -> str:
+    if secret is None:
+        return UNSET
+    if secret.get_secret_value().startswith("vault:"):
+        return f"{MASKED} (vault reference)"
+    return MASKED
+
+
+def _url(url: str | None) -> str:
+    """``url`` with any user and password in it masked."""
+    if not url:
+        return UNSET
+    parts = urlsplit(url if "//" in url else f"//{url}")
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{MASKED}@{host}" + (f":{parts.port}" if parts.port else "")
+    shown = urlunsplit(parts._replace(netloc=netloc))
+    return shown if "//" in url else shown.removeprefix("//")
+
+
+def _value(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, BaseModel):
+        return repr(value)
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    return str(value)

@@ -1,0 +1,49 @@
+"""The environment a command sees: the shell's, with the project's ``.env`` beneath it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from overbrainer.config.dotenv import read_dotenv
+
+PREFIX = "OVERBRAINER_"
+
+NOT_SETTINGS = frozenset({"OVERBRAINER_LOAD_PLUGINS", "OVERBRAINER_TRACE_PLUGINS"})
+"""``OVERBRAINER_*`` variables that steer the tool itself rather than name a setting."""
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The shell's variables and the ``.env`` variables the shell does not export.
+
+    The process environment is never changed: a reload reads ``.env`` again and layers
+    it under the same shell variables.
+    """
+
+    shell: Mapping[str, str]
+    dotenv: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, project_dir: Path, shell: Mapping[str, str] | None = None) -> Environment:
+        shell = dict(os.environ if shell is None else shell)
+        dotenv = read_dotenv(project_dir / ".env")
+        return cls(shell, {k: v for k, v in dotenv.items() if k not in shell})
+
+    def reloaded(self, project_dir: Path) -> Environment:
+        """The environment with the project's current ``.env``."""
+        return Environment.load(project_dir, self.shell)
+
+    @property
+    def merged(self) -> dict[str, str]:
+        return {**self.dotenv, **self.shell}
+
+    def settings_vars(self) -> dict[str, str]:
+        """The ``OVERBRAINER_*`` variables that name settings."""
+        return {
+            key: value
+            for key, value in self.merged.items()
+            if key.startswith(PREFIX) and key not in NOT_SETTINGS
+        }

@@ -1,0 +1,284 @@
+"""Reading ``overbrainer.toml``: the file, the environment above it, and every problem at once."""
+
+from __future__ import annotations
+
+import copy
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from overbrainer.config.env import PREFIX, Environment
+from overbrainer.config.model import ENV_ONLY, Settings
+from overbrainer.errors import UserError
+
+CONFIG_FILE = "overbrainer.toml"
+TARGET_NAME = re.compile(r"^[a-z0-9_]+$")
+
+Path_ = tuple[str | int, ...]
+
+
+class ConfigError(UserError):
+    """The configuration cannot be used; ``problems`` lists each one."""
+
+    def __init__(self, problems: list[str]) -> None:
+        lines = "\n".join(f"  {problem}" for problem in problems)
+        super().__init__(f"invalid configuration:\n{lines}")
+        self.problems = problems
+
+
+def read_config_file(project_dir: Path) -> dict[str, Any]:
+    """The TOML tables of the project's ``overbrainer.toml``."""
+    path = project_dir / CONFIG_FILE
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise UserError(
+            f"no {CONFIG_FILE} in {project_dir}: create one with `overbrainer init`"
+        ) from None
+    except IsADirectoryError:
+        raise UserError(f"{path} is a directory, not a file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{CONFIG_FILE} is not UTF-8 text") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        # The message of tomllib quotes no content, but only its location is kept.
+        where = re.search(r"line (\d+), column (\d+)", str(error))
+        at = f" at line {where[1]}, column {where[2]}" if where else " at its end"
+        raise UserError(f"TOML syntax error in {CONFIG_FILE}{at}") from None
+
+
+def load_settings(
+    project_dir: Path, env: Environment, kinds: Mapping[str, type[BaseModel]]
+) -> Settings:
+    """The validated settings of the project at ``project_dir``.
+
+    ``kinds`` maps each target kind to the model its plugin registered. Raises
+    ``ConfigError`` listing every problem; values are never echoed.
+    """
+    return validate_settings(read_config_file(project_dir), env, kinds)
+
+
+def validate_settings(
+    data: dict[str, Any], env: Environment, kinds: Mapping[str, type[BaseModel]]
+) -> Settings:
+    """The settings ``data`` (parsed TOML) gives, with the environment layered on top."""
+    problems = [
+        f"{_dotted(path)}: must be set through env, not in {CONFIG_FILE}"
+        for path in _paths(data)
+        if _env_only(path)
+    ]
+    merged, origins, overlay_problems = overlay_env(data, env.settings_vars())
+    problems += overlay_problems
+    settings: Settings | None = None
+    try:
+        settings = Settings.model_validate(merged)
+    except ValidationError as error:
+        problems += describe_errors(error, (), origins)
+    targets, target_problems = _validate_targets(merged.get("targets"), kinds, origins)
+    problems += target_problems
+    problems += _cross_checks(merged)
+    if problems or settings is None:
+        raise ConfigError(_unique(problems))
+    return settings.model_copy(update={"targets": targets})
+
+
+def overlay_env(
+    data: dict[str, Any], variables: Mapping[str, str]
+) -> tuple[dict[str, Any], dict[Path_, str], list[str]]:
+    """``data`` with each ``OVERBRAINER_A__B`` variable set at ``a.b``.
+
+    Returns the merged tables, which variable set each path, and the variables that name
+    no place a setting can be.
+    """
+    merged = copy.deepcopy(data)
+    origins: dict[Path_, str] = {}
+    problems = []
+    for name in sorted(variables):
+        parts = name[len(PREFIX) :].split("__")
+        path = tuple(part.lower() for part in parts)
+        if not all(path) or path[0] == "topics":
+            problems.append(f"{name}: unknown field")
+            continue
+        table = merged
+        for key in path[:-1]:
+            table = table.setdefault(key, {})
+            if not isinstance(table, dict):
+                break
+        if not isinstance(table, dict):
+            problems.append(f"{name}: unknown field")
+            continue
+        table[path[-1]] = variables[name]
+        origins[path] = name
+    return merged, origins, problems
+
+
+def describe_errors(error: ValidationError, prefix: Path_, origins: Mapping[Path_, str]) -> list[str]:
+    """One line per problem of ``error``: where, and what is wrong, never the value."""
+    lines = []
+    for detail in error.errors(include_url=False, include_input=False):
+        path = prefix + tuple(detail["loc"])
+        if detail["type"] == "extra_forbidden" and path in origins:
+            lines.append(f"{origins[path]}: unknown field")
+            continue
+        where = _dotted(path) or "overbrainer.toml"
+        source = f" (from {origins[path]})" if path in origins else ""
+        lines.append(f"{where}{source}: {_problem(detail)}")
+    return lines
+
+
+def _problem(detail: Mapping[str, Any]) -> str:
+    kind, ctx = detail["type"], detail.get("ctx") or {}
+    simple = {
+        "missing": "required",
+        "extra_forbidden": "unknown field",
+        "int_type": "expected an integer",
+        "int_parsing": "expected an integer",
+        "int_from_float": "expected an integer",
+        "float_type": "expected a number",
+        "float_parsing": "expected a number",
+        "bool_type": "expected true or false",
+        "bool_parsing": "expected true or false",
+        "string_type": "expected a string",
+        "dict_type": "expected a table",
+        "model_type": "expected a table",
+        "model_attributes_type": "expected a table",
+        "list_type": "expected a list",
+        "finite_number": "must be a finite number",
+        "string_too_short": "must not be empty",
+    }
+    bounds = {
+        "greater_than": ("gt", "must be greater than"),
+        "greater_than_equal": ("ge", "must be at least"),
+        "less_than": ("lt", "must be less than"),
+        "less_than_equal": ("le", "must be at most"),
+    }
+    if kind in simple:
+        return simple[kind]
+    if kind in bounds:
+        key, words = bounds[kind]
+        return f"{words} {ctx[key]}"
+    if kind == "literal_error":
+        return f"expected {ctx['expected']}"
+    if kind == "value_error":
+        return str(ctx.get("error", detail["msg"]))
+    return str(detail["msg"])
+
+
+def _validate_targets(
+    tables: Any, kinds: Mapping[str, type[BaseModel]], origins: Mapping[Path_, str]
+) -> tuple[dict[str, BaseModel], list[str]]:
+    if not isinstance(tables, dict):
+        return {}, []  # the Settings model reports a wrong type
+    targets: dict[str, BaseModel] = {}
+    problems = []
+    for name, table in tables.items():
+        if not TARGET_NAME.match(name):
+            problems.append(f"targets: invalid name `{name}`: use a-z, 0-9 and _ only")
+            continue
+        if not isinstance(table, dict):
+            problems.append(f"targets.{name}: expected a table")
+            continue
+        kind = table.get("kind")
+        if kind is None:
+            problems.append(f"targets.{name}.kind: required")
+            continue
+        model = kinds.get(kind) if isinstance(kind, str) else None
+        if model is None:
+            problems.append(f"targets.{name}: {unknown_kind(kind)}")
+            continue
+        try:
+            targets[name] = model.model_validate(table)
+        except ValidationError as error:
+            problems += describe_errors(error, ("targets", name), origins)
+    return targets, problems
+
+
+BUILTIN_KINDS = {"local": "overbrainer-local", "ssh": "overbrainer-ssh", "runpod": "overbrainer-runpod"}
+
+
+def unknown_kind(kind: object) -> str:
+    """Why a target of ``kind`` cannot be used, naming what to install."""
+    if isinstance(kind, str) and kind in BUILTIN_KINDS:
+        return (
+            f"no installed plugin provides target kind `{kind}`: install "
+            f"{BUILTIN_KINDS[kind]} (pip install 'overbrainer[{kind}]')"
+        )
+    if isinstance(kind, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", kind):
+        return (
+            f"no installed plugin provides target kind `{kind}`: install the package that "
+            "does (`overbrainer plugins` lists what is installed)"
+        )
+    return "kind: expected the name of a target kind"
+
+
+def _cross_checks(data: Mapping[str, Any]) -> list[str]:
+    problems = []
+    topics = data.get("topics")
+    if isinstance(topics, list):
+        seen: set[str] = set()
+        for topic in topics:
+            name = topic.get("name") if isinstance(topic, dict) else None
+            if isinstance(name, str):
+                if name in seen:
+                    problems.append(f"topics: duplicate name `{name}`")
+                seen.add(name)
+    providers = _table(data.get("providers"))
+    for role_name, role in _table(data.get("roles")).items():
+        if not isinstance(role, dict) or not isinstance(role.get("provider"), str):
+            continue
+        provider = role["provider"]
+        if provider not in providers:
+            problems.append(f"roles.{role_name}: unknown provider `{provider}`")
+            continue
+        protocol = _table(providers[provider]).get("protocol")
+        if protocol == "anthropic" and role.get("reasoning") is True and "temperature" in role:
+            problems.append(
+                f"roles.{role_name}.temperature: cannot be set with reasoning on the "
+                "anthropic protocol"
+            )
+        if protocol == "openai" and "thinking_budget" in role:
+            problems.append(
+                f"roles.{role_name}.thinking_budget: applies only to the anthropic protocol"
+            )
+        if role_name == "embedder" and protocol == "anthropic":
+            problems.append("roles.embedder: the embedder must use the openai protocol")
+    training = _table(data.get("training"))
+    target = training.get("target")
+    if isinstance(target, str) and target and target not in _table(data.get("targets")):
+        problems.append(f"training.target: unknown target `{target}`")
+    return problems
+
+
+def _table(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _paths(data: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> Iterable[tuple[str, ...]]:
+    for key, value in data.items():
+        path = (*prefix, key)
+        yield path
+        if isinstance(value, dict):
+            yield from _paths(value, path)
+
+
+def _env_only(path: tuple[str, ...]) -> bool:
+    return any(
+        len(pattern) == len(path) and all(p in ("*", k) for p, k in zip(pattern, path, strict=True))
+        for pattern in ENV_ONLY
+    )
+
+
+def _dotted(path: Path_) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))

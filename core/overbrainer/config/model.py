@@ -1,0 +1,215 @@
+"""The settings of ``overbrainer.toml``, as pydantic models.
+
+Every table rejects unknown keys. The keys of ``ENV_ONLY`` may come only from
+``OVERBRAINER_*`` variables or ``.env``: a URL or a key never sits in a file that is committed. Cross-table rules (a role's provider exists, the training target exists) live in
+:mod:`overbrainer.config.load`, so every problem is reported at once.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    StringConstraints,
+    model_validator,
+)
+
+ENV_ONLY: tuple[tuple[str, ...], ...] = (
+    ("providers", "*", "base_url"),
+    ("providers", "*", "api_key"),
+    ("targets", "*", "host"),
+    ("runpod", "api_key"),
+    ("runpod", "base_url"),
+    ("hf_token",),
+    ("log",),
+)
+"""Keys that may come only from the environment (``*`` stands for any table name)."""
+
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+Finite = Annotated[float, AfterValidator(_finite)]
+
+_PATH_CHARS = re.compile(r"^[A-Za-z0-9._/~-]+$")
+
+
+def _remote_path(value: str) -> str:
+    # These paths are pasted into shell scripts on the target: the character set keeps
+    # them free of quoting, and `..` and a leading `-` keep them where they are meant to be.
+    if not _PATH_CHARS.match(value):
+        raise ValueError("may hold only letters, digits and . _ / ~ -")
+    if value.startswith("-"):
+        raise ValueError("must not start with -")
+    if ".." in value.split("/"):
+        raise ValueError("must not contain ..")
+    if "~" in value[1:]:
+        raise ValueError("may hold ~ only as its first character")
+    return value
+
+
+RemotePath = Annotated[str, AfterValidator(_remote_path)]
+"""A ``venv`` or ``workdir`` path on a target."""
+
+
+class Section(BaseModel):
+    """A table of overbrainer.toml: unknown keys rejected, values frozen once loaded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ProjectSection(Section):
+    name: NonEmpty
+
+
+class Topic(Section):
+    name: NonEmpty
+    description: str | None = None
+    subtopics: int = Field(ge=1)
+    questions_per_subtopic: int = Field(ge=1)
+
+
+class Provider(Section):
+    protocol: Literal["openai", "anthropic"]
+    base_url: str | None = Field(default=None)
+    api_key: SecretStr | None = Field(default=None)
+
+
+class Role(Section):
+    provider: NonEmpty
+    model: NonEmpty
+    reasoning: bool = False
+    max_tokens: int = Field(default=16384, ge=1)
+    temperature: Finite | None = Field(default=None, ge=0, le=2)
+    reasoning_effort: Literal["none", "low", "medium", "high"] | None = None
+    thinking_budget: int | None = Field(default=None, ge=1024)
+
+    @model_validator(mode="after")
+    def _reasoning_rules(self) -> Role:
+        problems = []
+        if self.reasoning_effort not in (None, "none") and not self.reasoning:
+            problems.append("reasoning_effort needs reasoning = true")
+        if self.thinking_budget is not None:
+            if not self.reasoning:
+                problems.append("thinking_budget needs reasoning = true")
+            if self.thinking_budget >= self.max_tokens:
+                problems.append("thinking_budget must be less than max_tokens")
+            if self.reasoning_effort is not None:
+                problems.append("thinking_budget cannot be set with reasoning_effort")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class Roles(Section):
+    generator: Role
+    parent: Role
+    embedder: Role | None = None
+    judge: Role | None = None
+
+
+class Pipeline(Section):
+    concurrency: int = Field(default=8, ge=1, le=1024)
+    max_retries: int = Field(default=5, ge=0, le=100)
+    dedup_threshold: Finite = Field(default=0.8, gt=0, le=1)
+    embedding_threshold: Finite = Field(default=0.9, gt=0, le=1)
+    question_batch_size: int = Field(default=10, ge=1)
+    request_timeout_secs: int = Field(default=600, ge=1)
+    eval_ratio: Finite = Field(default=0.1, gt=0, lt=1)
+    seed: int = Field(default=42, ge=0)
+    include_system_prompt: bool = False
+
+
+class Training(Section):
+    target: NonEmpty
+    base_model: NonEmpty
+    adapter: Literal["lora", "qlora", "full"]
+    epochs: int = Field(default=3, ge=1)
+    learning_rate: Finite = Field(default=2e-4, gt=0)
+    lora_r: int = Field(default=16, ge=1)
+    lora_alpha: int = Field(default=32, ge=1)
+    lora_dropout: Finite = Field(default=0.05, ge=0, lt=1)
+    sequence_len: int = Field(default=4096, ge=1)
+    micro_batch_size: int = Field(default=2, ge=1)
+    gradient_accumulation_steps: int = Field(default=4, ge=1)
+    optimizer: NonEmpty = "adamw_torch_fused"
+    lr_scheduler: NonEmpty = "cosine"
+    sample_packing: bool = True
+    evals_per_epoch: int = Field(default=4, ge=0)
+    saves_per_epoch: int = Field(default=1, ge=0)
+    merge: bool = False
+    chat_template: NonEmpty | None = None
+    chat_template_jinja: NonEmpty | None = None
+    hub_model_id: NonEmpty | None = None
+    axolotl_extra: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _merge_needs_adapter(self) -> Training:
+        if self.merge and self.adapter == "full":
+            raise ValueError("merge applies only to a lora or qlora adapter")
+        return self
+
+
+class TargetBase(Section):
+    """What every ``[targets.NAME]`` table has: the kind that picks the plugin."""
+
+    kind: NonEmpty
+
+
+class HostTarget(TargetBase):
+    """A POSIX host that runs Axolotl natively (a venv, or PATH) or in a container.
+
+    ``device`` picks how Axolotl is launched: ``auto`` looks for ``nvidia-smi`` on the
+    host when the job starts; ``cpu`` trains on the CPU (``--launcher python``, no bf16,
+    no fused CUDA kernels).
+    """
+
+    runtime: Literal["native", "docker"] = "native"
+    engine: Literal["docker", "podman"] | None = None
+    image: NonEmpty | None = None
+    venv: RemotePath | None = None
+    device: Literal["auto", "gpu", "cpu"] = "auto"
+
+    @model_validator(mode="after")
+    def _runtime_keys(self) -> HostTarget:
+        problems = []
+        if self.runtime == "native":
+            problems += [f"{key} applies only to runtime = \"docker\"" for key in ("engine", "image")
+                         if getattr(self, key) is not None]
+        elif self.venv is not None:
+            problems.append("venv applies only to runtime = \"native\"")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class RunpodAccount(Section):
+    api_key: SecretStr | None = Field(default=None)
+    base_url: str | None = Field(default=None)
+
+
+class Settings(Section):
+    """The whole configuration. ``targets`` holds each table validated by its plugin's model."""
+
+    project: ProjectSection
+    topics: list[Topic] = Field(default_factory=list)
+    providers: dict[str, Provider] = Field(default_factory=dict)
+    roles: Roles
+    pipeline: Pipeline = Field(default_factory=Pipeline)
+    training: Training | None = None
+    targets: dict[str, Any] = Field(default_factory=dict)
+    runpod: RunpodAccount = Field(default_factory=RunpodAccount)
+    hf_token: SecretStr | None = Field(default=None)
+    log: str | None = Field(default=None)

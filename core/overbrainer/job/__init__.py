@@ -1,0 +1,1 @@
+"""What a training job is, independent of where it runs, and the files shipped with it."""

@@ -1,0 +1,64 @@
+"""Log sinks, set once by the CLI entry point: libraries only call ``logger``.
+
+Lines go to stderr as plain sentences (``warning: …`` for warnings), redacted, coloured only
+on a terminal and never with ``NO_COLOR`` set. Standard ``logging`` records (paramiko,
+aiohttp) are routed into the same sink.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
+
+_PREFIX = {
+    "TRACE": "<dim>trace: </dim>",
+    "DEBUG": "<dim>debug: </dim>",
+    "WARNING": "<yellow>warning: </yellow>",
+    "ERROR": "<red>error: </red>",
+    "CRITICAL": "<red>error: </red>",
+}
+
+
+class _InterceptHandler(logging.Handler):
+    """Hands standard-library log records to loguru, keeping the caller's level."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from loguru import logger
+
+        try:
+            level: str | int = logger.level(record.levelname).name
+        except ValueError:
+            level = record.levelno
+        logger.opt(depth=6, exception=record.exc_info).log(level, record.getMessage())
+
+
+def _format(record: dict[str, Any]) -> str:
+    return _PREFIX.get(record["level"].name, "") + "{message}\n{exception}"
+
+
+def _write(message: str) -> None:
+    from overbrainer.redact import redact
+
+    # Looked up at each write, so a test runner's captured stderr receives it.
+    sys.stderr.write(redact(message))
+
+
+def configure_logging(level: str | None = None) -> None:
+    """Send log lines at ``level`` (default ``OVERBRAINER_LOG``, else INFO) to stderr."""
+    from loguru import logger
+
+    from overbrainer.errors import UserError
+
+    name = (level or os.environ.get("OVERBRAINER_LOG") or "INFO").upper()
+    if name not in LEVELS:
+        raise UserError(f"OVERBRAINER_LOG: expected one of {', '.join(LEVELS).lower()}")
+    colour = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+    logger.remove()
+    logger.add(_write, level=name, format=_format, colorize=colour, backtrace=False)
+    # Third-party libraries speak at WARNING and up unless debugging was asked for.
+    stdlib_level = logging.DEBUG if name in ("TRACE", "DEBUG") else logging.WARNING
+    logging.basicConfig(handlers=[_InterceptHandler()], level=stdlib_level, force=True)

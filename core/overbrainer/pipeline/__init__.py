@@ -1,0 +1,1 @@
+"""The dataset stages: subtopics, questions, answers, split."""

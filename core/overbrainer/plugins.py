@@ -1,0 +1,159 @@
+"""Finding the installed target plugins and the kinds they register.
+
+Plugins are distributions declaring an entry point in the group ``overbrainer``. Each one
+is loaded on its own, so a broken plugin is reported and skipped instead of taking the CLI
+down. ``OVERBRAINER_LOAD_PLUGINS=a,b`` loads only those (an empty value loads none), and
+``OVERBRAINER_TRACE_PLUGINS=1`` prints every hook call.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+import pluggy
+from loguru import logger
+from pydantic import BaseModel
+
+from overbrainer import hookspecs
+
+GROUP = "overbrainer"
+
+
+@dataclass
+class PluginInfo:
+    """What ``overbrainer plugins`` shows of one plugin."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    kinds: list[str] = field(default_factory=list)
+    hooks: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Plugins:
+    """The plugin manager with the target kinds its plugins registered."""
+
+    pm: pluggy.PluginManager
+    kinds: dict[str, type[BaseModel]] = field(default_factory=dict)
+    owners: dict[str, str] = field(default_factory=dict)
+    distributions: dict[str, metadata.Distribution | None] = field(default_factory=dict)
+
+    @property
+    def hook(self) -> Any:
+        return self.pm.hook
+
+    def register(self, plugin: object, name: str, dist: metadata.Distribution | None = None) -> None:
+        """Add ``plugin`` (a module or object with hook implementations) and its kinds."""
+        self.pm.register(plugin, name=name)
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as error:
+            self.pm.unregister(name=name)
+            raise ValueError(str(error)) from None
+        self.distributions[name] = dist
+        impl = next(
+            (i for i in self.pm.hook.register_targets.get_hookimpls() if i.plugin_name == name),
+            None,
+        )
+        if impl is not None:
+            impl.function(register=lambda kind, model: self._add_kind(name, kind, model))
+
+    def unregister(self, name: str) -> None:
+        self.pm.unregister(name=name)
+        self.distributions.pop(name, None)
+        for kind in [k for k, owner in self.owners.items() if owner == name]:
+            del self.kinds[kind]
+            del self.owners[kind]
+
+    def _add_kind(self, plugin: str, kind: str, model: type[BaseModel]) -> None:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise TypeError(f"target kind `{kind}` needs a pydantic model, not {model!r}")
+        if kind in self.kinds:
+            logger.warning(
+                f"plugin `{plugin}` registers target kind `{kind}`, already provided by "
+                f"plugin `{self.owners[kind]}`: keeping the first"
+            )
+            return
+        self.kinds[kind] = model
+        self.owners[kind] = plugin
+
+    def info(self) -> list[PluginInfo]:
+        """Every loaded plugin, sorted by name."""
+        infos = []
+        for name, plugin in sorted(self.pm.list_name_plugin()):
+            dist = self.distributions.get(name)
+            hooks = sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or [])
+            infos.append(
+                PluginInfo(
+                    name=name,
+                    distribution=dist.metadata["Name"] if dist else None,
+                    version=dist.version if dist else None,
+                    kinds=sorted(k for k, owner in self.owners.items() if owner == name),
+                    hooks=hooks,
+                )
+            )
+        return infos
+
+
+def new_manager() -> Plugins:
+    """An empty manager knowing the overbrainer hook specs."""
+    pm = pluggy.PluginManager(GROUP)
+    pm.add_hookspecs(hookspecs)
+    return Plugins(pm)
+
+
+def load_plugins(env: Mapping[str, str] | None = None) -> Plugins:
+    """A manager with every installed plugin that ``OVERBRAINER_LOAD_PLUGINS`` allows."""
+    env = os.environ if env is None else env
+    plugins = new_manager()
+    wanted = env.get("OVERBRAINER_LOAD_PLUGINS")
+    allowed = None if wanted is None else {n.strip() for n in wanted.split(",") if n.strip()}
+    for entry in metadata.entry_points(group=GROUP):
+        if allowed is not None and entry.name not in allowed:
+            continue
+        if entry.name in dict(plugins.pm.list_name_plugin()):
+            continue  # the same distribution seen twice on sys.path
+        try:
+            plugins.register(entry.load(), name=entry.name, dist=entry.dist)
+        except Exception as error:  # noqa: BLE001 - a broken plugin must not break the CLI
+            source = f" ({entry.dist.metadata['Name']})" if entry.dist else ""
+            logger.warning(
+                f"plugin `{entry.name}`{source} could not be loaded: "
+                f"{type(error).__name__}: {error}"
+            )
+            if entry.name in dict(plugins.pm.list_name_plugin()):
+                plugins.unregister(entry.name)
+    if env.get("OVERBRAINER_TRACE_PLUGINS", "") not in ("", "0"):
+        trace(plugins.pm)
+    return plugins
+
+
+def trace(pm: pluggy.PluginManager) -> None:
+    """Print each hook call, its arguments (secrets masked) and which plugins answered."""
+    from overbrainer.redact import redact
+
+    def before(name: str, impls: list[Any], kwargs: Mapping[str, Any]) -> None:
+        args = ", ".join(f"{k}={_short(v)}" for k, v in kwargs.items())
+        who = ", ".join(impl.plugin_name for impl in impls)
+        sys.stderr.write(redact(f"trace: {name}({args}) -> [{who}]\n"))
+
+    def after(outcome: Any, name: str, impls: list[Any], kwargs: Mapping[str, Any]) -> None:
+        try:
+            result = outcome.get_result()
+        except BaseException as error:  # noqa: BLE001 - only reported; pluggy re-raises it
+            sys.stderr.write(redact(f"trace: {name} raised {type(error).__name__}\n"))
+            return
+        sys.stderr.write(redact(f"trace: {name} returned {_short(result)}\n"))
+
+    pm.add_hookcall_monitoring(before, after)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 160 else text[:157] + "..."

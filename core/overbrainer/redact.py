@@ -1,0 +1,68 @@
+"""Keeping secrets out of what is printed: known values and secret-shaped text become ``***``."""
+
+from __future__ import annotations
+
+import re
+
+MASK = "***"
+
+_known: set[str] = set()
+
+_PATTERNS = [
+    # Provider, Hugging Face and Runpod keys by their shape.
+    (re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"), MASK),
+    (re.compile(r"\bhf_[A-Za-z0-9]{16,}"), MASK),
+    (re.compile(r"\brpa_[A-Za-z0-9]{16,}"), MASK),
+    (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/-]{8,}=*"), rf"\g<1>{MASK}"),
+    # NAME=value where the name says it holds a secret.
+    (
+        re.compile(r"(?i)\b([A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD)[A-Z0-9_]*=)(\S+)"),
+        rf"\g<1>{MASK}",
+    ),
+    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----", re.S),
+     f"-----PRIVATE KEY {MASK}-----"),
+]
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def register_secret(value: str) -> None:
+    """Remember a secret value so every later redaction hides it."""
+    if len(value) >= 4:
+        _known.add(value)
+
+
+def redact(text: str) -> str:
+    """``text`` with every known secret and secret-shaped token masked."""
+    for value in sorted(_known, key=len, reverse=True):
+        text = text.replace(value, MASK)
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+class LineRedactor:
+    """Redacts a log line by line, hiding the inside of a private key block as well."""
+
+    def __init__(self) -> None:
+        self._in_key = False
+
+    def line(self, text: str) -> str:
+        if self._in_key:
+            if _PEM_END.search(text):
+                self._in_key = False
+            return MASK
+        if _PEM_BEGIN.search(text) and not _PEM_END.search(text):
+            self._in_key = True
+            return MASK
+        return redact(text)
+
+
+def printable(line: str) -> str:
+    """``line`` as a terminal would leave it, control characters shown as escapes."""
+    if "\r" in line:
+        shown = [part for part in line.split("\r") if part]
+        line = shown[-1] if shown else ""
+    line = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", line)  # colours and cursor moves
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line)

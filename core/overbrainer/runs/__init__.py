@@ -1,0 +1,1 @@
+"""Training runs on disk: records, ids, the project lock, listing."""

@@ -1,0 +1,35 @@
+"""``runs ls``: one line a run, from the records alone (no network)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from overbrainer.runs.record import RunRecord
+from overbrainer.runs.store import RunStore
+
+OUTPUT_DIR = "output"
+
+
+def run_line(record: RunRecord, width: int, extra: str = "") -> str:
+    """``id  state  target  created``, then the snapshot of a stopped run and ``extra``."""
+    snapshot = ""
+    if record.snapshot is not None:
+        snapshot = (
+            f"  step {record.snapshot.step} ({record.snapshot.reason}): "
+            f"partial model in {OUTPUT_DIR}/"
+        )
+    return (
+        f"{record.id:<{width}}  {record.state.value:<9}  {record.target}  {record.created}"
+        f"{snapshot}{extra}"
+    )
+
+
+def run_lines(
+    store: RunStore, describe: Callable[[RunRecord], str | None] | None = None
+) -> Iterator[str]:
+    """The lines of ``runs ls``; ``describe`` adds what a plugin knows (a pod's state)."""
+    records = store.list()
+    width = max((len(record.id) for record in records), default=0)
+    for record in records:
+        extra = (describe(record) if describe else None) or ""
+        yield run_line(record, width, f"  {extra}" if extra else "")

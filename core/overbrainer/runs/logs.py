@@ -1,0 +1,37 @@
+"""``runs logs``: a run's ``job.log``, redacted and made printable, line by line."""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterator
+
+from overbrainer.errors import UserError
+from overbrainer.redact import LineRedactor, printable
+from overbrainer.runs.store import RUNS_DIR, RunStore
+
+JOB_LOG = "job.log"
+
+
+def read_job_log(store: RunStore, run_id: str, tail: int | None = None) -> Iterator[str]:
+    """The lines of the job log of ``run_id`` (the last ``tail`` ones when given)."""
+    directory = store.run_dir(run_id)
+    if not directory.is_dir():
+        raise UserError(f"no run {run_id} in {RUNS_DIR}/")
+    path = directory / JOB_LOG
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise UserError(f"runs: no job.log for run {run_id} yet") from None
+    except OSError as error:
+        if path.is_symlink():
+            raise UserError(f"{RUNS_DIR}/{run_id}/{JOB_LOG} is a symbolic link: refusing to read it") from None
+        raise UserError(f"cannot read {RUNS_DIR}/{run_id}/{JOB_LOG}: {error.strerror}") from None
+    redactor = LineRedactor()
+    with os.fdopen(fd, "rb") as file:
+        lines: Iterator[bytes] = iter(file)
+        if tail is not None:
+            lines = iter(deque(file, maxlen=tail))
+        for raw in lines:
+            text = raw.decode("utf-8", errors="replace").rstrip("\n")
+            yield printable(redactor.line(text))

@@ -1,0 +1,101 @@
+"""The run record, ``runs/<id>/run.json``: what a later process needs to find a job again."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RunState(StrEnum):
+    """Where a run stands; the last four are final."""
+
+    PREPARING = "preparing"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    STOPPED = "stopped"
+
+    @property
+    def ended(self) -> bool:
+        return self not in (RunState.PREPARING, RunState.RUNNING)
+
+
+class SnapshotReason(StrEnum):
+    """Why a snapshot was asked for, as written in ``snapshot.request``."""
+
+    REQUESTED = "requested"
+    DEADLINE = "deadline"
+    COST = "cost"
+    DISK = "disk"
+
+    @classmethod
+    def parse(cls, text: str) -> SnapshotReason:
+        """The reason a request file holds; empty or unknown text reads as ``requested``."""
+        try:
+            return cls(text.strip())
+        except ValueError:
+            return cls.REQUESTED
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Container(_Record):
+    """The container a job runs in, so a cancel can stop it by name."""
+
+    engine: str
+    name: str
+
+
+class JobHandle(_Record):
+    """How the target knows the job: its directory there, its process group, its container.
+
+    ``data`` holds what a third-party executor needs beyond that (a Slurm job id, say);
+    it is left out of ``run.json`` when empty.
+    """
+
+    dir: str
+    pid: int | None = Field(default=None, gt=1)
+    container: Container | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class Snapshot(_Record):
+    """The checkpoint a stopped run saved, relative to its run directory."""
+
+    checkpoint: str
+    step: int = Field(ge=0)
+    reason: SnapshotReason = SnapshotReason.REQUESTED
+
+
+class RunRecord(_Record):
+    """One training run. Saved atomically after every transition."""
+
+    id: str
+    target: str
+    created: str
+    remote_dir: str
+    job: JobHandle | None = None
+    state: RunState = RunState.PREPARING
+    message: str | None = None
+    snapshot: Snapshot | None = None
+    resumed_from: str | None = None
+    snapshots: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as ``run.json`` holds it: optional parts only when set."""
+        data = self.model_dump(mode="json")
+        for key in ("snapshot", "resumed_from"):
+            if data[key] is None:
+                del data[key]
+        if data["job"] is not None and not data["job"]["data"]:
+            del data["job"]["data"]
+        return data
+
+    def evolve(self, **changes: Any) -> RunRecord:
+        """A copy with ``changes`` applied and validated."""
+        return RunRecord.model_validate({**self.model_dump(), **changes})

@@ -1,0 +1,73 @@
+"""The ``runpod`` target: a GPU pod on Runpod's Secure Cloud, created for each run.
+
+The runpod SDK takes about two seconds to import: only a command that uses a target of
+this kind imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, Field, model_validator
+
+from overbrainer import hookimpl
+from overbrainer.config.model import Finite, NonEmpty, RemotePath, TargetBase
+
+
+def _comma_list(value: Any) -> Any:
+    # From the environment a list arrives as one comma-separated string.
+    if isinstance(value, str) and value != "auto":
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+ListOrAuto = Annotated[list[NonEmpty] | Literal["auto"], BeforeValidator(_comma_list)]
+
+
+class RunpodTarget(TargetBase):
+    """``[targets.NAME]`` with ``kind = "runpod"``."""
+
+    kind: Literal["runpod"]
+    gpu_types: ListOrAuto
+    min_vram_gb: int | None = Field(default=None, ge=1)
+    max_price_per_hour: Finite | None = Field(default=None, gt=0)
+    max_hours: Finite = Field(gt=0, le=720)
+    max_cost_usd: Finite | None = Field(default=None, gt=0)
+    gpu_count: int = Field(default=1, ge=1)
+    image: NonEmpty | None = None
+    venv: RemotePath = "/workspace/axolotl-venv"
+    container_disk_gb: int = Field(default=50, ge=20)
+    boot_grace_minutes: int = Field(default=30, ge=5)
+    retrieve_grace_minutes: int = Field(default=60, ge=1)
+    data_center_ids: ListOrAuto = "auto"
+    network_volume_id: NonEmpty | None = None
+    max_volume_gb: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _combinations(self) -> RunpodTarget:
+        problems = []
+        if self.gpu_types != "auto":
+            problems += [
+                f'{key} applies only to gpu_types = "auto"'
+                for key in ("min_vram_gb", "max_price_per_hour")
+                if getattr(self, key) is not None
+            ]
+            if not self.gpu_types:
+                problems.append('gpu_types must name at least one GPU type, or be "auto"')
+        if not self.venv.startswith("/"):
+            problems.append("venv must be an absolute path")
+        if self.network_volume_id is not None and (
+            self.data_center_ids == "auto" or len(self.data_center_ids) != 1
+        ):
+            problems.append("network_volume_id needs exactly one entry in data_center_ids")
+        if self.max_volume_gb is not None and self.network_volume_id is None:
+            problems.append("max_volume_gb needs network_volume_id")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+@hookimpl
+def register_targets(register: Callable[[str, type[BaseModel]], None]) -> None:
+    register("runpod", RunpodTarget)
