@@ -101,11 +101,19 @@ class Plugins:
         return infos
 
 
+BUILTIN = "host"
+"""The built-in plugin serving every POSIX-host executor (see ``overbrainer.job.hooks``)."""
+
+
 def new_manager() -> Plugins:
-    """An empty manager knowing the overbrainer hook specs."""
+    """A manager knowing the overbrainer hook specs, with the built-in plugin registered."""
+    from overbrainer.job import hooks
+
     pm = pluggy.PluginManager(GROUP)
     pm.add_hookspecs(hookspecs)
-    return Plugins(pm)
+    plugins = Plugins(pm)
+    plugins.register(hooks, name=BUILTIN)
+    return plugins
 
 
 def load_plugins(env: Mapping[str, str] | None = None) -> Plugins:

@@ -19,6 +19,7 @@ COMMANDS = {
     "config": "overbrainer.cli.config:config",
     "runs": "overbrainer.cli.runs:runs",
     "plugins": "overbrainer.cli.plugins:plugins",
+    "train": "overbrainer.cli.train:train",
 }
 
 

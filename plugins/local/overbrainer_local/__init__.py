@@ -1,4 +1,8 @@
-"""The ``local`` target: training on this machine, natively or in a container."""
+"""The ``local`` target: training on this machine, natively or in a container.
+
+Runs live in the project's ``runs/`` directory itself unless ``workdir`` says otherwise,
+so nothing is copied and the job's files are home as soon as they are written.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +12,32 @@ from typing import Literal
 from pydantic import BaseModel
 
 from overbrainer import hookimpl
-from overbrainer.config.model import HostTarget
+from overbrainer.config.model import HostTarget, RemotePath
+from overbrainer.job.executor import HostExecutor
+from overbrainer.project import Project
+from overbrainer.runs.record import RunRecord
 
 
 class LocalTarget(HostTarget):
-    """``[targets.NAME]`` with ``kind = "local"``."""
+    """``[targets.NAME]`` with ``kind = "local"``. ``workdir``: where run directories
+    live on this machine (default: the project's ``runs/``)."""
 
     kind: Literal["local"]
+    workdir: RemotePath | None = None
 
 
 @hookimpl
 def register_targets(register: Callable[[str, type[BaseModel]], None]) -> None:
     register("local", LocalTarget)
+
+
+@hookimpl
+def create_executor(
+    name: str, target: BaseModel, project: Project, run: RunRecord | None
+) -> HostExecutor | None:
+    if not isinstance(target, LocalTarget):
+        return None
+    from overbrainer_local.host import LocalHost
+
+    workdir = target.workdir or str(project.runs_dir.resolve())
+    return HostExecutor(name, target, LocalHost(project.env), workdir)

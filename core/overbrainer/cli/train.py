@@ -1,0 +1,77 @@
+"""``overbrainer train``: start, follow, stop, resume and cancel training runs."""
+
+from __future__ import annotations
+
+import click
+
+from overbrainer.cli.complete import complete_run_id, complete_target
+from overbrainer.cli.context import current_app
+
+
+@click.group(invoke_without_command=True)
+@click.option("--target", shell_complete=complete_target, help="Train on this target instead of training.target.")
+@click.option("--keep-pod", is_flag=True, help="Keep the Runpod pod after the run (runpod targets).")
+@click.option("--resume-from", metavar="RUN_ID", shell_complete=complete_run_id,
+              help="Continue from the snapshot of this stopped run.")
+@click.pass_context
+def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: str | None) -> None:
+    """Fine-tune the child model on a target and follow the run.
+
+    Ctrl-C while following only detaches: the job keeps running, and
+    `overbrainer train attach RUN_ID` follows it again.
+    """
+    if ctx.invoked_subcommand is not None:
+        if target or keep_pod or resume_from:
+            raise click.UsageError("--target, --keep-pod and --resume-from apply to a new run only")
+        return
+    from overbrainer.train import session
+
+    app = current_app()
+    with app.lock():
+        session.train(app, target=target, resume_from=resume_from, keep_pod=keep_pod)
+
+
+@train.command()
+@click.argument("run_id", shell_complete=complete_run_id)
+def attach(run_id: str) -> None:
+    """Follow RUN_ID again until it ends (or report it, if it already has)."""
+    from overbrainer.train import session
+
+    app = current_app()
+    with app.lock():
+        session.attach(app, run_id)
+
+
+@train.command()
+@click.argument("run_id", shell_complete=complete_run_id)
+def stop(run_id: str) -> None:
+    """Ask RUN_ID's job to save a snapshot and stop; resume later with --resume-from.
+
+    While another overbrainer process holds the project (following the run, most
+    likely), only the request is written: that process collects the snapshot.
+    """
+    from overbrainer.runs.lock import LockHeld
+    from overbrainer.train import session
+
+    app = current_app()
+    lock = app.lock()
+    try:
+        lock.acquire()
+    except LockHeld as held:
+        session.stop_for_holder(app, run_id, held.pid or 0)
+        return
+    try:
+        session.stop(app, run_id)
+    finally:
+        lock.release()
+
+
+@train.command()
+@click.argument("run_id", shell_complete=complete_run_id)
+def cancel(run_id: str) -> None:
+    """Cancel RUN_ID: stop its job (TERM, then KILL) and keep what it wrote."""
+    from overbrainer.train import session
+
+    app = current_app()
+    with app.lock():
+        session.cancel(app, run_id)

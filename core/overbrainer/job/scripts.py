@@ -1,0 +1,189 @@
+"""The shell scripts of the job protocol, run on the target by any POSIX transport.
+
+They are POSIX ``sh`` (dash, busybox, bash) plus ``sha256sum``, ``tar`` and fractional
+``sleep``, which every Linux image has. Every path is quoted with ``shlex.quote``; the
+paths themselves were validated by the settings models.
+
+Files of a job's directory (its *root* on the target):
+
+- ``job.pid``: the wrapper's pid, which is also its process group (written first);
+- ``exit_code``: the job's exit status (written last, atomically);
+- ``cancelling`` / ``cancelled``: a cancel in progress / done;
+- ``snapshot.request`` / ``snapshot.json``: a snapshot asked for / saved;
+- ``metrics.jsonl``, ``job.log``, ``output/``: what the job produces.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+STALE = ("exit_code", "cancelling", "cancelled", "job.pid")
+METRICS_CAP = 1 << 20
+SNAPSHOT_CAP = 64 << 10
+WAIT_TERM_S = 10
+WAIT_KILL_S = 10
+
+q = shlex.quote
+
+_ALIVE = """\
+alive() {
+  pid=$(cat job.pid 2>/dev/null) || return 1
+  case $pid in ''|*[!0-9]*) return 1;; esac
+  [ "$pid" -gt 1 ] && kill -0 -"$pid" 2>/dev/null
+}
+"""
+
+
+def workdir_script(workdir: str) -> str:
+    """Create ``workdir`` and print its absolute, symlink-free path."""
+    path = workdir
+    if workdir == "~":
+        path = '"$HOME"'
+    elif workdir.startswith("~/"):
+        path = '"$HOME"/' + q(workdir[2:])
+    elif not workdir.startswith("/"):
+        path = '"$HOME"/' + q(workdir)
+    else:
+        path = q(workdir)
+    return f"set -e\nmkdir -p {path}\ncd {path}\npwd -P\n"
+
+
+def claim_script(run_dir: str, token: str) -> str:
+    """Reserve ``run_dir``: prints ``claimed`` when ``token`` holds it, ``taken`` otherwise.
+
+    ``set -C`` makes the redirection fail when ``.claim`` exists, so only one owner wins.
+    """
+    return f"""\
+mkdir -p {q(run_dir)} || exit 1
+cd {q(run_dir)} || exit 1
+if (set -C; printf '%s\\n' {q(token)} > .claim) 2>/dev/null; then echo claimed; exit 0; fi
+if [ "$(cat .claim 2>/dev/null)" = {q(token)} ]; then echo claimed; else echo taken; fi
+"""
+
+
+def gpu_script() -> str:
+    """Print ``gpu`` when the host has a usable NVIDIA GPU, ``cpu`` otherwise."""
+    return "if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; " \
+        "then echo gpu; else echo cpu; fi\n"
+
+
+def clear_stale_script(root: str) -> str:
+    """Remove the markers a previous spawn in ``root`` may have left."""
+    return f"cd {q(root)} && rm -f {' '.join(STALE)} job.pid.tmp exit_code.tmp\n"
+
+
+def wrapper(root: str) -> str:
+    """The detached wrapper: ``job.pid`` first, the job, ``exit_code`` last, atomically.
+
+    It runs as the leader of a new session, so its pid is the job's process group.
+    """
+    return (
+        f"cd {q(root)} || exit 1; "
+        "echo $$ > job.pid.tmp && mv -f job.pid.tmp job.pid; "
+        "sh ./job.sh; code=$?; "
+        "echo $code > exit_code.tmp && mv -f exit_code.tmp exit_code"
+    )
+
+
+def status_script(root: str, offset: int) -> str:
+    """One look at the job: its status, a pending request, a saved snapshot, new metrics.
+
+    Output: a ``status`` line; ``request <reason>`` when ``snapshot.request`` exists;
+    ``snapshot <n>`` followed by n bytes of ``snapshot.json`` (at most 64 KiB + 1, so a
+    larger file shows as too large); ``metrics <size>`` then the bytes of
+    ``metrics.jsonl`` from ``offset`` (at most 1 MiB) to the end of the output.
+    """
+    return f"""\
+if ! cd {q(root)} 2>/dev/null; then echo "status lost"; exit 0; fi
+{_ALIVE}\
+if [ -f cancelled ]; then echo "status cancelled"
+elif [ -f cancelling ]; then if alive; then echo "status running"; else echo "status cancelled"; fi
+elif [ -f exit_code ]; then echo "status exited $(cat exit_code)"
+elif alive; then echo "status running"
+elif [ -f exit_code ]; then echo "status exited $(cat exit_code)"
+else echo "status lost"; fi
+if [ -f snapshot.request ]; then printf 'request %s\\n' "$(head -c 64 snapshot.request | tr -dc 'a-z')"; fi
+if [ -f snapshot.json ]; then
+  n=$(head -c {SNAPSHOT_CAP + 1} snapshot.json | wc -c)
+  echo "snapshot $n"; head -c {SNAPSHOT_CAP + 1} snapshot.json
+fi
+size=$(wc -c < metrics.jsonl 2>/dev/null || echo 0)
+echo "metrics $size"
+if [ "$size" -gt {offset} ]; then tail -c +{offset + 1} metrics.jsonl | head -c {METRICS_CAP}; fi
+"""
+
+
+def request_script(root: str, reason: str) -> str:
+    """Write ``snapshot.request`` holding ``reason``, atomically."""
+    return (
+        f"cd {q(root)} && printf '%s\\n' {q(reason)} > snapshot.request.tmp "
+        "&& mv -f snapshot.request.tmp snapshot.request && echo requested\n"
+    )
+
+
+def cancel_script(root: str, container: tuple[str, str] | None) -> str:
+    """Stop the job's container and process group: TERM, up to 10 s, KILL, up to 10 s.
+
+    Prints the final status line. A job that already finished is never signalled (its
+    pid may belong to another process by now). Exit 3: no valid pid; exit 4: the group
+    survived KILL (``cancelling`` stays, so the status keeps reading running).
+    """
+    stop = ""
+    if container is not None:
+        engine, name = container
+        stop = f"{q(engine)} stop -t 30 {q(name)} >/dev/null 2>&1\n"
+    return f"""\
+if ! cd {q(root)} 2>/dev/null; then echo "status lost"; exit 0; fi
+if [ -f cancelled ]; then echo "status cancelled"; exit 0; fi
+if [ -f exit_code ]; then echo "status exited $(cat exit_code)"; exit 0; fi
+pid=$(cat job.pid 2>/dev/null)
+case $pid in ''|*[!0-9]*) echo "no job.pid"; exit 3;; esac
+if [ "$pid" -le 1 ]; then echo "invalid job.pid"; exit 3; fi
+: > cancelling
+{stop}\
+wait_gone() {{
+  i=0
+  while kill -0 -"$pid" 2>/dev/null; do
+    [ $i -ge $1 ] && return 1
+    sleep 0.1; i=$((i + 1))
+  done
+}}
+kill -TERM -"$pid" 2>/dev/null
+if ! wait_gone {WAIT_TERM_S * 10}; then
+  kill -KILL -"$pid" 2>/dev/null
+  if ! wait_gone {WAIT_KILL_S * 10}; then echo "the job survived KILL"; exit 4; fi
+fi
+: > cancelled.tmp && mv -f cancelled.tmp cancelled
+echo "status cancelled"
+"""
+
+
+def manifest_script(root: str, paths: tuple[str, ...], exclude: tuple[str, ...]) -> str:
+    """Print ``<sha256> <size> <path>`` records, each ended by a NUL, for the regular files
+    under ``paths`` (symlinks are not followed), skipping names that match ``exclude``.
+
+    NUL framing keeps any file name intact, newlines and all.
+    """
+    prune = " ".join(f"-name {q(pattern)} -prune -o" for pattern in exclude)
+    return f"""\
+cd {q(root)} || exit 1
+for p in {' '.join(q(p) for p in paths)}; do
+  [ -e "$p" ] || [ -L "$p" ] || continue
+  find "$p" {prune} -type f -exec sh -c '
+    for f; do
+      h=$(sha256sum < "$f") || exit 1
+      s=$(($(wc -c < "$f"))) || exit 1
+      printf "%s %s %s\\0" "${{h%% *}}" "$s" "$f"
+    done' sh {{}} + || exit 1
+done
+"""
+
+
+def tar_out_script(root: str) -> str:
+    """Stream a tar of the files named on stdin (NUL-separated) to stdout."""
+    return f"cd {q(root)} && tar -c -f - --null --no-recursion -T -\n"
+
+
+def tar_in_script(root: str) -> str:
+    """Unpack a tar from stdin into ``root`` (created if needed)."""
+    return f"mkdir -p {q(root)} && tar -x -f - -C {q(root)} --no-same-owner\n"

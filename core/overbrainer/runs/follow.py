@@ -1,0 +1,144 @@
+"""Following a job: polling, publishing its metrics, and the snapshot time limits."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from loguru import logger
+
+from overbrainer.errors import UserError
+from overbrainer.job.metrics import parse_event
+from overbrainer.job.spec import JobState, JobStatus
+from overbrainer.runs.record import RunRecord
+
+POLL_S = 2.0
+MAX_FAILURES = 5
+PLUGIN_EVENTS = frozenset({"begin", "log", "eval", "end"})
+
+
+@dataclass(frozen=True)
+class StopLimits:
+    """How long a snapshot may take once asked for, and a job may live once it saved one."""
+
+    proof_s: float = 30 * 60
+    end_s: float = 10 * 60
+
+
+STOP_LIMITS = StopLimits()
+
+
+class Detached(UserError):
+    """Following gave up after repeated failures; the job may still be running."""
+
+
+@dataclass
+class Followed:
+    """What following a job saw, up to the end of its output."""
+
+    status: JobStatus
+    snapshot: str | None = None
+    plugin_lines: int = 0
+    malformed: int = 0
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Follower:
+    """Follows the job of ``run`` through ``hook`` (the plugin manager's hook relay).
+
+    ``asked_at`` is when a snapshot was asked for (``train stop``); with
+    ``watch_requests`` a request written by anyone else starts the same clock. Runs whose
+    job cannot save a snapshot are never held to the limits.
+    """
+
+    hook: Any
+    executor: Any
+    run: RunRecord
+    on_event: Callable[[dict[str, Any]], None]
+    limits: StopLimits = STOP_LIMITS
+    watch_requests: bool = True
+    asked_at: float | None = None
+    poll_s: float = POLL_S
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    _proof_at: float | None = None
+    _cancelled_by_limit: bool = False
+
+    def follow(self) -> Followed:
+        """Poll until the job ends and its last metrics are read."""
+        seen = Followed(status=JobStatus(JobState.RUNNING))
+        failures = 0
+        draining = False
+        while True:
+            try:
+                poll = self.hook.poll_job(executor=self.executor, run=self.run)
+            except Exception as error:  # noqa: BLE001 - any transport failure is retried
+                failures += 1
+                if failures > MAX_FAILURES:
+                    raise Detached(
+                        f"cannot reach the job of run {self.run.id}: {error}; follow it again "
+                        f"with `overbrainer train attach {self.run.id}`"
+                    ) from None
+                logger.warning(f"cannot reach the job ({failures}/{MAX_FAILURES}): {error}")
+                self.sleep(self.poll_s)
+                continue
+            failures = 0
+            if poll is None:
+                raise UserError(f"no plugin can follow the job of run {self.run.id}")
+            for line in poll.lines:
+                self._publish(line, seen)
+            seen.status = poll.status
+            if poll.snapshot is not None:
+                seen.snapshot = poll.snapshot
+            if poll.status.state is not JobState.RUNNING:
+                if draining and not poll.lines:
+                    return seen
+                draining = True
+                continue  # read again at once until nothing new comes
+            self._watch_snapshot(poll.snapshot_request, poll.snapshot)
+            self.sleep(self.poll_s)
+
+    def _publish(self, line: str, seen: Followed) -> None:
+        event = parse_event(line)
+        if event is None:
+            seen.malformed += 1
+            logger.warning(f"ignoring a malformed metrics line ({seen.malformed} so far)")
+            return
+        if event["event"] in PLUGIN_EVENTS:
+            seen.plugin_lines += 1
+        seen.events.append(event)
+        self.on_event(event)
+
+    def _watch_snapshot(self, request: str | None, snapshot: str | None) -> None:
+        if not self.run.snapshots:
+            return
+        now = self.clock()
+        if request is not None and self.asked_at is None and self.watch_requests:
+            self.asked_at = now
+        if snapshot is not None and self._proof_at is None:
+            self._proof_at = now
+        if self._cancelled_by_limit:
+            return
+        if self._proof_at is None and self.asked_at is not None:
+            if now - self.asked_at >= self.limits.proof_s:
+                self._cancel(
+                    f"no snapshot {_minutes(self.limits.proof_s)} after it was asked for: "
+                    "the job was cancelled"
+                )
+        elif self._proof_at is not None and now - self._proof_at >= self.limits.end_s:
+            self._cancel("the job saved its snapshot but did not end: it was cancelled")
+
+    def _cancel(self, warning: str) -> None:
+        from overbrainer.runs.interrupt import deferred_sigint
+
+        with deferred_sigint():
+            self.hook.cancel_job(executor=self.executor, run=self.run)
+        self._cancelled_by_limit = True
+        logger.warning(warning)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"

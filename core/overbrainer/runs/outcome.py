@@ -1,0 +1,168 @@
+"""From what following saw to the run's final state, with its files brought home."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from overbrainer.errors import UserError
+from overbrainer.job.spec import ArtifactSpec, JobState
+from overbrainer.runs.follow import Followed
+from overbrainer.runs.record import RunRecord, RunState, Snapshot, SnapshotReason
+from overbrainer.runs.store import RUNS_DIR, RunStore
+
+OUTPUT = "output"
+RESULTS = ArtifactSpec(
+    paths=(OUTPUT, "metrics.jsonl", "job.log"), required=(OUTPUT,), exclude=("checkpoint-*",)
+)
+BEST_EFFORT = ArtifactSpec(paths=RESULTS.paths, exclude=RESULTS.exclude)
+SNAPSHOT_CAP = 64 << 10
+_CHECKPOINT = re.compile(r"^output/checkpoint-(\d+)$")
+
+
+class RetrievalError(UserError):
+    """The results of an ended job could not be brought home; the run stays running so
+    that ``train attach`` tries again."""
+
+
+def parse_snapshot(text: str | None) -> Snapshot | None | str:
+    """The snapshot ``snapshot.json`` describes; None when there is none; a string saying
+    why it is invalid."""
+    if text is None:
+        return None
+    if len(text.encode("utf-8")) > SNAPSHOT_CAP:
+        return "snapshot.json is larger than 64 KiB"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return "snapshot.json is not valid JSON"
+    if not isinstance(data, dict):
+        return "snapshot.json is not a JSON object"
+    checkpoint, step = data.get("checkpoint"), data.get("step")
+    match = _CHECKPOINT.match(checkpoint) if isinstance(checkpoint, str) else None
+    if match is None or not isinstance(step, int) or int(match[1]) != step:
+        return "snapshot.json names an invalid checkpoint path"
+    reason = data.get("reason")
+    return Snapshot(
+        checkpoint=checkpoint,
+        step=step,
+        reason=SnapshotReason.parse(reason if isinstance(reason, str) else ""),
+    )
+
+
+def settle(
+    hook: Any, executor: Any, store: RunStore, run: RunRecord, seen: Followed,
+    on_phase: Any = None,
+) -> RunRecord:
+    """Record how the job of ``run`` ended, retrieving its files; the saved record.
+
+    Raises ``RetrievalError`` (the record stays ``running``) when the results of a
+    succeeded or stopped job could not be brought home.
+    """
+    status = seen.status
+    log = f"see {RUNS_DIR}/{run.id}/job.log"
+    snapshot = (
+        parse_snapshot(seen.snapshot)
+        if status.state is JobState.CANCELLED or status == status.exited(0)
+        else None
+    )
+
+    def collect(spec: ArtifactSpec) -> None:
+        if on_phase is not None:
+            on_phase("retrieving")
+        hook.collect_artifacts(
+            executor=executor, run=run, artifacts=spec, dest=store.run_dir(run.id)
+        )
+
+    if isinstance(snapshot, Snapshot):
+        try:
+            collect(RESULTS)
+            collect(ArtifactSpec(paths=(snapshot.checkpoint, "snapshot.json"),
+                                 required=(snapshot.checkpoint,)))
+        except Exception as error:
+            raise RetrievalError(f"cannot retrieve the snapshot of run {run.id}: {error}") from error
+        return _save(store, run, RunState.STOPPED, None, snapshot=snapshot)
+    if status.state is JobState.CANCELLED:
+        if isinstance(snapshot, str):
+            logger.warning(f"run {run.id}: {snapshot}; the run stays cancelled")
+        return _best_effort(collect, store, run, RunState.CANCELLED, None)
+    if status.state is JobState.LOST:
+        return _best_effort(collect, store, run, RunState.FAILED,
+                            f"the job stopped without an exit code ({log})")
+    if status.exit_code != 0:
+        return _best_effort(collect, store, run, RunState.FAILED,
+                            f"the job exited with code {status.exit_code} ({log})")
+    if isinstance(snapshot, str):
+        return _best_effort(collect, store, run, RunState.FAILED, snapshot)
+    if seen.plugin_lines == 0:
+        return _best_effort(
+            collect, store, run, RunState.FAILED,
+            f"the job wrote no metrics: the overbrainer metrics plugin was not loaded ({log})",
+        )
+    try:
+        collect(RESULTS)
+    except UserError as error:
+        if f'"{OUTPUT}" is not on the target' in str(error):
+            return _best_effort(collect, store, run, RunState.FAILED,
+                                f"the job succeeded but left no output ({log})")
+        raise RetrievalError(f"cannot retrieve the results of run {run.id}: {error}") from error
+    except Exception as error:
+        raise RetrievalError(f"cannot retrieve the results of run {run.id}: {error}") from error
+    return _save(store, run, RunState.SUCCEEDED, None)
+
+
+def _best_effort(collect: Any, store: RunStore, run: RunRecord, state: RunState, message: str | None) -> RunRecord:
+    try:
+        collect(BEST_EFFORT)
+    except Exception as error:  # noqa: BLE001 - the state stands; the message says what is missing
+        note = f"artifacts not retrieved: {error}"
+        message = f"{message} ({note})" if message else note
+    return _save(store, run, state, message)
+
+
+def _save(store: RunStore, run: RunRecord, state: RunState, message: str | None, **changes: Any) -> RunRecord:
+    record = run.evolve(state=state, message=message, **changes)
+    store.save(record)
+    return record
+
+
+def output_lines(store: RunStore, record: RunRecord) -> list[str]:
+    """Where a succeeded run's model is, read from the run's own files."""
+    directory = store.run_dir(record.id)
+    output = f"{RUNS_DIR}/{record.id}/{OUTPUT}"
+    lines = []
+    try:
+        yaml_text = (directory / "axolotl.yaml").read_text(encoding="utf-8")
+    except OSError:
+        return lines
+    adapter = re.search(r"^adapter:", yaml_text, re.M) is not None
+    lines.append(f"train: {'adapter' if adapter else 'model'} in {output}")
+    if (directory / OUTPUT / "merged").is_dir():
+        lines.append(f"train: merged model in {output}/merged")
+    return lines
+
+
+def stopped_lines(record: RunRecord) -> list[str]:
+    """Where a stopped run's snapshot is, how to resume, and that ``output/`` is partial."""
+    snapshot = record.snapshot
+    if snapshot is None:
+        return []
+    run_id = record.id
+    return [
+        f"train: run {run_id} stopped at step {snapshot.step} ({snapshot.reason}): snapshot in "
+        f"{RUNS_DIR}/{run_id}/{snapshot.checkpoint}; resume with "
+        f"`overbrainer train --resume-from {run_id}`",
+        f"train: {RUNS_DIR}/{run_id}/{OUTPUT} also holds the partial model at step "
+        f"{snapshot.step}, not a finished one",
+    ]
+
+
+def checkpoint_dir(store: RunStore, record: RunRecord) -> Path | None:
+    """The local directory of a stopped run's snapshot."""
+    if record.snapshot is None:
+        return None
+    return store.run_dir(record.id) / record.snapshot.checkpoint

@@ -1,0 +1,124 @@
+"""The run directory a job starts from: data copies, the metrics plugin, axolotl.yaml."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from overbrainer.config.model import Training
+from overbrainer.errors import UserError
+from overbrainer.job.spec import JobSpec
+
+PLUGIN_FILE = "overbrainer_metrics.py"
+DATA_FILES = ("train.jsonl", "eval.jsonl")
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The stopped run a new run continues from."""
+
+    run_id: str
+    run_dir: Path
+    checkpoint: str  # "output/checkpoint-N"
+
+    @property
+    def name(self) -> str:
+        return Path(self.checkpoint).name
+
+
+def data_source(project_dir: Path, resume: Resume | None) -> Path:
+    """Where a new run's data comes from: ``data/``, or the stopped run's own copies."""
+    return resume.run_dir / "data" if resume else project_dir / "data"
+
+
+def check_train_data(source: Path, project_dir: Path) -> bool:
+    """Raise unless the train file has an example; whether the eval file has one."""
+    train = source / "train.jsonl"
+    if not _has_example(train):
+        raise UserError(f"{_shown(train, project_dir)} has no example: run `overbrainer split` first")
+    return _has_example(source / "eval.jsonl")
+
+
+def _has_example(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            return any(line.strip() for line in file)
+    except FileNotFoundError:
+        return False
+
+
+def _shown(path: Path, project_dir: Path) -> str:
+    try:
+        return str(path.relative_to(project_dir))
+    except ValueError:
+        return str(path)
+
+
+def resolve_base_model(training: Training, project_dir: Path, local: bool) -> str:
+    """``base_model`` as the job must see it: a path relative to the project made absolute
+    for a target on this machine; a hub id or remote path as it is."""
+    candidate = Path(training.base_model).expanduser()
+    if local and not candidate.is_absolute() and (project_dir / candidate).is_dir():
+        return str((project_dir / candidate).resolve())
+    return training.base_model
+
+
+def write_run_dir(
+    run_dir: Path,
+    source: Path,
+    yaml_text: str,
+    resume: Resume | None,
+) -> None:
+    """Fill ``run_dir`` with what the job needs: ``data/``, ``plugin/``, ``axolotl.yaml``,
+    and the checkpoint to resume from (hard-linked when possible)."""
+    data = run_dir / "data"
+    data.mkdir(exist_ok=True)
+    for name in DATA_FILES:
+        if (source / name).is_file():
+            shutil.copyfile(source / name, data / name)
+    plugin = run_dir / "plugin"
+    plugin.mkdir(exist_ok=True)
+    shutil.copyfile(Path(__file__).parent.parent / "job" / PLUGIN_FILE, plugin / PLUGIN_FILE)
+    if resume is not None:
+        _link_tree(resume.run_dir / resume.checkpoint, run_dir / "resume" / resume.name)
+    (run_dir / "axolotl.yaml").write_text(yaml_text, encoding="utf-8")
+
+
+def _link_tree(source: Path, dest: Path) -> None:
+    """Hard-link every file of ``source`` into ``dest`` (copying across file systems)."""
+    for directory, _, files in os.walk(source):
+        target = dest / Path(directory).relative_to(source)
+        target.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            try:
+                os.link(Path(directory) / name, target / name)
+            except OSError:
+                shutil.copy2(Path(directory) / name, target / name)
+
+
+def job_spec(
+    run_id: str,
+    run_dir: Path,
+    training: Training,
+    base_model: str,
+    cpu: bool,
+    secrets: dict[str, SecretStr],
+) -> JobSpec:
+    """The job of a prepared run: Axolotl's stages and the environment they need."""
+    from overbrainer.train.axolotl import job_env, job_stages
+
+    env, paths, pythonpath = job_env(base_model)
+    return JobSpec(
+        run_id=run_id,
+        local_dir=run_dir,
+        stages=job_stages(training, cpu=cpu),
+        env=env,
+        paths=paths,
+        pythonpath=pythonpath,
+        secrets=secrets,
+        cpu_only=cpu,
+    )

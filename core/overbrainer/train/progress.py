@@ -1,0 +1,171 @@
+"""What a followed run says while it trains: stderr lines, and a bar on a terminal.
+
+Training logs are printed at most one per ``LOG_EVERY_S``; phases (evaluating, finalizing,
+merging, retrieving) and job status changes always. On a terminal a rich progress bar
+shows step, loss and phase instead of the periodic step lines.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from loguru import logger
+
+LOG_EVERY_S = 10.0
+
+
+@dataclass
+class Summary:
+    """The latest training figures of a run."""
+
+    step: int | None = None
+    max_steps: int | None = None
+    epoch: float | None = None
+    loss: float | None = None
+    eval_loss: float | None = None
+    learning_rate: float | None = None
+    grad_norm: float | None = None
+
+    def update(self, event: dict[str, Any]) -> None:
+        for key in ("step", "max_steps"):
+            value = event.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                setattr(self, key, value)
+        for key in ("epoch", "loss", "eval_loss", "learning_rate", "grad_norm"):
+            value = event.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                setattr(self, key, float(value))
+
+    def describe(self) -> str:
+        """``step S/M, epoch E.EE, loss L.LLLL, eval_loss V.VVVV``, with what is known."""
+        parts = []
+        if self.step is not None:
+            parts.append(f"step {self.step}/{self.max_steps}" if self.max_steps else f"step {self.step}")
+        if self.epoch is not None:
+            parts.append(f"epoch {self.epoch:.2f}")
+        if self.loss is not None:
+            parts.append(f"loss {self.loss:.4f}")
+        if self.eval_loss is not None:
+            parts.append(f"eval_loss {self.eval_loss:.4f}")
+        return ", ".join(parts) if parts else "no training step logged"
+
+    def step_line(self) -> str:
+        parts = []
+        if self.step is not None and self.max_steps:
+            percent = int(100 * self.step / self.max_steps)
+            parts.append(f"step {self.step}/{self.max_steps} ({percent}%)")
+        elif self.step is not None:
+            parts.append(f"step {self.step}")
+        if self.epoch is not None:
+            parts.append(f"epoch {self.epoch:.2f}")
+        if self.loss is not None:
+            parts.append(f"loss {self.loss:.4f}")
+        if self.learning_rate is not None:
+            parts.append(f"lr {self.learning_rate:.2e}")
+        if self.grad_norm is not None:
+            parts.append(f"grad_norm {self.grad_norm:.3f}")
+        return "train: " + ", ".join(parts)
+
+
+class Progress:
+    """Turns metric events into progress; ``close`` before printing the final report."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, bar: bool | None = None) -> None:
+        self.summary = Summary()
+        self.clock = clock
+        self._last_log: float | None = None
+        self._phase = "training"
+        self._bar = _Bar() if (sys.stderr.isatty() if bar is None else bar) else None
+
+    def event(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind in ("begin", "log", "end"):
+            self.summary.update(event)
+        if kind == "log":
+            if self._phase != "training" and event.get("loss") is not None:
+                self._phase = "training"
+            self._log_step(event)
+        elif kind == "eval":
+            step, total = event.get("step"), event.get("total")
+            self._set_phase("evaluating", f"train: evaluating {step}/{total}")
+        elif kind == "end":
+            self._set_phase("finalizing", "train: finalizing (saving model)")
+        elif kind == "stage" and event.get("name") == "merge":
+            self._set_phase("merging", "train: merging adapter")
+        if self._bar is not None:
+            self._bar.show(self.summary, self._phase)
+
+    def phase(self, name: str) -> None:
+        """A phase the follower itself enters (``retrieving``)."""
+        if name == "retrieving":
+            self._set_phase("retrieving", "train: retrieving results", repeat=False)
+
+    def status(self, text: str) -> None:
+        self._say(f"train: job {text}")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def _log_step(self, event: dict[str, Any]) -> None:
+        if event.get("loss") is None and event.get("eval_loss") is not None:
+            self._say(f"train: step {self.summary.step}, eval_loss {self.summary.eval_loss:.4f}")
+            return
+        now = self.clock()
+        if self._last_log is not None and now - self._last_log < LOG_EVERY_S:
+            return
+        self._last_log = now
+        if self._bar is None:
+            self._say(self.summary.step_line())
+
+    def _set_phase(self, phase: str, line: str, repeat: bool = True) -> None:
+        if phase == self._phase and not (repeat and phase == "evaluating"):
+            return
+        first = phase != self._phase
+        self._phase = phase
+        if first or self._bar is None:
+            self._say(line)
+
+    def _say(self, line: str) -> None:
+        if self._bar is not None:
+            self._bar.print(line)
+        else:
+            logger.info(line)
+
+
+class _Bar:
+    """A rich progress bar on stderr."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+        from rich.progress import Progress as RichProgress
+
+        self.console = Console(stderr=True)
+        self.progress = RichProgress(
+            TextColumn("train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+            TimeRemainingColumn(), console=self.console, transient=True,
+        )
+        self.task = self.progress.add_task("starting", total=None)
+        self.progress.start()
+
+    def show(self, summary: Summary, phase: str) -> None:
+        loss = f"loss {summary.loss:.4f}" if summary.loss is not None else ""
+        self.progress.update(
+            self.task, completed=summary.step or 0, total=summary.max_steps,
+            description=" ".join(part for part in (phase, loss) if part),
+        )
+
+    def print(self, line: str) -> None:
+        from overbrainer.redact import redact
+
+        self.console.print(redact(line), markup=False, highlight=False)
+
+    def close(self) -> None:
+        self.progress.stop()

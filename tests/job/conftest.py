@@ -1,0 +1,70 @@
+"""A local host executor with its own work directory, so runs go through upload and
+verified download exactly as on a remote host."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from overbrainer_local import LocalTarget
+from overbrainer_local.host import LocalHost
+
+from overbrainer.job.executor import HostExecutor
+from overbrainer.job.spec import JobPoll, JobSpec, JobStage, JobState
+from overbrainer.runs.record import RunRecord
+
+
+@dataclass
+class Bench:
+    executor: HostExecutor
+    tmp: Path
+
+    def new_run(self, run_id: str = "demo_20260101-000000") -> RunRecord:
+        remote = self.executor.claim(run_id)
+        assert remote
+        local = self.tmp / "runs" / run_id
+        local.mkdir(parents=True, exist_ok=True)
+        return RunRecord(id=run_id, target="box", created="2026-01-01T00:00:00Z", remote_dir=remote)
+
+    def launch(self, run: RunRecord, script: str, env: dict[str, str] | None = None) -> RunRecord:
+        job = JobSpec(
+            run_id=run.id,
+            local_dir=self.tmp / "runs" / run.id,
+            stages=(JobStage("train", ("sh", "-c", script)),),
+            env=env or {},
+        )
+        handle = self.executor.launch(run, job)
+        return run.evolve(job=handle, state="running", snapshots=True)
+
+    def wait(self, run: RunRecord, until: Callable[[JobPoll], bool] | None = None,
+             timeout: float = 20) -> tuple[JobPoll, list[str]]:
+        lines: list[str] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            poll = self.executor.poll(run)
+            lines += poll.lines
+            done = until(poll) if until else poll.status.state is not JobState.RUNNING
+            if done:
+                return poll, lines
+            assert time.monotonic() < deadline, f"timed out; last status {poll.status}"
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def bench(tmp_path: Path) -> Iterator[Bench]:
+    work = tmp_path / "work"
+    target = LocalTarget(kind="local", workdir=str(work))
+    executor = HostExecutor("box", target, LocalHost(os.environ), str(work))
+    bench = Bench(executor, tmp_path)
+    yield bench
+    # Whatever a test left running is stopped by its process group.
+    for pid_file in work.glob("*/job.pid"):
+        pid = int(pid_file.read_text())
+        try:
+            os.killpg(pid, 9)
+        except ProcessLookupError:
+            pass

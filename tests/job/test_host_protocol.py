@@ -1,0 +1,161 @@
+"""The job protocol on a POSIX host, through the real local transport and sh."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from overbrainer.errors import UserError
+from overbrainer.job.spec import ArtifactSpec, JobState
+
+WRITE_METRICS = (
+    'printf \'{"event":"log","step":1}\\n\' >> metrics.jsonl; '
+    "mkdir -p output && echo weights > output/adapter.bin; exit 0"
+)
+
+
+def test_a_job_runs_detached_and_reports_its_lines_and_exit(bench):
+    run = bench.launch(bench.new_run(), WRITE_METRICS)
+    assert run.job.pid > 1
+    poll, lines = bench.wait(run)
+    assert poll.status.state is JobState.EXITED and poll.status.exit_code == 0
+    events = [json.loads(line)["event"] for line in lines]
+    assert events == ["stage", "log"]
+    assert json.loads(lines[0])["name"] == "train"
+
+
+def test_the_exit_code_is_kept(bench):
+    run = bench.launch(bench.new_run(), "exit 3")
+    poll, _ = bench.wait(run)
+    assert poll.status.exit_code == 3
+
+
+def test_the_job_sees_its_environment_but_not_overbrainer_settings(bench, monkeypatch):
+    monkeypatch.setenv("OVERBRAINER_SECRET_THING", "x")
+    monkeypatch.setenv("VAULT_TOKEN", "y")
+    from overbrainer_local.host import LocalHost
+
+    bench.executor.host = LocalHost(os.environ)
+    run = bench.launch(bench.new_run(), "env > env.txt", env={"GREETING": "hello world"})
+    bench.wait(run)
+    env = (Path(run.remote_dir) / "env.txt").read_text()
+    assert "GREETING=hello world" in env
+    assert "OVERBRAINER_SECRET_THING" not in env and "VAULT_TOKEN" not in env
+
+
+def test_only_complete_metric_lines_are_read(bench):
+    script = (
+        "printf '{\"event\":\"log\",\"step\":1}\\n{\"event\":\"log\",' >> metrics.jsonl; "
+        "sleep 0.6; printf '\"step\":2}\\n' >> metrics.jsonl"
+    )
+    run = bench.launch(bench.new_run(), script)
+    first, lines = bench.wait(run, until=lambda p: any('"step":1' in line for line in p.lines))
+    assert all(line.endswith("}") for line in lines)
+    poll, more = bench.wait(run)
+    assert [json.loads(line)["step"] for line in lines + more if "step" in line] == [1, 2]
+
+
+def test_a_second_claim_of_the_same_id_is_refused(bench):
+    bench.new_run("same_20260101-000000")
+    assert bench.executor.claim("same_20260101-000000") == ""
+
+
+def test_a_snapshot_request_and_the_saved_snapshot_are_seen(bench):
+    run = bench.launch(bench.new_run(), "while [ ! -f snapshot.request ]; do sleep 0.05; done; "
+                       "echo '{\"checkpoint\":\"output/checkpoint-2\",\"step\":2}' > snapshot.json")
+    bench.executor.request_snapshot(run, "deadline")
+    poll, _ = bench.wait(run)
+    assert poll.snapshot_request == "deadline"
+    assert json.loads(poll.snapshot)["step"] == 2
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_cancel_kills_the_whole_group_even_a_child_that_ignores_term(bench):
+    script = "trap '' TERM; sleep 300 & sleep 300 & wait"
+    run = bench.launch(bench.new_run(), script)
+    bench.wait(run, until=lambda p: p.status.state is JobState.RUNNING)
+    started = time.monotonic()
+    status = bench.executor.cancel(run)
+    assert status.state is JobState.CANCELLED
+    assert time.monotonic() - started >= 9  # TERM was ignored: KILL after the 10 s wait
+    assert not _group_alive(run.job.pid)
+    out = subprocess.run(["ps", "-eo", "pgid="], capture_output=True, text=True).stdout.split()
+    assert str(run.job.pid) not in out
+    assert bench.executor.cancel(run).state is JobState.CANCELLED  # a no-op the second time
+    assert bench.executor.poll(run).status.state is JobState.CANCELLED
+
+
+def test_cancel_never_signals_a_finished_job(bench):
+    run = bench.launch(bench.new_run(), "exit 0")
+    bench.wait(run)
+    status = bench.executor.cancel(run)
+    assert status.state is JobState.EXITED and status.exit_code == 0
+    assert not (Path(run.remote_dir) / "cancelled").exists()
+
+
+def test_a_killed_wrapper_reads_lost(bench):
+    run = bench.launch(bench.new_run(), "sleep 300")
+    bench.wait(run, until=lambda p: p.status.state is JobState.RUNNING)
+    os.killpg(run.job.pid, signal.SIGKILL)
+    poll, _ = bench.wait(run)
+    assert poll.status.state is JobState.LOST
+
+
+def test_artifacts_with_any_name_come_home_verified(bench):
+    names = ["plain.txt", "with space.txt", "quote'and\"double.txt", "new\nline.txt", "ünï.txt"]
+    script = "mkdir -p output/sub output/checkpoint-3 && " + " && ".join(
+        f"printf %s {_sh(n)} > output/sub/{_sh(n)}" for n in names
+    ) + " && echo ckpt > output/checkpoint-3/w && echo '{}' > metrics.jsonl"
+    run = bench.launch(bench.new_run(), script)
+    bench.wait(run)
+    dest = bench.tmp / "runs" / run.id
+    spec = ArtifactSpec(paths=("output", "metrics.jsonl", "job.log"), required=("output",),
+                        exclude=("checkpoint-*",))
+    got = bench.executor.collect(run, spec, dest)
+    assert sorted(Path(p).name for p in got if p.startswith("output/")) == sorted(names)
+    for name in names:
+        assert (dest / "output" / "sub" / name).read_text() == name
+    assert not (dest / "output" / "checkpoint-3").exists()
+
+
+def test_a_missing_required_artifact_is_named(bench):
+    run = bench.launch(bench.new_run(), "echo '{}' > metrics.jsonl")
+    bench.wait(run)
+    spec = ArtifactSpec(paths=("output", "metrics.jsonl"), required=("output",))
+    with pytest.raises(UserError, match='"output" is not on the target'):
+        bench.executor.collect(run, spec, bench.tmp / "runs" / run.id)
+
+
+def test_a_file_changed_after_the_manifest_is_caught(bench):
+    run = bench.launch(bench.new_run(), "mkdir -p output && echo original > output/model.bin")
+    bench.wait(run)
+    host = bench.executor.host
+    real_download = host.download
+
+    def download_after_a_change(root, files, dest):
+        Path(root, "output", "model.bin").write_text("changed on the target\n")
+        real_download(root, files, dest)
+
+    host.download = download_after_a_change
+    spec = ArtifactSpec(paths=("output",), required=("output",))
+    with pytest.raises(UserError, match=r'"output/model.bin" differs from the target \(SHA-256 mismatch\)'):
+        bench.executor.collect(run, spec, bench.tmp / "runs" / run.id)
+
+
+def _sh(name: str) -> str:
+    import shlex
+
+    return shlex.quote(name)
