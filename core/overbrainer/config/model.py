@@ -172,8 +172,10 @@ class HostTarget(TargetBase):
     """A POSIX host that runs Axolotl natively (a venv, or PATH) or in a container.
 
     ``device`` picks how Axolotl is launched: ``auto`` looks for ``nvidia-smi`` on the
-    host when the job starts; ``cpu`` trains on the CPU (``--launcher python``, no bf16,
-    no fused CUDA kernels).
+    host when a run starts; ``cpu`` trains on the CPU (``--launcher python``, no bf16,
+    no fused CUDA kernels). ``install``: pip requirements installed into ``venv`` when it
+    has no ``bin/axolotl`` yet (first use). ``setup``: a shell command run on the host
+    before each run starts (idempotent: it runs every time), with the venv first on PATH.
     """
 
     runtime: Literal["native", "docker"] = "native"
@@ -181,6 +183,8 @@ class HostTarget(TargetBase):
     image: NonEmpty | None = None
     venv: RemotePath | None = None
     device: Literal["auto", "gpu", "cpu"] = "auto"
+    install: NonEmpty | None = None
+    setup: NonEmpty | None = None
 
     @model_validator(mode="after")
     def _runtime_keys(self) -> HostTarget:
@@ -188,8 +192,11 @@ class HostTarget(TargetBase):
         if self.runtime == "native":
             problems += [f"{key} applies only to runtime = \"docker\"" for key in ("engine", "image")
                          if getattr(self, key) is not None]
-        elif self.venv is not None:
-            problems.append("venv applies only to runtime = \"native\"")
+            if self.install is not None and self.venv is None:
+                problems.append("install needs venv: the directory to install Axolotl into")
+        else:
+            problems += [f"{key} applies only to runtime = \"native\"" for key in ("venv", "install")
+                         if getattr(self, key) is not None]
         if problems:
             raise ValueError("; ".join(problems))
         return self

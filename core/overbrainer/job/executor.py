@@ -44,11 +44,14 @@ PID_WAIT_S = 30.0
 class HostExecutor:
     """Runs jobs of the target ``name`` on ``host``, in run directories under ``workdir``."""
 
-    def __init__(self, name: str, target: HostTarget, host: Host, workdir: str) -> None:
+    def __init__(
+        self, name: str, target: HostTarget, host: Host, workdir: str, setup_dir: str | None = None
+    ) -> None:
         self.name = name
         self.target = target
         self.host = host
         self.workdir = workdir
+        self.setup_dir = setup_dir
         self._offsets: dict[str, int] = {}
 
     @cached_property
@@ -80,23 +83,67 @@ class HostExecutor:
         """The run directory as the job sees it (inside a container, its mount point)."""
         return CONTAINER_ROOT if self.container else run.remote_dir
 
-    def check_trainer(self, program: str = "axolotl") -> None:
-        """Refuse a native runtime whose venv (or PATH) has no ``program``."""
-        if self.container:
-            return
-        where = self._program(program)
-        done = self.host.run(f"command -v {where} >/dev/null 2>&1\n")
-        if done.code == 0:
-            return
+    def prepare_host(self, program: str = "axolotl") -> None:
+        """Make the host ready for a new run: Axolotl installed (on first use, when the
+        target says how), then the target's ``setup`` command."""
+        if not self.container and not self._has(program):
+            if self.target.install is None:
+                self._missing(program)
+            self._stream(
+                "install", self._install_script(), f"targets.{self.name}.install failed"
+            )
+            if not self._has(program):
+                self._missing(program)
+        if self.target.setup is not None:
+            self._stream("setup", self._setup_script(), f"targets.{self.name}.setup failed")
+
+    def _has(self, program: str) -> bool:
+        return self.host.run(f"command -v {self._program(program)} >/dev/null 2>&1\n").code == 0
+
+    def _missing(self, program: str) -> None:
         if self.target.venv:
             raise UserError(
-                f"targets.{self.name}.venv: {self.target.venv} has no bin/{program}: "
-                f"install Axolotl there, or set targets.{self.name}.install"
+                f"targets.{self.name}.venv: {self.target.venv} has no bin/{program}: install "
+                f"Axolotl there, or set targets.{self.name}.install to have it installed"
             )
         raise UserError(
             f"target `{self.name}`: `{program}` is not on PATH: set targets.{self.name}.venv "
             "to a venv that holds Axolotl"
         )
+
+    def _venv_path(self) -> str:
+        venv = self.target.venv or ""
+        if venv == "~" or venv.startswith("~/"):
+            return '"$HOME"' + shlex.quote(venv[1:]) if venv != "~" else '"$HOME"'
+        return shlex.quote(venv)
+
+    def _install_script(self) -> str:
+        venv = self._venv_path()
+        requirements = " ".join(shlex.quote(part) for part in shlex.split(self.target.install or ""))
+        return (
+            "set -e\n"
+            f"echo 'installing Axolotl into {self.target.venv} (first use; this takes minutes)'\n"
+            f"[ -x {venv}/bin/pip ] || python3 -m venv {venv}\n"
+            f"{venv}/bin/pip install --progress-bar off {requirements} 2>&1\n"
+        )
+
+    def _setup_script(self) -> str:
+        where = shlex.quote(self.setup_dir) if self.setup_dir else shlex.quote(self.root)
+        path = f'export PATH={self._venv_path()}/bin:"$PATH"\n' if self.target.venv and not self.container else ""
+        return f"set -e\ncd {where}\n{path}{self.target.setup} 2>&1\n"
+
+    def _stream(self, what: str, script: str, failure: str) -> None:
+        """Run ``script``, showing its output as it comes, line by line."""
+        from overbrainer.redact import printable
+
+        try:
+            with self.host.stream_out(script) as stream:
+                for raw in stream:
+                    line = printable(raw.decode("utf-8", "replace").rstrip("\n"))
+                    if line:
+                        logger.info(f"{what}: {line}")
+        except HostError as error:
+            raise UserError(f"{failure}: {error}") from None
 
     # The job.
 

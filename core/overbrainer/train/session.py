@@ -72,8 +72,8 @@ def train(app: App, target: str | None = None, resume_from: str | None = None,
     try:
         secrets = resolve_secrets(app, training)
         executor = create_executor(app, name, target_model, None)
-        if hasattr(executor, "check_trainer"):
-            executor.check_trainer()
+        if hasattr(executor, "prepare_host"):
+            executor.prepare_host()
         if keep_pod:
             executor.keep = True
     except KeyboardInterrupt:

@@ -40,4 +40,5 @@ def create_executor(
     from overbrainer_local.host import LocalHost
 
     workdir = target.workdir or str(project.runs_dir.resolve())
-    return HostExecutor(name, target, LocalHost(project.env), workdir)
+    setup_dir = str(project.dir.resolve())
+    return HostExecutor(name, target, LocalHost(project.env), workdir, setup_dir=setup_dir)
