@@ -7,7 +7,6 @@ Every table rejects unknown keys. The keys of ``ENV_ONLY`` may come only from
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -35,13 +34,8 @@ ENV_ONLY: tuple[tuple[str, ...], ...] = (
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 
 
-def _finite(value: float) -> float:
-    if not math.isfinite(value):
-        raise ValueError("must be a finite number")
-    return value
-
-
-Finite = Annotated[float, AfterValidator(_finite)]
+# Checked before any bound, so NaN reads "must be a finite number", not "must be at most 1".
+Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 _PATH_CHARS = re.compile(r"^[A-Za-z0-9._/~-]+$")
 
