@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+
 from overbrainer import redact
 from overbrainer.cli import cli
 

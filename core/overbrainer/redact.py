@@ -21,8 +21,13 @@ _PATTERNS = [
         ),
         rf"\g<1>{MASK}",
     ),
-    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----", re.S),
-     f"-----PRIVATE KEY {MASK}-----"),
+    (
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
+            re.S,
+        ),
+        f"-----PRIVATE KEY {MASK}-----",
+    ),
 ]
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")

@@ -6,6 +6,7 @@ import re
 import tomllib
 
 import pytest
+
 from overbrainer.cli import cli
 
 PROMPTS = ["answer_system.txt", "judge.txt", "questions.txt", "subtopics.txt"]

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 from loguru import logger
+
 from overbrainer.errors import UserError
 from overbrainer.logs import configure_logging
 from overbrainer.redact import register_secret

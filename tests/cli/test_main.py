@@ -11,9 +11,21 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from overbrainer import __version__
 
-HEAVY = ("fabric", "paramiko", "runpod", "aiohttp", "pydantic", "hvac", "requests")
+# What `overbrainer --help` must not pay for; pluggy alone costs about 10 ms.
+HEAVY = (
+    "fabric",
+    "paramiko",
+    "runpod",
+    "aiohttp",
+    "pydantic",
+    "hvac",
+    "requests",
+    "pluggy",
+    "loguru",
+)
 
 
 def console_script() -> str:
@@ -93,7 +105,8 @@ def test_the_console_script_reports_errors(project_dir, tmp_path):
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr == (
-        f"error: no overbrainer.toml in {tmp_path / 'nowhere'}: create one with `overbrainer init`\n"
+        f"error: no overbrainer.toml in {tmp_path / 'nowhere'}: "
+        "create one with `overbrainer init`\n"
     )
     result = run_script("nonsense", cwd=project_dir)
     assert result.returncode == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from overbrainer.config.dotenv import DotenvError, parse_dotenv, read_dotenv
 
 

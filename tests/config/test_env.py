@@ -4,6 +4,7 @@ the shell."""
 from __future__ import annotations
 
 import pytest
+
 from overbrainer.config.env import Environment
 from overbrainer.config.load import ConfigError, load_settings
 from overbrainer.plugins import load_plugins

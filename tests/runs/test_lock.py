@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+
 from overbrainer.errors import UserError
 from overbrainer.runs.lock import LockHeld, ProjectLock
 

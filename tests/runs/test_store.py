@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+
 from overbrainer.errors import UserError
 from overbrainer.runs.ids import base_id, check_run_id, slug
 from overbrainer.runs.record import Container, JobHandle, RunRecord, RunState, Snapshot
