@@ -62,6 +62,13 @@ def test_a_missing_file_assigns_nothing(tmp_path):
     assert read_dotenv(tmp_path / ".env") == {}
 
 
+def test_an_unreadable_dotenv_is_a_user_error(run_cli, project_dir):
+    (project_dir / ".env").mkdir()
+    result = run_cli("config", "check")
+    assert result.exit_code == 1
+    assert result.stderr == "error: cannot read .env: Is a directory\n"
+
+
 def test_a_malformed_dotenv_fails_the_command_without_its_content(run_cli, project_dir):
     (project_dir / ".env").write_text(
         "OVERBRAINER_PIPELINE__SEED=1\nhf_tokenvaluewithoutequals_sk-abcdefghijklmnopqrst\n"

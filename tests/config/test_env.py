@@ -132,6 +132,15 @@ def test_unknown_overbrainer_variables_fail(project_dir, write_config, kinds):
     ]
 
 
+def test_config_check_fails_on_an_unknown_variable(run_cli):
+    result = run_cli("config", "check", env={"OVERBRAINER_PIPELINE__CONCURENCY": "16"})
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        "error: invalid configuration:\n  OVERBRAINER_PIPELINE__CONCURENCY: unknown field\n"
+    )
+
+
 def test_a_bad_env_value_names_the_variable_never_the_value(project_dir, kinds):
     with pytest.raises(ConfigError) as caught:
         load(

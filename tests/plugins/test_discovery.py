@@ -114,10 +114,8 @@ def test_a_misspelled_hook_is_rejected_by_check_pending(site):
     assert [info.name for info in plugins.info()] == ["local"]
     assert "typo" not in plugins.kinds
     assert plugins.pm.get_plugin("typo") is None
-    assert (
-        not hasattr(plugins.hook, "register_target")
-        or not plugins.hook.register_target.get_hookimpls()
-    )
+    caller = getattr(plugins.hook, "register_target", None)
+    assert caller is None or caller.get_hookimpls() == []
 
 
 def test_plugins_lists_versions_kinds_and_hooks(run_cli, site):
