@@ -33,7 +33,9 @@ def read_job_log(store: RunStore, run_id: str, tail: int | None = None) -> Itera
     with os.fdopen(fd, "rb") as file:
         # Every line goes through the redactor, even before the tail: a tail that starts
         # inside a private key block must still hide it.
-        lines = (redactor.line(raw.decode("utf-8", errors="replace").rstrip("\n")) for raw in file)
+        lines: Iterator[str] = (
+            redactor.line(raw.decode("utf-8", errors="replace").rstrip("\n")) for raw in file
+        )
         if tail is not None:
             lines = iter(deque(lines, maxlen=tail))
         for line in lines:
