@@ -1,15 +1,20 @@
-"""Fixtures every test shares: an isolated environment, a project, the CLI."""
+"""Fixtures every test shares: an isolated environment, a project, the CLI, installed plugins."""
 
 from __future__ import annotations
 
+import importlib
+import logging
 import os
+import sys
+import textwrap
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
+from overbrainer import redact
 from overbrainer.cli import cli
 
 OUR_PLUGINS = "local,ssh,runpod"
@@ -41,13 +46,30 @@ reasoning = true
 def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """No test sees the developer's settings, keys, ~/.ssh or third-party plugins."""
     for name in list(os.environ):
-        if name.startswith(("OVERBRAINER_", "VAULT_", "RUNPOD_")) or name in ("NO_COLOR", "HF_TOKEN"):
+        if name.startswith(("OVERBRAINER_", "VAULT_", "RUNPOD_")) or name in (
+            "NO_COLOR",
+            "HF_TOKEN",
+        ):
             monkeypatch.delenv(name)
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("OVERBRAINER_LOAD_PLUGINS", OUR_PLUGINS)
     monkeypatch.setenv("NO_COLOR", "1")
     return home
+
+
+@pytest.fixture(autouse=True)
+def isolated_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Secrets a test registers and the log sinks the CLI sets up end with the test."""
+    monkeypatch.setattr(redact, "_known", set())
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    from loguru import logger
+
+    logger.remove()
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture
@@ -65,7 +87,9 @@ class Cli:
 
     project_dir: Path
 
-    def __call__(self, *args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
+    def __call__(
+        self, *args: str, input: str | None = None, env: dict[str, str] | None = None
+    ) -> Result:
         runner = CliRunner()
         return runner.invoke(
             cli, ["-C", str(self.project_dir), *args], input=input, env=env, catch_exceptions=False
@@ -73,5 +97,62 @@ class Cli:
 
 
 @pytest.fixture
-def run_cli(project_dir: Path) -> Iterator[Cli]:
-    yield Cli(project_dir)
+def run_cli(project_dir: Path) -> Cli:
+    return Cli(project_dir)
+
+
+@dataclass
+class Site:
+    """A directory on ``sys.path`` where tests install plugin distributions for real: a
+    module and a ``.dist-info`` with ``METADATA`` and ``entry_points.txt``."""
+
+    path: Path
+    modules: list[str] = field(default_factory=list)
+
+    def install(self, name: str, source: str, version: str = "1.0") -> str:
+        """Install the plugin ``name`` (entry point and module ``obtest_<name>``) from
+        ``source``; returns its distribution name."""
+        module = f"obtest_{name}"
+        distribution = f"overbrainer-{name}"
+        (self.path / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+        info = self.path / f"{distribution.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n", encoding="utf-8"
+        )
+        (info / "entry_points.txt").write_text(
+            f"[overbrainer]\n{name} = {module}\n", encoding="utf-8"
+        )
+        self.modules.append(module)
+        importlib.invalidate_caches()  # importlib.metadata caches what each path holds
+        return distribution
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    directory = tmp_path / "site-packages"
+    directory.mkdir()
+    monkeypatch.syspath_prepend(str(directory))
+    installed = Site(directory)
+    yield installed
+    for module in installed.modules:
+        sys.modules.pop(module, None)
+    importlib.invalidate_caches()
+
+
+@pytest.fixture
+def minimal_config() -> str:
+    """The text of the minimal, valid overbrainer.toml of ``project_dir``."""
+    return MINIMAL_CONFIG
+
+
+@pytest.fixture
+def write_config(project_dir: Path):
+    """Writes overbrainer.toml: the minimal configuration followed by ``extra``."""
+
+    def write(extra: str = "", base: str = MINIMAL_CONFIG) -> Path:
+        path = project_dir / "overbrainer.toml"
+        path.write_text(base + textwrap.dedent(extra), encoding="utf-8")
+        return path
+
+    return write

@@ -48,7 +48,9 @@ class Plugins:
     def hook(self) -> Any:
         return self.pm.hook
 
-    def register(self, plugin: object, name: str, dist: metadata.Distribution | None = None) -> None:
+    def register(
+        self, plugin: object, name: str, dist: metadata.Distribution | None = None
+    ) -> None:
         """Add ``plugin`` (a module or object with hook implementations) and its kinds."""
         self.pm.register(plugin, name=name)
         try:
@@ -129,7 +131,7 @@ def load_plugins(env: Mapping[str, str] | None = None) -> Plugins:
             continue  # the same distribution seen twice on sys.path
         try:
             plugins.register(entry.load(), name=entry.name, dist=entry.dist)
-        except Exception as error:  # noqa: BLE001 - a broken plugin must not break the CLI
+        except Exception as error:  # a broken plugin must not break the CLI
             source = f" ({entry.dist.metadata['Name']})" if entry.dist else ""
             logger.warning(
                 f"plugin `{entry.name}`{source} could not be loaded: "
@@ -144,24 +146,26 @@ def load_plugins(env: Mapping[str, str] | None = None) -> Plugins:
 
 def trace(pm: pluggy.PluginManager) -> None:
     """Print each hook call, its arguments (secrets masked) and which plugins answered."""
-    from overbrainer.redact import redact
 
     def before(name: str, impls: list[Any], kwargs: Mapping[str, Any]) -> None:
         args = ", ".join(f"{k}={_short(v)}" for k, v in kwargs.items())
         who = ", ".join(impl.plugin_name for impl in impls)
-        sys.stderr.write(redact(f"trace: {name}({args}) -> [{who}]\n"))
+        sys.stderr.write(f"trace: {name}({args}) -> [{who}]\n")
 
     def after(outcome: Any, name: str, impls: list[Any], kwargs: Mapping[str, Any]) -> None:
         try:
             result = outcome.get_result()
-        except BaseException as error:  # noqa: BLE001 - only reported; pluggy re-raises it
-            sys.stderr.write(redact(f"trace: {name} raised {type(error).__name__}\n"))
+        except BaseException as error:  # only reported; pluggy re-raises it
+            sys.stderr.write(f"trace: {name} raised {type(error).__name__}\n")
             return
-        sys.stderr.write(redact(f"trace: {name} returned {_short(result)}\n"))
+        sys.stderr.write(f"trace: {name} returned {_short(result)}\n")
 
     pm.add_hookcall_monitoring(before, after)
 
 
 def _short(value: object) -> str:
-    text = repr(value)
+    """``value``'s repr, redacted before it is cut so no secret is left half-shown."""
+    from overbrainer.redact import redact
+
+    text = redact(repr(value))
     return text if len(text) <= 160 else text[:157] + "..."

@@ -14,17 +14,25 @@ _PATTERNS = [
     (re.compile(r"\bhf_[A-Za-z0-9]{16,}"), MASK),
     (re.compile(r"\brpa_[A-Za-z0-9]{16,}"), MASK),
     (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/-]{8,}=*"), rf"\g<1>{MASK}"),
-    # NAME=value where the name says it holds a secret.
+    # NAME=value where the name says it holds a secret; a quoted value is hidden whole.
     (
-        re.compile(r"(?i)\b([A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD)[A-Z0-9_]*=)(\S+)"),
+        re.compile(
+            r"""(?i)\b([A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD)[A-Z0-9_]*=)("[^"]*"|'[^']*'|\S+)"""
+        ),
         rf"\g<1>{MASK}",
     ),
-    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----", re.S),
-     f"-----PRIVATE KEY {MASK}-----"),
+    (
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
+            re.S,
+        ),
+        f"-----PRIVATE KEY {MASK}-----",
+    ),
 ]
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# C0 controls but tab and newline, DEL, and the C1 controls (U+009B is a CSI on its own).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def register_secret(value: str) -> None:

@@ -29,7 +29,10 @@ class CliError(click.ClickException):
     exit_code = 1
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
+        from overbrainer.redact import redact
+
+        # A message may quote what a server said, which can hold a secret.
+        click.echo(f"error: {redact(self.format_message())}", err=True)
 
 
 class LazyGroup(click.Group):

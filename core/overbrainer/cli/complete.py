@@ -1,10 +1,12 @@
-"""Dynamic shell-completion candidates, read cheaply from the project directory."""
+"""Dynamic shell-completion candidates, read cheaply from the project directory.
+
+Command modules import this one at their top, so what only completion needs is imported
+inside the functions: `overbrainer --help` does not pay for it.
+"""
 
 from __future__ import annotations
 
-import json
 import os
-import tomllib
 from pathlib import Path
 
 import click
@@ -16,8 +18,12 @@ def _project_dir(ctx: click.Context) -> Path:
     return Path(root.params.get("project_dir") or ".")
 
 
-def complete_run_id(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+def complete_run_id(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
     """Run ids, with their state and target as help."""
+    import json
+
     runs = _project_dir(ctx) / "runs"
     items = []
     try:
@@ -37,20 +43,28 @@ def complete_run_id(ctx: click.Context, param: click.Parameter, incomplete: str)
 
 
 def _config(ctx: click.Context) -> dict:
+    import tomllib
+
     try:
         return tomllib.loads((_project_dir(ctx) / "overbrainer.toml").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
 
 
-def complete_topic(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+def complete_topic(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
     """Topic names from ``overbrainer.toml``."""
     topics = _config(ctx).get("topics", [])
-    names = [t.get("name") for t in topics if isinstance(t, dict)] if isinstance(topics, list) else []
+    if not isinstance(topics, list):
+        return []
+    names = [t.get("name") for t in topics if isinstance(t, dict)]
     return [CompletionItem(n) for n in names if isinstance(n, str) and n.startswith(incomplete)]
 
 
-def complete_target(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+def complete_target(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
     """Target names from ``overbrainer.toml``, with their kind as help."""
     targets = _config(ctx).get("targets", {})
     if not isinstance(targets, dict):

@@ -77,6 +77,8 @@ def read_dotenv(path: Path) -> dict[str, str]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
+    except OSError as error:
+        raise UserError(f"cannot read .env: {error.strerror}") from None
     except UnicodeDecodeError as error:
         line = path.read_bytes()[: error.start].count(b"\n") + 1
         raise DotenvError(line) from None

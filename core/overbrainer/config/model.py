@@ -1,13 +1,13 @@
 """The settings of ``overbrainer.toml``, as pydantic models.
 
 Every table rejects unknown keys. The keys of ``ENV_ONLY`` may come only from
-``OVERBRAINER_*`` variables or ``.env``: a URL or a key never sits in a file that is committed. Cross-table rules (a role's provider exists, the training target exists) live in
+``OVERBRAINER_*`` variables or ``.env``: a URL or a key never sits in a file that is
+committed. Cross-table rules (a role's provider exists, the training target exists) live in
 :mod:`overbrainer.config.load`, so every problem is reported at once.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -35,13 +35,8 @@ ENV_ONLY: tuple[tuple[str, ...], ...] = (
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 
 
-def _finite(value: float) -> float:
-    if not math.isfinite(value):
-        raise ValueError("must be a finite number")
-    return value
-
-
-Finite = Annotated[float, AfterValidator(_finite)]
+# Checked before any bound, so NaN reads "must be a finite number", not "must be at most 1".
+Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 _PATH_CHARS = re.compile(r"^[A-Za-z0-9._/~-]+$")
 
@@ -190,13 +185,19 @@ class HostTarget(TargetBase):
     def _runtime_keys(self) -> HostTarget:
         problems = []
         if self.runtime == "native":
-            problems += [f"{key} applies only to runtime = \"docker\"" for key in ("engine", "image")
-                         if getattr(self, key) is not None]
+            problems += [
+                f'{key} applies only to runtime = "docker"'
+                for key in ("engine", "image")
+                if getattr(self, key) is not None
+            ]
             if self.install is not None and self.venv is None:
                 problems.append("install needs venv: the directory to install Axolotl into")
         else:
-            problems += [f"{key} applies only to runtime = \"native\"" for key in ("venv", "install")
-                         if getattr(self, key) is not None]
+            problems += [
+                f'{key} applies only to runtime = "native"'
+                for key in ("venv", "install")
+                if getattr(self, key) is not None
+            ]
         if problems:
             raise ValueError("; ".join(problems))
         return self

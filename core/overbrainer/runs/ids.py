@@ -9,7 +9,8 @@ from datetime import datetime
 from overbrainer.errors import UserError
 
 MAX_SUFFIX = 99
-_VALID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+# A slug may start with `_` (a name like "(Test)"); `.` and `-` may not start an id.
+_VALID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
 def slug(project_name: str) -> str:

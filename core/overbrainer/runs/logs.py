@@ -25,13 +25,18 @@ def read_job_log(store: RunStore, run_id: str, tail: int | None = None) -> Itera
         raise UserError(f"runs: no job.log for run {run_id} yet") from None
     except OSError as error:
         if path.is_symlink():
-            raise UserError(f"{RUNS_DIR}/{run_id}/{JOB_LOG} is a symbolic link: refusing to read it") from None
+            raise UserError(
+                f"{RUNS_DIR}/{run_id}/{JOB_LOG} is a symbolic link: refusing to read it"
+            ) from None
         raise UserError(f"cannot read {RUNS_DIR}/{run_id}/{JOB_LOG}: {error.strerror}") from None
     redactor = LineRedactor()
     with os.fdopen(fd, "rb") as file:
-        lines: Iterator[bytes] = iter(file)
+        # Every line goes through the redactor, even before the tail: a tail that starts
+        # inside a private key block must still hide it.
+        lines: Iterator[str] = (
+            redactor.line(raw.decode("utf-8", errors="replace").rstrip("\n")) for raw in file
+        )
         if tail is not None:
-            lines = iter(deque(file, maxlen=tail))
-        for raw in lines:
-            text = raw.decode("utf-8", errors="replace").rstrip("\n")
-            yield printable(redactor.line(text))
+            lines = iter(deque(lines, maxlen=tail))
+        for line in lines:
+            yield printable(line)

@@ -1,0 +1,132 @@
+"""Start-up cost of the CLI: `overbrainer --help` and `overbrainer runs ls` on 1,000 runs.
+
+Each command runs N times in a fresh process (interleaved, after one unmeasured warm-up run
+that also writes the bytecode caches); the median wall time is compared with `python -c pass`
+and with `python -c "import click"` measured in the same session.
+
+    uv run python benchmarks/startup.py [-n 21] [--runs 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+STATES = ("succeeded", "failed", "cancelled", "stopped", "running")
+
+# The floor for `--help`: a bare click group with as many commands, printing its help.
+CLICK_HELP = """
+import click
+
+@click.group()
+@click.option("-C", "--project-dir", type=click.Path(file_okay=False), default=".")
+@click.version_option("0", "-V", "--version")
+def cli(project_dir):
+    "Distill a large parent LLM into a small open-weights child model."
+
+for name in ("config", "init", "plugins", "runs"):
+    cli.command(name, help=f"The {name} command.")(lambda: None)
+
+cli(["--help"], prog_name="overbrainer")
+"""
+
+
+def make_project(root: Path, runs: int) -> None:
+    """A project with ``runs`` run records, written directly as run.json files."""
+    (root / "overbrainer.toml").write_text('[project]\nname = "bench"\n', encoding="utf-8")
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for index in range(runs):
+        created = start + timedelta(minutes=7 * index)
+        run_id = f"bench_{created:%Y%m%d-%H%M%S}"
+        directory = root / "runs" / run_id
+        directory.mkdir(parents=True)
+        state = STATES[index % len(STATES)]
+        record = {
+            "id": run_id,
+            "target": "gpu" if index % 3 else "pod",
+            "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "remote_dir": f"/home/me/overbrainer/runs/{run_id}",
+            "job": {
+                "dir": f"/home/me/overbrainer/runs/{run_id}",
+                "pid": 1000 + index,
+                "container": None,
+            },
+            "state": state,
+            "message": None,
+            "snapshots": True,
+        }
+        if state == "stopped":
+            record["snapshot"] = {
+                "checkpoint": "output/checkpoint-40",
+                "step": 40,
+                "reason": "requested",
+            }
+        (directory / "run.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(
+        argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True
+    )
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=21, help="measured runs of each command")
+    parser.add_argument("--runs", type=int, default=1000, help="run records in the project")
+    args = parser.parse_args()
+
+    script = Path(sys.executable).parent / "overbrainer"
+    if not script.is_file():
+        sys.exit(f"{script} is missing: run `uv sync` first")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OVERBRAINER_")}
+    # Installed packages normally have their bytecode compiled: measure that case.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+
+    with tempfile.TemporaryDirectory(prefix="overbrainer-bench-") as temp:
+        project = Path(temp)
+        make_project(project, args.runs)
+        commands = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "python -c 'import click'": [sys.executable, "-c", "import click"],
+            "bare click group --help": [sys.executable, "-c", CLICK_HELP],
+            "overbrainer --help": [str(script), "--help"],
+            f"overbrainer runs ls ({args.runs} runs)": [str(script), "runs", "ls"],
+        }
+        listed = subprocess.run(
+            commands[f"overbrainer runs ls ({args.runs} runs)"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert len(listed.stdout.splitlines()) == args.runs, listed.stderr
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        for argv in commands.values():
+            timed(argv, project, env)  # warm-up: bytecode caches, file system caches
+        for _ in range(args.n):
+            for name, argv in commands.items():
+                times[name].append(timed(argv, project, env))
+
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    base = medians["python -c pass"]
+    click = medians["python -c 'import click'"]
+    print(f"median of {args.n} runs each, {sys.version.split()[0]} on {os.cpu_count()} CPUs")
+    print(f"{'command':<36} {'ms':>7} {'x pass':>7} {'x click':>8}")
+    for name, median in medians.items():
+        print(f"{name:<36} {median * 1000:7.1f} {median / base:7.2f} {median / click:8.2f}")
+
+
+if __name__ == "__main__":
+    main()

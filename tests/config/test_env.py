@@ -1,0 +1,204 @@
+"""Environment layering: `OVERBRAINER_*` variables over the file over the defaults, `.env` under
+the shell."""
+
+from __future__ import annotations
+
+import pytest
+
+from overbrainer.config.env import Environment
+from overbrainer.config.load import ConfigError, load_settings
+from overbrainer.plugins import load_plugins
+
+POD = """
+[targets.pod]
+kind = "runpod"
+gpu_types = ["NVIDIA A40"]
+max_hours = 4
+"""
+
+
+@pytest.fixture
+def kinds():
+    return load_plugins({"OVERBRAINER_LOAD_PLUGINS": "local,ssh,runpod"}).kinds
+
+
+def load(project_dir, kinds, shell=None):
+    return load_settings(project_dir, Environment.load(project_dir, shell or {}), kinds)
+
+
+def test_env_over_file_over_default(project_dir, write_config, kinds):
+    write_config("\n[pipeline]\nconcurrency = 4\nseed = 7\n")
+    settings = load(project_dir, kinds, {"OVERBRAINER_PIPELINE__CONCURRENCY": "16"})
+    assert settings.pipeline.concurrency == 16  # env over the file
+    assert settings.pipeline.seed == 7  # the file over the default
+    assert settings.pipeline.max_retries == 5  # the default
+    assert load(project_dir, kinds).pipeline.concurrency == 4
+
+
+def test_env_values_are_coerced_to_the_fields_type(project_dir, kinds):
+    settings = load(
+        project_dir,
+        kinds,
+        {
+            "OVERBRAINER_PIPELINE__EVAL_RATIO": "0.25",
+            "OVERBRAINER_PIPELINE__INCLUDE_SYSTEM_PROMPT": "true",
+            "OVERBRAINER_ROLES__GENERATOR__MAX_TOKENS": "2048",
+        },
+    )
+    assert settings.pipeline.eval_ratio == 0.25
+    assert settings.pipeline.include_system_prompt is True
+    assert settings.roles.generator.max_tokens == 2048
+
+
+def test_secrets_and_strings_from_env_stay_intact(project_dir, kinds):
+    settings = load(
+        project_dir,
+        kinds,
+        {
+            "OVERBRAINER_PROVIDERS__MAIN__API_KEY": "0123",
+            "OVERBRAINER_PROVIDERS__MAIN__BASE_URL": "http://127.0.0.1:8080/v1",
+            "OVERBRAINER_HF_TOKEN": "007",
+            "OVERBRAINER_PROJECT__NAME": "0042",
+        },
+    )
+    assert settings.providers["main"].api_key.get_secret_value() == "0123"
+    assert settings.providers["main"].base_url == "http://127.0.0.1:8080/v1"
+    assert settings.hf_token.get_secret_value() == "007"
+    assert settings.project.name == "0042"
+
+
+def test_target_keys_accept_numeric_strings_from_env(project_dir, write_config, kinds):
+    write_config(POD)
+    settings = load(
+        project_dir,
+        kinds,
+        {
+            "OVERBRAINER_TARGETS__POD__MAX_HOURS": "2.5",
+            "OVERBRAINER_TARGETS__POD__GPU_COUNT": "2",
+            "OVERBRAINER_TARGETS__POD__CONTAINER_DISK_GB": "80",
+        },
+    )
+    pod = settings.targets["pod"]
+    assert (pod.max_hours, pod.gpu_count, pod.container_disk_gb) == (2.5, 2, 80)
+
+
+def test_runpod_lists_come_from_env_as_comma_separated_strings(project_dir, write_config, kinds):
+    write_config(POD)
+    settings = load(
+        project_dir,
+        kinds,
+        {
+            "OVERBRAINER_TARGETS__POD__GPU_TYPES": "NVIDIA L40S, NVIDIA RTX A6000,",
+            "OVERBRAINER_TARGETS__POD__DATA_CENTER_IDS": "EU-RO-1",
+        },
+    )
+    assert settings.targets["pod"].gpu_types == ["NVIDIA L40S", "NVIDIA RTX A6000"]
+    assert settings.targets["pod"].data_center_ids == ["EU-RO-1"]
+    auto = load(project_dir, kinds, {"OVERBRAINER_TARGETS__POD__GPU_TYPES": "auto"})
+    assert auto.targets["pod"].gpu_types == "auto"
+
+
+def test_a_target_host_comes_from_env(project_dir, write_config, kinds):
+    write_config('\n[targets.gpu_box]\nkind = "ssh"\n')
+    assert load(project_dir, kinds).targets["gpu_box"].host is None
+    settings = load(project_dir, kinds, {"OVERBRAINER_TARGETS__GPU_BOX__HOST": "me@gpu:2222"})
+    assert settings.targets["gpu_box"].host == "me@gpu:2222"
+
+
+def test_unknown_overbrainer_variables_fail(project_dir, write_config, kinds):
+    write_config(POD)
+    with pytest.raises(ConfigError) as caught:
+        load(
+            project_dir,
+            kinds,
+            {
+                "OVERBRAINER_NOPE": "1",
+                "OVERBRAINER_PIPELINE__SPEED": "3",
+                "OVERBRAINER_TARGETS__POD__COLOUR": "red",
+                "OVERBRAINER_PROJECT__NAME__FIRST": "x",
+                "OVERBRAINER_TOPICS__0__NAME": "x",
+                "OVERBRAINER_PIPELINE___SEED": "1",
+                "OVERBRAINER_LOAD_PLUGINS": "local",  # steers the tool: not a setting
+                "OVERBRAINER_TRACE_PLUGINS": "0",
+            },
+        )
+    assert sorted(caught.value.problems) == [
+        "OVERBRAINER_NOPE: unknown field",
+        "OVERBRAINER_PIPELINE__SPEED: unknown field",
+        "OVERBRAINER_PIPELINE___SEED: unknown field",
+        "OVERBRAINER_PROJECT__NAME__FIRST: unknown field",
+        "OVERBRAINER_TARGETS__POD__COLOUR: unknown field",
+        "OVERBRAINER_TOPICS__0__NAME: unknown field",
+    ]
+
+
+def test_config_check_fails_on_an_unknown_variable(run_cli):
+    result = run_cli("config", "check", env={"OVERBRAINER_PIPELINE__CONCURENCY": "16"})
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        "error: invalid configuration:\n  OVERBRAINER_PIPELINE__CONCURENCY: unknown field\n"
+    )
+
+
+def test_a_bad_env_value_names_the_variable_never_the_value(project_dir, kinds):
+    with pytest.raises(ConfigError) as caught:
+        load(
+            project_dir,
+            kinds,
+            {"OVERBRAINER_PIPELINE__CONCURRENCY": "sk-abcdefghijklmnopqrstuvwxyz"},
+        )
+    assert caught.value.problems == [
+        "pipeline.concurrency (from OVERBRAINER_PIPELINE__CONCURRENCY): expected an integer",
+    ]
+    assert "sk-" not in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        load(project_dir, kinds, {"OVERBRAINER_PIPELINE": "16"})
+    assert caught.value.problems == ["pipeline (from OVERBRAINER_PIPELINE): expected a table"]
+
+
+def test_dotenv_is_loaded_and_the_shell_wins(project_dir, kinds):
+    (project_dir / ".env").write_text(
+        "# provider settings\n"
+        "OVERBRAINER_PIPELINE__CONCURRENCY=32\n"
+        "export OVERBRAINER_PIPELINE__SEED = 9  # a comment\n"
+        "OVERBRAINER_PROVIDERS__MAIN__API_KEY='0123'\n"
+        'OVERBRAINER_PROVIDERS__MAIN__BASE_URL="http://127.0.0.1:9/v1"\n'
+    )
+    settings = load(project_dir, kinds, {"OVERBRAINER_PIPELINE__CONCURRENCY": "4"})
+    assert settings.pipeline.concurrency == 4
+    assert settings.pipeline.seed == 9
+    assert settings.providers["main"].api_key.get_secret_value() == "0123"
+    assert settings.providers["main"].base_url == "http://127.0.0.1:9/v1"
+
+
+def test_the_environment_keeps_shell_and_dotenv_apart(project_dir):
+    (project_dir / ".env").write_text("A=from-dotenv\nB=from-dotenv\n")
+    env = Environment.load(project_dir, {"A": "from-shell"})
+    assert env.merged == {"A": "from-shell", "B": "from-dotenv"}
+    (project_dir / ".env").write_text("B=changed\nC=new\n")
+    assert env.reloaded(project_dir).merged == {"A": "from-shell", "B": "changed", "C": "new"}
+
+
+def test_config_check_shows_env_values_and_masks_secrets(run_cli, project_dir):
+    (project_dir / ".env").write_text(
+        "OVERBRAINER_PROVIDERS__MAIN__API_KEY=sk-dotenv-secret-0123456789\n"
+    )
+    result = run_cli(
+        "config",
+        "check",
+        env={
+            "OVERBRAINER_PIPELINE__CONCURRENCY": "16",
+            "OVERBRAINER_HF_TOKEN": "vault:secret/hf#token",
+            "OVERBRAINER_PROVIDERS__MAIN__BASE_URL": "https://bob:hunter2@llm.example.invalid/v1",
+        },
+    )
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "pipeline.concurrency = 16" in lines
+    assert "providers.main.api_key = ***" in lines
+    assert "providers.main.base_url = https://***@llm.example.invalid/v1" in lines
+    assert "hf_token = *** (vault reference)" in lines
+    assert "runpod.api_key = (unset)" in lines
+    for secret in ("sk-dotenv", "hunter2", "bob", "secret/hf"):
+        assert secret not in result.stdout + result.stderr

@@ -1,0 +1,321 @@
+"""overbrainer.toml as `config check` reports it: every problem at once, values never echoed."""
+
+from __future__ import annotations
+
+
+def problems(result) -> list[str]:
+    """The indented problem lines under ``error: invalid configuration:``."""
+    lines = result.stderr.splitlines()
+    assert lines[0] == "error: invalid configuration:", result.stderr
+    assert all(line.startswith("  ") for line in lines[1:])
+    return [line.strip() for line in lines[1:]]
+
+
+def test_a_missing_file_says_how_to_create_one(run_cli, project_dir):
+    (project_dir / "overbrainer.toml").unlink()
+    result = run_cli("config", "check")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"error: no overbrainer.toml in {project_dir}: create one with `overbrainer init`\n"
+    )
+
+
+def test_a_syntax_error_names_only_line_and_column(run_cli, write_config):
+    write_config('[extra]\nkey = "sk-live-0123456789abcdefghij\n')
+    result = run_cli("config", "check")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    # The minimal configuration has 19 lines: the string left open is on line 21.
+    assert result.stderr == "error: TOML syntax error in overbrainer.toml at line 21, column 36\n"
+
+
+def test_a_duplicate_key_is_a_syntax_error_too(run_cli, project_dir):
+    (project_dir / "overbrainer.toml").write_text('[project]\nname = "a"\nname = "b"\n')
+    result = run_cli("config", "check")
+    assert result.exit_code == 1
+    assert result.stderr == "error: TOML syntax error in overbrainer.toml at line 3, column 11\n"
+
+
+def test_a_file_that_is_not_utf8_is_refused_without_content(run_cli, project_dir):
+    (project_dir / "overbrainer.toml").write_bytes(b'[project]\nname = "\xff\xfe"\n')
+    result = run_cli("config", "check")
+    assert result.exit_code == 1
+    assert result.stderr == "error: overbrainer.toml is not UTF-8 text\n"
+
+
+def test_unknown_keys_are_listed_at_every_level(run_cli, write_config, minimal_config):
+    write_config(
+        """
+        mood = "calm"
+
+        [pipeline]
+        speed = 3
+
+        [providers.other]
+        protocol = "openai"
+        region = "eu"
+        """,
+        base='colour = "blue"\n' + minimal_config,
+    )
+    result = run_cli("config", "check")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert sorted(problems(result)) == [
+        "colour: unknown field",
+        "pipeline.speed: unknown field",
+        "providers.other.region: unknown field",
+        "roles.parent.mood: unknown field",
+    ]
+
+
+def test_out_of_range_values_are_all_listed_at_once_without_their_values(run_cli, write_config):
+    write_config(
+        """
+        [pipeline]
+        concurrency = 987654
+        max_retries = -3
+        dedup_threshold = 0
+        eval_ratio = 1.5
+        embedding_threshold = nan
+        seed = -1
+
+        [roles.judge]
+        provider = "main"
+        model = "judge-model"
+        temperature = 2.5
+        max_tokens = 0
+        """
+    )
+    result = run_cli("config", "check")
+    assert result.exit_code == 1
+    assert problems(result) == [
+        "roles.judge.max_tokens: must be at least 1",
+        "roles.judge.temperature: must be at most 2.0",
+        "pipeline.concurrency: must be at most 1024",
+        "pipeline.max_retries: must be at least 0",
+        "pipeline.dedup_threshold: must be greater than 0.0",
+        "pipeline.embedding_threshold: must be a finite number",
+        "pipeline.eval_ratio: must be less than 1.0",
+        "pipeline.seed: must be at least 0",
+    ]
+    assert "987654" not in result.stderr
+
+
+def test_a_type_error_names_the_key_and_the_type_never_the_value(run_cli, write_config):
+    write_config(
+        """
+        [pipeline]
+        concurrency = "sk-not-a-number-0123456789"
+        include_system_prompt = "perhaps"
+        """
+    )
+    result = run_cli("config", "check")
+    assert problems(result) == [
+        "pipeline.concurrency: expected an integer",
+        "pipeline.include_system_prompt: expected true or false",
+    ]
+    assert "sk-not" not in result.stderr
+    assert "perhaps" not in result.stderr
+
+
+def test_required_tables_and_keys_are_named(run_cli, project_dir):
+    (project_dir / "overbrainer.toml").write_text('[project]\n\n[[topics]]\nname = "t"\n')
+    result = run_cli("config", "check")
+    assert problems(result) == [
+        "project.name: required",
+        "topics[0].subtopics: required",
+        "topics[0].questions_per_subtopic: required",
+        "roles: required",
+    ]
+
+
+def test_env_only_keys_set_in_the_file_are_refused_without_their_values(
+    run_cli, write_config, minimal_config
+):
+    write_config(
+        """
+        [runpod]
+        api_key = "rpa_abcdefghijklmnopqrstuvwxyz"
+
+        [targets.box]
+        kind = "ssh"
+        host = "me@gpu.example.invalid"
+        """,
+        base='hf_token = "hf_abcdefghijklmnopqrstuvwxyz"\n'
+        + minimal_config.replace(
+            'protocol = "openai"\n',
+            'protocol = "openai"\nbase_url = "https://user:pass@example.invalid/v1"\n'
+            'api_key = "sk-abcdefghijklmnopqrstuvwxyz"\n',
+        ),
+    )
+    result = run_cli("config", "check")
+    assert result.exit_code == 1
+    assert sorted(problems(result)) == [
+        "hf_token: must be set through env, not in overbrainer.toml",
+        "providers.main.api_key: must be set through env, not in overbrainer.toml",
+        "providers.main.base_url: must be set through env, not in overbrainer.toml",
+        "runpod.api_key: must be set through env, not in overbrainer.toml",
+        "targets.box.host: must be set through env, not in overbrainer.toml",
+    ]
+    for secret in ("hf_abc", "sk-abc", "rpa_abc", "pass@", "gpu.example"):
+        assert secret not in result.stderr
+
+
+def test_log_is_env_only(run_cli, write_config, minimal_config):
+    write_config(base='log = "debug"\n' + minimal_config)
+    result = run_cli("config", "check")
+    assert problems(result) == ["log: must be set through env, not in overbrainer.toml"]
+
+
+def test_cross_table_rules_are_reported_with_the_rest(run_cli, write_config):
+    write_config(
+        """
+        [[topics]]
+        name = "ownership"
+        subtopics = 1
+        questions_per_subtopic = 1
+
+        [roles.judge]
+        provider = "nowhere"
+        model = "j"
+
+        [training]
+        target = "gpu"
+        base_model = "Qwen/Qwen3-0.6B"
+        adapter = "full"
+        merge = true
+        """
+    )
+    result = run_cli("config", "check")
+    assert sorted(problems(result)) == [
+        "roles.judge: unknown provider `nowhere`",
+        "topics: duplicate name `ownership`",
+        "training.target: unknown target `gpu`",
+        "training: merge applies only to a lora or qlora adapter",
+    ]
+
+
+def test_role_rules(run_cli, write_config):
+    write_config(
+        """
+        [providers.claude]
+        protocol = "anthropic"
+
+        [roles.judge]
+        provider = "claude"
+        model = "c"
+        reasoning = true
+        temperature = 0.5
+        thinking_budget = 20000
+        max_tokens = 16000
+
+        [roles.embedder]
+        provider = "claude"
+        model = "e"
+        reasoning_effort = "high"
+        """
+    )
+    result = run_cli("config", "check")
+    assert sorted(problems(result)) == [
+        "roles.embedder: reasoning_effort needs reasoning = true",
+        "roles.embedder: the embedder must use the openai protocol",
+        "roles.judge.temperature: cannot be set with reasoning on the anthropic protocol",
+        "roles.judge: thinking_budget must be less than max_tokens",
+    ]
+
+
+def test_targets_are_validated_by_their_plugins_model(run_cli, write_config):
+    write_config(
+        """
+        [targets.pod]
+        kind = "runpod"
+        gpu_types = ["NVIDIA A40"]
+        max_hours = 1000
+        min_vram_gb = 24
+        venv = "relative/venv"
+
+        [targets.box]
+        kind = "ssh"
+        workdir = "-rf"
+
+        [targets.Big-Box]
+        kind = "local"
+
+        [targets.here]
+        kind = "local"
+        runtime = "docker"
+        venv = "/opt/axolotl"
+        """
+    )
+    result = run_cli("config", "check")
+    assert sorted(problems(result)) == [
+        "targets.box.workdir: must not start with -",
+        'targets.here: venv applies only to runtime = "native"',
+        "targets.pod.max_hours: must be at most 720.0",
+        "targets: invalid name `Big-Box`: use a-z, 0-9 and _ only",
+    ]
+
+
+def test_unknown_target_kinds_name_the_package_to_install(run_cli, write_config):
+    write_config(
+        """
+        [targets.cluster]
+        kind = "slurm"
+
+        [targets.box]
+        kind = "ssh"
+
+        [targets.odd]
+        kind = 42
+        """
+    )
+    result = run_cli("config", "check", env={"OVERBRAINER_LOAD_PLUGINS": "local"})
+    assert sorted(problems(result)) == [
+        "targets.box: no installed plugin provides target kind `ssh`: install overbrainer-ssh "
+        "(pip install 'overbrainer[ssh]')",
+        "targets.cluster: no installed plugin provides target kind `slurm`: install the package "
+        "that does (`overbrainer plugins` lists what is installed)",
+        "targets.odd: kind: expected the name of a target kind",
+    ]
+
+
+def test_a_valid_configuration_is_printed_line_by_line(run_cli, write_config):
+    write_config(
+        """
+        [training]
+        target = "gpu"
+        base_model = "Qwen/Qwen3-0.6B"
+        adapter = "lora"
+        axolotl_extra = { flash_attention = true }
+
+        [targets.gpu]
+        kind = "runpod"
+        gpu_types = ["NVIDIA A40", "NVIDIA L40S"]
+        max_hours = 4
+        """
+    )
+    result = run_cli("config", "check")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    lines = result.stdout.splitlines()
+    for expected in (
+        "project.name = Demo Project",
+        "topics.ownership = 2 subtopics x 3 questions",
+        "providers.main.protocol = openai",
+        "providers.main.base_url = (unset)",
+        "providers.main.api_key = (unset)",
+        "roles.generator = main/gen-model (reasoning: false, max_tokens: 16384)",
+        "roles.parent = main/parent-model (reasoning: true, max_tokens: 16384)",
+        "pipeline.concurrency = 8",
+        "pipeline.eval_ratio = 0.1",
+        "training = Qwen/Qwen3-0.6B on gpu (lora)",
+        "training.epochs = 3",
+        "training.axolotl_extra.flash_attention = (set)",
+        "targets.gpu.kind = runpod",
+        "targets.gpu.gpu_types = NVIDIA A40, NVIDIA L40S",
+        "targets.gpu.max_hours = 4.0",
+        "runpod.api_key = (unset)",
+        "hf_token = (unset)",
+    ):
+        assert expected in lines

@@ -1,0 +1,208 @@
+"""`config check --resolve`: literal secrets, and `vault:` references read from a loopback server
+speaking the Vault KV v2 read API."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+TOKEN = "s.test-token-0123456789"
+SECRET = "sk-from-vault-abcdefghijklmnop"
+REFERENCE = "vault:secret/overbrainer/main#api_key"
+
+
+@dataclass
+class Vault:
+    """A Vault KV v2 store: ``secrets[(mount, path)]`` is the data of a secret."""
+
+    address: str
+    secrets: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)
+    requests: list[tuple[str, str | None]] = field(default_factory=list)
+
+
+@pytest.fixture
+def vault(monkeypatch: pytest.MonkeyPatch) -> Iterator[Vault]:
+    for name in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    store: Vault
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            token = self.headers.get("X-Vault-Token")
+            store.requests.append((self.path, token))
+            parts = self.path.partition("?")[0].split("/")
+            # /v1/<mount>/data/<path...>
+            if token != TOKEN:
+                self.reply(403, {"errors": ["permission denied"]})
+            elif (
+                len(parts) < 5
+                or parts[1] != "v1"
+                or parts[3] != "data"
+                or (data := store.secrets.get((parts[2], "/".join(parts[4:])))) is None
+            ):
+                self.reply(404, {"errors": []})
+            else:
+                metadata = {"version": 1, "deletion_time": "", "destroyed": False}
+                self.reply(200, {"data": {"data": data, "metadata": metadata}})
+
+        def reply(self, status: int, body: dict[str, object]) -> None:
+            payload = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    store = Vault(address=f"http://127.0.0.1:{server.server_address[1]}")
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield store
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def key_env(value: str = REFERENCE) -> dict[str, str]:
+    return {"OVERBRAINER_PROVIDERS__MAIN__API_KEY": value}
+
+
+def test_a_literal_secret_resolves_without_vault(run_cli):
+    result = run_cli("config", "check", "--resolve", env=key_env("0123"))
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "providers.main.api_key = ***" in lines
+    assert lines[-1] == "providers.main.api_key: resolved"
+    assert "0123" not in result.stdout
+    assert result.stderr == ""
+
+
+def test_unset_secrets_are_not_resolved_and_not_a_failure(run_cli):
+    result = run_cli("config", "check", "--resolve")
+    assert result.exit_code == 0, result.stderr
+    assert "resolved" not in result.stdout
+
+
+def test_a_vault_reference_is_read_with_the_token(run_cli, vault):
+    vault.secrets["secret", "overbrainer/main"] = {"api_key": SECRET}
+    result = run_cli(
+        "config",
+        "check",
+        "--resolve",
+        env={**key_env(), "VAULT_ADDR": vault.address, "VAULT_TOKEN": TOKEN},
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "providers.main.api_key = *** (vault reference)" in result.stdout.splitlines()
+    assert result.stdout.splitlines()[-1] == "providers.main.api_key: resolved"
+    assert SECRET not in result.stdout + result.stderr
+    assert vault.requests == [("/v1/secret/data/overbrainer/main", TOKEN)]
+
+
+def test_the_token_may_come_from_the_vault_token_file(run_cli, vault, isolated_env):
+    vault.secrets["secret", "overbrainer/main"] = {"api_key": SECRET}
+    (isolated_env / ".vault-token").write_text(TOKEN + "\n")
+    result = run_cli("config", "check", "--resolve", env={**key_env(), "VAULT_ADDR": vault.address})
+    assert result.exit_code == 0, result.stderr
+    assert vault.requests == [("/v1/secret/data/overbrainer/main", TOKEN)]
+
+
+def test_vault_settings_may_come_from_dotenv(run_cli, vault, project_dir):
+    vault.secrets["kv", "hf"] = {"token": "hf_abcdefghijklmnopqrstu"}
+    (project_dir / ".env").write_text(
+        f"VAULT_ADDR={vault.address}\nVAULT_TOKEN={TOKEN}\nOVERBRAINER_HF_TOKEN=vault:kv/hf#token\n"
+    )
+    result = run_cli("config", "check", "--resolve")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "hf_token: resolved"
+
+
+def resolve_failure(run_cli, env: dict[str, str]) -> str:
+    result = run_cli("config", "check", "--resolve", env=env)
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert lines[-1] == "error: 1 secret(s) could not be resolved"
+    assert "resolved" not in result.stdout
+    assert SECRET not in result.stdout + result.stderr
+    assert TOKEN not in result.stdout + result.stderr
+    return "\n".join(lines[:-1])
+
+
+def test_a_wrong_token_is_denied(run_cli, vault):
+    vault.secrets["secret", "overbrainer/main"] = {"api_key": SECRET}
+    env = {**key_env(), "VAULT_ADDR": vault.address, "VAULT_TOKEN": "s.wrong"}
+    assert resolve_failure(run_cli, env) == (
+        "providers.main.api_key: vault denied access to secret/overbrainer/main"
+    )
+
+
+def test_a_missing_secret(run_cli, vault):
+    env = {**key_env(), "VAULT_ADDR": vault.address, "VAULT_TOKEN": TOKEN}
+    assert resolve_failure(run_cli, env) == (
+        "providers.main.api_key: vault has no secret at secret/overbrainer/main"
+    )
+
+
+def test_a_missing_field(run_cli, vault):
+    vault.secrets["secret", "overbrainer/main"] = {"other": "x", "api_key": ""}
+    env = {**key_env(), "VAULT_ADDR": vault.address, "VAULT_TOKEN": TOKEN}
+    assert resolve_failure(run_cli, env) == (
+        "providers.main.api_key: the vault secret secret/overbrainer/main has no field `api_key`"
+    )
+
+
+def test_no_vault_address(run_cli):
+    assert resolve_failure(run_cli, {**key_env(), "VAULT_TOKEN": TOKEN}) == (
+        "providers.main.api_key: cannot resolve the vault reference: VAULT_ADDR is not set"
+    )
+
+
+def test_no_token(run_cli, vault):
+    assert resolve_failure(run_cli, {**key_env(), "VAULT_ADDR": vault.address}) == (
+        "providers.main.api_key: cannot resolve the vault reference: "
+        "set VAULT_TOKEN or write ~/.vault-token"
+    )
+    assert vault.requests == []
+
+
+def test_an_unreachable_vault(run_cli):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        address = f"http://127.0.0.1:{sock.getsockname()[1]}"  # bound, never listening
+        message = resolve_failure(
+            run_cli, {**key_env(), "VAULT_ADDR": address, "VAULT_TOKEN": TOKEN}
+        )
+    assert message == f"providers.main.api_key: cannot reach vault at {address}: ConnectionError"
+
+
+def test_a_malformed_reference(run_cli):
+    env = {**key_env("vault:secret-without-field"), "VAULT_ADDR": "http://127.0.0.1:9"}
+    assert resolve_failure(run_cli, env) == (
+        "providers.main.api_key: a vault reference reads vault:<mount>/<path>#<field>"
+    )
+
+
+def test_without_resolve_no_reference_is_read(run_cli, vault):
+    result = run_cli(
+        "config", "check", env={**key_env(), "VAULT_ADDR": vault.address, "VAULT_TOKEN": TOKEN}
+    )
+    assert result.exit_code == 0, result.stderr
+    assert vault.requests == []
