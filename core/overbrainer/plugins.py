@@ -86,9 +86,11 @@ class Plugins:
         self.owners[kind] = plugin
 
     def info(self) -> list[PluginInfo]:
-        """Every loaded plugin, sorted by name."""
+        """Every installed plugin loaded, sorted by name (the core's built-in one aside)."""
         infos = []
         for name, plugin in sorted(self.pm.list_name_plugin()):
+            if name == BUILTIN:
+                continue
             dist = self.distributions.get(name)
             hooks = sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or [])
             infos.append(
