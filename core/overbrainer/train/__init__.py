@@ -1,0 +1,1 @@
+"""Training: the Axolotl configuration, the run directory, the commands' logic."""
