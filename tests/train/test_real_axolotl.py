@@ -237,3 +237,30 @@ def test_merge_lora_writes_a_merged_model(venv, training, resumed, hf_home):
     assert (merged / "model.safetensors").is_file()
     assert (merged / "config.json").is_file()
     assert (merged / "tokenizer.json").is_file()
+
+
+def test_the_child_is_trained_on_the_reasoning_and_the_answer(venv, stopped):
+    """What Axolotl prepared: the assistant turn, reasoning included, is all it trains on."""
+    script = (
+        "import glob, sys, datasets\n"
+        "from transformers import AutoTokenizer\n"
+        "tokenizer = AutoTokenizer.from_pretrained(sys.argv[2])\n"
+        "for path in sorted(glob.glob(sys.argv[1] + '/prepared/*/')):\n"
+        "    row = datasets.load_from_disk(path)[0]\n"
+        "    ids = [i for i, label in zip(row['input_ids'], row['labels']) if label != -100]\n"
+        "    print(repr(tokenizer.decode(ids)))\n"
+    )
+    config = yaml.safe_load((stopped.root / "axolotl.yaml").read_text(encoding="utf-8"))
+    result = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", script, str(stopped.root), config["base_model"]],
+        capture_output=True, text=True, timeout=TIMEOUT, check=False,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    trained = result.stdout.splitlines()
+    assert len(trained) == 2  # the train and the eval split
+    for text in trained:
+        assert text.startswith("'<think>\\nLet me think about")
+        assert "</think>\\n\\n" in text
+        assert text.endswith("<|im_end|>'")
+        assert "Question" not in text
