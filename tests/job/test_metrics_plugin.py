@@ -14,9 +14,9 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+
 from overbrainer.config.model import Training
 from overbrainer.train.axolotl import plugin_file
-
 from tests.fixtures.fake_axolotl import FakeTrainer
 from tests.fixtures.run_dirs import prepare_run_dir
 

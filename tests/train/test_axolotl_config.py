@@ -10,6 +10,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from overbrainer.config.load import ConfigError
 from overbrainer.config.model import Training
 from overbrainer.errors import UserError

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from overbrainer.config.model import Training
 from overbrainer.job.spec import JobStage
 from overbrainer.train.axolotl import axolotl_config, job_stages, resume_mismatch
-
 from tests.fixtures.run_dirs import job_environ, prepare_run_dir
 
 pytestmark = pytest.mark.real

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from overbrainer.config.model import Training
 from overbrainer.train.reasoning import reasoning_template_warning
 
