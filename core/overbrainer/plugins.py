@@ -48,7 +48,9 @@ class Plugins:
     def hook(self) -> Any:
         return self.pm.hook
 
-    def register(self, plugin: object, name: str, dist: metadata.Distribution | None = None) -> None:
+    def register(
+        self, plugin: object, name: str, dist: metadata.Distribution | None = None
+    ) -> None:
         """Add ``plugin`` (a module or object with hook implementations) and its kinds."""
         self.pm.register(plugin, name=name)
         try:
