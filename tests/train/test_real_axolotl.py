@@ -192,6 +192,7 @@ def test_a_run_writes_metrics_from_begin_to_end(stopped):
 
 def test_a_snapshot_request_stops_the_run_with_a_resumable_checkpoint(stopped):
     assert stopped.returncode == 0, stopped.log()
+    assert (stopped.root / "snapshot.json").is_file(), "no snapshot.json:\n" + stopped.log()
     snapshot = json.loads((stopped.root / "snapshot.json").read_text(encoding="utf-8"))
     step = snapshot["step"]
     assert 3 <= step < STEPS
