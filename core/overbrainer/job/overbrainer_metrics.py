@@ -1,0 +1,258 @@
+"""The Axolotl plugin overbrainer ships into each run: training metrics and snapshots.
+
+Named in axolotl.yaml as ``plugins: [overbrainer_metrics.OverbrainerMetricsPlugin]`` with this
+file's directory on ``PYTHONPATH``. Its trainer callback, on the main process only:
+
+* appends JSON lines to ``$OVERBRAINER_METRICS``: ``begin`` (time, max_steps), ``log`` (time,
+  step, epoch, max_steps and the loss, eval_loss, learning_rate, grad_norm the trainer logged,
+  non-finite numbers as null), ``eval`` (time, step, total: evaluation progress, the first
+  batch at once, then at most every 2 s) and ``end`` (time, step); each line goes out in one
+  write, so a reader never sees half of one;
+* turns ``$OVERBRAINER_SNAPSHOT`` (a file holding a reason word) into "save a checkpoint at the
+  end of this step, then stop", and once the checkpoint is saved writes ``snapshot.json``
+  beside the request: ``{"checkpoint": "output/checkpoint-<step>", "step", "time",
+  "reason"}``. A request at the last step changes nothing: the run ends as it would have.
+
+This file travels alone to the target, so it imports nothing of overbrainer, and it imports
+neither Axolotl, transformers nor torch unless they are there: without them the plugin and its
+callback are plain objects any trainer-like driver can call.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from typing import Any
+
+try:
+    from axolotl.integrations.base import BasePlugin
+except ImportError:  # driven by something other than Axolotl
+
+    class BasePlugin:  # type: ignore[no-redef]
+        """What Axolotl's plugin manager calls, doing nothing."""
+
+        def register(self, cfg: Any) -> None:
+            return None
+
+        def add_callbacks_pre_trainer(self, cfg: Any, model: Any) -> list[Any]:
+            return []
+
+        def add_callbacks_post_trainer(self, cfg: Any, trainer: Any) -> list[Any]:
+            return []
+
+
+try:
+    from transformers import TrainerCallback
+except ImportError:  # driven by something other than the transformers Trainer
+
+    class TrainerCallback:  # type: ignore[no-redef]
+        """The events the transformers Trainer sends a callback, each doing nothing."""
+
+        def _ignore(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            return None
+
+        on_init_end = on_train_begin = on_train_end = _ignore
+        on_epoch_begin = on_epoch_end = on_step_begin = on_substep_end = on_step_end = _ignore
+        on_pre_optimizer_step = on_optimizer_step = on_evaluate = on_predict = _ignore
+        on_save = on_log = on_prediction_step = on_push_begin = _ignore
+
+
+METRICS_ENV = "OVERBRAINER_METRICS"
+SNAPSHOT_ENV = "OVERBRAINER_SNAPSHOT"
+SNAPSHOT_FILE = "snapshot.json"
+REASONS = ("requested", "deadline", "cost", "disk")
+LOGGED = ("loss", "eval_loss", "learning_rate", "grad_norm")
+EVAL_INTERVAL = 2.0
+"""Seconds between two ``eval`` progress lines."""
+
+
+def now() -> str:
+    """The current UTC time as run records write it: ``2026-09-22T14:30:05Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def number(value: Any) -> float | int | None:
+    """``value`` as a JSON number; NaN, infinities and non-numbers become None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def read_reason(request: str) -> str:
+    """The reason word of the snapshot request file ``request``; empty or unknown: requested."""
+    try:
+        with open(request, encoding="utf-8", errors="replace") as file:
+            word = file.read(256).strip()
+    except OSError:
+        return "requested"
+    return word if word in REASONS else "requested"
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a synced temporary file, so a reader sees all or none."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as file:
+        file.write(text)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(tmp, path)
+    try:
+        directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(directory)
+    except OSError:
+        pass
+    finally:
+        os.close(directory)
+
+
+def _distributed() -> Any:
+    """``torch.distributed`` when the trainer initialised it; never imports torch itself."""
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist
+
+
+class OverbrainerMetricsCallback(TrainerCallback):
+    """Writes ``metrics.jsonl`` lines and stops the run with a snapshot when asked."""
+
+    def __init__(self, metrics: str | None, snapshot_request: str | None) -> None:
+        self.metrics = metrics
+        self.snapshot_request = snapshot_request
+        self.snapshot_pending = False
+        self.snapshot_step: int | None = None
+        self._eval_batches = 0
+        self._eval_written_at: float | None = None
+        self._warned = False
+
+    @classmethod
+    def from_env(cls) -> OverbrainerMetricsCallback:
+        return cls(os.environ.get(METRICS_ENV) or None, os.environ.get(SNAPSHOT_ENV) or None)
+
+    # metrics
+
+    def emit(self, event: str, **fields: Any) -> None:
+        """Append one ``event`` line; a failure is reported once and never stops training."""
+        if self.metrics is None:
+            return
+        line = json.dumps({"event": event, "time": now(), **fields}, allow_nan=False) + "\n"
+        data = line.encode("utf-8")
+        try:
+            fd = os.open(self.metrics, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                written = os.write(fd, data)
+                while written < len(data):  # a regular file takes it all at once in practice
+                    written += os.write(fd, data[written:])
+            finally:
+                os.close(fd)
+        except OSError as error:
+            if not self._warned:
+                self._warned = True
+                print(f"overbrainer_metrics: cannot write {self.metrics}: {error}", file=sys.stderr)
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if _main(state):
+            self.emit("begin", max_steps=state.max_steps)
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+        if not _main(state):
+            return
+        logs = logs or {}
+        fields = {key: number(logs[key]) for key in LOGGED if key in logs}
+        self.emit(
+            "log", step=state.global_step, epoch=number(state.epoch), max_steps=state.max_steps,
+            **fields,
+        )
+
+    def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if not _main(state):
+            return
+        self._eval_batches += 1
+        clock = time.monotonic()
+        if self._eval_written_at is None or clock - self._eval_written_at >= EVAL_INTERVAL:
+            self._eval_written_at = clock
+            loader = kwargs.get("eval_dataloader")
+            try:
+                total = len(loader) if loader is not None else None
+            except TypeError:
+                total = None
+            self.emit("eval", step=self._eval_batches, total=total)
+
+    def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._eval_batches = 0
+        self._eval_written_at = None
+
+    on_predict = on_evaluate
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if _main(state):
+            self.emit("end", step=state.global_step)
+
+    # snapshots
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if self.snapshot_request is None or self.snapshot_pending:
+            return None
+        requested = _main(state) and os.path.exists(self.snapshot_request)
+        dist = _distributed()
+        if dist is not None:
+            # Every rank takes part in a save, so every rank must learn of the request.
+            box = [requested]
+            dist.broadcast_object_list(box, src=0)
+            requested = bool(box[0])
+        if not requested or state.global_step >= state.max_steps or control.should_training_stop:
+            return None
+        self.snapshot_pending = True
+        control.should_save = True
+        control.should_training_stop = True
+        return control
+
+    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        # The loop ends the epoch early after a snapshot, and an epoch save strategy would
+        # save the same step a second time.
+        if self.snapshot_step is not None and self.snapshot_step == state.global_step:
+            control.should_save = False
+            return control
+        return None
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if not self.snapshot_pending:
+            return
+        self.snapshot_pending = False
+        self.snapshot_step = state.global_step
+        if not _main(state) or self.snapshot_request is None:
+            return
+        snapshot = {
+            "checkpoint": f"output/checkpoint-{state.global_step}",
+            "step": state.global_step,
+            "time": now(),
+            "reason": read_reason(self.snapshot_request),
+        }
+        path = os.path.join(os.path.dirname(self.snapshot_request), SNAPSHOT_FILE)
+        write_atomically(path, json.dumps(snapshot) + "\n")
+
+
+def _main(state: Any) -> bool:
+    return bool(getattr(state, "is_world_process_zero", True))
+
+
+class OverbrainerMetricsPlugin(BasePlugin):
+    """The Axolotl plugin: adds :class:`OverbrainerMetricsCallback` to the trainer."""
+
+    def add_callbacks_post_trainer(self, cfg: Any, trainer: Any) -> list[Any]:
+        # Added after the trainer's own callbacks, so the snapshot decision at a step's end
+        # comes after DefaultFlowCallback's and is not overwritten.
+        return [OverbrainerMetricsCallback.from_env()]

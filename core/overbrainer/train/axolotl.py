@@ -1,0 +1,336 @@
+"""Axolotl as overbrainer drives it: axolotl.yaml, the job's commands and environment.
+
+A run directory (the job's *root*) holds everything the job reads and writes::
+
+    axolotl.yaml  data/train.jsonl  data/eval.jsonl  plugin/overbrainer_metrics.py
+    resume/checkpoint-N/  prepared/  output/  metrics.jsonl  snapshot.request  snapshot.json
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import yaml
+
+from overbrainer.config.load import ConfigError
+from overbrainer.config.model import Training
+from overbrainer.job.spec import JobStage
+
+CONFIG_FILE = "axolotl.yaml"
+TRAIN_FILE = "data/train.jsonl"
+EVAL_FILE = "data/eval.jsonl"
+OUTPUT_DIR = "output"
+PREPARED_DIR = "prepared"
+PLUGIN_DIR = "plugin"
+PLUGIN_MODULE = "overbrainer_metrics"
+PLUGIN = f"{PLUGIN_MODULE}.OverbrainerMetricsPlugin"
+METRICS_FILE = "metrics.jsonl"
+SNAPSHOT_REQUEST = "snapshot.request"
+SNAPSHOT_FILE = "snapshot.json"
+
+TYPED_KEYS: Mapping[str, str] = {
+    "base_model": "base_model",
+    "adapter": "adapter",
+    "num_epochs": "epochs",
+    "learning_rate": "learning_rate",
+    "lora_r": "lora_r",
+    "lora_alpha": "lora_alpha",
+    "lora_dropout": "lora_dropout",
+    "sequence_len": "sequence_len",
+    "micro_batch_size": "micro_batch_size",
+    "gradient_accumulation_steps": "gradient_accumulation_steps",
+    "optimizer": "optimizer",
+    "lr_scheduler": "lr_scheduler",
+    "sample_packing": "sample_packing",
+    "evals_per_epoch": "evals_per_epoch",
+    "saves_per_epoch": "saves_per_epoch",
+    "chat_template": "chat_template",
+    "chat_template_jinja": "chat_template_jinja",
+    "hub_model_id": "hub_model_id",
+}
+"""axolotl.yaml keys that ``[training]`` sets, by the ``[training]`` key that sets them."""
+
+MANAGED_KEYS = (
+    "datasets",
+    "test_datasets",
+    "val_set_size",
+    "output_dir",
+    "dataset_prepared_path",
+    "plugins",
+    "resume_from_checkpoint",
+)
+"""axolotl.yaml keys that overbrainer alone sets: the run directory's layout depends on them."""
+
+RESUME_IGNORED = (
+    "resume_from_checkpoint",
+    "hub_model_id",
+    "hub_strategy",
+    "evals_per_epoch",
+    "eval_steps",
+    "eval_strategy",
+    "saves_per_epoch",
+    "save_steps",
+    "save_strategy",
+    "save_total_limit",
+    "logging_steps",
+    "use_tensorboard",
+    "use_wandb",
+    "use_mlflow",
+    "use_comet",
+    "wandb_*",
+    "mlflow_*",
+    "comet_*",
+)
+"""Top-level keys (``fnmatch`` patterns) a resumed run may change: they do not touch the model."""
+
+CPU_KEYS: Mapping[str, bool] = {
+    "bf16": False,
+    "fp16": False,
+    "tf32": False,
+    "lora_mlp_kernel": False,
+    "lora_qkv_kernel": False,
+    "lora_o_kernel": False,
+    "lora_embedding_kernel": False,
+}
+"""What Axolotl needs to train on a CPU: full precision, and none of the fused LoRA kernels it
+turns on by itself for lora/qlora (they need CUDA). Written for every adapter, so a run's
+axolotl.yaml tells alone whether it was made for a CPU."""
+
+
+def axolotl_config(
+    training: Training,
+    *,
+    root: str,
+    has_eval: bool,
+    resume_checkpoint: str | None = None,
+    cpu: bool = False,
+) -> dict[str, Any]:
+    """The content of axolotl.yaml for ``training``, for a job whose root is ``root``.
+
+    ``has_eval``: the run has ``data/eval.jsonl``; ``resume_checkpoint``: the root-relative
+    checkpoint to resume from (``resume/checkpoint-N``); ``cpu``: the job trains on a CPU.
+    ``training.axolotl_extra`` merges last, tables key by key.
+
+    Raises:
+        ConfigError: ``axolotl_extra`` sets a key it must not (every problem listed).
+    """
+    problems = extra_problems(training.axolotl_extra)
+    if problems:
+        raise ConfigError(problems)
+    config: dict[str, Any] = {
+        "base_model": training.base_model,
+        "datasets": [_dataset(f"{root}/{TRAIN_FILE}")],
+        "val_set_size": 0,
+        "sequence_len": training.sequence_len,
+        "sample_packing": training.sample_packing,
+        "eval_sample_packing": False,
+        "num_epochs": training.epochs,
+        "micro_batch_size": training.micro_batch_size,
+        "gradient_accumulation_steps": training.gradient_accumulation_steps,
+        "learning_rate": training.learning_rate,
+        "optimizer": training.optimizer,
+        "lr_scheduler": training.lr_scheduler,
+        "warmup_ratio": 0.1,
+        "gradient_checkpointing": True,
+        "logging_steps": 1,
+        "output_dir": f"{root}/{OUTPUT_DIR}",
+        "dataset_prepared_path": f"{root}/{PREPARED_DIR}",
+        "plugins": [PLUGIN],
+    }
+    if training.adapter in ("lora", "qlora"):
+        config["adapter"] = training.adapter
+        if training.adapter == "qlora":
+            config["load_in_4bit"] = True
+        config |= {
+            "lora_r": training.lora_r,
+            "lora_alpha": training.lora_alpha,
+            "lora_dropout": training.lora_dropout,
+            "lora_target_linear": True,
+        }
+    if has_eval:
+        config["test_datasets"] = [{**_dataset(f"{root}/{EVAL_FILE}"), "split": "train"}]
+        config["evals_per_epoch"] = training.evals_per_epoch
+    config["saves_per_epoch"] = training.saves_per_epoch
+    config["save_total_limit"] = 2
+    for key in ("chat_template", "chat_template_jinja", "hub_model_id"):
+        value = getattr(training, key)
+        if value is not None:
+            config[key] = value
+    if resume_checkpoint is not None:
+        config["resume_from_checkpoint"] = f"{root}/{resume_checkpoint}"
+    if cpu:
+        config |= CPU_KEYS
+    return _merged(config, training.axolotl_extra)
+
+
+def extra_problems(extra: Mapping[str, Any]) -> list[str]:
+    """Why ``training.axolotl_extra`` cannot be used, one line a key (empty when it can)."""
+    problems = []
+    for key, value in extra.items():
+        where = f"training.axolotl_extra.{key}"
+        if key in TYPED_KEYS:
+            problems.append(f"{where}: set training.{TYPED_KEYS[key]} instead")
+        elif key in MANAGED_KEYS:
+            problems.append(f"{where}: overbrainer sets it for each run; remove it")
+        elif key == "save_only_model" and value is True:
+            problems.append(
+                f"{where}: true would save checkpoints without the optimizer state, "
+                "so a snapshot could not be resumed; remove it"
+            )
+    return problems
+
+
+def _dataset(path: str) -> dict[str, Any]:
+    return {
+        "path": path,
+        "ds_type": "json",
+        "type": "chat_template",
+        "field_messages": "messages",
+        "field_thinking": "reasoning_content",
+        "roles_to_train": ["assistant"],
+        "train_on_eos": "turn",
+    }
+
+
+def _merged(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` over it: tables merged key by key, anything else replaced."""
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+# A key written plain must be a simple word, and not one YAML 1.1 reads as something else:
+# PyYAML's resolver knows most of them (on, yes, null, 1e3...), but not y and n.
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.-][A-Za-z0-9_]+)*")
+_YAML11_BOOLEAN_LETTERS = frozenset("yYnN")
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block YAML with every string value double-quoted and plain keys where they are safe."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _represent_str(dumper: _Dumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
+
+
+def _represent_dict(dumper: _Dumper, data: Mapping[Any, Any]) -> yaml.MappingNode:
+    pairs = [(_key(dumper, key), dumper.represent_data(value)) for key, value in data.items()]
+    return yaml.MappingNode("tag:yaml.org,2002:map", pairs, flow_style=False)
+
+
+def _key(dumper: _Dumper, key: Any) -> yaml.Node:
+    if not isinstance(key, str):
+        return dumper.represent_data(key)
+    plain = (
+        bool(_PLAIN_KEY.fullmatch(key))
+        and key not in _YAML11_BOOLEAN_LETTERS
+        and dumper.resolve(yaml.ScalarNode, key, (True, False)) == "tag:yaml.org,2002:str"
+    )
+    return yaml.ScalarNode("tag:yaml.org,2002:str", key, style=None if plain else '"')
+
+
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(dict, _represent_dict)
+
+
+def dump_yaml(config: Mapping[str, Any]) -> str:
+    """``config`` as block YAML that PyYAML reads back unchanged."""
+    return yaml.dump(
+        dict(config),
+        Dumper=_Dumper,
+        default_flow_style=False,
+        sort_keys=False,
+        allow_unicode=True,
+        width=float("inf"),
+    )
+
+
+def resume_mismatch(old_yaml: str, new_config: Mapping[str, Any]) -> list[str]:
+    """Top-level keys whose values differ between a stopped run's axolotl.yaml and ``new_config``.
+
+    ``new_config`` is today's configuration generated for the old run's root; keys that do
+    not change what is trained (``RESUME_IGNORED``) are left out.
+
+    Raises:
+        ValueError: ``old_yaml`` is not a YAML mapping.
+    """
+    try:
+        old = yaml.safe_load(old_yaml)
+    except yaml.YAMLError as error:
+        raise ValueError(f"not valid YAML: {error}") from None
+    if not isinstance(old, dict):
+        raise ValueError("not a YAML mapping")
+    missing = object()
+    keys = list(new_config) + [key for key in old if key not in new_config]
+    return [
+        key
+        for key in keys
+        if not any(fnmatch.fnmatchcase(str(key), pattern) for pattern in RESUME_IGNORED)
+        and old.get(key, missing) != new_config.get(key, missing)
+    ]
+
+
+def job_stages(training: Training, *, cpu: bool) -> tuple[JobStage, ...]:
+    """The job's commands, run in its root: train, then merge the adapter with ``merge``.
+
+    On a CPU ``axolotl train`` needs ``--launcher python``, or it execs ``accelerate``;
+    ``merge-lora`` runs in its own process and takes no launcher.
+    """
+    train = ("axolotl", "train", CONFIG_FILE)
+    if cpu:
+        train += ("--launcher", "python")
+    stages = [JobStage("train", train)]
+    if training.merge:
+        stages.append(JobStage("merge", ("axolotl", "merge-lora", CONFIG_FILE)))
+    return tuple(stages)
+
+
+class JobEnv(NamedTuple):
+    """What the job's environment holds besides secrets, as :class:`JobSpec` takes it.
+
+    ``env``: literal values; ``paths``: values relative to the job's root; ``pythonpath``:
+    root-relative entries prepended to ``PYTHONPATH``.
+    """
+
+    env: dict[str, str]
+    paths: dict[str, str]
+    pythonpath: tuple[str, ...]
+
+
+def job_env(base_model: str) -> JobEnv:
+    """The environment of a job training ``base_model`` (as the job will see it).
+
+    Axolotl's telemetry, with no internet, holds a finished job for minutes at exit; a local
+    base model needs no hub, and offline nothing waits on one.
+    """
+    env = {"AXOLOTL_DO_NOT_TRACK": "1", "DO_NOT_TRACK": "1"}
+    if is_local_path(base_model):
+        env["HF_HUB_OFFLINE"] = "1"
+    paths = {"OVERBRAINER_METRICS": METRICS_FILE, "OVERBRAINER_SNAPSHOT": SNAPSHOT_REQUEST}
+    return JobEnv(env, paths, (PLUGIN_DIR,))
+
+
+def is_local_path(model: str) -> bool:
+    """True when ``model`` names a directory rather than a hub id.
+
+    Only path syntax tells, since the directory is on the target: absolute, or starting with
+    ``.`` or ``~``. A bare ``name`` or ``org/name`` is a hub id.
+    """
+    return model.startswith(("/", ".", "~"))
+
+
+def plugin_file() -> Path:
+    """The Axolotl plugin module to copy into each run's ``plugin/`` directory."""
+    return Path(str(resources.files("overbrainer.job").joinpath(f"{PLUGIN_MODULE}.py")))
