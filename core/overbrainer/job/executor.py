@@ -188,8 +188,8 @@ class HostExecutor:
             joined = ":".join(f"{root}/{rel}" for rel in job.pythonpath)
             lines.append(f'export PYTHONPATH={q(joined)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
         lines.append(
-            "stage() { printf '{\"event\":\"stage\",\"name\":\"%s\",\"time\":%s}\\n' "
-            f"\"$1\" \"$(date +%s)\" >> {q(root + '/metrics.jsonl')}; }}"
+            "stage() { printf '{\"event\":\"stage\",\"name\":\"%s\",\"time\":\"%s\"}\\n' "
+            f"\"$1\" \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" >> {q(root + '/metrics.jsonl')}; }}"
         )
         commands = [
             f"stage {q(stage.name)} && " + " ".join(
@@ -263,7 +263,8 @@ class HostExecutor:
         container = None
         if run.job is not None and run.job.container is not None:
             container = (run.job.container.engine, run.job.container.name)
-        done = self.host.run(scripts.cancel_script(run.remote_dir, container), timeout=120)
+        pid = run.job.pid if run.job is not None else None
+        done = self.host.run(scripts.cancel_script(run.remote_dir, pid, container), timeout=120)
         text = done.text().strip().splitlines()
         if done.code != 0:
             raise UserError(f"cannot cancel the job of run {run.id}: {text[-1] if text else done.code}")

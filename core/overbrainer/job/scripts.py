@@ -121,11 +121,12 @@ def request_script(root: str, reason: str) -> str:
     )
 
 
-def cancel_script(root: str, container: tuple[str, str] | None) -> str:
+def cancel_script(root: str, pid: int | None, container: tuple[str, str] | None) -> str:
     """Stop the job's container and process group: TERM, up to 10 s, KILL, up to 10 s.
 
-    Prints the final status line. A job that already finished is never signalled (its
-    pid may belong to another process by now). Exit 3: no valid pid; exit 4: the group
+    Prints the final status line. ``pid`` is the recorded one (``job.pid`` when None). A
+    job that already finished is never signalled (its pid may belong to another process by
+    now). Exit 3: no valid pid; exit 4: the group
     survived KILL (``cancelling`` stays, so the status keeps reading running).
     """
     stop = ""
@@ -136,7 +137,7 @@ def cancel_script(root: str, container: tuple[str, str] | None) -> str:
 if ! cd {q(root)} 2>/dev/null; then echo "status lost"; exit 0; fi
 if [ -f cancelled ]; then echo "status cancelled"; exit 0; fi
 if [ -f exit_code ]; then echo "status exited $(cat exit_code)"; exit 0; fi
-pid=$(cat job.pid 2>/dev/null)
+pid={pid if pid is not None else '$(cat job.pid 2>/dev/null)'}
 case $pid in ''|*[!0-9]*) echo "no job.pid"; exit 3;; esac
 if [ "$pid" -le 1 ]; then echo "invalid job.pid"; exit 3; fi
 : > cancelling

@@ -80,7 +80,8 @@ def settle(
 
     if isinstance(snapshot, Snapshot):
         try:
-            collect(RESULTS)
+            # A job stopped before it saved its final model has only the checkpoint.
+            collect(BEST_EFFORT)
             collect(ArtifactSpec(paths=(snapshot.checkpoint, "snapshot.json"),
                                  required=(snapshot.checkpoint,)))
         except Exception as error:

@@ -12,8 +12,8 @@ from pydantic import SecretStr
 from overbrainer.config.model import Training
 from overbrainer.errors import UserError
 from overbrainer.job.spec import JobSpec
+from overbrainer.train.axolotl import plugin_file
 
-PLUGIN_FILE = "overbrainer_metrics.py"
 DATA_FILES = ("train.jsonl", "eval.jsonl")
 
 
@@ -82,7 +82,7 @@ def write_run_dir(
             shutil.copyfile(source / name, data / name)
     plugin = run_dir / "plugin"
     plugin.mkdir(exist_ok=True)
-    shutil.copyfile(Path(__file__).parent.parent / "job" / PLUGIN_FILE, plugin / PLUGIN_FILE)
+    shutil.copyfile(plugin_file(), plugin / plugin_file().name)
     if resume is not None:
         _link_tree(resume.run_dir / resume.checkpoint, run_dir / "resume" / resume.name)
     (run_dir / "axolotl.yaml").write_text(yaml_text, encoding="utf-8")

@@ -18,6 +18,7 @@ from overbrainer.cli.context import App
 from overbrainer.config.model import Settings, Training
 from overbrainer.errors import UserError
 from overbrainer.job.spec import JobState, JobStatus
+from overbrainer.runs import follow
 from overbrainer.runs.follow import Detached, Follower
 from overbrainer.runs.interrupt import deferred_sigint
 from overbrainer.runs.outcome import output_lines, settle, stopped_lines
@@ -65,6 +66,13 @@ def train(app: App, target: str | None = None, resume_from: str | None = None,
     warning = reasoning_template_warning(training)
     if warning:
         logger.warning(warning)
+    from overbrainer.train.axolotl import extra_problems
+
+    problems = extra_problems(training.axolotl_extra)
+    if problems:
+        from overbrainer.config.load import ConfigError
+
+        raise ConfigError(problems)
     has_eval = check_train_data(data_source(app.project_dir, resume), app.project_dir)
     hook = app.plugins.hook
     executor = None
@@ -165,7 +173,10 @@ def follow_to_end(app: App, hook: Any, executor: Any, record: RunRecord,
     """Follow the job of ``record`` until it ends, then settle and save its state."""
     progress = Progress()
     try:
-        follower = Follower(hook, executor, record, on_event=progress.event, asked_at=asked_at)
+        follower = Follower(
+            hook, executor, record, on_event=progress.event, asked_at=asked_at,
+            poll_s=follow.POLL_S, limits=follow.STOP_LIMITS,
+        )
         seen = follower.follow()
         progress.status(seen.status.describe())
         return settle(hook, executor, app.runs, record, seen, on_phase=progress.phase)

@@ -1,0 +1,127 @@
+"""A project that trains on the local target with the fake ``axolotl``, and a real CLI
+process to drive it (killed by its PID, like every job it started)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from overbrainer.runs import follow
+from tests.fixtures.fake_axolotl import make_fake_venv
+from tests.fixtures.run_dirs import write_examples
+
+TRAINING = """
+[training]
+target = "local"
+base_model = "Qwen/Qwen3-0.6B"
+adapter = "lora"
+merge = {merge}
+
+[targets.local]
+kind = "local"
+venv = "{venv}"
+"""
+
+# A real CLI process, polling fast: the same code as the console script.
+BOOT = (
+    "import sys, overbrainer.runs.follow as f; f.POLL_S = 0.05; "
+    "from overbrainer.cli import main; sys.argv[0] = 'overbrainer'; main()"
+)
+
+
+@dataclass
+class Trainer:
+    """The training project and the processes a test started in it."""
+
+    dir: Path
+    venv: Path
+    processes: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    def configure(self, merge: bool = False, extra: str = "") -> None:
+        text = (self.dir / "overbrainer.toml").read_text(encoding="utf-8")
+        text = text.split("\n[training]")[0]
+        training = TRAINING.format(merge=str(merge).lower(), venv=self.venv)
+        (self.dir / "overbrainer.toml").write_text(text + training + extra, encoding="utf-8")
+
+    def spawn(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        """``overbrainer -C DIR ARGS`` in a process of its own."""
+        process = subprocess.Popen(
+            [sys.executable, "-c", BOOT, "-C", str(self.dir), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, **(env or {})},
+        )
+        self.processes.append(process)
+        return process
+
+    def runs(self) -> list[dict]:
+        return [
+            json.loads(path.read_text())
+            for path in sorted((self.dir / "runs").glob("*/run.json"))
+        ]
+
+    def run(self, index: int = -1) -> dict:
+        return self.runs()[index]
+
+    def wait_for(self, check: Callable[[], bool], timeout: float = 30, what: str = "") -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            assert time.monotonic() < deadline, f"timed out waiting for {what or check}"
+            time.sleep(0.05)
+
+    def wait_running(self) -> dict:
+        """The newest run once its job is recorded and has logged a step."""
+        def started() -> bool:
+            runs = self.runs()
+            if not runs or runs[-1]["state"] != "running":
+                return False
+            metrics = self.dir / "runs" / runs[-1]["id"] / "metrics.jsonl"
+            return metrics.exists() and '"log"' in metrics.read_text()
+
+        self.wait_for(started, what="a running job")
+        return self.run()
+
+    def metrics(self, run_id: str) -> list[dict]:
+        path = self.dir / "runs" / run_id / "metrics.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@pytest.fixture
+def trainer(project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Trainer]:
+    venv = make_fake_venv(tmp_path / "fake-venv")
+    write_examples(project_dir / "data" / "train.jsonl", range(10))
+    write_examples(project_dir / "data" / "eval.jsonl", range(10, 12))
+    monkeypatch.setattr(follow, "POLL_S", 0.05)
+    monkeypatch.setenv("FAKE_AXOLOTL_STEP_SECONDS", "0.02")
+    trainer = Trainer(project_dir, venv)
+    trainer.configure()
+    yield trainer
+    for process in trainer.processes:
+        with suppress(ProcessLookupError):
+            process.kill()
+        process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream:
+                stream.close()
+    for pid_file in (project_dir / "runs").glob("*/job.pid"):
+        with suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
