@@ -14,10 +14,20 @@ _PATTERNS = [
     (re.compile(r"\bhf_[A-Za-z0-9]{16,}"), MASK),
     (re.compile(r"\brpa_[A-Za-z0-9]{16,}"), MASK),
     (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/-]{8,}=*"), rf"\g<1>{MASK}"),
-    # NAME=value where the name says it holds a secret; a quoted value is hidden whole.
+    # NAME=value where the name says it holds a secret; a quoted value is hidden whole. An
+    # upper-case name (an environment variable) counts when it contains the word anywhere;
+    # any other name when one of its _-separated parts is the word, so that
+    # `tokenizers==0.23` or `max_tokens=16` stay readable.
     (
         re.compile(
-            r"""(?i)\b([A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD)[A-Z0-9_]*=)("[^"]*"|'[^']*'|\S+)"""
+            r"""\b([A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD)[A-Z0-9_]*=)("[^"]*"|'[^']*'|\S+)"""
+        ),
+        rf"\g<1>{MASK}",
+    ),
+    (
+        re.compile(
+            r"""(?i)\b((?:[a-z0-9]+_)*(?:apikey|key|token|secret|password|passwd)(?:_[a-z0-9]+)*=)"""
+            r"""("[^"]*"|'[^']*'|[^\s=]\S*)"""
         ),
         rf"\g<1>{MASK}",
     ),

@@ -141,7 +141,8 @@ class HostExecutor:
                 for raw in stream:
                     line = printable(raw.decode("utf-8", "replace").rstrip("\n"))
                     if line:
-                        logger.info(f"{what}: {line}")
+                        level = "DEBUG" if what == "install" and not _milestone(line) else "INFO"
+                        logger.log(level, f"{what}: {line}")
         except HostError as error:
             raise UserError(f"{failure}: {error}") from None
 
@@ -288,6 +289,14 @@ class HostExecutor:
 
     def close(self) -> None:
         self.host.close()
+
+
+_PIP_MILESTONES = ("Collecting ", "Installing collected", "Successfully", "ERROR", "installing ")
+
+
+def _milestone(line: str) -> bool:
+    """Whether a line of pip's output is worth showing without debug logging."""
+    return line.startswith(_PIP_MILESTONES)
 
 
 def _remove(path: Path) -> None:
