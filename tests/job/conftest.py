@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from overbrainer_local import LocalTarget
-from overbrainer_local.host import LocalHost
 
 from overbrainer.job.executor import HostExecutor
 from overbrainer.job.spec import JobPoll, JobSpec, JobStage, JobState
 from overbrainer.runs.record import RunRecord
+from overbrainer_local import LocalTarget
+from overbrainer_local.host import LocalHost
 
 
 @dataclass
@@ -40,8 +40,9 @@ class Bench:
         handle = self.executor.launch(run, job)
         return run.evolve(job=handle, state="running", snapshots=True)
 
-    def wait(self, run: RunRecord, until: Callable[[JobPoll], bool] | None = None,
-             timeout: float = 20) -> tuple[JobPoll, list[str]]:
+    def wait(
+        self, run: RunRecord, until: Callable[[JobPoll], bool] | None = None, timeout: float = 20
+    ) -> tuple[JobPoll, list[str]]:
         lines: list[str] = []
         deadline = time.monotonic() + timeout
         while True:

@@ -51,7 +51,7 @@ def test_the_job_sees_its_environment_but_not_overbrainer_settings(bench, monkey
 
 def test_only_complete_metric_lines_are_read(bench):
     script = (
-        "printf '{\"event\":\"log\",\"step\":1}\\n{\"event\":\"log\",' >> metrics.jsonl; "
+        'printf \'{"event":"log","step":1}\\n{"event":"log",\' >> metrics.jsonl; '
         "sleep 0.6; printf '\"step\":2}\\n' >> metrics.jsonl"
     )
     run = bench.launch(bench.new_run(), script)
@@ -67,8 +67,11 @@ def test_a_second_claim_of_the_same_id_is_refused(bench):
 
 
 def test_a_snapshot_request_and_the_saved_snapshot_are_seen(bench):
-    run = bench.launch(bench.new_run(), "while [ ! -f snapshot.request ]; do sleep 0.05; done; "
-                       "echo '{\"checkpoint\":\"output/checkpoint-2\",\"step\":2}' > snapshot.json")
+    run = bench.launch(
+        bench.new_run(),
+        "while [ ! -f snapshot.request ]; do sleep 0.05; done; "
+        'echo \'{"checkpoint":"output/checkpoint-2","step":2}\' > snapshot.json',
+    )
     bench.executor.request_snapshot(run, "deadline")
     poll, _ = bench.wait(run)
     assert poll.snapshot_request == "deadline"
@@ -116,14 +119,19 @@ def test_a_killed_wrapper_reads_lost(bench):
 
 def test_artifacts_with_any_name_come_home_verified(bench):
     names = ["plain.txt", "with space.txt", "quote'and\"double.txt", "new\nline.txt", "ünï.txt"]
-    script = "mkdir -p output/sub output/checkpoint-3 && " + " && ".join(
-        f"printf %s {_sh(n)} > output/sub/{_sh(n)}" for n in names
-    ) + " && echo ckpt > output/checkpoint-3/w && echo '{}' > metrics.jsonl"
+    script = (
+        "mkdir -p output/sub output/checkpoint-3 && "
+        + " && ".join(f"printf %s {_sh(n)} > output/sub/{_sh(n)}" for n in names)
+        + " && echo ckpt > output/checkpoint-3/w && echo '{}' > metrics.jsonl"
+    )
     run = bench.launch(bench.new_run(), script)
     bench.wait(run)
     dest = bench.tmp / "runs" / run.id
-    spec = ArtifactSpec(paths=("output", "metrics.jsonl", "job.log"), required=("output",),
-                        exclude=("checkpoint-*",))
+    spec = ArtifactSpec(
+        paths=("output", "metrics.jsonl", "job.log"),
+        required=("output",),
+        exclude=("checkpoint-*",),
+    )
     got = bench.executor.collect(run, spec, dest)
     assert sorted(Path(p).name for p in got if p.startswith("output/")) == sorted(names)
     for name in names:
@@ -151,7 +159,9 @@ def test_a_file_changed_after_the_manifest_is_caught(bench):
 
     host.download = download_after_a_change
     spec = ArtifactSpec(paths=("output",), required=("output",))
-    with pytest.raises(UserError, match=r'"output/model.bin" differs from the target \(SHA-256 mismatch\)'):
+    with pytest.raises(
+        UserError, match=r'"output/model.bin" differs from the target \(SHA-256 mismatch\)'
+    ):
         bench.executor.collect(run, spec, bench.tmp / "runs" / run.id)
 
 

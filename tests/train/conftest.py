@@ -57,7 +57,9 @@ class Trainer:
         """``overbrainer -C DIR ARGS`` in a process of its own."""
         process = subprocess.Popen(
             [sys.executable, "-c", BOOT, "-C", str(self.dir), *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
             env={**os.environ, **(env or {})},
         )
         self.processes.append(process)
@@ -65,8 +67,7 @@ class Trainer:
 
     def runs(self) -> list[dict]:
         return [
-            json.loads(path.read_text())
-            for path in sorted((self.dir / "runs").glob("*/run.json"))
+            json.loads(path.read_text()) for path in sorted((self.dir / "runs").glob("*/run.json"))
         ]
 
     def run(self, index: int = -1) -> dict:
@@ -80,6 +81,7 @@ class Trainer:
 
     def wait_running(self) -> dict:
         """The newest run once its job is recorded and has logged a step."""
+
         def started() -> bool:
             runs = self.runs()
             if not runs or runs[-1]["state"] != "running":
@@ -106,7 +108,9 @@ def group_alive(pgid: int) -> bool:
 
 
 @pytest.fixture
-def trainer(project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Trainer]:
+def trainer(
+    project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Trainer]:
     venv = make_fake_venv(tmp_path / "fake-venv")
     write_examples(project_dir / "data" / "train.jsonl", range(10))
     write_examples(project_dir / "data" / "eval.jsonl", range(10, 12))
@@ -125,3 +129,42 @@ def trainer(project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     for pid_file in (project_dir / "runs").glob("*/job.pid"):
         with suppress(ProcessLookupError, ValueError):
             os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+
+
+# The real trainer: an Axolotl 0.19 venv named by OVERBRAINER_AXOLOTL_VENV, read at import
+# (the autouse fixture of tests/conftest.py removes OVERBRAINER_* variables from each test).
+AXOLOTL_VENV = os.environ.get("OVERBRAINER_AXOLOTL_VENV")
+TINY_MODEL = Path(__file__).parents[2] / "examples" / "quickstart" / "tiny_model.py"
+REAL_TIMEOUT = 240
+
+
+@pytest.fixture(scope="session")
+def venv() -> Path:
+    if not AXOLOTL_VENV:
+        pytest.skip(
+            "OVERBRAINER_AXOLOTL_VENV is not set: point it at an Axolotl 0.19 venv "
+            "(the directory holding bin/axolotl) to run the real trainer"
+        )
+    venv = Path(AXOLOTL_VENV)
+    if not (venv / "bin" / "axolotl").is_file():
+        pytest.fail(f"OVERBRAINER_AXOLOTL_VENV={AXOLOTL_VENV} holds no bin/axolotl")
+    return venv
+
+
+@pytest.fixture(scope="session")
+def hf_home(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A Hugging Face cache of the tests' own, so datasets never land in the user's."""
+    return str(tmp_path_factory.mktemp("hf-home"))
+
+
+@pytest.fixture(scope="session")
+def tiny_model(venv: Path, hf_home: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    model = tmp_path_factory.mktemp("models") / "tiny"
+    env = {**os.environ, "HF_HOME": hf_home, "HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1"}
+    subprocess.run(
+        [str(venv / "bin" / "python"), str(TINY_MODEL), str(model)],
+        check=True,
+        timeout=REAL_TIMEOUT,
+        env=env,
+    )
+    return model

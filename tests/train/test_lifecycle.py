@@ -29,7 +29,10 @@ def test_a_run_succeeds_and_says_where_its_model_is(trainer, run_cli):
         f"train: adapter in runs/{run_id}/output",
         f"train: merged model in runs/{run_id}/output/merged",
     ]
-    assert f"train: run {run_id} on target `local`, in {trainer.dir.resolve()}/runs/{run_id}" in result.stderr
+    assert (
+        f"train: run {run_id} on target `local`, in {trainer.dir.resolve()}/runs/{run_id}"
+        in result.stderr
+    )
     assert "train: job exited with code 0" in result.stderr
     assert "train: merging adapter" in result.stderr
     record = trainer.run()
@@ -89,7 +92,9 @@ def test_stop_snapshots_a_running_job_and_resume_continues_after_it(trainer, run
     step = record["snapshot"]["step"]
     assert record["state"] == "stopped"
     assert record["snapshot"] == {
-        "checkpoint": f"output/checkpoint-{step}", "step": step, "reason": "requested",
+        "checkpoint": f"output/checkpoint-{step}",
+        "step": step,
+        "reason": "requested",
     }
     assert lines[-2] == (
         f"train: run {run['id']} stopped at step {step} (requested): snapshot in "
@@ -104,7 +109,10 @@ def test_stop_snapshots_a_running_job_and_resume_continues_after_it(trainer, run
     assert not (trainer.dir / "runs" / run["id"] / "output" / "merged").exists()
 
     listing = run_cli("runs", "ls").stdout
-    assert f"stopped    local  {run['created']}  step {step} (requested): partial model in output/" in listing
+    assert (
+        f"stopped    local  {run['created']}  step {step} (requested): partial model in output/"
+        in listing
+    )
 
     resumed = run_cli("train", "--resume-from", run["id"])
     assert resumed.exit_code == 0, resumed.stderr
@@ -114,7 +122,11 @@ def test_stop_snapshots_a_running_job_and_resume_continues_after_it(trainer, run
         f"train: run {new['id']} resumes from the snapshot of run {run['id']} "
         f"(output/checkpoint-{step})"
     ) in resumed.stderr
-    steps = [e["step"] for e in trainer.metrics(new["id"]) if e["event"] == "log" and e.get("loss") is not None]
+    steps = [
+        e["step"]
+        for e in trainer.metrics(new["id"])
+        if e["event"] == "log" and e.get("loss") is not None
+    ]
     assert steps[0] == step + 1
     assert (trainer.dir / "runs" / new["id"] / "resume" / f"checkpoint-{step}").is_dir()
 
@@ -139,23 +151,31 @@ def test_a_job_that_never_snapshots_is_cancelled_after_the_limit(trainer, run_cl
     from overbrainer.runs import follow
 
     monkeypatch.setattr(follow, "STOP_LIMITS", follow.StopLimits(proof_s=0.5, end_s=0.5))
-    process = trainer.spawn("train", env={"FAKE_AXOLOTL_HANG": "1", "FAKE_AXOLOTL_IGNORE_SNAPSHOT": "1"})
+    process = trainer.spawn(
+        "train", env={"FAKE_AXOLOTL_HANG": "1", "FAKE_AXOLOTL_IGNORE_SNAPSHOT": "1"}
+    )
     run = trainer.wait_running()
     process.kill()
     process.wait()
     result = run_cli("train", "stop", run["id"])
     assert result.exit_code == 1
-    assert "warning: no snapshot 0.5 s after it was asked for: the job was cancelled" in result.stderr
+    assert (
+        "warning: no snapshot 0.5 s after it was asked for: the job was cancelled" in result.stderr
+    )
     assert result.stderr.endswith(f"error: run {run['id']} was cancelled\n")
     assert trainer.run()["state"] == "cancelled"
     assert not group_alive(run["job"]["pid"])
 
 
-def test_a_job_that_snapshots_but_never_ends_is_cancelled_and_stopped(trainer, run_cli, monkeypatch):
+def test_a_job_that_snapshots_but_never_ends_is_cancelled_and_stopped(
+    trainer, run_cli, monkeypatch
+):
     from overbrainer.runs import follow
 
     monkeypatch.setattr(follow, "STOP_LIMITS", follow.StopLimits(proof_s=30, end_s=0.5))
-    process = trainer.spawn("train", env={"FAKE_AXOLOTL_HANG": "1", "FAKE_AXOLOTL_HANG_AFTER_SNAPSHOT": "1"})
+    process = trainer.spawn(
+        "train", env={"FAKE_AXOLOTL_HANG": "1", "FAKE_AXOLOTL_HANG_AFTER_SNAPSHOT": "1"}
+    )
     run = trainer.wait_running()
     process.kill()
     process.wait()
@@ -171,7 +191,9 @@ def test_a_request_written_by_another_process_is_watched(trainer, run_cli, monke
     from overbrainer.runs import follow
 
     monkeypatch.setattr(follow, "STOP_LIMITS", follow.StopLimits(proof_s=0.5, end_s=0.5))
-    process = trainer.spawn("train", env={"FAKE_AXOLOTL_HANG": "1", "FAKE_AXOLOTL_IGNORE_SNAPSHOT": "1"})
+    process = trainer.spawn(
+        "train", env={"FAKE_AXOLOTL_HANG": "1", "FAKE_AXOLOTL_IGNORE_SNAPSHOT": "1"}
+    )
     run = trainer.wait_running()
     process.kill()
     process.wait()
@@ -200,7 +222,11 @@ def test_resume_refusals(trainer, run_cli):
     step = trainer.runs()[1]["snapshot"]["step"]
 
     trainer.configure(extra="")
-    text = (trainer.dir / "overbrainer.toml").read_text().replace('adapter = "lora"', 'adapter = "lora"\nlora_r = 8')
+    text = (
+        (trainer.dir / "overbrainer.toml")
+        .read_text()
+        .replace('adapter = "lora"', 'adapter = "lora"\nlora_r = 8')
+    )
     (trainer.dir / "overbrainer.toml").write_text(text)
     result = run_cli("train", "--resume-from", run["id"])
     assert result.exit_code == 1
@@ -280,7 +306,9 @@ def test_ctrl_c_while_following_detaches_and_the_job_keeps_running(trainer, run_
         f"error: interrupted: run {run['id']} keeps running on target `local`; follow it again "
         f"with `overbrainer train attach {run['id']}`\n"
     )
-    assert group_alive(run["job"]["pid"]) or (trainer.dir / "runs" / run["id"] / "exit_code").exists()
+    assert (
+        group_alive(run["job"]["pid"]) or (trainer.dir / "runs" / run["id"] / "exit_code").exists()
+    )
     result = run_cli("train", "attach", run["id"])
     assert result.exit_code == 0, result.stderr
     assert trainer.run()["state"] == "succeeded"
@@ -291,4 +319,6 @@ def test_a_second_writer_is_refused_while_a_run_is_followed(trainer, run_cli):
     trainer.wait_running()
     result = run_cli("train")
     assert result.exit_code == 1
-    assert result.stderr == f"error: another overbrainer (pid {process.pid}) is using this project\n"
+    assert (
+        result.stderr == f"error: another overbrainer (pid {process.pid}) is using this project\n"
+    )

@@ -21,45 +21,13 @@ from overbrainer.config.model import Training
 from overbrainer.job.spec import JobStage
 from overbrainer.train.axolotl import axolotl_config, job_stages, resume_mismatch
 from tests.fixtures.run_dirs import job_environ, prepare_run_dir
+from tests.train.conftest import TINY_MODEL
 
 pytestmark = pytest.mark.real
 
-# Read at import: the autouse fixture of tests/conftest.py removes OVERBRAINER_* variables.
-VENV = os.environ.get("OVERBRAINER_AXOLOTL_VENV")
-TINY_MODEL = Path(__file__).parents[2] / "examples" / "quickstart" / "tiny_model.py"
 TRAIN_EXAMPLES = 20
 STEPS = TRAIN_EXAMPLES  # micro batch 1, no accumulation, one epoch
 TIMEOUT = 240
-
-
-@pytest.fixture(scope="module")
-def venv() -> Path:
-    if not VENV:
-        pytest.skip(
-            "OVERBRAINER_AXOLOTL_VENV is not set: point it at an Axolotl 0.19 venv "
-            "(the directory holding bin/axolotl) to run the real trainer"
-        )
-    venv = Path(VENV)
-    if not (venv / "bin" / "axolotl").is_file():
-        pytest.fail(f"OVERBRAINER_AXOLOTL_VENV={VENV} holds no bin/axolotl")
-    return venv
-
-
-@pytest.fixture(scope="module")
-def hf_home(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A Hugging Face cache of the tests' own, so datasets never land in the user's."""
-    return str(tmp_path_factory.mktemp("hf-home"))
-
-
-@pytest.fixture(scope="module")
-def tiny_model(venv: Path, hf_home: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    model = tmp_path_factory.mktemp("models") / "tiny"
-    env = {**os.environ, "HF_HOME": hf_home, "HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1"}
-    subprocess.run(
-        [str(venv / "bin" / "python"), str(TINY_MODEL), str(model)],
-        check=True, timeout=TIMEOUT, env=env,
-    )
-    return model
 
 
 @pytest.fixture(scope="module")

@@ -32,8 +32,9 @@ def create_executor(name, target, project, run):
 
 def test_ctrl_c_during_the_start_lets_it_finish_then_detaches(trainer, run_cli, site):
     site.install("interrupter", INTERRUPT_LAUNCH)
-    result = run_cli("train", env={"OVERBRAINER_LOAD_PLUGINS": "local,interrupter",
-                                   "FAKE_AXOLOTL_STEPS": "30"})
+    result = run_cli(
+        "train", env={"OVERBRAINER_LOAD_PLUGINS": "local,interrupter", "FAKE_AXOLOTL_STEPS": "30"}
+    )
     run = trainer.run()
     assert result.exit_code == 1
     assert result.stderr.endswith(
@@ -61,8 +62,11 @@ def test_ctrl_c_during_the_preparation_leaves_no_run(trainer, run_cli, site):
         ("unknown_target", "unknown target `elsewhere`"),
         ("keep_pod", "--keep-pod only applies to a runpod target"),
         ("empty_train", "data/train.jsonl has no example: run `overbrainer split` first"),
-        ("managed_key", "invalid configuration:\n  training.axolotl_extra.output_dir: "
-                        "overbrainer sets it for each run; remove it"),
+        (
+            "managed_key",
+            "invalid configuration:\n  training.axolotl_extra.output_dir: "
+            "overbrainer sets it for each run; remove it",
+        ),
     ],
 )
 def test_a_start_is_refused_before_any_run_exists(trainer, run_cli, setup, message):
@@ -78,9 +82,12 @@ def test_a_start_is_refused_before_any_run_exists(trainer, run_cli, setup, messa
         (trainer.dir / "data" / "train.jsonl").write_text("\n")
     elif setup == "managed_key":
         trainer.configure(extra="")
-        config.write_text(config.read_text().replace(
-            'merge = false', 'merge = false\n[training.axolotl_extra]\noutput_dir = "/elsewhere"'
-        ))
+        config.write_text(
+            config.read_text().replace(
+                "merge = false",
+                'merge = false\n[training.axolotl_extra]\noutput_dir = "/elsewhere"',
+            )
+        )
     result = run_cli(*args)
     assert result.exit_code == 1
     assert result.stderr == f"error: {message}\n"
@@ -115,19 +122,26 @@ def test_a_corrupted_snapshot_leaves_a_cancelled_run_cancelled(trainer, run_cli)
     run = trainer.wait_running()
     process.kill()
     process.wait()
-    (trainer.dir / "runs" / run["id"] / "snapshot.json").write_text('{"checkpoint": "../../etc", "step": 1}')
+    (trainer.dir / "runs" / run["id"] / "snapshot.json").write_text(
+        '{"checkpoint": "../../etc", "step": 1}'
+    )
     result = run_cli("train", "cancel", run["id"])
     assert result.exit_code == 0, result.stderr
     assert trainer.run()["state"] == "cancelled"
 
 
-def _record(store: RunStore, run_id: str, state: RunState, job: bool = True, **changes) -> RunRecord:
+def _record(
+    store: RunStore, run_id: str, state: RunState, job: bool = True, **changes
+) -> RunRecord:
     (store.root / run_id).mkdir(parents=True)
     record = RunRecord(
-        id=run_id, target="local", created="2026-01-01T00:00:00Z",
+        id=run_id,
+        target="local",
+        created="2026-01-01T00:00:00Z",
         remote_dir=str(store.root.resolve() / run_id),
         job=JobHandle(dir=str(store.root / run_id), pid=999_999_999) if job else None,
-        state=state, **{"snapshots": True, **changes},
+        state=state,
+        **{"snapshots": True, **changes},
     )
     store.save(record)
     return record
@@ -139,7 +153,12 @@ ID = "demo_20260101-000000"
 @pytest.mark.parametrize(
     ("state", "job", "command", "message"),
     [
-        (RunState.PREPARING, False, "stop", f"run {ID} has not started: there is no job to snapshot yet"),
+        (
+            RunState.PREPARING,
+            False,
+            "stop",
+            f"run {ID} has not started: there is no job to snapshot yet",
+        ),
         (RunState.SUCCEEDED, True, "stop", f"run {ID} already ended: succeeded"),
         (RunState.FAILED, True, "stop", f"run {ID} already ended: failed"),
         (RunState.CANCELLED, True, "stop", f"run {ID} already ended: cancelled"),
@@ -152,7 +171,11 @@ ID = "demo_20260101-000000"
     ],
 )
 def test_commands_on_runs_in_each_state(trainer, run_cli, state, job, command, message):
-    extra = {"message": "the job exited with code 3 (see runs/x/job.log)"} if state is RunState.FAILED else {}
+    extra = (
+        {"message": "the job exited with code 3 (see runs/x/job.log)"}
+        if state is RunState.FAILED
+        else {}
+    )
     _record(RunStore(trainer.dir), ID, state, job=job, **extra)
     result = run_cli("train", command, ID)
     assert result.exit_code == 1
@@ -171,25 +194,37 @@ def test_a_run_from_an_older_overbrainer_cannot_be_stopped(trainer, run_cli):
 
 def test_attach_reports_an_ended_run_from_its_files(trainer, run_cli):
     store = RunStore(trainer.dir)
-    _record(store, ID, RunState.STOPPED,
-            snapshot=Snapshot(checkpoint="output/checkpoint-4", step=4, reason="deadline"))
+    _record(
+        store,
+        ID,
+        RunState.STOPPED,
+        snapshot=Snapshot(checkpoint="output/checkpoint-4", step=4, reason="deadline"),
+    )
     (store.root / ID / "metrics.jsonl").write_text(
         '{"event":"log","step":4,"max_steps":10,"epoch":0.4,"loss":1.5}\n'
     )
     result = run_cli("train", "attach", ID)
     assert result.exit_code == 0
-    assert result.stdout.splitlines()[0] == f"train: run {ID} stopped; step 4/10, epoch 0.40, loss 1.5000"
+    assert (
+        result.stdout.splitlines()[0]
+        == f"train: run {ID} stopped; step 4/10, epoch 0.40, loss 1.5000"
+    )
     assert "stopped at step 4 (deadline)" in result.stdout
 
 
 def test_a_run_whose_target_was_removed(trainer, run_cli):
     _record(RunStore(trainer.dir), ID, RunState.RUNNING)
     config = trainer.dir / "overbrainer.toml"
-    config.write_text(config.read_text().replace("[targets.local]", "[targets.other]").replace(
-        'target = "local"', 'target = "other"'))
+    config.write_text(
+        config.read_text()
+        .replace("[targets.local]", "[targets.other]")
+        .replace('target = "local"', 'target = "other"')
+    )
     for command in ("attach", "stop", "cancel"):
         result = run_cli("train", command, ID)
-        assert result.stderr == f"error: target `local` of run {ID} is no longer in overbrainer.toml\n"
+        assert (
+            result.stderr == f"error: target `local` of run {ID} is no longer in overbrainer.toml\n"
+        )
 
 
 @pytest.mark.parametrize("command", ["attach", "stop", "cancel"])
@@ -212,8 +247,13 @@ def test_a_container_job_is_stopped_by_name_on_cancel(trainer, run_cli, tmp_path
     monkeypatch.setenv("DOCKER_CALLS", str(tmp_path / "calls"))
     store = RunStore(trainer.dir)
     record = _record(store, ID, RunState.RUNNING)
-    store.save(record.evolve(job=record.job.model_copy(
-        update={"container": Container(engine="docker", name=f"overbrainer-{ID}")})))
+    store.save(
+        record.evolve(
+            job=record.job.model_copy(
+                update={"container": Container(engine="docker", name=f"overbrainer-{ID}")}
+            )
+        )
+    )
     result = run_cli("train", "cancel", ID)
     assert result.exit_code == 0, result.stderr
     assert (tmp_path / "calls").read_text() == f"stop -t 30 overbrainer-{ID}\n"

@@ -9,10 +9,20 @@ from overbrainer.cli.context import current_app
 
 
 @click.group(invoke_without_command=True)
-@click.option("--target", shell_complete=complete_target, help="Train on this target instead of training.target.")
-@click.option("--keep-pod", is_flag=True, help="Keep the Runpod pod after the run (runpod targets).")
-@click.option("--resume-from", metavar="RUN_ID", shell_complete=complete_run_id,
-              help="Continue from the snapshot of this stopped run.")
+@click.option(
+    "--target",
+    shell_complete=complete_target,
+    help="Train on this target instead of training.target.",
+)
+@click.option(
+    "--keep-pod", is_flag=True, help="Keep the Runpod pod after the run (runpod targets)."
+)
+@click.option(
+    "--resume-from",
+    metavar="RUN_ID",
+    shell_complete=complete_run_id,
+    help="Continue from the snapshot of this stopped run.",
+)
 @click.pass_context
 def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: str | None) -> None:
     """Fine-tune the child model on a target and follow the run.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ class RetrievalError(UserError):
     that ``train attach`` tries again."""
 
 
-def parse_snapshot(text: str | None) -> Snapshot | None | str:
+def parse_snapshot(text: str | None) -> Snapshot | str | None:
     """The snapshot ``snapshot.json`` describes; None when there is none; a string saying
     why it is invalid."""
     if text is None:
@@ -55,21 +56,19 @@ def parse_snapshot(text: str | None) -> Snapshot | None | str:
 
 
 def settle(
-    hook: Any, executor: Any, store: RunStore, run: RunRecord, seen: Followed,
-    on_phase: Any = None,
+    hook: Any,
+    executor: Any,
+    store: RunStore,
+    run: RunRecord,
+    seen: Followed,
+    *,
+    on_phase: Callable[[str], None] | None = None,
 ) -> RunRecord:
     """Record how the job of ``run`` ended, retrieving its files; the saved record.
 
     Raises ``RetrievalError`` (the record stays ``running``) when the results of a
-    succeeded or stopped job could not be brought home.
+    succeeded or stopped job could not be brought home, so ``train attach`` can try again.
     """
-    status = seen.status
-    log = f"see {RUNS_DIR}/{run.id}/job.log"
-    snapshot = (
-        parse_snapshot(seen.snapshot)
-        if status.state is JobState.CANCELLED or status == status.exited(0)
-        else None
-    )
 
     def collect(spec: ArtifactSpec) -> None:
         if on_phase is not None:
@@ -78,45 +77,70 @@ def settle(
             executor=executor, run=run, artifacts=spec, dest=store.run_dir(run.id)
         )
 
+    status = seen.status
+    snapshot = (
+        parse_snapshot(seen.snapshot)
+        if status.state is JobState.CANCELLED or status == status.exited(0)
+        else None
+    )
     if isinstance(snapshot, Snapshot):
+        saved = ArtifactSpec(
+            paths=(snapshot.checkpoint, "snapshot.json"), required=(snapshot.checkpoint,)
+        )
         try:
             # A job stopped before it saved its final model has only the checkpoint.
             collect(BEST_EFFORT)
-            collect(ArtifactSpec(paths=(snapshot.checkpoint, "snapshot.json"),
-                                 required=(snapshot.checkpoint,)))
+            collect(saved)
         except Exception as error:
-            raise RetrievalError(f"cannot retrieve the snapshot of run {run.id}: {error}") from error
+            raise RetrievalError(
+                f"cannot retrieve the snapshot of run {run.id}: {error}"
+            ) from error
         return _save(store, run, RunState.STOPPED, None, snapshot=snapshot)
-    if status.state is JobState.CANCELLED:
-        if isinstance(snapshot, str):
-            logger.warning(f"run {run.id}: {snapshot}; the run stays cancelled")
-        return _best_effort(collect, store, run, RunState.CANCELLED, None)
-    if status.state is JobState.LOST:
-        return _best_effort(collect, store, run, RunState.FAILED,
-                            f"the job stopped without an exit code ({log})")
-    if status.exit_code != 0:
-        return _best_effort(collect, store, run, RunState.FAILED,
-                            f"the job exited with code {status.exit_code} ({log})")
-    if isinstance(snapshot, str):
-        return _best_effort(collect, store, run, RunState.FAILED, snapshot)
-    if seen.plugin_lines == 0:
-        return _best_effort(
-            collect, store, run, RunState.FAILED,
-            f"the job wrote no metrics: the overbrainer metrics plugin was not loaded ({log})",
-        )
+    if isinstance(snapshot, str) and status.state is JobState.CANCELLED:
+        logger.warning(f"run {run.id}: {snapshot}; the run stays cancelled")
+    state, message = _ending(run, seen, snapshot)
+    if state is not RunState.SUCCEEDED:
+        return _best_effort(collect, store, run, state, message)
     try:
         collect(RESULTS)
-    except UserError as error:
-        if f'"{OUTPUT}" is not on the target' in str(error):
-            return _best_effort(collect, store, run, RunState.FAILED,
-                                f"the job succeeded but left no output ({log})")
-        raise RetrievalError(f"cannot retrieve the results of run {run.id}: {error}") from error
     except Exception as error:
+        if isinstance(error, UserError) and f'"{OUTPUT}" is not on the target' in str(error):
+            message = f"the job succeeded but left no output ({_see_log(run)})"
+            return _best_effort(collect, store, run, RunState.FAILED, message)
         raise RetrievalError(f"cannot retrieve the results of run {run.id}: {error}") from error
     return _save(store, run, RunState.SUCCEEDED, None)
 
 
-def _best_effort(collect: Any, store: RunStore, run: RunRecord, state: RunState, message: str | None) -> RunRecord:
+def _ending(run: RunRecord, seen: Followed, snapshot: str | None) -> tuple[RunState, str | None]:
+    """The state (and message) of a job that ended without a usable snapshot."""
+    status = seen.status
+    if status.state is JobState.CANCELLED:
+        return RunState.CANCELLED, None
+    if status.state is JobState.LOST:
+        return RunState.FAILED, f"the job stopped without an exit code ({_see_log(run)})"
+    if status.exit_code != 0:
+        return RunState.FAILED, f"the job exited with code {status.exit_code} ({_see_log(run)})"
+    if snapshot is not None:
+        return RunState.FAILED, snapshot
+    if seen.plugin_lines == 0:
+        return RunState.FAILED, (
+            "the job wrote no metrics: the overbrainer metrics plugin was not loaded "
+            f"({_see_log(run)})"
+        )
+    return RunState.SUCCEEDED, None
+
+
+def _see_log(run: RunRecord) -> str:
+    return f"see {RUNS_DIR}/{run.id}/job.log"
+
+
+def _best_effort(
+    collect: Callable[[ArtifactSpec], None],
+    store: RunStore,
+    run: RunRecord,
+    state: RunState,
+    message: str | None,
+) -> RunRecord:
     try:
         collect(BEST_EFFORT)
     except Exception as error:  # noqa: BLE001 - the state stands; the message says what is missing
@@ -125,7 +149,9 @@ def _best_effort(collect: Any, store: RunStore, run: RunRecord, state: RunState,
     return _save(store, run, state, message)
 
 
-def _save(store: RunStore, run: RunRecord, state: RunState, message: str | None, **changes: Any) -> RunRecord:
+def _save(
+    store: RunStore, run: RunRecord, state: RunState, message: str | None, **changes: Any
+) -> RunRecord:
     record = run.evolve(state=state, message=message, **changes)
     store.save(record)
     return record

@@ -39,7 +39,9 @@ def check_train_data(source: Path, project_dir: Path) -> bool:
     """Raise unless the train file has an example; whether the eval file has one."""
     train = source / "train.jsonl"
     if not _has_example(train):
-        raise UserError(f"{_shown(train, project_dir)} has no example: run `overbrainer split` first")
+        raise UserError(
+            f"{_shown(train, project_dir)} has no example: run `overbrainer split` first"
+        )
     return _has_example(source / "eval.jsonl")
 
 
@@ -105,6 +107,7 @@ def job_spec(
     run_dir: Path,
     training: Training,
     base_model: str,
+    *,
     cpu: bool,
     secrets: dict[str, SecretStr],
 ) -> JobSpec:

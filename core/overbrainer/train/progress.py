@@ -38,14 +38,20 @@ class Summary:
                 setattr(self, key, value)
         for key in ("epoch", "loss", "eval_loss", "learning_rate", "grad_norm"):
             value = event.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            if (
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+            ):
                 setattr(self, key, float(value))
 
     def describe(self) -> str:
         """``step S/M, epoch E.EE, loss L.LLLL, eval_loss V.VVVV``, with what is known."""
         parts = []
         if self.step is not None:
-            parts.append(f"step {self.step}/{self.max_steps}" if self.max_steps else f"step {self.step}")
+            parts.append(
+                f"step {self.step}/{self.max_steps}" if self.max_steps else f"step {self.step}"
+            )
         if self.epoch is not None:
             parts.append(f"epoch {self.epoch:.2f}")
         if self.loss is not None:
@@ -75,7 +81,9 @@ class Summary:
 class Progress:
     """Turns metric events into progress; ``close`` before printing the final report."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, bar: bool | None = None) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, bar: bool | None = None
+    ) -> None:
         self.summary = Summary()
         self.clock = clock
         self._last_log: float | None = None
@@ -149,8 +157,13 @@ class _Bar:
 
         self.console = Console(stderr=True)
         self.progress = RichProgress(
-            TextColumn("train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-            TimeRemainingColumn(), console=self.console, transient=True,
+            TextColumn("train"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=True,
         )
         self.task = self.progress.add_task("starting", total=None)
         self.progress.start()
@@ -158,7 +171,9 @@ class _Bar:
     def show(self, summary: Summary, phase: str) -> None:
         loss = f"loss {summary.loss:.4f}" if summary.loss is not None else ""
         self.progress.update(
-            self.task, completed=summary.step or 0, total=summary.max_steps,
+            self.task,
+            completed=summary.step or 0,
+            total=summary.max_steps,
             description=" ".join(part for part in (phase, loss) if part),
         )
 

@@ -7,6 +7,7 @@ while holding it already.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from overbrainer.runs.store import RUNS_DIR, RunStore
 from overbrainer.train.prepare import Resume, check_train_data, data_source
 from overbrainer.train.progress import Progress, Summary
 
-HF_TOKEN = "HF_TOKEN"
+HF_TOKEN = "HF_TOKEN"  # noqa: S105 - the variable's name, not a secret
 
 
 def training_of(settings: Settings) -> Training:
@@ -50,36 +51,86 @@ def reattach(run_id: str) -> str:
 # Starting.
 
 
-def train(app: App, target: str | None = None, resume_from: str | None = None,
-          keep_pod: bool = False) -> None:
-    """``overbrainer train``: start a run on ``target`` (default: training.target), follow
-    it to its end, report."""
-    settings = app.settings
-    training = training_of(settings)
-    name = target or training.target
-    target_model = target_of(settings, name)
-    if keep_pod and getattr(target_model, "kind", None) != "runpod":
-        raise UserError("--keep-pod only applies to a runpod target")
-    resume = resume_source(app, training, resume_from) if resume_from else None
+@dataclass(frozen=True)
+class Plan:
+    """A new run, checked before anything is reached or created."""
+
+    training: Training
+    target: str
+    target_model: BaseModel
+    resume: Resume | None
+    has_eval: bool
+
+
+def plan_run(app: App, target: str | None, resume_from: str | None, keep_pod: bool = False) -> Plan:
+    """Check what a new run needs from the settings and the data, or refuse."""
+    from overbrainer.config.load import ConfigError
+    from overbrainer.train.axolotl import extra_problems
     from overbrainer.train.reasoning import reasoning_template_warning
 
+    training = training_of(app.settings)
+    name = target or training.target
+    target_model = target_of(app.settings, name)
+    if keep_pod and getattr(target_model, "kind", None) != "runpod":
+        raise UserError("--keep-pod only applies to a runpod target")
+    problems = extra_problems(training.axolotl_extra)
+    if problems:
+        raise ConfigError(problems)
+    resume = resume_source(app, training, resume_from) if resume_from else None
     warning = reasoning_template_warning(training)
     if warning:
         logger.warning(warning)
-    from overbrainer.train.axolotl import extra_problems
-
-    problems = extra_problems(training.axolotl_extra)
-    if problems:
-        from overbrainer.config.load import ConfigError
-
-        raise ConfigError(problems)
     has_eval = check_train_data(data_source(app.project_dir, resume), app.project_dir)
+    return Plan(training, name, target_model, resume, has_eval)
+
+
+def train(
+    app: App, target: str | None = None, resume_from: str | None = None, keep_pod: bool = False
+) -> None:
+    """``overbrainer train``: start a run on ``target`` (default: training.target), follow
+    it to its end, report."""
+    plan = plan_run(app, target, resume_from, keep_pod)
+    hook = app.plugins.hook
+    executor, secrets = prepare(app, plan, keep_pod)
+    store = app.runs
+    record: RunRecord | None = None
+    outcome: str | None = None
+    try:
+        record = store.create(
+            app.settings.project.name,
+            plan.target,
+            claim=lambda run_id: hook.claim_run_dir(executor=executor, run_id=run_id),
+        )
+        if plan.resume is not None:
+            record = record.evolve(resumed_from=plan.resume.run_id)
+            store.save(record)
+            logger.info(
+                f"train: run {record.id} resumes from the snapshot of run "
+                f"{plan.resume.run_id} ({plan.resume.checkpoint})"
+            )
+        logger.info(f"train: run {record.id} on target `{plan.target}`, in {record.remote_dir}")
+        # Starting is never interrupted: a job spawned and not recorded would be lost.
+        with deferred_sigint() as noted:
+            record = start(app, hook, executor, record, plan=plan, secrets=secrets)
+        if noted.caught:
+            raise KeyboardInterrupt
+        record = follow_to_end(app, hook, executor, record)
+        outcome = record.state.value
+    except KeyboardInterrupt:
+        detached(store, record)
+    finally:
+        _release(hook, executor, record, outcome or _ended(store, record))
+    report(store, record)
+
+
+def prepare(app: App, plan: Plan, keep_pod: bool) -> tuple[Any, dict[str, SecretStr]]:
+    """Reach the target and resolve the job's secrets. Ctrl-C here stops the preparation
+    with no run left behind."""
     hook = app.plugins.hook
     executor = None
-    # Ctrl-C during the preparation stops it with no run left behind.
     try:
-        secrets = resolve_secrets(app, training)
-        executor = create_executor(app, name, target_model, None)
+        secrets = resolve_secrets(app, plan.training)
+        executor = create_executor(app, plan.target, plan.target_model, None)
         if hasattr(executor, "prepare_host"):
             executor.prepare_host()
         if keep_pod:
@@ -90,40 +141,29 @@ def train(app: App, target: str | None = None, resume_from: str | None = None,
     except BaseException:
         _release(hook, executor, None, None)
         raise
-    store = app.runs
-    outcome: str | None = None
-    record: RunRecord | None = None
+    return executor, secrets
+
+
+def _ended(store: RunStore, record: RunRecord | None) -> str | None:
+    """The final state of ``record`` as saved, or None while it may still run."""
+    if record is None:
+        return None
     try:
-        record = store.create(
-            settings.project.name, name,
-            claim=lambda run_id: hook.claim_run_dir(executor=executor, run_id=run_id),
-        )
-        if resume is not None:
-            record = record.evolve(resumed_from=resume.run_id)
-            store.save(record)
-            logger.info(
-                f"train: run {record.id} resumes from the snapshot of run {resume.run_id} "
-                f"({resume.checkpoint})"
-            )
-        logger.info(f"train: run {record.id} on target `{name}`, in {record.remote_dir}")
-        # Starting is never interrupted: a job spawned and not recorded would be lost.
-        with deferred_sigint() as noted:
-            record = start(app, hook, executor, record, training, resume, secrets, has_eval)
-        if noted.caught:
-            raise KeyboardInterrupt
-        record = follow_to_end(app, hook, executor, record)
-        outcome = record.state.value
-    except KeyboardInterrupt:
-        _release(hook, executor, record, None)
-        detached(store, record)
-    finally:
-        if outcome is not None:
-            _release(hook, executor, record, outcome)
-    report(store, record)
+        state = store.load(record.id).state
+    except UserError:
+        return None
+    return state.value if state.ended else None
 
 
-def start(app: App, hook: Any, executor: Any, run: RunRecord, training: Training,
-          resume: Resume | None, secrets: dict[str, SecretStr], has_eval: bool) -> RunRecord:
+def start(
+    app: App,
+    hook: Any,
+    executor: Any,
+    run: RunRecord,
+    *,
+    plan: Plan,
+    secrets: dict[str, SecretStr],
+) -> RunRecord:
     """Write the run directory, upload it, spawn the job, and record it ``running``.
 
     Any failure records the run ``failed`` with the error as its message.
@@ -133,20 +173,21 @@ def start(app: App, hook: Any, executor: Any, run: RunRecord, training: Training
 
     store = app.runs
     run_dir = store.run_dir(run.id)
+    training, resume = plan.training, plan.resume
     try:
         cpu = bool(getattr(executor, "cpu_only", False))
         root = executor.job_root(run) if hasattr(executor, "job_root") else run.remote_dir
-        local = getattr(getattr(executor, "target", None), "kind", None) == "local"
+        local = getattr(plan.target_model, "kind", None) == "local"
         base_model = resolve_base_model(training, app.project_dir, local)
         config = axolotl_config(
             training.model_copy(update={"base_model": base_model}),
             root=root,
-            has_eval=has_eval,
+            has_eval=plan.has_eval,
             resume_checkpoint=f"resume/{resume.name}" if resume else None,
             cpu=cpu,
         )
         write_run_dir(run_dir, data_source(app.project_dir, resume), dump_yaml(config), resume)
-        job = job_spec(run.id, run_dir, training, base_model, cpu, secrets)
+        job = job_spec(run.id, run_dir, training, base_model, cpu=cpu, secrets=secrets)
         handle = hook.launch_job(executor=executor, run=run, job=job)
         if handle is None:
             raise UserError(f"no plugin can start a job on target `{run.target}`")
@@ -168,14 +209,20 @@ def start(app: App, hook: Any, executor: Any, run: RunRecord, training: Training
     return record
 
 
-def follow_to_end(app: App, hook: Any, executor: Any, record: RunRecord,
-                  asked_at: float | None = None) -> RunRecord:
+def follow_to_end(
+    app: App, hook: Any, executor: Any, record: RunRecord, asked_at: float | None = None
+) -> RunRecord:
     """Follow the job of ``record`` until it ends, then settle and save its state."""
     progress = Progress()
     try:
         follower = Follower(
-            hook, executor, record, on_event=progress.event, asked_at=asked_at,
-            poll_s=follow.POLL_S, limits=follow.STOP_LIMITS,
+            hook,
+            executor,
+            record,
+            on_event=progress.event,
+            asked_at=asked_at,
+            poll_s=follow.POLL_S,
+            limits=follow.STOP_LIMITS,
         )
         seen = follower.follow()
         progress.status(seen.status.describe())
@@ -193,13 +240,17 @@ def resolve_secrets(app: App, training: Training) -> dict[str, SecretStr]:
     token = app.settings.hf_token
     if token is None:
         if training.hub_model_id:
-            logger.warning("training.hub_model_id is set but OVERBRAINER_HF_TOKEN is not: the push will fail")
+            logger.warning(
+                "training.hub_model_id is set but OVERBRAINER_HF_TOKEN is not: the push will fail"
+            )
         return {}
     return {HF_TOKEN: resolve_secret(token, "hf_token", app.env.merged)}
 
 
 def create_executor(app: App, name: str, target: BaseModel, run: RunRecord | None) -> Any:
-    executor = app.plugins.hook.create_executor(name=name, target=target, project=app.project, run=run)
+    executor = app.plugins.hook.create_executor(
+        name=name, target=target, project=app.project, run=run
+    )
     if executor is None:
         kind = getattr(target, "kind", "?")
         raise UserError(f"no installed plugin can run target `{name}` (kind `{kind}`)")
@@ -234,7 +285,9 @@ def report(store: RunStore, record: RunRecord | None, summary: Summary | None = 
         return
     if summary is None:
         summary = local_summary(store, record.id)
-    output = f"; output in {RUNS_DIR}/{record.id}/output" if record.state is RunState.SUCCEEDED else ""
+    output = (
+        f"; output in {RUNS_DIR}/{record.id}/output" if record.state is RunState.SUCCEEDED else ""
+    )
     click.echo(f"train: run {record.id} {record.state.value}; {summary.describe()}{output}")
     match record.state:
         case RunState.SUCCEEDED:
@@ -257,7 +310,9 @@ def local_summary(store: RunStore, run_id: str) -> Summary:
 
     summary = Summary()
     try:
-        with (store.run_dir(run_id) / "metrics.jsonl").open(encoding="utf-8", errors="replace") as file:
+        with (store.run_dir(run_id) / "metrics.jsonl").open(
+            encoding="utf-8", errors="replace"
+        ) as file:
             for line in file:
                 event = parse_event(line)
                 if event is not None and event["event"] in ("begin", "log", "end"):
@@ -299,8 +354,9 @@ def resume_source(app: App, training: Training, run_id: str) -> Resume:
     return Resume(run_id=run_id, run_dir=run_dir, checkpoint=checkpoint)
 
 
-def _config_like(app: App, training: Training, source: RunRecord, old_yaml: str,
-                 run_dir: Path) -> dict[str, Any]:
+def _config_like(
+    app: App, training: Training, source: RunRecord, old_yaml: str, run_dir: Path
+) -> dict[str, Any]:
     """Today's axolotl.yaml as the stopped run would have had it (same root, device, data)."""
     import yaml
 
@@ -309,7 +365,9 @@ def _config_like(app: App, training: Training, source: RunRecord, old_yaml: str,
 
     old = yaml.safe_load(old_yaml) or {}
     output_dir = str(old.get("output_dir", ""))
-    root = output_dir.removesuffix("/output") if output_dir.endswith("/output") else source.remote_dir
+    root = (
+        output_dir.removesuffix("/output") if output_dir.endswith("/output") else source.remote_dir
+    )
     cpu = old.get("lora_mlp_kernel") is False and old.get("bf16") is False
     local = getattr(app.settings.targets.get(source.target), "kind", None) == "local"
     base_model = resolve_base_model(training, app.project_dir, local)
@@ -344,8 +402,9 @@ def attach(app: App, run_id: str) -> None:
     follow_existing(app, record)
 
 
-def follow_existing(app: App, record: RunRecord, asked_at: float | None = None,
-                    executor: Any = None) -> None:
+def follow_existing(
+    app: App, record: RunRecord, asked_at: float | None = None, executor: Any = None
+) -> None:
     """Follow a started run to its end and report it."""
     hook = app.plugins.hook
     if executor is None:
@@ -390,7 +449,9 @@ def request_stop(app: App, record: RunRecord) -> Any:
     executor = run_executor(app, record)
     hook = app.plugins.hook
     try:
-        done = hook.request_snapshot(executor=executor, run=record, reason=SnapshotReason.REQUESTED.value)
+        done = hook.request_snapshot(
+            executor=executor, run=record, reason=SnapshotReason.REQUESTED.value
+        )
         if not done:
             raise UserError(f"no plugin can ask the job of run {record.id} for a snapshot")
     except BaseException:

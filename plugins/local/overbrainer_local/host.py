@@ -30,8 +30,12 @@ class LocalHost(Host):
     def run(self, script: str, input: bytes = b"", timeout: float | None = 60) -> Completed:
         try:
             done = subprocess.run(
-                ["sh", "-c", script], input=input, capture_output=True, timeout=timeout,
-                env=self.env, check=False,
+                ["sh", "-c", script],
+                input=input,
+                capture_output=True,
+                timeout=timeout,
+                env=self.env,
+                check=False,
             )
         except subprocess.TimeoutExpired:
             raise HostError(f"a script on this machine took more than {timeout:.0f} s") from None
@@ -40,10 +44,14 @@ class LocalHost(Host):
     @contextmanager
     def stream_out(self, script: str, input: bytes = b"") -> Iterator[IO[bytes]]:
         process = subprocess.Popen(
-            ["sh", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=self.env,
+            ["sh", "-c", script],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self.env,
         )
-        assert process.stdin is not None and process.stdout is not None
+        if process.stdin is None or process.stdout is None:  # never: both are pipes
+            raise HostError("no pipe to the script")
         process.stdin.write(input)
         process.stdin.close()
         try:
@@ -75,8 +83,12 @@ class LocalHost(Host):
     def spawn(self, script: str, cwd: str, log: str, secrets: Mapping[str, str]) -> None:
         with open(log, "ab") as output:
             process = subprocess.Popen(
-                ["sh", "-c", script], cwd=cwd, stdin=subprocess.DEVNULL, stdout=output,
-                stderr=subprocess.STDOUT, env={**self.env, **secrets},
+                ["sh", "-c", script],
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                env={**self.env, **secrets},
                 # A session of its own: the terminal's Ctrl-C never reaches the job, and
                 # it outlives this process.
                 start_new_session=True,
