@@ -15,6 +15,7 @@ Reusable fixtures (a CLI lifecycle test needs only the last one):
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shutil
@@ -27,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 from overbrainer.job.executor import HostExecutor
 from overbrainer.job.spec import JobPoll, JobSpec, JobStage, JobState
 from overbrainer.runs.record import RunRecord
@@ -147,20 +147,20 @@ class Sshd:
                 time.sleep(0.01)
 
     def stop(self) -> None:
-        """Stop the server and every connection it serves: the listener and its ``sshd``
-        descendants, by pid (a session's other processes, a job's included, are left)."""
+        """Stop the server and every connection it serves: its ``sshd`` descendants
+        first (the listener reaps them), then the listener, by pid. A session's other
+        processes, a job's included, are left running."""
         if self.process is None:
             return
-        pids = [self.process.pid, *_descendants(self.process.pid, only_exe=SSHD)]
-        for pid in pids:
+        for pid in reversed(_descendants(self.process.pid, only_exe=SSHD)):
             _signal(pid, signal.SIGTERM)
+            _wait_gone(pid)
+        self.process.terminate()
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            _signal(self.process.pid, signal.SIGKILL)
+            self.process.kill()
             self.process.wait()
-        for pid in pids[1:]:
-            _wait_gone(pid)
         self.process = None
 
 
@@ -193,15 +193,20 @@ def _descendants(pid: int, only_exe: str) -> list[int]:
 
 
 def _signal(pid: int, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signum)
-    except ProcessLookupError:
-        pass
 
 
 def _wait_gone(pid: int, timeout: float = 5) -> None:
+    """Until ``pid`` is gone or a zombie; then KILL it if it is still there."""
     deadline = time.monotonic() + timeout
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            return
+        if state == "Z":
+            return
         time.sleep(0.01)
     _signal(pid, signal.SIGKILL)
 
@@ -239,10 +244,23 @@ def write_client_config(home: Path, server: Sshd, alias: str = ALIAS, known: boo
 
 
 @pytest.fixture
-def ssh_alias(sshd: Sshd, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The alias of ``sshd`` in the test home's ``~/.ssh/config``, its host key known."""
+def client_config(
+    sshd: Sshd, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., str]:
+    """``client_config(alias="box", known=True)`` writes an alias of ``sshd`` in the test
+    home's ``~/.ssh/config`` (see ``write_client_config``) and returns it."""
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)  # no agent: the config's key only
-    return write_client_config(isolated_env, sshd)
+
+    def write(alias: str = ALIAS, known: bool = True) -> str:
+        return write_client_config(isolated_env, sshd, alias, known)
+
+    return write
+
+
+@pytest.fixture
+def ssh_alias(client_config: Callable[..., str]) -> str:
+    """The alias of ``sshd`` in the test home's ``~/.ssh/config``, its host key known."""
+    return client_config()
 
 
 @pytest.fixture
@@ -269,7 +287,9 @@ class Bench:
         (self.tmp / "runs" / run_id).mkdir(parents=True, exist_ok=True)
         return RunRecord(id=run_id, target="box", created="2026-01-01T00:00:00Z", remote_dir=remote)
 
-    def launch(self, run: RunRecord, script: str, secrets: dict[str, str] | None = None) -> RunRecord:
+    def launch(
+        self, run: RunRecord, script: str, secrets: dict[str, str] | None = None
+    ) -> RunRecord:
         from pydantic import SecretStr
 
         job = JobSpec(
@@ -307,7 +327,5 @@ def bench(ssh_alias: str, sshd: Sshd, tmp_path: Path) -> Iterator[Bench]:
     host.close()
     # Whatever a test left running is stopped by its process group.
     for pid_file in sshd.home.glob("overbrainer/*/job.pid"):
-        try:
+        with contextlib.suppress(ProcessLookupError, ValueError):
             os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-        except (ProcessLookupError, ValueError):
-            pass
