@@ -37,8 +37,10 @@ KEEPALIVE_S = 15
 OPEN_TIMEOUT_S = 30
 """Opening a channel on a connection that stopped answering."""
 WINDOW = 8 << 20
-"""The receive window of each channel: large enough that a bulk download is never
-stalled waiting for the window to open again on a fast link."""
+PACKET = 128 << 10
+"""The receive window and the largest packet of each channel. Measured on a 1 GB
+download over loopback (benchmarks/transfer.py): 8 MiB and 128 KiB read about 1.2x as fast
+as paramiko's 2 MiB and 32 KiB; a larger window was slower (paramiko's buffer grows)."""
 READ_SIZE = 1 << 20
 STDERR_CAP = 64 << 10
 """The tail of a script's stderr that is kept (error messages come last)."""
@@ -105,6 +107,7 @@ class SshHost(Host):
         hops = _hops(connection)
         for hop in hops:
             _refuse_unknown_hosts(hop)
+            hop.connect_kwargs["transport_factory"] = _new_transport
         try:
             connection.open()
         except UnknownHostKey as error:
@@ -143,7 +146,9 @@ class SshHost(Host):
         become ``HostError`` and drop the connection."""
         transport = self._transport()
         try:
-            channel = transport.open_session(window_size=WINDOW, timeout=OPEN_TIMEOUT_S)
+            channel = transport.open_session(
+                window_size=WINDOW, max_packet_size=PACKET, timeout=OPEN_TIMEOUT_S
+            )
             channel.exec_command("sh -c " + shlex.quote(script))
             running = _Exec(channel)
         except _TRANSPORT_ERRORS as error:
@@ -369,6 +374,22 @@ class _RefuseUnknownHosts(paramiko.RejectPolicy):
             f"`ssh-keyscan {port}{self.host} >> ~/.ssh/known_hosts` "
             f"(or connect once with `ssh {self.address}`)"
         )
+
+
+def _new_transport(sock: Any, **options: Any) -> paramiko.Transport:
+    """paramiko's transport, with two changes measured on bulk downloads.
+
+    AES-GCM first: one pass instead of AES-CTR then HMAC, about 1.3x the throughput.
+    Rekeying left to the server: when paramiko starts a rekey itself (every 512 MiB)
+    while a channel is busy, it can stall until "Key-exchange timed out waiting for key
+    negotiation" (paramiko#822, reproduced here after a few GB); a rekey the server starts
+    works, and OpenSSH starts one at its RekeyLimit.
+    """
+    transport = paramiko.Transport(sock, **options)
+    security = transport.get_security_options()
+    security.ciphers = sorted(security.ciphers, key=lambda name: "-gcm@" not in name)
+    transport.packetizer.REKEY_BYTES = transport.packetizer.REKEY_PACKETS = 1 << 62
+    return transport
 
 
 def _fabric_config(ssh_config: Path | None) -> Config:
