@@ -79,12 +79,14 @@ def free_port() -> int:
 @dataclass
 class Sshd:
     """``sshd -D`` on 127.0.0.1:``port``, configured and logging in ``dir``. Logins are as
-    ``user`` with the client key; sessions get ``home`` as ``$HOME``."""
+    ``user`` with the client key; sessions get ``home`` as ``$HOME``. ``options``: more
+    ``sshd_config`` lines, read at the next ``start()``."""
 
     dir: Path
     keys: Keys
     port: int = field(default_factory=free_port)
     user: str = field(default_factory=getpass.getuser)
+    options: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -122,6 +124,7 @@ class Sshd:
             "MaxStartups 64\n"
             "MaxSessions 64\n"
             "Subsystem sftp internal-sftp\n"
+            + "".join(f"{line}\n" for line in self.options)
         )
         return config
 

@@ -3,6 +3,7 @@ primitives, against a real sshd."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import subprocess
@@ -169,3 +170,18 @@ def test_a_stream_in_that_the_script_refuses_reports_its_error(host):
     done = host.stream_in("echo refused >&2; exit 5", write)
     assert done.code == 5
     assert b"refused" in done.stderr
+
+
+def test_a_bulk_download_survives_the_server_rekeying_often(host, sshd):
+    # paramiko's own rekeys can stall a busy channel (paramiko#822): the transport leaves
+    # rekeying to the server, and those must work mid-stream (4 MB: 5 rekeys here).
+    sshd.stop()
+    sshd.options.append("RekeyLimit 4M")
+    sshd.start()
+    digest = hashlib.sha256()
+    with host.stream_out("head -c 20000000 /dev/zero") as stream:
+        while block := stream.read(1 << 20):
+            digest.update(block)
+    assert digest.hexdigest() == hashlib.sha256(bytes(20_000_000)).hexdigest()
+    assert host.check("echo still here\n") == "still here\n"
+    assert host._connection.transport.packetizer.REKEY_BYTES >= 1 << 60
