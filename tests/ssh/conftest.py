@@ -80,13 +80,15 @@ def free_port() -> int:
 class Sshd:
     """``sshd -D`` on 127.0.0.1:``port``, configured and logging in ``dir``. Logins are as
     ``user`` with the client key; sessions get ``home`` as ``$HOME``. ``options``: more
-    ``sshd_config`` lines, read at the next ``start()``."""
+    ``sshd_config`` lines and ``env``: more variables of every session (``PATH``...), both
+    read at the next ``start()``."""
 
     dir: Path
     keys: Keys
     port: int = field(default_factory=free_port)
     user: str = field(default_factory=getpass.getuser)
     options: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -120,7 +122,8 @@ class Sshd:
             # Nothing of the real home of the login user is read, nor written through $HOME.
             "PermitUserRC no\n"
             "PermitUserEnvironment no\n"
-            f"SetEnv HOME={self.home}\n"
+            # Only the first SetEnv line counts: every variable goes on this one.
+            f"SetEnv {' '.join(f'{k}={v}' for k, v in {'HOME': self.home, **self.env}.items())}\n"
             "MaxStartups 64\n"
             "MaxSessions 64\n"
             "Subsystem sftp internal-sftp\n"
@@ -318,17 +321,31 @@ class Bench:
 
 
 @pytest.fixture
-def bench(ssh_alias: str, sshd: Sshd, tmp_path: Path) -> Iterator[Bench]:
+def make_bench(ssh_alias: str, sshd: Sshd, tmp_path: Path) -> Iterator[Callable[..., Bench]]:
+    """``make_bench(**target)``: a ``Bench`` whose executor has its own ``SshHost`` to
+    ``sshd`` and an ``SshTarget`` with the given keys (``runtime="docker"``, ...)."""
     from overbrainer_ssh import SshTarget
     from overbrainer_ssh.host import SshHost
 
-    target = SshTarget(kind="ssh", host=ssh_alias)
-    host = SshHost("box", ssh_alias)
-    host.connect()
-    bench = Bench(HostExecutor("box", target, host, target.workdir), tmp_path)
-    yield bench
-    host.close()
+    hosts: list[SshHost] = []
+
+    def make(**options: str) -> Bench:
+        target = SshTarget(kind="ssh", host=ssh_alias, **options)
+        hosts.append(SshHost("box", ssh_alias))
+        return Bench(HostExecutor("box", target, hosts[-1], target.workdir), tmp_path)
+
+    yield make
+    for host in hosts:
+        host.close()
     # Whatever a test left running is stopped by its process group.
     for pid_file in sshd.home.glob("overbrainer/*/job.pid"):
         with contextlib.suppress(ProcessLookupError, ValueError):
             os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+
+
+@pytest.fixture
+def bench(make_bench: Callable[..., Bench]) -> Bench:
+    """A ``Bench`` over SSH with a native runtime, already connected."""
+    bench = make_bench()
+    bench.executor.host.connect()
+    return bench

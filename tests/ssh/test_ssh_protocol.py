@@ -197,3 +197,26 @@ def test_upload_and_stream_out_carry_a_tree(bench, tmp_path):
     bench.executor.host.upload(source, root, skip=("skip.me",))
     assert (Path(root) / "a b" / "big.bin").read_bytes() == bytes(range(256)) * 20000
     assert not (Path(root) / "skip.me").exists()
+
+
+def test_a_container_job_gets_its_secret_from_the_environment(make_bench, sshd):
+    # A fake engine first on the remote PATH records how it was called.
+    fake_bin = sshd.dir / "bin"
+    fake_bin.mkdir()
+    engine = fake_bin / "docker"
+    engine.write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$HOME/engine.args"\n'
+                      'printf %s "$HF_TOKEN" > "$HOME/engine.token"\n')
+    engine.chmod(0o755)
+    sshd.stop()
+    sshd.env["PATH"] = f"{fake_bin}:/usr/bin:/bin"
+    sshd.start()
+    bench = make_bench(runtime="docker", image="example/axolotl:1")
+    run = bench.launch(bench.new_run(), "exit 0", secrets={"HF_TOKEN": TOKEN})
+    poll, _ = bench.wait(run)
+    assert poll.status.exit_code == 0
+    args = (sshd.home / "engine.args").read_text().splitlines()
+    assert args[:5] == ["run", "--rm", "--name", f"overbrainer-{run.id}", "--gpus"]
+    assert args[args.index("-e") + 1] == "HF_TOKEN"
+    assert "example/axolotl:1" in args
+    assert TOKEN not in "\n".join(args)
+    assert (sshd.home / "engine.token").read_text() == TOKEN
