@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -98,8 +99,22 @@ def test_an_unknown_host_key_is_refused_and_never_added(client_config, sshd, iso
     assert message.startswith(f"cannot reach target `gpu`: the host key of {where} is not known")
     assert "ssh-ed25519 SHA256:" in message
     assert f"`ssh-keyscan -p {sshd.port} 127.0.0.1 >> ~/.ssh/known_hosts`" in message
+    assert message.endswith("(or connect once with `ssh box`)")
     assert (isolated_env / ".ssh" / "known_hosts").read_text() == ""
     assert "Accepted publickey" not in sshd.log.read_text()
+
+
+def test_refused_connections_leave_no_thread_behind(client_config, sshd):
+    client_config(known=False)
+    address = f"{sshd.user}@127.0.0.1:{sshd.port}"
+    before = threading.active_count()
+    for _ in range(3):
+        with pytest.raises(UserError, match=rf"`ssh -p {sshd.port} {sshd.user}@127.0.0.1`"):
+            SshHost("gpu", address).connect()
+    deadline = time.monotonic() + 5
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() == before
 
 
 def test_a_changed_host_key_is_refused(client_config, sshd, isolated_env, tmp_path):

@@ -106,7 +106,7 @@ class SshHost(Host):
             ) from None
         hops = _hops(connection)
         for hop in hops:
-            _refuse_unknown_hosts(hop)
+            _refuse_unknown_hosts(hop, self.address if hop is connection else None)
             hop.connect_kwargs["transport_factory"] = _new_transport
         try:
             connection.open()
@@ -255,12 +255,24 @@ class _Exec:
         return thread
 
     def _read_stderr(self) -> None:
-        try:
-            while data := self.channel.recv_stderr(READ_SIZE):
-                self._stderr += data
-                del self._stderr[:-STDERR_CAP]
-        except _TRANSPORT_ERRORS:
-            pass
+        for data in self._chunks(self.channel.recv_stderr):
+            self._stderr += data
+            del self._stderr[:-STDERR_CAP]
+
+    @staticmethod
+    def _chunks(recv: Callable[[int], bytes]) -> Iterator[bytes]:
+        """What ``recv`` reads until the end of its stream, on a helper thread. The
+        channel's timeout is the main thread's deadline: a helper waits past it."""
+        while True:
+            try:
+                data = recv(READ_SIZE)
+            except TimeoutError:
+                continue
+            except _TRANSPORT_ERRORS:
+                return
+            if not data:
+                return
+            yield data
 
     def feed(self, data: bytes) -> None:
         """Send ``data`` as the script's whole stdin, from a thread: the script may write
@@ -270,8 +282,13 @@ class _Exec:
             return
 
         def send() -> None:
+            sent = 0
             try:
-                self.channel.sendall(data)
+                while sent < len(data):
+                    try:
+                        sent += self.channel.send(data[sent : sent + READ_SIZE])
+                    except TimeoutError:
+                        continue
                 self.channel.shutdown_write()
             except _TRANSPORT_ERRORS:
                 pass  # the script ended early, or the connection dropped: the reader sees it
@@ -293,11 +310,8 @@ class _Exec:
         out = bytearray()
 
         def read() -> None:
-            try:
-                while data := self.channel.recv(READ_SIZE):
-                    out.extend(data)
-            except _TRANSPORT_ERRORS:
-                pass
+            for data in self._chunks(self.channel.recv):
+                out.extend(data)
 
         thread = self._thread(read)
         self._threads.append(thread)
@@ -360,8 +374,8 @@ class UnknownHostKey(paramiko.SSHException):
 class _RefuseUnknownHosts(paramiko.RejectPolicy):
     """paramiko's RejectPolicy, with a message that says how to trust the host."""
 
-    def __init__(self, address: str, host: str, port: int) -> None:
-        self.address, self.host, self.port = address, host, port
+    def __init__(self, address: str | None, user: str, host: str, port: int) -> None:
+        self.address, self.user, self.host, self.port = address, user, host, port
 
     def missing_host_key(
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
@@ -372,8 +386,15 @@ class _RefuseUnknownHosts(paramiko.RejectPolicy):
             f"the host key of {where} is not known ({key.get_name()} {_fingerprint(key)}); "
             "check that fingerprint with the machine's owner, then trust it with "
             f"`ssh-keyscan {port}{self.host} >> ~/.ssh/known_hosts` "
-            f"(or connect once with `ssh {self.address}`)"
+            f"(or connect once with `{self._ssh()}`)"
         )
+
+    def _ssh(self) -> str:
+        """The OpenSSH command that reaches the same machine."""
+        if self.address and ":" not in self.address and "@" not in self.address:
+            return f"ssh {self.address}"  # an alias, or a bare host name
+        port = "" if self.port == 22 else f"-p {self.port} "
+        return f"ssh {port}{self.user}@{self.host}"
 
 
 def _new_transport(sock: Any, **options: Any) -> paramiko.Transport:
@@ -412,12 +433,13 @@ def _failed_hop(hops: list[Connection]) -> Connection:
     return next((hop for hop in hops if not hop.is_connected), hops[-1])
 
 
-def _refuse_unknown_hosts(connection: Connection) -> None:
+def _refuse_unknown_hosts(connection: Connection, address: str | None) -> None:
     """Known hosts from ``~/.ssh/known_hosts``, the system file and the SSH config's
-    UserKnownHostsFile; anything else refused (fabric would add it)."""
+    UserKnownHostsFile; anything else refused (fabric would add it). ``address``: what
+    the user wrote for this machine (None for a ProxyJump hop)."""
     client = connection.client
     client.set_missing_host_key_policy(
-        _RefuseUnknownHosts(connection.original_host, connection.host, connection.port)
+        _RefuseUnknownHosts(address, connection.user, connection.host, connection.port)
     )
     client.load_system_host_keys()  # ~/.ssh/known_hosts, when it exists
     if os.path.isfile(GLOBAL_KNOWN_HOSTS):
@@ -432,6 +454,9 @@ def _close(connection: Connection) -> None:
     for hop in reversed(_hops(connection)):
         with suppress(*_TRANSPORT_ERRORS):
             hop.close()
+            # fabric closes only a connection that opened: a transport whose host key
+            # was refused would otherwise keep its thread and socket.
+            hop.client.close()
 
 
 def _fingerprint(key: paramiko.PKey) -> str:
