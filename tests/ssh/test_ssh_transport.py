@@ -114,7 +114,7 @@ def test_refused_connections_leave_no_thread_behind(client_config, sshd):
     deadline = time.monotonic() + 5
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert threading.active_count() == before
+    assert threading.active_count() <= before
 
 
 def test_a_changed_host_key_is_refused(client_config, sshd, isolated_env, tmp_path):
