@@ -76,6 +76,25 @@ def test_user_at_host_and_port_with_a_default_key(client_config, sshd, isolated_
         executor.close()
 
 
+def test_an_ssh_config_file_of_its_own_replaces_the_users(ssh_alias, sshd, isolated_env):
+    # How a machine made for one run is reached: its own config, known_hosts and key.
+    ssh_dir = isolated_env / ".ssh"
+    own = isolated_env / "run-ssh"
+    own.mkdir()
+    (ssh_dir / "known_hosts").rename(own / "known_hosts")
+    (ssh_dir / "overbrainer_test_key").rename(own / "key")
+    (ssh_dir / "config").write_text("Host pod\n  HostName 192.0.2.1\n")  # must not be read
+    (own / "config").write_text(
+        f"Host pod\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"
+        f"  IdentityFile {own / 'key'}\n  UserKnownHostsFile {own / 'known_hosts'}\n"
+    )
+    host = SshHost("gpu", "pod", ssh_config=own / "config")
+    try:
+        assert host.check("echo reached\n") == "reached\n"
+    finally:
+        host.close()
+
+
 def test_a_proxyjump_in_the_ssh_config_is_followed(ssh_alias, sshd, isolated_env):
     with (isolated_env / ".ssh" / "config").open("a") as config:
         config.write(f"Host far\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"

@@ -28,7 +28,6 @@ import paramiko
 from fabric import Config, Connection
 from overbrainer.errors import UserError
 from overbrainer.job.host import Completed, Host, HostError
-from paramiko.ssh_exception import NoValidConnectionsError
 
 CONNECT_TIMEOUT_S = 15
 """Connecting and authenticating, unless the SSH config sets ConnectTimeout."""
@@ -477,12 +476,12 @@ def _changed_key(error: paramiko.BadHostKeyException, hop: Connection) -> str:
 def _cause(error: BaseException, hop: Connection | None = None) -> str:
     """What went wrong, in a few words."""
     where = f"{hop.host} port {hop.port}" if hop is not None else ""
-    if isinstance(error, NoValidConnectionsError):
+    if isinstance(error, paramiko.ssh_exception.NoValidConnectionsError):
         reasons = {(e.strerror or str(e)) for e in error.errors.values()}
         return f"{where}: {', '.join(sorted(reasons)).lower()}"
     if isinstance(error, socket.gaierror):
         return f"{hop.host if hop else '?'}: unknown host name ({error.strerror})"
-    if isinstance(error, TimeoutError | socket.timeout):
+    if isinstance(error, TimeoutError):
         return f"{where}: timed out" if where else "timed out"
     if isinstance(error, paramiko.AuthenticationException):
         user = hop.user if hop is not None else "?"
