@@ -1,6 +1,7 @@
 """The ``ssh`` target: training on a machine reached over SSH, with fabric.
 
-fabric (and paramiko) are imported only when a target of this kind is used.
+fabric (and paramiko) are imported only when a target of this kind is used: the
+transport lives in :mod:`overbrainer_ssh.host`, loaded by ``create_executor``.
 """
 
 from __future__ import annotations
@@ -8,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel
-
 from overbrainer import hookimpl
 from overbrainer.config.model import HostTarget, RemotePath
+from overbrainer.errors import UserError
+from overbrainer.job.executor import HostExecutor
+from overbrainer.project import Project
+from overbrainer.runs.record import RunRecord
+from pydantic import BaseModel
 
 DEFAULT_WORKDIR = "overbrainer"
 
@@ -27,3 +31,20 @@ class SshTarget(HostTarget):
 @hookimpl
 def register_targets(register: Callable[[str, type[BaseModel]], None]) -> None:
     register("ssh", SshTarget)
+
+
+@hookimpl
+def create_executor(
+    name: str, target: BaseModel, project: Project, run: RunRecord | None
+) -> HostExecutor | None:
+    if not isinstance(target, SshTarget):
+        return None
+    if not target.host:
+        raise UserError(
+            f"targets.{name}.host is not set: set OVERBRAINER_TARGETS__{name.upper()}__HOST"
+        )
+    from overbrainer_ssh.host import SshHost
+
+    host = SshHost(name, target.host)
+    host.connect()
+    return HostExecutor(name, target, host, target.workdir)

@@ -1,0 +1,351 @@
+"""A real OpenSSH server on 127.0.0.1 and a client side that knows it, for SSH tests.
+
+Reusable fixtures (a CLI lifecycle test needs only the last one):
+
+- ``sshd``: a running ``sshd`` (its own host key, one authorized client key, its own
+  remote ``$HOME``), with ``stop()`` and ``start()`` on the same port;
+- ``ssh_alias``: the alias ``box`` in ``$HOME/.ssh/config`` (HostName, Port, User,
+  IdentityFile, UserKnownHostsFile), with the server's key in ``$HOME/.ssh/known_hosts``;
+  ``$HOME`` is the test's temporary home (``isolated_env``), never the real one;
+- ``ssh_target_env``: ``ssh_target_env("gpu")`` sets ``OVERBRAINER_TARGETS__GPU__HOST`` to
+  the alias and returns it.
+
+``bench`` drives a ``HostExecutor`` over an ``SshHost`` like ``tests/job`` does locally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from overbrainer.job.executor import HostExecutor
+from overbrainer.job.spec import JobPoll, JobSpec, JobStage, JobState
+from overbrainer.runs.record import RunRecord
+
+SSHD = "/usr/sbin/sshd"  # sshd refuses to start from a relative path
+ALIAS = "box"
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The server's host key and the client's key (ed25519, no passphrase)."""
+
+    dir: Path
+
+    @property
+    def host_key(self) -> Path:
+        return self.dir / "host_ed25519"
+
+    @property
+    def client_key(self) -> Path:
+        return self.dir / "client_ed25519"
+
+    def public(self, key: Path) -> str:
+        """``type base64`` of a key's public half."""
+        return " ".join(key.with_suffix(".pub").read_text().split()[:2])
+
+
+def make_keys(directory: Path) -> Keys:
+    keys = Keys(directory)
+    for key in (keys.host_key, keys.client_key):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(key)],
+                       check=True)
+    return keys
+
+
+@pytest.fixture(scope="session")
+def ssh_keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
+    if not os.access(SSHD, os.X_OK) or shutil.which("ssh-keygen") is None:
+        pytest.skip("OpenSSH is not installed (apt-get install openssh-server openssh-client)")
+    return make_keys(tmp_path_factory.mktemp("ssh-keys"))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class Sshd:
+    """``sshd -D`` on 127.0.0.1:``port``, configured and logging in ``dir``. Logins are as
+    ``user`` with the client key; sessions get ``home`` as ``$HOME``. ``options``: more
+    ``sshd_config`` lines and ``env``: more variables of every session (``PATH``...), both
+    read at the next ``start()``."""
+
+    dir: Path
+    keys: Keys
+    port: int = field(default_factory=free_port)
+    user: str = field(default_factory=getpass.getuser)
+    options: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def home(self) -> Path:
+        return self.dir / "home"
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "sshd.log"
+
+    def host_key_line(self) -> str:
+        """The server's ``known_hosts`` line."""
+        return f"[127.0.0.1]:{self.port} {self.keys.public(self.keys.host_key)}\n"
+
+    def write_config(self) -> Path:
+        self.home.mkdir(parents=True, exist_ok=True)
+        authorized = self.dir / "authorized_keys"
+        authorized.write_text(self.keys.public(self.keys.client_key) + "\n")
+        config = self.dir / "sshd_config"
+        config.write_text(
+            f"Port {self.port}\n"
+            "ListenAddress 127.0.0.1\n"
+            f"HostKey {self.keys.host_key}\n"
+            f"PidFile {self.dir / 'sshd.pid'}\n"
+            f"AuthorizedKeysFile {authorized}\n"
+            "StrictModes no\n"
+            "UsePAM no\n"
+            "PasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\n"
+            "PermitRootLogin prohibit-password\n"
+            # Nothing of the real home of the login user is read, nor written through $HOME.
+            "PermitUserRC no\n"
+            "PermitUserEnvironment no\n"
+            # Only the first SetEnv line counts: every variable goes on this one.
+            f"SetEnv {' '.join(f'{k}={v}' for k, v in {'HOME': self.home, **self.env}.items())}\n"
+            "MaxStartups 64\n"
+            "MaxSessions 64\n"
+            "Subsystem sftp internal-sftp\n"
+            + "".join(f"{line}\n" for line in self.options)
+        )
+        return config
+
+    def start(self) -> None:
+        """Start the server (again, on the same port) and wait until it accepts."""
+        assert self.process is None, "sshd is already running"
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # its privilege-separation dir
+        config = self.write_config()
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)],
+                                            stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        deadline = time.monotonic() + 10
+        while True:
+            if self.process.poll() is not None:
+                code, self.process = self.process.returncode, None
+                raise RuntimeError(f"sshd exited with {code}: {self.log.read_text()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+    def stop(self) -> None:
+        """Stop the server and every connection it serves: its ``sshd`` descendants
+        first (the listener reaps them), then the listener, by pid. A session's other
+        processes, a job's included, are left running."""
+        if self.process is None:
+            return
+        for pid in reversed(_descendants(self.process.pid, only_exe=SSHD)):
+            _signal(pid, signal.SIGTERM)
+            _wait_gone(pid)
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+
+def _children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rpartition(")")[2].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    return children
+
+
+def _descendants(pid: int, only_exe: str) -> list[int]:
+    children = _children()
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            todo.append(child)
+            try:
+                if os.readlink(f"/proc/{child}/exe") == only_exe:
+                    found.append(child)
+            except OSError:
+                pass
+    return found
+
+
+def _signal(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
+
+
+def _wait_gone(pid: int, timeout: float = 5) -> None:
+    """Until ``pid`` is gone or a zombie; then KILL it if it is still there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            return
+        if state == "Z":
+            return
+        time.sleep(0.01)
+    _signal(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def sshd(ssh_keys: Keys, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    server = Sshd(tmp_path_factory.mktemp("sshd"), ssh_keys)
+    server.start()
+    yield server
+    server.stop()
+
+
+def write_client_config(home: Path, server: Sshd, alias: str = ALIAS, known: bool = True) -> str:
+    """``alias`` in ``home/.ssh/config`` for ``server``, its key trusted when ``known``."""
+    ssh_dir = home / ".ssh"
+    ssh_dir.mkdir(mode=0o700, exist_ok=True)
+    key = ssh_dir / "overbrainer_test_key"  # not a default name: only IdentityFile finds it
+    shutil.copyfile(server.keys.client_key, key)
+    key.chmod(0o600)
+    known_hosts = ssh_dir / "known_hosts"
+    known_hosts.write_text(server.host_key_line() if known else "")
+    with (ssh_dir / "config").open("a") as config:
+        config.write(
+            f"Host {alias}\n"
+            "  HostName 127.0.0.1\n"
+            f"  Port {server.port}\n"
+            f"  User {server.user}\n"
+            f"  IdentityFile {key}\n"
+            "  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {known_hosts}\n"
+            "  StrictHostKeyChecking yes\n"
+            "  BatchMode yes\n"
+        )
+    return alias
+
+
+@pytest.fixture
+def client_config(
+    sshd: Sshd, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., str]:
+    """``client_config(alias="box", known=True)`` writes an alias of ``sshd`` in the test
+    home's ``~/.ssh/config`` (see ``write_client_config``) and returns it."""
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)  # no agent: the config's key only
+
+    def write(alias: str = ALIAS, known: bool = True) -> str:
+        return write_client_config(isolated_env, sshd, alias, known)
+
+    return write
+
+
+@pytest.fixture
+def ssh_alias(client_config: Callable[..., str]) -> str:
+    """The alias of ``sshd`` in the test home's ``~/.ssh/config``, its host key known."""
+    return client_config()
+
+
+@pytest.fixture
+def ssh_target_env(ssh_alias: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], str]:
+    """A function that points the target ``name`` at ``sshd`` through the environment."""
+
+    def point(name: str) -> str:
+        monkeypatch.setenv(f"OVERBRAINER_TARGETS__{name.upper()}__HOST", ssh_alias)
+        return ssh_alias
+
+    return point
+
+
+@dataclass
+class Bench:
+    """Runs jobs through a ``HostExecutor`` over SSH, in the server's home."""
+
+    executor: HostExecutor
+    tmp: Path
+
+    def new_run(self, run_id: str = "demo_20260101-000000") -> RunRecord:
+        remote = self.executor.claim(run_id)
+        assert remote
+        (self.tmp / "runs" / run_id).mkdir(parents=True, exist_ok=True)
+        return RunRecord(id=run_id, target="box", created="2026-01-01T00:00:00Z", remote_dir=remote)
+
+    def launch(
+        self, run: RunRecord, script: str, secrets: dict[str, str] | None = None
+    ) -> RunRecord:
+        from pydantic import SecretStr
+
+        job = JobSpec(
+            run_id=run.id,
+            local_dir=self.tmp / "runs" / run.id,
+            stages=(JobStage("train", ("sh", "-c", script)),),
+            secrets={name: SecretStr(value) for name, value in (secrets or {}).items()},
+        )
+        handle = self.executor.launch(run, job)
+        return run.evolve(job=handle, state="running", snapshots=True)
+
+    def wait(self, run: RunRecord, until: Callable[[JobPoll], bool] | None = None,
+             timeout: float = 20) -> tuple[JobPoll, list[str]]:
+        lines: list[str] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            poll = self.executor.poll(run)
+            lines += poll.lines
+            if until(poll) if until else poll.status.state is not JobState.RUNNING:
+                return poll, lines
+            assert time.monotonic() < deadline, f"timed out; last status {poll.status}"
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def make_bench(ssh_alias: str, sshd: Sshd, tmp_path: Path) -> Iterator[Callable[..., Bench]]:
+    """``make_bench(**target)``: a ``Bench`` whose executor has its own ``SshHost`` to
+    ``sshd`` and an ``SshTarget`` with the given keys (``runtime="docker"``, ...)."""
+    from overbrainer_ssh import SshTarget
+    from overbrainer_ssh.host import SshHost
+
+    hosts: list[SshHost] = []
+
+    def make(**options: str) -> Bench:
+        target = SshTarget(kind="ssh", host=ssh_alias, **options)
+        hosts.append(SshHost("box", ssh_alias))
+        return Bench(HostExecutor("box", target, hosts[-1], target.workdir), tmp_path)
+
+    yield make
+    for host in hosts:
+        host.close()
+    # Whatever a test left running is stopped by its process group.
+    for pid_file in sshd.home.glob("overbrainer/*/job.pid"):
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+
+
+@pytest.fixture
+def bench(make_bench: Callable[..., Bench]) -> Bench:
+    """A ``Bench`` over SSH with a native runtime, already connected."""
+    bench = make_bench()
+    bench.executor.host.connect()
+    return bench
