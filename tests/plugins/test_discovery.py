@@ -126,7 +126,7 @@ def test_plugins_lists_versions_kinds_and_hooks(run_cli, site):
     assert result.stdout == (
         "alien  overbrainer-alien 2.3.1  kinds: alien  hooks: create_executor, register_targets\n"
         "local  overbrainer-local 0.1.0  kinds: local  hooks: create_executor, register_targets\n"
-        "ssh  overbrainer-ssh 0.1.0  kinds: ssh  hooks: register_targets\n"
+        "ssh  overbrainer-ssh 0.1.0  kinds: ssh  hooks: create_executor, register_targets\n"
     )
 
 
