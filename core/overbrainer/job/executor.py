@@ -133,18 +133,28 @@ class HostExecutor:
         return f"set -e\ncd {where}\n{path}{self.target.setup} 2>&1\n"
 
     def _stream(self, what: str, script: str, failure: str) -> None:
-        """Run ``script``, showing its output as it comes, line by line."""
+        """Run ``script`` on the host, showing its progress as it comes.
+
+        Milestones (pip's) and the last line are shown; the rest is debug output, and the
+        last lines are quoted when the script fails.
+        """
+        from collections import deque
+
         from overbrainer.redact import printable
 
+        tail: deque[str] = deque(maxlen=15)
         try:
             with self.host.stream_out(script) as stream:
                 for raw in stream:
                     line = printable(raw.decode("utf-8", "replace").rstrip("\n"))
                     if line:
-                        level = "DEBUG" if what == "install" and not _milestone(line) else "INFO"
-                        logger.log(level, f"{what}: {line}")
+                        tail.append(line)
+                        logger.log("INFO" if _milestone(line) else "DEBUG", f"{what}: {line}")
         except HostError as error:
-            raise UserError(f"{failure}: {error}") from None
+            shown = "".join(f"\n  {line}" for line in tail)
+            raise UserError(f"{failure}: {error}{shown}") from None
+        if tail and not _milestone(tail[-1]):
+            logger.info(f"{what}: {tail[-1]}")
 
     # The job.
 
@@ -291,12 +301,12 @@ class HostExecutor:
         self.host.close()
 
 
-_PIP_MILESTONES = ("Collecting ", "Installing collected", "Successfully", "ERROR", "installing ")
+_MILESTONES = ("Collecting ", "Installing collected", "Successfully", "ERROR", "installing ")
 
 
 def _milestone(line: str) -> bool:
-    """Whether a line of pip's output is worth showing without debug logging."""
-    return line.startswith(_PIP_MILESTONES)
+    """Whether a line of an install or setup is worth showing without debug logging."""
+    return line.startswith(_MILESTONES)
 
 
 def _remove(path: Path) -> None:
