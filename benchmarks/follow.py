@@ -111,11 +111,14 @@ def one_run(work: Path, steps: int, step_seconds: float) -> dict[str, float]:
 
 
 def python_pass_rss() -> float:
+    """Peak RSS of a bare interpreter, read like the follower's (VmHWM: ru_maxrss would
+    count the forking parent's pages)."""
     out = subprocess.run(
-        [sys.executable, "-c", "import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
+        [sys.executable, "-c", "print(open('/proc/self/status').read())"],
         capture_output=True, text=True, check=True,
     ).stdout
-    return int(out) / 1024
+    line = next(line for line in out.splitlines() if line.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
 
 
 def main() -> None:

@@ -15,6 +15,9 @@ from overbrainer.job.spec import JobState, JobStatus
 from overbrainer.runs.record import RunRecord
 
 POLL_S = 2.0
+FINAL_POLL_S = 0.5
+"""The poll interval once training ended: only saving (and merging) is left, so the end
+of the job is near and worth noticing sooner."""
 MAX_FAILURES = 5
 PLUGIN_EVENTS = frozenset({"begin", "log", "eval", "end"})
 
@@ -65,6 +68,7 @@ class Follower:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     _proof_at: float | None = None
+    _ending: bool = False
     _cancelled_by_limit: bool = False
 
     def follow(self) -> Followed:
@@ -99,7 +103,7 @@ class Follower:
                 draining = True
                 continue  # read again at once until nothing new comes
             self._watch_snapshot(poll.snapshot_request, poll.snapshot)
-            self.sleep(self.poll_s)
+            self.sleep(min(self.poll_s, FINAL_POLL_S) if self._ending else self.poll_s)
 
     def _publish(self, line: str, seen: Followed) -> None:
         event = parse_event(line)
@@ -109,6 +113,8 @@ class Follower:
             return
         if event["event"] in PLUGIN_EVENTS:
             seen.plugin_lines += 1
+        if event["event"] == "end":
+            self._ending = True
         seen.events.append(event)
         self.on_event(event)
 
