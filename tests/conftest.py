@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from fake_provider import FakeProvider
 from overbrainer.cli import cli
 
 OUR_PLUGINS = "local,ssh,runpod"
@@ -75,3 +76,11 @@ class Cli:
 @pytest.fixture
 def run_cli(project_dir: Path) -> Iterator[Cli]:
     yield Cli(project_dir)
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    """A loopback LLM provider (OpenAI and Anthropic protocols), stopped at teardown."""
+    server = FakeProvider().start()
+    yield server
+    server.stop()
