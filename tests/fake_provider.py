@@ -61,7 +61,10 @@ class Seen:
 
 @dataclass
 class Reply:
-    """A scripted reply: JSON (a dict or list), raw text or bytes, or a dropped connection."""
+    """A scripted reply: JSON (a dict or list), raw text or bytes, or a dropped connection.
+
+    A 200 without a body is the default reply, so a script may only add a delay or act.
+    """
 
     body: Any = None
     status: int = 200
@@ -199,16 +202,16 @@ class FakeProvider:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        path = request.path.removeprefix("/v1/").removeprefix("/")
+        path = request.path_qs.removeprefix("/v1/").removeprefix("/")
         seen = Seen(request.method, path, dict(request.headers), body)
         with self._lock:
             self.requests.append(seen)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            reply = self._scripted(seen)
-            if reply is None:
-                reply = Reply(self._default(seen))
+            reply = self._scripted(seen) or Reply()
+            if reply.body is None and reply.status == 200:
+                reply.body = self._default(seen)
             await asyncio.sleep(self.latency + reply.delay)
             if reply.drop:
                 assert request.transport is not None
