@@ -42,7 +42,8 @@ reasoning = true
 def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """No test sees the developer's settings, keys, ~/.ssh or third-party plugins."""
     for name in list(os.environ):
-        if name.startswith(("OVERBRAINER_", "VAULT_", "RUNPOD_")) or name in ("NO_COLOR", "HF_TOKEN"):
+        prefixed = name.startswith(("OVERBRAINER_", "VAULT_", "RUNPOD_"))
+        if prefixed or name in ("NO_COLOR", "HF_TOKEN"):
             monkeypatch.delenv(name)
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
@@ -66,7 +67,9 @@ class Cli:
 
     project_dir: Path
 
-    def __call__(self, *args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
+    def __call__(
+        self, *args: str, input: str | None = None, env: dict[str, str] | None = None
+    ) -> Result:
         runner = CliRunner()
         return runner.invoke(
             cli, ["-C", str(self.project_dir), *args], input=input, env=env, catch_exceptions=False
@@ -74,8 +77,8 @@ class Cli:
 
 
 @pytest.fixture
-def run_cli(project_dir: Path) -> Iterator[Cli]:
-    yield Cli(project_dir)
+def run_cli(project_dir: Path) -> Cli:
+    return Cli(project_dir)
 
 
 @pytest.fixture

@@ -48,7 +48,9 @@ class Plugins:
     def hook(self) -> Any:
         return self.pm.hook
 
-    def register(self, plugin: object, name: str, dist: metadata.Distribution | None = None) -> None:
+    def register(
+        self, plugin: object, name: str, dist: metadata.Distribution | None = None
+    ) -> None:
         """Add ``plugin`` (a module or object with hook implementations) and its kinds."""
         self.pm.register(plugin, name=name)
         try:
@@ -121,7 +123,7 @@ def load_plugins(env: Mapping[str, str] | None = None) -> Plugins:
             continue  # the same distribution seen twice on sys.path
         try:
             plugins.register(entry.load(), name=entry.name, dist=entry.dist)
-        except Exception as error:  # noqa: BLE001 - a broken plugin must not break the CLI
+        except Exception as error:
             source = f" ({entry.dist.metadata['Name']})" if entry.dist else ""
             logger.warning(
                 f"plugin `{entry.name}`{source} could not be loaded: "
@@ -146,7 +148,7 @@ def trace(pm: pluggy.PluginManager) -> None:
     def after(outcome: Any, name: str, impls: list[Any], kwargs: Mapping[str, Any]) -> None:
         try:
             result = outcome.get_result()
-        except BaseException as error:  # noqa: BLE001 - only reported; pluggy re-raises it
+        except BaseException as error:
             sys.stderr.write(redact(f"trace: {name} raised {type(error).__name__}\n"))
             return
         sys.stderr.write(redact(f"trace: {name} returned {_short(result)}\n"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from fake_provider import FakeProvider
 from overbrainer.providers import retry
 from pipeline_data import write_project

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from overbrainer.errors import UserError
 from overbrainer.pipeline.jsonl import JsonlWriter, read_jsonl, rewrite_jsonl
 

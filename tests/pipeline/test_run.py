@@ -7,6 +7,7 @@ import os
 import time
 
 import pytest
+
 from fake_provider import Reply
 from overbrainer.config.env import Environment
 from overbrainer.config.load import load_settings

@@ -6,6 +6,7 @@ import json
 import random
 
 import pytest
+
 from overbrainer.pipeline.split import allocate, eval_size
 from pipeline_data import PIPELINE_CONFIG, answer, lines, seed_questions
 

@@ -6,6 +6,7 @@ import json
 import time
 
 import pytest
+
 from fake_provider import Reply, openai_completion
 from overbrainer.pipeline.ids import question_id, subtopic_id
 from pipeline_data import API_KEY, PIPELINE_CONFIG, lines, seed_questions

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from overbrainer.pipeline.dedup import Deduplicator, bigrams, jaccard
 from overbrainer.pipeline.ids import normalize, question_id, seeded_order, subtopic_id
 from overbrainer.pipeline.listreply import parse_list

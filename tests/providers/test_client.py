@@ -7,6 +7,7 @@ import time
 from datetime import UTC, datetime
 
 import pytest
+
 from fake_provider import FakeProvider, Reply, anthropic_message, openai_completion
 from overbrainer.config.model import Role
 from overbrainer.providers import retry

@@ -16,7 +16,9 @@ def _project_dir(ctx: click.Context) -> Path:
     return Path(root.params.get("project_dir") or ".")
 
 
-def complete_run_id(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+def complete_run_id(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
     """Run ids, with their state and target as help."""
     runs = _project_dir(ctx) / "runs"
     items = []
@@ -43,14 +45,20 @@ def _config(ctx: click.Context) -> dict:
         return {}
 
 
-def complete_topic(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+def complete_topic(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
     """Topic names from ``overbrainer.toml``."""
     topics = _config(ctx).get("topics", [])
-    names = [t.get("name") for t in topics if isinstance(t, dict)] if isinstance(topics, list) else []
+    if not isinstance(topics, list):
+        return []
+    names = [t.get("name") for t in topics if isinstance(t, dict)]
     return [CompletionItem(n) for n in names if isinstance(n, str) and n.startswith(incomplete)]
 
 
-def complete_target(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+def complete_target(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
     """Target names from ``overbrainer.toml``, with their kind as help."""
     targets = _config(ctx).get("targets", {})
     if not isinstance(targets, dict):

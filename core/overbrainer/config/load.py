@@ -117,7 +117,9 @@ def overlay_env(
     return merged, origins, problems
 
 
-def describe_errors(error: ValidationError, prefix: Path_, origins: Mapping[Path_, str]) -> list[str]:
+def describe_errors(
+    error: ValidationError, prefix: Path_, origins: Mapping[Path_, str]
+) -> list[str]:
     """One line per problem of ``error``: where, and what is wrong, never the value."""
     lines = []
     for detail in error.errors(include_url=False, include_input=False):
@@ -198,7 +200,11 @@ def _validate_targets(
     return targets, problems
 
 
-BUILTIN_KINDS = {"local": "overbrainer-local", "ssh": "overbrainer-ssh", "runpod": "overbrainer-runpod"}
+BUILTIN_KINDS = {
+    "local": "overbrainer-local",
+    "ssh": "overbrainer-ssh",
+    "runpod": "overbrainer-runpod",
+}
 
 
 def unknown_kind(kind: object) -> str:

@@ -1,7 +1,8 @@
 """The settings of ``overbrainer.toml``, as pydantic models.
 
 Every table rejects unknown keys. The keys of ``ENV_ONLY`` may come only from
-``OVERBRAINER_*`` variables or ``.env``: a URL or a key never sits in a file that is committed. Cross-table rules (a role's provider exists, the training target exists) live in
+``OVERBRAINER_*`` variables or ``.env``: a URL or a key never sits in a file that is
+committed. Cross-table rules (a role's provider exists, the training target exists) live in
 :mod:`overbrainer.config.load`, so every problem is reported at once.
 """
 
@@ -186,8 +187,11 @@ class HostTarget(TargetBase):
     def _runtime_keys(self) -> HostTarget:
         problems = []
         if self.runtime == "native":
-            problems += [f"{key} applies only to runtime = \"docker\"" for key in ("engine", "image")
-                         if getattr(self, key) is not None]
+            problems += [
+                f"{key} applies only to runtime = \"docker\""
+                for key in ("engine", "image")
+                if getattr(self, key) is not None
+            ]
         elif self.venv is not None:
             problems.append("venv applies only to runtime = \"native\"")
         if problems:

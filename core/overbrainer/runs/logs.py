@@ -25,7 +25,9 @@ def read_job_log(store: RunStore, run_id: str, tail: int | None = None) -> Itera
         raise UserError(f"runs: no job.log for run {run_id} yet") from None
     except OSError as error:
         if path.is_symlink():
-            raise UserError(f"{RUNS_DIR}/{run_id}/{JOB_LOG} is a symbolic link: refusing to read it") from None
+            raise UserError(
+                f"{RUNS_DIR}/{run_id}/{JOB_LOG} is a symbolic link: refusing to read it"
+            ) from None
         raise UserError(f"cannot read {RUNS_DIR}/{run_id}/{JOB_LOG}: {error.strerror}") from None
     redactor = LineRedactor()
     with os.fdopen(fd, "rb") as file:

@@ -110,7 +110,9 @@ class RunStore:
         except ValidationError as error:
             first = error.errors(include_url=False, include_input=False)[0]
             where = ".".join(str(part) for part in first["loc"]) or "record"
-            raise UserError(f"{shown} is not a valid run record ({where}: {first['msg']})") from None
+            raise UserError(
+                f"{shown} is not a valid run record ({where}: {first['msg']})"
+            ) from None
         if record.id != run_id:
             raise UserError(f"{shown} is not a valid run record (id: names another run)")
         return record
