@@ -424,6 +424,18 @@ def test_requests_in_flight_stay_within_the_concurrency(run_cli, project_dir, pr
     ]
 
 
+def test_prices_are_asked_while_the_requests_go_on(run_cli, project_dir, provider):
+    config = PIPELINE_CONFIG.replace("concurrency = 4", "concurrency = 1")
+    (project_dir / "overbrainer.toml").write_text(config)
+    provider.latency = 0.02
+    seed_questions(project_dir, {("ownership", "moves"): [f"q{i}" for i in range(8)]})
+    result = run_cli("answers")
+    assert result.stdout.endswith("; cost $0.0009\n")  # 8 x (10 x 3e-6 + 20 x 4e-6)
+    paths = [s.path for s in provider.requests]
+    assert paths.count("models?detailed=true") == 1
+    assert paths.index("models?detailed=true") < 3  # not starved by the answers
+
+
 def test_a_provider_without_a_url_is_named(run_cli, project_dir, provider):
     (project_dir / ".env").write_text("")
     seed_questions(project_dir, {("ownership", "moves"): ["q1"]})

@@ -67,10 +67,12 @@ class Client:
 
     @property
     def session(self) -> aiohttp.ClientSession:
-        # Made on first use, inside the running event loop it belongs to.
+        # Made on first use, inside the running event loop it belongs to. One connection
+        # more than the requests in flight: the price list would otherwise wait for the
+        # end of the stage, the pool handing each freed connection to the next request.
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._concurrency),
+                connector=aiohttp.TCPConnector(limit=self._concurrency + 1),
                 headers=self._headers,
                 timeout=aiohttp.ClientTimeout(total=self._timeout_secs, connect=CONNECT_TIMEOUT),
             )
