@@ -130,7 +130,7 @@ class FakeProvider:
         self.requests: list[Seen] = []
         self.prices: dict[str, tuple[str, str]] = dict(PRICES)
         self.embedding: Callable[[str], list[float]] = hashed_vector
-        self.in_flight = 0
+        self.in_flight = 0  # chat requests being answered
         self.max_in_flight = 0
         self._rules: list[_Rule] = []
         self._lock = threading.Lock()
@@ -204,9 +204,10 @@ class FakeProvider:
             body = None
         path = request.path_qs.removeprefix("/v1/").removeprefix("/")
         seen = Seen(request.method, path, dict(request.headers), body)
+        chat = is_chat(seen)
         with self._lock:
             self.requests.append(seen)
-            self.in_flight += 1
+            self.in_flight += chat
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             reply = self._scripted(seen) or Reply()
@@ -220,7 +221,7 @@ class FakeProvider:
             return _response(reply)
         finally:
             with self._lock:
-                self.in_flight -= 1
+                self.in_flight -= chat
 
     def _scripted(self, seen: Seen) -> Reply | None:
         with self._lock:

@@ -41,7 +41,7 @@ def wait_for_answers(project_dir: Path, count: int, process: subprocess.Popen) -
 def test_kill_9_in_the_middle_of_answers_loses_nothing_and_pays_nothing_twice(
     run_cli, project_dir, provider
 ):
-    provider.latency = 0.05
+    provider.latency = 0.1  # slow enough to be killed half way
     questions = seed_questions(project_dir, {("ownership", "moves"): [f"q{i}" for i in range(60)]})
     process = start_answers(project_dir)
     wait_for_answers(project_dir, 12, process)
@@ -53,6 +53,7 @@ def test_kill_9_in_the_middle_of_answers_loses_nothing_and_pays_nothing_twice(
     paid_before = len(provider.chats("parent-model"))
     assert 12 <= len(first) < 60
 
+    provider.latency = 0.01
     result = run_cli("answers")
     assert result.exit_code == 0, result.stderr
     assert f"answers: {len(questions) - len(first)} to process" in result.stderr
@@ -64,7 +65,7 @@ def test_kill_9_in_the_middle_of_answers_loses_nothing_and_pays_nothing_twice(
 
 
 def test_ctrl_c_interrupts_the_stage_which_resumes_on_its_next_run(run_cli, project_dir, provider):
-    provider.latency = 0.05
+    provider.latency = 0.1
     seed_questions(project_dir, {("ownership", "moves"): [f"q{i}" for i in range(60)]})
     process = start_answers(project_dir)
     wait_for_answers(project_dir, 8, process)
@@ -79,6 +80,7 @@ def test_ctrl_c_interrupts_the_stage_which_resumes_on_its_next_run(run_cli, proj
     history = (project_dir / ".overbrainer" / "history.jsonl").read_text().splitlines()
     assert json.loads(history[-1])["status"] == "interrupted"
 
+    provider.latency = 0.01
     result = run_cli("answers")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith(f"answers: {60 - kept} done, {kept} skipped")

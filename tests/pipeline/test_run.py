@@ -74,6 +74,7 @@ def test_a_model_changed_mid_run_is_used_by_the_next_stage(run_cli, project_dir,
     assert {r["meta"]["model"] for r in lines(project_dir, "answers.jsonl")} == {"parent-2"}
     # the stage that was running kept its settings: it finished with the generator it had
     assert "answers: 8 done" in result.stdout
+    assert result.stdout.splitlines()[2].endswith("; cost unknown")  # parent-2 has no price
 
 
 def test_a_changed_env_file_is_reloaded(run_cli, project_dir, provider):

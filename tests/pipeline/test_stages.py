@@ -92,6 +92,19 @@ def test_topic_selects_and_force_redoes_only_that_topic(run_cli, project_dir, pr
     assert not {s["id"] for s in new} & {s["id"] for s in before}
 
 
+def test_force_answers_again_only_the_selected_topic(run_cli, project_dir, provider):
+    seed_questions(project_dir, {("ownership", "moves"): ["o1", "o2"],
+                                 ("lifetimes", "elision"): ["l1"]})
+    assert run_cli("answers").exit_code == 0
+    before = {r["id"]: r for r in lines(project_dir, "answers.jsonl")}
+    result = run_cli("answers", "--topic", "lifetimes", "--force")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("answers: 1 done, 0 skipped")
+    after = lines(project_dir, "answers.jsonl")
+    assert sorted(r["id"] for r in after) == sorted(before)
+    assert [s.prompt for s in provider.chats("parent-model")][3:] == ["l1"]
+
+
 def test_answer_records_have_the_reference_format(run_cli, project_dir, provider):
     config = PIPELINE_CONFIG.replace("question_batch_size = 2", "include_system_prompt = true")
     (project_dir / "overbrainer.toml").write_text(config)

@@ -62,12 +62,12 @@ async def run(ctx: StageContext) -> None:
             seen = known[topic.name]
             kept = 0
             for name in names:
+                if kept == missing:
+                    break
                 identifier = subtopic_id(topic.name, name)
                 if not normalize(name) or identifier in seen:
                     ctx.report.exclude()
                     continue
-                if kept == missing:
-                    break
                 seen.add(identifier)
                 writer.append({"id": identifier, "topic": topic.name, "name": name})
                 kept += 1
