@@ -11,6 +11,7 @@ from overbrainer.pipeline.jsonl import JsonlWriter, read_jsonl
 
 HISTORY = Path(".overbrainer") / "history.jsonl"
 STAGES = ("subtopics", "questions", "answers", "split")
+"""The dataset stages, in the order ``run`` runs them."""
 NOTHING_YET = "no stage has run yet"
 
 _NUMBERS = ("done", "skipped", "failed", "excluded", "input_tokens", "output_tokens")

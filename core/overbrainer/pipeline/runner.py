@@ -7,6 +7,7 @@ prints ``Outcome.summary`` and turns ``Outcome.error`` into the command's error.
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,25 +16,21 @@ from typing import Literal
 from overbrainer.config.env import Environment
 from overbrainer.config.model import Role, Settings, Topic
 from overbrainer.errors import UserError
-from overbrainer.pipeline import answers, questions, split, subtopics
-from overbrainer.pipeline.history import append_history, timestamp
+from overbrainer.pipeline import split
+from overbrainer.pipeline.history import STAGES, append_history, timestamp
 from overbrainer.pipeline.progress import Progress
 from overbrainer.pipeline.records import DataFiles
 from overbrainer.pipeline.report import Report
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.prices import PriceBook
-from overbrainer.providers.registry import ProviderSet
 
-STAGES = ("subtopics", "questions", "answers", "split")
+__all__ = ["STAGES", "Outcome", "run_stage", "select_topics"]
+
 INTERRUPTED = "interrupted: the stage resumes on its next run"
 
 Status = Literal["ok", "failed", "interrupted"]
 
-_ASYNC: dict[str, Callable[[StageContext], Awaitable[None]]] = {
-    "subtopics": subtopics.run,
-    "questions": questions.run,
-    "answers": answers.run,
-}
+Body = Callable[[StageContext], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -84,8 +81,10 @@ def run_stage(
         if stage == "split":
             result = split.run(DataFiles(project_dir), settings, topics, whole=topic is None)
         else:
+            # Imported here: split, which asks no provider, does not pay for aiohttp.
+            body = importlib.import_module(f"overbrainer.pipeline.{stage}").run
             context = StageContext(project_dir, settings, topics, force, report)
-            asyncio.run(_run(_ASYNC[stage], context, env, prices))
+            asyncio.run(_run(body, context, env, prices))
         if report.failed:
             error = f"{report.failed} {stage} item(s) failed; run the command again to retry them"
         else:
@@ -102,12 +101,9 @@ def run_stage(
     return Outcome(stage, status, summary, error)
 
 
-async def _run(
-    body: Callable[[StageContext], Awaitable[None]],
-    context: StageContext,
-    env: Environment,
-    prices: PriceBook,
-) -> None:
+async def _run(body: Body, context: StageContext, env: Environment, prices: PriceBook) -> None:
+    from overbrainer.providers.registry import ProviderSet
+
     providers = ProviderSet(context.settings, env.merged, prices)
     context.providers = providers
     context.report.price_of = providers.price

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
@@ -13,7 +14,9 @@ from overbrainer.pipeline.records import DataFiles
 from overbrainer.pipeline.report import Report
 from overbrainer.providers.completion import Completion
 from overbrainer.providers.errors import ProviderError
-from overbrainer.providers.registry import ProviderSet
+
+if TYPE_CHECKING:
+    from overbrainer.providers.registry import ProviderSet  # aiohttp: only where requests go
 
 NOT_A_LIST = "the answer is not a JSON array of strings"
 NO_LIST = "no JSON array of strings after all retries"
