@@ -105,6 +105,23 @@ def test_force_answers_again_only_the_selected_topic(run_cli, project_dir, provi
     assert [s.prompt for s in provider.chats("parent-model")][3:] == ["l1"]
 
 
+def test_force_forgets_the_topic_questions_and_their_rejects(run_cli, project_dir, provider):
+    seed_questions(project_dir, {("ownership", "moves"): ["o1", "o2", "o3"],
+                                 ("lifetimes", "elision"): ["l1", "l2"]})
+    rejects = [{"kind": "question", "topic": t, "text": f"old {t}", "reason": "lexical"}
+               for t in ("ownership", "lifetimes")]
+    (project_dir / "data" / "rejected.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rejects)
+    )
+    result = run_cli("questions", "--topic", "lifetimes", "--force")
+    assert result.exit_code == 0, result.stderr
+    texts = [(q["topic"], q["text"]) for q in lines(project_dir, "questions.jsonl")]
+    assert texts[:3] == [("ownership", "o1"), ("ownership", "o2"), ("ownership", "o3")]
+    assert [t for t, _ in texts[3:]] == ["lifetimes", "lifetimes"]
+    assert "l1" not in [text for _, text in texts]
+    assert lines(project_dir, "rejected.jsonl") == rejects[:1]
+
+
 def test_answer_records_have_the_reference_format(run_cli, project_dir, provider):
     config = PIPELINE_CONFIG.replace("question_batch_size = 2", "include_system_prompt = true")
     (project_dir / "overbrainer.toml").write_text(config)

@@ -89,8 +89,7 @@ async def run(ctx: StageContext) -> None:
     questions = data.read(QUESTIONS)
     answers = data.read(ANSWERS)
     if ctx.force:
-        answers = [a for a in answers if a["topic"] not in ctx.topic_names]
-        data.rewrite(ANSWERS, answers)
+        answers = data.forget(ANSWERS, answers, ctx.topic_names)
     answered = {answer["id"] for answer in answers}
     todo, seen = [], set()
     for question in questions:

@@ -37,11 +37,8 @@ async def run(ctx: StageContext) -> None:
     questions = data.read(QUESTIONS)
     rejected = data.read(REJECTED)
     if ctx.force:
-        chosen = ctx.topic_names
-        questions = [q for q in questions if q["topic"] not in chosen]
-        rejected = [r for r in rejected if not (r["kind"] == KIND and r["topic"] in chosen)]
-        data.rewrite(QUESTIONS, questions)
-        data.rewrite(REJECTED, rejected)
+        questions = data.forget(QUESTIONS, questions, ctx.topic_names)
+        rejected = data.forget(REJECTED, rejected, ctx.topic_names, KIND)
     filler = _Filler(ctx, templates, questions, rejected)
     todo: list[Work] = []
     for topic in ctx.topics:

@@ -74,3 +74,19 @@ class DataFiles:
 
     def rewrite(self, name: str, records: Iterable[dict[str, Any]]) -> None:
         rewrite_jsonl(self.path(name), records)
+
+    def forget(
+        self,
+        name: str,
+        records: list[dict[str, Any]],
+        topics: set[str],
+        kind: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """``records`` (the lines of ``name``) without those of ``topics`` (and of ``kind``,
+        for ``rejected.jsonl``), written back: what ``--force`` starts from."""
+        kept = [
+            r for r in records
+            if r["topic"] not in topics or (kind is not None and r["kind"] != kind)
+        ]
+        self.rewrite(name, kept)
+        return kept

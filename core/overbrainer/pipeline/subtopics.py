@@ -22,12 +22,8 @@ async def run(ctx: StageContext) -> None:
     stored = data.read(SUBTOPICS)
     rejected = data.read(REJECTED)
     if ctx.force:
-        stored = [s for s in stored if s["topic"] not in ctx.topic_names]
-        rejected = [
-            r for r in rejected if not (r["kind"] == KIND and r["topic"] in ctx.topic_names)
-        ]
-        data.rewrite(SUBTOPICS, stored)
-        data.rewrite(REJECTED, rejected)
+        stored = data.forget(SUBTOPICS, stored, ctx.topic_names)
+        rejected = data.forget(REJECTED, rejected, ctx.topic_names, KIND)
     known: dict[str, set[str]] = defaultdict(set)
     have: dict[str, int] = defaultdict(int)
     for subtopic in stored:
