@@ -27,7 +27,7 @@ def on_first_questions_ask(provider, action):
     enough for the change to be seen while the stage runs."""
     def script(seen):
         action()
-        return Reply(delay=0.5)
+        return Reply(delay=0.8)
 
     provider.on(lambda s: s.prompt.startswith("questions|"), script)
 
