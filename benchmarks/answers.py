@@ -6,11 +6,15 @@ The provider runs in its own process, so it shares neither the CLI's event loop 
 accounting. For each concurrency, a fresh project with N questions is answered by the real
 CLI in this process; printed: requests per second, the ratio to the ideal (concurrency /
 latency), and the CPU time per request of the CLI and of the provider.
+
+``--baseline`` first measures a bare aiohttp client (no overbrainer code) sending the same
+requests: the most this machine allows, worth knowing on a shared or small machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import subprocess
@@ -63,11 +67,37 @@ def answer(directory: Path) -> tuple[float, float]:
     return wall, cpu
 
 
+def bare_client(url: str, concurrency: int, count: int) -> tuple[float, float]:
+    """Wall and CPU seconds of ``count`` chat requests from a plain aiohttp session."""
+    import aiohttp
+
+    async def send_all() -> None:
+        connector = aiohttp.TCPConnector(limit=concurrency)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            pending = iter(range(count))
+
+            async def worker() -> None:
+                for n in pending:
+                    body = {"model": "parent-model", "max_tokens": 16384, "messages": [
+                        {"role": "system", "content": "system|ownership"},
+                        {"role": "user", "content": f"Question {n}: why?"},
+                    ]}
+                    async with session.post(f"{url}/chat/completions", json=body) as response:
+                        json.loads(await response.read())
+
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    asyncio.run(send_all())
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--answers", type=int, default=1000)
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 64, 256])
+    parser.add_argument("--baseline", action="store_true", help="measure bare aiohttp first")
     args = parser.parse_args()
     os.environ.update(OVERBRAINER_LOAD_PLUGINS="", OVERBRAINER_LOG="WARNING", NO_COLOR="1")
     server = subprocess.Popen(
@@ -81,17 +111,22 @@ def main() -> None:
             answer(project(root, url, 8, 16))  # warm up: imports, first connections
             print(f"{args.answers} answers, {args.latency * 1000:.0f} ms a reply, "
                   f"provider in process {server.pid}")
-            print(f"{'concurrency':>11}  {'req/s':>8}  {'ideal':>8}  {'ratio':>5}  "
-                  f"{'CLI CPU/request':>15}  {'provider CPU/request':>20}")
-            for concurrency in args.concurrency:
-                directory = project(root, url, concurrency, args.answers)
+            print(f"{'client':<11}  {'concurrency':>11}  {'req/s':>8}  {'ideal':>8}  {'ratio':>5}  "
+                  f"{'client CPU/request':>18}  {'provider CPU/request':>20}")
+            runs = [("overbrainer", c) for c in args.concurrency]
+            if args.baseline:
+                runs = [("aiohttp", c) for c in args.concurrency] + runs
+            for client, concurrency in runs:
                 served = cpu_seconds(server.pid)
-                wall, cpu = answer(directory)
+                if client == "aiohttp":
+                    wall, cpu = bare_client(url, concurrency, args.answers)
+                else:
+                    wall, cpu = answer(project(root, url, concurrency, args.answers))
                 served = cpu_seconds(server.pid) - served
                 rate = args.answers / wall
                 ideal = concurrency / args.latency
-                print(f"{concurrency:>11}  {rate:>8.1f}  {ideal:>8.1f}  {rate / ideal:>5.2f}  "
-                      f"{cpu / args.answers * 1000:>12.3f} ms  "
+                print(f"{client:<11}  {concurrency:>11}  {rate:>8.1f}  {ideal:>8.1f}  "
+                      f"{rate / ideal:>5.2f}  {cpu / args.answers * 1000:>15.3f} ms  "
                       f"{served / args.answers * 1000:>17.3f} ms", flush=True)
     finally:
         server.stdin.close()
