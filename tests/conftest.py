@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from fake_provider import FakeProvider
+
 from overbrainer import redact
 from overbrainer.cli import cli
 
@@ -156,3 +158,11 @@ def write_config(project_dir: Path):
         return path
 
     return write
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    """A loopback LLM provider (OpenAI and Anthropic protocols), stopped at teardown."""
+    server = FakeProvider().start()
+    yield server
+    server.stop()

@@ -19,7 +19,13 @@ COMMANDS = {
     "config": "overbrainer.cli.config:config",
     "runs": "overbrainer.cli.runs:runs",
     "plugins": "overbrainer.cli.plugins:plugins",
+    "subtopics": "overbrainer.cli.stages:subtopics",
+    "questions": "overbrainer.cli.stages:questions",
+    "answers": "overbrainer.cli.stages:answers",
+    "split": "overbrainer.cli.stages:split",
+    "run": "overbrainer.cli.run:run",
     "train": "overbrainer.cli.train:train",
+    "history": "overbrainer.cli.history:history",
 }
 
 

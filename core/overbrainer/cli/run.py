@@ -1,0 +1,53 @@
+"""``overbrainer run``: every stage in order, then training when ``[training]`` exists."""
+
+from __future__ import annotations
+
+import click
+
+from overbrainer.cli.context import current_app
+
+NO_TRAINING = "no [training] section in overbrainer.toml: run stops after split"
+NO_TRAINER = "training is not available in this build: run stops after split"
+
+
+@click.command()
+def run() -> None:
+    """Run subtopics, questions, answers and split, then train when [training] exists.
+
+    A stage with failed items stops the chain. Changes to overbrainer.toml and .env are
+    picked up between stages and before training; the running stage keeps its settings.
+    """
+    import importlib
+    import importlib.util
+
+    from loguru import logger
+
+    from overbrainer.config.reload import Reloader
+    from overbrainer.errors import UserError
+    from overbrainer.pipeline.runner import STAGES, run_stage
+    from overbrainer.providers.prices import PriceBook
+
+    app = current_app()
+    prices = PriceBook()
+    with (
+        app.lock(),
+        Reloader(app.project_dir, app.env, app.plugins.kinds, app.settings) as reloader,
+    ):
+        for stage in STAGES:
+            reloader.changed()
+            outcome = run_stage(stage, app.project_dir, reloader.settings, reloader.env, prices)
+            click.echo(outcome.summary)
+            if outcome.error is not None:
+                raise UserError(outcome.error)
+        reloader.changed()
+        # The training side reads the configuration from the app: give it what is current.
+        app.env, app.settings = reloader.env, reloader.settings
+        if reloader.settings.training is None:
+            logger.info(NO_TRAINING)
+            return
+        after_run = None
+        if importlib.util.find_spec("overbrainer.train") is not None:
+            after_run = getattr(importlib.import_module("overbrainer.train"), "after_run", None)
+        if after_run is None:
+            raise UserError(NO_TRAINER)
+        after_run(app)

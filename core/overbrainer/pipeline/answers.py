@@ -1,0 +1,141 @@
+"""``answers``: the parent answers every question, its reasoning kept when it is raw.
+
+A question is answered once its id is in ``answers.jsonl``, excluded or not: answers are
+appended as they complete, so an interruption or a fatal error never costs one twice.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from loguru import logger
+
+from overbrainer.config.model import Role
+from overbrainer.pipeline.pool import for_each
+from overbrainer.pipeline.prompts import Templates
+from overbrainer.pipeline.records import ANSWERS, QUESTIONS
+from overbrainer.pipeline.stage import StageContext
+from overbrainer.providers.completion import Completion, ReasoningKind
+from overbrainer.providers.errors import ProviderError
+
+_HIDING_NAMES = re.compile(r"^(?:gpt-|claude|gemini|o\d)")
+
+
+def hides_reasoning(protocol: str, model: str) -> bool:
+    """Whether the parent shows only a summary of its reasoning, whatever it returns:
+    Anthropic, and OpenAI, Anthropic, Google and o-series models, but not gpt-oss."""
+    if protocol == "anthropic":
+        return True
+    name = model.lower()
+    base = name.rsplit("/", 1)[-1]
+    if base.startswith("gpt-oss"):
+        return False
+    return name.startswith(("openai/", "anthropic/")) or bool(_HIDING_NAMES.match(base))
+
+
+def exclusion(completion: Completion, kind: ReasoningKind, wants_reasoning: bool) -> str | None:
+    """Why an answer cannot be trained on, by the first rule that applies, or None."""
+    if completion.finish_reason == "length":
+        return "truncated"
+    if completion.finish_reason in ("refusal", "content_filter"):
+        return "refused"
+    if not completion.content.strip():
+        return "empty"
+    if wants_reasoning and kind != "raw":
+        return "no_raw_reasoning"
+    return None
+
+
+def answer_record(
+    question: dict[str, Any],
+    completion: Completion,
+    role: Role,
+    hidden: bool,
+    system: str | None,
+) -> dict[str, Any]:
+    """The ``answers.jsonl`` line of ``question``; ``system`` is kept when given."""
+    kind = completion.reasoning_kind
+    if hidden and kind == "raw":
+        kind = "summary"
+    messages: list[dict[str, str]] = []
+    if system is not None:
+        messages.append({"role": "system", "content": system})
+    messages.append({"role": "user", "content": question["text"]})
+    assistant = {"role": "assistant", "content": completion.content}
+    if kind == "raw" and completion.reasoning:
+        assistant["reasoning_content"] = completion.reasoning
+    messages.append(assistant)
+    return {
+        "id": question["id"],
+        "topic": question["topic"],
+        "subtopic": question["subtopic"],
+        "messages": messages,
+        "meta": {
+            "model": role.model,
+            "input_tokens": completion.input_tokens,
+            "output_tokens": completion.output_tokens,
+            "finish_reason": completion.finish_reason,
+            "reasoning_kind": kind,
+            "excluded": exclusion(completion, kind, role.reasoning),
+        },
+    }
+
+
+async def run(ctx: StageContext) -> None:
+    """Answer each question of the selected topics that has no answer yet."""
+    data = ctx.data
+    templates = Templates(ctx.project_dir, "answer_system.txt")
+    questions = data.read(QUESTIONS)
+    answers = data.read(ANSWERS)
+    if ctx.force:
+        answers = data.forget(ANSWERS, answers, ctx.topic_names)
+    answered = {answer["id"] for answer in answers}
+    todo, seen = [], set()
+    for question in questions:
+        if question["topic"] not in ctx.topic_names or question["id"] in seen:
+            continue
+        seen.add(question["id"])
+        if question["id"] in answered:
+            ctx.report.skip()
+        else:
+            todo.append(question)
+    ctx.report.start(len(todo))
+    if not todo:
+        return
+
+    role = ctx.settings.roles.parent
+    protocol = ctx.settings.providers[role.provider].protocol
+    hidden = hides_reasoning(protocol, role.model)
+    if hidden and role.reasoning:
+        logger.warning(
+            f"roles.parent: `{role.model}` does not show its raw reasoning: every answer "
+            "will be excluded (no_raw_reasoning)"
+        )
+    topics = {topic.name: topic for topic in ctx.topics}
+    systems = {
+        name: templates.render("answer_system.txt", topic=name, description=topic.description)
+        for name, topic in topics.items()
+    }
+    keep_system = ctx.settings.pipeline.include_system_prompt
+
+    with data.writer(ANSWERS) as writer:
+
+        async def answer(question: dict[str, Any]) -> None:
+            system = systems[question["topic"]]
+            messages = [
+                {"role": "system", "content": system},
+                {"role": "user", "content": question["text"]},
+            ]
+            try:
+                completion = await ctx.chat(role, messages, question["id"])
+            except ProviderError as error:
+                ctx.report.fail(question["id"], error.message)
+                return
+            record = answer_record(
+                question, completion, role, hidden, system if keep_system else None
+            )
+            writer.append(record)
+            ctx.report.finish(excluded=record["meta"]["excluded"] is not None)
+
+        await for_each(todo, answer, ctx.settings.pipeline.concurrency)

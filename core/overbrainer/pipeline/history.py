@@ -1,0 +1,100 @@
+"""``.overbrainer/history.jsonl``: one line per stage execution, and how ``history`` shows it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from overbrainer.pipeline.jsonl import JsonlWriter, read_jsonl
+
+HISTORY = Path(".overbrainer") / "history.jsonl"
+STAGES = ("subtopics", "questions", "answers", "split")
+"""The dataset stages, in the order ``run`` runs them."""
+NOTHING_YET = "no stage has run yet"
+
+_NUMBERS = ("done", "skipped", "failed", "excluded", "input_tokens", "output_tokens")
+
+
+def timestamp(when: datetime | None = None) -> str:
+    """``when`` (default now) as the history writes it: ``2026-09-22T14:30:05Z``."""
+    return (when or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _is_entry(record: dict[str, Any]) -> bool:
+    return (
+        isinstance(record.get("stage"), str)
+        and isinstance(record.get("status"), str)
+        and all(isinstance(record.get(key, 0), int) for key in _NUMBERS)
+        and (record.get("cost") is None or isinstance(record.get("cost"), int | float))
+    )
+
+
+def append_history(project_dir: Path, entry: dict[str, Any]) -> None:
+    """Add one stage execution:
+    ``{stage, started_at, ended_at, status, provider, model, done, skipped, failed, excluded,
+    input_tokens, output_tokens, cost, split?}`` (``cost`` None when unknown)."""
+    with JsonlWriter(project_dir / HISTORY, _is_entry) as writer:
+        writer.append(entry)
+
+
+def read_history(project_dir: Path) -> list[dict[str, Any]]:
+    return read_jsonl(project_dir / HISTORY, str(HISTORY), _is_entry)
+
+
+def _totals(entries: list[dict[str, Any]]) -> str:
+    runs = len(entries)
+    done = sum(e.get("done", 0) for e in entries)
+    failed = sum(e.get("failed", 0) for e in entries)
+    tokens_in = sum(e.get("input_tokens", 0) for e in entries)
+    tokens_out = sum(e.get("output_tokens", 0) for e in entries)
+    return (
+        f"{runs} run(s), {done} done, {failed} failed; tokens {tokens_in} in, {tokens_out} out; "
+        f"{_cost(entries)}"
+    )
+
+
+def _cost(entries: Iterable[dict[str, Any]]) -> str:
+    entries = list(entries)
+    total = sum(e.get("cost") or 0.0 for e in entries)
+    unknown = any(
+        e.get("cost") is None and (e.get("input_tokens") or e.get("output_tokens")) for e in entries
+    )
+    if unknown and not total:
+        return "cost unknown"
+    return f"${total:.4f}" + (" + unknown" if unknown else "")
+
+
+def summary_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """One line per stage, in pipeline order, then the total."""
+    if not entries:
+        return [NOTHING_YET]
+    names = [s for s in STAGES if any(e["stage"] == s for e in entries)]
+    names += sorted({e["stage"] for e in entries} - set(STAGES))
+    lines = [f"{name:<9}  {_totals([e for e in entries if e['stage'] == name])}" for name in names]
+    lines.append(f"{'total':<9}  {_totals(entries)}")
+    return lines
+
+
+def execution_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """One line per stage execution, oldest first."""
+    if not entries:
+        return [NOTHING_YET]
+    lines = []
+    for e in entries:
+        counts = ", ".join(f"{e.get(key, 0)} {key}" for key in _NUMBERS[:4])
+        line = (
+            f"{e.get('started_at', '?')}  {e['stage']:<9}  {e['status']:<11}  {counts}; "
+            f"tokens {e.get('input_tokens', 0)} in, {e.get('output_tokens', 0)} out; {_cost([e])}"
+        )
+        split = e.get("split")
+        if isinstance(split, dict):
+            line += (
+                f"; {split.get('train', 0)} train, {split.get('eval', 0)} eval, "
+                f"{split.get('orphaned', 0)} orphaned"
+            )
+        elif e.get("model"):
+            line += f"; {e.get('provider')}/{e['model']}"
+        lines.append(line)
+    return lines

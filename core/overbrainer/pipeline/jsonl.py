@@ -1,0 +1,152 @@
+"""JSON Lines files that survive a crash at any byte.
+
+Reading skips blank lines and an unfinished last line (the one a crash was writing);
+appending first repairs such a tail, then writes one flushed line a record, so a crash loses
+at most the line being written; a rewrite goes to a temporary file, synced, then renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from overbrainer.errors import UserError
+
+Check = Callable[[dict[str, Any]], bool]
+"""Whether a parsed object is a valid record of its file."""
+
+_CHUNK = 1 << 16
+
+
+def dumps(record: dict[str, Any]) -> str:
+    """``record`` as one compact line, UTF-8 kept as is."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def _parse(raw: bytes, check: Check | None) -> dict[str, Any] | None:
+    try:
+        record = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(record, dict) or (check is not None and not check(record)):
+        return None
+    return record
+
+
+def read_jsonl(path: Path, shown: str, check: Check | None = None) -> list[dict[str, Any]]:
+    """The records of ``path`` (none when it is missing); ``shown`` names it in messages.
+
+    An invalid line is an error ("<shown>:<line>: invalid record"), except an unterminated
+    last line, which is skipped with a warning.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as error:
+        raise UserError(f"cannot read {shown}: {error.strerror}") from None
+    lines = data.split(b"\n")
+    terminated = lines[-1] == b""
+    if terminated:
+        lines.pop()
+    records = []
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        record = _parse(raw, check)
+        if record is None:
+            if number == len(lines) and not terminated:
+                logger.warning(f"{shown}: ignoring an incomplete last line")
+                continue
+            raise UserError(f"{shown}:{number}: invalid record")
+        records.append(record)
+    return records
+
+
+class JsonlWriter:
+    """Appends records to ``path``, each line written and flushed on its own.
+
+    The file is opened, and its tail repaired, at the first append: a stage that writes
+    nothing leaves no file behind.
+    """
+
+    def __init__(self, path: Path, check: Check | None = None) -> None:
+        self.path = path
+        self._check = check
+        self._fd: int | None = None
+
+    def append(self, record: dict[str, Any]) -> None:
+        if self._fd is None:
+            self._fd = self._open()
+        data = (dumps(record) + "\n").encode()
+        while data:
+            written = os.write(self._fd, data)
+            data = data[written:]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> JsonlWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open(self) -> int:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        try:
+            _repair_tail(fd, self._check)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+
+def _repair_tail(fd: int, check: Check | None) -> None:
+    """End the file with a newline: terminate a valid last line, cut an invalid one."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    start = size
+    while start > 0:
+        begin = max(0, start - _CHUNK)
+        at = os.pread(fd, start - begin, begin).rfind(b"\n")
+        if at >= 0:
+            start = begin + at + 1
+            break
+        start = begin
+    tail = os.pread(fd, size - start, start)
+    if tail.strip() and _parse(tail, check) is not None:
+        os.write(fd, b"\n")
+    else:
+        os.ftruncate(fd, start)
+
+
+def rewrite_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
+    """Replace ``path`` with ``records``, atomically: temp file, fsync, rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            for record in records:
+                file.write((dumps(record) + "\n").encode())
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)

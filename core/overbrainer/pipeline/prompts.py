@@ -1,0 +1,62 @@
+"""Prompt templates: ``prompts/<name>`` in the project, else the built-in default.
+
+Templates are Jinja with undefined variables as errors, read when a stage starts (so an edit
+applies from the next stage on) and checked before any request is made.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jinja2.meta
+
+from overbrainer.errors import UserError
+
+DEFAULTS = Path(__file__).parent / "prompts"
+PROMPTS_DIR = "prompts"
+
+VARIABLES: dict[str, frozenset[str]] = {
+    "subtopics.txt": frozenset({"topic", "description", "count"}),
+    "questions.txt": frozenset({"topic", "description", "subtopic", "count", "accepted"}),
+    "answer_system.txt": frozenset({"topic", "description"}),
+    "judge.txt": frozenset({"question", "answer_a", "answer_b"}),
+}
+
+
+class Templates:
+    """The templates ``names`` as the project at ``project_dir`` has them now."""
+
+    def __init__(self, project_dir: Path, *names: str) -> None:
+        # Prompts are plain text sent to a model: there is no HTML to escape.
+        self._jinja = jinja2.Environment(
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+            autoescape=False,  # noqa: S701
+        )
+        self._templates = {name: self._load(project_dir, name) for name in names}
+
+    def render(self, name: str, **variables: Any) -> str:
+        try:
+            return self._templates[name].render(**variables).strip()
+        except jinja2.TemplateError as error:
+            raise UserError(f"invalid template {name}: {error.message}") from None
+
+    def _load(self, project_dir: Path, name: str) -> jinja2.Template:
+        override = project_dir / PROMPTS_DIR / name
+        path = override if override.is_file() else DEFAULTS / name
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            reason = "not UTF-8 text" if isinstance(error, UnicodeDecodeError) else error.strerror
+            raise UserError(f"invalid template {name}: {reason}") from None
+        try:
+            tree = self._jinja.parse(source)
+        except jinja2.TemplateSyntaxError as error:
+            where = f"line {error.lineno}: {error.message}"
+            raise UserError(f"invalid template {name}: {where}") from None
+        unknown = sorted(jinja2.meta.find_undeclared_variables(tree) - VARIABLES[name])
+        if unknown:
+            raise UserError(f"invalid template {name}: undefined variable `{unknown[0]}`")
+        return self._jinja.from_string(source)

@@ -1,0 +1,150 @@
+"""``questions``: the generator writes questions for each subtopic until it has its count.
+
+Near-duplicates are kept out by one deduplicator per topic, which admits one batch of the
+topic at a time; what it rejects goes to ``rejected.jsonl`` so it is never asked for again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any
+
+from loguru import logger
+
+from overbrainer.config.model import Topic
+from overbrainer.pipeline.dedup import Deduplicator
+from overbrainer.pipeline.ids import question_id
+from overbrainer.pipeline.jsonl import JsonlWriter
+from overbrainer.pipeline.pool import for_each
+from overbrainer.pipeline.prompts import Templates
+from overbrainer.pipeline.records import QUESTIONS, REJECTED, SUBTOPICS
+from overbrainer.pipeline.stage import StageContext
+from overbrainer.providers.errors import ProviderError
+
+KIND = "question"
+
+Work = tuple[Topic, dict[str, Any]]
+"""A subtopic to fill, with its topic."""
+
+
+async def run(ctx: StageContext) -> None:
+    """Per subtopic: skipped when it has its questions, else batches until it does, or
+    until the generator keeps repeating itself."""
+    data = ctx.data
+    templates = Templates(ctx.project_dir, "questions.txt")
+    subtopics = data.read(SUBTOPICS)
+    questions = data.read(QUESTIONS)
+    rejected = data.read(REJECTED)
+    if ctx.force:
+        questions = data.forget(QUESTIONS, questions, ctx.topic_names)
+        rejected = data.forget(REJECTED, rejected, ctx.topic_names, KIND)
+    filler = _Filler(ctx, templates, questions, rejected)
+    todo: list[Work] = []
+    for topic in ctx.topics:
+        for subtopic in [s for s in subtopics if s["topic"] == topic.name][: topic.subtopics]:
+            if len(filler.accepted[subtopic["id"]]) >= topic.questions_per_subtopic:
+                ctx.report.skip()
+            else:
+                todo.append((topic, subtopic))
+    ctx.report.start(len(todo))
+    if not todo:
+        return
+    with data.writer(QUESTIONS) as filler.questions, data.writer(REJECTED) as filler.rejects:
+        await for_each(todo, filler.fill, ctx.settings.pipeline.concurrency)
+
+
+class _Filler:
+    """Fills subtopics with questions, sharing one deduplicator per topic."""
+
+    questions: JsonlWriter
+    rejects: JsonlWriter
+
+    def __init__(
+        self,
+        ctx: StageContext,
+        templates: Templates,
+        questions: list[dict[str, Any]],
+        rejected: list[dict[str, Any]],
+    ) -> None:
+        self.ctx = ctx
+        self.templates = templates
+        self.accepted: dict[str, list[str]] = defaultdict(list)
+        for question in questions:
+            self.accepted[question["subtopic_id"]].append(question["text"])
+        self._held = questions
+        self._rejected = [r for r in rejected if r["kind"] == KIND]
+        self._rejected_ids = {r.get("id") for r in self._rejected}
+        self._dedups: dict[str, Deduplicator] = {}
+        self._locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    async def fill(self, work: Work) -> None:
+        topic, subtopic = work
+        pipeline = self.ctx.settings.pipeline
+        texts = self.accepted[subtopic["id"]]
+        target = topic.questions_per_subtopic
+        idle = 0
+        while len(texts) < target:
+            missing = target - len(texts)
+            prompt = self.templates.render(
+                "questions.txt",
+                topic=topic.name,
+                description=topic.description,
+                subtopic=subtopic["name"],
+                count=min(pipeline.question_batch_size, missing),
+                accepted=list(texts),
+            )
+            try:
+                candidates = await self.ctx.ask_list(self.ctx.settings.roles.generator, prompt,
+                                                     subtopic["id"])
+                added = await self._admit(topic.name, subtopic, candidates, missing)
+            except ProviderError as error:
+                self.ctx.report.fail(subtopic["id"], error.message)
+                return
+            idle = 0 if added else idle + 1
+            if idle >= max(pipeline.max_retries, 1):
+                logger.warning(
+                    f"subtopic `{subtopic['name']}`: stopped at {len(texts)} of {target} "
+                    "questions, the generator kept repeating itself"
+                )
+                break
+        self.ctx.report.finish()
+
+    async def _admit(
+        self, topic: str, subtopic: dict[str, Any], candidates: list[str], missing: int
+    ) -> int:
+        """Keep what is new of ``candidates``, set the rest aside; how many were kept."""
+        async with self._locks[topic]:
+            admitted, refused = await self._dedup(topic).admit(candidates, missing)
+            for text in admitted:
+                self.questions.append(_question(topic, subtopic, text))
+                self.accepted[subtopic["id"]].append(text)
+            for text, reason in refused:
+                record = _question(topic, subtopic, text)
+                if record["id"] not in self._rejected_ids:
+                    self._rejected_ids.add(record["id"])
+                    self.rejects.append({"kind": KIND, **record, "reason": reason})
+            self.ctx.report.exclude(len(refused))
+        return len(admitted)
+
+    def _dedup(self, topic: str) -> Deduplicator:
+        if topic not in self._dedups:
+            pipeline = self.ctx.settings.pipeline
+            embed = None
+            if self.ctx.settings.roles.embedder is not None:
+                embed = lambda texts: self.ctx.embed(texts, topic)  # noqa: E731
+            dedup = Deduplicator(pipeline.dedup_threshold, embed, pipeline.embedding_threshold)
+            dedup.seed(q["text"] for q in self._held if q["topic"] == topic)
+            dedup.seed(r["text"] for r in self._rejected if r["topic"] == topic)
+            self._dedups[topic] = dedup
+        return self._dedups[topic]
+
+
+def _question(topic: str, subtopic: dict[str, Any], text: str) -> dict[str, Any]:
+    return {
+        "id": question_id(subtopic["id"], text),
+        "topic": topic,
+        "subtopic_id": subtopic["id"],
+        "subtopic": subtopic["name"],
+        "text": text,
+    }

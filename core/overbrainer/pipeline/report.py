@@ -1,0 +1,102 @@
+"""What a stage did: counts, tokens and cost; its summary line and its history entry."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+
+from loguru import logger
+
+from overbrainer.pipeline.progress import Progress
+from overbrainer.providers.prices import Price
+
+PriceOf = Callable[[str, str], Price | None]
+"""The price of a (provider, model), when known."""
+
+
+class Report:
+    """The tallies of one stage execution, shown as progress while it runs."""
+
+    def __init__(self, stage: str, progress: Progress | None = None) -> None:
+        self.stage = stage
+        self.progress = progress or Progress(stage, live=False)
+        self.price_of: PriceOf = lambda provider, model: None
+        self.done = 0
+        self.skipped = 0
+        self.failed = 0
+        self.excluded = 0
+        self.usage: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+        self._processed = 0
+
+    def start(self, total: int) -> None:
+        self.progress.start(total)
+
+    def skip(self, count: int = 1) -> None:
+        self.skipped += count
+
+    def exclude(self, count: int = 1) -> None:
+        """Count records set aside without finishing an item (rejected near-duplicates)."""
+        self.excluded += count
+
+    def finish(self, excluded: bool = False) -> None:
+        """One item completed: done, or done but excluded."""
+        if excluded:
+            self.excluded += 1
+        else:
+            self.done += 1
+        self._advance()
+
+    def fail(self, item: str, message: str) -> None:
+        self.failed += 1
+        logger.warning(f"{self.stage}: {item} failed: {message}")
+        self._advance()
+
+    def retrying(self, item: str) -> Callable[[str, float], None]:
+        """What a client calls before trying a request for ``item`` again."""
+
+        def warn(message: str, delay: float) -> None:
+            logger.warning(f"{self.stage}: {item}: {message}; retrying in {delay:.1f}s")
+
+        return warn
+
+    def used(self, provider: str, model: str, input_tokens: int, output_tokens: int) -> None:
+        tally = self.usage[(provider, model)]
+        tally[0] += input_tokens
+        tally[1] += output_tokens
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(tally[0] for tally in self.usage.values())
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(tally[1] for tally in self.usage.values())
+
+    def cost(self) -> float | None:
+        """USD spent, or None when a model that was used has no known price."""
+        total = 0.0
+        for (provider, model), (input_tokens, output_tokens) in self.usage.items():
+            if not input_tokens and not output_tokens:
+                continue
+            price = self.price_of(provider, model)
+            if price is None:
+                return None
+            total += input_tokens * price.prompt + output_tokens * price.completion
+        return total
+
+    def summary(self) -> str:
+        cost = self.cost()
+        spent = "cost unknown" if cost is None else f"cost ${cost:.4f}"
+        return (
+            f"{self.stage}: {self.done} done, {self.skipped} skipped, {self.failed} failed, "
+            f"{self.excluded} excluded; tokens {self.input_tokens} in, {self.output_tokens} out; "
+            f"{spent}"
+        )
+
+    def _advance(self) -> None:
+        self._processed += 1
+        if self.progress.live:
+            tokens = self.input_tokens, self.output_tokens
+            self.progress.update(self._processed, *tokens, self.cost())
+        else:
+            self.progress.update(self._processed, 0, 0, None)

@@ -1,0 +1,149 @@
+"""Running one stage: its report, progress, history line and outcome.
+
+Used by the stage commands and by ``run``; it prints nothing on stdout itself: the caller
+prints ``Outcome.summary`` and turns ``Outcome.error`` into the command's error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from overbrainer.config.env import Environment
+from overbrainer.config.model import Role, Settings, Topic
+from overbrainer.errors import UserError
+from overbrainer.pipeline import split
+from overbrainer.pipeline.history import STAGES, append_history, timestamp
+from overbrainer.pipeline.progress import Progress
+from overbrainer.pipeline.records import DataFiles
+from overbrainer.pipeline.report import Report
+from overbrainer.pipeline.stage import StageContext
+from overbrainer.providers.prices import PriceBook
+
+__all__ = ["STAGES", "Outcome", "run_stage", "select_topics"]
+
+INTERRUPTED = "interrupted: the stage resumes on its next run"
+
+Status = Literal["ok", "failed", "interrupted"]
+
+Body = Callable[[StageContext], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a stage ended: its summary line, and the error to report when it did not succeed."""
+
+    stage: str
+    status: Status
+    summary: str
+    error: str | None
+
+
+def select_topics(settings: Settings, topic: str | None) -> list[Topic]:
+    """The topics a stage works on: all, or the one ``--topic`` names."""
+    if topic is None:
+        return list(settings.topics)
+    chosen = [t for t in settings.topics if t.name == topic]
+    if not chosen:
+        raise UserError(f"unknown topic `{topic}`")
+    return chosen
+
+
+def stage_role(stage: str, settings: Settings) -> Role | None:
+    """The role whose model a stage asks."""
+    return {"subtopics": settings.roles.generator, "questions": settings.roles.generator,
+            "answers": settings.roles.parent}.get(stage)
+
+
+def run_stage(
+    stage: str,
+    project_dir: Path,
+    settings: Settings,
+    env: Environment,
+    prices: PriceBook,
+    *,
+    topic: str | None = None,
+    force: bool = False,
+) -> Outcome:
+    """Run ``stage`` to its end (or the first fatal error, or Ctrl-C) and record it in the
+    history. Raises ``UserError`` only for a ``--topic`` that names no topic."""
+    topics = select_topics(settings, topic)
+    started = timestamp()
+    report = Report(stage, Progress(stage))
+    result: split.SplitResult | None = None
+    status: Status = "failed"
+    error: str | None = None
+    try:
+        if stage == "split":
+            result = split.run(DataFiles(project_dir), settings, topics, whole=topic is None)
+        else:
+            # Imported here: split, which asks no provider, does not pay for aiohttp.
+            body = importlib.import_module(f"overbrainer.pipeline.{stage}").run
+            context = StageContext(project_dir, settings, topics, force, report)
+            asyncio.run(_run(body, context, env, prices))
+        if report.failed:
+            error = f"{report.failed} {stage} item(s) failed; run the command again to retry them"
+        else:
+            status = "ok"
+    except KeyboardInterrupt:
+        status, error = "interrupted", INTERRUPTED
+    except UserError as failure:
+        error = failure.message
+    finally:
+        report.progress.close()
+        entry = _entry(stage, started, status, settings, report=report, result=result)
+        append_history(project_dir, entry)
+    summary = result.summary() if result is not None else report.summary()
+    return Outcome(stage, status, summary, error)
+
+
+async def _run(body: Body, context: StageContext, env: Environment, prices: PriceBook) -> None:
+    from overbrainer.providers.registry import ProviderSet
+
+    providers = ProviderSet(context.settings, env.merged, prices)
+    context.providers = providers
+    context.report.price_of = providers.price
+    try:
+        try:
+            await body(context)
+        finally:
+            task = asyncio.current_task()
+            if task is None or not task.cancelling():
+                await providers.settle_prices()
+    finally:
+        await providers.aclose()
+
+
+def _entry(
+    stage: str,
+    started: str,
+    status: Status,
+    settings: Settings,
+    *,
+    report: Report,
+    result: split.SplitResult | None,
+) -> dict[str, object]:
+    role = stage_role(stage, settings)
+    entry: dict[str, object] = {
+        "stage": stage,
+        "started_at": started,
+        "ended_at": timestamp(),
+        "status": status,
+        "provider": role.provider if role else None,
+        "model": role.model if role else None,
+        "done": report.done,
+        "skipped": report.skipped,
+        "failed": report.failed,
+        "excluded": report.excluded,
+        "input_tokens": report.input_tokens,
+        "output_tokens": report.output_tokens,
+        "cost": report.cost(),
+    }
+    if result is not None:
+        entry.update(done=result.train + result.eval, excluded=result.excluded.total(), cost=0.0)
+        entry["split"] = {"train": result.train, "eval": result.eval, "orphaned": result.orphaned}
+    return entry

@@ -1,0 +1,108 @@
+"""``split``: the usable answers into ``train.jsonl`` and ``eval.jsonl``, the same way every time.
+
+The eval set gets ``round(n x eval_ratio)`` examples (at least one, never all), shared over
+topics, then subtopics, by largest remainder; within a subtopic, the first by a seeded XXH3-64
+order go to eval. Nothing depends on the order of ``answers.jsonl``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from overbrainer.config.model import Settings, Topic
+from overbrainer.pipeline.ids import seeded_order
+from overbrainer.pipeline.records import ANSWERS, EVAL, EXCLUSIONS, QUESTIONS, TRAIN, DataFiles
+
+
+@dataclass
+class SplitResult:
+    train: int = 0
+    eval: int = 0
+    orphaned: int = 0
+    excluded: Counter[str] = field(default_factory=Counter)
+
+    def summary(self) -> str:
+        reasons = ", ".join(
+            f"{reason} {self.excluded[reason]}"
+            for reason in [*EXCLUSIONS, *sorted(set(self.excluded) - set(EXCLUSIONS))]
+            if self.excluded[reason]
+        )
+        excluded = f"{self.excluded.total()} excluded" + (f" ({reasons})" if reasons else "")
+        return f"split: {self.train} train, {self.eval} eval, {excluded}, {self.orphaned} orphaned"
+
+
+def eval_size(n: int, ratio: float) -> int:
+    """``n x ratio`` rounded half away from zero, kept within [1, n - 1]; 0 below 2."""
+    if n < 2:
+        return 0
+    return min(max(math.floor(n * ratio + 0.5), 1), n - 1)
+
+
+def allocate(total: int, sizes: Mapping[str, int], seed: int) -> dict[str, int]:
+    """``total`` shared over the groups of ``sizes`` by largest remainder; equal remainders
+    go by XXH3-64(seed, name), then name."""
+    count = sum(sizes.values())
+    if count == 0:
+        return dict.fromkeys(sizes, 0)
+    quotas = {name: total * size // count for name, size in sizes.items()}
+    left = total - sum(quotas.values())
+    order = sorted(
+        sizes, key=lambda name: (-(total * sizes[name] % count), seeded_order(seed, name), name)
+    )
+    for name in order[:left]:
+        quotas[name] += 1
+    return quotas
+
+
+def run(data: DataFiles, settings: Settings, topics: list[Topic], whole: bool) -> SplitResult:
+    """Rewrite train and eval for ``topics``; ``whole`` when they are all the topics."""
+    seed = settings.pipeline.seed
+    selected = {topic.name for topic in topics}
+    configured = {topic.name for topic in settings.topics}
+    questions = {question["id"] for question in data.read(QUESTIONS)}
+    result = SplitResult()
+    usable: dict[str, dict[str, dict[str, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
+    seen: set[str] = set()
+    for answer in data.read(ANSWERS):
+        if answer["topic"] not in selected and not (whole and answer["topic"] not in configured):
+            continue
+        if answer["id"] in seen:
+            continue
+        seen.add(answer["id"])
+        if answer["topic"] not in configured or answer["id"] not in questions:
+            result.orphaned += 1
+        elif answer["meta"]["excluded"] is not None:
+            result.excluded[answer["meta"]["excluded"]] += 1
+        else:
+            usable[answer["topic"]][answer["subtopic"]][answer["id"]] = answer
+
+    def order(record: dict[str, Any]) -> tuple[int, str]:
+        return seeded_order(seed, record["id"]), record["id"]
+
+    n = sum(len(group) for subtopics in usable.values() for group in subtopics.values())
+    topic_quotas = allocate(
+        eval_size(n, settings.pipeline.eval_ratio),
+        {name: sum(map(len, usable[name].values())) for name in sorted(usable)},
+        seed,
+    )
+    train: list[dict[str, Any]] = []
+    evaluation: list[dict[str, Any]] = []
+    for topic_name, quota in topic_quotas.items():
+        subtopics = usable[topic_name]
+        sizes = {name: len(subtopics[name]) for name in sorted(subtopics)}
+        for subtopic, share in allocate(quota, sizes, seed).items():
+            ranked = sorted(subtopics[subtopic].values(), key=order)
+            evaluation += ranked[:share]
+            train += ranked[share:]
+    result.train, result.eval = len(train), len(evaluation)
+    if not whole:
+        # Only the selected topics are split again: the others keep their lines.
+        train += [r for r in data.read(TRAIN) if r["topic"] not in selected]
+        evaluation += [r for r in data.read(EVAL) if r["topic"] not in selected]
+    data.rewrite(TRAIN, sorted(train, key=order))
+    data.rewrite(EVAL, sorted(evaluation, key=order))
+    return result

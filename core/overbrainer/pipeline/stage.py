@@ -1,0 +1,73 @@
+"""What every stage works with, and the asks the generating stages share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loguru import logger
+
+from overbrainer.config.model import Role, Settings, Topic
+from overbrainer.pipeline.listreply import parse_list
+from overbrainer.pipeline.records import DataFiles
+from overbrainer.pipeline.report import Report
+from overbrainer.providers.completion import Completion
+from overbrainer.providers.errors import ProviderError
+
+if TYPE_CHECKING:
+    from overbrainer.providers.registry import ProviderSet  # aiohttp: only where requests go
+
+NOT_A_LIST = "the answer is not a JSON array of strings"
+NO_LIST = "no JSON array of strings after all retries"
+
+
+@dataclass
+class StageContext:
+    """One stage execution: the settings it started with, the selected topics, its report."""
+
+    project_dir: Path
+    settings: Settings
+    topics: list[Topic]
+    force: bool
+    report: Report
+    providers: ProviderSet = field(init=False)
+
+    @property
+    def data(self) -> DataFiles:
+        return DataFiles(self.project_dir)
+
+    @property
+    def topic_names(self) -> set[str]:
+        return {topic.name for topic in self.topics}
+
+    async def chat(self, role: Role, messages: list[dict[str, str]], item: str) -> Completion:
+        """``role``'s reply, its tokens counted."""
+        client = self.providers.client(role.provider)
+        completion = await client.chat(role, messages, self.report.retrying(item))
+        self.report.used(
+            role.provider, role.model, completion.input_tokens, completion.output_tokens
+        )
+        return completion
+
+    async def ask_list(self, role: Role, prompt: str, item: str) -> list[str]:
+        """The strings ``role`` lists in reply to ``prompt``, asking again (up to
+        ``max_retries`` times) while it lists none. Tokens of every attempt count."""
+        attempts = self.settings.pipeline.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            completion = await self.chat(role, [{"role": "user", "content": prompt}], item)
+            items = parse_list(completion.content)
+            if items:
+                return items
+            if attempt < attempts:
+                logger.warning(f"{self.report.stage}: {item}: {NOT_A_LIST}; asking again")
+        raise ProviderError(NO_LIST)
+
+    async def embed(self, texts: list[str], item: str) -> list[list[float]]:
+        """Vectors for ``texts`` from the embedder role, its tokens counted."""
+        role = self.settings.roles.embedder
+        assert role is not None
+        client = self.providers.client(role.provider)
+        vectors, tokens = await client.embed(role.model, texts, self.report.retrying(item))
+        self.report.used(role.provider, role.model, tokens, 0)
+        return vectors

@@ -1,0 +1,72 @@
+"""``subtopics``: the generator names the subtopics each topic is missing."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from overbrainer.config.model import Topic
+from overbrainer.pipeline.ids import normalize, subtopic_id
+from overbrainer.pipeline.pool import for_each
+from overbrainer.pipeline.prompts import Templates
+from overbrainer.pipeline.records import REJECTED, SUBTOPICS
+from overbrainer.pipeline.stage import StageContext
+from overbrainer.providers.errors import ProviderError
+
+KIND = "subtopic"
+
+
+async def run(ctx: StageContext) -> None:
+    """Per topic: skipped when it has its subtopics, else one ask for the missing ones."""
+    data = ctx.data
+    templates = Templates(ctx.project_dir, "subtopics.txt")
+    stored = data.read(SUBTOPICS)
+    rejected = data.read(REJECTED)
+    if ctx.force:
+        stored = data.forget(SUBTOPICS, stored, ctx.topic_names)
+        rejected = data.forget(REJECTED, rejected, ctx.topic_names, KIND)
+    known: dict[str, set[str]] = defaultdict(set)
+    have: dict[str, int] = defaultdict(int)
+    for subtopic in stored:
+        known[subtopic["topic"]].add(subtopic["id"])
+        have[subtopic["topic"]] += 1
+    for record in rejected:
+        if record["kind"] == KIND:
+            known[record["topic"]].add(subtopic_id(record["topic"], record["text"]))
+    todo: list[tuple[Topic, int]] = []
+    for topic in ctx.topics:
+        if have[topic.name] >= topic.subtopics:
+            ctx.report.skip()
+        else:
+            todo.append((topic, topic.subtopics - have[topic.name]))
+    ctx.report.start(len(todo))
+    if not todo:
+        return
+    role = ctx.settings.roles.generator
+
+    with data.writer(SUBTOPICS) as writer:
+
+        async def ask(work: tuple[Topic, int]) -> None:
+            topic, missing = work
+            prompt = templates.render(
+                "subtopics.txt", topic=topic.name, description=topic.description, count=missing
+            )
+            try:
+                names = await ctx.ask_list(role, prompt, topic.name)
+            except ProviderError as error:
+                ctx.report.fail(topic.name, error.message)
+                return
+            seen = known[topic.name]
+            kept = 0
+            for name in names:
+                if kept == missing:
+                    break
+                identifier = subtopic_id(topic.name, name)
+                if not normalize(name) or identifier in seen:
+                    ctx.report.exclude()
+                    continue
+                seen.add(identifier)
+                writer.append({"id": identifier, "topic": topic.name, "name": name})
+                kept += 1
+            ctx.report.finish()
+
+        await for_each(todo, ask, ctx.settings.pipeline.concurrency)

@@ -1,0 +1,207 @@
+"""One provider over aiohttp: one session, its connector sized to the stage's concurrency.
+
+Requests are retried on 408, 429, >= 500 and transport errors; 401 to 404 stop the stage;
+any other failure, and a reply that cannot be read, fails only its item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from http import HTTPStatus
+from types import ModuleType
+from typing import Any
+
+import aiohttp
+
+from overbrainer.config.model import Role
+from overbrainer.providers import anthropic_messages, openai_chat
+from overbrainer.providers.completion import Completion
+from overbrainer.providers.errors import FatalProviderError, ProviderError, TransientError
+from overbrainer.providers.prices import Price, parse_prices
+from overbrainer.providers.retry import (
+    FATAL_STATUSES,
+    RETRIED_STATUSES,
+    RetryPolicy,
+    parse_retry_after,
+)
+from overbrainer.redact import redact
+
+PROTOCOLS: dict[str, ModuleType] = {"openai": openai_chat, "anthropic": anthropic_messages}
+CONNECT_TIMEOUT = 30
+PRICES_TIMEOUT = 10
+MESSAGE_LIMIT = 300
+EMBEDDING_CHUNK = 256
+
+OnRetry = Callable[[str, float], None]
+"""Told the error and the wait, in seconds, before each new attempt."""
+
+AUTHENTICATION_FAILED = "authentication failed, check the provider API key"
+PERMISSION_DENIED = "permission denied by the provider"
+
+
+class Client:
+    """Requests to the provider ``name`` at ``base_url``; the key goes only into headers."""
+
+    def __init__(
+        self,
+        name: str,
+        protocol: str,
+        base_url: str,
+        api_key: str | None,
+        *,
+        concurrency: int,
+        timeout_secs: int,
+        retry: RetryPolicy,
+    ) -> None:
+        self.name = name
+        self.protocol = protocol
+        self.base_url = base_url.rstrip("/")
+        self._wire = PROTOCOLS[protocol]
+        self._headers = self._wire.headers(api_key)
+        self._concurrency = concurrency
+        self._timeout_secs = timeout_secs
+        self.retry = retry
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        # Made on first use, inside the running event loop it belongs to. One connection
+        # more than the requests in flight: the price list would otherwise wait for the
+        # end of the stage, the pool handing each freed connection to the next request.
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._concurrency + 1),
+                headers=self._headers,
+                timeout=aiohttp.ClientTimeout(total=self._timeout_secs, connect=CONNECT_TIMEOUT),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def chat(
+        self, role: Role, messages: list[dict[str, str]], on_retry: OnRetry
+    ) -> Completion:
+        """The reply of ``role``'s model to ``messages``."""
+        body = self._wire.chat_body(role, messages)
+        data = await self._post(self._wire.CHAT_PATH, body, on_retry)
+        try:
+            return self._wire.parse_chat(data)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+            raise ProviderError("the provider's reply is not a chat completion") from None
+
+    async def embed(
+        self, model: str, texts: list[str], on_retry: OnRetry
+    ) -> tuple[list[list[float]], int]:
+        """One vector per text, in order, and the tokens they cost."""
+        if self.protocol != "openai":
+            raise FatalProviderError(
+                f"providers.{self.name}: embeddings need the openai protocol"
+            )
+        vectors: list[list[float]] = []
+        tokens = 0
+        for start in range(0, len(texts), EMBEDDING_CHUNK):
+            chunk = texts[start : start + EMBEDDING_CHUNK]
+            data = await self._post(
+                openai_chat.EMBEDDINGS_PATH, openai_chat.embeddings_body(model, chunk), on_retry
+            )
+            try:
+                found, used = openai_chat.parse_embeddings(data, len(chunk))
+            except ValueError as error:
+                raise ProviderError(str(error)) from None
+            except (KeyError, IndexError, TypeError, AttributeError):
+                raise ProviderError("the provider's reply is not a list of embeddings") from None
+            vectors += found
+            tokens += used
+        return vectors, tokens
+
+    async def fetch_prices(self) -> dict[str, Price] | None:
+        """The provider's model prices, or None when it does not say within 10 s."""
+        try:
+            async with self.session.get(
+                f"{self.base_url}/{self._wire.MODELS_PATH}",
+                timeout=aiohttp.ClientTimeout(total=PRICES_TIMEOUT),
+            ) as response:
+                if response.status != 200:
+                    return None
+                data = json.loads(await response.read())
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+            return None
+        return parse_prices(data)
+
+    async def _post(self, path: str, body: dict[str, Any], on_retry: OnRetry) -> Any:
+        for attempt in range(1, self.retry.attempts + 1):
+            try:
+                return await self._post_once(path, body)
+            except TransientError as error:
+                if attempt == self.retry.attempts:
+                    raise ProviderError(error.message) from None
+                delay = self.retry.delay(attempt, error.retry_after)
+                on_retry(error.message, delay)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _post_once(self, path: str, body: dict[str, Any]) -> Any:
+        try:
+            async with self.session.post(f"{self.base_url}/{path}", json=body) as response:
+                status = response.status
+                raw = await response.read()
+                retry_after = response.headers.get("Retry-After")
+        except TimeoutError:
+            raise TransientError(f"no reply within {self._timeout_secs} s") from None
+        except aiohttp.ServerDisconnectedError:
+            raise TransientError("the provider closed the connection") from None
+        except aiohttp.ClientConnectorError:
+            raise TransientError(f"cannot connect to provider `{self.name}`") from None
+        except (aiohttp.ClientError, OSError) as error:
+            raise TransientError(f"transport error ({type(error).__name__})") from None
+        if not 200 <= status < 300:
+            raise http_error(status, raw, retry_after)
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ProviderError("the provider's reply is not valid JSON") from None
+
+
+def http_error(status: int, raw: bytes, retry_after: str | None) -> Exception:
+    """The error an HTTP failure status stands for."""
+    if status == 401:
+        return FatalProviderError(AUTHENTICATION_FAILED)
+    if status == 403:
+        # The provider's text is dropped: it can quote the key.
+        return FatalProviderError(PERMISSION_DENIED)
+    message = redact(f"HTTP {status}: {_provider_message(status, raw)}")[:MESSAGE_LIMIT]
+    if status in FATAL_STATUSES:
+        return FatalProviderError(message)
+    if status in RETRIED_STATUSES or status >= 500:
+        return TransientError(message, parse_retry_after(retry_after))
+    return ProviderError(message)
+
+
+def _provider_message(status: int, raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        for candidate in (
+            error.get("message") if isinstance(error, dict) else error,
+            data.get("message"),
+            data.get("detail"),
+        ):
+            if isinstance(candidate, str) and candidate.strip():
+                text = candidate
+                break
+    text = " ".join(text.split())
+    if text:
+        return text
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "no message"

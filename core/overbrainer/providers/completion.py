@@ -1,0 +1,45 @@
+"""A chat reply as both protocols reduce it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+FinishReason = Literal["stop", "length", "content_filter", "refusal", "other"]
+ReasoningKind = Literal["raw", "summary", "redacted", "none"]
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The text of a reply, the reasoning that came with it, why it ended, what it cost.
+
+    ``reasoning`` is the reasoning text when one was given (raw or a summary), else None;
+    ``reasoning_kind`` says which.
+    """
+
+    content: str
+    reasoning: str | None
+    reasoning_kind: ReasoningKind
+    finish_reason: FinishReason
+    input_tokens: int
+    output_tokens: int
+
+
+def split_think_prefix(content: str) -> tuple[str, str | None]:
+    """``content`` without a leading ``<think>…</think>`` block, and that block's text.
+
+    An unclosed block (a reply cut short while thinking) is all reasoning.
+    """
+    stripped = content.lstrip()
+    if not stripped.startswith("<think>"):
+        return content, None
+    body = stripped[len("<think>") :]
+    reasoning, closed, rest = body.partition("</think>")
+    if not closed:
+        return "", reasoning.strip() or None
+    return rest.lstrip(), reasoning.strip() or None
+
+
+def token_count(value: object) -> int:
+    """A usage figure as an integer; anything else counts as 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

@@ -1,0 +1,34 @@
+"""What a request to a provider can end in, short of a reply.
+
+Messages are safe to show: they never hold a key, and the text of a 401 or 403 reply (which
+can quote the key) is dropped.
+"""
+
+from __future__ import annotations
+
+from overbrainer.errors import UserError
+
+
+class ProviderError(Exception):
+    """A request that gave no usable reply: the item fails, the stage goes on."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class TransientError(ProviderError):
+    """A failure worth trying again (408, 429, >= 500, transport): ``retry_after`` is the
+    wait the provider asked for, in seconds, if it asked."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class FatalProviderError(UserError):
+    """A failure no other item would escape (401 to 404, an unsupported request): the
+    stage stops, keeping what it completed."""

@@ -1,0 +1,68 @@
+"""Model prices, read from the provider's ``GET models?detailed=true`` once per command."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per token."""
+
+    prompt: float
+    completion: float
+
+
+def parse_prices(data: Any) -> dict[str, Price]:
+    """The price of each model listed in ``data`` that has one.
+
+    Strings are USD per token (OpenRouter); numbers count only with
+    ``unit = "per_million_tokens"``. A negative or unreadable price is no price.
+    """
+    prices: dict[str, Price] = {}
+    models = data.get("data") if isinstance(data, dict) else None
+    for model in models if isinstance(models, list) else []:
+        if not isinstance(model, dict) or not isinstance(model.get("id"), str):
+            continue
+        pricing = model.get("pricing")
+        if not isinstance(pricing, dict):
+            continue
+        prompt = _per_token(pricing.get("prompt"), pricing)
+        completion = _per_token(pricing.get("completion"), pricing)
+        if prompt is not None and completion is not None:
+            prices[model["id"]] = Price(prompt, completion)
+    return prices
+
+
+def _per_token(value: Any, pricing: Mapping[str, Any]) -> float | None:
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        if pricing.get("unit") != "per_million_tokens":
+            return None
+        number = value / 1_000_000
+    else:
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+class PriceBook:
+    """The prices each provider gave during one command (None: it gave none)."""
+
+    def __init__(self) -> None:
+        self._books: dict[tuple[str, str], dict[str, Price] | None] = {}
+
+    def knows(self, provider: str, base_url: str) -> bool:
+        return (provider, base_url) in self._books
+
+    def store(self, provider: str, base_url: str, prices: dict[str, Price] | None) -> None:
+        self._books[(provider, base_url)] = prices
+
+    def price(self, provider: str, base_url: str, model: str) -> Price | None:
+        return (self._books.get((provider, base_url)) or {}).get(model)

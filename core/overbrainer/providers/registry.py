@@ -1,0 +1,81 @@
+"""The provider clients of one stage, each made on first use."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from loguru import logger
+
+from overbrainer.config.model import Settings
+from overbrainer.config.secrets import resolve_secret
+from overbrainer.errors import UserError
+from overbrainer.providers.client import Client
+from overbrainer.providers.prices import Price, PriceBook
+from overbrainer.providers.retry import RetryPolicy
+
+
+class ProviderSet:
+    """Clients by provider name. A client's key is resolved, and its prices asked for (once
+    per command: ``prices`` outlives the stage), only when a stage first needs it."""
+
+    def __init__(self, settings: Settings, env: Mapping[str, str], prices: PriceBook) -> None:
+        self._settings = settings
+        self._env = env
+        self._prices = prices
+        self._clients: dict[str, Client] = {}
+        self._pending: list[asyncio.Task[None]] = []
+
+    def client(self, name: str) -> Client:
+        client = self._clients.get(name)
+        if client is not None:
+            return client
+        provider = self._settings.providers[name]
+        if not provider.base_url:
+            raise UserError(
+                f"providers.{name}.base_url is not set: set "
+                f"OVERBRAINER_PROVIDERS__{name.upper()}__BASE_URL"
+            )
+        key = None
+        if provider.api_key is not None:
+            key = resolve_secret(provider.api_key, f"providers.{name}.api_key", self._env)
+        pipeline = self._settings.pipeline
+        client = Client(
+            name,
+            provider.protocol,
+            provider.base_url,
+            key.get_secret_value() if key is not None else None,
+            concurrency=pipeline.concurrency,
+            timeout_secs=pipeline.request_timeout_secs,
+            retry=RetryPolicy(pipeline.max_retries),
+        )
+        self._clients[name] = client
+        if not self._prices.knows(name, client.base_url):
+            self._pending.append(asyncio.create_task(self._ask_prices(client)))
+        return client
+
+    async def _ask_prices(self, client: Client) -> None:
+        prices = await client.fetch_prices()
+        if prices is None:
+            logger.debug(f"providers.{client.name}: no prices: costs are unknown")
+        self._prices.store(client.name, client.base_url, prices)
+
+    def price(self, provider: str, model: str) -> Price | None:
+        """The price of ``model`` when ``provider`` has told it already."""
+        client = self._clients.get(provider)
+        if client is None:
+            return None
+        return self._prices.price(provider, client.base_url, model)
+
+    async def settle_prices(self) -> None:
+        """Wait for the prices asked for (each ask gives up after 10 s)."""
+        await asyncio.gather(*self._pending)
+        self._pending.clear()
+
+    async def aclose(self) -> None:
+        for task in self._pending:
+            task.cancel()
+        await asyncio.gather(*self._pending, return_exceptions=True)
+        self._pending.clear()
+        for client in self._clients.values():
+            await client.close()

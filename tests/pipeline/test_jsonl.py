@@ -1,0 +1,92 @@
+"""JSON Lines that survive a crash: the read rules, tail repair, atomic rewrites."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from overbrainer.errors import UserError
+from overbrainer.pipeline.jsonl import JsonlWriter, read_jsonl, rewrite_jsonl
+
+
+def has_id(record):
+    return isinstance(record.get("id"), str)
+
+
+def test_a_missing_file_is_empty(tmp_path):
+    assert read_jsonl(tmp_path / "none.jsonl", "none.jsonl") == []
+
+
+def test_blank_lines_are_skipped(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id":"1"}\n\n   \n{"id":"2"}\n')
+    assert [r["id"] for r in read_jsonl(path, "a.jsonl", has_id)] == ["1", "2"]
+
+
+def test_an_unterminated_valid_last_line_is_kept(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id":"1"}\n{"id":"2"}')
+    assert [r["id"] for r in read_jsonl(path, "a.jsonl", has_id)] == ["1", "2"]
+
+
+def test_an_incomplete_last_line_is_skipped_with_a_warning(tmp_path, capsys):
+    from overbrainer.logs import configure_logging
+
+    configure_logging()
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id":"1"}\n{"id":"2","te')
+    assert [r["id"] for r in read_jsonl(path, "data/a.jsonl", has_id)] == ["1"]
+    assert "data/a.jsonl: ignoring an incomplete last line" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ['{"id":"2"', "[1, 2]", '{"no_id": 1}', "\xff"])
+def test_any_other_bad_line_is_an_invalid_record(tmp_path, bad):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"id":"1"}\n' + bad.encode("latin-1") + b'\n{"id":"3"}\n')
+    with pytest.raises(UserError) as caught:
+        read_jsonl(path, "data/a.jsonl", has_id)
+    assert caught.value.message == "data/a.jsonl:2: invalid record"
+
+
+def test_append_terminates_a_valid_last_line(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id":"1"}')
+    with JsonlWriter(path, has_id) as writer:
+        writer.append({"id": "2"})
+    assert path.read_text() == '{"id":"1"}\n{"id":"2"}\n'
+
+
+def test_append_cuts_an_invalid_tail(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id":"1"}\n{"id":"2","te')
+    with JsonlWriter(path, has_id) as writer:
+        writer.append({"id": "3", "text": "é"})
+    assert path.read_text(encoding="utf-8") == '{"id":"1"}\n{"id":"3","text":"é"}\n'
+
+
+def test_append_cuts_a_tail_with_no_newline_at_all(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text("x" * 100_000)
+    with JsonlWriter(path) as writer:
+        writer.append({"id": "1"})
+    assert path.read_text() == '{"id":"1"}\n'
+
+
+def test_each_record_is_on_disk_as_soon_as_it_is_appended(tmp_path):
+    path = tmp_path / "sub" / "a.jsonl"
+    writer = JsonlWriter(path)
+    assert not path.exists()  # nothing written, nothing created
+    writer.append({"id": "1"})
+    assert path.read_text() == '{"id":"1"}\n'
+    writer.close()
+
+
+def test_rewrite_replaces_the_file_atomically(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id":"old"}\n')
+    before = os.stat(path).st_ino
+    rewrite_jsonl(path, [{"id": "1"}, {"id": "2"}])
+    assert path.read_text() == '{"id":"1"}\n{"id":"2"}\n'
+    assert os.stat(path).st_ino != before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl"]

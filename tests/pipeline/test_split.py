@@ -1,0 +1,132 @@
+"""The split: its quotas, its determinism, and what it leaves out."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from overbrainer.pipeline.split import allocate, eval_size
+from pipeline_data import PIPELINE_CONFIG, answer, lines, seed_questions
+
+
+@pytest.mark.parametrize(
+    ("n", "ratio", "size"),
+    [(0, 0.1, 0), (1, 0.5, 0), (2, 0.1, 1), (2, 0.9, 1), (30, 0.1, 3), (105, 0.1, 11),
+     (25, 0.1, 3), (10, 0.99, 9)],
+)
+def test_eval_size(n, ratio, size):
+    assert eval_size(n, ratio) == size
+
+
+def test_largest_remainder_over_groups():
+    assert allocate(3, {"a": 20, "b": 10}, 42) == {"a": 2, "b": 1}
+    assert allocate(0, {"a": 1}, 42) == {"a": 0}
+    shares = allocate(2, {"a": 1, "b": 1, "c": 1}, 42)
+    assert sorted(shares.values()) == [0, 1, 1]
+    assert allocate(2, {"a": 1, "b": 1, "c": 1}, 42) == shares  # ties broken the same way
+
+
+def write_answers(project_dir, records):
+    with (project_dir / "data" / "answers.jsonl").open("w") as file:
+        file.writelines(json.dumps(r) + "\n" for r in records)
+
+
+def test_twenty_and_ten_examples_give_two_and_one(run_cli, project_dir):
+    questions = seed_questions(project_dir, {
+        ("ownership", "moves"): [f"m{i}" for i in range(20)],
+        ("lifetimes", "elision"): [f"e{i}" for i in range(10)],
+    })
+    write_answers(project_dir, [answer(q) for q in questions])
+    result = run_cli("split")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == "split: 27 train, 3 eval, 0 excluded, 0 orphaned\n"
+    topics = [r["topic"] for r in lines(project_dir, "eval.jsonl")]
+    assert sorted(topics) == ["lifetimes", "ownership", "ownership"]
+
+
+def test_105_examples_give_11_eval(run_cli, project_dir):
+    questions = seed_questions(project_dir, {("ownership", "moves"): [f"m{i}" for i in range(105)]})
+    write_answers(project_dir, [answer(q) for q in questions])
+    assert run_cli("split").stdout == "split: 94 train, 11 eval, 0 excluded, 0 orphaned\n"
+
+
+def test_the_split_does_not_depend_on_the_order_of_answers(run_cli, project_dir):
+    questions = seed_questions(project_dir, {
+        ("ownership", "moves"): [f"m{i}" for i in range(13)],
+        ("ownership", "borrows"): [f"b{i}" for i in range(7)],
+        ("lifetimes", "elision"): [f"e{i}" for i in range(9)],
+    })
+    records = [answer(q) for q in questions]
+    outputs = set()
+    for shuffle_seed in range(4):
+        random.Random(shuffle_seed).shuffle(records)
+        write_answers(project_dir, records)
+        assert run_cli("split").exit_code == 0
+        outputs.add(tuple((project_dir / "data" / n).read_text() for n in ("train.jsonl",
+                                                                           "eval.jsonl")))
+    assert len(outputs) == 1
+    _, evaluation = next(iter(outputs))
+    assert len(evaluation.splitlines()) == 3
+    # a different seed picks differently
+    config = PIPELINE_CONFIG.replace("concurrency = 4", "concurrency = 4\nseed = 7")
+    (project_dir / "overbrainer.toml").write_text(config)
+    run_cli("split")
+    assert (project_dir / "data" / "eval.jsonl").read_text() != evaluation
+
+
+def test_records_are_copies_of_the_answers(run_cli, project_dir):
+    questions = seed_questions(project_dir, {("ownership", "moves"): ["a", "b", "c"]})
+    records = [answer(q) for q in questions]
+    write_answers(project_dir, records)
+    run_cli("split")
+    assert sorted(lines(project_dir, "train.jsonl") + lines(project_dir, "eval.jsonl"),
+                  key=lambda r: r["id"]) == sorted(records, key=lambda r: r["id"])
+
+
+def test_excluded_and_orphaned_answers_are_left_out(run_cli, project_dir):
+    questions = seed_questions(project_dir, {("ownership", "moves"): [f"m{i}" for i in range(6)]})
+    records = [answer(q) for q in questions[:2]]
+    records += [answer(questions[2], "truncated"), answer(questions[3], "truncated"),
+                answer(questions[4], "no_raw_reasoning")]
+    gone_topic = dict(answer(questions[5]), topic="removed")
+    gone_question = dict(answer(questions[5]), id="0" * 32)
+    write_answers(project_dir, [*records, gone_topic, gone_question])
+    result = run_cli("split")
+    assert result.stdout == (
+        "split: 1 train, 1 eval, 3 excluded (truncated 2, no_raw_reasoning 1), 2 orphaned\n"
+    )
+    history = (project_dir / ".overbrainer" / "history.jsonl").read_text().splitlines()
+    entry = json.loads(history[-1])
+    assert entry["split"] == {"train": 1, "eval": 1, "orphaned": 2}
+    assert (entry["stage"], entry["status"], entry["excluded"]) == ("split", "ok", 3)
+
+
+def test_a_single_example_goes_to_train(run_cli, project_dir):
+    [question] = seed_questions(project_dir, {("ownership", "moves"): ["only"]})
+    write_answers(project_dir, [answer(question)])
+    assert run_cli("split").stdout == "split: 1 train, 0 eval, 0 excluded, 0 orphaned\n"
+    assert (project_dir / "data" / "eval.jsonl").read_text() == ""
+
+
+def test_topic_splits_only_that_topic_again(run_cli, project_dir):
+    questions = seed_questions(project_dir, {
+        ("ownership", "moves"): [f"m{i}" for i in range(10)],
+        ("lifetimes", "elision"): [f"e{i}" for i in range(10)],
+    })
+    write_answers(project_dir, [answer(q) for q in questions[:10]])
+    run_cli("split")
+    ownership = {n: lines(project_dir, n) for n in ("train.jsonl", "eval.jsonl")}
+    write_answers(project_dir, [answer(q) for q in questions])
+    result = run_cli("split", "--topic", "lifetimes")
+    assert result.stdout == "split: 9 train, 1 eval, 0 excluded, 0 orphaned\n"
+    for name, before in ownership.items():
+        found = lines(project_dir, name)
+        assert [r for r in found if r["topic"] == "ownership"] == before
+        assert any(r["topic"] == "lifetimes" for r in found)
+
+
+def test_split_reads_no_template(run_cli, project_dir):
+    (project_dir / "prompts" / "questions.txt").write_text("{{ broken")
+    assert run_cli("split").exit_code == 0
