@@ -57,7 +57,10 @@ def test_help_lists_the_commands(run_cli):
     result = run_cli("--help")
     assert result.exit_code == 0
     commands = re.findall(r"^  (\w+)\s", result.stdout.split("Commands:")[1], re.MULTILINE)
-    assert commands == ["config", "init", "plugins", "runs", "train"]
+    assert commands == [
+        "answers", "config", "history", "init", "plugins", "questions", "run", "runs",
+        "split", "subtopics", "train",
+    ]
     assert "-C, --project-dir DIRECTORY" in result.stdout
 
 

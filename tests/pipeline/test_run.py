@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import time
-
-import pytest
 
 from fake_provider import Reply
 from overbrainer.config.env import Environment
@@ -115,24 +112,6 @@ def test_a_toml_syntax_error_mid_run_stops_it(run_cli, project_dir, provider):
     assert result.stderr.endswith(
         "error: the configuration changed and cannot be used; the run stops\n"
         "  TOML syntax error in overbrainer.toml at line 1, column 9\n"
-    )
-
-
-@pytest.mark.skipif(
-    importlib.util.find_spec("overbrainer.train") is not None,
-    reason="this build has a trainer",
-)
-def test_training_configured_without_a_trainer_stops_after_split(run_cli, project_dir):
-    config = PIPELINE_CONFIG + (
-        '\n[training]\ntarget = "box"\nbase_model = "tiny"\nadapter = "lora"\n'
-        '\n[targets.box]\nkind = "local"\n'
-    )
-    (project_dir / "overbrainer.toml").write_text(config)
-    result = run_cli("run")
-    assert result.exit_code == 1
-    assert result.stdout.splitlines()[-1].startswith("split:")
-    assert result.stderr.endswith(
-        "error: training is not available in this build: run stops after split\n"
     )
 
 

@@ -6,9 +6,6 @@ import click
 
 from overbrainer.cli.context import current_app
 
-NO_TRAINING = "no [training] section in overbrainer.toml: run stops after split"
-NO_TRAINER = "training is not available in this build: run stops after split"
-
 
 @click.command()
 def run() -> None:
@@ -17,11 +14,6 @@ def run() -> None:
     A stage with failed items stops the chain. Changes to overbrainer.toml and .env are
     picked up between stages and before training; the running stage keeps its settings.
     """
-    import importlib
-    import importlib.util
-
-    from loguru import logger
-
     from overbrainer.config.reload import Reloader
     from overbrainer.errors import UserError
     from overbrainer.pipeline.runner import STAGES, run_stage
@@ -42,12 +34,6 @@ def run() -> None:
         reloader.changed()
         # The training side reads the configuration from the app: give it what is current.
         app.env, app.settings = reloader.env, reloader.settings
-        if reloader.settings.training is None:
-            logger.info(NO_TRAINING)
-            return
-        after_run = None
-        if importlib.util.find_spec("overbrainer.train") is not None:
-            after_run = getattr(importlib.import_module("overbrainer.train"), "after_run", None)
-        if after_run is None:
-            raise UserError(NO_TRAINER)
+        from overbrainer.train import after_run
+
         after_run(app)
