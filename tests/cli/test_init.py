@@ -153,3 +153,13 @@ def test_init_never_loads_plugins_or_configuration(empty_dir):
         catch_exceptions=False,
     )
     assert result.exit_code == 0, result.stderr
+
+
+def test_init_refuses_a_prompts_file_writing_nothing(tmp_path, run_cli):
+    target = tmp_path / "fresh"
+    target.mkdir()
+    (target / "prompts").write_text("a file, not a directory")
+    result = run_cli("init", str(target))
+    assert result.exit_code == 1
+    assert result.stderr == f"error: {target / 'prompts'} exists and is not a directory\n"
+    assert sorted(p.name for p in target.iterdir()) == ["prompts"]

@@ -169,3 +169,16 @@ def _sh(name: str) -> str:
     import shlex
 
     return shlex.quote(name)
+
+
+def test_a_manifest_that_cannot_be_made_is_an_error_not_an_empty_list(bench):
+    import shutil
+
+    from overbrainer.job.host import HostError
+
+    run = bench.launch(bench.new_run(), "mkdir -p output && echo x > output/a")
+    bench.wait(run)
+    shutil.rmtree(run.remote_dir)
+    spec = ArtifactSpec(paths=("output",), required=("output",))
+    with pytest.raises(HostError, match="cannot list the job's files on the target"):
+        bench.executor.collect(run, spec, bench.tmp / "runs" / run.id)

@@ -130,3 +130,9 @@ def test_a_hard_linked_lock_file_is_refused(project_dir, tmp_path):
     assert (
         str(caught.value) == f"{state / 'lock'} has other hard links: refusing to lock through it"
     )
+
+
+def test_a_state_directory_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / ".overbrainer").write_text("not a directory")
+    with pytest.raises(UserError, match=r"cannot use .*\.overbrainer: File exists"):
+        ProjectLock(tmp_path).acquire()

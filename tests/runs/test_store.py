@@ -135,6 +135,12 @@ def test_a_failing_claim_releases_the_directory(store, tmp_path):
     assert list((tmp_path / "runs").iterdir()) == []
 
 
+def test_a_claim_no_plugin_answers_is_an_error_not_a_taken_id(store, tmp_path):
+    with pytest.raises(UserError, match="no plugin can reserve a run directory on target `gpu`"):
+        store.create("Demo Project", "gpu", lambda run_id: None, NOW)
+    assert list((tmp_path / "runs").iterdir()) == []
+
+
 def test_run_json_is_pretty_and_omits_unset_optional_keys(store, tmp_path):
     record = store.create("Demo Project", "gpu", remote, NOW)
     text = (tmp_path / "runs" / BASE / "run.json").read_text()

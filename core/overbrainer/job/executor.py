@@ -285,7 +285,14 @@ class HostExecutor:
         """Download ``artifacts`` into ``dest`` and verify them against the host's manifest."""
         root = run.remote_dir
         script = scripts.manifest_script(root, artifacts.paths, artifacts.exclude)
-        manifest = parse_manifest(self.host.run(script, timeout=3600).stdout)
+        listed = self.host.run(script, timeout=3600)
+        if listed.code != 0:
+            detail = listed.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise HostError(
+                "cannot list the job's files on the target: "
+                + (detail[-1] if detail else f"exit code {listed.code}")
+            )
+        manifest = parse_manifest(listed.stdout)
         for required in artifacts.required:
             if not any(p == required or p.startswith(required + "/") for p in manifest):
                 raise UserError(f'"{required}" is not on the target')

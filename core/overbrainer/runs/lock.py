@@ -70,7 +70,12 @@ class ProjectLock:
     def _open(self) -> int:
         if self.dir.is_symlink():
             raise UserError(f"{self.dir} is a symbolic link: refusing to lock through it")
-        self.dir.mkdir(exist_ok=True)
+        try:
+            self.dir.mkdir(exist_ok=True)
+        except FileNotFoundError:
+            raise UserError(f"no project directory {self.dir.parent}") from None
+        except OSError as error:
+            raise UserError(f"cannot use {self.dir}: {error.strerror}") from None
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as error:

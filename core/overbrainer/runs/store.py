@@ -40,7 +40,8 @@ class RunStore:
         """A new ``preparing`` run, its directory made here and claimed on the target.
 
         ``claim(run_id)`` reserves the id on the target and returns the remote directory,
-        or None (or "") when another owner holds that id there: the next suffix is tried.
+        or "" when another owner holds that id there: the next suffix is tried. None means
+        no plugin could answer.
         """
         now = now or datetime.now(UTC)
         base = base_id(project_name, now)
@@ -58,6 +59,9 @@ class RunStore:
             except BaseException:
                 directory.rmdir()
                 raise
+            if remote is None:
+                directory.rmdir()
+                raise UserError(f"no plugin can reserve a run directory on target `{target}`")
             if not remote:
                 directory.rmdir()
                 continue
