@@ -87,6 +87,7 @@ class Progress:
         self.summary = Summary()
         self.clock = clock
         self._last_log: float | None = None
+        self._phase_said = 0.0
         self._phase = "training"
         self._bar = _Bar() if (sys.stderr.isatty() if bar is None else bar) else None
 
@@ -111,7 +112,7 @@ class Progress:
     def phase(self, name: str) -> None:
         """A phase the follower itself enters (``retrieving``)."""
         if name == "retrieving":
-            self._set_phase("retrieving", "train: retrieving results", repeat=False)
+            self._set_phase("retrieving", "train: retrieving results")
 
     def status(self, text: str) -> None:
         self._say(f"train: job {text}")
@@ -132,13 +133,16 @@ class Progress:
         if self._bar is None:
             self._say(self.summary.step_line())
 
-    def _set_phase(self, phase: str, line: str, repeat: bool = True) -> None:
-        if phase == self._phase and not (repeat and phase == "evaluating"):
+    def _set_phase(self, phase: str, line: str) -> None:
+        """Say ``line`` when the phase changes; while evaluating, again at most every
+        ``LOG_EVERY_S`` (the bar shows the rest on a terminal)."""
+        now = self.clock()
+        if phase != self._phase:
+            self._phase = phase
+        elif phase != "evaluating" or self._bar is not None or now - self._phase_said < LOG_EVERY_S:
             return
-        first = phase != self._phase
-        self._phase = phase
-        if first or self._bar is None:
-            self._say(line)
+        self._phase_said = now
+        self._say(line)
 
     def _say(self, line: str) -> None:
         if self._bar is not None:

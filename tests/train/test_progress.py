@@ -1,0 +1,63 @@
+"""Progress while a run trains: the stderr lines, their pace, and the terminal bar."""
+
+from __future__ import annotations
+
+from overbrainer.logs import configure_logging
+from overbrainer.train.progress import Progress, Summary
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_step_lines_at_most_every_ten_seconds_and_every_phase(capsys):
+    configure_logging()
+    clock = Clock()
+    progress = Progress(clock=clock, bar=False)
+    progress.status("running")
+    progress.event({"event": "begin", "max_steps": 40})
+    for step in range(1, 13):
+        clock.now = step * 2.0
+        progress.event({"event": "log", "step": step, "max_steps": 40, "epoch": step / 13.3,
+                        "loss": 1.2345, "learning_rate": 2e-4, "grad_norm": 0.8124})
+    for batch, seconds in ((1, 30.0), (20, 32.0), (60, 41.0), (90, 44.0)):
+        clock.now = seconds
+        progress.event({"event": "eval", "step": batch, "total": 120})
+    progress.event({"event": "end", "step": 40})
+    progress.event({"event": "stage", "name": "merge"})
+    progress.phase("retrieving")
+    progress.close()
+    assert capsys.readouterr().err.splitlines() == [
+        "train: job running",
+        "train: step 1/40 (2%), epoch 0.08, loss 1.2345, lr 2.00e-04, grad_norm 0.812",
+        "train: step 6/40 (15%), epoch 0.45, loss 1.2345, lr 2.00e-04, grad_norm 0.812",
+        "train: step 11/40 (27%), epoch 0.83, loss 1.2345, lr 2.00e-04, grad_norm 0.812",
+        "train: evaluating 1/120",
+        "train: evaluating 60/120",
+        "train: finalizing (saving model)",
+        "train: merging adapter",
+        "train: retrieving results",
+    ]
+
+
+def test_the_summary_says_what_is_known():
+    summary = Summary()
+    assert summary.describe() == "no training step logged"
+    summary.update({"step": 12, "max_steps": 40, "epoch": 0.9, "loss": float("nan"), "eval_loss": 1.5})
+    assert summary.describe() == "step 12/40, epoch 0.90, eval_loss 1.5000"
+
+
+def test_on_a_terminal_a_bar_shows_and_phases_still_print(capsys):
+    configure_logging()
+    progress = Progress(bar=True)
+    progress.event({"event": "begin", "max_steps": 4})
+    progress.event({"event": "log", "step": 1, "max_steps": 4, "loss": 2.0})
+    progress.event({"event": "end", "step": 4})
+    progress.close()
+    err = capsys.readouterr().err
+    assert "train: finalizing (saving model)" in err
+    assert "train: step 1/4" not in err  # the bar replaces the periodic step lines
