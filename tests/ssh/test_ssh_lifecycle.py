@@ -399,6 +399,25 @@ def test_ctrl_c_while_following_detaches_and_the_job_keeps_running(trainer, run_
     assert trainer.run()["state"] == "succeeded"
 
 
+def test_a_gpu_job_finds_the_programs_of_its_venv_by_name(trainer, run_cli):
+    # Off the CPU, `axolotl train` execs `accelerate launch ...` by name (only `--launcher
+    # python` does not): the venv's programs must be on the job's PATH, the venv being
+    # named, not activated. Stand-ins: the venv's `axolotl` execs `accelerate` the same
+    # way, and that one runs the fake.
+    bin_dir = trainer.venv / "bin"
+    (bin_dir / "axolotl").rename(bin_dir / "fake-axolotl")
+    (bin_dir / "axolotl").write_text('#!/bin/sh\nexec accelerate "$@"\n')
+    (bin_dir / "accelerate").write_text('#!/bin/sh\nexec "${0%/*}/fake-axolotl" "$@"\n')
+    for name in ("axolotl", "accelerate"):
+        (bin_dir / name).chmod(0o755)
+    trainer.configure(extra='device = "gpu"\n')
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    assert trainer.run()["state"] == "succeeded"
+    calls = (trainer.remote(trainer.run()["id"]) / "fake_axolotl.calls").read_text()
+    assert calls == '["axolotl", "train", "axolotl.yaml"]\n'
+
+
 # The real trainer over SSH: Axolotl 0.19 on the CPU with the tiny model (see
 # tests/train/test_real_cli.py), with the fixtures of tests/train/conftest.py.
 
