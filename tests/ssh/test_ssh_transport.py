@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+
 from overbrainer.errors import UserError
 from overbrainer.job.executor import HostExecutor
 from overbrainer.job.host import HostError
