@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
 from overbrainer.job.executor import HostExecutor
 from overbrainer.job.spec import JobPoll, JobSpec, JobStage, JobState
 from overbrainer.runs.record import RunRecord
@@ -153,15 +154,18 @@ class Sshd:
                 time.sleep(0.01)
 
     def stop(self) -> None:
-        """Stop the server and every connection it serves: its ``sshd`` descendants
-        first (the listener reaps them), then the listener, by pid. A session's other
+        """Stop the server and every connection it serves, by pid: the listener is
+        suspended (a client reconnecting meanwhile would get a session that outlives it),
+        its ``sshd`` descendants are ended, then the listener. A session's other
         processes, a job's included, are left running."""
         if self.process is None:
             return
+        self.process.send_signal(signal.SIGSTOP)
         for pid in reversed(_descendants(self.process.pid, only_exe=SSHD)):
             _signal(pid, signal.SIGTERM)
             _wait_gone(pid)
         self.process.terminate()
+        self.process.send_signal(signal.SIGCONT)
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:

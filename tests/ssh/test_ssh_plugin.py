@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from overbrainer.cli.context import App
 from overbrainer.config.load import ConfigError
 from overbrainer.job.executor import HostExecutor

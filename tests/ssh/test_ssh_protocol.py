@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from overbrainer.errors import UserError
 from overbrainer.job.host import HostError
 from overbrainer.job.spec import ArtifactSpec, JobState

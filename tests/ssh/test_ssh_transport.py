@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+
 from overbrainer.errors import UserError
 from overbrainer.job.executor import HostExecutor
 from overbrainer.job.host import HostError
@@ -219,3 +220,18 @@ def test_a_bulk_download_survives_the_server_rekeying_often(host, sshd):
     assert digest.hexdigest() == hashlib.sha256(bytes(20_000_000)).hexdigest()
     assert host.check("echo still here\n") == "still here\n"
     assert host._connection.transport.packetizer.REKEY_BYTES >= 1 << 60
+
+
+def test_a_connection_dropped_while_a_script_runs_says_so(host, sshd):
+    # The server's end goes away mid-script: the channel closes with no exit status,
+    # which is a lost connection (not a script that failed), and the next call reconnects.
+    stopper = threading.Timer(0.5, sshd.stop)
+    stopper.start()
+    try:
+        with pytest.raises(HostError, match="lost the connection to target `box`"):
+            host.run("sleep 30")
+    finally:
+        stopper.join()
+    sshd.start()
+    assert host.check("echo again\n") == "again\n"
+    assert host.run("kill -KILL $$").code == -1  # killed by a signal: no status, no error

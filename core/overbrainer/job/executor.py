@@ -195,6 +195,10 @@ class HostExecutor:
         lines = [f"# the job of run {job.run_id}, written by overbrainer", f"cd {q(root)} || exit 1"]
         lines += [f"export {key}={q(value)}" for key, value in sorted(job.env.items())]
         lines += [f"export {key}={q(f'{root}/{rel}')}" for key, rel in sorted(job.paths.items())]
+        if venv:
+            # Axolotl execs `accelerate` by name (all but `--launcher python`): the venv's
+            # programs come first on PATH, as in an activated venv.
+            lines.append(f'export PATH={self._venv_path()}/bin:"$PATH"')
         if job.pythonpath:
             joined = ":".join(f"{root}/{rel}" for rel in job.pythonpath)
             lines.append(f'export PYTHONPATH={q(joined)}"${{PYTHONPATH:+:$PYTHONPATH}}"')

@@ -181,6 +181,10 @@ class SshHost(Host):
                 running.feed(input)
                 stdout = running.read_all(deadline)
                 code = running.finish(deadline)
+                if code < 0 and not running.channel.eof_received:
+                    # Closed with no exit status and no end of output: not a script
+                    # killed by a signal, a connection that dropped.
+                    raise EOFError("the connection closed")
                 return Completed(code, stdout, running.stderr())
         except TimeoutError:
             raise HostError(
