@@ -13,6 +13,7 @@ import pytest
 
 from overbrainer.errors import UserError
 from overbrainer.job.spec import ArtifactSpec, JobState
+from tests.train.conftest import group_alive
 
 WRITE_METRICS = (
     'printf \'{"event":"log","step":1}\\n\' >> metrics.jsonl; '
@@ -94,9 +95,10 @@ def test_cancel_kills_the_whole_group_even_a_child_that_ignores_term(bench):
     status = bench.executor.cancel(run)
     assert status.state is JobState.CANCELLED
     assert time.monotonic() - started >= 9  # TERM was ignored: KILL after the 10 s wait
-    assert not _group_alive(run.job.pid)
-    out = subprocess.run(["ps", "-eo", "pgid="], capture_output=True, text=True).stdout.split()
-    assert str(run.job.pid) not in out
+    assert not group_alive(run.job.pid)
+    ps = subprocess.run(["ps", "-eo", "pgid=,stat="], capture_output=True, text=True, check=True)
+    live = [line.split() for line in ps.stdout.splitlines()]
+    assert not [f for f in live if f[0] == str(run.job.pid) and not f[1].startswith("Z")]
     assert bench.executor.cancel(run).state is JobState.CANCELLED  # a no-op the second time
     assert bench.executor.poll(run).status.state is JobState.CANCELLED
 
@@ -182,3 +184,17 @@ def test_a_manifest_that_cannot_be_made_is_an_error_not_an_empty_list(bench):
     spec = ArtifactSpec(paths=("output",), required=("output",))
     with pytest.raises(HostError, match="cannot list the job's files on the target"):
         bench.executor.collect(run, spec, bench.tmp / "runs" / run.id)
+
+
+def test_a_group_of_zombies_only_is_not_alive(bench):
+    # A job whose processes all ended but were not reaped yet (a slow or absent init): the
+    # group answers `kill -0`, yet the job must read lost, not running for ever.
+    run = bench.new_run()
+    zombie = subprocess.Popen(["true"], start_new_session=True)  # never waited for: a zombie
+    try:
+        time.sleep(0.3)
+        assert _group_alive(zombie.pid)  # kill -0 still answers for it
+        Path(run.remote_dir, "job.pid").write_text(f"{zombie.pid}\n")
+        assert bench.executor.poll(run).status.state is JobState.LOST
+    finally:
+        zombie.wait()

@@ -150,9 +150,11 @@ def test_a_file_changed_after_the_manifest_is_caught(bench):
 
 
 def _pids_in_group(pgid: int) -> list[str]:
-    table = subprocess.run(["ps", "-eo", "pid=,pgid="], capture_output=True, text=True, check=True)
+    """The live processes of group ``pgid`` (zombies left for a slow init do not run)."""
+    cmd = ["ps", "-eo", "pid=,pgid=,stat="]
+    table = subprocess.run(cmd, capture_output=True, text=True, check=True)
     rows = (line.split() for line in table.stdout.splitlines())
-    return [pid for pid, group in rows if group == str(pgid)]
+    return [pid for pid, group, stat in rows if group == str(pgid) and not stat.startswith("Z")]
 
 
 def test_cancel_kills_the_remote_process_group_children_included(bench):

@@ -25,11 +25,27 @@ WAIT_KILL_S = 10
 
 q = shlex.quote
 
-_ALIVE = """\
+# A process group is alive while one of its members is not a zombie. `kill -0` alone also
+# answers for zombies, which a host whose init reaps slowly (or never, in some containers)
+# keeps around: a finished job would read running, and a cancel would never see it gone.
+_GROUP_ALIVE = """\
+group_alive() {
+  kill -0 -"$1" 2>/dev/null || return 1
+  [ -r /proc/self/stat ] || return 0
+  for f in /proc/[0-9]*/stat; do
+    read -r line 2>/dev/null < "$f" || continue
+    set -- "$1" ${line##*) }
+    [ "$4" = "$1" ] && [ "$2" != Z ] && return 0
+  done
+  return 1
+}
+"""
+
+_ALIVE = _GROUP_ALIVE + """\
 alive() {
   pid=$(cat job.pid 2>/dev/null) || return 1
   case $pid in ''|*[!0-9]*) return 1;; esac
-  [ "$pid" -gt 1 ] && kill -0 -"$pid" 2>/dev/null
+  [ "$pid" -gt 1 ] && group_alive "$pid"
 }
 """
 
@@ -126,8 +142,8 @@ def cancel_script(root: str, pid: int | None, container: tuple[str, str] | None)
 
     Prints the final status line. ``pid`` is the recorded one (``job.pid`` when None). A
     job that already finished is never signalled (its pid may belong to another process by
-    now). Exit 3: no valid pid; exit 4: the group
-    survived KILL (``cancelling`` stays, so the status keeps reading running).
+    now). Exit 3: no valid pid; exit 4: the group survived KILL (``cancelling`` stays, so
+    the status keeps reading running).
     """
     stop = ""
     if container is not None:
@@ -142,9 +158,10 @@ case $pid in ''|*[!0-9]*) echo "no job.pid"; exit 3;; esac
 if [ "$pid" -le 1 ]; then echo "invalid job.pid"; exit 3; fi
 : > cancelling
 {stop}\
+{_GROUP_ALIVE}\
 wait_gone() {{
   i=0
-  while kill -0 -"$pid" 2>/dev/null; do
+  while group_alive "$pid"; do
     [ $i -ge $1 ] && return 1
     sleep 0.1; i=$((i + 1))
   done
