@@ -15,7 +15,6 @@ import pytest
 from click.testing import CliRunner, Result
 
 from fake_provider import FakeProvider
-
 from overbrainer import redact
 from overbrainer.cli import cli
 

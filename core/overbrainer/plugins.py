@@ -133,7 +133,7 @@ def load_plugins(env: Mapping[str, str] | None = None) -> Plugins:
             continue  # the same distribution seen twice on sys.path
         try:
             plugins.register(entry.load(), name=entry.name, dist=entry.dist)
-        except Exception as error:  # a broken plugin must not break the CLI
+        except Exception as error:  # noqa: BLE001 - a broken plugin must not break the CLI
             source = f" ({entry.dist.metadata['Name']})" if entry.dist else ""
             logger.warning(
                 f"plugin `{entry.name}`{source} could not be loaded: "
@@ -157,7 +157,7 @@ def trace(pm: pluggy.PluginManager) -> None:
     def after(outcome: Any, name: str, impls: list[Any], kwargs: Mapping[str, Any]) -> None:
         try:
             result = outcome.get_result()
-        except BaseException as error:  # only reported; pluggy re-raises it
+        except BaseException as error:  # noqa: BLE001 - only reported; pluggy re-raises it
             sys.stderr.write(f"trace: {name} raised {type(error).__name__}\n")
             return
         sys.stderr.write(f"trace: {name} returned {_short(result)}\n")

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tests.train.conftest import group_alive, trainer  # noqa: F401 - the fixture
 
 TEMPLATE = Path(__file__).parents[2] / "contrib" / "plugin-template"

@@ -3,6 +3,7 @@ verified download exactly as on a remote host."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -65,7 +66,5 @@ def bench(tmp_path: Path) -> Iterator[Bench]:
     # Whatever a test left running is stopped by its process group.
     for pid_file in work.glob("*/job.pid"):
         pid = int(pid_file.read_text())
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, 9)
-        except ProcessLookupError:
-            pass

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.train.conftest import group_alive
 
 from overbrainer.errors import UserError
 from overbrainer.job.spec import ArtifactSpec, JobState
-from tests.train.conftest import group_alive
 
 WRITE_METRICS = (
     'printf \'{"event":"log","step":1}\\n\' >> metrics.jsonl; '
@@ -56,9 +56,9 @@ def test_only_complete_metric_lines_are_read(bench):
         "sleep 0.6; printf '\"step\":2}\\n' >> metrics.jsonl"
     )
     run = bench.launch(bench.new_run(), script)
-    first, lines = bench.wait(run, until=lambda p: any('"step":1' in line for line in p.lines))
+    _first, lines = bench.wait(run, until=lambda p: any('"step":1' in line for line in p.lines))
     assert all(line.endswith("}") for line in lines)
-    poll, more = bench.wait(run)
+    _poll, more = bench.wait(run)
     assert [json.loads(line)["step"] for line in lines + more if "step" in line] == [1, 2]
 
 

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from overbrainer.job import scripts
 from overbrainer.job.manifest import parse_manifest
 from overbrainer_local.host import LocalHost

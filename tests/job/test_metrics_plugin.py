@@ -14,11 +14,11 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+from tests.fixtures.fake_axolotl import FakeTrainer
+from tests.fixtures.run_dirs import prepare_run_dir
 
 from overbrainer.config.model import Training
 from overbrainer.train.axolotl import plugin_file
-from tests.fixtures.fake_axolotl import FakeTrainer
-from tests.fixtures.run_dirs import prepare_run_dir
 
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 

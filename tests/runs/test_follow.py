@@ -35,7 +35,9 @@ class Scripted:
         return CANCELLED
 
 
-RUN = RunRecord(id="demo_20260101-000000", target="box", created="x", remote_dir="/r", snapshots=True)
+RUN = RunRecord(
+    id="demo_20260101-000000", target="box", created="x", remote_dir="/r", snapshots=True
+)
 
 
 class Clock:
@@ -55,8 +57,13 @@ def follower(plugin: Scripted, **options) -> tuple[Follower, list[dict]]:
     events: list[dict] = []
     clock = Clock()
     follower = Follower(
-        plugins.hook, executor=object(), run=options.pop("run", RUN), on_event=events.append,
-        clock=clock, sleep=clock.sleep, **options,
+        plugins.hook,
+        executor=object(),
+        run=options.pop("run", RUN),
+        on_event=events.append,
+        clock=clock,
+        sleep=clock.sleep,
+        **options,
     )
     return follower, events
 
@@ -73,7 +80,9 @@ def test_five_failures_are_retried_and_the_sixth_detaches(capsys):
     with pytest.raises(Detached) as raised:
         follower(plugin)[0].follow()
     err = capsys.readouterr().err
-    assert [f"warning: cannot reach the job ({k}/5): connection reset" for k in range(1, 6)] == err.splitlines()
+    assert [
+        f"warning: cannot reach the job ({k}/5): connection reset" for k in range(1, 6)
+    ] == err.splitlines()
     assert str(raised.value) == (
         f"cannot reach the job of run {RUN.id}: connection reset; follow it again with "
         f"`overbrainer train attach {RUN.id}`"
@@ -82,7 +91,10 @@ def test_five_failures_are_retried_and_the_sixth_detaches(capsys):
 
 def test_a_success_after_failures_resets_the_count():
     polls = [OSError("down")] * 4 + [JobPoll(RUNNING)] + [OSError("down")] * 4
-    polls += [JobPoll(JobStatus.exited(0), (line(event="end", step=3),)), JobPoll(JobStatus.exited(0))]
+    polls += [
+        JobPoll(JobStatus.exited(0), (line(event="end", step=3),)),
+        JobPoll(JobStatus.exited(0)),
+    ]
     seen = follower(Scripted(polls))[0].follow()
     assert seen.status == JobStatus.exited(0)
     assert seen.plugin_lines == 1
@@ -127,7 +139,9 @@ def test_a_run_that_cannot_snapshot_is_not_held_to_the_limits():
 
 
 def test_a_snapshot_given_but_no_end_is_cancelled_after_the_end_limit():
-    plugin = Scripted([JobPoll(RUNNING, snapshot='{"checkpoint": "output/checkpoint-2", "step": 2}')])
+    plugin = Scripted(
+        [JobPoll(RUNNING, snapshot='{"checkpoint": "output/checkpoint-2", "step": 2}')]
+    )
     f, _ = follower(plugin, limits=StopLimits(proof_s=100, end_s=6), poll_s=2)
     seen = f.follow()
     assert plugin.cancels == 1

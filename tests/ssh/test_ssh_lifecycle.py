@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
-from overbrainer.runs import follow
 from tests.fixtures.fake_axolotl import make_fake_venv
 from tests.fixtures.run_dirs import write_examples
 from tests.ssh.conftest import Sshd
 from tests.train import conftest as train_fixtures
 from tests.train.conftest import Trainer, group_alive
+
+from overbrainer.runs import follow
 
 SSH_TRAINING = """
 [training]

@@ -24,13 +24,17 @@ def make_wheel(directory: Path) -> Path:
     files = {
         f"{name}.py": WHEEL_MODULE.format(python=sys.executable, script=fake_axolotl.__file__),
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
         f"{info}/entry_points.txt": f"[console_scripts]\naxolotl = {name}:main\n",
     }
     with zipfile.ZipFile(wheel, "w") as archive:
         for path, text in files.items():
             archive.writestr(path, text)
-        archive.writestr(f"{info}/RECORD", "".join(f"{p},,\n" for p in files) + f"{info}/RECORD,,\n")
+        archive.writestr(
+            f"{info}/RECORD", "".join(f"{p},,\n" for p in files) + f"{info}/RECORD,,\n"
+        )
     return wheel
 
 

@@ -271,7 +271,7 @@ def test_cancel_of_a_finished_job_keeps_its_result(trainer, run_cli):
     run = trainer.wait_running()
     process.kill()
     process.wait()
-    trainer.wait_for(lambda: (trainer.dir / "runs" / run["id"] / "exit_code").exists(), what="exit")
+    trainer.wait_for((trainer.dir / "runs" / run["id"] / "exit_code").exists, what="exit")
     result = run_cli("train", "cancel", run["id"])
     assert result.exit_code == 0, result.stderr
     assert result.stdout == (
@@ -301,7 +301,7 @@ def test_ctrl_c_while_following_detaches_and_the_job_keeps_running(trainer, run_
     process = trainer.spawn("train", env={"FAKE_AXOLOTL_STEPS": "60"})
     run = trainer.wait_running()
     process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=30)
+    _out, err = process.communicate(timeout=30)
     assert process.returncode == 1
     assert err.endswith(
         f"error: interrupted: run {run['id']} keeps running on target `local`; follow it again "

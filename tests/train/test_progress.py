@@ -22,8 +22,17 @@ def test_step_lines_at_most_every_ten_seconds_and_every_phase(capsys):
     progress.event({"event": "begin", "max_steps": 40})
     for step in range(1, 13):
         clock.now = step * 2.0
-        progress.event({"event": "log", "step": step, "max_steps": 40, "epoch": step / 13.3,
-                        "loss": 1.2345, "learning_rate": 2e-4, "grad_norm": 0.8124})
+        progress.event(
+            {
+                "event": "log",
+                "step": step,
+                "max_steps": 40,
+                "epoch": step / 13.3,
+                "loss": 1.2345,
+                "learning_rate": 2e-4,
+                "grad_norm": 0.8124,
+            }
+        )
     for batch, seconds in ((1, 30.0), (20, 32.0), (60, 41.0), (90, 44.0)):
         clock.now = seconds
         progress.event({"event": "eval", "step": batch, "total": 120})
@@ -47,7 +56,9 @@ def test_step_lines_at_most_every_ten_seconds_and_every_phase(capsys):
 def test_the_summary_says_what_is_known():
     summary = Summary()
     assert summary.describe() == "no training step logged"
-    summary.update({"step": 12, "max_steps": 40, "epoch": 0.9, "loss": float("nan"), "eval_loss": 1.5})
+    summary.update(
+        {"step": 12, "max_steps": 40, "epoch": 0.9, "loss": float("nan"), "eval_loss": 1.5}
+    )
     assert summary.describe() == "step 12/40, epoch 0.90, eval_loss 1.5000"
 
 

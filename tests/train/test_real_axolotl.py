@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.fixtures.run_dirs import job_environ, prepare_run_dir
+from tests.train.conftest import TINY_MODEL
 
 from overbrainer.config.model import Training
 from overbrainer.job.spec import JobStage
 from overbrainer.train.axolotl import axolotl_config, job_stages, resume_mismatch
-from tests.fixtures.run_dirs import job_environ, prepare_run_dir
-from tests.train.conftest import TINY_MODEL
 
 pytestmark = pytest.mark.real
 

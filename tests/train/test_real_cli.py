@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from tests.train.conftest import REAL_TIMEOUT, group_alive
 
 pytestmark = pytest.mark.real

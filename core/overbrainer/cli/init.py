@@ -47,9 +47,9 @@ def init(directory: Path | None) -> None:
     existing += sorted((root / "prompts").glob("*.txt"))
     if existing:
         raise UserError(f"{existing[0]} already exists")
-    for directory in (root, root / "prompts", root / ".overbrainer"):
-        if directory.exists() and not directory.is_dir():
-            raise UserError(f"{directory} exists and is not a directory")
+    for needed in (root, root / "prompts", root / ".overbrainer"):
+        if needed.exists() and not needed.is_dir():
+            raise UserError(f"{needed} exists and is not a directory")
     root.mkdir(parents=True, exist_ok=True)
     (root / "prompts").mkdir(exist_ok=True)
     name = root.resolve().name or "project"

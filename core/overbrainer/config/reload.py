@@ -131,7 +131,7 @@ class Reloader:
                 self._ready.set()
                 if changes:
                     self._marked.set()
-        except Exception as error:  # any failure: compare the files each time instead
+        except Exception as error:  # noqa: BLE001 - any failure: compare the files instead
             logger.debug(f"cannot watch {self.project_dir} ({type(error).__name__}): "
                          "comparing the files at each stage instead")
             self._unwatched = True

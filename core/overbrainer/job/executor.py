@@ -89,9 +89,7 @@ class HostExecutor:
         if not self.container and not self._has(program):
             if self.target.install is None:
                 self._missing(program)
-            self._stream(
-                "install", self._install_script(), f"targets.{self.name}.install failed"
-            )
+            self._stream("install", self._install_script(), f"targets.{self.name}.install failed")
             if not self._has(program):
                 self._missing(program)
         if self.target.setup is not None:
@@ -119,7 +117,9 @@ class HostExecutor:
 
     def _install_script(self) -> str:
         venv = self._venv_path()
-        requirements = " ".join(shlex.quote(part) for part in shlex.split(self.target.install or ""))
+        requirements = " ".join(
+            shlex.quote(part) for part in shlex.split(self.target.install or "")
+        )
         return (
             "set -e\n"
             f"echo 'installing Axolotl into {self.target.venv} (first use; this takes minutes)'\n"
@@ -129,7 +129,11 @@ class HostExecutor:
 
     def _setup_script(self) -> str:
         where = shlex.quote(self.setup_dir) if self.setup_dir else shlex.quote(self.root)
-        path = f'export PATH={self._venv_path()}/bin:"$PATH"\n' if self.target.venv and not self.container else ""
+        path = (
+            f'export PATH={self._venv_path()}/bin:"$PATH"\n'
+            if self.target.venv and not self.container
+            else ""
+        )
         return f"set -e\ncd {where}\n{path}{self.target.setup} 2>&1\n"
 
     def _stream(self, what: str, script: str, failure: str) -> None:
@@ -169,7 +173,9 @@ class HostExecutor:
         secrets = {name: value.get_secret_value() for name, value in job.secrets.items()}
         self.host.spawn(scripts.wrapper(root), cwd=root, log=f"{root}/job.log", secrets=secrets)
         pid = self._wait_for_pid(root)
-        container = Container(engine=self._engine, name=f"overbrainer-{run.id}") if self.container else None
+        container = (
+            Container(engine=self._engine, name=f"overbrainer-{run.id}") if self.container else None
+        )
         return JobHandle(dir=root, pid=pid, container=container)
 
     def _wait_for_pid(self, root: str) -> int:
@@ -192,7 +198,10 @@ class HostExecutor:
 
     def _native_script(self, job: JobSpec, root: str, venv: str | None) -> str:
         q = shlex.quote
-        lines = [f"# the job of run {job.run_id}, written by overbrainer", f"cd {q(root)} || exit 1"]
+        lines = [
+            f"# the job of run {job.run_id}, written by overbrainer",
+            f"cd {q(root)} || exit 1",
+        ]
         lines += [f"export {key}={q(value)}" for key, value in sorted(job.env.items())]
         lines += [f"export {key}={q(f'{root}/{rel}')}" for key, rel in sorted(job.paths.items())]
         if venv:
@@ -203,13 +212,12 @@ class HostExecutor:
             joined = ":".join(f"{root}/{rel}" for rel in job.pythonpath)
             lines.append(f'export PYTHONPATH={q(joined)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
         lines.append(
-            "stage() { printf '{\"event\":\"stage\",\"name\":\"%s\",\"time\":\"%s\"}\\n' "
-            f"\"$1\" \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" >> {q(root + '/metrics.jsonl')}; }}"
+            'stage() { printf \'{"event":"stage","name":"%s","time":"%s"}\\n\' '
+            f'"$1" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >> {q(root + "/metrics.jsonl")}; }}'
         )
         commands = [
-            f"stage {q(stage.name)} && " + " ".join(
-                [self._program(stage.argv[0], venv), *(q(arg) for arg in stage.argv[1:])]
-            )
+            f"stage {q(stage.name)} && "
+            + " ".join([self._program(stage.argv[0], venv), *(q(arg) for arg in stage.argv[1:])])
             for stage in job.stages
         ]
         chain = commands[0]
@@ -226,8 +234,17 @@ class HostExecutor:
         if not job.cpu_only:
             gpu = ["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]
         args = [
-            engine, "run", "--rm", "--name", f"overbrainer-{run.id}", *gpu, "--ipc=host",
-            "-v", f"{run.remote_dir}:{CONTAINER_ROOT}", "-w", CONTAINER_ROOT,
+            engine,
+            "run",
+            "--rm",
+            "--name",
+            f"overbrainer-{run.id}",
+            *gpu,
+            "--ipc=host",
+            "-v",
+            f"{run.remote_dir}:{CONTAINER_ROOT}",
+            "-w",
+            CONTAINER_ROOT,
         ]
         for name in sorted(job.secrets):
             args += ["-e", name]  # the value comes from the wrapper's environment
@@ -282,7 +299,9 @@ class HostExecutor:
         done = self.host.run(scripts.cancel_script(run.remote_dir, pid, container), timeout=120)
         text = done.text().strip().splitlines()
         if done.code != 0:
-            raise UserError(f"cannot cancel the job of run {run.id}: {text[-1] if text else done.code}")
+            raise UserError(
+                f"cannot cancel the job of run {run.id}: {text[-1] if text else done.code}"
+            )
         return _status(text[-1])
 
     def collect(self, run: RunRecord, artifacts: ArtifactSpec, dest: Path) -> list[str]:

@@ -54,7 +54,7 @@ class Host(ABC):
         appended to ``log``, stdin empty; ``secrets`` join its environment and never a
         command line. Returns once it is started."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a transport without a connection has nothing to do
         """Release the connection, if any."""
 
     def same_place(self, local: Path, path: str) -> bool:
@@ -96,7 +96,9 @@ class Host(ABC):
 
         done = self.stream_in(scripts.tar_in_script(root), write)
         if done.code != 0:
-            raise HostError(f"upload to {root} failed: {done.stderr.decode('utf-8', 'replace').strip()}")
+            raise HostError(
+                f"upload to {root} failed: {done.stderr.decode('utf-8', 'replace').strip()}"
+            )
 
     def download(self, root: str, files: list[str], dest: Path) -> None:
         """Copy ``files`` (relative to ``root``) into ``dest`` as one tar stream.
@@ -104,9 +106,11 @@ class Host(ABC):
         Extraction refuses absolute names, ``..`` and links leading out of ``dest``.
         """
         names = b"".join(name.encode("utf-8", "surrogateescape") + b"\0" for name in files)
-        with self.stream_out(scripts.tar_out_script(root), input=names) as stream:
-            with tarfile.open(fileobj=stream, mode="r|") as tar:
-                tar.extractall(dest, filter="data")
+        with (
+            self.stream_out(scripts.tar_out_script(root), input=names) as stream,
+            tarfile.open(fileobj=stream, mode="r|") as tar,
+        ):
+            tar.extractall(dest, filter="data")
 
 
 def iter_nul(data: bytes) -> Iterator[bytes]:

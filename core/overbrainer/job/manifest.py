@@ -49,7 +49,9 @@ def local_files(dest: Path, roots: tuple[str, ...], exclude: tuple[str, ...]) ->
     return found
 
 
-def verify(manifest: dict[str, Entry], dest: Path, roots: tuple[str, ...], exclude: tuple[str, ...]) -> None:
+def verify(
+    manifest: dict[str, Entry], dest: Path, roots: tuple[str, ...], exclude: tuple[str, ...]
+) -> None:
     """Raise ``UserError`` unless ``dest`` holds exactly the manifest's files, byte for byte."""
     here = local_files(dest, roots, exclude)
     problems = []
@@ -59,7 +61,9 @@ def verify(manifest: dict[str, Entry], dest: Path, roots: tuple[str, ...], exclu
             problems.append(f"{_quoted(path)} is missing locally")
         elif local.stat().st_size != entry.size or sha256_file(local) != entry.sha256:
             problems.append(f"{_quoted(path)} differs from the target (SHA-256 mismatch)")
-    problems += [f"{_quoted(path)} is not on the target" for path in sorted(set(here) - set(manifest))]
+    problems += [
+        f"{_quoted(path)} is not on the target" for path in sorted(set(here) - set(manifest))
+    ]
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise UserError(problems[0] + more)

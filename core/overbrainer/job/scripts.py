@@ -118,7 +118,9 @@ elif [ -f exit_code ]; then echo "status exited $(cat exit_code)"
 elif alive; then echo "status running"
 elif [ -f exit_code ]; then echo "status exited $(cat exit_code)"
 else echo "status lost"; fi
-if [ -f snapshot.request ]; then printf 'request %s\\n' "$(head -c 64 snapshot.request | tr -dc 'a-z')"; fi
+if [ -f snapshot.request ]; then
+  printf 'request %s\\n' "$(head -c 64 snapshot.request | tr -dc 'a-z')"
+fi
 if [ -f snapshot.json ]; then
   n=$(head -c {SNAPSHOT_CAP + 1} snapshot.json | wc -c)
   echo "snapshot $n"; head -c {SNAPSHOT_CAP + 1} snapshot.json

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
+from pydantic import BaseModel
+
 from overbrainer import hookimpl
 from overbrainer.config.model import HostTarget, RemotePath
 from overbrainer.errors import UserError
 from overbrainer.job.executor import HostExecutor
 from overbrainer.project import Project
 from overbrainer.runs.record import RunRecord
-from pydantic import BaseModel
 
 DEFAULT_WORKDIR = "overbrainer"
 

@@ -26,6 +26,7 @@ from typing import IO, Any
 
 import paramiko
 from fabric import Config, Connection
+
 from overbrainer.errors import UserError
 from overbrainer.job.host import Completed, Host, HostError
 
