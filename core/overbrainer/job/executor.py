@@ -110,10 +110,7 @@ class HostExecutor:
         )
 
     def _venv_path(self) -> str:
-        venv = self.target.venv or ""
-        if venv == "~" or venv.startswith("~/"):
-            return '"$HOME"' + shlex.quote(venv[1:]) if venv != "~" else '"$HOME"'
-        return shlex.quote(venv)
+        return scripts.home_path(self.target.venv or "")
 
     def _install_script(self) -> str:
         venv = self._venv_path()
@@ -267,9 +264,7 @@ class HostExecutor:
         venv = self.target.venv if venv is None and not self.container else venv
         if not venv:
             return shlex.quote(name)
-        if venv.startswith("~/"):
-            return '"$HOME"/' + shlex.quote(f"{venv[2:]}/bin/{name}")
-        return shlex.quote(f"{venv}/bin/{name}")
+        return scripts.home_path(f"{venv}/bin/{name}")
 
     # Following.
 

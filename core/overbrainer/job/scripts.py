@@ -50,17 +50,21 @@ alive() {
 """
 
 
+def home_path(path: str) -> str:
+    """``path`` as a shell word: relative to the home directory unless absolute (``~`` and
+    ``~/…`` included), whatever directory the script runs in."""
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        return '"$HOME"/' + q(path[2:])
+    if not path.startswith("/"):
+        return '"$HOME"/' + q(path)
+    return q(path)
+
+
 def workdir_script(workdir: str) -> str:
     """Create ``workdir`` and print its absolute, symlink-free path."""
-    path = workdir
-    if workdir == "~":
-        path = '"$HOME"'
-    elif workdir.startswith("~/"):
-        path = '"$HOME"/' + q(workdir[2:])
-    elif not workdir.startswith("/"):
-        path = '"$HOME"/' + q(workdir)
-    else:
-        path = q(workdir)
+    path = home_path(workdir)
     return f"set -e\nmkdir -p {path}\ncd {path}\npwd -P\n"
 
 
