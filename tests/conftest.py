@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from tests.fixtures.real import AXOLOTL_VENV, REAL_TIMEOUT, TINY_MODEL
 
 from fake_provider import FakeProvider
 from overbrainer import redact
@@ -165,3 +167,38 @@ def provider() -> Iterator[FakeProvider]:
     server = FakeProvider().start()
     yield server
     server.stop()
+
+
+# The real trainer (tests marked `real`): one venv and one tiny model for the session.
+
+
+@pytest.fixture(scope="session")
+def venv() -> Path:
+    if not AXOLOTL_VENV:
+        pytest.skip(
+            "OVERBRAINER_AXOLOTL_VENV is not set: point it at an Axolotl 0.19 venv "
+            "(the directory holding bin/axolotl) to run the real trainer"
+        )
+    venv = Path(AXOLOTL_VENV)
+    if not (venv / "bin" / "axolotl").is_file():
+        pytest.fail(f"OVERBRAINER_AXOLOTL_VENV={AXOLOTL_VENV} holds no bin/axolotl")
+    return venv
+
+
+@pytest.fixture(scope="session")
+def hf_home(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A Hugging Face cache of the tests' own, so datasets never land in the user's."""
+    return str(tmp_path_factory.mktemp("hf-home"))
+
+
+@pytest.fixture(scope="session")
+def tiny_model(venv: Path, hf_home: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    model = tmp_path_factory.mktemp("models") / "tiny"
+    env = {**os.environ, "HF_HOME": hf_home, "HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1"}
+    subprocess.run(
+        [str(venv / "bin" / "python"), str(TINY_MODEL), str(model)],
+        check=True,
+        timeout=REAL_TIMEOUT,
+        env=env,
+    )
+    return model

@@ -23,7 +23,6 @@ import pytest
 from tests.fixtures.fake_axolotl import make_fake_venv
 from tests.fixtures.run_dirs import write_examples
 from tests.ssh.conftest import Sshd
-from tests.train import conftest as train_fixtures
 from tests.train.conftest import Trainer, group_alive
 
 from overbrainer.runs import follow
@@ -423,9 +422,6 @@ def test_a_gpu_job_finds_the_programs_of_its_venv_by_name(trainer, run_cli):
 # The real trainer over SSH: Axolotl 0.19 on the CPU with the tiny model (see
 # tests/train/test_real_cli.py), with the fixtures of tests/train/conftest.py.
 
-venv = train_fixtures.venv
-hf_home = train_fixtures.hf_home
-tiny_model = train_fixtures.tiny_model
 
 REAL_TRAINING = """
 [training]

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.fixtures.real import TINY_MODEL
 from tests.fixtures.run_dirs import job_environ, prepare_run_dir
-from tests.train.conftest import TINY_MODEL
 
 from overbrainer.config.model import Training
 from overbrainer.job.spec import JobStage

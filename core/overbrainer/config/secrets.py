@@ -19,10 +19,6 @@ from overbrainer.redact import register_secret
 _REFERENCE = re.compile(r"^vault:(?P<mount>[^/#\s]+)/(?P<path>[^#\s]+)#(?P<field>[^#\s]+)$")
 
 
-def is_reference(secret: SecretStr) -> bool:
-    return secret.get_secret_value().startswith("vault:")
-
-
 def resolve_secret(secret: SecretStr, key: str, env: Mapping[str, str]) -> SecretStr:
     """The value of ``secret`` (the setting ``key``), reading Vault when it is a reference."""
     value = secret.get_secret_value()

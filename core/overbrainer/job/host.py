@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tarfile
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,10 +111,3 @@ class Host(ABC):
             tarfile.open(fileobj=stream, mode="r|") as tar,
         ):
             tar.extractall(dest, filter="data")
-
-
-def iter_nul(data: bytes) -> Iterator[bytes]:
-    """The NUL-terminated records of ``data``."""
-    for record in data.split(b"\0"):
-        if record:
-            yield record

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from loguru import logger
@@ -186,10 +185,3 @@ def stopped_lines(record: RunRecord) -> list[str]:
         f"train: {RUNS_DIR}/{run_id}/{OUTPUT} also holds the partial model at step "
         f"{snapshot.step}, not a finished one",
     ]
-
-
-def checkpoint_dir(store: RunStore, record: RunRecord) -> Path | None:
-    """The local directory of a stopped run's snapshot."""
-    if record.snapshot is None:
-        return None
-    return store.run_dir(record.id) / record.snapshot.checkpoint
