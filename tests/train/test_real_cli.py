@@ -115,7 +115,9 @@ def test_a_real_run_is_cancelled_with_no_process_left(real, run_cli):
     assert real.run()["state"] == "cancelled"
     pgid = run["job"]["pid"]
     assert not group_alive(pgid)
-    ps = subprocess.run(["ps", "-eo", "pgid=,stat=,args="], capture_output=True, text=True, check=True)
+    ps = subprocess.run(
+        ["ps", "-eo", "pgid=,stat=,args="], capture_output=True, text=True, check=True
+    )
     rows = [line.split(None, 2) for line in ps.stdout.splitlines()]
     # Zombies waiting for a slow init to reap them do not run.
     assert not [row for row in rows if row[0] == str(pgid) and not row[1].startswith("Z")]
