@@ -59,8 +59,9 @@ class Keys:
 def make_keys(directory: Path) -> Keys:
     keys = Keys(directory)
     for key in (keys.host_key, keys.client_key):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(key)],
-                       check=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(key)], check=True
+        )
     return keys
 
 
@@ -127,8 +128,7 @@ class Sshd:
             f"SetEnv {' '.join(f'{k}={v}' for k, v in {'HOME': self.home, **self.env}.items())}\n"
             "MaxStartups 64\n"
             "MaxSessions 64\n"
-            "Subsystem sftp internal-sftp\n"
-            + "".join(f"{line}\n" for line in self.options)
+            "Subsystem sftp internal-sftp\n" + "".join(f"{line}\n" for line in self.options)
         )
         return config
 
@@ -138,8 +138,12 @@ class Sshd:
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # its privilege-separation dir
         config = self.write_config()
         with self.log.open("ab") as log:
-            self.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)],
-                                            stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            self.process = subprocess.Popen(
+                [SSHD, "-D", "-e", "-f", str(config)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
         deadline = time.monotonic() + 10
         while True:
             if self.process.poll() is not None:
@@ -311,8 +315,9 @@ class Bench:
         handle = self.executor.launch(run, job)
         return run.evolve(job=handle, state="running", snapshots=True)
 
-    def wait(self, run: RunRecord, until: Callable[[JobPoll], bool] | None = None,
-             timeout: float = 20) -> tuple[JobPoll, list[str]]:
+    def wait(
+        self, run: RunRecord, until: Callable[[JobPoll], bool] | None = None, timeout: float = 20
+    ) -> tuple[JobPoll, list[str]]:
         lines: list[str] = []
         deadline = time.monotonic() + timeout
         while True:
@@ -353,3 +358,18 @@ def bench(make_bench: Callable[..., Bench]) -> Bench:
     bench = make_bench()
     bench.executor.host.connect()
     return bench
+
+
+def cmdlines_holding(secret: bytes) -> list[str]:
+    """Every process (of this machine: client and server both) whose command line holds
+    ``secret``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if secret in cmdline:
+                found.append(f"{entry.name}: {cmdline!r}")
+    return found

@@ -15,14 +15,13 @@ import signal
 import subprocess
 import threading
 from collections.abc import Iterator
-from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from tests.fixtures.fake_axolotl import make_fake_venv
 from tests.fixtures.run_dirs import write_examples
-from tests.ssh.conftest import Sshd
+from tests.ssh.conftest import Sshd, cmdlines_holding
 from tests.train.conftest import Trainer, group_alive
 
 from overbrainer.runs import follow
@@ -94,16 +93,7 @@ def trainer(
     trainer.knobs()
     trainer.configure()
     yield trainer
-    for process in trainer.processes:
-        with suppress(ProcessLookupError):
-            process.kill()
-        process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream:
-                stream.close()
-    for pid_file in (sshd.home / "overbrainer").glob("*/job.pid"):
-        with suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+    trainer.stop_all(sshd.home / "overbrainer")
 
 
 def _log_steps(trainer: Trainer, run_id: str) -> list[int]:
@@ -330,19 +320,6 @@ def test_a_follow_that_loses_the_target_detaches_and_attach_completes_the_run(tr
     assert _log_steps(trainer, run_id) == list(range(1, 121))
 
 
-def _cmdlines_holding(secret: bytes) -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if secret in cmdline:
-                found.append(f"{entry.name}: {cmdline!r}")
-    return found
-
-
 def test_the_hf_token_reaches_the_job_environment_and_nothing_else(trainer):
     trainer.knobs(FAKE_AXOLOTL_STEPS="60")
     hits: list[str] = []
@@ -353,7 +330,7 @@ def test_the_hf_token_reaches_the_job_environment_and_nothing_else(trainer):
     def scan() -> None:  # client and server are this machine: every process is seen
         nonlocal scans
         while scanning.is_set():
-            hits.extend(_cmdlines_holding(TOKEN.encode()))
+            hits.extend(cmdlines_holding(TOKEN.encode()))
             scans += 1
 
     scanner = threading.Thread(target=scan, daemon=True)

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from tests.ssh.conftest import cmdlines_holding
 
 from overbrainer.errors import UserError
 from overbrainer.job.host import HostError
@@ -44,8 +45,9 @@ def test_the_job_runs_in_its_own_session_with_no_pipe_to_the_connection(bench):
     run = bench.launch(bench.new_run(), "sleep 300")
     bench.wait(run, until=running)
     pid = run.job.pid
-    session = subprocess.run(["ps", "-o", "sid=", "-p", str(pid)],
-                             capture_output=True, text=True, check=True).stdout
+    session = subprocess.run(
+        ["ps", "-o", "sid=", "-p", str(pid)], capture_output=True, text=True, check=True
+    ).stdout
     assert session.strip() == str(pid)
     for fd in ("0", "1", "2"):
         target = Path(f"/proc/{pid}/fd/{fd}").resolve()
@@ -64,19 +66,6 @@ def test_the_job_survives_the_connection_closing(bench):
     assert [json.loads(line)["event"] for line in lines + more + rest] == ["stage", "log"]
 
 
-def _cmdlines_holding(secret: bytes) -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if secret in cmdline:
-                found.append(f"{entry.name}: {cmdline!r}")
-    return found
-
-
 def test_the_secret_reaches_the_job_environment_and_no_command_line(bench):
     hits: list[str] = []
     scanning = threading.Event()
@@ -84,7 +73,7 @@ def test_the_secret_reaches_the_job_environment_and_no_command_line(bench):
 
     def scan() -> None:  # client and server are this machine: every process is seen
         while scanning.is_set():
-            hits.extend(_cmdlines_holding(TOKEN.encode()))
+            hits.extend(cmdlines_holding(TOKEN.encode()))
 
     scanner = threading.Thread(target=scan, daemon=True)
     scanner.start()
@@ -97,7 +86,7 @@ def test_the_secret_reaches_the_job_environment_and_no_command_line(bench):
         bench.wait(run, until=running)
         seen = Path(run.remote_dir) / "seen"
         bench.wait(run, until=lambda p: seen.exists() and seen.read_text() == TOKEN)
-        hits.extend(_cmdlines_holding(TOKEN.encode()))  # the job and its wrapper, running
+        hits.extend(cmdlines_holding(TOKEN.encode()))  # the job and its wrapper, running
         (Path(run.remote_dir) / "go").touch()
         poll, _ = bench.wait(run)
     finally:
@@ -116,14 +105,19 @@ def test_a_secret_with_a_line_break_is_refused(bench):
 
 def test_artifacts_with_any_name_come_home_verified(bench):
     names = ["plain.txt", "with space.txt", "quote'and\"double.txt", "new\nline.txt", "ünï.txt"]
-    script = "mkdir -p output/sub output/checkpoint-3 && " + " && ".join(
-        f"printf %s {shlex.quote(n)} > output/sub/{shlex.quote(n)}" for n in names
-    ) + " && echo ckpt > output/checkpoint-3/w && echo '{}' > metrics.jsonl"
+    script = (
+        "mkdir -p output/sub output/checkpoint-3 && "
+        + " && ".join(f"printf %s {shlex.quote(n)} > output/sub/{shlex.quote(n)}" for n in names)
+        + " && echo ckpt > output/checkpoint-3/w && echo '{}' > metrics.jsonl"
+    )
     run = bench.launch(bench.new_run(), script)
     bench.wait(run)
     dest = bench.tmp / "runs" / run.id
-    spec = ArtifactSpec(paths=("output", "metrics.jsonl", "job.log"), required=("output",),
-                        exclude=("checkpoint-*",))
+    spec = ArtifactSpec(
+        paths=("output", "metrics.jsonl", "job.log"),
+        required=("output",),
+        exclude=("checkpoint-*",),
+    )
     got = bench.executor.collect(run, spec, dest)
     assert sorted(Path(p).name for p in got if p.startswith("output/")) == sorted(names)
     for name in names:
@@ -183,8 +177,11 @@ def test_polls_fail_while_sshd_is_down_and_reconnect_once_it_is_back(bench, sshd
 
 
 def test_a_snapshot_request_reaches_the_job(bench):
-    run = bench.launch(bench.new_run(), "while [ ! -f snapshot.request ]; do sleep 0.05; done; "
-                       "echo '{\"checkpoint\":\"output/checkpoint-2\",\"step\":2}' > snapshot.json")
+    run = bench.launch(
+        bench.new_run(),
+        "while [ ! -f snapshot.request ]; do sleep 0.05; done; "
+        'echo \'{"checkpoint":"output/checkpoint-2","step":2}\' > snapshot.json',
+    )
     bench.executor.request_snapshot(run, "deadline")
     poll, _ = bench.wait(run)
     assert poll.snapshot_request == "deadline"
@@ -207,8 +204,10 @@ def test_a_container_job_gets_its_secret_from_the_environment(make_bench, sshd):
     fake_bin = sshd.dir / "bin"
     fake_bin.mkdir()
     engine = fake_bin / "docker"
-    engine.write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$HOME/engine.args"\n'
-                      'printf %s "$HF_TOKEN" > "$HOME/engine.token"\n')
+    engine.write_text(
+        '#!/bin/sh\nprintf "%s\\n" "$@" > "$HOME/engine.args"\n'
+        'printf %s "$HF_TOKEN" > "$HOME/engine.token"\n'
+    )
     engine.chmod(0o755)
     sshd.stop()
     sshd.env["PATH"] = f"{fake_bin}:/usr/bin:/bin"

@@ -58,9 +58,12 @@ def test_the_alias_of_the_ssh_config_is_honoured(ssh_alias, sshd):
 def test_the_user_of_the_alias_is_the_one_used(client_config, sshd, isolated_env):
     client_config("ghost-box")
     config = isolated_env / ".ssh" / "config"
-    config.write_text(config.read_text().replace(
-        f"Host ghost-box\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}",
-        f"Host ghost-box\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User ghost"))
+    config.write_text(
+        config.read_text().replace(
+            f"Host ghost-box\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}",
+            f"Host ghost-box\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User ghost",
+        )
+    )
     with pytest.raises(UserError, match=r"cannot reach target `gpu`: authentication as ghost"):
         executor_for("ghost-box")
 
@@ -98,9 +101,11 @@ def test_an_ssh_config_file_of_its_own_replaces_the_users(ssh_alias, sshd, isola
 
 def test_a_proxyjump_in_the_ssh_config_is_followed(ssh_alias, sshd, isolated_env):
     with (isolated_env / ".ssh" / "config").open("a") as config:
-        config.write(f"Host far\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"
-                     f"  IdentityFile {isolated_env / '.ssh' / 'overbrainer_test_key'}\n"
-                     f"  ProxyJump {ssh_alias}\n")
+        config.write(
+            f"Host far\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"
+            f"  IdentityFile {isolated_env / '.ssh' / 'overbrainer_test_key'}\n"
+            f"  ProxyJump {ssh_alias}\n"
+        )
     host = SshHost("gpu", "far")
     try:
         host.connect()

@@ -65,6 +65,19 @@ class Trainer:
         self.processes.append(process)
         return process
 
+    def stop_all(self, job_dirs: Path) -> None:
+        """Kill every CLI process started here and every job group under ``job_dirs``."""
+        for process in self.processes:
+            with suppress(ProcessLookupError):
+                process.kill()
+            process.wait()
+            for stream in (process.stdout, process.stderr):
+                if stream:
+                    stream.close()
+        for pid_file in job_dirs.glob("*/job.pid"):
+            with suppress(ProcessLookupError, ValueError):
+                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+
     def runs(self) -> list[dict]:
         return [
             json.loads(path.read_text()) for path in sorted((self.dir / "runs").glob("*/run.json"))
@@ -122,13 +135,4 @@ def trainer(
     trainer = Trainer(project_dir, venv)
     trainer.configure()
     yield trainer
-    for process in trainer.processes:
-        with suppress(ProcessLookupError):
-            process.kill()
-        process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream:
-                stream.close()
-    for pid_file in (project_dir / "runs").glob("*/job.pid"):
-        with suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+    trainer.stop_all(project_dir / "runs")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import click
@@ -345,7 +344,7 @@ def resume_source(app: App, training: Training, run_id: str) -> Resume:
             f"{checkpoint}; retrieve it with `overbrainer train attach {run_id}`"
         )
     old_yaml = (run_dir / "axolotl.yaml").read_text(encoding="utf-8")
-    differ = resume_mismatch(old_yaml, _config_like(app, training, source, old_yaml, run_dir))
+    differ = resume_mismatch(old_yaml, _config_like(app, training, source, old_yaml))
     if differ:
         raise UserError(
             f"cannot resume from run {run_id}: the training settings differ from the ones it "
@@ -354,9 +353,7 @@ def resume_source(app: App, training: Training, run_id: str) -> Resume:
     return Resume(run_id=run_id, run_dir=run_dir, checkpoint=checkpoint)
 
 
-def _config_like(
-    app: App, training: Training, source: RunRecord, old_yaml: str, run_dir: Path
-) -> dict[str, Any]:
+def _config_like(app: App, training: Training, source: RunRecord, old_yaml: str) -> dict[str, Any]:
     """Today's axolotl.yaml as the stopped run would have had it (same root, device, data)."""
     import yaml
 
