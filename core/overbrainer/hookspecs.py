@@ -6,7 +6,9 @@ not pass them. Each ``firstresult`` hook stops at the first non-None result, so 
 implementation returns None for an executor (or a target kind) that is not its own.
 
 The core owns Ctrl-C: ``launch_job`` and ``cancel_job`` are called with SIGINT deferred,
-and plugins never catch ``KeyboardInterrupt``.
+and plugins never catch ``KeyboardInterrupt``. Plugins import only :mod:`overbrainer.plugin`,
+which holds every type named here; ``docs/plugins.md`` gives the order of the calls of each
+command.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ import pluggy
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobStatus
+    from overbrainer.job.spec import (
+        ArtifactSpec,
+        JobPoll,
+        JobSpec,
+        JobStatus,
+        LogChunk,
+        TargetInfo,
+    )
     from overbrainer.project import Project
     from overbrainer.runs.record import JobHandle, RunRecord
 
@@ -33,26 +42,48 @@ def register_targets(register: Callable[[str, type[BaseModel]], None]) -> None:
 
     Called once when the plugins are loaded. Call ``register(kind, model)`` for each
     kind: ``model`` is the pydantic model that validates a ``[targets.NAME]`` table whose
-    ``kind`` is that value (the model must accept the ``kind`` key). Every plugin's
+    ``kind`` is that value (subclass ``TargetBase``, which holds ``kind``). Every plugin's
     implementation is called.
     """
 
 
 @hookspec(firstresult=True)
 def create_executor(name: str, target: BaseModel, project: Project, run: RunRecord | None) -> Any:
-    """Connect to, or prepare, the target ``name`` configured as ``target``.
+    """Connect to, or prepare to reach, the target ``name`` configured as ``target``.
 
     ``run`` is None for a new run, and the run's record when a later command (attach,
-    stop, cancel) needs its job again, so that a machine made for one run can be found.
-    Return an executor object, any type the plugin's other hooks recognise, or None when
-    ``target`` is not of a kind this plugin registered. Raise ``UserError`` when the
+    stop, cancel, logs) needs its job again, so that a machine made for one run can be
+    found. Return an executor object, any type the plugin's other hooks recognise, or None
+    when ``target`` is not of a kind this plugin registered. Raise ``UserError`` when the
     target cannot be reached. Stops at the first non-None result.
     """
 
 
 @hookspec(firstresult=True)
+def describe_target(executor: Any) -> TargetInfo | None:
+    """What the core must know of the executor's target before a run is prepared: its
+    device (CPU or GPU), whether the job sees this machine's files, whether its machine is
+    made for one run, and the channel its secrets take.
+
+    Called once per new run, after ``create_executor``; a probe (``nvidia-smi``) belongs
+    here. Stops at the first non-None result.
+    """
+
+
+@hookspec
+def prepare_target(executor: Any) -> None:
+    """Make the target ready for a new run before it is created: install Axolotl on first
+    use, run a setup command. Show progress with loguru (``logger.info``); raise
+    ``UserError`` with the last lines of output when it fails.
+
+    Every plugin's implementation is called; ignore executors that are not your own.
+    """
+
+
+@hookspec(firstresult=True)
 def claim_run_dir(executor: Any, run_id: str) -> str | None:
-    """Reserve the directory of run ``run_id`` on the target and return its absolute path.
+    """Reserve run ``run_id`` on the target and return where its job will live there (an
+    absolute path, or any string that locates it: ``ray://cluster/overbrainer/ID``).
 
     The claim is exclusive: return ``""`` when another owner already holds that id there,
     so the core tries the next id. Stops at the first non-None result.
@@ -61,23 +92,25 @@ def claim_run_dir(executor: Any, run_id: str) -> str | None:
 
 @hookspec(firstresult=True)
 def launch_job(executor: Any, run: RunRecord, job: JobSpec) -> JobHandle | None:
-    """Upload ``job.local_dir`` to the run's directory on the target and start the job.
+    """Copy ``job.local_dir`` to where the job runs and start ``job.command()`` there,
+    detached (it outlives this process).
 
-    The job must be detached (it outlives this process) and its secrets must reach it only
-    through its environment. Return the handle recorded in ``run.json``. Called with SIGINT
-    deferred: a job started but not recorded would be lost. Stops at the first non-None
-    result.
+    The secrets go through the target's declared channel, never a command line. Return
+    the handle recorded in ``run.json``. Called with SIGINT deferred: a job started but
+    not recorded would be lost. Stops at the first non-None result.
     """
 
 
 @hookspec(firstresult=True)
 def poll_job(executor: Any, run: RunRecord) -> JobPoll | None:
-    """Look at the job of ``run`` once: its status and the metric lines written since the
-    previous poll of this executor.
+    """Look at the job of ``run`` once: its status, the complete ``metrics.jsonl`` lines
+    written since the previous poll of this executor, a pending snapshot request and a
+    saved snapshot.
 
     Called every two seconds while a run is followed; a plugin with periodic duties (a
-    pod's lease, a cost cap) does them here. Raise on a transient failure: the core retries
-    five times before it detaches. Stops at the first non-None result.
+    pod's lease, a cost cap) does them here. Raise ``TransientError`` on a failure worth
+    retrying: the core retries five times before it detaches. Stops at the first non-None
+    result.
     """
 
 
@@ -85,18 +118,20 @@ def poll_job(executor: Any, run: RunRecord) -> JobPoll | None:
 def request_snapshot(executor: Any, run: RunRecord, reason: str) -> bool | None:
     """Ask the job of ``run`` to save a checkpoint at the end of its current step and stop.
 
-    Writes ``snapshot.request`` holding ``reason`` (atomically; writing again changes only
-    the reason). Return True once written. Stops at the first non-None result.
+    Either write ``snapshot.request`` holding ``reason`` in the job directory (atomically;
+    writing again changes only the reason), or send the job's runner SIGTERM, which it
+    turns into the same request (reason ``requested``). Return True once asked. Stops at
+    the first non-None result.
     """
 
 
 @hookspec(firstresult=True)
 def cancel_job(executor: Any, run: RunRecord) -> JobStatus | None:
-    """Stop the job of ``run``: its container, then its process group with TERM, then KILL.
+    """Stop the job of ``run`` now, its container or process group and every process in it.
 
-    Idempotent, and never signals a job that already finished: return the status it ended
-    with then (``exited N``), else ``cancelled``. Called with SIGINT deferred. Stops at the
-    first non-None result.
+    Idempotent, and never signals a job that already finished, nor a process that is not
+    the job's (a stale pid): return the status it ended with then (``exited N``), else
+    ``cancelled``. Called with SIGINT deferred. Stops at the first non-None result.
     """
 
 
@@ -106,16 +141,29 @@ def collect_artifacts(
 ) -> list[str] | None:
     """Bring ``artifacts`` of ``run`` home into ``dest`` and verify them.
 
-    The target computes a SHA-256 manifest, the files are downloaded, and every file is
-    compared; raise ``UserError`` on a missing, extra or differing file. Return the
-    relative paths retrieved. Stops at the first non-None result.
+    Check every file against a SHA-256 manifest: the runner's ``manifest.sha256`` for
+    what it covers, one computed on the target for the rest. Raise ``MissingArtifact`` for
+    a required path that is not there and ``ArtifactMismatch`` for a missing, extra or
+    differing file. Return the relative paths retrieved. Called once for a finished run,
+    twice for a stopped one (its results, then its checkpoint). Stops at the first non-None
+    result.
+    """
+
+
+@hookspec(firstresult=True)
+def read_job_log(executor: Any, run: RunRecord, offset: int) -> LogChunk | None:
+    """The job's log (what its runner and stages printed) from byte ``offset``: at most a
+    few MiB, and empty data when nothing is new.
+
+    Used by ``runs logs`` on a run whose log is not home yet, and by ``--follow``. Stops at
+    the first non-None result.
     """
 
 
 @hookspec
 def release_executor(executor: Any, run: RunRecord | None, outcome: str | None) -> None:
     """Close what ``executor`` holds; for a machine made for one run, delete it once its
-    results are home.
+    results are home (unless the job asked to keep it).
 
     ``outcome`` is the run's state when the command ends, or None when it only detached.
     Every plugin's implementation is called; ignore executors that are not your own.

@@ -41,6 +41,7 @@ def test_a_run_on_the_template_target_trains_at_low_priority(nice_installed, tra
     config.write_text(
         config.read_text().replace('target = "local"', 'target = "background"')
         + f'\n[targets.background]\nkind = "nice"\nniceness = 15\nvenv = "{trainer.venv}"\n'
+        + 'pass_env = ["FAKE_AXOLOTL_*"]\n'
     )
     process = trainer.spawn(
         "train",

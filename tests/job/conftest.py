@@ -11,12 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.fixtures.jobs import write_job
 
-from overbrainer.job.executor import HostExecutor
-from overbrainer.job.spec import JobPoll, JobSpec, JobStage, JobState
-from overbrainer.runs.record import RunRecord
+from overbrainer.plugin import HostExecutor, JobPoll, JobSpec, JobState, LocalHost, RunRecord
 from overbrainer_local import LocalTarget
-from overbrainer_local.host import LocalHost
 
 
 @dataclass
@@ -31,14 +29,12 @@ class Bench:
         local.mkdir(parents=True, exist_ok=True)
         return RunRecord(id=run_id, target="box", created="2026-01-01T00:00:00Z", remote_dir=remote)
 
-    def launch(self, run: RunRecord, script: str, env: dict[str, str] | None = None) -> RunRecord:
-        job = JobSpec(
-            run_id=run.id,
-            local_dir=self.tmp / "runs" / run.id,
-            stages=(JobStage("train", ("sh", "-c", script)),),
-            env=env or {},
-        )
-        handle = self.executor.launch(run, job)
+    def launch(
+        self, run: RunRecord, script: str | dict[str, str], env: dict[str, str] | None = None
+    ) -> RunRecord:
+        local = self.tmp / "runs" / run.id
+        write_job(local, script, env)
+        handle = self.executor.launch(run, JobSpec(run_id=run.id, local_dir=local))
         return run.evolve(job=handle, state="running", snapshots=True)
 
     def wait(
@@ -60,7 +56,7 @@ class Bench:
 def bench(tmp_path: Path) -> Iterator[Bench]:
     work = tmp_path / "work"
     target = LocalTarget(kind="local", workdir=str(work))
-    executor = HostExecutor("box", target, LocalHost(os.environ), str(work))
+    executor = HostExecutor("box", target, LocalHost(os.environ), str(work), env=os.environ)
     bench = Bench(executor, tmp_path)
     yield bench
     # Whatever a test left running is stopped by its process group.

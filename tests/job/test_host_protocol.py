@@ -13,7 +13,7 @@ import pytest
 from tests.train.conftest import group_alive
 
 from overbrainer.errors import UserError
-from overbrainer.job.spec import ArtifactSpec, JobState
+from overbrainer.plugin import ArtifactSpec, JobHandle, JobState, LocalHost
 
 WRITE_METRICS = (
     'printf \'{"event":"log","step":1}\\n\' >> metrics.jsonl; '
@@ -37,17 +37,35 @@ def test_the_exit_code_is_kept(bench):
     assert poll.status.exit_code == 3
 
 
-def test_the_job_sees_its_environment_but_not_overbrainer_settings(bench, monkeypatch):
-    monkeypatch.setenv("OVERBRAINER_SECRET_THING", "x")
-    monkeypatch.setenv("VAULT_TOKEN", "y")
-    from overbrainer_local.host import LocalHost
-
+def test_the_job_sees_an_allowlisted_environment_and_what_the_target_passes(bench, monkeypatch):
+    for name, value in {
+        "OVERBRAINER_SECRET_THING": "x",
+        "VAULT_TOKEN": "y",
+        "OPENAI_API_KEY": "sk-shell-secret",
+        "ANTHROPIC_API_KEY": "sk-ant-shell",
+        "AWS_SECRET_ACCESS_KEY": "aws-shell",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "WANTED_SETTING": "passed",
+    }.items():
+        monkeypatch.setenv(name, value)
     bench.executor.host = LocalHost(os.environ)
+    bench.executor.env = dict(os.environ)
+    bench.executor.target = bench.executor.target.model_copy(
+        update={"pass_env": ["WANTED_*", "*SECRET*"]}
+    )
     run = bench.launch(bench.new_run(), "env > env.txt", env={"GREETING": "hello world"})
     bench.wait(run)
-    env = (Path(run.remote_dir) / "env.txt").read_text()
-    assert "GREETING=hello world" in env
-    assert "OVERBRAINER_SECRET_THING" not in env and "VAULT_TOKEN" not in env
+    env = dict(
+        line.split("=", 1)
+        for line in (Path(run.remote_dir) / "env.txt").read_text().splitlines()
+        if "=" in line
+    )
+    assert env["GREETING"] == "hello world"
+    assert env["WANTED_SETTING"] == "passed"
+    assert env["CUDA_VISIBLE_DEVICES"] == "0" and "PATH" in env and "HOME" in env
+    assert env["AWS_SECRET_ACCESS_KEY"] == "aws-shell"  # asked for by "*SECRET*"
+    for never in ("OVERBRAINER_SECRET_THING", "VAULT_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        assert never not in env
 
 
 def test_only_complete_metric_lines_are_read(bench):
@@ -87,20 +105,79 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def test_cancel_kills_the_whole_group_even_a_child_that_ignores_term(bench):
+def test_cancel_kills_the_whole_group_at_once_even_a_child_that_ignores_term(bench):
     script = "trap '' TERM; sleep 300 & sleep 300 & wait"
     run = bench.launch(bench.new_run(), script)
     bench.wait(run, until=lambda p: p.status.state is JobState.RUNNING)
     started = time.monotonic()
     status = bench.executor.cancel(run)
     assert status.state is JobState.CANCELLED
-    assert time.monotonic() - started >= 9  # TERM was ignored: KILL after the 10 s wait
+    # The runner takes the TERM of a cancel and kills its group: no 10 s wait for KILL.
+    assert time.monotonic() - started < 5
     assert not group_alive(run.job.pid)
     ps = subprocess.run(["ps", "-eo", "pgid=,stat="], capture_output=True, text=True, check=True)
     live = [line.split() for line in ps.stdout.splitlines()]
     assert not [f for f in live if f[0] == str(run.job.pid) and not f[1].startswith("Z")]
     assert bench.executor.cancel(run).state is JobState.CANCELLED  # a no-op the second time
     assert bench.executor.poll(run).status.state is JobState.CANCELLED
+
+
+def _foreign_group(tmp_path: Path, token: str | None = None) -> subprocess.Popen:
+    """A process group of its own that ignores TERM, carrying ``token`` as a job would."""
+    env = {**os.environ, "OVERBRAINER_JOB": token} if token else dict(os.environ)
+    env.pop("OVERBRAINER_JOB", None) if token is None else None
+    return subprocess.Popen(
+        ["sh", "-c", "trap '' TERM; sleep 300 & wait"],
+        start_new_session=True,
+        env=env,
+        cwd=tmp_path,
+    )
+
+
+def test_cancel_sends_kill_after_ten_seconds_to_a_job_group_that_ignores_term(bench):
+    run = bench.new_run()
+    group = _foreign_group(bench.tmp, token="a" * 32)
+    try:
+        job = JobHandle(dir=run.remote_dir, pid=group.pid, token="a" * 32)
+        run = run.evolve(job=job, state="running")
+        Path(run.remote_dir, "job.pid").write_text(f"{group.pid}\n")
+        time.sleep(0.2)
+        started = time.monotonic()
+        assert bench.executor.cancel(run).state is JobState.CANCELLED
+        assert time.monotonic() - started >= 9  # TERM was ignored: KILL after the 10 s wait
+        assert not group_alive(group.pid)
+    finally:
+        group.kill()
+        group.wait()
+
+
+def test_cancel_refuses_a_recorded_pid_that_is_not_the_job(bench):
+    # A stale or edited run.json naming another process group: it is never signalled.
+    run = bench.launch(bench.new_run(), "sleep 300")
+    bench.wait(run, until=lambda p: p.status.state is JobState.RUNNING)
+    other = _foreign_group(bench.tmp)
+    try:
+        time.sleep(0.2)
+        stale = run.evolve(job=run.job.model_copy(update={"pid": other.pid}))
+        with pytest.raises(UserError) as refused:
+            bench.executor.cancel(stale)
+        assert str(refused.value) == (
+            f"cannot cancel the job of run {run.id}: process group {other.pid} is not this "
+            "job's: none of its processes carries the job's token (its leader runs in "
+            f"{bench.tmp})"
+        )
+        assert group_alive(other.pid)
+        assert not Path(run.remote_dir, "cancelling").exists()
+        # A job.pid rewritten to name the other group reads lost, never running.
+        pid_file = Path(run.remote_dir, "job.pid")
+        pid_file.write_text(f"{other.pid}\n")
+        assert bench.executor.poll(run).status.state is JobState.LOST
+        pid_file.write_text(f"{run.job.pid}\n")
+        assert bench.executor.poll(run).status.state is JobState.RUNNING
+    finally:
+        other.kill()
+        other.wait()
+    assert bench.executor.cancel(run).state is JobState.CANCELLED
 
 
 def test_cancel_never_signals_a_finished_job(bench):

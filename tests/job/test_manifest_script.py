@@ -12,7 +12,7 @@ import pytest
 
 from overbrainer.job import scripts
 from overbrainer.job.manifest import parse_manifest
-from overbrainer_local.host import LocalHost
+from overbrainer.plugin import LocalHost
 
 NAMES = ["plain.txt", "with space.txt", "quote'and\"double.txt", "new\nline.txt", "ünï.txt",
          "back\\slash", "-dash", "empty"]

@@ -28,10 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from tests.fixtures.jobs import write_job
 
-from overbrainer.job.executor import HostExecutor
-from overbrainer.job.spec import JobPoll, JobSpec, JobStage, JobState
-from overbrainer.runs.record import RunRecord
+from overbrainer.plugin import HostExecutor, JobPoll, JobSpec, JobState, RunRecord
 
 SSHD = "/usr/sbin/sshd"  # sshd refuses to start from a relative path
 ALIAS = "box"
@@ -306,10 +305,11 @@ class Bench:
     ) -> RunRecord:
         from pydantic import SecretStr
 
+        local = self.tmp / "runs" / run.id
+        write_job(local, script)
         job = JobSpec(
             run_id=run.id,
-            local_dir=self.tmp / "runs" / run.id,
-            stages=(JobStage("train", ("sh", "-c", script)),),
+            local_dir=local,
             secrets={name: SecretStr(value) for name, value in (secrets or {}).items()},
         )
         handle = self.executor.launch(run, job)

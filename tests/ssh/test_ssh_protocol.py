@@ -212,13 +212,31 @@ def test_a_container_job_gets_its_secret_from_the_environment(make_bench, sshd):
     sshd.stop()
     sshd.env["PATH"] = f"{fake_bin}:/usr/bin:/bin"
     sshd.start()
-    bench = make_bench(runtime="docker", image="example/axolotl:1")
+    bench = make_bench(runtime="docker", image="example/axolotl:1", device="gpu")
     run = bench.launch(bench.new_run(), "exit 0", secrets={"HF_TOKEN": TOKEN})
     poll, _ = bench.wait(run)
     assert poll.status.exit_code == 0
     args = (sshd.home / "engine.args").read_text().splitlines()
-    assert args[:5] == ["run", "--rm", "--name", f"overbrainer-{run.id}", "--gpus"]
+    assert args[:6] == ["run", "--rm", "--name", f"overbrainer-{run.id}", "--gpus", "all"]
     assert args[args.index("-e") + 1] == "HF_TOKEN"
-    assert "example/axolotl:1" in args
+    # The image runs the job's runner, from the run directory mounted at /workspace/run.
+    assert args[-3:] == ["example/axolotl:1", "python3", "/workspace/run/run_job.py"]
     assert TOKEN not in "\n".join(args)
     assert (sshd.home / "engine.token").read_text() == TOKEN
+
+
+def test_a_container_job_on_a_host_without_a_gpu_asks_for_none(make_bench, sshd):
+    fake_bin = sshd.dir / "bin"
+    fake_bin.mkdir()
+    engine = fake_bin / "docker"
+    engine.write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$HOME/engine.args"\n')
+    engine.chmod(0o755)
+    sshd.stop()
+    sshd.env["PATH"] = f"{fake_bin}:/usr/bin:/bin"
+    sshd.start()
+    bench = make_bench(runtime="docker")
+    assert bench.executor.describe().device == "cpu"  # no nvidia-smi on this host
+    run = bench.launch(bench.new_run(), "exit 0")
+    bench.wait(run)
+    args = (sshd.home / "engine.args").read_text().splitlines()
+    assert "--gpus" not in args and "--device" not in args

@@ -10,20 +10,21 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from overbrainer.errors import UserError
-from overbrainer.job.executor import HostExecutor
-from overbrainer.job.host import HostError
+from overbrainer.plugin import HostError, HostExecutor, Project, UserError
 from overbrainer_ssh import SshTarget, create_executor
 from overbrainer_ssh.host import SshHost
 
 
 def executor_for(address: str | None, **target: str) -> HostExecutor:
-    """The hook's executor for the target ``gpu`` at ``address`` (it uses no project)."""
+    """The hook's executor for the target ``gpu`` at ``address`` (only the project's
+    environment is used)."""
     model = SshTarget(kind="ssh", host=address, **target)
-    return create_executor(name="gpu", target=model, project=None, run=None)
+    project = Project(dir=Path("/nonexistent"), settings=None, env={})  # type: ignore[arg-type]
+    return create_executor(name="gpu", target=model, project=project, run=None)
 
 
 def free_port() -> int:

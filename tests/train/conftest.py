@@ -30,6 +30,7 @@ merge = {merge}
 [targets.local]
 kind = "local"
 venv = "{venv}"
+pass_env = ["FAKE_AXOLOTL_*"]
 """
 
 # A real CLI process, polling fast: the same code as the console script.

@@ -241,10 +241,9 @@ def test_a_container_job_is_stopped_by_name_on_cancel(trainer, run_cli, tmp_path
     # A docker stand-in records its calls; the job's group is already gone.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "docker").write_text('#!/bin/sh\necho "$@" >> "$DOCKER_CALLS"\n')
+    (bin_dir / "docker").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "calls"}\n')
     (bin_dir / "docker").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
-    monkeypatch.setenv("DOCKER_CALLS", str(tmp_path / "calls"))
     store = RunStore(trainer.dir)
     record = _record(store, ID, RunState.RUNNING)
     store.save(

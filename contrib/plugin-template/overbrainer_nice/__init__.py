@@ -3,9 +3,10 @@
 Copy this package to write a target of your own. A target on a POSIX host needs two hooks:
 ``register_targets`` (the kind and the model of its ``[targets.NAME]`` table) and
 ``create_executor`` (a ``HostExecutor`` over a ``Host`` that reaches the machine). The core
-does the rest: claim, job script, spawn, status, snapshot, cancel, verified retrieval. A
-target that is not a POSIX host (a Slurm cluster, Kubernetes) implements the other hooks of
-``overbrainer.hookspecs`` itself instead.
+does the rest: preparation, claim, spawn of the job's runner, status, snapshot, cancel,
+verified retrieval, logs. It imports only ``overbrainer.plugin``. A target that is not a
+POSIX host (a Slurm cluster, Kubernetes) implements the other hooks itself instead:
+``contrib/executor-template`` shows how.
 
     [targets.background]
     kind = "nice"
@@ -20,12 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from overbrainer import hookimpl
-from overbrainer.config.model import HostTarget
-from overbrainer.job.executor import HostExecutor
-from overbrainer.project import Project
-from overbrainer.runs.record import RunRecord
-from overbrainer_local.host import LocalHost
+from overbrainer.plugin import HostExecutor, HostTarget, LocalHost, Project, RunRecord, hookimpl
 
 
 class NiceTarget(HostTarget):
@@ -61,5 +57,6 @@ def create_executor(
         return None  # not ours: another plugin's kind
     host = NiceHost(project.env, target.niceness)
     runs = str(project.runs_dir.resolve())
-    return HostExecutor(name, target, host, runs, setup_dir=str(project.dir.resolve()))
-
+    return HostExecutor(
+        name, target, host, runs, setup_dir=str(project.dir.resolve()), env=project.env
+    )

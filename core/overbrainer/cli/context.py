@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from overbrainer.project import Project
     from overbrainer.runs.lock import ProjectLock
     from overbrainer.runs.store import RunStore
+    from overbrainer.train.workspace import Workspace
 
 
 @dataclass
@@ -61,6 +62,12 @@ class App:
 
         return RunStore(self.project_dir)
 
+    def workspace(self) -> Workspace:
+        """What the training commands work on, reporting with ``click.echo``."""
+        from overbrainer.train.workspace import Workspace
+
+        return Workspace(self.project, self.plugins.hook, self.runs, click.echo)
+
     def lock(self) -> ProjectLock:
         from overbrainer.runs.lock import ProjectLock
 
@@ -69,4 +76,7 @@ class App:
 
 def current_app() -> App:
     """The ``App`` of the command being run."""
-    return click.get_current_context().find_object(App)
+    app = click.get_current_context().find_object(App)
+    if app is None:  # never: the root group creates it
+        raise RuntimeError("no overbrainer project in this command's context")
+    return app

@@ -36,4 +36,4 @@ def run() -> None:
         app.env, app.settings = reloader.env, reloader.settings
         from overbrainer.train import after_run
 
-        after_run(app)
+        after_run(app.workspace())

@@ -25,9 +25,16 @@ def list_runs() -> None:
 @runs.command()
 @click.argument("run_id", shell_complete=complete_run_id)
 @click.option("--tail", type=click.IntRange(min=1), help="Only the last N lines.")
-def logs(run_id: str, tail: int | None) -> None:
-    """Print the job log of RUN_ID, redacted."""
-    from overbrainer.runs.logs import read_job_log
+@click.option(
+    "--follow", "-f", "keep_following", is_flag=True, help="Keep printing until the job ends."
+)
+def logs(run_id: str, tail: int | None, keep_following: bool) -> None:
+    """Print the job log of RUN_ID, redacted; a running job's is read from its target."""
+    from overbrainer.train.joblog import log_lines
 
-    for line in read_job_log(current_app().runs, run_id, tail):
-        click.echo(line)
+    app = current_app()
+    try:
+        for line in log_lines(app.runs, run_id, tail, keep_following, app.workspace):
+            click.echo(line)
+    except KeyboardInterrupt:
+        return  # Ctrl-C only stops following

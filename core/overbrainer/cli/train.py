@@ -38,7 +38,7 @@ def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: s
 
     app = current_app()
     with app.lock():
-        session.train(app, target=target, resume_from=resume_from, keep_pod=keep_pod)
+        session.train(app.workspace(), target=target, resume_from=resume_from, keep_pod=keep_pod)
 
 
 @train.command()
@@ -49,7 +49,7 @@ def attach(run_id: str) -> None:
 
     app = current_app()
     with app.lock():
-        session.attach(app, run_id)
+        session.attach(app.workspace(), run_id)
 
 
 @train.command()
@@ -68,10 +68,10 @@ def stop(run_id: str) -> None:
     try:
         lock.acquire()
     except LockHeld as held:
-        session.stop_for_holder(app, run_id, held.pid or 0)
+        session.stop_for_holder(app.workspace(), run_id, held.pid or 0)
         return
     try:
-        session.stop(app, run_id)
+        session.stop(app.workspace(), run_id)
     finally:
         lock.release()
 
@@ -84,4 +84,4 @@ def cancel(run_id: str) -> None:
 
     app = current_app()
     with app.lock():
-        session.cancel(app, run_id)
+        session.cancel(app.workspace(), run_id)

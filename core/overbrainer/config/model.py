@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -57,6 +58,27 @@ def _remote_path(value: str) -> str:
 
 RemotePath = Annotated[str, AfterValidator(_remote_path)]
 """A ``venv`` or ``workdir`` path on a target."""
+
+_ENV_PATTERN = re.compile(r"^[A-Za-z_*?][A-Za-z0-9_*?]*$")
+
+
+def _env_pattern(value: str) -> str:
+    if not _ENV_PATTERN.match(value):
+        raise ValueError("a variable name, or a glob of names (* and ?)")
+    if value.upper().startswith(("OVERBRAINER_", "VAULT_")):
+        raise ValueError("overbrainer's own settings and Vault credentials never reach a job")
+    return value
+
+
+EnvPattern = Annotated[str, AfterValidator(_env_pattern)]
+"""A name of the environment, or a glob of names, passed on to a job."""
+
+
+def comma_list(value: Any) -> Any:
+    """A list setting from the environment arrives as one comma-separated string."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
 
 
 class Section(BaseModel):
@@ -171,6 +193,8 @@ class HostTarget(TargetBase):
     no fused CUDA kernels). ``install``: pip requirements installed into ``venv`` when it
     has no ``bin/axolotl`` yet (first use). ``setup``: a shell command run on the host
     before each run starts (idempotent: it runs every time), with the venv first on PATH.
+    ``pass_env``: names (or globs) of overbrainer's environment the job gets too; beyond
+    them a job on this machine sees only an allowlist (PATH, HOME, CUDA_*, HF caches...).
     """
 
     runtime: Literal["native", "docker"] = "native"
@@ -180,6 +204,7 @@ class HostTarget(TargetBase):
     device: Literal["auto", "gpu", "cpu"] = "auto"
     install: NonEmpty | None = None
     setup: NonEmpty | None = None
+    pass_env: Annotated[list[EnvPattern], BeforeValidator(comma_list)] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _runtime_keys(self) -> HostTarget:

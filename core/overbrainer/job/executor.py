@@ -1,28 +1,30 @@
 """The job protocol on a POSIX host: what the ``local`` and ``ssh`` targets share.
 
 A transport supplies a :class:`~overbrainer.job.host.Host`; ``HostExecutor`` does the rest
-(claim, job script, spawn, status, snapshot request, cancel, verified retrieval), and the
-built-in hook implementations in :mod:`overbrainer.job.hooks` route every hook call for a
-``HostExecutor`` here. A target kind on a POSIX host so needs only ``register_targets`` and
-``create_executor``.
+(preparation, claim, spawn of the runner, status, snapshot request, cancel, verified
+retrieval, logs), and the built-in hook implementations in :mod:`overbrainer.job.hooks`
+route every hook call for a ``HostExecutor`` here. A target kind on a POSIX host so needs
+only ``register_targets`` and ``create_executor``.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import secrets as random_tokens
 import shlex
 import shutil
 import time
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 
 from loguru import logger
 
 from overbrainer.config.model import HostTarget
-from overbrainer.errors import UserError
-from overbrainer.job import scripts
+from overbrainer.errors import MissingArtifact, UserError
+from overbrainer.job import layout, scripts
 from overbrainer.job.host import Host, HostError
-from overbrainer.job.manifest import parse_manifest, verify
+from overbrainer.job.manifest import Manifest, covered, parse_manifest, select, verify
 from overbrainer.job.metrics import complete_lines
 from overbrainer.job.spec import (
     CANCELLED,
@@ -32,26 +34,42 @@ from overbrainer.job.spec import (
     JobPoll,
     JobSpec,
     JobStatus,
+    LogChunk,
+    TargetInfo,
 )
 from overbrainer.runs.record import Container, JobHandle, RunRecord
 
 CONTAINER_ROOT = "/workspace/run"
 DEFAULT_IMAGE = "axolotlai/axolotl:main-latest"
-NOT_UPLOADED = ("run.json", "pod.json", "ssh", ".claim")
 PID_WAIT_S = 30.0
+MANIFEST_CAP = 64 << 20
+LOG_CHUNK = 1 << 20
 
 
 class HostExecutor:
-    """Runs jobs of the target ``name`` on ``host``, in run directories under ``workdir``."""
+    """Runs jobs of the target ``name`` on ``host``, in run directories under ``workdir``.
+
+    ``setup_dir``: where ``setup`` runs (default: the work directory); ``env``:
+    overbrainer's environment, from which ``pass_env`` takes what the job gets besides its
+    secrets.
+    """
 
     def __init__(
-        self, name: str, target: HostTarget, host: Host, workdir: str, setup_dir: str | None = None
+        self,
+        name: str,
+        target: HostTarget,
+        host: Host,
+        workdir: str,
+        *,
+        setup_dir: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.name = name
         self.target = target
         self.host = host
         self.workdir = workdir
         self.setup_dir = setup_dir
+        self.env = dict(env or {})
         self._offsets: dict[str, int] = {}
 
     @cached_property
@@ -72,6 +90,13 @@ class HostExecutor:
     def container(self) -> bool:
         return self.target.runtime == "docker"
 
+    def describe(self) -> TargetInfo:
+        """A job here sees this machine's files when the host is local and not a container."""
+        return TargetInfo(
+            device="cpu" if self.cpu_only else "gpu",
+            local_paths=self.host.local and not self.container,
+        )
+
     def claim(self, run_id: str) -> str:
         """Reserve the run's directory; "" when another owner holds that id on the host."""
         run_dir = f"{self.root}/{run_id}"
@@ -79,11 +104,7 @@ class HostExecutor:
         answer = self.host.check(scripts.claim_script(run_dir, token)).strip()
         return run_dir if answer == "claimed" else ""
 
-    def job_root(self, run: RunRecord) -> str:
-        """The run directory as the job sees it (inside a container, its mount point)."""
-        return CONTAINER_ROOT if self.container else run.remote_dir
-
-    def prepare_host(self, program: str = "axolotl") -> None:
+    def prepare(self, program: str = "axolotl") -> None:
         """Make the host ready for a new run: Axolotl installed (on first use, when the
         target says how), then the target's ``setup`` command."""
         if not self.container and not self._has(program):
@@ -160,75 +181,66 @@ class HostExecutor:
     # The job.
 
     def launch(self, run: RunRecord, job: JobSpec) -> JobHandle:
-        """Write the job script, upload the run directory, spawn the wrapper, read its pid."""
+        """Write ``job.sh``, upload the run directory, spawn the wrapper, read its pid."""
         root = run.remote_dir
-        job_root = self.job_root(run)
-        (job.local_dir / "job.sh").write_text(self.job_script(run, job, job_root), encoding="utf-8")
+        (job.local_dir / "job.sh").write_text(self.job_script(run, job), encoding="utf-8")
         self.host.check(scripts.clear_stale_script(root))
         if not self.host.same_place(job.local_dir, root):
-            self.host.upload(job.local_dir, root, skip=NOT_UPLOADED)
-        secrets = {name: value.get_secret_value() for name, value in job.secrets.items()}
-        self.host.spawn(scripts.wrapper(root), cwd=root, log=f"{root}/job.log", secrets=secrets)
+            self.host.upload(job.local_dir, root, skip=layout.HOME_ONLY)
+        token = random_tokens.token_hex(16)
+        env = {name: value.get_secret_value() for name, value in job.secrets.items()}
+        env.update(self._passed_env())
+        env[scripts.TOKEN_VAR] = token
+        self.host.spawn(
+            scripts.wrapper(root), cwd=root, log=f"{root}/{layout.JOB_LOG}", secrets=env
+        )
         pid = self._wait_for_pid(root)
         container = (
             Container(engine=self._engine, name=f"overbrainer-{run.id}") if self.container else None
         )
-        return JobHandle(dir=root, pid=pid, container=container)
+        return JobHandle(dir=root, pid=pid, container=container, token=token)
+
+    def _passed_env(self) -> dict[str, str]:
+        """What ``pass_env`` names of overbrainer's environment (never its own settings)."""
+        patterns = self.target.pass_env
+        return {
+            key: value
+            for key, value in self.env.items()
+            if any(fnmatch.fnmatchcase(key, pattern) for pattern in patterns)
+            and not key.startswith(("OVERBRAINER_", "VAULT_"))
+        }
 
     def _wait_for_pid(self, root: str) -> int:
         deadline = time.monotonic() + PID_WAIT_S
         while True:
-            text = self.host.read_range(f"{root}/job.pid", 0, 32).decode("ascii", "replace").strip()
+            data = self.host.read_range(f"{root}/{layout.JOB_PID}", 0, 32)
+            text = data.decode("ascii", "replace").strip()
             if text.isdigit() and int(text) > 1:
                 return int(text)
             if time.monotonic() > deadline:
                 raise HostError(f"the job did not start: no job.pid after {PID_WAIT_S:.0f} s")
             time.sleep(0.05)
 
-    def job_script(self, run: RunRecord, job: JobSpec, root: str) -> str:
-        """``job.sh``: the stages chained with ``&&``, each announced in metrics.jsonl;
-        after the first, the rest runs only if no snapshot was saved."""
-        inner = self._native_script(job, root, venv=None if self.container else self.target.venv)
-        if not self.container:
-            return inner
-        return self._container_script(run, job, inner)
-
-    def _native_script(self, job: JobSpec, root: str, venv: str | None) -> str:
+    def job_script(self, run: RunRecord, job: JobSpec) -> str:
+        """``job.sh``: the runner, with the venv's python (natively) or in a container."""
         q = shlex.quote
-        lines = [
-            f"# the job of run {job.run_id}, written by overbrainer",
-            f"cd {q(root)} || exit 1",
-        ]
-        lines += [f"export {key}={q(value)}" for key, value in sorted(job.env.items())]
-        lines += [f"export {key}={q(f'{root}/{rel}')}" for key, rel in sorted(job.paths.items())]
-        if venv:
-            # Axolotl execs `accelerate` by name (all but `--launcher python`): the venv's
-            # programs come first on PATH, as in an activated venv.
-            lines.append(f'export PATH={self._venv_path()}/bin:"$PATH"')
-        if job.pythonpath:
-            joined = ":".join(f"{root}/{rel}" for rel in job.pythonpath)
-            lines.append(f'export PYTHONPATH={q(joined)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
-        lines.append(
-            'stage() { printf \'{"event":"stage","name":"%s","time":"%s"}\\n\' '
-            f'"$1" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >> {q(root + "/metrics.jsonl")}; }}'
+        if self.container:
+            return self._container_script(run, job)
+        python = (
+            scripts.home_path(f"{self.target.venv}/bin/python") if self.target.venv else "python3"
         )
-        commands = [
-            f"stage {q(stage.name)} && "
-            + " ".join([self._program(stage.argv[0], venv), *(q(arg) for arg in stage.argv[1:])])
-            for stage in job.stages
-        ]
-        chain = commands[0]
-        if len(commands) > 1:
-            rest = " && ".join(commands[1:])
-            chain += f" && {{ [ -f snapshot.json ] || {{ {rest}; }}; }}"
-        lines.append(chain)
-        return "\n".join(lines) + "\n"
+        command = " ".join([python, *(q(arg) for arg in job.command()[1:])])
+        return (
+            f"# the job of run {job.run_id}, written by overbrainer\n"
+            f"cd {q(run.remote_dir)} || exit 1\n"
+            f"exec {command}\n"
+        )
 
-    def _container_script(self, run: RunRecord, job: JobSpec, inner: str) -> str:
+    def _container_script(self, run: RunRecord, job: JobSpec) -> str:
         q = shlex.quote
         engine = self._engine
         gpu: list[str] = []
-        if not job.cpu_only:
+        if not self.cpu_only:
             gpu = ["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]
         args = [
             engine,
@@ -243,35 +255,36 @@ class HostExecutor:
             "-w",
             CONTAINER_ROOT,
         ]
-        for name in sorted(job.secrets):
+        for name in sorted({*job.secrets, *self._passed_env()}):
             args += ["-e", name]  # the value comes from the wrapper's environment
         command = " ".join(q(arg) for arg in args)
         cache = '-v "$HOME/.cache/huggingface:/root/.cache/huggingface"'
         image = q(self.target.image or DEFAULT_IMAGE)
-        (job.local_dir / "job-inner.sh").write_text(inner, encoding="utf-8")
+        python = job.command()[0]
+        runner = f"{q(python)} {q(f'{CONTAINER_ROOT}/{layout.RUNNER}')}"
         return (
             f"# the job of run {job.run_id}, in a container, written by overbrainer\n"
             f"cd {q(run.remote_dir)} || exit 1\n"
             'mkdir -p "$HOME/.cache/huggingface"\n'
-            f"exec {command} {cache} {image} sh {CONTAINER_ROOT}/job-inner.sh\n"
+            f"exec {command} {cache} {image} {runner}\n"
         )
 
     @property
     def _engine(self) -> str:
         return self.target.engine or "docker"
 
-    def _program(self, name: str, venv: str | None = None) -> str:
-        venv = self.target.venv if venv is None and not self.container else venv
-        if not venv:
+    def _program(self, name: str) -> str:
+        if self.container or not self.target.venv:
             return shlex.quote(name)
-        return scripts.home_path(f"{venv}/bin/{name}")
+        return scripts.home_path(f"{self.target.venv}/bin/{name}")
 
     # Following.
 
     def poll(self, run: RunRecord) -> JobPoll:
         """One look at the job, with the metrics lines written since the last one."""
         offset = self._offsets.get(run.id, 0)
-        done = self.host.run(scripts.status_script(run.remote_dir, offset), timeout=60)
+        token = run.job.token if run.job is not None else None
+        done = self.host.run(scripts.status_script(run.remote_dir, offset, token), timeout=60)
         if done.code != 0:
             raise HostError(done.stderr.decode("utf-8", "replace").strip() or "status failed")
         status, request, snapshot, size, chunk = _parse_status(done.stdout)
@@ -291,7 +304,9 @@ class HostExecutor:
         if run.job is not None and run.job.container is not None:
             container = (run.job.container.engine, run.job.container.name)
         pid = run.job.pid if run.job is not None else None
-        done = self.host.run(scripts.cancel_script(run.remote_dir, pid, container), timeout=120)
+        token = run.job.token if run.job is not None else None
+        script = scripts.cancel_script(run.remote_dir, pid, container, token)
+        done = self.host.run(script, timeout=120)
         text = done.text().strip().splitlines()
         if done.code != 0:
             raise UserError(
@@ -300,20 +315,13 @@ class HostExecutor:
         return _status(text[-1])
 
     def collect(self, run: RunRecord, artifacts: ArtifactSpec, dest: Path) -> list[str]:
-        """Download ``artifacts`` into ``dest`` and verify them against the host's manifest."""
+        """Download ``artifacts`` into ``dest`` and verify them: against the runner's
+        manifest for what it covers, against one computed now for the rest."""
         root = run.remote_dir
-        script = scripts.manifest_script(root, artifacts.paths, artifacts.exclude)
-        listed = self.host.run(script, timeout=3600)
-        if listed.code != 0:
-            detail = listed.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise HostError(
-                "cannot list the job's files on the target: "
-                + (detail[-1] if detail else f"exit code {listed.code}")
-            )
-        manifest = parse_manifest(listed.stdout)
+        manifest = self._manifest(root, artifacts)
         for required in artifacts.required:
             if not any(p == required or p.startswith(required + "/") for p in manifest):
-                raise UserError(f'"{required}" is not on the target')
+                raise MissingArtifact(required)
         if not self.host.same_place(dest, root):
             for path in artifacts.paths:
                 _remove(dest / path)
@@ -321,6 +329,30 @@ class HostExecutor:
             verify(manifest, dest, artifacts.paths, artifacts.exclude)
         logger.debug(f"retrieved {len(manifest)} file(s) of run {run.id}")
         return sorted(manifest)
+
+    def _manifest(self, root: str, artifacts: ArtifactSpec) -> Manifest:
+        written = self.host.read_range(f"{root}/{layout.MANIFEST_FILE}", 0, MANIFEST_CAP)
+        by_runner = parse_manifest(written) if written else None
+        rest = tuple(p for p in artifacts.paths if by_runner is None or not covered(p))
+        manifest = (
+            {} if by_runner is None else select(by_runner, artifacts.paths, artifacts.exclude)
+        )
+        if rest:
+            listed = self.host.run(
+                scripts.manifest_script(root, rest, artifacts.exclude), timeout=3600
+            )
+            if listed.code != 0:
+                detail = listed.stderr.decode("utf-8", "replace").strip().splitlines()
+                raise HostError(
+                    "cannot list the job's files on the target: "
+                    + (detail[-1] if detail else f"exit code {listed.code}")
+                )
+            manifest.update(parse_manifest(listed.stdout))
+        return manifest
+
+    def read_log(self, run: RunRecord, offset: int) -> LogChunk:
+        data = self.host.read_range(f"{run.remote_dir}/{layout.JOB_LOG}", offset, LOG_CHUNK)
+        return LogChunk(data, offset + len(data))
 
     def close(self) -> None:
         self.host.close()

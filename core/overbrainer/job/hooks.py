@@ -11,8 +11,19 @@ from typing import Any
 
 from overbrainer import hookimpl
 from overbrainer.job.executor import HostExecutor
-from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobStatus
+from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobStatus, LogChunk, TargetInfo
 from overbrainer.runs.record import JobHandle, RunRecord
+
+
+@hookimpl(trylast=True)
+def describe_target(executor: Any) -> TargetInfo | None:
+    return executor.describe() if isinstance(executor, HostExecutor) else None
+
+
+@hookimpl(trylast=True)
+def prepare_target(executor: Any) -> None:
+    if isinstance(executor, HostExecutor):
+        executor.prepare()
 
 
 @hookimpl(trylast=True)
@@ -48,6 +59,11 @@ def collect_artifacts(
     executor: Any, run: RunRecord, artifacts: ArtifactSpec, dest: Path
 ) -> list[str] | None:
     return executor.collect(run, artifacts, dest) if isinstance(executor, HostExecutor) else None
+
+
+@hookimpl(trylast=True)
+def read_job_log(executor: Any, run: RunRecord, offset: int) -> LogChunk | None:
+    return executor.read_log(run, offset) if isinstance(executor, HostExecutor) else None
 
 
 @hookimpl(trylast=True)

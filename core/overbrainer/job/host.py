@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from overbrainer.errors import TransientError
 from overbrainer.job import scripts
 
 
@@ -29,12 +30,17 @@ class Completed:
         return self.stdout.decode("utf-8", "replace")
 
 
-class HostError(Exception):
+class HostError(TransientError):
     """A transport failure or a script that failed on the host: worth retrying."""
 
 
 class Host(ABC):
-    """A POSIX host reached by some transport."""
+    """A POSIX host reached by some transport.
+
+    ``local``: the host is this machine, so a job there sees this machine's files.
+    """
+
+    local: bool = False
 
     @abstractmethod
     def run(self, script: str, input: bytes = b"", timeout: float | None = 60) -> Completed:

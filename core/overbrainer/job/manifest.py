@@ -1,4 +1,9 @@
-"""Verified retrieval: the target's SHA-256 manifest compared with the files at home."""
+"""Verified retrieval: a SHA-256 manifest of the job's files compared with the files at home.
+
+The runner writes ``manifest.sha256`` when the job ends (``layout.MANIFEST_ROOTS``); a host
+computes one for what it does not cover (``job.log``) or when the job never wrote it (a
+cancelled job). Both are ``<sha256> <size> <path>`` records, each ended by a NUL.
+"""
 
 from __future__ import annotations
 
@@ -9,25 +14,58 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from overbrainer.errors import UserError
+from overbrainer.errors import ArtifactMismatch
+from overbrainer.job.layout import MANIFEST_ROOTS
 
 
 @dataclass(frozen=True)
 class Entry:
+    """One file of a manifest."""
+
     sha256: str
     size: int
 
 
-def parse_manifest(data: bytes) -> dict[str, Entry]:
-    """The ``<sha256> <size> <path>\\0`` records the manifest script printed."""
+Manifest = dict[str, Entry]
+"""Entries by path relative to the job directory."""
+
+
+def parse_manifest(data: bytes) -> Manifest:
+    """The ``<sha256> <size> <path>\\0`` records of ``data``.
+
+    Raises:
+        ArtifactMismatch: a record is not of that form.
+    """
     entries = {}
     for record in data.split(b"\0"):
         if not record:
             continue
-        digest, size, raw_path = record.split(b" ", 2)
+        try:
+            digest, size, raw_path = record.split(b" ", 2)
+            entry = Entry(digest.decode("ascii"), int(size))
+        except (ValueError, UnicodeDecodeError):
+            raise ArtifactMismatch("the manifest of the job's files is malformed") from None
+        if len(entry.sha256) != 64 or entry.size < 0:
+            raise ArtifactMismatch("the manifest of the job's files is malformed")
         path = os.path.normpath(raw_path.decode("utf-8", "surrogateescape"))
-        entries[path] = Entry(digest.decode("ascii"), int(size))
+        entries[path] = entry
     return entries
+
+
+def covered(path: str) -> bool:
+    """Whether the runner's manifest accounts for ``path`` (everything under it)."""
+    return any(path == root or path.startswith(root + "/") for root in MANIFEST_ROOTS)
+
+
+def select(manifest: Manifest, paths: tuple[str, ...], exclude: tuple[str, ...]) -> Manifest:
+    """The entries of ``manifest`` under ``paths``, without those having a path component
+    that matches ``exclude``."""
+    return {
+        path: entry
+        for path, entry in manifest.items()
+        if any(path == top or path.startswith(top + "/") for top in paths)
+        and not any(_excluded(part, exclude) for part in path.split("/"))
+    }
 
 
 def local_files(dest: Path, roots: tuple[str, ...], exclude: tuple[str, ...]) -> dict[str, Path]:
@@ -50,9 +88,10 @@ def local_files(dest: Path, roots: tuple[str, ...], exclude: tuple[str, ...]) ->
 
 
 def verify(
-    manifest: dict[str, Entry], dest: Path, roots: tuple[str, ...], exclude: tuple[str, ...]
+    manifest: Manifest, dest: Path, roots: tuple[str, ...], exclude: tuple[str, ...]
 ) -> None:
-    """Raise ``UserError`` unless ``dest`` holds exactly the manifest's files, byte for byte."""
+    """Raise ``ArtifactMismatch`` unless ``dest`` holds exactly the manifest's files under
+    ``roots`` (less ``exclude``), byte for byte."""
     here = local_files(dest, roots, exclude)
     problems = []
     for path, entry in sorted(manifest.items()):
@@ -66,10 +105,11 @@ def verify(
     ]
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise UserError(problems[0] + more)
+        raise ArtifactMismatch(problems[0] + more)
 
 
 def sha256_file(path: Path) -> str:
+    """The hex SHA-256 of the file at ``path``."""
     digest = hashlib.sha256()
     with path.open("rb") as file:
         while chunk := file.read(1 << 20):

@@ -1,23 +1,31 @@
-"""The shell scripts of the job protocol, run on the target by any POSIX transport.
+"""The shell scripts of the job protocol on a POSIX host, run by any transport.
 
 They are POSIX ``sh`` (dash, busybox, bash) plus ``sha256sum``, ``tar`` and fractional
 ``sleep``, which every Linux image has. Every path is quoted with ``shlex.quote``; the
 paths themselves were validated by the settings models.
 
-Files of a job's directory (its *root* on the target):
+Files of a job's directory (its *root* on the target; :mod:`overbrainer.job.layout`):
 
 - ``job.pid``: the wrapper's pid, which is also its process group (written first);
 - ``exit_code``: the job's exit status (written last, atomically);
 - ``cancelling`` / ``cancelled``: a cancel in progress / done;
 - ``snapshot.request`` / ``snapshot.json``: a snapshot asked for / saved;
 - ``metrics.jsonl``, ``job.log``, ``output/``: what the job produces.
+
+Every process of a job carries ``OVERBRAINER_JOB=<token>`` in its environment (the token
+is in ``run.json``): a process group is the job's only if a live member carries it, so a
+stale or edited pid is never signalled nor read as running.
 """
 
 from __future__ import annotations
 
 import shlex
+from importlib import resources
 
-STALE = ("exit_code", "cancelling", "cancelled", "job.pid")
+from overbrainer.job.layout import RUNNER
+
+TOKEN_VAR = "OVERBRAINER_JOB"  # noqa: S105 - a variable's name; its value is no secret
+STALE = ("exit_code", "cancelling", "cancelled", "job.pid", "manifest.sha256")
 METRICS_CAP = 1 << 20
 SNAPSHOT_CAP = 64 << 10
 WAIT_TERM_S = 10
@@ -41,13 +49,37 @@ group_alive() {
 }
 """
 
-_ALIVE = _GROUP_ALIVE + """\
-alive() {
+# A live member of group $1 carries the job's token $2 in its environment (readable for
+# the processes of the same user, which a job's are). Without /proc nothing can be proven.
+_PROVEN = f"""\
+proven() {{
+  [ -r /proc/self/environ ] || return 1
+  for f in /proc/[0-9]*/stat; do
+    read -r line 2>/dev/null < "$f" || continue
+    set -- "$1" "$2" ${{line##*) }}
+    [ "$5" = "$1" ] && [ "$3" != Z ] || continue
+    tr '\\0' '\\n' < "${{f%/stat}}/environ" 2>/dev/null | grep -qx "{TOKEN_VAR}=$2" && return 0
+  done
+  return 1
+}}
+"""
+
+
+def _alive(token: str | None) -> str:
+    """``alive``: the job of ``job.pid`` runs (proven by ``token`` when there is one and
+    ``/proc`` can tell)."""
+    proof = f' && {{ [ ! -r /proc/self/environ ] || proven "$pid" {q(token)}; }}' if token else ""
+    return (
+        _GROUP_ALIVE
+        + _PROVEN
+        + f"""\
+alive() {{
   pid=$(cat job.pid 2>/dev/null) || return 1
   case $pid in ''|*[!0-9]*) return 1;; esac
-  [ "$pid" -gt 1 ] && group_alive "$pid"
-}
+  [ "$pid" -gt 1 ] && group_alive "$pid"{proof}
+}}
 """
+    )
 
 
 def home_path(path: str) -> str:
@@ -83,8 +115,10 @@ if [ "$(cat .claim 2>/dev/null)" = {q(token)} ]; then echo claimed; else echo ta
 
 def gpu_script() -> str:
     """Print ``gpu`` when the host has a usable NVIDIA GPU, ``cpu`` otherwise."""
-    return "if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; " \
+    return (
+        "if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; "
         "then echo gpu; else echo cpu; fi\n"
+    )
 
 
 def clear_stale_script(root: str) -> str:
@@ -105,17 +139,18 @@ def wrapper(root: str) -> str:
     )
 
 
-def status_script(root: str, offset: int) -> str:
+def status_script(root: str, offset: int, token: str | None = None) -> str:
     """One look at the job: its status, a pending request, a saved snapshot, new metrics.
 
     Output: a ``status`` line; ``request <reason>`` when ``snapshot.request`` exists;
     ``snapshot <n>`` followed by n bytes of ``snapshot.json`` (at most 64 KiB + 1, so a
     larger file shows as too large); ``metrics <size>`` then the bytes of
-    ``metrics.jsonl`` from ``offset`` (at most 1 MiB) to the end of the output.
+    ``metrics.jsonl`` from ``offset`` (at most 1 MiB) to the end of the output. A group
+    that does not carry ``token`` is not the job's: without an exit code, it is lost.
     """
     return f"""\
 if ! cd {q(root)} 2>/dev/null; then echo "status lost"; exit 0; fi
-{_ALIVE}\
+{_alive(token)}\
 if [ -f cancelled ]; then echo "status cancelled"
 elif [ -f cancelling ]; then if alive; then echo "status running"; else echo "status cancelled"; fi
 elif [ -f exit_code ]; then echo "status exited $(cat exit_code)"
@@ -143,28 +178,45 @@ def request_script(root: str, reason: str) -> str:
     )
 
 
-def cancel_script(root: str, pid: int | None, container: tuple[str, str] | None) -> str:
+def cancel_script(
+    root: str, pid: int | None, container: tuple[str, str] | None, token: str | None = None
+) -> str:
     """Stop the job's container and process group: TERM, up to 10 s, KILL, up to 10 s.
 
     Prints the final status line. ``pid`` is the recorded one (``job.pid`` when None). A
     job that already finished is never signalled (its pid may belong to another process by
-    now). Exit 3: no valid pid; exit 4: the group survived KILL (``cancelling`` stays, so
-    the status keeps reading running).
+    now), nor a live group none of whose processes carries ``token`` (a stale or edited
+    record). Exit 3: no valid pid; exit 4: the group survived KILL (``cancelling`` stays, so
+    the status keeps reading running); exit 5: the group is not the job's.
     """
     stop = ""
     if container is not None:
         engine, name = container
         stop = f"{q(engine)} stop -t 30 {q(name)} >/dev/null 2>&1\n"
+    proof = ""
+    if token:
+        proof = f"""\
+if group_alive "$pid" && ! proven "$pid" {q(token)}; then
+  where=$(readlink "/proc/$pid/cwd" 2>/dev/null || echo "an unknown directory")
+  if [ -r /proc/self/environ ]; then
+    echo "process group $pid is not this job's: none of its processes carries the job's \
+token (its leader runs in $where)"
+  else
+    echo "process group $pid cannot be proven to be this job's: /proc is not readable"
+  fi
+  exit 5
+fi
+"""
     return f"""\
 if ! cd {q(root)} 2>/dev/null; then echo "status lost"; exit 0; fi
 if [ -f cancelled ]; then echo "status cancelled"; exit 0; fi
 if [ -f exit_code ]; then echo "status exited $(cat exit_code)"; exit 0; fi
-pid={pid if pid is not None else '$(cat job.pid 2>/dev/null)'}
+pid={pid if pid is not None else "$(cat job.pid 2>/dev/null)"}
 case $pid in ''|*[!0-9]*) echo "no job.pid"; exit 3;; esac
 if [ "$pid" -le 1 ]; then echo "invalid job.pid"; exit 3; fi
+{_GROUP_ALIVE}{_PROVEN}{proof}\
 : > cancelling
 {stop}\
-{_GROUP_ALIVE}\
 wait_gone() {{
   i=0
   while group_alive "$pid"; do
@@ -172,10 +224,12 @@ wait_gone() {{
     sleep 0.1; i=$((i + 1))
   done
 }}
-kill -TERM -"$pid" 2>/dev/null
-if ! wait_gone {WAIT_TERM_S * 10}; then
-  kill -KILL -"$pid" 2>/dev/null
-  if ! wait_gone {WAIT_KILL_S * 10}; then echo "the job survived KILL"; exit 4; fi
+if group_alive "$pid"; then
+  kill -TERM -"$pid" 2>/dev/null
+  if ! wait_gone {WAIT_TERM_S * 10}; then
+    kill -KILL -"$pid" 2>/dev/null
+    if ! wait_gone {WAIT_KILL_S * 10}; then echo "the job survived KILL"; exit 4; fi
+  fi
 fi
 : > cancelled.tmp && mv -f cancelled.tmp cancelled
 echo "status cancelled"
@@ -186,18 +240,18 @@ def manifest_script(root: str, paths: tuple[str, ...], exclude: tuple[str, ...])
     """Print ``<sha256> <size> <path>`` records, each ended by a NUL, for the regular files
     under ``paths`` (symlinks are not followed), skipping names that match ``exclude``.
 
-    NUL framing keeps any file name intact, newlines and all. With a Python 3.6+ on the
-    host (every Axolotl host has one), ``MANIFEST_PY`` hashes in one process, several
-    files at once, at OpenSSL's speed; otherwise ``find`` and ``sha256sum`` do, a few
-    processes per file. Both print the same records (a test holds them to it).
+    NUL framing keeps any file name intact, newlines and all. With a Python 3.7+ on the
+    host (every Axolotl host has one), the runner's own manifest code hashes in one process,
+    several files at once, at OpenSSL's speed; otherwise ``find`` and ``sha256sum`` do, a
+    few processes per file. Both print the same records (a test holds them to it).
     """
     quoted = " ".join(q(p) for p in paths)
     patterns = " ".join(q(pattern) for pattern in exclude)
     prune = " ".join(f"-name {q(pattern)} -prune -o" for pattern in exclude)
     return f"""\
 cd {q(root)} || exit 1
-if python3 -c 'import sys; sys.exit(sys.version_info < (3, 6))' 2>/dev/null; then
-  python3 -c {q(MANIFEST_PY)} {len(paths)} {quoted} {patterns}
+if python3 -c 'import sys; sys.exit(sys.version_info < (3, 7))' 2>/dev/null; then
+  python3 -c {q(runner_source())} manifest {len(paths)} {quoted} {patterns}
   exit $?
 fi
 for p in {quoted}; do
@@ -212,45 +266,9 @@ done
 """
 
 
-MANIFEST_PY = """\
-import fnmatch, hashlib, os, stat, sys
-from concurrent.futures import ThreadPoolExecutor
-count = int(sys.argv[1])
-paths = [os.fsencode(p) for p in sys.argv[2:2 + count]]
-exclude = [os.fsencode(p) for p in sys.argv[2 + count:]]
-def excluded(path):
-    name = os.path.basename(path.rstrip(b"/")) or path
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in exclude)
-def files(top):
-    # As find -P: the starting point and everything under it unfollowed, pruned by name.
-    if excluded(top):
-        return
-    try:
-        mode = os.lstat(top).st_mode
-    except FileNotFoundError:
-        return
-    if stat.S_ISREG(mode):
-        yield top
-    elif stat.S_ISDIR(mode):
-        for entry in os.scandir(top):
-            yield from files(os.path.join(top, entry.name))
-def record(path):
-    digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as file:
-        while True:
-            block = file.read(1 << 20)
-            if not block:
-                break
-            digest.update(block)
-            size += len(block)
-    return b"%s %d %s\\0" % (digest.hexdigest().encode(), size, path)
-found = [path for top in paths for path in files(top)]
-with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
-    for line in pool.map(record, found):
-        sys.stdout.buffer.write(line)
-"""
-"""The manifest in one Python process (see ``manifest_script``); hashlib releases the GIL,
-so the threads hash several large files (a model's shards) at once."""
+def runner_source() -> str:
+    """The text of the job runner (``run_job.py``), shipped into every job directory."""
+    return resources.files("overbrainer.job").joinpath(RUNNER).read_text(encoding="utf-8")
 
 
 def tar_out_script(root: str) -> str:

@@ -9,15 +9,23 @@ from typing import Any
 
 from loguru import logger
 
-from overbrainer.errors import UserError
+from overbrainer.errors import MissingArtifact, UserError
+from overbrainer.job.layout import (
+    CHECKPOINTS,
+    CONFIG_FILE,
+    JOB_LOG,
+    METRICS_FILE,
+    OUTPUT_DIR,
+    SNAPSHOT_FILE,
+)
 from overbrainer.job.spec import ArtifactSpec, JobState
 from overbrainer.runs.follow import Followed
 from overbrainer.runs.record import RunRecord, RunState, Snapshot, SnapshotReason
 from overbrainer.runs.store import RUNS_DIR, RunStore
 
-OUTPUT = "output"
+OUTPUT = OUTPUT_DIR
 RESULTS = ArtifactSpec(
-    paths=(OUTPUT, "metrics.jsonl", "job.log"), required=(OUTPUT,), exclude=("checkpoint-*",)
+    paths=(OUTPUT, METRICS_FILE, JOB_LOG), required=(OUTPUT,), exclude=(CHECKPOINTS,)
 )
 BEST_EFFORT = ArtifactSpec(paths=RESULTS.paths, exclude=RESULTS.exclude)
 SNAPSHOT_CAP = 64 << 10
@@ -84,7 +92,7 @@ def settle(
     )
     if isinstance(snapshot, Snapshot):
         saved = ArtifactSpec(
-            paths=(snapshot.checkpoint, "snapshot.json"), required=(snapshot.checkpoint,)
+            paths=(snapshot.checkpoint, SNAPSHOT_FILE), required=(snapshot.checkpoint,)
         )
         try:
             # A job stopped before it saved its final model has only the checkpoint.
@@ -102,10 +110,12 @@ def settle(
         return _best_effort(collect, store, run, state, message)
     try:
         collect(RESULTS)
+    except MissingArtifact as error:
+        if error.path != OUTPUT:
+            raise RetrievalError(f"cannot retrieve the results of run {run.id}: {error}") from error
+        message = f"the job succeeded but left no output ({_see_log(run)})"
+        return _best_effort(collect, store, run, RunState.FAILED, message)
     except Exception as error:
-        if isinstance(error, UserError) and f'"{OUTPUT}" is not on the target' in str(error):
-            message = f"the job succeeded but left no output ({_see_log(run)})"
-            return _best_effort(collect, store, run, RunState.FAILED, message)
         raise RetrievalError(f"cannot retrieve the results of run {run.id}: {error}") from error
     return _save(store, run, RunState.SUCCEEDED, None)
 
@@ -130,7 +140,7 @@ def _ending(run: RunRecord, seen: Followed, snapshot: str | None) -> tuple[RunSt
 
 
 def _see_log(run: RunRecord) -> str:
-    return f"see {RUNS_DIR}/{run.id}/job.log"
+    return f"see {RUNS_DIR}/{run.id}/{JOB_LOG}"
 
 
 def _best_effort(
@@ -160,9 +170,9 @@ def output_lines(store: RunStore, record: RunRecord) -> list[str]:
     """Where a succeeded run's model is, read from the run's own files."""
     directory = store.run_dir(record.id)
     output = f"{RUNS_DIR}/{record.id}/{OUTPUT}"
-    lines = []
+    lines: list[str] = []
     try:
-        yaml_text = (directory / "axolotl.yaml").read_text(encoding="utf-8")
+        yaml_text = (directory / CONFIG_FILE).read_text(encoding="utf-8")
     except OSError:
         return lines
     adapter = re.search(r"^adapter:", yaml_text, re.M) is not None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,6 +40,9 @@ class SnapshotReason(StrEnum):
             return cls.REQUESTED
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -52,16 +55,27 @@ class Container(_Record):
 
 
 class JobHandle(_Record):
-    """How the target knows the job: its directory there, its process group, its container.
+    """How a target finds its job again, from ``launch_job``, kept in ``run.json``.
 
-    ``data`` holds what a third-party executor needs beyond that (a Slurm job id, say);
-    it is left out of ``run.json`` when empty.
+    The host fields are optional: ``dir`` (the job directory there), ``pid`` (its process
+    group), ``container`` and ``token`` (carried by the job's processes, so a stale pid is
+    never signalled). ``data`` is the plugin's own, a JSON object: store a pydantic model of
+    yours with :meth:`with_data` and read it back, validated, with :meth:`data_as`.
     """
 
-    dir: str
+    dir: str | None = None
     pid: int | None = Field(default=None, gt=1)
     container: Container | None = None
+    token: str | None = None
     data: dict[str, Any] = Field(default_factory=dict)
+
+    def with_data(self, data: BaseModel) -> JobHandle:
+        """A copy holding ``data`` (a plugin's model) as JSON."""
+        return self.model_copy(update={"data": data.model_dump(mode="json")})
+
+    def data_as(self, model: type[M]) -> M:
+        """The plugin's data as ``model``; raises ``pydantic.ValidationError`` if it is not."""
+        return model.model_validate(self.data)
 
 
 class Snapshot(_Record):
@@ -92,8 +106,10 @@ class RunRecord(_Record):
         for key in ("snapshot", "resumed_from"):
             if data[key] is None:
                 del data[key]
-        if data["job"] is not None and not data["job"]["data"]:
-            del data["job"]["data"]
+        if data["job"] is not None:
+            for key in ("data", "token"):
+                if not data["job"][key]:
+                    del data["job"][key]
         return data
 
     def evolve(self, **changes: Any) -> RunRecord:

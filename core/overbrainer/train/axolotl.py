@@ -1,9 +1,7 @@
-"""Axolotl as overbrainer drives it: axolotl.yaml, the job's commands and environment.
+"""Axolotl as overbrainer drives it: axolotl.yaml, the job's stages and environment.
 
-A run directory (the job's *root*) holds everything the job reads and writes::
-
-    axolotl.yaml  data/train.jsonl  data/eval.jsonl  plugin/overbrainer_metrics.py
-    resume/checkpoint-N/  prepared/  output/  metrics.jsonl  snapshot.request  snapshot.json
+Paths in axolotl.yaml are relative to the job directory (:mod:`overbrainer.job.layout`),
+where the runner runs every stage, so a job runs wherever a target puts it.
 """
 
 from __future__ import annotations
@@ -19,19 +17,20 @@ import yaml
 
 from overbrainer.config.load import ConfigError
 from overbrainer.config.model import Training
+from overbrainer.job.layout import (
+    CONFIG_FILE,
+    EVAL_FILE,
+    METRICS_FILE,
+    OUTPUT_DIR,
+    PLUGIN_DIR,
+    PREPARED_DIR,
+    SNAPSHOT_REQUEST,
+    TRAIN_FILE,
+)
 from overbrainer.job.spec import JobStage
 
-CONFIG_FILE = "axolotl.yaml"
-TRAIN_FILE = "data/train.jsonl"
-EVAL_FILE = "data/eval.jsonl"
-OUTPUT_DIR = "output"
-PREPARED_DIR = "prepared"
-PLUGIN_DIR = "plugin"
 PLUGIN_MODULE = "overbrainer_metrics"
 PLUGIN = f"{PLUGIN_MODULE}.OverbrainerMetricsPlugin"
-METRICS_FILE = "metrics.jsonl"
-SNAPSHOT_REQUEST = "snapshot.request"
-SNAPSHOT_FILE = "snapshot.json"
 
 TYPED_KEYS: Mapping[str, str] = {
     "base_model": "base_model",
@@ -105,16 +104,18 @@ axolotl.yaml tells alone whether it was made for a CPU."""
 def axolotl_config(
     training: Training,
     *,
-    root: str,
     has_eval: bool,
     resume_checkpoint: str | None = None,
     cpu: bool = False,
+    root: str = "",
 ) -> dict[str, Any]:
-    """The content of axolotl.yaml for ``training``, for a job whose root is ``root``.
+    """The content of axolotl.yaml for ``training``.
 
-    ``has_eval``: the run has ``data/eval.jsonl``; ``resume_checkpoint``: the root-relative
+    ``has_eval``: the run has ``data/eval.jsonl``; ``resume_checkpoint``: the job-relative
     checkpoint to resume from (``resume/checkpoint-N``); ``cpu``: the job trains on a CPU.
-    ``training.axolotl_extra`` merges last, tables key by key.
+    ``training.axolotl_extra`` merges last, tables key by key. Paths are relative to the
+    job directory; ``root`` makes them absolute under it, as older runs had them (to
+    compare a stopped run's settings with today's).
 
     Raises:
         ConfigError: ``axolotl_extra`` sets a key it must not (every problem listed).
@@ -122,9 +123,13 @@ def axolotl_config(
     problems = extra_problems(training.axolotl_extra)
     if problems:
         raise ConfigError(problems)
+
+    def at(path: str) -> str:
+        return f"{root}/{path}" if root else path
+
     config: dict[str, Any] = {
         "base_model": training.base_model,
-        "datasets": [_dataset(f"{root}/{TRAIN_FILE}")],
+        "datasets": [_dataset(at(TRAIN_FILE))],
         "val_set_size": 0,
         "sequence_len": training.sequence_len,
         "sample_packing": training.sample_packing,
@@ -138,8 +143,8 @@ def axolotl_config(
         "warmup_ratio": 0.1,
         "gradient_checkpointing": True,
         "logging_steps": 1,
-        "output_dir": f"{root}/{OUTPUT_DIR}",
-        "dataset_prepared_path": f"{root}/{PREPARED_DIR}",
+        "output_dir": at(OUTPUT_DIR),
+        "dataset_prepared_path": at(PREPARED_DIR),
         "plugins": [PLUGIN],
     }
     if training.adapter in ("lora", "qlora"):
@@ -153,7 +158,7 @@ def axolotl_config(
             "lora_target_linear": True,
         }
     if has_eval:
-        config["test_datasets"] = [{**_dataset(f"{root}/{EVAL_FILE}"), "split": "train"}]
+        config["test_datasets"] = [{**_dataset(at(EVAL_FILE)), "split": "train"}]
         config["evals_per_epoch"] = training.evals_per_epoch
     config["saves_per_epoch"] = training.saves_per_epoch
     config["save_total_limit"] = 2
@@ -162,7 +167,7 @@ def axolotl_config(
         if value is not None:
             config[key] = value
     if resume_checkpoint is not None:
-        config["resume_from_checkpoint"] = f"{root}/{resume_checkpoint}"
+        config["resume_from_checkpoint"] = at(resume_checkpoint)
     if cpu:
         config |= CPU_KEYS
     return _merged(config, training.axolotl_extra)
@@ -260,8 +265,9 @@ def dump_yaml(config: Mapping[str, Any]) -> str:
 def resume_mismatch(old_yaml: str, new_config: Mapping[str, Any]) -> list[str]:
     """Top-level keys whose values differ between a stopped run's axolotl.yaml and ``new_config``.
 
-    ``new_config`` is today's configuration generated for the old run's root; keys that do
-    not change what is trained (``RESUME_IGNORED``) are left out.
+    ``new_config`` is today's configuration generated as the old run's was (relative paths,
+    or absolute ones under its root); keys that do not change what is trained
+    (``RESUME_IGNORED``) are left out.
 
     Raises:
         ValueError: ``old_yaml`` is not a YAML mapping.
@@ -283,12 +289,12 @@ def resume_mismatch(old_yaml: str, new_config: Mapping[str, Any]) -> list[str]:
 
 
 def job_stages(training: Training, *, cpu: bool) -> tuple[JobStage, ...]:
-    """The job's commands, run in its root: train, then merge the adapter with ``merge``.
+    """The job's commands, run in its directory: train, then merge the adapter with ``merge``.
 
     On a CPU ``axolotl train`` needs ``--launcher python``, or it execs ``accelerate``;
     ``merge-lora`` runs in its own process and takes no launcher.
     """
-    train = ("axolotl", "train", CONFIG_FILE)
+    train: tuple[str, ...] = ("axolotl", "train", CONFIG_FILE)
     if cpu:
         train += ("--launcher", "python")
     stages = [JobStage("train", train)]
@@ -298,10 +304,10 @@ def job_stages(training: Training, *, cpu: bool) -> tuple[JobStage, ...]:
 
 
 class JobEnv(NamedTuple):
-    """What the job's environment holds besides secrets, as :class:`JobSpec` takes it.
+    """What the job's environment holds besides secrets, as ``job.json`` gives it.
 
-    ``env``: literal values; ``paths``: values relative to the job's root; ``pythonpath``:
-    root-relative entries prepended to ``PYTHONPATH``.
+    ``env``: literal values; ``paths``: values relative to the job directory (the runner
+    makes them absolute); ``pythonpath``: job-relative entries prepended to ``PYTHONPATH``.
     """
 
     env: dict[str, str]

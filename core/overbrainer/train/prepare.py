@@ -1,17 +1,19 @@
-"""The run directory a job starts from: data copies, the metrics plugin, axolotl.yaml."""
+"""The job directory a run starts from: the runner and its job.json, data copies, the
+metrics plugin, axolotl.yaml, the checkpoint to resume from."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import SecretStr
-
 from overbrainer.config.model import Training
 from overbrainer.errors import UserError
-from overbrainer.job.spec import JobSpec
+from overbrainer.job import layout
+from overbrainer.job.scripts import runner_source
+from overbrainer.job.spec import JobStage
 from overbrainer.train.axolotl import plugin_file
 
 DATA_FILES = ("train.jsonl", "eval.jsonl")
@@ -74,20 +76,24 @@ def write_run_dir(
     source: Path,
     yaml_text: str,
     resume: Resume | None,
+    job: str,
 ) -> None:
-    """Fill ``run_dir`` with what the job needs: ``data/``, ``plugin/``, ``axolotl.yaml``,
-    and the checkpoint to resume from (hard-linked when possible)."""
-    data = run_dir / "data"
+    """Fill ``run_dir`` with what the job needs: the runner and ``job`` (its job.json),
+    ``data/``, ``plugin/``, ``axolotl.yaml``, and the checkpoint to resume from (hard-linked
+    when possible)."""
+    data = run_dir / layout.DATA_DIR
     data.mkdir(exist_ok=True)
     for name in DATA_FILES:
         if (source / name).is_file():
             shutil.copyfile(source / name, data / name)
-    plugin = run_dir / "plugin"
+    plugin = run_dir / layout.PLUGIN_DIR
     plugin.mkdir(exist_ok=True)
     shutil.copyfile(plugin_file(), plugin / plugin_file().name)
     if resume is not None:
-        _link_tree(resume.run_dir / resume.checkpoint, run_dir / "resume" / resume.name)
-    (run_dir / "axolotl.yaml").write_text(yaml_text, encoding="utf-8")
+        _link_tree(resume.run_dir / resume.checkpoint, run_dir / layout.RESUME_DIR / resume.name)
+    (run_dir / layout.CONFIG_FILE).write_text(yaml_text, encoding="utf-8")
+    (run_dir / layout.RUNNER).write_text(runner_source(), encoding="utf-8")
+    (run_dir / layout.JOB_FILE).write_text(job, encoding="utf-8")
 
 
 def _link_tree(source: Path, dest: Path) -> None:
@@ -102,26 +108,17 @@ def _link_tree(source: Path, dest: Path) -> None:
                 shutil.copy2(Path(directory) / name, target / name)
 
 
-def job_spec(
-    run_id: str,
-    run_dir: Path,
-    training: Training,
-    base_model: str,
-    *,
-    cpu: bool,
-    secrets: dict[str, SecretStr],
-) -> JobSpec:
-    """The job of a prepared run: Axolotl's stages and the environment they need."""
+def job_description(training: Training, base_model: str, *, cpu: bool) -> str:
+    """``job.json``: what the runner runs (Axolotl's stages) and the environment they need."""
     from overbrainer.train.axolotl import job_env, job_stages
 
     env, paths, pythonpath = job_env(base_model)
-    return JobSpec(
-        run_id=run_id,
-        local_dir=run_dir,
-        stages=job_stages(training, cpu=cpu),
-        env=env,
-        paths=paths,
-        pythonpath=pythonpath,
-        secrets=secrets,
-        cpu_only=cpu,
-    )
+    stages: tuple[JobStage, ...] = job_stages(training, cpu=cpu)
+    description = {
+        "format": 1,
+        "stages": [{"name": stage.name, "argv": list(stage.argv)} for stage in stages],
+        "env": env,
+        "paths": paths,
+        "pythonpath": list(pythonpath),
+    }
+    return json.dumps(description, indent=2) + "\n"

@@ -1,7 +1,8 @@
 """The training commands' logic: start a run, follow it, stop, cancel, report.
 
-The CLI wraps these with the project lock; ``run`` calls :func:`train` after ``split``
-while holding it already.
+Everything the core learns of a target comes through the hooks (``describe_target`` for its
+device and what it sees); the CLI wraps these functions with the project lock, and ``run``
+calls :func:`train` after ``split`` while holding it already.
 """
 
 from __future__ import annotations
@@ -10,14 +11,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import click
 from loguru import logger
 from pydantic import BaseModel, SecretStr
 
-from overbrainer.cli.context import App
 from overbrainer.config.model import Settings, Training
-from overbrainer.errors import UserError
-from overbrainer.job.spec import JobState, JobStatus
+from overbrainer.errors import TransientError, UserError
+from overbrainer.job.spec import JobSpec, JobState, JobStatus, TargetInfo
 from overbrainer.runs import follow
 from overbrainer.runs.follow import Detached, Follower
 from overbrainer.runs.interrupt import deferred_sigint
@@ -26,6 +25,7 @@ from overbrainer.runs.record import RunRecord, RunState, SnapshotReason
 from overbrainer.runs.store import RUNS_DIR, RunStore
 from overbrainer.train.prepare import Resume, check_train_data, data_source
 from overbrainer.train.progress import Progress, Summary
+from overbrainer.train.workspace import Workspace
 
 HF_TOKEN = "HF_TOKEN"  # noqa: S105 - the variable's name, not a secret
 
@@ -40,7 +40,7 @@ def target_of(settings: Settings, name: str) -> BaseModel:
     target = settings.targets.get(name)
     if target is None:
         raise UserError(f"unknown target `{name}`")
-    return target
+    return target  # type: ignore[no-any-return]
 
 
 def reattach(run_id: str) -> str:
@@ -59,44 +59,55 @@ class Plan:
     target_model: BaseModel
     resume: Resume | None
     has_eval: bool
+    keep_machine: bool = False
 
 
-def plan_run(app: App, target: str | None, resume_from: str | None, keep_pod: bool = False) -> Plan:
+@dataclass(frozen=True)
+class Prepared:
+    """The target reached and ready for a new run, and the job's secrets."""
+
+    executor: Any
+    info: TargetInfo
+    secrets: dict[str, SecretStr]
+
+
+def plan_run(
+    ws: Workspace, target: str | None, resume_from: str | None, keep_pod: bool = False
+) -> Plan:
     """Check what a new run needs from the settings and the data, or refuse."""
     from overbrainer.config.load import ConfigError
     from overbrainer.train.axolotl import extra_problems
     from overbrainer.train.reasoning import reasoning_template_warning
 
-    training = training_of(app.settings)
+    training = training_of(ws.settings)
     name = target or training.target
-    target_model = target_of(app.settings, name)
-    if keep_pod and getattr(target_model, "kind", None) != "runpod":
-        raise UserError("--keep-pod only applies to a runpod target")
+    target_model = target_of(ws.settings, name)
     problems = extra_problems(training.axolotl_extra)
     if problems:
         raise ConfigError(problems)
-    resume = resume_source(app, training, resume_from) if resume_from else None
+    resume = resume_source(ws, training, resume_from) if resume_from else None
     warning = reasoning_template_warning(training)
     if warning:
         logger.warning(warning)
-    has_eval = check_train_data(data_source(app.project_dir, resume), app.project_dir)
-    return Plan(training, name, target_model, resume, has_eval)
+    has_eval = check_train_data(data_source(ws.project_dir, resume), ws.project_dir)
+    return Plan(training, name, target_model, resume, has_eval, keep_machine=keep_pod)
 
 
 def train(
-    app: App, target: str | None = None, resume_from: str | None = None, keep_pod: bool = False
+    ws: Workspace, target: str | None = None, resume_from: str | None = None, keep_pod: bool = False
 ) -> None:
     """``overbrainer train``: start a run on ``target`` (default: training.target), follow
     it to its end, report."""
-    plan = plan_run(app, target, resume_from, keep_pod)
-    hook = app.plugins.hook
-    executor, secrets = prepare(app, plan, keep_pod)
-    store = app.runs
+    plan = plan_run(ws, target, resume_from, keep_pod)
+    hook = ws.hook
+    ready = prepare(ws, plan)
+    executor = ready.executor
+    store = ws.runs
     record: RunRecord | None = None
     outcome: str | None = None
     try:
         record = store.create(
-            app.settings.project.name,
+            ws.settings.project.name,
             plan.target,
             claim=lambda run_id: hook.claim_run_dir(executor=executor, run_id=run_id),
         )
@@ -110,37 +121,39 @@ def train(
         logger.info(f"train: run {record.id} on target `{plan.target}`, in {record.remote_dir}")
         # Starting is never interrupted: a job spawned and not recorded would be lost.
         with deferred_sigint() as noted:
-            record = start(app, hook, executor, record, plan=plan, secrets=secrets)
+            record = start(ws, record, plan=plan, ready=ready)
         if noted.caught:
             raise KeyboardInterrupt
-        record = follow_to_end(app, hook, executor, record)
+        record = follow_to_end(ws, executor, record)
         outcome = record.state.value
     except KeyboardInterrupt:
         detached(store, record)
     finally:
-        _release(hook, executor, record, outcome or _ended(store, record))
-    report(store, record)
+        release(hook, executor, record, outcome or _ended(store, record))
+    report(ws, record)
 
 
-def prepare(app: App, plan: Plan, keep_pod: bool) -> tuple[Any, dict[str, SecretStr]]:
-    """Reach the target and resolve the job's secrets. Ctrl-C here stops the preparation
-    with no run left behind."""
-    hook = app.plugins.hook
+def prepare(ws: Workspace, plan: Plan) -> Prepared:
+    """Reach the target, learn what it is, make it ready, and resolve the job's secrets.
+    Ctrl-C here stops the preparation with no run left behind."""
+    hook = ws.hook
     executor = None
     try:
-        secrets = resolve_secrets(app, plan.training)
-        executor = create_executor(app, plan.target, plan.target_model, None)
-        if hasattr(executor, "prepare_host"):
-            executor.prepare_host()
-        if keep_pod:
-            executor.keep = True
+        secrets = resolve_secrets(ws, plan.training)
+        executor = create_executor(ws, plan.target, plan.target_model, None)
+        info = hook.describe_target(executor=executor)
+        if info is None:
+            raise UserError(f"no installed plugin can describe target `{plan.target}`")
+        if plan.keep_machine and not info.per_run:
+            raise UserError("--keep-pod only applies to a runpod target")
+        hook.prepare_target(executor=executor)
     except KeyboardInterrupt:
-        _release(hook, executor, None, None)
+        release(hook, executor, None, None)
         raise UserError("interrupted before the run started") from None
     except BaseException:
-        _release(hook, executor, None, None)
+        release(hook, executor, None, None)
         raise
-    return executor, secrets
+    return Prepared(executor, info, secrets)
 
 
 def _ended(store: RunStore, record: RunRecord | None) -> str | None:
@@ -154,53 +167,54 @@ def _ended(store: RunStore, record: RunRecord | None) -> str | None:
     return state.value if state.ended else None
 
 
-def start(
-    app: App,
-    hook: Any,
-    executor: Any,
-    run: RunRecord,
-    *,
-    plan: Plan,
-    secrets: dict[str, SecretStr],
-) -> RunRecord:
-    """Write the run directory, upload it, spawn the job, and record it ``running``.
+def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared) -> RunRecord:
+    """Write the job directory, launch the job, and record the run ``running``.
 
-    Any failure records the run ``failed`` with the error as its message.
+    Any failure records the run ``failed`` with the error as its message. A ``UserError``
+    or a transient failure is re-raised as a ``UserError``; anything else is a bug and keeps
+    its traceback.
     """
     from overbrainer.train.axolotl import axolotl_config, dump_yaml
-    from overbrainer.train.prepare import job_spec, resolve_base_model, write_run_dir
+    from overbrainer.train.prepare import job_description, resolve_base_model, write_run_dir
 
-    store = app.runs
+    store = ws.runs
+    hook = ws.hook
     run_dir = store.run_dir(run.id)
-    training, resume = plan.training, plan.resume
+    training, resume, info = plan.training, plan.resume, ready.info
     try:
-        cpu = bool(getattr(executor, "cpu_only", False))
-        root = executor.job_root(run) if hasattr(executor, "job_root") else run.remote_dir
-        local = getattr(plan.target_model, "kind", None) == "local"
-        base_model = resolve_base_model(training, app.project_dir, local)
+        base_model = resolve_base_model(training, ws.project_dir, info.local_paths)
         config = axolotl_config(
             training.model_copy(update={"base_model": base_model}),
-            root=root,
             has_eval=plan.has_eval,
             resume_checkpoint=f"resume/{resume.name}" if resume else None,
-            cpu=cpu,
+            cpu=info.cpu,
         )
-        write_run_dir(run_dir, data_source(app.project_dir, resume), dump_yaml(config), resume)
-        job = job_spec(run.id, run_dir, training, base_model, cpu=cpu, secrets=secrets)
-        handle = hook.launch_job(executor=executor, run=run, job=job)
+        write_run_dir(
+            run_dir,
+            data_source(ws.project_dir, resume),
+            dump_yaml(config),
+            resume,
+            job_description(training, base_model, cpu=info.cpu),
+        )
+        job = JobSpec(
+            run_id=run.id, local_dir=run_dir, secrets=ready.secrets, keep_machine=plan.keep_machine
+        )
+        handle = hook.launch_job(executor=ready.executor, run=run, job=job)
         if handle is None:
             raise UserError(f"no plugin can start a job on target `{run.target}`")
     except Exception as error:
         message = str(error) or type(error).__name__
         logger.debug(f"the start of run {run.id} failed: {error!r}")
         store.save(run.evolve(state=RunState.FAILED, message=message))
-        raise UserError(message) from error
+        if isinstance(error, UserError | TransientError):
+            raise UserError(message) from error
+        raise
     record = run.evolve(job=handle, state=RunState.RUNNING, snapshots=True)
     try:
         store.save(record)
     except BaseException:
         try:
-            hook.cancel_job(executor=executor, run=record)
+            hook.cancel_job(executor=ready.executor, run=record)
         except Exception as error:  # noqa: BLE001 - the save error is the one to report
             logger.warning(f"cannot cancel the job of run {run.id} after a failed save: {error}")
         raise
@@ -209,13 +223,13 @@ def start(
 
 
 def follow_to_end(
-    app: App, hook: Any, executor: Any, record: RunRecord, asked_at: float | None = None
+    ws: Workspace, executor: Any, record: RunRecord, asked_at: float | None = None
 ) -> RunRecord:
     """Follow the job of ``record`` until it ends, then settle and save its state."""
     progress = Progress()
     try:
         follower = Follower(
-            hook,
+            ws.hook,
             executor,
             record,
             on_event=progress.event,
@@ -225,38 +239,36 @@ def follow_to_end(
         )
         seen = follower.follow()
         progress.status(seen.status.describe())
-        return settle(hook, executor, app.runs, record, seen, on_phase=progress.phase)
+        return settle(ws.hook, executor, ws.runs, record, seen, on_phase=progress.phase)
     except Detached as error:
         raise UserError(str(error)) from None
     finally:
         progress.close()
 
 
-def resolve_secrets(app: App, training: Training) -> dict[str, SecretStr]:
+def resolve_secrets(ws: Workspace, training: Training) -> dict[str, SecretStr]:
     """The job's secrets, resolved only now: the Hugging Face token, when set."""
     from overbrainer.config.secrets import resolve_secret
 
-    token = app.settings.hf_token
+    token = ws.settings.hf_token
     if token is None:
         if training.hub_model_id:
             logger.warning(
                 "training.hub_model_id is set but OVERBRAINER_HF_TOKEN is not: the push will fail"
             )
         return {}
-    return {HF_TOKEN: resolve_secret(token, "hf_token", app.env.merged)}
+    return {HF_TOKEN: resolve_secret(token, "hf_token", ws.project.env)}
 
 
-def create_executor(app: App, name: str, target: BaseModel, run: RunRecord | None) -> Any:
-    executor = app.plugins.hook.create_executor(
-        name=name, target=target, project=app.project, run=run
-    )
+def create_executor(ws: Workspace, name: str, target: BaseModel, run: RunRecord | None) -> Any:
+    executor = ws.hook.create_executor(name=name, target=target, project=ws.project, run=run)
     if executor is None:
         kind = getattr(target, "kind", "?")
         raise UserError(f"no installed plugin can run target `{name}` (kind `{kind}`)")
     return executor
 
 
-def _release(hook: Any, executor: Any, run: RunRecord | None, outcome: str | None) -> None:
+def release(hook: Any, executor: Any, run: RunRecord | None, outcome: str | None) -> None:
     if executor is None:
         return
     try:
@@ -278,23 +290,24 @@ def detached(store: RunStore, record: RunRecord | None) -> None:
     )
 
 
-def report(store: RunStore, record: RunRecord | None, summary: Summary | None = None) -> None:
+def report(ws: Workspace, record: RunRecord | None, summary: Summary | None = None) -> None:
     """The final report: stdout first, then an error for a run that did not succeed."""
     if record is None:
         return
+    store = ws.runs
     if summary is None:
         summary = local_summary(store, record.id)
     output = (
         f"; output in {RUNS_DIR}/{record.id}/output" if record.state is RunState.SUCCEEDED else ""
     )
-    click.echo(f"train: run {record.id} {record.state.value}; {summary.describe()}{output}")
+    ws.echo(f"train: run {record.id} {record.state.value}; {summary.describe()}{output}")
     match record.state:
         case RunState.SUCCEEDED:
             for line in output_lines(store, record):
-                click.echo(line)
+                ws.echo(line)
         case RunState.STOPPED:
             for line in stopped_lines(record):
-                click.echo(line)
+                ws.echo(line)
         case RunState.CANCELLED:
             raise UserError(f"run {record.id} was cancelled")
         case RunState.FAILED:
@@ -305,11 +318,12 @@ def report(store: RunStore, record: RunRecord | None, summary: Summary | None = 
 
 def local_summary(store: RunStore, run_id: str) -> Summary:
     """The latest figures in a run's local ``metrics.jsonl``."""
+    from overbrainer.job.layout import METRICS_FILE
     from overbrainer.job.metrics import parse_event
 
     summary = Summary()
     try:
-        with (store.run_dir(run_id) / "metrics.jsonl").open(
+        with (store.run_dir(run_id) / METRICS_FILE).open(
             encoding="utf-8", errors="replace"
         ) as file:
             for line in file:
@@ -324,12 +338,13 @@ def local_summary(store: RunStore, run_id: str) -> Summary:
 # Resuming.
 
 
-def resume_source(app: App, training: Training, run_id: str) -> Resume:
+def resume_source(ws: Workspace, training: Training, run_id: str) -> Resume:
     """The stopped run ``run_id`` to resume from, checked: stopped with its snapshot here,
     trained with the same settings."""
+    from overbrainer.job.layout import CONFIG_FILE
     from overbrainer.train.axolotl import resume_mismatch
 
-    store = app.runs
+    store = ws.runs
     source = store.load(run_id)
     if source.state is not RunState.STOPPED or source.snapshot is None:
         raise UserError(
@@ -343,8 +358,8 @@ def resume_source(app: App, training: Training, run_id: str) -> Resume:
             f"cannot resume from run {run_id}: its snapshot is not in {RUNS_DIR}/{run_id}/"
             f"{checkpoint}; retrieve it with `overbrainer train attach {run_id}`"
         )
-    old_yaml = (run_dir / "axolotl.yaml").read_text(encoding="utf-8")
-    differ = resume_mismatch(old_yaml, _config_like(app, training, source, old_yaml))
+    old_yaml = (run_dir / CONFIG_FILE).read_text(encoding="utf-8")
+    differ = resume_mismatch(old_yaml, _config_like(ws, training, old_yaml))
     if differ:
         raise UserError(
             f"cannot resume from run {run_id}: the training settings differ from the ones it "
@@ -353,8 +368,9 @@ def resume_source(app: App, training: Training, run_id: str) -> Resume:
     return Resume(run_id=run_id, run_dir=run_dir, checkpoint=checkpoint)
 
 
-def _config_like(app: App, training: Training, source: RunRecord, old_yaml: str) -> dict[str, Any]:
-    """Today's axolotl.yaml as the stopped run would have had it (same root, device, data)."""
+def _config_like(ws: Workspace, training: Training, old_yaml: str) -> dict[str, Any]:
+    """Today's axolotl.yaml as the stopped run would have had it: the same device, the same
+    paths (relative, or absolute under its old root) and the same form of ``base_model``."""
     import yaml
 
     from overbrainer.train.axolotl import axolotl_config
@@ -362,61 +378,59 @@ def _config_like(app: App, training: Training, source: RunRecord, old_yaml: str)
 
     old = yaml.safe_load(old_yaml) or {}
     output_dir = str(old.get("output_dir", ""))
-    root = (
-        output_dir.removesuffix("/output") if output_dir.endswith("/output") else source.remote_dir
-    )
+    root = output_dir.removesuffix("/output") if output_dir.startswith("/") else ""
     cpu = old.get("lora_mlp_kernel") is False and old.get("bf16") is False
-    local = getattr(app.settings.targets.get(source.target), "kind", None) == "local"
-    base_model = resolve_base_model(training, app.project_dir, local)
+    # A path relative to the project was made absolute for a target that sees this machine.
+    forms = {training.base_model, resolve_base_model(training, ws.project_dir, True)}
+    base_model = old.get("base_model") if old.get("base_model") in forms else training.base_model
     return axolotl_config(
         training.model_copy(update={"base_model": base_model}),
-        root=root,
         has_eval="test_datasets" in old,
         cpu=cpu,
+        root=root,
     )
 
 
 # Following again, stopping, cancelling.
 
 
-def run_executor(app: App, record: RunRecord) -> Any:
+def run_executor(ws: Workspace, record: RunRecord) -> Any:
     """The executor of the target ``record`` was started on."""
-    target = app.settings.targets.get(record.target)
+    target = ws.settings.targets.get(record.target)
     if target is None:
         raise UserError(
             f"target `{record.target}` of run {record.id} is no longer in overbrainer.toml"
         )
-    return create_executor(app, record.target, target, record)
+    return create_executor(ws, record.target, target, record)
 
 
-def attach(app: App, run_id: str) -> None:
+def attach(ws: Workspace, run_id: str) -> None:
     """``train attach``: follow a run again (or report an ended one from its files)."""
-    store = app.runs
-    record = store.load(run_id)
+    record = ws.runs.load(run_id)
     if record.state.ended:
-        report(store, record)
+        report(ws, record)
         return
-    follow_existing(app, record)
+    follow_existing(ws, record)
 
 
 def follow_existing(
-    app: App, record: RunRecord, asked_at: float | None = None, executor: Any = None
+    ws: Workspace, record: RunRecord, asked_at: float | None = None, executor: Any = None
 ) -> None:
     """Follow a started run to its end and report it."""
-    hook = app.plugins.hook
+    hook = ws.hook
     if executor is None:
-        executor = run_executor(app, record)
+        executor = run_executor(ws, record)
     outcome = None
     try:
-        record = follow_to_end(app, hook, executor, record, asked_at=asked_at)
+        record = follow_to_end(ws, executor, record, asked_at=asked_at)
         outcome = record.state.value
     except KeyboardInterrupt:
-        _release(hook, executor, record, None)
-        detached(app.runs, record)
+        release(hook, executor, record, None)
+        detached(ws.runs, record)
     finally:
         if outcome is not None:
-            _release(hook, executor, record, outcome)
-    report(app.runs, record)
+            release(hook, executor, record, outcome)
+    report(ws, record)
 
 
 def stoppable(record: RunRecord) -> None:
@@ -440,11 +454,11 @@ def stop_requested(run_id: str) -> str:
     )
 
 
-def request_stop(app: App, record: RunRecord) -> Any:
-    """Write the snapshot request on the target; the executor used."""
+def request_stop(ws: Workspace, record: RunRecord) -> Any:
+    """Ask the job for a snapshot through its target; the executor used."""
     stoppable(record)
-    executor = run_executor(app, record)
-    hook = app.plugins.hook
+    executor = run_executor(ws, record)
+    hook = ws.hook
     try:
         done = hook.request_snapshot(
             executor=executor, run=record, reason=SnapshotReason.REQUESTED.value
@@ -452,34 +466,34 @@ def request_stop(app: App, record: RunRecord) -> Any:
         if not done:
             raise UserError(f"no plugin can ask the job of run {record.id} for a snapshot")
     except BaseException:
-        _release(hook, executor, record, None)
+        release(hook, executor, record, None)
         raise
-    click.echo(stop_requested(record.id))
+    ws.echo(stop_requested(record.id))
     return executor
 
 
-def stop(app: App, run_id: str) -> None:
+def stop(ws: Workspace, run_id: str) -> None:
     """``train stop``: ask for a snapshot, then follow the run to its end with the limits."""
-    record = app.runs.load(run_id)
-    executor = request_stop(app, record)
-    follow_existing(app, record, asked_at=time.monotonic(), executor=executor)
+    record = ws.runs.load(run_id)
+    executor = request_stop(ws, record)
+    follow_existing(ws, record, asked_at=time.monotonic(), executor=executor)
 
 
-def stop_for_holder(app: App, run_id: str, holder: int) -> None:
-    """``train stop`` while another process holds the project: only write the request."""
-    record = app.runs.load(run_id)
-    executor = request_stop(app, record)
-    _release(app.plugins.hook, executor, record, None)
+def stop_for_holder(ws: Workspace, run_id: str, holder: int) -> None:
+    """``train stop`` while another process holds the project: only ask for the snapshot."""
+    record = ws.runs.load(run_id)
+    executor = request_stop(ws, record)
+    release(ws.hook, executor, record, None)
     who = f"overbrainer (pid {holder})" if holder else "another overbrainer"
-    click.echo(
+    ws.echo(
         f"train: {who} is using this project: if it follows run {run_id}, it collects the "
         f"snapshot; if not, collect it with `overbrainer train attach {run_id}`"
     )
 
 
-def cancel(app: App, run_id: str) -> None:
+def cancel(ws: Workspace, run_id: str) -> None:
     """``train cancel``: stop the job of a run, record it cancelled, bring its files home."""
-    store = app.runs
+    store = ws.runs
     record = store.load(run_id)
     if record.state is RunState.CANCELLED:
         raise UserError(f"run {run_id} already ended: cancelled")
@@ -491,11 +505,11 @@ def cancel(app: App, run_id: str) -> None:
             f"train: run {run_id} already ended: {record.state.value}; stopping any job left "
             "on the target"
         )
-    hook = app.plugins.hook
-    executor = run_executor(app, record)
+    hook = ws.hook
+    executor = run_executor(ws, record)
     try:
         with deferred_sigint():
-            status: JobStatus = hook.cancel_job(executor=executor, run=record)
+            status: JobStatus | None = hook.cancel_job(executor=executor, run=record)
             if status is None:
                 raise UserError(f"no plugin can cancel the job of run {run_id}")
             if status.state is JobState.CANCELLED:
@@ -503,12 +517,12 @@ def cancel(app: App, run_id: str) -> None:
 
                 record = settle(hook, executor, store, record, Followed(status=status))
     finally:
-        _release(hook, executor, record, record.state.value if record.state.ended else None)
+        release(hook, executor, record, record.state.value if record.state.ended else None)
     if record.state is not RunState.CANCELLED:
-        click.echo(
+        ws.echo(
             f"train: the job of run {run_id} had already ended ({status.describe()}): collect it "
             f"with `overbrainer train attach {run_id}`"
         )
         return
     suffix = f" ({record.message})" if record.message else ""
-    click.echo(f"train: run {run_id} cancelled{suffix}")
+    ws.echo(f"train: run {run_id} cancelled{suffix}")

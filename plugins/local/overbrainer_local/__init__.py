@@ -11,11 +11,15 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from overbrainer import hookimpl
-from overbrainer.config.model import HostTarget, RemotePath
-from overbrainer.job.executor import HostExecutor
-from overbrainer.project import Project
-from overbrainer.runs.record import RunRecord
+from overbrainer.plugin import (
+    HostExecutor,
+    HostTarget,
+    LocalHost,
+    Project,
+    RemotePath,
+    RunRecord,
+    hookimpl,
+)
 
 
 class LocalTarget(HostTarget):
@@ -37,8 +41,12 @@ def create_executor(
 ) -> HostExecutor | None:
     if not isinstance(target, LocalTarget):
         return None
-    from overbrainer_local.host import LocalHost
-
     workdir = target.workdir or str(project.runs_dir.resolve())
-    setup_dir = str(project.dir.resolve())
-    return HostExecutor(name, target, LocalHost(project.env), workdir, setup_dir=setup_dir)
+    return HostExecutor(
+        name,
+        target,
+        LocalHost(project.env),
+        workdir,
+        setup_dir=str(project.dir.resolve()),
+        env=project.env,
+    )

@@ -11,15 +11,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, model_validator
 
-from overbrainer import hookimpl
-from overbrainer.config.model import Finite, NonEmpty, RemotePath, TargetBase
+from overbrainer.plugin import Finite, NonEmpty, RemotePath, TargetBase, comma_list, hookimpl
 
 
 def _comma_list(value: Any) -> Any:
-    # From the environment a list arrives as one comma-separated string.
-    if isinstance(value, str) and value != "auto":
-        return [part.strip() for part in value.split(",") if part.strip()]
-    return value
+    # From the environment a list arrives as one comma-separated string; "auto" stays.
+    return value if value == "auto" else comma_list(value)
 
 
 ListOrAuto = Annotated[list[NonEmpty] | Literal["auto"], BeforeValidator(_comma_list)]

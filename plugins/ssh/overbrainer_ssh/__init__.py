@@ -11,12 +11,15 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from overbrainer import hookimpl
-from overbrainer.config.model import HostTarget, RemotePath
-from overbrainer.errors import UserError
-from overbrainer.job.executor import HostExecutor
-from overbrainer.project import Project
-from overbrainer.runs.record import RunRecord
+from overbrainer.plugin import (
+    HostExecutor,
+    HostTarget,
+    Project,
+    RemotePath,
+    RunRecord,
+    UserError,
+    hookimpl,
+)
 
 DEFAULT_WORKDIR = "overbrainer"
 
@@ -48,4 +51,4 @@ def create_executor(
 
     host = SshHost(name, target.host)
     host.connect()
-    return HostExecutor(name, target, host, target.workdir)
+    return HostExecutor(name, target, host, target.workdir, env=project.env)

@@ -27,8 +27,7 @@ from typing import IO, Any
 import paramiko
 from fabric import Config, Connection
 
-from overbrainer.errors import UserError
-from overbrainer.job.host import Completed, Host, HostError
+from overbrainer.plugin import Completed, Host, HostError, UserError
 
 CONNECT_TIMEOUT_S = 15
 """Connecting and authenticating, unless the SSH config sets ConnectTimeout."""

@@ -1,4 +1,10 @@
-"""This machine as a host: scripts through ``sh``, jobs in sessions of their own."""
+"""This machine as a host: scripts through ``sh``, jobs in sessions of their own.
+
+Scripts and jobs get an allowlisted copy of overbrainer's environment: what finding
+programs, libraries, GPUs, caches, certificates and proxies needs, and nothing else, so the
+shell's other secrets (``OPENAI_API_KEY``, ``AWS_*``...) never reach Axolotl. A target adds
+names with ``pass_env``.
+"""
 
 from __future__ import annotations
 
@@ -13,16 +19,40 @@ from typing import IO
 
 from overbrainer.job.host import Completed, Host, HostError
 
-STRIPPED_PREFIXES = ("OVERBRAINER_", "VAULT_")
+ALLOWED = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+    "HOSTNAME", "LD_LIBRARY_PATH", "CC", "CXX",
+    "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONIOENCODING",
+    "HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
+    "HF_ENDPOINT", "HF_HUB_ENABLE_HF_TRANSFER", "TRANSFORMERS_CACHE", "TRANSFORMERS_OFFLINE",
+    "TOKENIZERS_PARALLELISM", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+    "AXOLOTL_DO_NOT_TRACK", "DO_NOT_TRACK",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+    "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+})  # fmt: skip
+ALLOWED_PREFIXES = (
+    "LC_", "XDG_", "CUDA_", "NVIDIA_", "NCCL_", "TORCH_", "PYTORCH_", "TRITON_",
+    "ACCELERATE_", "PIP_", "UV_", "PYENV_",
+)  # fmt: skip
+NEVER = ("OVERBRAINER_", "VAULT_")
+"""overbrainer's own settings and Vault credentials: never passed, whatever asks."""
 
 
 def job_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` without overbrainer's own settings and Vault credentials."""
-    return {key: value for key, value in env.items() if not key.startswith(STRIPPED_PREFIXES)}
+    """The part of ``env`` a script or job on this machine may see."""
+    return {
+        key: value
+        for key, value in env.items()
+        if (key in ALLOWED or key.startswith(ALLOWED_PREFIXES)) and not key.startswith(NEVER)
+    }
 
 
 class LocalHost(Host):
-    """This machine. ``env`` is the environment jobs and scripts start from."""
+    """This machine. ``env`` is overbrainer's environment; scripts and jobs start from its
+    allowlisted part (:func:`job_environment`)."""
+
+    local = True
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = job_environment(env)

@@ -1,0 +1,54 @@
+"""The job directory: every file name of the protocol between the core, a target and the job.
+
+One owner for the layout, so the runner, the host scripts, the executors and the run
+records agree. Paths are relative to the job directory (a run's ``runs/<id>/`` at home,
+wherever a target puts it). Files the core writes before the start::
+
+    run_job.py   job.json   axolotl.yaml   data/train.jsonl   data/eval.jsonl
+    plugin/overbrainer_metrics.py   resume/checkpoint-N/
+
+Files the job writes::
+
+    metrics.jsonl   output/   prepared/   snapshot.json   manifest.sha256   exit_code
+
+Files a target writes: ``job.log`` (the job's output), ``snapshot.request`` (a stop asked
+for), ``.secrets.json`` (secrets by file: the runner reads and deletes it at start); a POSIX
+host adds ``job.pid``, ``cancelling``, ``cancelled`` and ``.claim``.
+"""
+
+from __future__ import annotations
+
+RUNNER = "run_job.py"
+"""The stdlib-only runner: ``python run_job.py`` runs the whole job."""
+JOB_FILE = "job.json"
+"""What the runner runs: stages, environment, paths (written by the core)."""
+CONFIG_FILE = "axolotl.yaml"
+DATA_DIR = "data"
+TRAIN_FILE = f"{DATA_DIR}/train.jsonl"
+EVAL_FILE = f"{DATA_DIR}/eval.jsonl"
+PLUGIN_DIR = "plugin"
+RESUME_DIR = "resume"
+OUTPUT_DIR = "output"
+PREPARED_DIR = "prepared"
+METRICS_FILE = "metrics.jsonl"
+JOB_LOG = "job.log"
+SNAPSHOT_REQUEST = "snapshot.request"
+SNAPSHOT_FILE = "snapshot.json"
+MANIFEST_FILE = "manifest.sha256"
+"""NUL-framed ``<sha256> <size> <path>`` records the runner writes when the job ends."""
+SECRETS_FILE = ".secrets.json"
+EXIT_CODE = "exit_code"
+JOB_PID = "job.pid"
+CANCELLING = "cancelling"
+CANCELLED = "cancelled"
+CLAIM = ".claim"
+
+RECORD = "run.json"
+"""The run record: at home only, never uploaded."""
+HOME_ONLY = (RECORD, "pod.json", "ssh", CLAIM, SECRETS_FILE)
+"""Names of a run directory that stay at home: records and credentials of the run."""
+MANIFEST_ROOTS = (OUTPUT_DIR, METRICS_FILE, SNAPSHOT_FILE)
+"""What the runner's manifest covers: everything the job wrote that is brought home, but
+``job.log``, which the job is still writing when it hashes."""
+CHECKPOINTS = "checkpoint-*"
+"""Intermediate checkpoints under ``output/``: brought home only for a snapshot."""

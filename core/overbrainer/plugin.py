@@ -1,0 +1,110 @@
+"""The public face of overbrainer for plugin authors: everything a target may import.
+
+A target plugin (``plugins/*``, ``contrib/*``, a third party's package) imports from this
+module only; the rest of the core is private and may change (import-linter enforces it in
+CI). ``docs/plugins.md`` explains the contract: the hooks (:mod:`overbrainer.hookspecs`),
+the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of the calls.
+
+- Hooks: ``hookimpl``.
+- Errors: ``UserError`` (a message for the user), ``TransientError`` (worth retrying),
+  ``MissingArtifact``, ``ArtifactMismatch``.
+- What hooks take and return: ``JobSpec``, ``JobPoll``, ``JobStatus`` (``RUNNING``,
+  ``CANCELLED``, ``LOST``), ``ArtifactSpec``, ``TargetInfo``, ``SecretsChannel``,
+  ``LogChunk``, ``JobHandle`` (with ``Container``), ``RunRecord``, ``Project``.
+- Settings models for ``register_targets``: ``TargetBase``, ``HostTarget`` and the field
+  types ``NonEmpty``, ``Finite``, ``RemotePath``, ``EnvPattern``, ``comma_list``.
+- Helpers: ``layout`` (the job directory's file names), the manifest (``parse_manifest``,
+  ``select``, ``covered``, ``verify``, ``sha256_file``), metric lines (``complete_lines``,
+  ``parse_event``), and the POSIX host pair ``Host``/``HostExecutor`` with ``LocalHost``
+  (this machine) and ``HostError``.
+"""
+
+from __future__ import annotations
+
+from overbrainer import hookimpl
+from overbrainer.config.model import (
+    EnvPattern,
+    Finite,
+    HostTarget,
+    NonEmpty,
+    RemotePath,
+    TargetBase,
+    comma_list,
+)
+from overbrainer.errors import ArtifactMismatch, MissingArtifact, TransientError, UserError
+from overbrainer.job import layout
+from overbrainer.job.executor import HostExecutor
+from overbrainer.job.host import Completed, Host, HostError
+from overbrainer.job.localhost import LocalHost, job_environment
+from overbrainer.job.manifest import (
+    Entry,
+    Manifest,
+    covered,
+    parse_manifest,
+    select,
+    sha256_file,
+    verify,
+)
+from overbrainer.job.metrics import complete_lines, parse_event
+from overbrainer.job.spec import (
+    CANCELLED,
+    LOST,
+    RUNNING,
+    ArtifactSpec,
+    JobPoll,
+    JobSpec,
+    JobState,
+    JobStatus,
+    LogChunk,
+    SecretsChannel,
+    TargetInfo,
+)
+from overbrainer.project import Project
+from overbrainer.runs.record import Container, JobHandle, RunRecord, RunState
+
+__all__ = [
+    "CANCELLED",
+    "LOST",
+    "RUNNING",
+    "ArtifactMismatch",
+    "ArtifactSpec",
+    "Completed",
+    "Container",
+    "Entry",
+    "EnvPattern",
+    "Finite",
+    "Host",
+    "HostError",
+    "HostExecutor",
+    "HostTarget",
+    "JobHandle",
+    "JobPoll",
+    "JobSpec",
+    "JobState",
+    "JobStatus",
+    "LocalHost",
+    "LogChunk",
+    "Manifest",
+    "MissingArtifact",
+    "NonEmpty",
+    "Project",
+    "RemotePath",
+    "RunRecord",
+    "RunState",
+    "SecretsChannel",
+    "TargetBase",
+    "TargetInfo",
+    "TransientError",
+    "UserError",
+    "comma_list",
+    "complete_lines",
+    "covered",
+    "hookimpl",
+    "job_environment",
+    "layout",
+    "parse_event",
+    "parse_manifest",
+    "select",
+    "sha256_file",
+    "verify",
+]

@@ -1,0 +1,86 @@
+"""``runs logs`` of a run whose job may still be running: its log read through its target.
+
+An ended run's ``job.log`` is home (:mod:`overbrainer.runs.logs`); a running one's is where
+the job runs, and the ``read_job_log`` hook brings it, from the start or as it grows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from overbrainer.errors import UserError
+from overbrainer.job.layout import RECORD
+from overbrainer.job.spec import JobState
+from overbrainer.redact import LineRedactor, printable
+from overbrainer.runs import follow
+from overbrainer.runs.logs import read_job_log
+from overbrainer.runs.record import RunRecord
+from overbrainer.runs.store import RunStore
+from overbrainer.train.workspace import Workspace
+
+
+def log_lines(
+    store: RunStore,
+    run_id: str,
+    tail: int | None,
+    keep_following: bool,
+    workspace: Callable[[], Workspace],
+) -> Iterator[str]:
+    """The lines of the job log of ``run_id``, redacted and printable: the last ``tail``
+    ones when given; with ``keep_following``, then every new line until the job ends.
+
+    Only a running job needs its target, and so the settings: ``workspace`` gives them.
+    """
+    record = store.load(run_id) if (store.run_dir(run_id) / RECORD).is_file() else None
+    if record is None or record.job is None or record.state.ended:
+        yield from read_job_log(store, run_id, tail)
+        return
+    from overbrainer.train.session import release, run_executor
+
+    ws = workspace()
+    executor = run_executor(ws, record)
+    try:
+        yield from _live(ws, executor, record, tail, keep_following)
+    finally:
+        release(ws.hook, executor, record, None)
+
+
+def _live(
+    ws: Workspace, executor: Any, record: RunRecord, tail: int | None, keep_following: bool
+) -> Iterator[str]:
+    hook = ws.hook
+    redactor = LineRedactor()
+    offset, pending = 0, b""
+
+    def read() -> list[str]:
+        nonlocal offset, pending
+        lines: list[str] = []
+        while True:
+            chunk = hook.read_job_log(executor=executor, run=record, offset=offset)
+            if chunk is None:
+                raise UserError(
+                    f"the plugin of target `{record.target}` cannot read the log of a running "
+                    f"job; it is in runs/{record.id}/job.log once the run ends"
+                )
+            if not chunk.data:
+                return lines
+            offset = chunk.offset
+            *complete, pending = (pending + chunk.data).split(b"\n")
+            lines += [printable(redactor.line(raw.decode("utf-8", "replace"))) for raw in complete]
+
+    first = read()
+    yield from deque(first, maxlen=tail) if tail is not None else first
+    if not keep_following:
+        return
+    while True:
+        poll = hook.poll_job(executor=executor, run=record)
+        running = poll is not None and poll.status.state is JobState.RUNNING
+        yield from read()
+        if not running:
+            if pending:
+                yield printable(redactor.line(pending.decode("utf-8", "replace")))
+            return
+        time.sleep(follow.POLL_S)
