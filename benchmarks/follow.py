@@ -24,8 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fixtures.fake_axolotl import make_fake_venv  # noqa: E402
 from tests.fixtures.run_dirs import write_examples  # noqa: E402
+
+from overbrainer.testing.fake_axolotl import make_fake_venv  # noqa: E402
 
 CONFIG = """\
 [project]

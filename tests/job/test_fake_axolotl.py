@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.fixtures.fake_axolotl import CALLS_FILE, CHILD_FILE, make_fake_venv
 from tests.fixtures.run_dirs import job_environ, prepare_run_dir
 
 from overbrainer.config.model import Training
+from overbrainer.testing.fake_axolotl import CALLS_FILE, CHILD_FILE, make_fake_venv
 from overbrainer.train.axolotl import job_stages
 
 TRAINING = Training(target="box", base_model="/models/tiny", adapter="lora", merge=True)

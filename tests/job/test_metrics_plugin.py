@@ -14,10 +14,10 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-from tests.fixtures.fake_axolotl import FakeTrainer
 from tests.fixtures.run_dirs import prepare_run_dir
 
 from overbrainer.config.model import Training
+from overbrainer.testing.fake_axolotl import FakeTrainer
 from overbrainer.train.axolotl import plugin_file
 
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from tests.fixtures.fake_axolotl import make_fake_venv
 from tests.fixtures.run_dirs import write_examples
 from tests.ssh.conftest import Sshd, cmdlines_holding
 from tests.train.conftest import Trainer, group_alive
 
 from overbrainer.runs import follow
+from overbrainer.testing.fake_axolotl import make_fake_venv
 
 SSH_TRAINING = """
 [training]
@@ -443,5 +443,6 @@ def test_a_real_run_over_ssh_succeeds_with_an_adapter(trainer, run_cli, venv, ti
     assert result.stdout.splitlines()[1] == f"train: adapter in runs/{run['id']}/output"
     assert _log_steps(trainer, run["id"]) == list(range(1, 17))
     yaml_text = (trainer.dir / "runs" / run["id"] / "axolotl.yaml").read_text()
-    assert f'output_dir: "{remote}/output"' in yaml_text
+    # Paths relative to the job directory: the runner runs every stage there.
+    assert 'output_dir: "output"' in yaml_text and '- path: "data/train.jsonl"' in yaml_text
     assert "lora_mlp_kernel: false" in yaml_text and "bf16: false" in yaml_text

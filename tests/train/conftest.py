@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from tests.fixtures.fake_axolotl import make_fake_venv
 from tests.fixtures.run_dirs import write_examples
 
 from overbrainer.runs import follow
+from overbrainer.testing.fake_axolotl import make_fake_venv
 
 TRAINING = """
 [training]

@@ -80,6 +80,17 @@ def test_a_lora_run_with_eval_data_gets_every_key_of_the_spec_in_order():
     assert list(config)[:3] == ["base_model", "datasets", "val_set_size"]
 
 
+def test_paths_are_relative_to_the_job_directory_by_default():
+    config = axolotl_config(
+        training(), has_eval=True, resume_checkpoint="resume/checkpoint-4", cpu=True
+    )
+    assert config["datasets"][0]["path"] == "data/train.jsonl"
+    assert config["test_datasets"][0]["path"] == "data/eval.jsonl"
+    assert config["output_dir"] == "output"
+    assert config["dataset_prepared_path"] == "prepared"
+    assert config["resume_from_checkpoint"] == "resume/checkpoint-4"
+
+
 def test_without_eval_data_there_is_no_test_dataset_and_no_eval_schedule():
     config = axolotl_config(training(), root=ROOT, has_eval=False)
     assert "test_datasets" not in config

@@ -6,7 +6,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tests.fixtures import fake_axolotl
+from overbrainer.testing import fake_axolotl
 
 WHEEL_MODULE = """\
 import os, sys

@@ -1,0 +1,416 @@
+"""The executor conformance suite: every test an executor must pass, in one class.
+
+An executor package subclasses :class:`ExecutorContract` in its tests and gives one fixture,
+``contract_target``, returning a :class:`ContractTarget`: its plugin, a target table, and
+how to reach the job directory when it can. Every test then drives the plugin's hooks
+exactly as the core does, with the fake trainer (:mod:`overbrainer.testing.fake_axolotl`)
+as Axolotl, so a whole contract run takes seconds::
+
+    from overbrainer.testing import ContractTarget, ExecutorContract, make_fake_venv
+
+    class TestMyExecutor(ExecutorContract):
+        @pytest.fixture
+        def contract_target(self, tmp_path):
+            venv = make_fake_venv(tmp_path / "venv")
+            return ContractTarget(plugin=my_plugin, table={"kind": "mine", "venv": str(venv)})
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets as tokens
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from overbrainer.errors import ArtifactMismatch, MissingArtifact
+from overbrainer.job import layout
+from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobState, JobStatus, TargetInfo
+from overbrainer.project import Project
+from overbrainer.runs.record import RunRecord, RunState
+
+POLL_S = 0.05
+DEADLINE_S = 60.0
+SECRET_NAME = "HF_TOKEN"  # noqa: S105 - the variable's name
+RESULTS = ArtifactSpec(
+    paths=(layout.OUTPUT_DIR, layout.METRICS_FILE, layout.JOB_LOG),
+    required=(layout.OUTPUT_DIR,),
+    exclude=(layout.CHECKPOINTS,),
+)
+
+
+@dataclass
+class ContractTarget:
+    """What an executor package gives the suite.
+
+    Attributes:
+        plugin: the module (or object) holding the plugin's hook implementations.
+        table: the ``[targets.NAME]`` table, ``kind`` included, validated by the model the
+            plugin registers; it must make the fake trainer the job's ``axolotl`` (a
+            ``venv`` from :func:`~overbrainer.testing.make_fake_venv`, say).
+        name: the target's name.
+        env: overbrainer's environment as the project sees it.
+        job_dir: where the job directory of a run is, when this machine can read it (the
+            tests that alter or scan the target's files are skipped without it).
+        signal_runner: sends the job's runner SIGTERM as the platform would (a scheduler's
+            stop); the graceful-stop-by-signal test is skipped without it.
+    """
+
+    plugin: object
+    table: Mapping[str, Any]
+    name: str = "contract"
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    job_dir: Callable[[RunRecord], Path | None] | None = None
+    signal_runner: Callable[[RunRecord], None] | None = None
+
+
+@dataclass
+class Driver:
+    """Drives one executor through the hooks, as the training commands do."""
+
+    hook: Any
+    executor: Any
+    target: ContractTarget
+    project: Path
+    info: TargetInfo
+    runs: list[RunRecord] = field(default_factory=list)
+
+    def new_run(self, suffix: str = "") -> RunRecord:
+        run_id = f"contract_20260101-{len(self.runs):06d}{suffix}"
+        remote = self.hook.claim_run_dir(executor=self.executor, run_id=run_id)
+        assert remote, f"claim_run_dir returned {remote!r} for a new id"
+        (self.project / "runs" / run_id).mkdir(parents=True, exist_ok=True)
+        run = RunRecord(
+            id=run_id, target=self.target.name, created="2026-01-01T00:00:00Z", remote_dir=remote
+        )
+        self.runs.append(run)
+        return run
+
+    def local_dir(self, run: RunRecord) -> Path:
+        return self.project / "runs" / run.id
+
+    def launch(
+        self,
+        run: RunRecord | None = None,
+        knobs: Mapping[str, str] | None = None,
+        secrets: Mapping[str, str] | None = None,
+        resume: tuple[Path, int] | None = None,
+    ) -> RunRecord:
+        """Prepare a job of the fake trainer (``knobs``: its ``FAKE_AXOLOTL_*`` settings)
+        and launch it; the record as ``running``."""
+        from overbrainer.testing.jobs import prepare_job
+
+        run = run or self.new_run()
+        prepare_job(
+            self.local_dir(run),
+            cpu=self.info.cpu,
+            env={"FAKE_AXOLOTL_STEP_SECONDS": "0.02", **(knobs or {})},
+            resume=resume,
+        )
+        job = JobSpec(
+            run_id=run.id,
+            local_dir=self.local_dir(run),
+            secrets={k: SecretStr(v) for k, v in (secrets or {}).items()},
+        )
+        handle = self.hook.launch_job(executor=self.executor, run=run, job=job)
+        assert handle is not None, "launch_job returned None for the plugin's own executor"
+        run = run.evolve(job=handle, state=RunState.RUNNING, snapshots=True)
+        self.runs[-1] = run
+        return run
+
+    def poll(self, run: RunRecord) -> JobPoll:
+        poll = self.hook.poll_job(executor=self.executor, run=run)
+        assert poll is not None, "poll_job returned None for the plugin's own executor"
+        return poll
+
+    def follow(
+        self, run: RunRecord, until: Callable[[JobPoll, list[str]], bool] | None = None
+    ) -> tuple[JobPoll, list[str]]:
+        """Poll until ``until`` (default: the job ended and nothing new came)."""
+        lines: list[str] = []
+        deadline = time.monotonic() + DEADLINE_S
+        ended = False
+        while True:
+            poll = self.poll(run)
+            lines += poll.lines
+            if until is not None and until(poll, lines):
+                return poll, lines
+            if until is None and poll.status.state is not JobState.RUNNING:
+                if ended and not poll.lines:
+                    return poll, lines
+                ended = True
+                continue
+            assert time.monotonic() < deadline, f"the job did not end; last {poll.status}"
+            time.sleep(POLL_S)
+
+    def training(self, run: RunRecord) -> tuple[JobPoll, list[str]]:
+        """Follow until the trainer logged a step."""
+        return self.follow(run, until=lambda _poll, lines: any('"log"' in x for x in lines))
+
+    def collect(self, run: RunRecord, spec: ArtifactSpec = RESULTS) -> list[str]:
+        got = self.hook.collect_artifacts(
+            executor=self.executor, run=run, artifacts=spec, dest=self.local_dir(run)
+        )
+        assert got is not None, "collect_artifacts returned None for the plugin's own executor"
+        return list(got)
+
+    def cancel(self, run: RunRecord) -> JobStatus:
+        status = self.hook.cancel_job(executor=self.executor, run=run)
+        assert status is not None, "cancel_job returned None for the plugin's own executor"
+        return status
+
+    def log(self, run: RunRecord, offset: int = 0) -> tuple[bytes, int]:
+        chunk = self.hook.read_job_log(executor=self.executor, run=run, offset=offset)
+        assert chunk is not None, "read_job_log returned None for the plugin's own executor"
+        return chunk.data, chunk.offset
+
+    def whole_log(self, run: RunRecord) -> bytes:
+        data, offset = b"", 0
+        while True:
+            chunk, offset = self.log(run, offset)
+            if not chunk:
+                return data
+            data += chunk
+
+
+def _events(lines: list[str]) -> list[dict[str, Any]]:
+    events = []
+    for line in lines:
+        event = json.loads(line)  # every line complete: a partial one would not parse
+        assert isinstance(event, dict) and isinstance(event.get("event"), str), line
+        events.append(event)
+    return events
+
+
+def _snapshot(poll: JobPoll) -> dict[str, Any]:
+    assert poll.snapshot is not None, "the job saved no snapshot.json"
+    snapshot = json.loads(poll.snapshot)
+    assert snapshot["checkpoint"] == f"output/checkpoint-{snapshot['step']}"
+    return snapshot
+
+
+class ExecutorContract:
+    """The contract tests. Subclass it (``class TestMine(ExecutorContract)``) and define the
+    ``contract_target`` fixture."""
+
+    @pytest.fixture
+    def contract_target(self) -> ContractTarget:
+        raise NotImplementedError("define the contract_target fixture in your subclass")
+
+    @pytest.fixture
+    def driver(self, contract_target: ContractTarget, tmp_path: Path) -> Iterator[Driver]:
+        from overbrainer.testing.jobs import contract_settings, manager_with
+
+        plugins = manager_with(contract_target.plugin)
+        kind = contract_target.table["kind"]
+        assert kind in plugins.kinds, f"the plugin registers no target kind `{kind}`"
+        model = plugins.kinds[kind].model_validate(dict(contract_target.table))
+        project_dir = tmp_path / "contract-project"
+        (project_dir / "runs").mkdir(parents=True)
+        project = Project(
+            dir=project_dir,
+            settings=contract_settings(contract_target.name, model),
+            env=dict(contract_target.env),
+        )
+        hook = plugins.hook
+        executor = hook.create_executor(
+            name=contract_target.name, target=model, project=project, run=None
+        )
+        assert executor is not None, "create_executor returned None for the plugin's own kind"
+        info = hook.describe_target(executor=executor)
+        assert isinstance(info, TargetInfo), "describe_target must return a TargetInfo"
+        hook.prepare_target(executor=executor)
+        driver = Driver(hook, executor, contract_target, project_dir, info)
+        yield driver
+        for run in driver.runs:
+            if run.job is not None:
+                # Best effort: nothing a test started may outlive it.
+                with contextlib.suppress(Exception):
+                    hook.cancel_job(executor=executor, run=run)
+        hook.release_executor(executor=executor, run=None, outcome=None)
+
+    # Launch, follow, results.
+
+    def test_a_job_runs_to_its_end_with_complete_metric_lines(self, driver: Driver) -> None:
+        run = driver.launch(knobs={"FAKE_AXOLOTL_STEPS": "4"})
+        poll, lines = driver.follow(run)
+        assert poll.status == JobStatus.exited(0)
+        events = _events(lines)
+        kinds = [event["event"] for event in events]
+        assert kinds[0] == "stage" and events[0]["name"] == "train"
+        assert kinds.count("begin") == 1 and kinds.count("end") == 1
+        assert [e["step"] for e in events if e["event"] == "log" and "loss" in e] == [1, 2, 3, 4]
+
+    def test_the_results_come_home_verified(self, driver: Driver) -> None:
+        run = driver.launch(knobs={"FAKE_AXOLOTL_STEPS": "3"})
+        driver.follow(run)
+        got = driver.collect(run)
+        local = driver.local_dir(run)
+        assert "output/adapter_model.safetensors" in got
+        assert (local / "output" / "adapter_model.safetensors").read_bytes() == (
+            b"fake adapter weights"
+        )
+        assert not any(p.startswith("output/checkpoint-") for p in got)
+        assert (local / layout.METRICS_FILE).is_file()
+
+    def test_a_corrupted_result_is_refused(self, driver: Driver) -> None:
+        run = driver.launch(knobs={"FAKE_AXOLOTL_STEPS": "2"})
+        driver.follow(run)
+        where = driver.target.job_dir(run) if driver.target.job_dir else None
+        if where is None:
+            pytest.skip("the job directory is not readable from this machine")
+        if where.resolve() == driver.local_dir(run).resolve():
+            pytest.skip("the job runs in the run directory at home: nothing travels")
+        (where / "output" / "adapter_model.safetensors").write_bytes(b"flipped on the target")
+        with pytest.raises(ArtifactMismatch, match=r"adapter_model\.safetensors"):
+            driver.collect(run)
+
+    def test_a_job_without_output_is_a_missing_artifact(self, driver: Driver) -> None:
+        run = driver.launch(knobs={"FAKE_AXOLOTL_STEPS": "2", "FAKE_AXOLOTL_NO_OUTPUT": "1"})
+        poll, _ = driver.follow(run)
+        assert poll.status == JobStatus.exited(0)
+        with pytest.raises(MissingArtifact) as missing:
+            driver.collect(run)
+        assert missing.value.path == layout.OUTPUT_DIR
+
+    def test_the_exit_code_of_a_failed_job_is_reported(self, driver: Driver) -> None:
+        run = driver.launch(knobs={"FAKE_AXOLOTL_STEPS": "1", "FAKE_AXOLOTL_EXIT": "3"})
+        poll, _ = driver.follow(run)
+        assert poll.status == JobStatus.exited(3)
+
+    # Snapshots and resume.
+
+    def test_a_snapshot_on_request_stops_the_job_with_its_checkpoint(self, driver: Driver) -> None:
+        run = driver.launch(knobs={"FAKE_AXOLOTL_HANG": "1"})
+        driver.training(run)
+        asked = driver.hook.request_snapshot(executor=driver.executor, run=run, reason="deadline")
+        assert asked is True
+        poll, _ = driver.follow(run)
+        assert poll.status == JobStatus.exited(0)
+        snapshot = _snapshot(poll)
+        assert snapshot["reason"] in ("deadline", "requested")
+        spec = ArtifactSpec(
+            paths=(snapshot["checkpoint"], layout.SNAPSHOT_FILE), required=(snapshot["checkpoint"],)
+        )
+        got = driver.collect(run, spec)
+        assert f"{snapshot['checkpoint']}/trainer_state.json" in got
+
+    def test_sigterm_to_the_runner_is_a_graceful_snapshot(self, driver: Driver) -> None:
+        if driver.target.signal_runner is None:
+            pytest.skip("no way to signal the job's runner given")
+        run = driver.launch(knobs={"FAKE_AXOLOTL_HANG": "1"})
+        driver.training(run)
+        driver.target.signal_runner(run)
+        poll, _ = driver.follow(run)
+        assert poll.status == JobStatus.exited(0)
+        assert _snapshot(poll)["reason"] == "requested"
+
+    def test_a_run_resumes_from_a_snapshot(self, driver: Driver) -> None:
+        run = driver.launch(knobs={"FAKE_AXOLOTL_HANG": "1"})
+        driver.training(run)
+        driver.hook.request_snapshot(executor=driver.executor, run=run, reason="requested")
+        poll, _ = driver.follow(run)
+        snapshot = _snapshot(poll)
+        step = snapshot["step"]
+        spec = ArtifactSpec(paths=(snapshot["checkpoint"],), required=(snapshot["checkpoint"],))
+        driver.collect(run, spec)
+        checkpoint = driver.local_dir(run) / snapshot["checkpoint"]
+        resumed = driver.launch(
+            knobs={"FAKE_AXOLOTL_STEPS": str(step + 2)}, resume=(checkpoint, step)
+        )
+        poll, lines = driver.follow(resumed)
+        assert poll.status == JobStatus.exited(0)
+        steps = [e["step"] for e in _events(lines) if e["event"] == "log" and "loss" in e]
+        assert steps == [step + 1, step + 2]
+
+    # Cancel.
+
+    def test_cancel_stops_a_running_job_and_is_idempotent(self, driver: Driver) -> None:
+        run = driver.launch(knobs={"FAKE_AXOLOTL_HANG": "1", "FAKE_AXOLOTL_CHILD": "1"})
+        driver.training(run)
+        assert driver.cancel(run).state is JobState.CANCELLED
+        assert driver.cancel(run).state is JobState.CANCELLED
+        assert driver.poll(run).status.state is JobState.CANCELLED
+        before = len(driver.whole_log(run))
+        time.sleep(0.5)
+        assert len(driver.whole_log(run)) == before, "the job still writes after its cancel"
+
+    def test_cancel_never_signals_a_finished_job(self, driver: Driver) -> None:
+        run = driver.launch(knobs={"FAKE_AXOLOTL_STEPS": "2"})
+        driver.follow(run)
+        assert driver.cancel(run) == JobStatus.exited(0)
+        assert driver.poll(run).status == JobStatus.exited(0)
+        assert "output/adapter_model.safetensors" in driver.collect(run)
+
+    # Logs.
+
+    def test_the_log_is_readable_while_the_job_runs_and_after(self, driver: Driver) -> None:
+        run = driver.launch(knobs={"FAKE_AXOLOTL_HANG": "1"})
+        driver.training(run)
+        deadline = time.monotonic() + DEADLINE_S
+        while b"fake axolotl: step" not in driver.whole_log(run):
+            assert time.monotonic() < deadline, "no step in the log of a running job"
+            time.sleep(POLL_S)
+        driver.cancel(run)
+        finished = driver.launch(knobs={"FAKE_AXOLOTL_STEPS": "2"})
+        driver.follow(finished)
+        data, offset = driver.log(finished, 0)
+        assert b"fake axolotl: training completed" in driver.whole_log(finished)
+        assert offset >= len(data) > 0
+        assert driver.log(finished, len(driver.whole_log(finished)))[0] == b""
+
+    # Secrets.
+
+    def test_a_secret_reaches_the_job_and_nothing_else(self, driver: Driver) -> None:
+        secret = "hf_" + tokens.token_hex(16)
+        run = driver.launch(
+            knobs={"FAKE_AXOLOTL_HANG": "1", "FAKE_AXOLOTL_SHOW_SECRET": SECRET_NAME},
+            secrets={SECRET_NAME: secret},
+        )
+        driver.training(run)
+        digest = hashlib.sha256(secret.encode()).hexdigest()
+        deadline = time.monotonic() + DEADLINE_S
+        while f"{SECRET_NAME} sha256 {digest}".encode() not in driver.whole_log(run):
+            assert time.monotonic() < deadline, "the job never saw its secret"
+            time.sleep(POLL_S)
+        holders = _cmdlines_holding(secret.encode())
+        assert not holders, f"the secret is on a command line: {holders}"
+        driver.hook.request_snapshot(executor=driver.executor, run=run, reason="requested")
+        driver.follow(run)
+        driver.collect(run)
+        places = [driver.local_dir(run)]
+        if driver.target.job_dir is not None and (where := driver.target.job_dir(run)):
+            places.append(where)
+        for place in places:
+            for path in place.rglob("*"):
+                if path.is_file() and not path.is_symlink():
+                    assert secret.encode() not in path.read_bytes(), f"the secret is in {path}"
+        assert secret not in run.model_dump_json()
+
+    # Claims.
+
+    def test_a_claimed_run_id_is_not_claimed_again(self, driver: Driver) -> None:
+        run = driver.new_run()
+        again = driver.hook.claim_run_dir(executor=driver.executor, run_id=run.id)
+        assert again == ""
+
+
+def _cmdlines_holding(secret: bytes) -> list[str]:
+    """Processes of this machine whose command line holds ``secret``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if secret in (entry / "cmdline").read_bytes():
+                    found.append(entry.name)
+            except OSError:
+                continue
+    return found
