@@ -103,8 +103,8 @@ def main() -> None:
 
 def run_bench(fixture, server, home: Path, work: Path, args: argparse.Namespace) -> None:
     from overbrainer.job.executor import HostExecutor
+    from overbrainer.job.record import RunRecord
     from overbrainer.job.spec import ArtifactSpec
-    from overbrainer.runs.record import RunRecord
     from overbrainer_ssh import SshTarget
     from overbrainer_ssh.host import SshHost
 

@@ -22,6 +22,7 @@ import pluggy
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from overbrainer.job.record import JobHandle, RunRecord
     from overbrainer.job.spec import (
         ArtifactSpec,
         JobPoll,
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
         TargetInfo,
     )
     from overbrainer.project import Project
-    from overbrainer.runs.record import JobHandle, RunRecord
 
 hookspec = pluggy.HookspecMarker("overbrainer")
 

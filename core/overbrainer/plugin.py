@@ -14,9 +14,9 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
 - Settings models for ``register_targets``: ``TargetBase``, ``HostTarget`` and the field
   types ``NonEmpty``, ``Finite``, ``RemotePath``, ``EnvPattern``, ``comma_list``.
 - Helpers: ``layout`` (the job directory's file names), the manifest (``parse_manifest``,
-  ``select``, ``covered``, ``verify``, ``sha256_file``), metric lines (``complete_lines``,
-  ``parse_event``), and the POSIX host pair ``Host``/``HostExecutor`` with ``LocalHost``
-  (this machine) and ``HostError``.
+  ``select``, ``covered``, ``manifest_of``, ``verify``, ``sha256_file``), metric lines
+  (``complete_lines``, ``parse_event``), and the POSIX host pair ``Host``/``HostExecutor``
+  with ``LocalHost`` (this machine) and ``HostError``.
 """
 
 from __future__ import annotations
@@ -40,12 +40,14 @@ from overbrainer.job.manifest import (
     Entry,
     Manifest,
     covered,
+    manifest_of,
     parse_manifest,
     select,
     sha256_file,
     verify,
 )
 from overbrainer.job.metrics import complete_lines, parse_event
+from overbrainer.job.record import Container, JobHandle, RunRecord, RunState
 from overbrainer.job.spec import (
     CANCELLED,
     LOST,
@@ -60,7 +62,6 @@ from overbrainer.job.spec import (
     TargetInfo,
 )
 from overbrainer.project import Project
-from overbrainer.runs.record import Container, JobHandle, RunRecord, RunState
 
 __all__ = [
     "CANCELLED",
@@ -102,6 +103,7 @@ __all__ = [
     "hookimpl",
     "job_environment",
     "layout",
+    "manifest_of",
     "parse_event",
     "parse_manifest",
     "select",

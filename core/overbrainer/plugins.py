@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -149,12 +149,17 @@ def load_plugins(env: Mapping[str, str] | None = None) -> Plugins:
 def trace(pm: pluggy.PluginManager) -> None:
     """Print each hook call, its arguments (secrets masked) and which plugins answered."""
 
-    def before(name: str, impls: list[Any], kwargs: Mapping[str, Any]) -> None:
+    def before(name: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
         args = ", ".join(f"{k}={_short(v)}" for k, v in kwargs.items())
         who = ", ".join(impl.plugin_name for impl in impls)
         sys.stderr.write(f"trace: {name}({args}) -> [{who}]\n")
 
-    def after(outcome: Any, name: str, impls: list[Any], kwargs: Mapping[str, Any]) -> None:
+    def after(
+        outcome: pluggy.Result[Any],
+        name: str,
+        impls: Sequence[pluggy.HookImpl],
+        kwargs: Mapping[str, Any],
+    ) -> None:
         try:
             result = outcome.get_result()
         except BaseException as error:  # noqa: BLE001 - only reported; pluggy re-raises it

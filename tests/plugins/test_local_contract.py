@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import overbrainer_local
 import pytest
 
+import overbrainer_local
 from overbrainer.testing import ContractTarget, ExecutorContract, make_fake_venv, runner_signaller
 
 

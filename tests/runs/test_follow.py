@@ -8,10 +8,10 @@ import json
 import pytest
 
 from overbrainer import hookimpl
+from overbrainer.job.record import RunRecord
 from overbrainer.job.spec import CANCELLED, RUNNING, JobPoll, JobStatus
 from overbrainer.plugins import new_manager
 from overbrainer.runs.follow import Detached, Follower, StopLimits
-from overbrainer.runs.record import RunRecord
 
 
 class Scripted:

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from overbrainer.errors import UserError
+from overbrainer.job.record import Container, JobHandle, RunRecord, RunState, Snapshot
 from overbrainer.runs.ids import base_id, check_run_id, slug
-from overbrainer.runs.record import Container, JobHandle, RunRecord, RunState, Snapshot
 from overbrainer.runs.store import RunStore
 
 NOW = datetime(2026, 9, 22, 14, 30, 5, tzinfo=UTC)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import overbrainer_ssh
 import pytest
 
+import overbrainer_ssh
 from overbrainer.testing import ContractTarget, ExecutorContract, make_fake_venv, runner_signaller
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from overbrainer.runs.record import Container, JobHandle, RunRecord, RunState, Snapshot
+from overbrainer.job.record import Container, JobHandle, RunRecord, RunState, Snapshot
 from overbrainer.runs.store import RunStore
 
 INTERRUPT_LAUNCH = """

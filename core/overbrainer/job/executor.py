@@ -26,6 +26,7 @@ from overbrainer.job import layout, scripts
 from overbrainer.job.host import Host, HostError
 from overbrainer.job.manifest import Manifest, covered, parse_manifest, select, verify
 from overbrainer.job.metrics import complete_lines
+from overbrainer.job.record import Container, JobHandle, RunRecord
 from overbrainer.job.spec import (
     CANCELLED,
     LOST,
@@ -37,7 +38,6 @@ from overbrainer.job.spec import (
     LogChunk,
     TargetInfo,
 )
-from overbrainer.runs.record import Container, JobHandle, RunRecord
 
 CONTAINER_ROOT = "/workspace/run"
 DEFAULT_IMAGE = "axolotlai/axolotl:main-latest"

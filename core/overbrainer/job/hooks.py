@@ -11,8 +11,8 @@ from typing import Any
 
 from overbrainer import hookimpl
 from overbrainer.job.executor import HostExecutor
+from overbrainer.job.record import JobHandle, RunRecord
 from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobStatus, LogChunk, TargetInfo
-from overbrainer.runs.record import JobHandle, RunRecord
 
 
 @hookimpl(trylast=True)

@@ -87,6 +87,15 @@ def local_files(dest: Path, roots: tuple[str, ...], exclude: tuple[str, ...]) ->
     return found
 
 
+def manifest_of(root: Path, paths: tuple[str, ...], exclude: tuple[str, ...]) -> Manifest:
+    """The manifest of the files under ``paths`` of ``root``, computed here: for a target
+    whose job directory this machine can read."""
+    return {
+        path: Entry(sha256_file(file), file.stat().st_size)
+        for path, file in local_files(root, paths, exclude).items()
+    }
+
+
 def verify(
     manifest: Manifest, dest: Path, roots: tuple[str, ...], exclude: tuple[str, ...]
 ) -> None:

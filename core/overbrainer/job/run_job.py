@@ -140,7 +140,6 @@ class Runner:
 
     def __init__(self, root: str) -> None:
         self.root = root
-        self.child = None
         self.stop_asked = False
 
     def path(self, name: str) -> str:
@@ -205,7 +204,7 @@ class Runner:
             program = shutil.which(program, path=env.get("PATH")) or program
         say(f"stage {name}: {' '.join(argv)}")
         try:
-            self.child = subprocess.Popen(
+            child = subprocess.Popen(
                 [program, *argv[1:]],
                 cwd=self.root,
                 env=env,
@@ -215,8 +214,7 @@ class Runner:
         except OSError as error:
             say(f"stage {name} could not start: {error}")
             return 127
-        code = self.child.wait()
-        self.child = None
+        code = child.wait()
         return 128 - code if code < 0 else code
 
     def run(self) -> int:

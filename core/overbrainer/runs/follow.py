@@ -11,8 +11,8 @@ from loguru import logger
 
 from overbrainer.errors import UserError
 from overbrainer.job.metrics import parse_event
+from overbrainer.job.record import RunRecord
 from overbrainer.job.spec import JobState, JobStatus
-from overbrainer.runs.record import RunRecord
 
 POLL_S = 2.0
 FINAL_POLL_S = 0.5

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from overbrainer.runs.record import RunRecord
+from overbrainer.job.record import RunRecord
 from overbrainer.runs.store import RunStore
 
 OUTPUT_DIR = "output"

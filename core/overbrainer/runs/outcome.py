@@ -18,9 +18,9 @@ from overbrainer.job.layout import (
     OUTPUT_DIR,
     SNAPSHOT_FILE,
 )
+from overbrainer.job.record import RunRecord, RunState, Snapshot, SnapshotReason
 from overbrainer.job.spec import ArtifactSpec, JobState
 from overbrainer.runs.follow import Followed
-from overbrainer.runs.record import RunRecord, RunState, Snapshot, SnapshotReason
 from overbrainer.runs.store import RUNS_DIR, RunStore
 
 OUTPUT = OUTPUT_DIR
@@ -54,6 +54,7 @@ def parse_snapshot(text: str | None) -> Snapshot | str | None:
     match = _CHECKPOINT.match(checkpoint) if isinstance(checkpoint, str) else None
     if match is None or not isinstance(step, int) or int(match[1]) != step:
         return "snapshot.json names an invalid checkpoint path"
+    assert isinstance(checkpoint, str)  # matched above
     reason = data.get("reason")
     return Snapshot(
         checkpoint=checkpoint,

@@ -13,8 +13,8 @@ from loguru import logger
 from pydantic import ValidationError
 
 from overbrainer.errors import UserError
+from overbrainer.job.record import RunRecord
 from overbrainer.runs.ids import base_id, candidates, check_run_id, is_valid_id
-from overbrainer.runs.record import RunRecord
 
 RUNS_DIR = "runs"
 RECORD = "run.json"

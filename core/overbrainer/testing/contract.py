@@ -33,9 +33,9 @@ from pydantic import SecretStr
 
 from overbrainer.errors import ArtifactMismatch, MissingArtifact
 from overbrainer.job import layout
+from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobState, JobStatus, TargetInfo
 from overbrainer.project import Project
-from overbrainer.runs.record import RunRecord, RunState
 
 POLL_S = 0.05
 DEADLINE_S = 60.0

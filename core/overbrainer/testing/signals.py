@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 
 from overbrainer.job.layout import RUNNER
-from overbrainer.runs.record import RunRecord
+from overbrainer.job.record import RunRecord
 
 
 def runner_pid(pgid: int) -> int | None:

@@ -13,11 +13,11 @@ from typing import Any
 
 from overbrainer.errors import UserError
 from overbrainer.job.layout import RECORD
+from overbrainer.job.record import RunRecord
 from overbrainer.job.spec import JobState
 from overbrainer.redact import LineRedactor, printable
 from overbrainer.runs import follow
 from overbrainer.runs.logs import read_job_log
-from overbrainer.runs.record import RunRecord
 from overbrainer.runs.store import RunStore
 from overbrainer.train.workspace import Workspace
 

@@ -14,14 +14,14 @@ from typing import Any
 from loguru import logger
 from pydantic import BaseModel, SecretStr
 
-from overbrainer.config.model import Settings, Training
+from overbrainer.config.model import Settings, TargetBase, Training
 from overbrainer.errors import TransientError, UserError
+from overbrainer.job.record import RunRecord, RunState, SnapshotReason
 from overbrainer.job.spec import JobSpec, JobState, JobStatus, TargetInfo
 from overbrainer.runs import follow
 from overbrainer.runs.follow import Detached, Follower
 from overbrainer.runs.interrupt import deferred_sigint
 from overbrainer.runs.outcome import output_lines, settle, stopped_lines
-from overbrainer.runs.record import RunRecord, RunState, SnapshotReason
 from overbrainer.runs.store import RUNS_DIR, RunStore
 from overbrainer.train.prepare import Resume, check_train_data, data_source
 from overbrainer.train.progress import Progress, Summary
@@ -40,7 +40,7 @@ def target_of(settings: Settings, name: str) -> BaseModel:
     target = settings.targets.get(name)
     if target is None:
         raise UserError(f"unknown target `{name}`")
-    return target  # type: ignore[no-any-return]
+    return target
 
 
 def reattach(run_id: str) -> str:
@@ -263,7 +263,7 @@ def resolve_secrets(ws: Workspace, training: Training) -> dict[str, SecretStr]:
 def create_executor(ws: Workspace, name: str, target: BaseModel, run: RunRecord | None) -> Any:
     executor = ws.hook.create_executor(name=name, target=target, project=ws.project, run=run)
     if executor is None:
-        kind = getattr(target, "kind", "?")
+        kind = target.kind if isinstance(target, TargetBase) else "?"
         raise UserError(f"no installed plugin can run target `{name}` (kind `{kind}`)")
     return executor
 

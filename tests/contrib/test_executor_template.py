@@ -1,0 +1,73 @@
+"""The executor template works through the CLI as an installed third-party plugin."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from tests.train.conftest import trainer  # noqa: F401 - the fixture
+
+TEMPLATE = Path(__file__).parents[2] / "contrib" / "executor-template"
+
+
+def _template_tests() -> type:
+    """The template's own contract tests, collected here too (they import its package)."""
+    sys.path.insert(0, str(TEMPLATE))
+    spec = importlib.util.spec_from_file_location(
+        "executor_template_contract", TEMPLATE / "tests" / "test_contract.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.TestSpoolExecutor
+
+
+TestSpoolExecutor = _template_tests()
+
+
+@pytest.fixture
+def spool_installed(tmp_path, monkeypatch):
+    """The template on sys.path with a .dist-info declaring its entry point."""
+    info = tmp_path / "site" / "overbrainer_spool-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: overbrainer-spool\nVersion: 0.1.0\n"
+    )
+    (info / "entry_points.txt").write_text("[overbrainer]\nspool = overbrainer_spool\n")
+    monkeypatch.syspath_prepend(str(TEMPLATE))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    importlib.invalidate_caches()
+    yield
+    sys.modules.pop("overbrainer_spool", None)
+
+
+def test_the_template_trains_and_is_read_through_the_cli(
+    spool_installed,
+    trainer,  # noqa: F811
+    run_cli,
+    tmp_path,
+    monkeypatch,
+):
+    monkeypatch.setenv("OVERBRAINER_LOAD_PLUGINS", "local,spool")
+    config = trainer.dir / "overbrainer.toml"
+    config.write_text(
+        config.read_text().replace('target = "local"', 'target = "queue"')
+        + f'\n[targets.queue]\nkind = "spool"\ndirectory = "{tmp_path / "spool"}"\n'
+        + f'python = "{trainer.venv}/bin/python"\n'
+    )
+    assert "spool  overbrainer-spool 0.1.0  kinds: spool" in run_cli("plugins").stdout
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    run = trainer.run()
+    assert run["state"] == "succeeded"
+    assert run["job"]["data"] == {"pid": run["job"]["data"]["pid"], "directory": run["remote_dir"]}
+    home = trainer.dir / "runs" / run["id"]
+    assert (home / "output" / "adapter_model.safetensors").read_bytes() == b"fake adapter weights"
+    assert result.stdout.splitlines()[1] == f"train: adapter in runs/{run['id']}/output"
+    logs = run_cli("runs", "logs", run["id"])
+    assert "fake axolotl: training completed" in logs.stdout
+    assert json.loads((home / "metrics.jsonl").read_text().splitlines()[0])["event"] == "stage"

@@ -1,0 +1,62 @@
+"""``overbrainer.plugin`` is the whole face for plugin authors, and the layers say so."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import overbrainer
+import overbrainer.plugin as plugin
+from overbrainer import hookspecs
+
+ROOT = Path(__file__).parents[2]
+CORE = Path(overbrainer.__file__).parent
+PUBLIC = {"overbrainer.plugin", "overbrainer.testing"}
+
+
+def _contract(name_start: str) -> dict:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contracts = config["tool"]["importlinter"]["contracts"]
+    return next(c for c in contracts if c["name"].startswith(name_start))
+
+
+def test_every_private_part_of_the_core_is_forbidden_to_targets():
+    # A module added to the core later is private too: the contract must name it.
+    parts = {
+        f"overbrainer.{path.stem if path.is_file() else path.name}"
+        for path in CORE.iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__")
+        or (path.is_dir() and (path / "__init__.py").exists())
+    }
+    forbidden = set(_contract("Targets and contrib reach the core only")["forbidden_modules"])
+    assert forbidden == parts - {"overbrainer.plugin"}
+
+
+def test_every_type_a_hook_names_is_public():
+    tree = ast.parse(Path(hookspecs.__file__).read_text())
+    named = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("overbrainer")
+        for alias in node.names
+    }
+    assert named <= set(plugin.__all__)
+    assert all(hasattr(plugin, name) for name in plugin.__all__)
+
+
+def test_targets_and_contrib_import_only_the_public_face():
+    sources = [
+        *ROOT.glob("plugins/*/overbrainer_*/**/*.py"),
+        *ROOT.glob("contrib/*/overbrainer_*/**/*.py"),
+    ]
+    assert sources
+    for source in sources:
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                module = node.module or ""
+                if module == "overbrainer" or module.startswith("overbrainer."):
+                    assert module in PUBLIC, f"{source.relative_to(ROOT)} imports {module}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert not alias.name.startswith("overbrainer."), source
