@@ -24,7 +24,10 @@ def complete_run_id(
     """Run ids, with their state and target as help."""
     import json
 
-    runs = _project_dir(ctx) / "runs"
+    from overbrainer.job.layout import RECORD
+    from overbrainer.runs.store import RUNS_DIR
+
+    runs = _project_dir(ctx) / RUNS_DIR
     items = []
     try:
         names = sorted(entry.name for entry in os.scandir(runs) if entry.is_dir())
@@ -34,7 +37,7 @@ def complete_run_id(
         if not name.startswith(incomplete):
             continue
         try:
-            record = json.loads((runs / name / "run.json").read_text(encoding="utf-8"))
+            record = json.loads((runs / name / RECORD).read_text(encoding="utf-8"))
             help_text = f"{record.get('state')} on {record.get('target')}"
         except (OSError, ValueError, AttributeError):
             continue

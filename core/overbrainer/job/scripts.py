@@ -22,10 +22,17 @@ from __future__ import annotations
 import shlex
 from importlib import resources
 
-from overbrainer.job.layout import RUNNER
+from overbrainer.job.layout import (
+    CANCELLED,
+    CANCELLING,
+    EXIT_CODE,
+    JOB_PID,
+    MANIFEST_FILE,
+    RUNNER,
+)
 
 TOKEN_VAR = "OVERBRAINER_JOB"  # noqa: S105 - a variable's name; its value is no secret
-STALE = ("exit_code", "cancelling", "cancelled", "job.pid", "manifest.sha256")
+STALE = (EXIT_CODE, CANCELLING, CANCELLED, JOB_PID, MANIFEST_FILE)
 METRICS_CAP = 1 << 20
 SNAPSHOT_CAP = 64 << 10
 WAIT_TERM_S = 10

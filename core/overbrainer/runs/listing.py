@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from overbrainer.job.layout import OUTPUT_DIR
 from overbrainer.job.record import RunRecord
 from overbrainer.runs.store import RunStore
-
-OUTPUT_DIR = "output"
 
 
 def run_line(record: RunRecord, width: int, extra: str = "") -> str:

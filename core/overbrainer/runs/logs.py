@@ -7,10 +7,9 @@ from collections import deque
 from collections.abc import Iterator
 
 from overbrainer.errors import UserError
+from overbrainer.job.layout import JOB_LOG
 from overbrainer.redact import LineRedactor, printable
 from overbrainer.runs.store import RUNS_DIR, RunStore
-
-JOB_LOG = "job.log"
 
 
 def read_job_log(store: RunStore, run_id: str, tail: int | None = None) -> Iterator[str]:

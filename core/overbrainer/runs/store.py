@@ -13,11 +13,11 @@ from loguru import logger
 from pydantic import ValidationError
 
 from overbrainer.errors import UserError
+from overbrainer.job.layout import RECORD
 from overbrainer.job.record import RunRecord
 from overbrainer.runs.ids import base_id, candidates, check_run_id, is_valid_id
 
 RUNS_DIR = "runs"
-RECORD = "run.json"
 
 
 class RunStore:
