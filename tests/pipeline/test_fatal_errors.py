@@ -72,3 +72,72 @@ def test_questions_keep_a_batch_in_flight_and_ask_for_no_other(run_cli, project_
         "Why does a move happen?", "What is moved?"
     ]
     assert len(provider.chats()) == 2  # moves needs a third question: not asked for
+
+
+# --force keeps the old records until the provider has answered.
+
+EXPIRED = Reply({"error": {"message": "expired"}}, status=401)
+
+
+def data_files(project_dir):
+    return {p.name: p.read_bytes() for p in (project_dir / "data").iterdir()}
+
+
+def test_answers_force_with_an_expired_key_keeps_every_answer(run_cli, project_dir, provider):
+    seed_questions(project_dir, {("ownership", "moves"): ["o1", "o2"],
+                                 ("lifetimes", "elision"): ["l1"]})
+    assert run_cli("answers").exit_code == 0
+    before = data_files(project_dir)
+    provider.on(None, EXPIRED, times=None)
+    result = run_cli("answers", "--force")
+    assert result.exit_code == 1
+    assert result.stderr.endswith("error: authentication failed, check the provider API key\n")
+    assert data_files(project_dir) == before
+
+
+def test_subtopics_and_questions_force_with_an_expired_key_keep_everything(
+    run_cli, project_dir, provider
+):
+    assert run_cli("run").exit_code == 0
+    (project_dir / "data" / "rejected.jsonl").write_text(
+        json.dumps({"kind": "question", "topic": "ownership", "text": "old"}) + "\n"
+        + json.dumps({"kind": "subtopic", "topic": "ownership", "text": "old"}) + "\n"
+    )
+    before = data_files(project_dir)
+    provider.on(None, EXPIRED, times=None)
+    for stage in ("subtopics", "questions"):
+        result = run_cli(stage, "--topic", "ownership", "--force")
+        assert result.exit_code == 1, stage
+        assert data_files(project_dir) == before, stage
+
+
+def test_answers_force_replaces_each_answer_only_once_its_new_one_is_written(
+    run_cli, project_dir, provider
+):
+    config = PIPELINE_CONFIG.replace("concurrency = 4", "concurrency = 1")
+    (project_dir / "overbrainer.toml").write_text(config)
+    seed_questions(project_dir, {("ownership", "moves"): ["o1", "o2", "o3", "o4"]})
+    assert run_cli("answers").exit_code == 0
+    provider.on(asked("o1", "o2"), Reply(openai_completion("new", reasoning="R")), times=2)
+    provider.on(asked("o3"), NO_CREDIT)
+    result = run_cli("answers", "--force")
+    assert result.exit_code == 1
+    assert result.stdout.startswith("answers: 2 done, 0 skipped, 0 failed")
+    found = {r["messages"][0]["content"]: r["messages"][1]["content"]
+             for r in lines(project_dir, "answers.jsonl")}
+    assert len(lines(project_dir, "answers.jsonl")) == 4  # one line an answer
+    assert found == {"o1": "new", "o2": "new", "o3": "The answer to: o3",
+                     "o4": "The answer to: o4"}
+
+
+def test_the_later_of_two_answers_to_a_question_is_the_one_split_uses(run_cli, project_dir):
+    # What a crash in the middle of `answers --force` leaves: an old and a new answer.
+    from pipeline_data import answer
+
+    [question] = seed_questions(project_dir, {("ownership", "moves"): ["o1"]})
+    old, new = answer(question, "truncated"), answer(question)
+    (project_dir / "data" / "answers.jsonl").write_text(
+        json.dumps(old) + "\n" + json.dumps(new) + "\n"
+    )
+    result = run_cli("split")
+    assert result.stdout == "split: 1 train, 0 eval, 0 excluded, 0 orphaned\n"

@@ -66,13 +66,12 @@ def run(data: DataFiles, settings: Settings, topics: list[Topic], whole: bool) -
     questions = {question["id"] for question in data.read(QUESTIONS)}
     result = SplitResult()
     usable: dict[str, dict[str, dict[str, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
-    seen: set[str] = set()
-    for answer in data.read(ANSWERS):
+    # The later answer to a question is the one that counts (`answers --force` appends
+    # the new answer after the old one).
+    latest = {answer["id"]: answer for answer in data.read(ANSWERS)}
+    for answer in latest.values():
         if answer["topic"] not in selected and not (whole and answer["topic"] not in configured):
             continue
-        if answer["id"] in seen:
-            continue
-        seen.add(answer["id"])
         if answer["topic"] not in configured or answer["id"] not in questions:
             result.orphaned += 1
         elif answer["meta"]["excluded"] is not None:
