@@ -19,6 +19,11 @@ REJECTED = "rejected.jsonl"
 EXCLUSIONS = ("truncated", "refused", "empty", "no_raw_reasoning")
 """Why an answer is set aside, in the order the rules apply."""
 
+MALFORMED = "malformed"
+"""Why ``split`` sets aside an answer whose conversation cannot be trained on."""
+
+_TURN_KEYS = {"role", "content", "reasoning_content"}
+
 
 def _strings(record: dict[str, Any], *keys: str) -> bool:
     return all(isinstance(record.get(key), str) for key in keys)
@@ -40,6 +45,40 @@ def is_answer(record: dict[str, Any]) -> bool:
         and isinstance(meta, dict)
         and (meta.get("excluded") is None or isinstance(meta.get("excluded"), str))
     )
+
+
+def conversation_problem(messages: list[Any]) -> str | None:
+    """What makes ``messages`` no conversation to train on, or None: an optional system
+    message first, then user and assistant turns by turns, ending with the assistant's;
+    string contents, and reasoning only on an assistant turn."""
+    if not messages:
+        return "no messages"
+    for number, turn in enumerate(messages, 1):
+        problem = _turn_problem(turn)
+        if problem is not None:
+            return f"message {number} {problem}"
+    roles = [turn["role"] for turn in messages]
+    if roles[0] == "system":
+        roles = roles[1:]
+    if not roles or roles[-1] != "assistant":
+        return "no assistant turn at the end"
+    if roles != ["user", "assistant"] * (len(roles) // 2):
+        return "the turns are not user, assistant, user, …"
+    return None
+
+
+def _turn_problem(turn: Any) -> str | None:
+    if not isinstance(turn, dict) or not isinstance(turn.get("role"), str):
+        return "has no role"
+    if not isinstance(turn.get("content"), str):
+        return "has no text"
+    if set(turn) - _TURN_KEYS:
+        return "has unknown fields"
+    if "reasoning_content" in turn and (
+        turn["role"] != "assistant" or not isinstance(turn["reasoning_content"], str)
+    ):
+        return "has reasoning that is not an assistant's text"
+    return None
 
 
 def is_rejected(record: dict[str, Any]) -> bool:

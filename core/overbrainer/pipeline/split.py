@@ -13,9 +13,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from loguru import logger
+
 from overbrainer.config.model import Settings, Topic
 from overbrainer.pipeline.ids import seeded_order
-from overbrainer.pipeline.records import ANSWERS, EVAL, EXCLUSIONS, QUESTIONS, TRAIN, DataFiles
+from overbrainer.pipeline.records import (
+    ANSWERS,
+    EVAL,
+    EXCLUSIONS,
+    MALFORMED,
+    QUESTIONS,
+    TRAIN,
+    DataFiles,
+    conversation_problem,
+)
+
+REASONS = (*EXCLUSIONS, MALFORMED)
 
 
 @dataclass
@@ -28,7 +41,7 @@ class SplitResult:
     def summary(self) -> str:
         reasons = ", ".join(
             f"{reason} {self.excluded[reason]}"
-            for reason in [*EXCLUSIONS, *sorted(set(self.excluded) - set(EXCLUSIONS))]
+            for reason in [*REASONS, *sorted(set(self.excluded) - set(REASONS))]
             if self.excluded[reason]
         )
         excluded = f"{self.excluded.total()} excluded" + (f" ({reasons})" if reasons else "")
@@ -58,6 +71,18 @@ def allocate(total: int, sizes: Mapping[str, int], seed: int) -> dict[str, int]:
     return quotas
 
 
+def unusable(answer: dict[str, Any]) -> str | None:
+    """Why an answer not excluded by ``answers`` still cannot be trained on (a file edited
+    by hand, another tool's), said once on stderr, or None."""
+    problem = conversation_problem(answer["messages"])
+    if problem is not None:
+        logger.warning(f"split: answer {answer['id']}: malformed conversation ({problem})")
+        return MALFORMED
+    if not answer["messages"][-1]["content"].strip():
+        return "empty"
+    return None
+
+
 def run(data: DataFiles, settings: Settings, topics: list[Topic], whole: bool) -> SplitResult:
     """Rewrite train and eval for ``topics``; ``whole`` when they are all the topics."""
     seed = settings.pipeline.seed
@@ -76,6 +101,8 @@ def run(data: DataFiles, settings: Settings, topics: list[Topic], whole: bool) -
             result.orphaned += 1
         elif answer["meta"]["excluded"] is not None:
             result.excluded[answer["meta"]["excluded"]] += 1
+        elif reason := unusable(answer):
+            result.excluded[reason] += 1
         else:
             usable[answer["topic"]][answer["subtopic"]][answer["id"]] = answer
 
