@@ -202,3 +202,52 @@ def test_config_check_shows_env_values_and_masks_secrets(run_cli, project_dir):
     assert "runpod.api_key = (unset)" in lines
     for secret in ("sk-dotenv", "hunter2", "bob", "secret/hf"):
         assert secret not in result.stdout + result.stderr
+
+
+BASE_URL = "OVERBRAINER_PROVIDERS__MAIN__BASE_URL"
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://u:p@127.0.0.1:99999/v1", "its port is not a number from 1 to 65535"),
+        ("http://127.0.0.1:0/v1", "its port is not a number from 1 to 65535"),
+        ("http://127.0.0.1:http/v1", "its port is not a number from 1 to 65535"),
+        ("ftp://llm.example.invalid/v1", "must start with http:// or https://"),
+        ("llm.example.invalid/v1", "must start with http:// or https://"),
+        ("http:///v1", "has no host"),
+        ("http://[::1/v1", "is not a valid URL"),
+        ("http://llm.example.invalid/v1 x", "must not contain spaces or control characters"),
+    ],
+)
+def test_a_provider_url_that_cannot_be_used_is_a_config_error(run_cli, url, why):
+    result = run_cli("config", "check", env={BASE_URL: url})
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: invalid configuration:\n  providers.main.base_url (from {BASE_URL}): {why}\n"
+    )
+    assert url not in result.stderr
+
+
+def test_a_stage_never_tries_an_unusable_url(run_cli):
+    result = run_cli("subtopics", env={BASE_URL: "http://u:p@127.0.0.1:99999/v1"})
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: invalid configuration:\n"
+        f"  providers.main.base_url (from {BASE_URL}): its port is not a number from 1 to 65535\n"
+    )
+
+
+def test_the_runpod_url_is_checked_too(run_cli):
+    result = run_cli("config", "check", env={"OVERBRAINER_RUNPOD__BASE_URL": "localhost:99"})
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "runpod.base_url (from OVERBRAINER_RUNPOD__BASE_URL): must start with http:// or https://\n"
+    )
+
+
+@pytest.mark.parametrize("url", ["https://llm.example.invalid/v1", "http://[::1]:8080/v1",
+                                 "http://u:p@127.0.0.1:65535"])
+def test_usable_urls_are_accepted(run_cli, url):
+    result = run_cli("config", "check", env={BASE_URL: url})
+    assert result.exit_code == 0, result.stderr
