@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 MASK = "***"
+
+SECRET_WORDS = frozenset({
+    "key", "apikey", "token", "secret", "password", "passwd", "pwd", "sig", "signature",
+    "credential", "credentials", "auth", "authorization", "jwt",
+})
+"""Words that make a name (of a query parameter) hold a secret: ``api_key``, ``accessToken``,
+``X-Amz-Signature``; but not ``max_tokens`` or ``keyboard``."""
 
 _known: set[str] = set()
 
@@ -43,6 +51,31 @@ _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
 # C0 controls but tab and newline, DEL, and the C1 controls (U+009B is a CSI on its own).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def secret_name(name: str) -> bool:
+    """Whether ``name`` says its value is a secret: one of its words (split at
+    non-alphanumerics and at camelCase humps) is one of ``SECRET_WORDS``."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return any(word in SECRET_WORDS for word in re.split(r"[^a-z0-9]+", spaced.lower()))
+
+
+def mask_url(url: str) -> str:
+    """``url`` as it may be printed: any user and password, and the values of query
+    parameters whose names say they are secrets, become ``***``."""
+    bare = "//" not in url
+    try:
+        parts = urlsplit(f"//{url}" if bare else url)
+    except ValueError:
+        return MASK
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"{MASK}@{host}" if "@" in parts.netloc else host
+    query = "&".join(
+        f"{name}={MASK}" if sep and secret_name(unquote(name)) else f"{name}{sep}{value}"
+        for name, sep, value in (item.partition("=") for item in parts.query.split("&"))
+    )
+    shown = urlunsplit(parts._replace(netloc=netloc, query=query))
+    return shown.removeprefix("//") if bare else shown
 
 
 def register_secret(value: str) -> None:

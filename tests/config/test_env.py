@@ -251,3 +251,25 @@ def test_the_runpod_url_is_checked_too(run_cli):
 def test_usable_urls_are_accepted(run_cli, url):
     result = run_cli("config", "check", env={BASE_URL: url})
     assert result.exit_code == 0, result.stderr
+
+
+def test_secrets_in_a_url_query_are_masked_when_it_is_printed(run_cli):
+    query = (
+        "api_key=S1&key=S2&token=S3&sig=S4&X-Amz-Signature=S5&model=gpt&password=S6"
+        "&client_secret=S7&accessToken=S8&apiKey=S9&max_tokens=16&keyboard=us"
+    )
+    result = run_cli("config", "check", env={
+        BASE_URL: f"https://u:S0@llm.example.invalid:8443/v1?{query}",
+        "OVERBRAINER_RUNPOD__BASE_URL": "https://rp.example.invalid/graphql?api_key=S10",
+    })
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert (
+        "providers.main.base_url = https://***@llm.example.invalid:8443/v1?api_key=***&key=***"
+        "&token=***&sig=***&X-Amz-Signature=***&model=gpt&password=***&client_secret=***"
+        "&accessToken=***&apiKey=***&max_tokens=16&keyboard=us"
+    ) in lines
+    assert "runpod.base_url = https://rp.example.invalid/graphql?api_key=***" in lines
+    for secret in [f"S{n}" for n in range(11)]:
+        assert f"={secret}" not in result.stdout + result.stderr
+        assert f":{secret}@" not in result.stdout
