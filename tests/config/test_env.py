@@ -273,3 +273,27 @@ def test_secrets_in_a_url_query_are_masked_when_it_is_printed(run_cli):
     for secret in [f"S{n}" for n in range(11)]:
         assert f"={secret}" not in result.stdout + result.stderr
         assert f":{secret}@" not in result.stdout
+
+
+def test_env_strings_still_become_booleans_and_numbers(project_dir, kinds):
+    settings = load(
+        project_dir,
+        kinds,
+        {
+            "OVERBRAINER_PIPELINE__INCLUDE_SYSTEM_PROMPT": "yes",
+            "OVERBRAINER_PIPELINE__DEDUP_THRESHOLD": "1",
+            "OVERBRAINER_PIPELINE__SEED": "+7",
+            "OVERBRAINER_ROLES__PARENT__REASONING": "off",
+        },
+    )
+    assert settings.pipeline.include_system_prompt is True
+    assert settings.pipeline.dedup_threshold == 1.0
+    assert settings.pipeline.seed == 7
+    assert settings.roles.parent.reasoning is False
+    with pytest.raises(ConfigError) as caught:
+        load(project_dir, kinds, {"OVERBRAINER_PIPELINE__CONCURRENCY": "1e3",
+                                  "OVERBRAINER_PIPELINE__EVAL_RATIO": "nan"})
+    assert caught.value.problems == [
+        "pipeline.concurrency (from OVERBRAINER_PIPELINE__CONCURRENCY): expected an integer",
+        "pipeline.eval_ratio (from OVERBRAINER_PIPELINE__EVAL_RATIO): must be a finite number",
+    ]
