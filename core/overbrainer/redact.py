@@ -110,6 +110,26 @@ class LineRedactor:
         return redact(text)
 
 
+# Every C0 and C1 control (line breaks too), DEL, and the Unicode marks that reorder or
+# break lines (bidi overrides and isolates, line and paragraph separators).
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str, keep: str = "") -> str:
+    """``text`` with each control character shown as an escape (``\\x1b``, ``\\u202e``),
+    but those of ``keep``: a name read from a file cannot move the cursor, colour the
+    screen, or print a line of its own."""
+
+    def escaped(match: re.Match[str]) -> str:
+        char = match.group()
+        if char in keep:
+            return char
+        code = ord(char)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _UNPRINTABLE.sub(escaped, text)
+
+
 def printable(line: str) -> str:
     """``line`` as a terminal would leave it, control characters shown as escapes."""
     if "\r" in line:

@@ -35,10 +35,12 @@ class CliError(click.ClickException):
     exit_code = 1
 
     def show(self, file: Any = None) -> None:
-        from overbrainer.redact import redact
+        from overbrainer.redact import escape_controls, redact
 
-        # A message may quote what a server said, which can hold a secret.
-        click.echo(f"error: {redact(self.format_message())}", err=True)
+        # A message may quote what a server said, which can hold a secret, or a name
+        # from a file, which can hold terminal escapes.
+        message = escape_controls(redact(self.format_message()), keep="\n")
+        click.echo(f"error: {message}", err=True)
 
 
 class LazyGroup(click.Group):

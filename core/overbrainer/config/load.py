@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from overbrainer.config.env import PREFIX, Environment
 from overbrainer.config.model import ENV_ONLY, Settings
 from overbrainer.errors import UserError
+from overbrainer.redact import escape_controls
 
 CONFIG_FILE = "overbrainer.toml"
 TARGET_NAME = re.compile(r"^[a-z0-9_]+$")
@@ -27,6 +28,8 @@ class ConfigError(UserError):
     """The configuration cannot be used; ``problems`` lists each one."""
 
     def __init__(self, problems: list[str]) -> None:
+        # One line each: a name from the file cannot break a problem into two.
+        problems = [escape_controls(problem) for problem in problems]
         lines = "\n".join(f"  {problem}" for problem in problems)
         super().__init__(f"invalid configuration:\n{lines}")
         self.problems = problems

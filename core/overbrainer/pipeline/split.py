@@ -27,6 +27,7 @@ from overbrainer.pipeline.records import (
     DataFiles,
     conversation_problem,
 )
+from overbrainer.redact import escape_controls
 
 REASONS = (*EXCLUSIONS, MALFORMED)
 
@@ -44,6 +45,8 @@ class SplitResult:
             for reason in [*REASONS, *sorted(set(self.excluded) - set(REASONS))]
             if self.excluded[reason]
         )
+        # A reason is read from answers.jsonl: whatever it holds is shown escaped.
+        reasons = escape_controls(reasons)
         excluded = f"{self.excluded.total()} excluded" + (f" ({reasons})" if reasons else "")
         return f"split: {self.train} train, {self.eval} eval, {excluded}, {self.orphaned} orphaned"
 
