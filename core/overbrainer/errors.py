@@ -1,4 +1,6 @@
-"""The one exception type whose message is meant for the user."""
+"""The exception types whose message is meant for the user, and SIGTERM's own interrupt."""
+
+import signal
 
 
 class UserError(Exception):
@@ -7,9 +9,31 @@ class UserError(Exception):
     Anything else that escapes a command is a bug and keeps its traceback.
     """
 
+    exit_code = 1
+
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
     def __str__(self) -> str:
         return self.message
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised by the handler the CLI installs: handled wherever Ctrl-C is (a
+    stage writes its history line, a run being followed is detached), since a service
+    manager or a batch system stops a process this way."""
+
+
+class Interrupted(UserError):
+    """A command stopped by a signal: it exits 128 + the signal's number, 130 for Ctrl-C,
+    143 for SIGTERM, as a shell reports it."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+def signal_of(interrupt: KeyboardInterrupt) -> int:
+    """The signal behind ``interrupt``: SIGTERM for ``Terminated``, else SIGINT."""
+    return signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT
