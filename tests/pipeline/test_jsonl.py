@@ -90,3 +90,30 @@ def test_rewrite_replaces_the_file_atomically(tmp_path):
     assert path.read_text() == '{"id":"1"}\n{"id":"2"}\n'
     assert os.stat(path).st_ino != before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl"]
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for one test: ``umask(0o002)``."""
+    previous = os.umask(0o022)
+    yield os.umask
+    os.umask(previous)
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o664, 0o600])
+def test_rewrite_keeps_the_mode_of_the_file_it_replaces(tmp_path, umask, mode):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id":"old"}\n')
+    path.chmod(mode)
+    rewrite_jsonl(path, [{"id": "1"}])
+    assert os.stat(path).st_mode & 0o7777 == mode
+
+
+@pytest.mark.parametrize(("mask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_a_new_file_gets_the_mode_the_umask_gives(tmp_path, umask, mask, mode):
+    umask(mask)
+    rewrite_jsonl(tmp_path / "new.jsonl", [{"id": "1"}])
+    with JsonlWriter(tmp_path / "appended.jsonl") as writer:
+        writer.append({"id": "1"})
+    assert os.stat(tmp_path / "new.jsonl").st_mode & 0o7777 == mode
+    assert os.stat(tmp_path / "appended.jsonl").st_mode & 0o7777 == mode

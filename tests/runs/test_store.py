@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 
 import pytest
@@ -266,3 +267,16 @@ def test_no_such_run(store):
     with pytest.raises(UserError) as caught:
         store.load("nothing_here")
     assert str(caught.value) == "no run nothing_here in runs/"
+
+
+def test_saving_keeps_the_mode_of_run_json(store, tmp_path):
+    previous = os.umask(0o002)
+    try:
+        record = store.create("Demo Project", "gpu", remote, NOW)
+        path = tmp_path / "runs" / BASE / "run.json"
+        assert path.stat().st_mode & 0o777 == 0o664  # a new file: what the umask gives
+        path.chmod(0o640)
+        store.save(record.evolve(message="later"))
+        assert path.stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(previous)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from loguru import logger
 
 from overbrainer.errors import UserError
+from overbrainer.replace import replace_file
 
 Check = Callable[[dict[str, Any]], bool]
 """Whether a parsed object is a valid record of its file."""
@@ -102,7 +102,7 @@ class JsonlWriter:
 
     def _open(self) -> int:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o666)
         try:
             _repair_tail(fd, self._check)
         except BaseException:
@@ -132,21 +132,12 @@ def _repair_tail(fd: int, check: Check | None) -> None:
 
 
 def rewrite_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    """Replace ``path`` with ``records``, atomically: temp file, fsync, rename."""
+    """Replace ``path`` with ``records``, atomically: temp file, fsync, rename; the file
+    keeps its mode."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            for record in records:
-                file.write((dumps(record) + "\n").encode())
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+
+    def write(file: BinaryIO) -> None:
+        for record in records:
+            file.write((dumps(record) + "\n").encode())
+
+    replace_file(path, write)

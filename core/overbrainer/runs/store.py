@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +12,7 @@ from loguru import logger
 from pydantic import ValidationError
 
 from overbrainer.errors import UserError
+from overbrainer.replace import replace_file
 from overbrainer.runs.ids import base_id, candidates, check_run_id, is_valid_id
 from overbrainer.runs.record import RunRecord
 
@@ -79,16 +79,7 @@ class RunStore:
         """Write ``run.json`` atomically: a unique temporary file, synced, then renamed."""
         directory = self.run_dir(record.id)
         text = json.dumps(record.to_json(), indent=2) + "\n"
-        fd, temp = tempfile.mkstemp(prefix=".run.json.", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as file:
-                file.write(text)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temp, directory / RECORD)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+        replace_file(directory / RECORD, lambda file: file.write(text.encode("utf-8")))
 
     def load(self, run_id: str) -> RunRecord:
         """The record of ``run_id``, or a ``UserError`` saying why there is none."""
