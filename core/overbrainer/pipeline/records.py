@@ -109,7 +109,7 @@ class DataFiles:
         return read_jsonl(self.path(name), f"{DATA_DIR}/{name}", CHECKS[name])
 
     def writer(self, name: str) -> JsonlWriter:
-        return JsonlWriter(self.path(name), CHECKS[name])
+        return JsonlWriter(self.path(name), CHECKS[name], f"{DATA_DIR}/{name}")
 
     def rewrite(self, name: str, records: Iterable[dict[str, Any]]) -> None:
         rewrite_jsonl(self.path(name), records)
