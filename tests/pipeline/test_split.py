@@ -128,6 +128,8 @@ def test_topic_splits_only_that_topic_again(run_cli, project_dir):
 
 
 def test_split_reads_no_template(run_cli, project_dir):
+    [question] = seed_questions(project_dir, {("ownership", "moves"): ["only"]})
+    write_answers(project_dir, [answer(question)])
     (project_dir / "prompts" / "questions.txt").write_text("{{ broken")
     assert run_cli("split").exit_code == 0
 

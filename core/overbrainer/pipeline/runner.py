@@ -29,6 +29,11 @@ from overbrainer.providers.prices import PriceBook
 __all__ = ["STAGES", "Outcome", "run_stage", "select_topics"]
 
 INTERRUPTED = "interrupted: the stage resumes on its next run"
+NO_TOPICS = "no topics: add a [[topics]] table to overbrainer.toml"
+NOTHING_TO_SPLIT = (
+    "no usable answer to split (run `overbrainer answers` first): "
+    "train.jsonl and eval.jsonl are left as they were"
+)
 
 Status = Literal["ok", "failed", "interrupted"]
 
@@ -55,7 +60,10 @@ class Outcome:
 
 
 def select_topics(settings: Settings, topic: str | None) -> list[Topic]:
-    """The topics a stage works on: all, or the one ``--topic`` names."""
+    """The topics a stage works on: all, or the one ``--topic`` names. A project with no
+    topic gives a stage no work: refused, so that nothing (an empty train.jsonl) is made."""
+    if not settings.topics:
+        raise UserError(NO_TOPICS)
     if topic is None:
         return list(settings.topics)
     chosen = [t for t in settings.topics if t.name == topic]
@@ -99,6 +107,8 @@ def run_stage(
             _run_async(_run(body, context, env, prices))
         if report.failed:
             error = f"{report.failed} {stage} item(s) failed; run the command again to retry them"
+        elif result is not None and not result.written:
+            error = NOTHING_TO_SPLIT
         else:
             status = "ok"
     except KeyboardInterrupt as interrupt:

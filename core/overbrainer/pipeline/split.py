@@ -38,6 +38,7 @@ class SplitResult:
     eval: int = 0
     orphaned: int = 0
     excluded: Counter[str] = field(default_factory=Counter)
+    written: bool = True
 
     def summary(self) -> str:
         reasons = ", ".join(
@@ -87,7 +88,8 @@ def unusable(answer: dict[str, Any]) -> str | None:
 
 
 def run(data: DataFiles, settings: Settings, topics: list[Topic], whole: bool) -> SplitResult:
-    """Rewrite train and eval for ``topics``; ``whole`` when they are all the topics."""
+    """Rewrite train and eval for ``topics``; ``whole`` when they are all the topics. When
+    no example would be left in either, nothing is written (``written`` is false)."""
     seed = settings.pipeline.seed
     selected = {topic.name for topic in topics}
     configured = {topic.name for topic in settings.topics}
@@ -132,6 +134,9 @@ def run(data: DataFiles, settings: Settings, topics: list[Topic], whole: bool) -
         # Only the selected topics are split again: the others keep their lines.
         train += [r for r in data.read(TRAIN) if r["topic"] not in selected]
         evaluation += [r for r in data.read(EVAL) if r["topic"] not in selected]
+    if not train and not evaluation:
+        result.written = False  # nothing to train on: the files stay as they are
+        return result
     data.rewrite(TRAIN, sorted(train, key=order))
     data.rewrite(EVAL, sorted(evaluation, key=order))
     return result
