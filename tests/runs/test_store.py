@@ -280,3 +280,16 @@ def test_saving_keeps_the_mode_of_run_json(store, tmp_path):
         assert path.stat().st_mode & 0o777 == 0o640
     finally:
         os.umask(previous)
+
+
+def test_a_new_run_is_never_made_through_a_link_out_of_the_project(tmp_path):
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "runs").symlink_to(elsewhere)
+    with pytest.raises(UserError) as caught:
+        RunStore(project).create("Demo Project", "gpu", remote, NOW)
+    assert caught.value.message == (
+        "runs is a symbolic link leading out of the project: refusing to use it"
+    )
+    assert list(elsewhere.iterdir()) == []

@@ -12,11 +12,11 @@ from loguru import logger
 from pydantic import ValidationError
 
 from overbrainer.errors import UserError
+from overbrainer.project import RUNS_DIR, runs_dir
 from overbrainer.replace import replace_file
 from overbrainer.runs.ids import base_id, candidates, check_run_id, is_valid_id
 from overbrainer.runs.record import RunRecord
 
-RUNS_DIR = "runs"
 RECORD = "run.json"
 
 
@@ -25,10 +25,13 @@ class RunStore:
 
     def __init__(self, project_dir: Path) -> None:
         self.project_dir = project_dir
-        self.root = project_dir / RUNS_DIR
+        self.root = runs_dir(project_dir)
 
     def run_dir(self, run_id: str) -> Path:
-        return self.root / check_run_id(run_id)
+        path = self.root / check_run_id(run_id)
+        if path.is_symlink():
+            raise UserError(f"{RUNS_DIR}/{run_id} is a symbolic link: refusing to use it")
+        return path
 
     def create(
         self,
