@@ -84,3 +84,27 @@ def test_ordinary_templates_still_work(run_cli, project_dir, provider):
         "subtopics|lifetimes|1",
         "subtopics|ownership|2",
     ]
+
+
+def test_a_template_linked_out_of_the_project_is_refused(run_cli, project_dir, provider,
+                                                         tmp_path):
+    # Its text would go to the provider: a private key, a file of secrets.
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n")
+    (project_dir / "prompts" / "subtopics.txt").unlink()
+    (project_dir / "prompts" / "subtopics.txt").symlink_to(secret)
+    result = run_cli("subtopics")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: invalid template subtopics.txt: a symbolic link leading out of the project\n"
+    )
+    assert provider.chats() == []
+
+
+def test_a_template_linked_inside_the_project_is_read(run_cli, project_dir, provider):
+    shared = project_dir / "shared"
+    shared.mkdir()
+    (shared / "subtopics.txt").write_text("subtopics|{{ topic }}|{{ count }}")
+    (project_dir / "prompts" / "subtopics.txt").unlink()
+    (project_dir / "prompts" / "subtopics.txt").symlink_to("../shared/subtopics.txt")
+    assert run_cli("subtopics").exit_code == 0

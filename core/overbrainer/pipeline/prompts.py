@@ -62,6 +62,9 @@ class Templates:
     def _load(self, project_dir: Path, name: str) -> jinja2.Template:
         override = project_dir / PROMPTS_DIR / name
         path = override if override.is_file() else DEFAULTS / name
+        if path == override and not path.resolve().is_relative_to(project_dir.resolve()):
+            # What a template holds is sent to the provider: never a file from elsewhere.
+            raise UserError(f"invalid template {name}: a symbolic link leading out of the project")
         try:
             source = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
