@@ -132,7 +132,9 @@ def _run_async(main: Coroutine[Any, Any, None]) -> None:
         terminated = threading.Event()
 
         async def stage() -> None:
-            tasks.append(asyncio.current_task())  # type: ignore[arg-type]
+            task = asyncio.current_task()
+            assert task is not None
+            tasks.append(task)
             await main
 
         def terminate() -> None:
@@ -150,6 +152,9 @@ def _run_async(main: Coroutine[Any, Any, None]) -> None:
             if terminated.is_set():
                 raise Terminated from None
             raise
+        else:
+            if terminated.is_set():  # it came before the stage's task could be cancelled
+                raise Terminated
         finally:
             if watching:
                 loop.remove_signal_handler(signal.SIGTERM)
