@@ -18,7 +18,7 @@ from typing import BinaryIO
 _UMASK = re.compile(rb"^Umask:\s*([0-7]+)$", re.M)
 
 
-def replace_file(path: Path, write: Callable[[BinaryIO], None]) -> None:
+def replace_file(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Replace ``path`` with what ``write`` writes to the file it is given; on any failure
     the old file stays and no temporary file is left."""
     mode = _mode_for(path)
