@@ -8,6 +8,7 @@ import shutil
 import subprocess
 
 import pytest
+from loguru import logger
 
 from overbrainer.errors import UserError
 from overbrainer_ssh.host import SshHost
@@ -143,7 +144,15 @@ def test_accept_new_adds_an_unknown_key_to_the_first_named_file(
     named = tmp_path / "pods" / "known_hosts"
     ssh(f"UserKnownHostsFile {named} {tmp_path / 'second'}", "StrictHostKeyChecking accept-new",
         "HashKnownHosts no")
+    said: list[str] = []
+    logger.add(said.append, format="{message}", level="WARNING")
     assert connect() is None
+    assert said[0].startswith(
+        f"the host key of [127.0.0.1]:{sshd.port} (ssh-ed25519 SHA256:"
+    )
+    assert said[0].endswith(
+        f") was not known: added to {named} (StrictHostKeyChecking accept-new)\n"
+    )
     assert named.read_text() == sshd.host_key_line()
     assert (isolated_env / ".ssh" / "known_hosts").read_text() == ""
     assert not (tmp_path / "second").exists()
