@@ -1,6 +1,9 @@
-"""The exception types whose meaning crosses module and plugin boundaries."""
+"""The exception types whose meaning crosses module and plugin boundaries, and
+SIGTERM's own interrupt."""
 
 from __future__ import annotations
+
+import signal
 
 
 class UserError(Exception):
@@ -8,6 +11,8 @@ class UserError(Exception):
 
     Anything else that escapes a command is a bug and keeps its traceback.
     """
+
+    exit_code = 1
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -35,3 +40,23 @@ class MissingArtifact(UserError):
 
 class ArtifactMismatch(UserError):
     """Files brought home differ from the manifest they were checked against."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised by the handler the CLI installs: handled wherever Ctrl-C is (a
+    stage writes its history line, a run being followed is detached), since a service
+    manager or a batch system stops a process this way."""
+
+
+class Interrupted(UserError):
+    """A command stopped by a signal: it exits 128 + the signal's number, 130 for Ctrl-C,
+    143 for SIGTERM, as a shell reports it."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+def signal_of(interrupt: KeyboardInterrupt) -> int:
+    """The signal behind ``interrupt``: SIGTERM for ``Terminated``, else SIGINT."""
+    return signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT

@@ -40,6 +40,14 @@ def _format(record: dict[str, Any]) -> str:
     return _PREFIX.get(record["level"].name, "") + "{message}\n{exception}"
 
 
+def _escape(record: Any) -> None:
+    """Escape the control characters a message quotes (names and ids from files), before
+    any colour is added; line breaks stay."""
+    from overbrainer.redact import escape_controls
+
+    record["message"] = escape_controls(record["message"], keep="\n")
+
+
 def _write(message: str) -> None:
     from overbrainer.redact import redact
 
@@ -58,6 +66,7 @@ def configure_logging(level: str | None = None) -> None:
         raise UserError(f"OVERBRAINER_LOG: expected one of {', '.join(LEVELS).lower()}")
     colour = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
     logger.remove()
+    logger.configure(patcher=_escape)
     logger.add(_write, level=name, format=_format, colorize=colour, backtrace=False)
     # Third-party libraries speak at WARNING and up unless debugging was asked for.
     stdlib_level = logging.DEBUG if name in ("TRACE", "DEBUG") else logging.WARNING

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 MASK = "***"
+
+SECRET_WORDS = frozenset({
+    "key", "apikey", "token", "secret", "password", "passwd", "pwd", "sig", "signature",
+    "credential", "credentials", "auth", "authorization", "jwt",
+})
+"""Words that make a name (of a query parameter) hold a secret: ``api_key``, ``accessToken``,
+``X-Amz-Signature``; but not ``max_tokens`` or ``keyboard``."""
 
 _known: set[str] = set()
 
@@ -45,6 +53,31 @@ _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+def secret_name(name: str) -> bool:
+    """Whether ``name`` says its value is a secret: one of its words (split at
+    non-alphanumerics and at camelCase humps) is one of ``SECRET_WORDS``."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return any(word in SECRET_WORDS for word in re.split(r"[^a-z0-9]+", spaced.lower()))
+
+
+def mask_url(url: str) -> str:
+    """``url`` as it may be printed: any user and password, and the values of query
+    parameters whose names say they are secrets, become ``***``."""
+    bare = "//" not in url
+    try:
+        parts = urlsplit(f"//{url}" if bare else url)
+    except ValueError:
+        return MASK
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"{MASK}@{host}" if "@" in parts.netloc else host
+    query = "&".join(
+        f"{name}={MASK}" if sep and secret_name(unquote(name)) else f"{name}{sep}{value}"
+        for name, sep, value in (item.partition("=") for item in parts.query.split("&"))
+    )
+    shown = urlunsplit(parts._replace(netloc=netloc, query=query))
+    return shown.removeprefix("//") if bare else shown
+
+
 def register_secret(value: str) -> None:
     """Remember a secret value so every later redaction hides it."""
     if len(value) >= 4:
@@ -75,6 +108,26 @@ class LineRedactor:
             self._in_key = True
             return MASK
         return redact(text)
+
+
+# Every C0 and C1 control (line breaks too), DEL, and the Unicode marks that reorder or
+# break lines (bidi overrides and isolates, line and paragraph separators).
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str, keep: str = "") -> str:
+    """``text`` with each control character shown as an escape (``\\x1b``, ``\\u202e``),
+    but those of ``keep``: a name read from a file cannot move the cursor, colour the
+    screen, or print a line of its own."""
+
+    def escaped(match: re.Match[str]) -> str:
+        char = match.group()
+        if char in keep:
+            return char
+        code = ord(char)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _UNPRINTABLE.sub(escaped, text)
 
 
 def printable(line: str) -> str:

@@ -202,3 +202,98 @@ def test_config_check_shows_env_values_and_masks_secrets(run_cli, project_dir):
     assert "runpod.api_key = (unset)" in lines
     for secret in ("sk-dotenv", "hunter2", "bob", "secret/hf"):
         assert secret not in result.stdout + result.stderr
+
+
+BASE_URL = "OVERBRAINER_PROVIDERS__MAIN__BASE_URL"
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://u:p@127.0.0.1:99999/v1", "its port is not a number from 1 to 65535"),
+        ("http://127.0.0.1:0/v1", "its port is not a number from 1 to 65535"),
+        ("http://127.0.0.1:http/v1", "its port is not a number from 1 to 65535"),
+        ("ftp://llm.example.invalid/v1", "must start with http:// or https://"),
+        ("llm.example.invalid/v1", "must start with http:// or https://"),
+        ("http:///v1", "has no host"),
+        ("http://[::1/v1", "is not a valid URL"),
+        ("http://llm.example.invalid/v1 x", "must not contain spaces or control characters"),
+    ],
+)
+def test_a_provider_url_that_cannot_be_used_is_a_config_error(run_cli, url, why):
+    result = run_cli("config", "check", env={BASE_URL: url})
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: invalid configuration:\n  providers.main.base_url (from {BASE_URL}): {why}\n"
+    )
+    assert url not in result.stderr
+
+
+def test_a_stage_never_tries_an_unusable_url(run_cli):
+    result = run_cli("subtopics", env={BASE_URL: "http://u:p@127.0.0.1:99999/v1"})
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: invalid configuration:\n"
+        f"  providers.main.base_url (from {BASE_URL}): its port is not a number from 1 to 65535\n"
+    )
+
+
+def test_the_runpod_url_is_checked_too(run_cli):
+    result = run_cli("config", "check", env={"OVERBRAINER_RUNPOD__BASE_URL": "localhost:99"})
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "runpod.base_url (from OVERBRAINER_RUNPOD__BASE_URL): must start with http:// or https://\n"
+    )
+
+
+@pytest.mark.parametrize("url", ["https://llm.example.invalid/v1", "http://[::1]:8080/v1",
+                                 "http://u:p@127.0.0.1:65535"])
+def test_usable_urls_are_accepted(run_cli, url):
+    result = run_cli("config", "check", env={BASE_URL: url})
+    assert result.exit_code == 0, result.stderr
+
+
+def test_secrets_in_a_url_query_are_masked_when_it_is_printed(run_cli):
+    query = (
+        "api_key=S1&key=S2&token=S3&sig=S4&X-Amz-Signature=S5&model=gpt&password=S6"
+        "&client_secret=S7&accessToken=S8&apiKey=S9&max_tokens=16&keyboard=us"
+    )
+    result = run_cli("config", "check", env={
+        BASE_URL: f"https://u:S0@llm.example.invalid:8443/v1?{query}",
+        "OVERBRAINER_RUNPOD__BASE_URL": "https://rp.example.invalid/graphql?api_key=S10",
+    })
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert (
+        "providers.main.base_url = https://***@llm.example.invalid:8443/v1?api_key=***&key=***"
+        "&token=***&sig=***&X-Amz-Signature=***&model=gpt&password=***&client_secret=***"
+        "&accessToken=***&apiKey=***&max_tokens=16&keyboard=us"
+    ) in lines
+    assert "runpod.base_url = https://rp.example.invalid/graphql?api_key=***" in lines
+    for secret in [f"S{n}" for n in range(11)]:
+        assert f"={secret}" not in result.stdout + result.stderr
+        assert f":{secret}@" not in result.stdout
+
+
+def test_env_strings_still_become_booleans_and_numbers(project_dir, kinds):
+    settings = load(
+        project_dir,
+        kinds,
+        {
+            "OVERBRAINER_PIPELINE__INCLUDE_SYSTEM_PROMPT": "yes",
+            "OVERBRAINER_PIPELINE__DEDUP_THRESHOLD": "1",
+            "OVERBRAINER_PIPELINE__SEED": "+7",
+            "OVERBRAINER_ROLES__PARENT__REASONING": "off",
+        },
+    )
+    assert settings.pipeline.include_system_prompt is True
+    assert settings.pipeline.dedup_threshold == 1.0
+    assert settings.pipeline.seed == 7
+    assert settings.roles.parent.reasoning is False
+    with pytest.raises(ConfigError) as caught:
+        load(project_dir, kinds, {"OVERBRAINER_PIPELINE__CONCURRENCY": "1e3",
+                                  "OVERBRAINER_PIPELINE__EVAL_RATIO": "nan"})
+    assert caught.value.problems == [
+        "pipeline.concurrency (from OVERBRAINER_PIPELINE__CONCURRENCY): expected an integer",
+        "pipeline.eval_ratio (from OVERBRAINER_PIPELINE__EVAL_RATIO): must be a finite number",
+    ]

@@ -319,3 +319,49 @@ def test_a_valid_configuration_is_printed_line_by_line(run_cli, write_config):
         "hf_token = (unset)",
     ):
         assert expected in lines
+
+
+def test_values_of_another_type_are_refused_not_converted(run_cli, write_config, minimal_config):
+    write_config(
+        """
+        [pipeline]
+        concurrency = true
+        max_retries = false
+        request_timeout_secs = 1e3
+        seed = "42"
+        dedup_threshold = "0.5"
+        include_system_prompt = 1
+
+        [targets.pod]
+        kind = "runpod"
+        gpu_types = ["NVIDIA A40"]
+        max_hours = "4"
+        gpu_count = 1.0
+        """,
+        base=minimal_config.replace("reasoning = true", 'reasoning = "yes"').replace(
+            "subtopics = 2", "subtopics = 2.0"
+        ),
+    )
+    result = run_cli("config", "check")
+    assert result.exit_code == 1
+    assert sorted(problems(result)) == [
+        "pipeline.concurrency: expected an integer",
+        "pipeline.dedup_threshold: expected a number",
+        "pipeline.include_system_prompt: expected true or false",
+        "pipeline.max_retries: expected an integer",
+        "pipeline.request_timeout_secs: expected an integer",
+        "pipeline.seed: expected an integer",
+        "roles.parent.reasoning: expected true or false",
+        "targets.pod.gpu_count: expected an integer",
+        "targets.pod.max_hours: expected a number",
+        "topics[0].subtopics: expected an integer",
+    ]
+
+
+def test_an_integer_is_a_number(run_cli, write_config):
+    write_config("\n[pipeline]\ndedup_threshold = 1\n\n[training]\ntarget = \"gpu\"\n"
+                 'base_model = "m"\nadapter = "lora"\nlearning_rate = 1\n\n'
+                 '[targets.gpu]\nkind = "runpod"\ngpu_types = ["A"]\nmax_hours = 4\n')
+    result = run_cli("config", "check")
+    assert result.exit_code == 0, result.stderr
+    assert "pipeline.dedup_threshold = 1.0" in result.stdout.splitlines()

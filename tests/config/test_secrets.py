@@ -206,3 +206,17 @@ def test_without_resolve_no_reference_is_read(run_cli, vault):
     )
     assert result.exit_code == 0, result.stderr
     assert vault.requests == []
+
+
+def test_an_unreachable_vault_is_named_without_the_secrets_in_its_address(run_cli):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        address = f"http://admin:hunter2@127.0.0.1:{port}/?token=abc123"
+        message = resolve_failure(
+            run_cli, {**key_env(), "VAULT_ADDR": address, "VAULT_TOKEN": TOKEN}
+        )
+    assert message == (
+        f"providers.main.api_key: cannot reach vault at http://***@127.0.0.1:{port}/?token=***: "
+        "ConnectionError"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -90,3 +91,66 @@ def test_rewrite_replaces_the_file_atomically(tmp_path):
     assert path.read_text() == '{"id":"1"}\n{"id":"2"}\n'
     assert os.stat(path).st_ino != before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl"]
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for one test: ``umask(0o002)``."""
+    previous = os.umask(0o022)
+    yield os.umask
+    os.umask(previous)
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o664, 0o600])
+def test_rewrite_keeps_the_mode_of_the_file_it_replaces(tmp_path, umask, mode):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id":"old"}\n')
+    path.chmod(mode)
+    rewrite_jsonl(path, [{"id": "1"}])
+    assert os.stat(path).st_mode & 0o7777 == mode
+
+
+@pytest.mark.parametrize(("mask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_a_new_file_gets_the_mode_the_umask_gives(tmp_path, umask, mask, mode):
+    umask(mask)
+    rewrite_jsonl(tmp_path / "new.jsonl", [{"id": "1"}])
+    with JsonlWriter(tmp_path / "appended.jsonl") as writer:
+        writer.append({"id": "1"})
+    assert os.stat(tmp_path / "new.jsonl").st_mode & 0o7777 == mode
+    assert os.stat(tmp_path / "appended.jsonl").st_mode & 0o7777 == mode
+
+
+# One rule for an invalid record, wherever it is: an error naming it, and nothing cut away.
+# Only a line cut short (not JSON at all) at the unterminated end is what a crash leaves.
+
+
+@pytest.mark.parametrize("bad", ['{"no_id": 1}', "[1, 2]", "3", '"text"'])
+def test_an_invalid_record_as_the_unterminated_last_line_is_an_error_too(tmp_path, bad):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id":"1"}\n' + bad)
+    with pytest.raises(UserError) as caught:
+        read_jsonl(path, "data/a.jsonl", has_id)
+    assert caught.value.message == "data/a.jsonl:2: invalid record"
+
+
+def test_appending_after_an_invalid_last_record_refuses_and_cuts_nothing(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id":"1"}\n{"no_id": 1}')
+    with pytest.raises(UserError) as caught, JsonlWriter(path, has_id, "data/a.jsonl") as writer:
+        writer.append({"id": "2"})
+    assert caught.value.message == "data/a.jsonl:2: invalid record"
+    assert path.read_text() == '{"id":"1"}\n{"no_id": 1}'
+
+
+def test_a_stage_refuses_an_invalid_last_answer_and_keeps_it(run_cli, project_dir, provider):
+    from pipeline_data import answer, seed_questions
+
+    questions = seed_questions(project_dir, {("ownership", "moves"): ["q1", "q2"]})
+    broken = dict(answer(questions[0]), meta="hand-edited")
+    text = json.dumps(broken)  # the last line, unterminated
+    (project_dir / "data" / "answers.jsonl").write_text(text)
+    result = run_cli("answers")
+    assert result.exit_code == 1
+    assert result.stderr.endswith("error: data/answers.jsonl:1: invalid record\n")
+    assert (project_dir / "data" / "answers.jsonl").read_text() == text
+    assert provider.chats() == []

@@ -128,5 +128,61 @@ def test_topic_splits_only_that_topic_again(run_cli, project_dir):
 
 
 def test_split_reads_no_template(run_cli, project_dir):
+    [question] = seed_questions(project_dir, {("ownership", "moves"): ["only"]})
+    write_answers(project_dir, [answer(question)])
     (project_dir / "prompts" / "questions.txt").write_text("{{ broken")
     assert run_cli("split").exit_code == 0
+
+
+MALFORMED = [
+    [],
+    ["x", 3],
+    [{"role": "user"}],
+    [{"role": "user", "content": "q"}],
+    [{"role": "assistant", "content": "a"}],
+    [{"role": "user", "content": "q"}, {"role": "assistant", "content": 7}],
+    [{"role": "user", "content": "q"}, {"role": "tool", "content": "a"}],
+    [{"role": "user", "content": "q"}, {"role": "system", "content": "s"},
+     {"role": "assistant", "content": "a"}],
+    [{"role": "user", "content": "q"}, {"role": "user", "content": "q"},
+     {"role": "assistant", "content": "a"}],
+    [{"role": "user", "content": "q", "reasoning_content": "r"},
+     {"role": "assistant", "content": "a"}],
+    [{"role": "user", "content": "q"},
+     {"role": "assistant", "content": "a", "reasoning_content": 1}],
+    [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "weight": 0}],
+]
+
+
+def test_malformed_conversations_are_excluded_with_a_reason(run_cli, project_dir):
+    questions = seed_questions(
+        project_dir, {("ownership", "moves"): [f"m{i}" for i in range(len(MALFORMED) + 2)]}
+    )
+    good = [answer(q) for q in questions[:2]]
+    good[1]["messages"].insert(0, {"role": "system", "content": "s"})
+    bad = [dict(answer(q), messages=m) for q, m in zip(questions[2:], MALFORMED, strict=True)]
+    write_answers(project_dir, [*good, *bad])
+    result = run_cli("split")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == (
+        f"split: 1 train, 1 eval, {len(MALFORMED)} excluded (malformed {len(MALFORMED)}), "
+        "0 orphaned\n"
+    )
+    kept = lines(project_dir, "train.jsonl") + lines(project_dir, "eval.jsonl")
+    assert sorted(r["id"] for r in kept) == sorted(r["id"] for r in good)
+    warnings = result.stderr.splitlines()
+    first = bad[0]["id"]
+    assert f"warning: split: answer {first}: malformed conversation (no messages)" in warnings
+    assert (
+        f"warning: split: answer {bad[3]['id']}: malformed conversation "
+        "(no assistant turn at the end)"
+    ) in warnings
+
+
+def test_an_answer_that_is_blank_is_excluded_as_empty(run_cli, project_dir):
+    questions = seed_questions(project_dir, {("ownership", "moves"): ["m0", "m1"]})
+    blank = answer(questions[1])
+    blank["messages"][-1]["content"] = " \n"
+    write_answers(project_dir, [answer(questions[0]), blank])
+    result = run_cli("split")
+    assert result.stdout == "split: 1 train, 0 eval, 1 excluded (empty 1), 0 orphaned\n"

@@ -487,3 +487,37 @@ def test_the_anthropic_protocol_end_to_end(run_cli, project_dir, provider):
     records = lines(project_dir, "answers.jsonl")
     assert {r["meta"]["reasoning_kind"] for r in records} == {"summary"}
     assert all(r["meta"]["excluded"] is None for r in records)
+
+
+NO_TOPICS = "error: no topics: add a [[topics]] table to overbrainer.toml\n"
+
+
+def test_stages_refuse_a_project_without_topics(run_cli, project_dir, provider):
+    config = PIPELINE_CONFIG.split("[[topics]]")[0] + "[providers" + PIPELINE_CONFIG.split(
+        "[providers", 1)[1]
+    (project_dir / "overbrainer.toml").write_text(config)
+    assert run_cli("config", "check").exit_code == 0  # a valid configuration, with no work
+    for stage in ("subtopics", "questions", "answers", "split", "run"):
+        result = run_cli(stage)
+        assert result.exit_code == 1, stage
+        assert result.stderr == NO_TOPICS, stage
+    assert provider.requests == []
+    assert not (project_dir / "data").exists()
+
+
+def test_split_with_no_usable_answer_writes_nothing(run_cli, project_dir):
+    from pipeline_data import answer
+
+    questions = seed_questions(project_dir, {("ownership", "moves"): ["q1", "q2"]})
+    (project_dir / "data" / "answers.jsonl").write_text(
+        json.dumps(answer(questions[0], "truncated")) + "\n"
+    )
+    result = run_cli("split")
+    assert result.exit_code == 1
+    assert result.stdout == "split: 0 train, 0 eval, 1 excluded (truncated 1), 0 orphaned\n"
+    assert result.stderr == (
+        "error: no usable answer to split (run `overbrainer answers` first): "
+        "train.jsonl and eval.jsonl are left as they were\n"
+    )
+    assert not (project_dir / "data" / "train.jsonl").exists()
+    assert not (project_dir / "data" / "eval.jsonl").exists()

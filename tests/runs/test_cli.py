@@ -201,3 +201,64 @@ def test_runs_logs_refuses_ids_that_escape_runs(run_cli, run_id):
     assert (
         result.stderr == f"error: invalid run id `{run_id}`: a run id names a directory in runs/\n"
     )
+
+
+OUT_OF_PROJECT = "error: runs is a symbolic link leading out of the project: refusing to use it\n"
+
+
+def test_a_runs_directory_linked_out_of_the_project_is_refused(run_cli, project_dir, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    write_run(elsewhere.parent / "fake", "demo_20260101-000000", "2026-01-01T00:00:00Z")
+    (elsewhere.parent / "fake" / "runs").rename(elsewhere)
+    (elsewhere / "demo_20260101-000000" / "job.log").write_text("secret log\n")
+    (project_dir / "runs").symlink_to(elsewhere)
+    for args in (["runs", "ls"], ["runs", "logs", "demo_20260101-000000"],
+                 ["train", "attach", "demo_20260101-000000"],
+                 ["train", "cancel", "demo_20260101-000000"]):
+        result = run_cli(*args)
+        assert result.exit_code == 1, args
+        assert result.stderr == OUT_OF_PROJECT, args
+        assert result.stdout == "", args
+
+
+def test_a_runs_directory_linked_inside_the_project_is_used(run_cli, project_dir):
+    write_run(project_dir / "store", "demo_20260101-000000", "2026-01-01T00:00:00Z")
+    (project_dir / "runs").symlink_to(project_dir / "store" / "runs")
+    result = run_cli("runs", "ls")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("demo_20260101-000000  succeeded")
+
+
+def test_a_run_directory_that_is_a_link_is_refused(run_cli, project_dir, tmp_path):
+    write_run(tmp_path, "demo_20260101-000000", "2026-01-01T00:00:00Z")
+    (tmp_path / "runs" / "demo_20260101-000000" / "job.log").write_text("other log\n")
+    (project_dir / "runs").mkdir()
+    (project_dir / "runs" / "demo_20260101-000000").symlink_to(
+        tmp_path / "runs" / "demo_20260101-000000"
+    )
+    for args in (["runs", "logs", "demo_20260101-000000"],
+                 ["train", "attach", "demo_20260101-000000"]):
+        result = run_cli(*args)
+        assert result.exit_code == 1, args
+        assert result.stderr == (
+            "error: runs/demo_20260101-000000 is a symbolic link: refusing to use it\n"
+        ), args
+
+
+def completions(project_dir):
+    import click
+
+    from overbrainer.cli import cli
+    from overbrainer.cli.complete import complete_run_id
+
+    ctx = click.Context(cli)
+    ctx.params = {"project_dir": str(project_dir)}
+    return [(item.value, item.help) for item in complete_run_id(ctx, None, "demo")]
+
+
+def test_run_id_completion_escapes_records_and_follows_no_link_out(project_dir, tmp_path):
+    write_run(project_dir, "demo_20260101-000000", "2026-01-01T00:00:00Z", target="gpu\x1b[2J")
+    assert completions(project_dir) == [("demo_20260101-000000", r"succeeded on gpu\x1b[2J")]
+    (project_dir / "runs").rename(tmp_path / "elsewhere")
+    (project_dir / "runs").symlink_to(tmp_path / "elsewhere")
+    assert completions(project_dir) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 
 import pytest
@@ -266,3 +267,29 @@ def test_no_such_run(store):
     with pytest.raises(UserError) as caught:
         store.load("nothing_here")
     assert str(caught.value) == "no run nothing_here in runs/"
+
+
+def test_saving_keeps_the_mode_of_run_json(store, tmp_path):
+    previous = os.umask(0o002)
+    try:
+        record = store.create("Demo Project", "gpu", remote, NOW)
+        path = tmp_path / "runs" / BASE / "run.json"
+        assert path.stat().st_mode & 0o777 == 0o664  # a new file: what the umask gives
+        path.chmod(0o640)
+        store.save(record.evolve(message="later"))
+        assert path.stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(previous)
+
+
+def test_a_new_run_is_never_made_through_a_link_out_of_the_project(tmp_path):
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "runs").symlink_to(elsewhere)
+    with pytest.raises(UserError) as caught:
+        RunStore(project).create("Demo Project", "gpu", remote, NOW)
+    assert caught.value.message == (
+        "runs is a symbolic link leading out of the project: refusing to use it"
+    )
+    assert list(elsewhere.iterdir()) == []

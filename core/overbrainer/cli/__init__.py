@@ -7,7 +7,9 @@ Subcommands live one group a module and are imported only when used, so ``overbr
 from __future__ import annotations
 
 import importlib
+import signal
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
@@ -32,13 +34,17 @@ COMMANDS = {
 class CliError(click.ClickException):
     """A user error as the command line prints it: ``error: <message>``, exit 1."""
 
-    exit_code = 1
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
     def show(self, file: Any = None) -> None:
-        from overbrainer.redact import redact
+        from overbrainer.redact import escape_controls, redact
 
-        # A message may quote what a server said, which can hold a secret.
-        click.echo(f"error: {redact(self.format_message())}", err=True)
+        # A message may quote what a server said, which can hold a secret, or a name
+        # from a file, which can hold terminal escapes.
+        message = escape_controls(redact(self.format_message()), keep="\n")
+        click.echo(f"error: {message}", err=True)
 
 
 class LazyGroup(click.Group):
@@ -59,12 +65,15 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
-        from overbrainer.errors import UserError
+        from overbrainer.errors import UserError, signal_of
 
         try:
             return super().invoke(ctx)
         except UserError as error:
-            raise CliError(error.message) from None
+            raise CliError(error.message, error.exit_code) from None
+        except KeyboardInterrupt as interrupt:
+            # Ctrl-C or SIGTERM that no step handled: 130 or 143, as a shell reports them.
+            raise CliError("interrupted", 128 + signal_of(interrupt)) from None
 
 
 @click.group(
@@ -100,6 +109,14 @@ def cli(ctx: click.Context, project_dir: Path) -> None:
     ctx.obj = App(project_dir=project_dir)
 
 
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    from overbrainer.errors import Terminated
+
+    raise Terminated
+
+
 def main() -> None:
-    """The console script."""
+    """The console script. SIGTERM is raised as ``Terminated``, a ``KeyboardInterrupt``,
+    so that it stops a command the way Ctrl-C does, cleanly."""
+    signal.signal(signal.SIGTERM, _terminate)
     cli(prog_name="overbrainer")

@@ -21,24 +21,28 @@ def _project_dir(ctx: click.Context) -> Path:
 def complete_run_id(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
-    """Run ids, with their state and target as help."""
+    """Run ids, with their state and target as help (escaped: run.json is a file)."""
     import json
 
+    from overbrainer.errors import UserError
     from overbrainer.job.layout import RECORD
-    from overbrainer.runs.store import RUNS_DIR
+    from overbrainer.project import runs_dir
+    from overbrainer.redact import escape_controls
 
-    runs = _project_dir(ctx) / RUNS_DIR
     items = []
     try:
-        names = sorted(entry.name for entry in os.scandir(runs) if entry.is_dir())
-    except OSError:
+        runs = runs_dir(_project_dir(ctx))
+        names = sorted(
+            entry.name for entry in os.scandir(runs) if entry.is_dir(follow_symlinks=False)
+        )
+    except (OSError, UserError):
         return []
     for name in names:
         if not name.startswith(incomplete):
             continue
         try:
             record = json.loads((runs / name / RECORD).read_text(encoding="utf-8"))
-            help_text = f"{record.get('state')} on {record.get('target')}"
+            help_text = escape_controls(f"{record.get('state')} on {record.get('target')}")
         except (OSError, ValueError, AttributeError):
             continue
         items.append(CompletionItem(name, help=help_text))

@@ -23,11 +23,12 @@ def check(resolve: bool) -> None:
     from overbrainer.config.describe import describe_settings, secret_fields
     from overbrainer.config.secrets import resolve_secret
     from overbrainer.errors import UserError
+    from overbrainer.redact import escape_controls
 
     app = current_app()
     settings = app.settings
     for line in describe_settings(settings):
-        click.echo(line)
+        click.echo(escape_controls(line))
     if not resolve:
         return
     failed = 0
@@ -38,7 +39,7 @@ def check(resolve: bool) -> None:
             resolve_secret(secret, key, app.env.merged)
         except UserError as error:
             failed += 1
-            click.echo(f"{error}", err=True)
+            click.echo(escape_controls(str(error)), err=True)
         else:
             click.echo(f"{key}: resolved")
     if failed:

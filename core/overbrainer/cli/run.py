@@ -15,7 +15,6 @@ def run() -> None:
     picked up between stages and before training; the running stage keeps its settings.
     """
     from overbrainer.config.reload import Reloader
-    from overbrainer.errors import UserError
     from overbrainer.pipeline.runner import STAGES, run_stage
     from overbrainer.providers.prices import PriceBook
 
@@ -29,8 +28,7 @@ def run() -> None:
             reloader.changed()
             outcome = run_stage(stage, app.project_dir, reloader.settings, reloader.env, prices)
             click.echo(outcome.summary)
-            if outcome.error is not None:
-                raise UserError(outcome.error)
+            outcome.check()
         reloader.changed()
         # The training side reads the configuration from the app: give it what is current.
         app.env, app.settings = reloader.env, reloader.settings

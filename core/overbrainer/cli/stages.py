@@ -17,7 +17,6 @@ _FORCE = click.option(
 
 def execute(stage: str, topic: str | None, force: bool = False) -> None:
     """Run ``stage`` under the project lock; print its summary; fail as it failed."""
-    from overbrainer.errors import UserError
     from overbrainer.pipeline.runner import run_stage, select_topics
     from overbrainer.providers.prices import PriceBook
 
@@ -29,8 +28,7 @@ def execute(stage: str, topic: str | None, force: bool = False) -> None:
             stage, app.project_dir, settings, app.env, PriceBook(), topic=topic, force=force
         )
     click.echo(outcome.summary)
-    if outcome.error is not None:
-        raise UserError(outcome.error)
+    outcome.check()
 
 
 @click.command()

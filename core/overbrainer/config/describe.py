@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, SecretStr
 
 from overbrainer.config.model import Role, Settings
+from overbrainer.redact import mask_url
 
 UNSET = "(unset)"
 MASKED = "***"
@@ -77,16 +77,7 @@ def _secret(secret: SecretStr | None) -> str:
 
 
 def _url(url: str | None) -> str:
-    """``url`` with any user and password in it masked."""
-    if not url:
-        return UNSET
-    parts = urlsplit(url if "//" in url else f"//{url}")
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{MASKED}@{host}" + (f":{parts.port}" if parts.port else "")
-    shown = urlunsplit(parts._replace(netloc=netloc))
-    return shown if "//" in url else shown.removeprefix("//")
+    return mask_url(url) if url else UNSET
 
 
 def _value(value: object) -> str:

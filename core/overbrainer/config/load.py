@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 import tomllib
+import types
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
 from overbrainer.config.env import PREFIX, Environment
 from overbrainer.config.model import ENV_ONLY, Settings
 from overbrainer.errors import UserError
+from overbrainer.redact import escape_controls
 
 CONFIG_FILE = "overbrainer.toml"
 TARGET_NAME = re.compile(r"^[a-z0-9_]+$")
@@ -25,6 +28,8 @@ class ConfigError(UserError):
     """The configuration cannot be used; ``problems`` lists each one."""
 
     def __init__(self, problems: list[str]) -> None:
+        # One line each: a name from the file cannot break a problem into two.
+        problems = [escape_controls(problem) for problem in problems]
         lines = "\n".join(f"  {problem}" for problem in problems)
         super().__init__(f"invalid configuration:\n{lines}")
         self.problems = problems
@@ -74,9 +79,12 @@ def validate_settings(
     ]
     merged, origins, overlay_problems = overlay_env(data, env.settings_vars())
     problems += overlay_problems
+    parse_env_values(merged, origins, kinds)
     settings: Settings | None = None
     try:
-        settings = Settings.model_validate(merged)
+        # Strict: the file's values have types of their own (`concurrency = true` is a
+        # mistake, not 1); only the environment's strings are parsed, just above.
+        settings = Settings.model_validate(merged, strict=True)
     except ValidationError as error:
         problems += describe_errors(error, (), origins)
     targets, target_problems = _validate_targets(merged.get("targets"), kinds, origins)
@@ -115,6 +123,70 @@ def overlay_env(
         table[path[-1]] = variables[name]
         origins[path] = name
     return merged, origins, problems
+
+
+_TRUE = frozenset({"true", "1", "yes", "on", "t", "y"})
+_FALSE = frozenset({"false", "0", "no", "off", "f", "n"})
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+
+
+def parse_env_values(
+    merged: dict[str, Any], origins: Mapping[Path_, str], kinds: Mapping[str, type[BaseModel]]
+) -> None:
+    """Turn each string the environment set into the boolean or number its key holds, in
+    place; a string that is none is left for validation to refuse (naming its variable)."""
+    for path in origins:
+        kind = _scalar_type(path, merged, kinds)
+        table = merged
+        for key in path[:-1]:
+            table = table[key]
+        text = table[path[-1]]
+        if kind is bool and text.strip().lower() in _TRUE | _FALSE:
+            table[path[-1]] = text.strip().lower() in _TRUE
+        elif kind is int and _INTEGER.match(text.strip()):
+            table[path[-1]] = int(text)
+        elif kind is float:
+            with contextlib.suppress(ValueError):
+                table[path[-1]] = float(text)
+
+
+def _scalar_type(
+    path: Path_, merged: Mapping[str, Any], kinds: Mapping[str, type[BaseModel]]
+) -> type | None:
+    """bool, int or float when that is what the key at ``path`` holds, else None."""
+    current: Any = Settings
+    keys = list(path)
+    if len(keys) >= 3 and keys[0] == "targets":
+        table = _table(_table(merged.get("targets")).get(keys[1]))
+        kind = table.get("kind")
+        current = kinds.get(kind) if isinstance(kind, str) else None
+        keys = keys[2:]
+    for key in keys:
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(key))
+            current = field.annotation if field is not None else None
+        elif get_origin(current) is dict:
+            current = get_args(current)[1]
+        else:
+            return None
+    current = _unwrap(current)
+    return current if current in (bool, int, float) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    """``annotation`` without ``Annotated`` metadata and an optional ``None``."""
+    while True:
+        origin = get_origin(annotation)
+        if origin is Annotated:
+            annotation = get_args(annotation)[0]
+        elif origin in (Union, types.UnionType):
+            options = [arg for arg in get_args(annotation) if arg is not type(None)]
+            if len(options) != 1:
+                return annotation
+            annotation = options[0]
+        else:
+            return annotation
 
 
 def describe_errors(
@@ -194,7 +266,7 @@ def _validate_targets(
             problems.append(f"targets.{name}: {unknown_kind(kind)}")
             continue
         try:
-            targets[name] = model.model_validate(table)
+            targets[name] = model.model_validate(table, strict=True)
         except ValidationError as error:
             problems += describe_errors(error, ("targets", name), origins)
     return targets, problems

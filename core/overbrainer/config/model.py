@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -81,6 +82,34 @@ def comma_list(value: Any) -> Any:
     return value
 
 
+def _http_url(value: str) -> str:
+    # Checked when the settings load: a URL no request could use is a mistake to report
+    # once, not a transport error to retry. The messages never quote the URL, which may
+    # hold a user and password. Empty is unset (a copied .env.example).
+    if not value:
+        return value
+    if any(char.isspace() or not char.isprintable() for char in value):
+        raise ValueError("must not contain spaces or control characters")
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as error:
+        if "port" in str(error).lower():
+            raise ValueError("its port is not a number from 1 to 65535") from None
+        raise ValueError("is not a valid URL") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("must start with http:// or https://")
+    if not parts.hostname:
+        raise ValueError("has no host")
+    if port == 0:
+        raise ValueError("its port is not a number from 1 to 65535")
+    return value
+
+
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+"""An ``http://`` or ``https://`` URL with a host, and a port that can be connected to."""
+
+
 class Section(BaseModel):
     """A table of overbrainer.toml: unknown keys rejected, values frozen once loaded."""
 
@@ -100,7 +129,7 @@ class Topic(Section):
 
 class Provider(Section):
     protocol: Literal["openai", "anthropic"]
-    base_url: str | None = Field(default=None)
+    base_url: HttpUrl | None = Field(default=None)
     api_key: SecretStr | None = Field(default=None)
 
 
@@ -230,7 +259,7 @@ class HostTarget(TargetBase):
 
 class RunpodAccount(Section):
     api_key: SecretStr | None = Field(default=None)
-    base_url: str | None = Field(default=None)
+    base_url: HttpUrl | None = Field(default=None)
 
 
 class Settings(Section):

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from overbrainer.errors import UserError
-from overbrainer.redact import register_secret
+from overbrainer.redact import mask_url, register_secret
 
 _REFERENCE = re.compile(r"^vault:(?P<mount>[^/#\s]+)/(?P<path>[^#\s]+)#(?P<field>[^#\s]+)$")
 
@@ -60,7 +60,9 @@ def _read_vault(key: str, mount: str, path: str, field: str, env: Mapping[str, s
     except hvac.exceptions.VaultError as error:
         raise UserError(f"{key}: vault error: {type(error).__name__}") from None
     except requests.RequestException as error:
-        raise UserError(f"{key}: cannot reach vault at {address}: {type(error).__name__}") from None
+        raise UserError(
+            f"{key}: cannot reach vault at {mask_url(address)}: {type(error).__name__}"
+        ) from None
     data = (reply or {}).get("data", {}).get("data", {})
     value = data.get(field)
     if not isinstance(value, str) or not value:

@@ -2,6 +2,10 @@
 
 A question is answered once its id is in ``answers.jsonl``, excluded or not: answers are
 appended as they complete, so an interruption or a fatal error never costs one twice.
+
+``--force`` replaces answers one by one: a new answer is appended after the old one, and the
+later line of an id is the one that counts; the old lines are dropped when the stage ends.
+However it ends, each question keeps an answer: the new one, or else the old one.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from loguru import logger
 from overbrainer.config.model import Role
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.prompts import Templates
-from overbrainer.pipeline.records import ANSWERS, QUESTIONS
+from overbrainer.pipeline.records import ANSWERS, QUESTIONS, without
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.completion import Completion, ReasoningKind
 from overbrainer.providers.errors import ProviderError
@@ -89,7 +93,7 @@ async def run(ctx: StageContext) -> None:
     questions = data.read(QUESTIONS)
     answers = data.read(ANSWERS)
     if ctx.force:
-        answers = data.forget(ANSWERS, answers, ctx.topic_names)
+        answers = without(answers, ctx.topic_names)
     answered = {answer["id"] for answer in answers}
     todo, seen = [], set()
     for question in questions:
@@ -118,24 +122,27 @@ async def run(ctx: StageContext) -> None:
         for name, topic in topics.items()
     }
     keep_system = ctx.settings.pipeline.include_system_prompt
+    try:
+        with data.writer(ANSWERS) as writer:
 
-    with data.writer(ANSWERS) as writer:
+            async def answer(question: dict[str, Any]) -> None:
+                system = systems[question["topic"]]
+                messages = [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": question["text"]},
+                ]
+                try:
+                    completion = await ctx.chat(role, messages, question["id"])
+                except ProviderError as error:
+                    ctx.report.fail(question["id"], error.message)
+                    return
+                record = answer_record(
+                    question, completion, role, hidden, system if keep_system else None
+                )
+                writer.append(record)
+                ctx.report.finish(excluded=record["meta"]["excluded"] is not None)
 
-        async def answer(question: dict[str, Any]) -> None:
-            system = systems[question["topic"]]
-            messages = [
-                {"role": "system", "content": system},
-                {"role": "user", "content": question["text"]},
-            ]
-            try:
-                completion = await ctx.chat(role, messages, question["id"])
-            except ProviderError as error:
-                ctx.report.fail(question["id"], error.message)
-                return
-            record = answer_record(
-                question, completion, role, hidden, system if keep_system else None
-            )
-            writer.append(record)
-            ctx.report.finish(excluded=record["meta"]["excluded"] is not None)
-
-        await for_each(todo, answer, ctx.settings.pipeline.concurrency)
+            await for_each(todo, answer, ctx.settings.pipeline.concurrency)
+    finally:
+        if ctx.force:
+            data.latest(ANSWERS)  # each replaced answer's old line goes

@@ -35,7 +35,7 @@ def append_history(project_dir: Path, entry: dict[str, Any]) -> None:
     """Add one stage execution:
     ``{stage, started_at, ended_at, status, provider, model, done, skipped, failed, excluded,
     input_tokens, output_tokens, cost, split?}`` (``cost`` None when unknown)."""
-    with JsonlWriter(project_dir / HISTORY, _is_entry) as writer:
+    with JsonlWriter(project_dir / HISTORY, _is_entry, str(HISTORY)) as writer:
         writer.append(entry)
 
 

@@ -3,20 +3,27 @@
 Reading skips blank lines and an unfinished last line (the one a crash was writing);
 appending first repairs such a tail, then writes one flushed line a record, so a crash loses
 at most the line being written; a rewrite goes to a temporary file, synced, then renamed.
+
+One rule for a line that is JSON but not a valid record, wherever it is, the last line
+included: an error naming the file and line, and nothing is cut away. Skipping or cutting
+it would lose what someone wrote (a hand edit, another tool's record), and an error loses
+nothing: the user fixes the line and runs again. The one line that is dropped is a line cut
+short, not JSON at all, at the unterminated end of the file: a crash while it was appended
+leaves exactly that, and it holds no complete record to lose.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from loguru import logger
 
 from overbrainer.errors import UserError
+from overbrainer.replace import replace_file
 
 Check = Callable[[dict[str, Any]], bool]
 """Whether a parsed object is a valid record of its file."""
@@ -29,21 +36,34 @@ def dumps(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
-def _parse(raw: bytes, check: Check | None) -> dict[str, Any] | None:
+class _CutShort:
+    """A line that is not JSON: what a crash leaves at the end of a file."""
+
+
+CUT_SHORT = _CutShort()
+
+
+def _parse(raw: bytes, check: Check | None) -> dict[str, Any] | _CutShort | None:
+    """The record on the line ``raw``; ``CUT_SHORT`` when it is not JSON at all; None
+    when it is JSON but not a valid record."""
     try:
         record = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
-        return None
+        return CUT_SHORT
     if not isinstance(record, dict) or (check is not None and not check(record)):
         return None
     return record
+
+
+def invalid(shown: str, line: int) -> UserError:
+    return UserError(f"{shown}:{line}: invalid record")
 
 
 def read_jsonl(path: Path, shown: str, check: Check | None = None) -> list[dict[str, Any]]:
     """The records of ``path`` (none when it is missing); ``shown`` names it in messages.
 
     An invalid line is an error ("<shown>:<line>: invalid record"), except an unterminated
-    last line, which is skipped with a warning.
+    last line cut short (not JSON), which is skipped with a warning.
     """
     try:
         data = path.read_bytes()
@@ -60,11 +80,11 @@ def read_jsonl(path: Path, shown: str, check: Check | None = None) -> list[dict[
         if not raw.strip():
             continue
         record = _parse(raw, check)
-        if record is None:
-            if number == len(lines) and not terminated:
-                logger.warning(f"{shown}: ignoring an incomplete last line")
-                continue
-            raise UserError(f"{shown}:{number}: invalid record")
+        if record is CUT_SHORT and number == len(lines) and not terminated:
+            logger.warning(f"{shown}: ignoring an incomplete last line")
+            continue
+        if not isinstance(record, dict):
+            raise invalid(shown, number)
         records.append(record)
     return records
 
@@ -76,8 +96,9 @@ class JsonlWriter:
     nothing leaves no file behind.
     """
 
-    def __init__(self, path: Path, check: Check | None = None) -> None:
+    def __init__(self, path: Path, check: Check | None = None, shown: str | None = None) -> None:
         self.path = path
+        self.shown = shown or str(path)
         self._check = check
         self._fd: int | None = None
 
@@ -102,17 +123,18 @@ class JsonlWriter:
 
     def _open(self) -> int:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o666)
         try:
-            _repair_tail(fd, self._check)
+            _repair_tail(fd, self._check, self.shown)
         except BaseException:
             os.close(fd)
             raise
         return fd
 
 
-def _repair_tail(fd: int, check: Check | None) -> None:
-    """End the file with a newline: terminate a valid last line, cut an invalid one."""
+def _repair_tail(fd: int, check: Check | None, shown: str) -> None:
+    """End the file with a newline: terminate a valid last line, cut one cut short; an
+    invalid record is an error, as it is anywhere else."""
     size = os.fstat(fd).st_size
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
         return
@@ -125,28 +147,32 @@ def _repair_tail(fd: int, check: Check | None) -> None:
             break
         start = begin
     tail = os.pread(fd, size - start, start)
-    if tail.strip() and _parse(tail, check) is not None:
-        os.write(fd, b"\n")
-    else:
+    record = _parse(tail, check) if tail.strip() else CUT_SHORT
+    if record is None:
+        raise invalid(shown, _line_number(fd, start))
+    if record is CUT_SHORT:
         os.ftruncate(fd, start)
+    else:
+        os.write(fd, b"\n")
+
+
+def _line_number(fd: int, offset: int) -> int:
+    """The number of the line that starts at ``offset``."""
+    count, position = 1, 0
+    while position < offset:
+        chunk = os.pread(fd, min(_CHUNK, offset - position), position)
+        count += chunk.count(b"\n")
+        position += len(chunk)
+    return count
 
 
 def rewrite_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    """Replace ``path`` with ``records``, atomically: temp file, fsync, rename."""
+    """Replace ``path`` with ``records``, atomically: temp file, fsync, rename; the file
+    keeps its mode."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            for record in records:
-                file.write((dumps(record) + "\n").encode())
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+
+    def write(file: BinaryIO) -> None:
+        for record in records:
+            file.write((dumps(record) + "\n").encode())
+
+    replace_file(path, write)

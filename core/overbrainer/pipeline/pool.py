@@ -14,18 +14,26 @@ async def for_each(
 ) -> None:
     """``handle`` every item, at most ``concurrency`` at once, each started as a slot frees.
 
-    ``handle`` deals with its item's own failures; an exception it lets out stops the rest
-    (those in flight are cancelled) and is raised here.
+    ``handle`` deals with its item's own failures. An exception it lets out (a fatal
+    provider error) stops the rest from starting, but the items in flight go on to their
+    end: their replies are paid for and they save them. Then the first exception is raised
+    here. Cancellation (Ctrl-C) still stops everything at once.
     """
     pending = iter(items)
+    errors: list[Exception] = []
 
     async def worker() -> None:
         for item in pending:  # shared: each worker takes the next item when it is free
-            await handle(item)
+            if errors:
+                return
+            try:
+                await handle(item)
+            except Exception as error:  # noqa: BLE001 - raised below, once the others end
+                errors.append(error)
+                return
 
-    try:
-        async with asyncio.TaskGroup() as group:
-            for _ in range(min(concurrency, len(items))):
-                group.create_task(worker())
-    except BaseExceptionGroup as errors:
-        raise errors.exceptions[0] from None
+    async with asyncio.TaskGroup() as group:
+        for _ in range(min(concurrency, len(items))):
+            group.create_task(worker())
+    if errors:
+        raise errors[0]

@@ -2,15 +2,21 @@
 
 Templates are Jinja with undefined variables as errors, read when a stage starts (so an edit
 applies from the next stage on) and checked before any request is made.
+
+A project may come from anyone, so its templates are rendered in jinja's immutable sandbox:
+no attribute starting with ``_`` (the way from ``cycler`` to ``os``), no method that changes
+a value, and no other file (``include``, ``import`` and ``extends`` find nothing).
 """
 
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import jinja2
 import jinja2.meta
+import jinja2.sandbox
 
 from overbrainer.errors import UserError
 
@@ -25,15 +31,23 @@ VARIABLES: dict[str, frozenset[str]] = {
 }
 
 
+class _NoOtherFiles(jinja2.BaseLoader):
+    """What ``include``, ``import`` and ``extends`` load from: nothing."""
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> NoReturn:
+        raise jinja2.TemplateNotFound(template, "a template cannot include or import another")
+
+
 class Templates:
     """The templates ``names`` as the project at ``project_dir`` has them now."""
 
     def __init__(self, project_dir: Path, *names: str) -> None:
         # Prompts are plain text sent to a model: there is no HTML to escape.
-        self._jinja = jinja2.Environment(
+        self._jinja = jinja2.sandbox.ImmutableSandboxedEnvironment(
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=True,
-            autoescape=False,  # noqa: S701
+            autoescape=False,
+            loader=_NoOtherFiles(),
         )
         self._templates = {name: self._load(project_dir, name) for name in names}
 
@@ -41,11 +55,16 @@ class Templates:
         try:
             return self._templates[name].render(**variables).strip()
         except jinja2.TemplateError as error:
-            raise UserError(f"invalid template {name}: {error.message}") from None
+            line = _template_line(error, name)
+            where = f"line {line}: " if line is not None else ""
+            raise UserError(f"invalid template {name}: {where}{error.message}") from None
 
     def _load(self, project_dir: Path, name: str) -> jinja2.Template:
         override = project_dir / PROMPTS_DIR / name
         path = override if override.is_file() else DEFAULTS / name
+        if path == override and not path.resolve().is_relative_to(project_dir.resolve()):
+            # What a template holds is sent to the provider: never a file from elsewhere.
+            raise UserError(f"invalid template {name}: a symbolic link leading out of the project")
         try:
             source = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
@@ -59,4 +78,18 @@ class Templates:
         unknown = sorted(jinja2.meta.find_undeclared_variables(tree) - VARIABLES[name])
         if unknown:
             raise UserError(f"invalid template {name}: undefined variable `{unknown[0]}`")
-        return self._jinja.from_string(source)
+        code = self._jinja.compile(source, name=name, filename=name)
+        return self._jinja.template_class.from_code(
+            self._jinja, code, self._jinja.make_globals(None)
+        )
+
+
+def _template_line(error: jinja2.TemplateError, name: str) -> int | None:
+    """The line of the template ``name`` where rendering failed: jinja rewrites the
+    traceback so that its frames point into the template, by its file name."""
+    lines = [
+        line
+        for frame, line in traceback.walk_tb(error.__traceback__)
+        if frame.f_code.co_filename == name
+    ]
+    return lines[-1] if lines else None

@@ -18,7 +18,7 @@ from overbrainer.pipeline.ids import question_id
 from overbrainer.pipeline.jsonl import JsonlWriter
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.prompts import Templates
-from overbrainer.pipeline.records import QUESTIONS, REJECTED, SUBTOPICS
+from overbrainer.pipeline.records import QUESTIONS, REJECTED, SUBTOPICS, Forgetting, without
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.errors import ProviderError
 
@@ -37,9 +37,10 @@ async def run(ctx: StageContext) -> None:
     questions = data.read(QUESTIONS)
     rejected = data.read(REJECTED)
     if ctx.force:
-        questions = data.forget(QUESTIONS, questions, ctx.topic_names)
-        rejected = data.forget(REJECTED, rejected, ctx.topic_names, KIND)
+        questions = without(questions, ctx.topic_names)
+        rejected = without(rejected, ctx.topic_names, KIND)
     filler = _Filler(ctx, templates, questions, rejected)
+    filler.forgetting = Forgetting(data, ctx.force, [(QUESTIONS, None), (REJECTED, KIND)])
     todo: list[Work] = []
     for topic in ctx.topics:
         for subtopic in [s for s in subtopics if s["topic"] == topic.name][: topic.subtopics]:
@@ -59,6 +60,7 @@ class _Filler:
 
     questions: JsonlWriter
     rejects: JsonlWriter
+    forgetting: Forgetting
 
     def __init__(
         self,
@@ -97,6 +99,9 @@ class _Filler:
             try:
                 candidates = await self.ctx.ask_list(self.ctx.settings.roles.generator, prompt,
                                                      subtopic["id"])
+                self.forgetting.answered(
+                    topic.name, {QUESTIONS: self.questions, REJECTED: self.rejects}
+                )
                 added = await self._admit(topic.name, subtopic, candidates, missing)
             except ProviderError as error:
                 self.ctx.report.fail(subtopic["id"], error.message)

@@ -19,6 +19,11 @@ REJECTED = "rejected.jsonl"
 EXCLUSIONS = ("truncated", "refused", "empty", "no_raw_reasoning")
 """Why an answer is set aside, in the order the rules apply."""
 
+MALFORMED = "malformed"
+"""Why ``split`` sets aside an answer whose conversation cannot be trained on."""
+
+_TURN_KEYS = {"role", "content", "reasoning_content"}
+
 
 def _strings(record: dict[str, Any], *keys: str) -> bool:
     return all(isinstance(record.get(key), str) for key in keys)
@@ -40,6 +45,40 @@ def is_answer(record: dict[str, Any]) -> bool:
         and isinstance(meta, dict)
         and (meta.get("excluded") is None or isinstance(meta.get("excluded"), str))
     )
+
+
+def conversation_problem(messages: list[Any]) -> str | None:
+    """What makes ``messages`` no conversation to train on, or None: an optional system
+    message first, then user and assistant turns by turns, ending with the assistant's;
+    string contents, and reasoning only on an assistant turn."""
+    if not messages:
+        return "no messages"
+    for number, turn in enumerate(messages, 1):
+        problem = _turn_problem(turn)
+        if problem is not None:
+            return f"message {number} {problem}"
+    roles = [turn["role"] for turn in messages]
+    if roles[0] == "system":
+        roles = roles[1:]
+    if not roles or roles[-1] != "assistant":
+        return "no assistant turn at the end"
+    if roles != ["user", "assistant"] * (len(roles) // 2):
+        return "the turns are not user, assistant, user, …"
+    return None
+
+
+def _turn_problem(turn: Any) -> str | None:
+    if not isinstance(turn, dict) or not isinstance(turn.get("role"), str):
+        return "has no role"
+    if not isinstance(turn.get("content"), str):
+        return "has no text"
+    if set(turn) - _TURN_KEYS:
+        return "has unknown fields"
+    if "reasoning_content" in turn and (
+        turn["role"] != "assistant" or not isinstance(turn["reasoning_content"], str)
+    ):
+        return "has reasoning that is not an assistant's text"
+    return None
 
 
 def is_rejected(record: dict[str, Any]) -> bool:
@@ -70,23 +109,62 @@ class DataFiles:
         return read_jsonl(self.path(name), f"{DATA_DIR}/{name}", CHECKS[name])
 
     def writer(self, name: str) -> JsonlWriter:
-        return JsonlWriter(self.path(name), CHECKS[name])
+        return JsonlWriter(self.path(name), CHECKS[name], f"{DATA_DIR}/{name}")
 
     def rewrite(self, name: str, records: Iterable[dict[str, Any]]) -> None:
         rewrite_jsonl(self.path(name), records)
 
-    def forget(
-        self,
-        name: str,
-        records: list[dict[str, Any]],
-        topics: set[str],
-        kind: str | None = None,
-    ) -> list[dict[str, Any]]:
-        """``records`` (the lines of ``name``) without those of ``topics`` (and of ``kind``,
-        for ``rejected.jsonl``), written back: what ``--force`` starts from."""
-        kept = [
-            r for r in records
-            if r["topic"] not in topics or (kind is not None and r["kind"] != kind)
-        ]
-        self.rewrite(name, kept)
-        return kept
+    def drop_topic(
+        self, name: str, topic: str, kind: str | None = None, writer: JsonlWriter | None = None
+    ) -> None:
+        """Rewrite ``name`` without the records of ``topic`` (and of ``kind``, for
+        ``rejected.jsonl``), read afresh: what was appended since the stage began stays.
+        ``writer``, appending to that file, is closed first so it reopens the new file."""
+        if writer is not None:
+            writer.close()
+        records = self.read(name)
+        self.rewrite(name, [r for r in records if not _of(r, {topic}, kind)])
+
+    def latest(self, name: str) -> None:
+        """Rewrite ``name`` keeping only the last record of each id, where it is, when an
+        id appears twice (an answer and the one that replaced it)."""
+        records = self.read(name)
+        last = {record["id"]: index for index, record in enumerate(records)}
+        if len(last) < len(records):
+            self.rewrite(name, [r for i, r in enumerate(records) if last[r["id"]] == i])
+
+
+def without(
+    records: list[dict[str, Any]], topics: set[str], kind: str | None = None
+) -> list[dict[str, Any]]:
+    """``records`` less those of ``topics`` (and of ``kind``, for ``rejected.jsonl``): what
+    ``--force`` starts from. Nothing is written: see ``Forgetting``."""
+    return [r for r in records if not _of(r, topics, kind)]
+
+
+def _of(record: dict[str, Any], topics: set[str], kind: str | None) -> bool:
+    return record["topic"] in topics and (kind is None or record["kind"] == kind)
+
+
+class Forgetting:
+    """What ``--force`` removes from disk, removed only once the provider has answered for
+    the topic: a run that fails before that (an expired key, no credit left) leaves every
+    old record where it was, and the run after it starts from the same place.
+
+    ``files``: the files and, for ``rejected.jsonl``, the kind of record to forget.
+    """
+
+    def __init__(self, data: DataFiles, force: bool, files: list[tuple[str, str | None]]) -> None:
+        self._data = data
+        self._force = force
+        self._files = files
+        self._done: set[str] = set()
+
+    def answered(self, topic: str, writers: dict[str, JsonlWriter]) -> None:
+        """The provider answered for ``topic``: forget its old records now (once), before
+        the first new one is appended. ``writers``: the open writers, by file name."""
+        if not self._force or topic in self._done:
+            return
+        self._done.add(topic)
+        for name, kind in self._files:
+            self._data.drop_topic(name, topic, kind, writers.get(name))

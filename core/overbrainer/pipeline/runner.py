@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import Awaitable, Callable
+import signal
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from overbrainer.config.env import Environment
 from overbrainer.config.model import Role, Settings, Topic
-from overbrainer.errors import UserError
+from overbrainer.errors import Interrupted, Terminated, UserError, signal_of
 from overbrainer.pipeline import split
 from overbrainer.pipeline.history import STAGES, append_history, timestamp
 from overbrainer.pipeline.progress import Progress
@@ -27,6 +29,11 @@ from overbrainer.providers.prices import PriceBook
 __all__ = ["STAGES", "Outcome", "run_stage", "select_topics"]
 
 INTERRUPTED = "interrupted: the stage resumes on its next run"
+NO_TOPICS = "no topics: add a [[topics]] table to overbrainer.toml"
+NOTHING_TO_SPLIT = (
+    "no usable answer to split (run `overbrainer answers` first): "
+    "train.jsonl and eval.jsonl are left as they were"
+)
 
 Status = Literal["ok", "failed", "interrupted"]
 
@@ -35,16 +42,28 @@ Body = Callable[[StageContext], Awaitable[None]]
 
 @dataclass(frozen=True)
 class Outcome:
-    """How a stage ended: its summary line, and the error to report when it did not succeed."""
+    """How a stage ended: its summary line, and the error to report when it did not succeed
+    (``signum``: the signal that interrupted it)."""
 
     stage: str
     status: Status
     summary: str
     error: str | None
+    signum: int | None = None
+
+    def check(self) -> None:
+        """Raise the error the command ends with, if the stage did not succeed."""
+        if self.signum is not None:
+            raise Interrupted(self.error or INTERRUPTED, self.signum)
+        if self.error is not None:
+            raise UserError(self.error)
 
 
 def select_topics(settings: Settings, topic: str | None) -> list[Topic]:
-    """The topics a stage works on: all, or the one ``--topic`` names."""
+    """The topics a stage works on: all, or the one ``--topic`` names. A project with no
+    topic gives a stage no work: refused, so that nothing (an empty train.jsonl) is made."""
+    if not settings.topics:
+        raise UserError(NO_TOPICS)
     if topic is None:
         return list(settings.topics)
     chosen = [t for t in settings.topics if t.name == topic]
@@ -77,6 +96,7 @@ def run_stage(
     result: split.SplitResult | None = None
     status: Status = "failed"
     error: str | None = None
+    signum: int | None = None
     try:
         if stage == "split":
             result = split.run(DataFiles(project_dir), settings, topics, whole=topic is None)
@@ -84,13 +104,15 @@ def run_stage(
             # Imported here: split, which asks no provider, does not pay for aiohttp.
             body = importlib.import_module(f"overbrainer.pipeline.{stage}").run
             context = StageContext(project_dir, settings, topics, force, report)
-            asyncio.run(_run(body, context, env, prices))
+            _run_async(_run(body, context, env, prices))
         if report.failed:
             error = f"{report.failed} {stage} item(s) failed; run the command again to retry them"
+        elif result is not None and not result.written:
+            error = NOTHING_TO_SPLIT
         else:
             status = "ok"
-    except KeyboardInterrupt:
-        status, error = "interrupted", INTERRUPTED
+    except KeyboardInterrupt as interrupt:
+        status, error, signum = "interrupted", INTERRUPTED, signal_of(interrupt)
     except UserError as failure:
         error = failure.message
     finally:
@@ -98,7 +120,45 @@ def run_stage(
         entry = _entry(stage, started, status, settings, report=report, result=result)
         append_history(project_dir, entry)
     summary = result.summary() if result is not None else report.summary()
-    return Outcome(stage, status, summary, error)
+    return Outcome(stage, status, summary, error, signum)
+
+
+def _run_async(main: Coroutine[Any, Any, None]) -> None:
+    """``asyncio.run(main)``, SIGTERM included: like Ctrl-C, it cancels the stage (its
+    files are closed, its requests in flight abandoned), then raises ``Terminated``."""
+    with asyncio.Runner() as runner:
+        loop = runner.get_loop()
+        tasks: list[asyncio.Task[Any]] = []
+        terminated = threading.Event()
+
+        async def stage() -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            tasks.append(task)
+            await main
+
+        def terminate() -> None:
+            terminated.set()
+            for task in tasks:
+                task.cancel()
+
+        previous = signal.getsignal(signal.SIGTERM)
+        watching = threading.current_thread() is threading.main_thread()
+        if watching:
+            loop.add_signal_handler(signal.SIGTERM, terminate)
+        try:
+            runner.run(stage())
+        except asyncio.CancelledError:
+            if terminated.is_set():
+                raise Terminated from None
+            raise
+        else:
+            if terminated.is_set():  # it came before the stage's task could be cancelled
+                raise Terminated
+        finally:
+            if watching:
+                loop.remove_signal_handler(signal.SIGTERM)
+                signal.signal(signal.SIGTERM, previous)
 
 
 async def _run(body: Body, context: StageContext, env: Environment, prices: PriceBook) -> None:

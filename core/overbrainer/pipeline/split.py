@@ -13,9 +13,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from loguru import logger
+
 from overbrainer.config.model import Settings, Topic
 from overbrainer.pipeline.ids import seeded_order
-from overbrainer.pipeline.records import ANSWERS, EVAL, EXCLUSIONS, QUESTIONS, TRAIN, DataFiles
+from overbrainer.pipeline.records import (
+    ANSWERS,
+    EVAL,
+    EXCLUSIONS,
+    MALFORMED,
+    QUESTIONS,
+    TRAIN,
+    DataFiles,
+    conversation_problem,
+)
+from overbrainer.redact import escape_controls
+
+REASONS = (*EXCLUSIONS, MALFORMED)
 
 
 @dataclass
@@ -24,13 +38,16 @@ class SplitResult:
     eval: int = 0
     orphaned: int = 0
     excluded: Counter[str] = field(default_factory=Counter)
+    written: bool = True
 
     def summary(self) -> str:
         reasons = ", ".join(
             f"{reason} {self.excluded[reason]}"
-            for reason in [*EXCLUSIONS, *sorted(set(self.excluded) - set(EXCLUSIONS))]
+            for reason in [*REASONS, *sorted(set(self.excluded) - set(REASONS))]
             if self.excluded[reason]
         )
+        # A reason is read from answers.jsonl: whatever it holds is shown escaped.
+        reasons = escape_controls(reasons)
         excluded = f"{self.excluded.total()} excluded" + (f" ({reasons})" if reasons else "")
         return f"split: {self.train} train, {self.eval} eval, {excluded}, {self.orphaned} orphaned"
 
@@ -58,25 +75,39 @@ def allocate(total: int, sizes: Mapping[str, int], seed: int) -> dict[str, int]:
     return quotas
 
 
+def unusable(answer: dict[str, Any]) -> str | None:
+    """Why an answer not excluded by ``answers`` still cannot be trained on (a file edited
+    by hand, another tool's), said once on stderr, or None."""
+    problem = conversation_problem(answer["messages"])
+    if problem is not None:
+        logger.warning(f"split: answer {answer['id']}: malformed conversation ({problem})")
+        return MALFORMED
+    if not answer["messages"][-1]["content"].strip():
+        return "empty"
+    return None
+
+
 def run(data: DataFiles, settings: Settings, topics: list[Topic], whole: bool) -> SplitResult:
-    """Rewrite train and eval for ``topics``; ``whole`` when they are all the topics."""
+    """Rewrite train and eval for ``topics``; ``whole`` when they are all the topics. When
+    no example would be left in either, nothing is written (``written`` is false)."""
     seed = settings.pipeline.seed
     selected = {topic.name for topic in topics}
     configured = {topic.name for topic in settings.topics}
     questions = {question["id"] for question in data.read(QUESTIONS)}
     result = SplitResult()
     usable: dict[str, dict[str, dict[str, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
-    seen: set[str] = set()
-    for answer in data.read(ANSWERS):
+    # The later answer to a question is the one that counts (`answers --force` appends
+    # the new answer after the old one).
+    latest = {answer["id"]: answer for answer in data.read(ANSWERS)}
+    for answer in latest.values():
         if answer["topic"] not in selected and not (whole and answer["topic"] not in configured):
             continue
-        if answer["id"] in seen:
-            continue
-        seen.add(answer["id"])
         if answer["topic"] not in configured or answer["id"] not in questions:
             result.orphaned += 1
         elif answer["meta"]["excluded"] is not None:
             result.excluded[answer["meta"]["excluded"]] += 1
+        elif reason := unusable(answer):
+            result.excluded[reason] += 1
         else:
             usable[answer["topic"]][answer["subtopic"]][answer["id"]] = answer
 
@@ -103,6 +134,9 @@ def run(data: DataFiles, settings: Settings, topics: list[Topic], whole: bool) -
         # Only the selected topics are split again: the others keep their lines.
         train += [r for r in data.read(TRAIN) if r["topic"] not in selected]
         evaluation += [r for r in data.read(EVAL) if r["topic"] not in selected]
+    if not train and not evaluation:
+        result.written = False  # nothing to train on: the files stay as they are
+        return result
     data.rewrite(TRAIN, sorted(train, key=order))
     data.rewrite(EVAL, sorted(evaluation, key=order))
     return result

@@ -8,7 +8,7 @@ from overbrainer.config.model import Topic
 from overbrainer.pipeline.ids import normalize, subtopic_id
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.prompts import Templates
-from overbrainer.pipeline.records import REJECTED, SUBTOPICS
+from overbrainer.pipeline.records import REJECTED, SUBTOPICS, Forgetting, without
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.errors import ProviderError
 
@@ -22,8 +22,9 @@ async def run(ctx: StageContext) -> None:
     stored = data.read(SUBTOPICS)
     rejected = data.read(REJECTED)
     if ctx.force:
-        stored = data.forget(SUBTOPICS, stored, ctx.topic_names)
-        rejected = data.forget(REJECTED, rejected, ctx.topic_names, KIND)
+        stored = without(stored, ctx.topic_names)
+        rejected = without(rejected, ctx.topic_names, KIND)
+    forgetting = Forgetting(data, ctx.force, [(SUBTOPICS, None), (REJECTED, KIND)])
     known: dict[str, set[str]] = defaultdict(set)
     have: dict[str, int] = defaultdict(int)
     for subtopic in stored:
@@ -55,6 +56,7 @@ async def run(ctx: StageContext) -> None:
             except ProviderError as error:
                 ctx.report.fail(topic.name, error.message)
                 return
+            forgetting.answered(topic.name, {SUBTOPICS: writer})
             seen = known[topic.name]
             kept = 0
             for name in names:

@@ -1,7 +1,9 @@
 """One provider over aiohttp: one session, its connector sized to the stage's concurrency.
 
 Requests are retried on 408, 429, >= 500 and transport errors; 401 to 404 stop the stage;
-any other failure, and a reply that cannot be read, fails only its item.
+any other failure, and a reply that cannot be read, fails only its item. After a fatal
+error no client of the stage sends another request (nor a retry): the requests already on
+the wire finish, since their replies are paid for.
 """
 
 from __future__ import annotations
@@ -41,6 +43,33 @@ AUTHENTICATION_FAILED = "authentication failed, check the provider API key"
 PERMISSION_DENIED = "permission denied by the provider"
 
 
+class Halt:
+    """The first fatal error of a stage, shared by its clients: once set, every request
+    not yet sent fails with it instead of being sent."""
+
+    def __init__(self) -> None:
+        self.error: FatalProviderError | None = None
+        self._set = asyncio.Event()
+
+    def stop(self, error: FatalProviderError) -> None:
+        if self.error is None:
+            self.error = error
+            self._set.set()
+
+    def check(self) -> None:
+        """Raise the stage's fatal error, if there was one."""
+        if self.error is not None:
+            raise FatalProviderError(self.error.message)
+
+    async def wait(self, delay: float) -> None:
+        """Sleep ``delay`` seconds, cut short (and raising) by a fatal error."""
+        try:
+            await asyncio.wait_for(self._set.wait(), delay)
+        except TimeoutError:
+            return
+        self.check()
+
+
 class Client:
     """Requests to the provider ``name`` at ``base_url``; the key goes only into headers."""
 
@@ -54,6 +83,7 @@ class Client:
         concurrency: int,
         timeout_secs: int,
         retry: RetryPolicy,
+        halt: Halt | None = None,
     ) -> None:
         self.name = name
         self.protocol = protocol
@@ -63,6 +93,7 @@ class Client:
         self._concurrency = concurrency
         self._timeout_secs = timeout_secs
         self.retry = retry
+        self.halt = halt or Halt()
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -135,14 +166,18 @@ class Client:
 
     async def _post(self, path: str, body: dict[str, Any], on_retry: OnRetry) -> Any:
         for attempt in range(1, self.retry.attempts + 1):
+            self.halt.check()
             try:
                 return await self._post_once(path, body)
+            except FatalProviderError as error:
+                self.halt.stop(error)
+                raise
             except TransientError as error:
                 if attempt == self.retry.attempts:
                     raise ProviderError(error.message) from None
                 delay = self.retry.delay(attempt, error.retry_after)
                 on_retry(error.message, delay)
-                await asyncio.sleep(delay)
+                await self.halt.wait(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _post_once(self, path: str, body: dict[str, Any]) -> Any:

@@ -10,7 +10,7 @@ from loguru import logger
 from overbrainer.config.model import Settings
 from overbrainer.config.secrets import resolve_secret
 from overbrainer.errors import UserError
-from overbrainer.providers.client import Client
+from overbrainer.providers.client import Client, Halt
 from overbrainer.providers.prices import Price, PriceBook
 from overbrainer.providers.retry import RetryPolicy
 
@@ -24,6 +24,7 @@ class ProviderSet:
         self._env = env
         self._prices = prices
         self._clients: dict[str, Client] = {}
+        self._halt = Halt()  # one fatal error stops the requests to every provider
         self._pending: list[asyncio.Task[None]] = []
 
     def client(self, name: str) -> Client:
@@ -48,6 +49,7 @@ class ProviderSet:
             concurrency=pipeline.concurrency,
             timeout_secs=pipeline.request_timeout_secs,
             retry=RetryPolicy(pipeline.max_retries),
+            halt=self._halt,
         )
         self._clients[name] = client
         if not self._prices.knows(name, client.base_url):

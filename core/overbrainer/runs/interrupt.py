@@ -1,7 +1,7 @@
-"""Ctrl-C around the steps that must not be cut short.
+"""Ctrl-C and SIGTERM around the steps that must not be cut short.
 
 Starting a job (spawned but not yet recorded, it would be lost) and cancelling one (a
-``cancelling`` marker left behind) run with SIGINT noted instead of raised.
+``cancelling`` marker left behind) run with SIGINT and SIGTERM noted instead of raised.
 """
 
 from __future__ import annotations
@@ -13,17 +13,27 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
 
+from overbrainer.errors import Terminated
+
+DEFERRED = (signal.SIGINT, signal.SIGTERM)
+
 
 @dataclass
 class Noted:
-    """Whether a Ctrl-C arrived while it was deferred."""
+    """Whether Ctrl-C or SIGTERM arrived while deferred, and which came last."""
 
     caught: bool = False
+    signum: int | None = None
+
+    def interrupt(self) -> KeyboardInterrupt:
+        """What to raise for the signal that was noted, once the step is done."""
+        return Terminated() if self.signum == signal.SIGTERM else KeyboardInterrupt()
 
 
 @contextmanager
 def deferred_sigint() -> Iterator[Noted]:
-    """Within the block a SIGINT only sets ``caught``; the previous handler comes back after."""
+    """Within the block SIGINT and SIGTERM only set ``caught`` (and ``signum``); the
+    previous handlers come back after."""
     noted = Noted()
     if threading.current_thread() is not threading.main_thread():
         yield noted
@@ -31,9 +41,11 @@ def deferred_sigint() -> Iterator[Noted]:
 
     def note(signum: int, frame: FrameType | None) -> None:
         noted.caught = True
+        noted.signum = signum
 
-    previous = signal.signal(signal.SIGINT, note)
+    previous = {signum: signal.signal(signum, note) for signum in DEFERRED}
     try:
         yield noted
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

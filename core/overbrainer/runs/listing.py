@@ -6,18 +6,20 @@ from collections.abc import Callable, Iterator
 
 from overbrainer.job.layout import OUTPUT_DIR
 from overbrainer.job.record import RunRecord
+from overbrainer.redact import escape_controls
 from overbrainer.runs.store import RunStore
 
 
 def run_line(record: RunRecord, width: int, extra: str = "") -> str:
-    """``id  state  target  created``, then the snapshot of a stopped run and ``extra``."""
+    """``id  state  target  created``, then the snapshot of a stopped run and ``extra``;
+    what the record holds is escaped (it is a file anyone may have written)."""
     snapshot = ""
     if record.snapshot is not None:
         snapshot = (
             f"  step {record.snapshot.step} ({record.snapshot.reason}): "
             f"partial model in {OUTPUT_DIR}/"
         )
-    return (
+    return escape_controls(
         f"{record.id:<{width}}  {record.state.value:<9}  {record.target}  {record.created}"
         f"{snapshot}{extra}"
     )

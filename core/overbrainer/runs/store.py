@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,9 +14,10 @@ from pydantic import ValidationError
 from overbrainer.errors import UserError
 from overbrainer.job.layout import RECORD
 from overbrainer.job.record import RunRecord
+from overbrainer.project import RUNS_DIR, runs_dir
+from overbrainer.replace import replace_file
 from overbrainer.runs.ids import base_id, candidates, check_run_id, is_valid_id
 
-RUNS_DIR = "runs"
 
 
 class RunStore:
@@ -25,10 +25,13 @@ class RunStore:
 
     def __init__(self, project_dir: Path) -> None:
         self.project_dir = project_dir
-        self.root = project_dir / RUNS_DIR
+        self.root = runs_dir(project_dir)
 
     def run_dir(self, run_id: str) -> Path:
-        return self.root / check_run_id(run_id)
+        path = self.root / check_run_id(run_id)
+        if path.is_symlink():
+            raise UserError(f"{RUNS_DIR}/{run_id} is a symbolic link: refusing to use it")
+        return path
 
     def create(
         self,
@@ -79,16 +82,7 @@ class RunStore:
         """Write ``run.json`` atomically: a unique temporary file, synced, then renamed."""
         directory = self.run_dir(record.id)
         text = json.dumps(record.to_json(), indent=2) + "\n"
-        fd, temp = tempfile.mkstemp(prefix=".run.json.", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as file:
-                file.write(text)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temp, directory / RECORD)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+        replace_file(directory / RECORD, lambda file: file.write(text.encode("utf-8")))
 
     def load(self, run_id: str) -> RunRecord:
         """The record of ``run_id``, or a ``UserError`` saying why there is none."""

@@ -1,0 +1,110 @@
+"""Prompt templates from the project are rendered in jinja's immutable sandbox."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline_data import seed_questions
+
+ESCAPES = [
+    # The classic: from a global helper to the os module.
+    (
+        "subtopics.txt",
+        "subtopics|{{ topic }}|{{ count }}\n"
+        "{{ cycler.__init__.__globals__.os.popen('touch {marker}').read() }}",
+        2,
+        "access to attribute '__init__' of 'type' object is unsafe",
+    ),
+    # From a string to its class and every loaded class.
+    (
+        "questions.txt",
+        "questions|{{ topic }}|{{ subtopic }}|{{ count }}\n{% if true %}\n"
+        "{{ ''.__class__.__mro__[1].__subclasses__() }}{% endif %}",
+        3,
+        "access to attribute '__class__' of 'str' object is unsafe",
+    ),
+    # Changing what the stage passed in.
+    (
+        "questions.txt",
+        "questions|{{ topic }}|{{ subtopic }}|{{ count }}{{ accepted.append('x') }}",
+        1,
+        "access to attribute 'append' of 'list' object is unsafe",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "template", "line", "reason"), ESCAPES)
+def test_attribute_escapes_are_refused_naming_the_template_and_line(
+    run_cli, project_dir, provider, tmp_path, name, template, line, reason
+):
+    marker = tmp_path / "escaped"
+    if name == "questions.txt":
+        seed_questions(project_dir, {("lifetimes", "elision"): []})
+    (project_dir / "prompts" / name).write_text(template.replace("{marker}", str(marker)))
+    stage = name.removesuffix(".txt")
+    result = run_cli(stage, "--topic", "lifetimes")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(f"error: invalid template {name}: line {line}: {reason}.\n")
+    assert not marker.exists()
+    assert provider.chats() == []
+
+
+def test_the_answer_system_prompt_is_sandboxed_too(run_cli, project_dir, provider):
+    seed_questions(project_dir, {("lifetimes", "elision"): ["q1"]})
+    (project_dir / "prompts" / "answer_system.txt").write_text(
+        "system\n{{ lipsum.__globals__['os'].environ }}"
+    )
+    result = run_cli("answers")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: invalid template answer_system.txt: line 2: "
+        "access to attribute '__globals__' of 'function' object is unsafe.\n"
+    )
+    assert provider.chats() == []
+
+
+def test_a_template_cannot_include_a_file(run_cli, project_dir, provider):
+    (project_dir / "prompts" / "subtopics.txt").write_text(
+        "subtopics|{{ topic }}|{{ count }}{% include '/etc/passwd' %}"
+    )
+    result = run_cli("subtopics")
+    assert result.exit_code == 1
+    assert "error: invalid template subtopics.txt: line 1: " in result.stderr
+    assert "root:" not in result.stdout + result.stderr
+    assert provider.chats() == []
+
+
+def test_ordinary_templates_still_work(run_cli, project_dir, provider):
+    (project_dir / "prompts" / "subtopics.txt").write_text(
+        "{% set parts = ['subtopics', topic, count] %}{{ parts | join('|') }}"
+    )
+    result = run_cli("subtopics")
+    assert result.exit_code == 0, result.stderr
+    assert sorted(s.prompt for s in provider.chats()) == [
+        "subtopics|lifetimes|1",
+        "subtopics|ownership|2",
+    ]
+
+
+def test_a_template_linked_out_of_the_project_is_refused(run_cli, project_dir, provider,
+                                                         tmp_path):
+    # Its text would go to the provider: a private key, a file of secrets.
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n")
+    (project_dir / "prompts" / "subtopics.txt").unlink()
+    (project_dir / "prompts" / "subtopics.txt").symlink_to(secret)
+    result = run_cli("subtopics")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: invalid template subtopics.txt: a symbolic link leading out of the project\n"
+    )
+    assert provider.chats() == []
+
+
+def test_a_template_linked_inside_the_project_is_read(run_cli, project_dir, provider):
+    shared = project_dir / "shared"
+    shared.mkdir()
+    (shared / "subtopics.txt").write_text("subtopics|{{ topic }}|{{ count }}")
+    (project_dir / "prompts" / "subtopics.txt").unlink()
+    (project_dir / "prompts" / "subtopics.txt").symlink_to("../shared/subtopics.txt")
+    assert run_cli("subtopics").exit_code == 0
