@@ -10,7 +10,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loguru import Record
 
 LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
 
@@ -36,7 +39,7 @@ class _InterceptHandler(logging.Handler):
         logger.opt(depth=6, exception=record.exc_info).log(level, record.getMessage())
 
 
-def _format(record: dict[str, Any]) -> str:
+def _format(record: Record) -> str:
     return _PREFIX.get(record["level"].name, "") + "{message}\n{exception}"
 
 

@@ -63,10 +63,15 @@ class App:
         return RunStore(self.project_dir)
 
     def workspace(self) -> Workspace:
-        """What the training commands work on, reporting with ``click.echo``."""
+        """What the training commands work on, reporting with ``click.echo`` (control
+        characters escaped: report lines quote run records, which are files)."""
+        from overbrainer.redact import escape_controls
         from overbrainer.train.workspace import Workspace
 
-        return Workspace(self.project, self.plugins.hook, self.runs, click.echo)
+        def echo(line: str) -> None:
+            click.echo(escape_controls(line))
+
+        return Workspace(self.project, self.plugins.hook, self.runs, echo)
 
     def lock(self) -> ProjectLock:
         from overbrainer.runs.lock import ProjectLock

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from overbrainer.cli.context import current_app
+
+if TYPE_CHECKING:
+    from tomlkit.items import Table
 
 PROMPTS = ("subtopics.txt", "questions.txt", "answer_system.txt", "judge.txt")
 GITIGNORE = (".env", "/data/", "/runs/", "/.overbrainer/")
@@ -162,7 +166,7 @@ def config_template(project_name: str) -> str:
     return tomlkit.dumps(doc)
 
 
-def _table(values: dict[str, object]) -> object:
+def _table(values: dict[str, object]) -> Table:
     import tomlkit
 
     table = tomlkit.table()

@@ -137,7 +137,7 @@ def parse_env_values(
     place; a string that is none is left for validation to refuse (naming its variable)."""
     for path in origins:
         kind = _scalar_type(path, merged, kinds)
-        table = merged
+        table: Any = merged
         for key in path[:-1]:
             table = table[key]
         text = table[path[-1]]
@@ -157,7 +157,7 @@ def _scalar_type(
     current: Any = Settings
     keys = list(path)
     if len(keys) >= 3 and keys[0] == "targets":
-        table = _table(_table(merged.get("targets")).get(keys[1]))
+        table = _table(_table(merged.get("targets")).get(str(keys[1])))
         kind = table.get("kind")
         current = kinds.get(kind) if isinstance(kind, str) else None
         keys = keys[2:]

@@ -104,7 +104,7 @@ class Reloader:
         return settings
 
     def _snapshot(self) -> tuple[bytes | None, ...]:
-        contents = []
+        contents: list[bytes | None] = []
         for name in WATCHED:
             try:
                 contents.append((self.project_dir / name).read_bytes())

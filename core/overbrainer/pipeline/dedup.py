@@ -85,7 +85,8 @@ class Deduplicator:
         if self._embed is not None and survivors:
             await self._embed_held()
             found = [_unit(v) for v in await self._embed([text for text, _ in survivors])]
-            kept, vectors = [], []
+            kept = []
+            vectors = []
             for (text, grams), vector in zip(survivors, found, strict=True):
                 if any(
                     _cosine(vector, other) >= self.embedding_threshold
@@ -97,8 +98,8 @@ class Deduplicator:
                     vectors.append(vector)
             survivors = kept
         admitted = []
-        for (text, grams), vector in list(zip(survivors, vectors, strict=True))[:limit]:
-            self._add(text, grams, vector)
+        for (text, grams), held in list(zip(survivors, vectors, strict=True))[:limit]:
+            self._add(text, grams, held)
             admitted.append(text)
         return admitted, rejected
 

@@ -19,7 +19,6 @@ from overbrainer.replace import replace_file
 from overbrainer.runs.ids import base_id, candidates, check_run_id, is_valid_id
 
 
-
 class RunStore:
     """``runs/`` of the project at ``project_dir``. Every id is checked before it is used."""
 

@@ -123,7 +123,7 @@ def train(
         with deferred_sigint() as noted:
             record = start(ws, record, plan=plan, ready=ready)
         if noted.caught:
-            raise KeyboardInterrupt
+            raise noted.interrupt()
         record = follow_to_end(ws, executor, record)
         outcome = record.state.value
     except KeyboardInterrupt:

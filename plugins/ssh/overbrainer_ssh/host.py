@@ -323,7 +323,11 @@ class _Exec:
 
         thread = self._thread(read)
         self._threads.append(thread)
-        return lambda: (thread.join(), bytes(out))[1]
+        def joined() -> bytes:
+            thread.join()
+            return bytes(out)
+
+        return joined
 
     def finish(self, deadline: float | None) -> int:
         """The exit status, once the channel closed; -1 when it closed without one
