@@ -22,6 +22,7 @@ import pluggy
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from overbrainer.config.model import Settings
     from overbrainer.job.record import JobHandle, RunRecord
     from overbrainer.job.spec import (
         ArtifactSpec,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         TargetInfo,
     )
     from overbrainer.project import Project
+    from overbrainer.watch.summary import CycleSummary
 
 hookspec = pluggy.HookspecMarker("overbrainer")
 
@@ -157,6 +159,22 @@ def read_job_log(executor: Any, run: RunRecord, offset: int) -> LogChunk | None:
 
     Used by ``runs logs`` on a run whose log is not home yet, and by ``--follow``. Stops at
     the first non-None result.
+    """
+
+
+@hookspec
+def on_config_change(old: Settings, new: Settings, changed_keys: list[str]) -> None:
+    """``overbrainer watch`` read a changed configuration: ``changed_keys`` are the dotted
+    keys whose values differ (``training.learning_rate``). Called before the cycle the
+    change starts. Every plugin's implementation is called.
+    """
+
+
+@hookspec
+def on_cycle_end(summary: CycleSummary) -> None:
+    """A cycle of ``overbrainer watch`` ended: what changed, what ran, how long, the cost,
+    the error that ended it and the training run it ended with. Post a message, push the
+    model... Every plugin's implementation is called.
     """
 
 

@@ -10,7 +10,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   ``MissingArtifact``, ``ArtifactMismatch``.
 - What hooks take and return: ``JobSpec``, ``JobPoll``, ``JobStatus`` (``RUNNING``,
   ``CANCELLED``, ``LOST``), ``ArtifactSpec``, ``TargetInfo``, ``SecretsChannel``,
-  ``LogChunk``, ``JobHandle`` (with ``Container``), ``RunRecord``, ``Project``.
+  ``LogChunk``, ``JobHandle`` (with ``Container``), ``RunRecord``, ``Project``; for the
+  ``watch`` hooks, ``Settings`` and ``CycleSummary``.
 - Settings models for ``register_targets``: ``TargetBase``, ``HostTarget`` and the field
   types ``NonEmpty``, ``Finite``, ``RemotePath``, ``EnvPattern``, ``comma_list``.
 - Helpers: ``layout`` (the job directory's file names), the manifest (``parse_manifest``,
@@ -28,6 +29,7 @@ from overbrainer.config.model import (
     HostTarget,
     NonEmpty,
     RemotePath,
+    Settings,
     TargetBase,
     comma_list,
 )
@@ -62,6 +64,7 @@ from overbrainer.job.spec import (
     TargetInfo,
 )
 from overbrainer.project import Project
+from overbrainer.watch.summary import CycleSummary
 
 __all__ = [
     "CANCELLED",
@@ -71,6 +74,7 @@ __all__ = [
     "ArtifactSpec",
     "Completed",
     "Container",
+    "CycleSummary",
     "Entry",
     "EnvPattern",
     "Finite",
@@ -93,6 +97,7 @@ __all__ = [
     "RunRecord",
     "RunState",
     "SecretsChannel",
+    "Settings",
     "TargetBase",
     "TargetInfo",
     "TransientError",

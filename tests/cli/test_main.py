@@ -59,7 +59,7 @@ def test_help_lists_the_commands(run_cli):
     commands = re.findall(r"^  (\w+)\s", result.stdout.split("Commands:")[1], re.MULTILINE)
     assert commands == [
         "answers", "config", "history", "init", "plugins", "questions", "run", "runs",
-        "split", "subtopics", "train",
+        "split", "subtopics", "train", "watch",
     ]
     assert "-C, --project-dir DIRECTORY" in result.stdout
 

@@ -27,6 +27,7 @@ COMMANDS = {
     "split": "overbrainer.cli.stages:split",
     "run": "overbrainer.cli.run:run",
     "train": "overbrainer.cli.train:train",
+    "watch": "overbrainer.cli.watch:watch",
     "history": "overbrainer.cli.history:history",
 }
 

@@ -8,30 +8,31 @@ from overbrainer.cli.context import current_app
 
 
 @click.command()
-def run() -> None:
+@click.option(
+    "--retrain",
+    is_flag=True,
+    help="Train even when a succeeded run was made from the same inputs.",
+)
+def run(retrain: bool) -> None:
     """Run subtopics, questions, answers and split, then train when [training] exists.
 
-    A stage with failed items stops the chain. Changes to overbrainer.toml and .env are
-    picked up between stages and before training; the running stage keeps its settings.
+    Each stage does only the work not done yet, and training is skipped when a succeeded
+    run was made from the same inputs (data, settings, base model, device). A stage with
+    failed items stops the chain. Changes to overbrainer.toml and .env are picked up
+    between stages and before training; the running stage keeps its settings.
     """
     from overbrainer.config.reload import Reloader
-    from overbrainer.pipeline.runner import STAGES, run_stage
-    from overbrainer.providers.prices import PriceBook
+    from overbrainer.watch.cycle import Cycle
+    from overbrainer.watch.summary import CycleSummary
 
     app = current_app()
-    prices = PriceBook()
     with (
         app.lock(),
         Reloader(app.project_dir, app.env, app.plugins.kinds, app.settings) as reloader,
     ):
-        for stage in STAGES:
-            reloader.changed()
-            outcome = run_stage(stage, app.project_dir, reloader.settings, reloader.env, prices)
-            click.echo(outcome.summary)
-            outcome.check()
-        reloader.changed()
-        # The training side reads the configuration from the app: give it what is current.
-        app.env, app.settings = reloader.env, reloader.settings
-        from overbrainer.train import after_run
-
-        after_run(app.workspace())
+        cycle = Cycle(reloader, app.plugins.hook, app.runs, app.workspace().echo)
+        cycle.run(
+            CycleSummary(1, ("start",)),
+            on_stage=lambda outcome: click.echo(outcome.summary),
+            retrain=retrain,
+        )

@@ -23,6 +23,24 @@ def list_runs() -> None:
 
 
 @runs.command()
+@click.argument("before", metavar="RUN_A", shell_complete=complete_run_id)
+@click.argument("after", metavar="RUN_B", shell_complete=complete_run_id)
+def diff(before: str, after: str) -> None:
+    """Which inputs of training differ between RUN_A and RUN_B: data, settings, base
+    model, device."""
+    from overbrainer.train.inputs import differences, recorded
+
+    store = current_app().runs
+    a = recorded(store.run_dir(before), before)
+    b = recorded(store.run_dir(after), after)
+    lines = differences(a, b)
+    if not lines:
+        click.echo(f"runs: {before} and {after} were trained from the same inputs")
+    for line in lines:
+        click.echo(line)
+
+
+@runs.command()
 @click.argument("run_id", shell_complete=complete_run_id)
 @click.option("--tail", type=click.IntRange(min=1), help="Only the last N lines.")
 @click.option(

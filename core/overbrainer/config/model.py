@@ -262,6 +262,14 @@ class RunpodAccount(Section):
     base_url: HttpUrl | None = Field(default=None)
 
 
+class WatchSection(Section):
+    """``[watch]``: what ``overbrainer watch`` does when a change comes during a training:
+    ``wait`` lets it finish, then cycles; ``snapshot`` asks it for a snapshot, then cycles
+    (resuming from the snapshot when the change left the training's inputs as they were)."""
+
+    on_change: Literal["snapshot", "wait"] = "wait"
+
+
 class Settings(Section):
     """The whole configuration. ``targets`` holds each table validated by its plugin's model."""
 
@@ -271,6 +279,7 @@ class Settings(Section):
     roles: Roles
     pipeline: Pipeline = Field(default_factory=Pipeline)
     training: Training | None = None
+    watch: WatchSection = Field(default_factory=WatchSection)
     targets: dict[str, Any] = Field(default_factory=dict)
     runpod: RunpodAccount = Field(default_factory=RunpodAccount)
     hf_token: SecretStr | None = Field(default=None)

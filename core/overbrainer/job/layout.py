@@ -45,7 +45,9 @@ CLAIM = ".claim"
 
 RECORD = "run.json"
 """The run record: at home only, never uploaded."""
-HOME_ONLY = (RECORD, "pod.json", "ssh", CLAIM, SECRETS_FILE)
+INPUTS_FILE = "inputs.json"
+"""What the run was made from (its fingerprint): at home only."""
+HOME_ONLY = (RECORD, INPUTS_FILE, "pod.json", "ssh", CLAIM, SECRETS_FILE)
 """Names of a run directory that stay at home: records and credentials of the run."""
 MANIFEST_ROOTS = (OUTPUT_DIR, METRICS_FILE, SNAPSHOT_FILE)
 """What the runner's manifest covers: everything the job wrote that is brought home, but

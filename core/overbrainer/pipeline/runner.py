@@ -50,6 +50,10 @@ class Outcome:
     summary: str
     error: str | None
     signum: int | None = None
+    done: int = 0
+    cost: float = 0.0
+    brief: str = ""
+    """A few words for a cycle's summary line: what the stage did, if anything."""
 
     def check(self) -> None:
         """Raise the error the command ends with, if the stage did not succeed."""
@@ -120,7 +124,14 @@ def run_stage(
         entry = _entry(stage, started, status, settings, report=report, result=result)
         append_history(project_dir, entry)
     summary = result.summary() if result is not None else report.summary()
-    return Outcome(stage, status, summary, error, signum)
+    if result is not None:
+        brief = f"split {result.train}/{result.eval}" if result.written else ""
+        done = result.train + result.eval
+    else:
+        brief = f"{stage} {report.done} done" if report.done else ""
+        done = report.done
+    cost = report.cost() or 0.0
+    return Outcome(stage, status, summary, error, signum, done=done, cost=cost, brief=brief)
 
 
 def _run_async(main: Coroutine[Any, Any, None]) -> None:

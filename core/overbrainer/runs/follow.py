@@ -54,7 +54,9 @@ class Follower:
 
     ``asked_at`` is when a snapshot was asked for (``train stop``); with
     ``watch_requests`` a request written by anyone else starts the same clock. Runs whose
-    job cannot save a snapshot are never held to the limits.
+    job cannot save a snapshot are never held to the limits. ``stop_when`` is asked at each
+    poll of a running job: the first reason it gives asks the job for a snapshot (and starts
+    the clock), as ``train stop`` would.
     """
 
     hook: Any
@@ -67,6 +69,7 @@ class Follower:
     poll_s: float = POLL_S
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    stop_when: Callable[[], str | None] | None = None
     _proof_at: float | None = None
     _ending: bool = False
     _cancelled_by_limit: bool = False
@@ -102,6 +105,7 @@ class Follower:
                     return seen
                 draining = True
                 continue  # read again at once until nothing new comes
+            self._stop_if_asked(poll.snapshot)
             self._watch_snapshot(poll.snapshot_request, poll.snapshot)
             self.sleep(min(self.poll_s, FINAL_POLL_S) if self._ending else self.poll_s)
 
@@ -117,6 +121,18 @@ class Follower:
             self._ending = True
         seen.events.append(event)
         self.on_event(event)
+
+    def _stop_if_asked(self, snapshot: str | None) -> None:
+        if self.stop_when is None or self.asked_at is not None or snapshot is not None:
+            return
+        if not self.run.snapshots:
+            return
+        reason = self.stop_when()
+        if reason is None:
+            return
+        self.hook.request_snapshot(executor=self.executor, run=self.run, reason="requested")
+        self.asked_at = self.clock()
+        logger.info(f"{reason}: run {self.run.id} saves a snapshot at the end of its step")
 
     def _watch_snapshot(self, request: str | None, snapshot: str | None) -> None:
         if not self.run.snapshots:

@@ -8,6 +8,7 @@ calls :func:`train` after ``split`` while holding it already.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from pydantic import BaseModel, SecretStr
 
 from overbrainer.config.model import Settings, TargetBase, Training
 from overbrainer.errors import TransientError, UserError
+from overbrainer.job.layout import INPUTS_FILE
 from overbrainer.job.record import RunRecord, RunState, SnapshotReason
 from overbrainer.job.spec import JobSpec, JobState, JobStatus, TargetInfo
 from overbrainer.runs import follow
@@ -23,6 +25,7 @@ from overbrainer.runs.follow import Detached, Follower
 from overbrainer.runs.interrupt import deferred_sigint
 from overbrainer.runs.outcome import output_lines, settle, stopped_lines
 from overbrainer.runs.store import RUNS_DIR, RunStore
+from overbrainer.train.inputs import Inputs, inputs_of
 from overbrainer.train.prepare import Resume, check_train_data, data_source
 from overbrainer.train.progress import Progress, Summary
 from overbrainer.train.workspace import Workspace
@@ -64,11 +67,23 @@ class Plan:
 
 @dataclass(frozen=True)
 class Prepared:
-    """The target reached and ready for a new run, and the job's secrets."""
+    """The target reached and ready for a new run, and the job's secrets; or, when asked
+    to train only if something changed, the run that is already ``up_to_date``."""
 
     executor: Any
     info: TargetInfo
     secrets: dict[str, SecretStr]
+    up_to_date: RunRecord | None = None
+    same_as: str | None = None
+    """A stopped run made from the very inputs of this one: resume from its snapshot."""
+
+
+@dataclass(frozen=True)
+class Trained:
+    """How ``train`` ended: the run, and whether it was already up to date (no training)."""
+
+    record: RunRecord
+    up_to_date: bool = False
 
 
 def plan_run(
@@ -94,13 +109,34 @@ def plan_run(
 
 
 def train(
-    ws: Workspace, target: str | None = None, resume_from: str | None = None, keep_pod: bool = False
-) -> None:
+    ws: Workspace,
+    target: str | None = None,
+    resume_from: str | None = None,
+    keep_pod: bool = False,
+    *,
+    only_if_changed: bool = False,
+    resume_if_same: str | None = None,
+    stop_when: Callable[[], str | None] | None = None,
+) -> Trained | None:
     """``overbrainer train``: start a run on ``target`` (default: training.target), follow
-    it to its end, report."""
+    it to its end, report; the run.
+
+    ``only_if_changed``: when a succeeded run was made from the same inputs, say so and
+    train nothing. ``resume_if_same``: a stopped run to resume from if it was made from the
+    same inputs. ``stop_when``: asked at each poll; a reason it returns asks the job for a
+    snapshot (``watch``, when the configuration changes).
+    """
     plan = plan_run(ws, target, resume_from, keep_pod)
     hook = ws.hook
-    ready = prepare(ws, plan)
+    ready = prepare(ws, plan, only_if_changed=only_if_changed, same_as=resume_if_same)
+    if ready.up_to_date is not None:
+        ws.echo(f"train: up to date with run {ready.up_to_date.id}")
+        return Trained(ready.up_to_date, up_to_date=True)
+    if ready.same_as is not None:
+        try:
+            plan = plan_run(ws, target, ready.same_as, keep_pod)
+        except UserError as refused:
+            logger.info(f"train: a new run instead of resuming: {refused}")
     executor = ready.executor
     store = ws.runs
     record: RunRecord | None = None
@@ -124,16 +160,19 @@ def train(
             record = start(ws, record, plan=plan, ready=ready)
         if noted.caught:
             raise noted.interrupt()
-        record = follow_to_end(ws, executor, record)
+        record = follow_to_end(ws, executor, record, stop_when=stop_when)
         outcome = record.state.value
     except KeyboardInterrupt:
         detached(store, record)
     finally:
         release(hook, executor, record, outcome or _ended(store, record))
     report(ws, record)
+    return Trained(record) if record is not None else None
 
 
-def prepare(ws: Workspace, plan: Plan) -> Prepared:
+def prepare(
+    ws: Workspace, plan: Plan, *, only_if_changed: bool = False, same_as: str | None = None
+) -> Prepared:
     """Reach the target, learn what it is, make it ready, and resolve the job's secrets.
     Ctrl-C here stops the preparation with no run left behind."""
     hook = ws.hook
@@ -146,6 +185,16 @@ def prepare(ws: Workspace, plan: Plan) -> Prepared:
             raise UserError(f"no installed plugin can describe target `{plan.target}`")
         if plan.keep_machine and not info.per_run:
             raise UserError("--keep-pod only applies to a runpod target")
+        resumable = None
+        if (only_if_changed or same_as) and plan.resume is None:
+            fingerprint = job_inputs(ws, plan, info).fingerprint
+            done = up_to_date_run(ws.runs, fingerprint) if only_if_changed else None
+            if done is not None:
+                release(hook, executor, None, None)
+                return Prepared(executor, info, secrets, up_to_date=done)
+            if same_as is not None:
+                before = Inputs.read(ws.runs.run_dir(same_as) / INPUTS_FILE)
+                resumable = same_as if before and before.fingerprint == fingerprint else None
         hook.prepare_target(executor=executor)
     except KeyboardInterrupt:
         release(hook, executor, None, None)
@@ -153,7 +202,7 @@ def prepare(ws: Workspace, plan: Plan) -> Prepared:
     except BaseException:
         release(hook, executor, None, None)
         raise
-    return Prepared(executor, info, secrets)
+    return Prepared(executor, info, secrets, same_as=resumable)
 
 
 def _ended(store: RunStore, record: RunRecord | None) -> str | None:
@@ -167,6 +216,50 @@ def _ended(store: RunStore, record: RunRecord | None) -> str | None:
     return state.value if state.ended else None
 
 
+def job_config(ws: Workspace, plan: Plan, info: TargetInfo) -> tuple[str, dict[str, Any]]:
+    """The base model as the job sees it, and the run's axolotl configuration."""
+    from overbrainer.train.axolotl import axolotl_config
+    from overbrainer.train.prepare import resolve_base_model
+
+    resume = plan.resume
+    base_model = resolve_base_model(plan.training, ws.project_dir, info.local_paths)
+    config = axolotl_config(
+        plan.training.model_copy(update={"base_model": base_model}),
+        has_eval=plan.has_eval,
+        resume_checkpoint=f"resume/{resume.name}" if resume else None,
+        cpu=info.cpu,
+    )
+    return base_model, config
+
+
+def job_inputs(ws: Workspace, plan: Plan, info: TargetInfo) -> Inputs:
+    """What a new run of ``plan`` on this target would be made from."""
+    base_model, config = job_config(ws, plan, info)
+    return inputs_of(
+        config,
+        data_source(ws.project_dir, plan.resume),
+        base_model,
+        device=info.device,
+        merge=plan.training.merge,
+    )
+
+
+def up_to_date_run(store: RunStore, fingerprint: str) -> RunRecord | None:
+    """The newest succeeded run made from the inputs ``fingerprint`` stands for, whose
+    output is home."""
+    from overbrainer.job.layout import OUTPUT_DIR
+
+    for record in reversed(store.list()):
+        if record.state is not RunState.SUCCEEDED:
+            continue
+        run_dir = store.run_dir(record.id)
+        inputs = Inputs.read(run_dir / INPUTS_FILE)
+        same = inputs is not None and inputs.fingerprint == fingerprint
+        if same and (run_dir / OUTPUT_DIR).is_dir():
+            return record
+    return None
+
+
 def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared) -> RunRecord:
     """Write the job directory, launch the job, and record the run ``running``.
 
@@ -174,21 +267,17 @@ def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared) -> RunR
     or a transient failure is re-raised as a ``UserError``; anything else is a bug and keeps
     its traceback.
     """
-    from overbrainer.train.axolotl import axolotl_config, dump_yaml
-    from overbrainer.train.prepare import job_description, resolve_base_model, write_run_dir
+    from overbrainer.train.axolotl import dump_yaml
+    from overbrainer.train.prepare import job_description, write_run_dir
 
     store = ws.runs
     hook = ws.hook
     run_dir = store.run_dir(run.id)
     training, resume, info = plan.training, plan.resume, ready.info
     try:
-        base_model = resolve_base_model(training, ws.project_dir, info.local_paths)
-        config = axolotl_config(
-            training.model_copy(update={"base_model": base_model}),
-            has_eval=plan.has_eval,
-            resume_checkpoint=f"resume/{resume.name}" if resume else None,
-            cpu=info.cpu,
-        )
+        base_model, config = job_config(ws, plan, info)
+        inputs = job_inputs(ws, plan, info)
+        (run_dir / INPUTS_FILE).write_text(inputs.to_json(), encoding="utf-8")
         write_run_dir(
             run_dir,
             data_source(ws.project_dir, resume),
@@ -223,7 +312,11 @@ def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared) -> RunR
 
 
 def follow_to_end(
-    ws: Workspace, executor: Any, record: RunRecord, asked_at: float | None = None
+    ws: Workspace,
+    executor: Any,
+    record: RunRecord,
+    asked_at: float | None = None,
+    stop_when: Callable[[], str | None] | None = None,
 ) -> RunRecord:
     """Follow the job of ``record`` until it ends, then settle and save its state."""
     progress = Progress()
@@ -236,6 +329,7 @@ def follow_to_end(
             asked_at=asked_at,
             poll_s=follow.POLL_S,
             limits=follow.STOP_LIMITS,
+            stop_when=stop_when,
         )
         seen = follower.follow()
         progress.status(seen.status.describe())

@@ -1,0 +1,163 @@
+"""What a training run was made from, so that ``run`` can tell a model still up to date.
+
+A run records its inputs in ``runs/<id>/inputs.json``: the digests of its train and eval
+files, the part of its ``axolotl.yaml`` that changes the model (logging, evaluation and
+save schedules, the hub repository do not), the base model's identity, the device class
+and whether it merged. Two runs with the same fingerprint train the same model.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from overbrainer.errors import UserError
+from overbrainer.job.layout import EVAL_FILE, INPUTS_FILE, TRAIN_FILE
+from overbrainer.train.axolotl import RESUME_IGNORED, is_local_path
+
+FORMAT = 1
+WHOLE_FILE_LIMIT = 256 << 20
+"""Files of a local base model up to this size are hashed whole; larger ones (weight
+shards) by name, size and modification time, so that a big model costs no minutes."""
+NOT_THE_MODEL = ("base_model", "resume_from_checkpoint")
+"""axolotl.yaml keys recorded elsewhere (the model's identity) or not at all (a resumed run
+trains the same model as one that was never stopped)."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The inputs of a training run. ``parts``: digests and values by name; ``config``: the
+    axolotl.yaml keys that change the model."""
+
+    parts: Mapping[str, str]
+    config: Mapping[str, Any]
+
+    @property
+    def fingerprint(self) -> str:
+        canonical = json.dumps(
+            {"parts": dict(self.parts), "config": dict(self.config)},
+            sort_keys=True,
+            separators=(",", ":"),
+            default=str,
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def to_json(self) -> str:
+        data = {
+            "format": FORMAT,
+            "fingerprint": self.fingerprint,
+            "parts": dict(self.parts),
+            "config": dict(self.config),
+        }
+        return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+
+    @classmethod
+    def read(cls, path: Path) -> Inputs | None:
+        """The inputs recorded at ``path``; None when there are none or they are unreadable."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            return None
+        parts, config = data.get("parts"), data.get("config")
+        if not isinstance(parts, dict) or not isinstance(config, dict):
+            return None
+        return cls({str(k): str(v) for k, v in parts.items()}, config)
+
+
+def model_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of an axolotl configuration that change the model trained."""
+    return {
+        key: value
+        for key, value in config.items()
+        if key not in NOT_THE_MODEL
+        and not any(fnmatch.fnmatchcase(key, pattern) for pattern in RESUME_IGNORED)
+    }
+
+
+def inputs_of(
+    config: Mapping[str, Any],
+    data_dir: Path,
+    base_model: str,
+    *,
+    device: str,
+    merge: bool,
+) -> Inputs:
+    """The inputs of a run training ``config`` on the data of ``data_dir``."""
+    parts = {
+        TRAIN_FILE: _file_digest(data_dir / Path(TRAIN_FILE).name),
+        EVAL_FILE: _file_digest(data_dir / Path(EVAL_FILE).name),
+        "base_model": model_identity(base_model),
+        "device": device,
+        "merge": "yes" if merge else "no",
+    }
+    return Inputs(parts, model_config(config))
+
+
+def model_identity(base_model: str) -> str:
+    """A hub id as it is; a directory by its content (see ``WHOLE_FILE_LIMIT``)."""
+    if not is_local_path(base_model):
+        return f"hub:{base_model}"
+    root = Path(base_model).expanduser()
+    if not root.is_dir():
+        return f"path:{base_model}"  # not on this machine: only its name is known
+    digest = hashlib.sha256()
+    for directory, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(directory) / name
+            stat = path.stat()
+            digest.update(f"{path.relative_to(root)}\0{stat.st_size}\0".encode())
+            if stat.st_size <= WHOLE_FILE_LIMIT:
+                digest.update(_file_digest(path).encode())
+            else:
+                digest.update(str(stat.st_mtime_ns).encode())
+    return f"dir:{digest.hexdigest()}"
+
+
+def _file_digest(path: Path) -> str:
+    try:
+        with path.open("rb") as file:
+            return hashlib.file_digest(file, "sha256").hexdigest()
+    except FileNotFoundError:
+        return "none"
+
+
+def differences(before: Inputs, after: Inputs) -> list[str]:
+    """What changed from ``before`` to ``after``, a line each."""
+    lines = []
+    for name in sorted({*before.parts, *after.parts}):
+        old, new = before.parts.get(name), after.parts.get(name)
+        if old == new:
+            continue
+        if name in ("device", "merge"):
+            lines.append(f"{name}: {old} -> {new}")
+        else:
+            lines.append(f"{name}: changed")
+    for key in sorted({*before.config, *after.config}):
+        old, new = before.config.get(key), after.config.get(key)
+        if old != new:
+            lines.append(f"{key}: {_shown(old)} -> {_shown(new)}")
+    return lines
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def recorded(run_dir: Path, run_id: str) -> Inputs:
+    """The inputs run ``run_id`` recorded, or a ``UserError`` saying it has none."""
+    inputs = Inputs.read(run_dir / INPUTS_FILE)
+    if inputs is None:
+        raise UserError(f"run {run_id} has no record of its inputs ({INPUTS_FILE})")
+    return inputs

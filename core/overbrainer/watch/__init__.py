@@ -1,0 +1,1 @@
+"""``run`` as a cycle, and ``watch``: a cycle after every change to the project's inputs."""

@@ -1,0 +1,96 @@
+"""One cycle of ``run``: every stage in order, then training when its inputs changed.
+
+``run`` is one cycle; ``watch`` runs one after each change. The configuration is read
+again between stages and before training (a running stage keeps the settings it started
+with), and training is skipped when a succeeded run was made from the same inputs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from loguru import logger
+
+from overbrainer.config.reload import Reloader
+from overbrainer.pipeline.runner import STAGES, Outcome, run_stage
+from overbrainer.project import Project
+from overbrainer.providers.prices import PriceBook
+from overbrainer.runs.store import RunStore
+from overbrainer.train.workspace import Workspace
+from overbrainer.watch.summary import CycleSummary
+
+
+@dataclass
+class Cycle:
+    """The pieces a cycle works with, which outlive it: the watched configuration, the
+    plugins' hooks, the run store, and where lines go."""
+
+    reloader: Reloader
+    hook: Any
+    runs: RunStore
+    echo: Callable[[str], None]
+    prices: PriceBook = field(default_factory=PriceBook)
+
+    def workspace(self) -> Workspace:
+        """The training side's view, with the settings in force now."""
+        reloader = self.reloader
+        project = Project(reloader.project_dir, reloader.settings, reloader.env.merged)
+        return Workspace(project, self.hook, self.runs, self.echo)
+
+    def run(
+        self,
+        summary: CycleSummary,
+        *,
+        on_stage: Callable[[Outcome], None],
+        retrain: bool = False,
+        resume_if_same: str | None = None,
+        stop_when: Callable[[], str | None] | None = None,
+    ) -> CycleSummary:
+        """Run the stages, then train, filling ``summary``; the first failure raises.
+
+        ``retrain``: train even when a succeeded run has the same inputs;
+        ``resume_if_same``: a stopped run to resume from when the inputs did not change.
+        """
+        from overbrainer.train.session import train
+
+        started = time.monotonic()
+        try:
+            for stage in STAGES:
+                self.reloader.changed()
+                outcome = run_stage(
+                    stage,
+                    self.reloader.project_dir,
+                    self.reloader.settings,
+                    self.reloader.env,
+                    self.prices,
+                )
+                summary.cost += outcome.cost
+                if outcome.brief:
+                    summary.ran.append(outcome.brief)
+                on_stage(outcome)
+                outcome.check()
+            self.reloader.changed()
+            ws = self.workspace()
+            if ws.settings.training is None:
+                logger.info("no [training] section in overbrainer.toml: run stops after split")
+                return summary
+            trained = train(
+                ws,
+                only_if_changed=not retrain,
+                resume_if_same=resume_if_same,
+                stop_when=stop_when,
+            )
+            if trained is not None:
+                summary.run = trained.record
+                run = trained.record
+                summary.ran.append(
+                    f"train up to date with run {run.id}"
+                    if trained.up_to_date
+                    else f"train run {run.id} {run.state.value}"
+                )
+            return summary
+        finally:
+            summary.seconds = time.monotonic() - started

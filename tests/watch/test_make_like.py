@@ -1,0 +1,78 @@
+"""`run` trains only when the inputs of training changed; `runs diff` says which."""
+
+from __future__ import annotations
+
+import json
+
+from tests.watch.conftest import save
+
+
+def runs_of(project_dir):
+    return sorted(
+        (json.loads(p.read_text()) for p in (project_dir / "runs").glob("*/run.json")),
+        key=lambda r: r["id"],
+    )
+
+
+def test_a_second_run_is_up_to_date_and_asks_nothing(run_cli, project_dir, provider):
+    first = run_cli("run")
+    assert first.exit_code == 0, first.stderr
+    [trained] = runs_of(project_dir)
+    assert trained["state"] == "succeeded"
+    asked = len(provider.requests)
+    again = run_cli("run")
+    assert again.exit_code == 0, again.stderr
+    assert again.stdout.splitlines()[-1] == f"train: up to date with run {trained['id']}"
+    assert len(runs_of(project_dir)) == 1
+    assert len(provider.requests) == asked  # every stage had nothing left to do
+    forced = run_cli("run", "--retrain")
+    assert forced.exit_code == 0, forced.stderr
+    assert len(runs_of(project_dir)) == 2
+
+
+def test_a_changed_training_key_trains_again_and_diff_names_it(run_cli, project_dir):
+    assert run_cli("run").exit_code == 0
+    config = project_dir / "overbrainer.toml"
+    save(config, config.read_text().replace("learning_rate = 0.0002", "learning_rate = 0.001"))
+    result = run_cli("run")
+    assert result.exit_code == 0, result.stderr
+    first, second = runs_of(project_dir)
+    assert second["state"] == "succeeded"
+    diff = run_cli("runs", "diff", first["id"], second["id"])
+    assert diff.stdout == "learning_rate: 0.0002 -> 0.001\n"
+
+
+def test_a_key_that_cannot_change_the_model_keeps_it_up_to_date(run_cli, project_dir):
+    assert run_cli("run").exit_code == 0
+    config = project_dir / "overbrainer.toml"
+    save(
+        config,
+        config.read_text().replace('adapter = "lora"', 'adapter = "lora"\nevals_per_epoch = 2'),
+    )
+    result = run_cli("run")
+    assert result.stdout.splitlines()[-1].startswith("train: up to date with run ")
+    assert len(runs_of(project_dir)) == 1
+
+
+def test_changed_data_trains_again(run_cli, project_dir):
+    assert run_cli("run").exit_code == 0
+    answers = project_dir / "data" / "answers.jsonl"
+    kept = answers.read_text().splitlines()[:-1]
+    save(answers, "\n".join(kept) + "\n")  # one answer fewer: the split changes
+    # The stages would ask for the missing answer again: compare the two runs' inputs.
+    result = run_cli("split")
+    assert result.exit_code == 0, result.stderr
+    train = run_cli("train")
+    assert train.exit_code == 0, train.stderr
+    first, second = runs_of(project_dir)
+    diff = run_cli("runs", "diff", first["id"], second["id"]).stdout.splitlines()
+    assert "data/train.jsonl: changed" in diff or "data/eval.jsonl: changed" in diff
+
+
+def test_diff_of_a_run_without_recorded_inputs_says_so(run_cli, project_dir):
+    assert run_cli("run").exit_code == 0
+    [run] = runs_of(project_dir)
+    (project_dir / "runs" / run["id"] / "inputs.json").unlink()
+    result = run_cli("runs", "diff", run["id"], run["id"])
+    assert result.exit_code == 1
+    assert result.stderr == f"error: run {run['id']} has no record of its inputs (inputs.json)\n"

@@ -1,0 +1,215 @@
+"""`overbrainer watch`: a cycle after each change that matters, one line a cycle."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+from tests.train.conftest import group_alive
+from tests.watch.conftest import save
+
+from fake_provider import Reply
+
+CYCLE = (
+    r"^watch: cycle {n} \((?P<changed>[^)]*)\): (?P<ran>.*); "
+    r"(?P<seconds>[\d.]+) s, \$(?P<cost>[\d.]+)"
+)
+
+
+def runs_of(project_dir):
+    return sorted(
+        (json.loads(p.read_text()) for p in (project_dir / "runs").glob("*/run.json")),
+        key=lambda r: r["id"],
+    )
+
+
+def test_the_first_cycle_runs_everything_then_a_comment_changes_nothing(watch, provider):
+    watching = watch()
+    first = watching.line(CYCLE.format(n=1))
+    assert first["changed"] == "start"
+    assert first["ran"].startswith(
+        "subtopics 2 done, questions 3 done, answers 8 done, split 7/1, train run "
+    )
+    assert first["ran"].endswith("succeeded")
+    asked = len(provider.requests)
+    watching.edit("[pipeline]", "# a comment only\n[pipeline]")
+    watching.stderr_has("watch: overbrainer.toml changed, not the configuration")
+    assert watching.quiet(1.0) == []
+    assert len(provider.requests) == asked
+    assert len(runs_of(watching.project_dir)) == 1
+
+
+def test_a_changed_training_key_retrains_once(watch):
+    watching = watch()
+    watching.line(CYCLE.format(n=1))
+    watching.edit("learning_rate = 0.0002", "learning_rate = 0.001")
+    second = watching.line(CYCLE.format(n=2))
+    assert second["changed"] == "overbrainer.toml"
+    assert second["ran"].startswith("split 7/1, train run ")
+    assert second["ran"].endswith("succeeded")
+    assert watching.quiet(1.5) == []  # its own writes start no third cycle
+    assert [r["state"] for r in runs_of(watching.project_dir)] == ["succeeded", "succeeded"]
+
+
+def test_a_new_topic_runs_only_that_topic(watch, provider):
+    watching = watch()
+    watching.line(CYCLE.format(n=1))
+    provider.requests.clear()
+    watching.edit(
+        "[providers.main]",
+        '[[topics]]\nname = "borrowing"\nsubtopics = 1\nquestions_per_subtopic = 2\n\n'
+        "[providers.main]",
+    )
+    second = watching.line(CYCLE.format(n=2))
+    assert "subtopics 1 done" in second["ran"] and "answers 2 done" in second["ran"]
+    # One subtopics and one questions request for the new topic, an answer per question.
+    prompts = [seen.prompt for seen in provider.chats()]
+    assert len(prompts) == 4
+    assert prompts[0] == "subtopics|borrowing|1" and prompts[1].startswith("questions|borrowing|")
+    answers = (watching.project_dir / "data" / "answers.jsonl").read_text().splitlines()
+    assert [json.loads(line)["topic"] for line in answers[-2:]] == ["borrowing", "borrowing"]
+
+
+def test_an_invalid_edit_waits_for_the_fix(watch):
+    watching = watch()
+    watching.line(CYCLE.format(n=1))
+    watching.edit("concurrency = 4", 'concurrency = "many"')
+    watching.stderr_has("watch: the configuration cannot be used; fix it and save again:")
+    watching.stderr_has("pipeline.concurrency")
+    assert watching.quiet(1.0) == []
+    assert watching.process.poll() is None  # the loop lives on
+    watching.edit('concurrency = "many"', "concurrency = 2")
+    second = watching.line(CYCLE.format(n=2))
+    assert second["changed"] == "overbrainer.toml"
+
+
+def test_a_prompt_change_is_seen(watch):
+    watching = watch()
+    watching.line(CYCLE.format(n=1))
+    prompt = watching.project_dir / "prompts" / "questions.txt"
+    save(prompt, prompt.read_text() + " ")
+    assert watching.line(CYCLE.format(n=2))["changed"] == "prompts/questions.txt"
+
+
+def test_a_change_during_training_waits_for_it_by_default(watch):
+    watching = watch(FAKE_AXOLOTL_STEPS="150", FAKE_AXOLOTL_STEP_SECONDS="0.02")
+    project = watching.project_dir
+    _wait_for_a_running_job(project)
+    watching.edit("learning_rate = 0.0002", "learning_rate = 0.001")
+    first = watching.line(CYCLE.format(n=1), timeout=60)
+    assert first["ran"].endswith("succeeded")  # finished, not stopped
+    second = watching.line(CYCLE.format(n=2), timeout=60)
+    assert second["ran"].endswith("succeeded")
+    assert [r["state"] for r in runs_of(project)] == ["succeeded", "succeeded"]
+
+
+def test_a_change_of_the_model_during_training_snapshots_it_and_trains_anew(watch):
+    watching = watch(FAKE_AXOLOTL_STEPS="300", FAKE_AXOLOTL_STEP_SECONDS="0.02")
+    project = watching.project_dir
+    watching.edit("[pipeline]", '[watch]\non_change = "snapshot"\n\n[pipeline]')
+    _wait_for_a_running_job(project)
+    watching.edit("learning_rate = 0.0002", "learning_rate = 0.001")
+    first = watching.line(CYCLE.format(n=1), timeout=60)
+    assert first["ran"].endswith("stopped")
+    watching.line(CYCLE.format(n=2), timeout=60)
+    stopped, fresh = runs_of(project)
+    assert stopped["state"] == "stopped" and stopped["snapshot"]["reason"] == "requested"
+    assert fresh["state"] == "succeeded" and "resumed_from" not in fresh
+
+
+def test_a_change_that_leaves_the_model_alone_resumes_from_the_snapshot(watch):
+    watching = watch(FAKE_AXOLOTL_STEPS="300", FAKE_AXOLOTL_STEP_SECONDS="0.02")
+    project = watching.project_dir
+    watching.edit("[pipeline]", '[watch]\non_change = "snapshot"\n\n[pipeline]')
+    _wait_for_a_running_job(project)
+    watching.edit('adapter = "lora"', 'adapter = "lora"\nsaves_per_epoch = 2')
+    assert watching.line(CYCLE.format(n=1), timeout=60)["ran"].endswith("stopped")
+    watching.line(CYCLE.format(n=2), timeout=90)
+    stopped, resumed = runs_of(project)
+    assert resumed["resumed_from"] == stopped["id"] and resumed["state"] == "succeeded"
+
+
+def test_ctrl_c_while_idle_stops_watching(watch):
+    watching = watch()
+    watching.line(CYCLE.format(n=1))
+    assert watching.interrupt() == 130
+    watching.stderr_has("error: watch: stopped")
+
+
+def test_ctrl_c_during_a_stage_writes_its_history_and_exits_130(watch, provider):
+    provider.on(lambda s: s.prompt.startswith("questions|"), Reply(delay=30), times=None)
+    watching = watch()
+    deadline = time.monotonic() + 30
+    while not any(s.prompt.startswith("questions|") for s in provider.chats()):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert watching.interrupt(signal.SIGTERM) == 143
+    history = (watching.project_dir / ".overbrainer" / "history.jsonl").read_text().splitlines()
+    assert json.loads(history[-1])["stage"] == "questions"
+    assert json.loads(history[-1])["status"] == "interrupted"
+
+
+def test_ctrl_c_during_training_leaves_the_run_running_and_listed(watch, run_cli):
+    watching = watch(FAKE_AXOLOTL_HANG="1", FAKE_AXOLOTL_STEP_SECONDS="0.02")
+    project = watching.project_dir
+    run = _wait_for_a_running_job(project)
+    assert watching.interrupt() == 1
+    watching.stderr_has(
+        "keeps running on target `local`; follow it again with "
+        f"`overbrainer train attach {run['id']}`"
+    )
+    assert group_alive(run["job"]["pid"])
+    assert f"{run['id']}  running" in run_cli("runs", "ls").stdout
+    os.killpg(run["job"]["pid"], signal.SIGKILL)
+
+
+def _wait_for_a_running_job(project, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = runs_of(project)
+        if runs and runs[-1]["state"] == "running":
+            metrics = project / "runs" / runs[-1]["id"] / "metrics.jsonl"
+            if metrics.exists() and '"log"' in metrics.read_text():
+                return runs[-1]
+        assert time.monotonic() < deadline, "no running job"
+        time.sleep(0.05)
+
+
+REACTOR = """
+import json, os
+from overbrainer.plugin import hookimpl
+
+def _write(record):
+    with open(os.environ["REACTOR_LOG"], "a") as log:
+        log.write(json.dumps(record) + "\\n")
+
+@hookimpl
+def on_config_change(old, new, changed_keys):
+    _write({"changed": changed_keys, "old": old.training.learning_rate,
+            "new": new.training.learning_rate})
+
+@hookimpl
+def on_cycle_end(summary):
+    _write({"cycle": summary.number, "line": summary.line(),
+            "run": summary.run.id if summary.run else None})
+"""
+
+
+def test_a_plugin_hears_of_each_change_and_each_cycle(watch, site, tmp_path):
+    site.install("reactor", REACTOR)
+    log = tmp_path / "reactor.jsonl"
+    watching = watch(
+        OVERBRAINER_LOAD_PLUGINS="local,reactor",
+        PYTHONPATH=os.pathsep.join([str(site.path), os.environ.get("PYTHONPATH", "")]),
+        REACTOR_LOG=str(log),
+    )
+    first = watching.line(CYCLE.format(n=1))
+    watching.edit("learning_rate = 0.0002", "learning_rate = 0.001")
+    second = watching.line(CYCLE.format(n=2))
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert records[0]["cycle"] == 1 and records[0]["line"] == first.string
+    assert records[1] == {"changed": ["training.learning_rate"], "old": 0.0002, "new": 0.001}
+    assert records[2]["cycle"] == 2 and records[2]["line"] == second.string
+    assert records[2]["run"] == runs_of(watching.project_dir)[-1]["id"]
