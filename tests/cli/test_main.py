@@ -58,7 +58,7 @@ def test_help_lists_the_commands(run_cli):
     assert result.exit_code == 0
     commands = re.findall(r"^  (\w+)\s", result.stdout.split("Commands:")[1], re.MULTILINE)
     assert commands == [
-        "answers", "config", "history", "init", "plugins", "questions", "run", "runs",
+        "answers", "config", "history", "init", "migrate", "plugins", "questions", "run", "runs",
         "split", "subtopics", "train", "watch",
     ]
     assert "-C, --project-dir DIRECTORY" in result.stdout
@@ -143,3 +143,21 @@ def test_importing_the_cli_imports_no_heavy_library():
     modules = {name.split(".")[0] for name in json.loads(result.stdout)}
     assert "overbrainer" in modules
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
+
+
+def test_the_project_directory_may_come_after_the_subcommand(tmp_path, minimal_config):
+    from click.testing import CliRunner
+
+    from overbrainer.cli import cli
+    from overbrainer.pipeline.history import append_history
+
+    project = tmp_path / "elsewhere"
+    project.mkdir()
+    (project / "overbrainer.toml").write_text(minimal_config)
+    append_history(project, {"stage": "subtopics", "started_at": "2026-01-02T03:04:05Z",
+                             "status": "ok", "done": 3, "cost": None})
+    for args in (["history", "-C", str(project)], ["history", f"--project-dir={project}"],
+                 ["-C", str(project), "history"], ["history", f"-C{project}"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, (args, result.stderr)
+        assert result.stdout.startswith("subtopics  1 run(s), 3 done"), (args, result.stdout)

@@ -35,7 +35,7 @@ def test_one_line_per_stage_and_a_total(run_cli, project_dir):
 
 def test_all_shows_each_execution(run_cli, project_dir):
     append_history(project_dir, entry("answers", status="interrupted", cost=None))
-    split = entry("split", provider=None, model=None, input_tokens=0, output_tokens=0, cost=0.0,
+    split = entry("split", provider=None, model=None, input_tokens=0, output_tokens=0, cost=None,
                   split={"train": 9, "eval": 1, "orphaned": 0})
     append_history(project_dir, split)
     result = run_cli("history", "--all")
@@ -61,3 +61,13 @@ def test_every_stage_execution_is_recorded(run_cli, project_dir, provider):
     assert (answers["provider"], answers["model"], answers["done"]) == ("main", "parent-model", 8)
     assert answers["cost"] == 8 * (10 * 3e-6 + 20 * 4e-6)
     assert run_cli("history").stdout.splitlines()[-1].startswith("total      4 run(s)")
+
+
+def test_a_split_line_is_written_as_the_reference_tool_writes_it(run_cli, project_dir, provider):
+    assert run_cli("run").exit_code == 0
+    entries = [json.loads(line) for line in
+               (project_dir / ".overbrainer" / "history.jsonl").read_text().splitlines()]
+    split = entries[-1]
+    assert split["stage"] == "split"
+    assert (split["done"], split["cost"]) == (0, None)
+    assert split["split"] == {"train": 7, "eval": 1, "orphaned": 0}

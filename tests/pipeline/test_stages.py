@@ -325,8 +325,9 @@ def test_subtopics_drop_names_stored_rejected_or_repeated(run_cli, project_dir, 
     config = PIPELINE_CONFIG.replace("subtopics = 2", "subtopics = 4")
     (project_dir / "overbrainer.toml").write_text(config)
     seed_questions(project_dir, {("ownership", "Moves"): []})
+    # A subtopic set aside by the reference tool: its text is its name.
     (project_dir / "data" / "rejected.jsonl").write_text(
-        json.dumps({"kind": "subtopic", "topic": "ownership", "text": "Drop"}) + "\n"
+        json.dumps({"kind": "subtopic", "id": "0", "topic": "ownership", "name": "Drop"}) + "\n"
     )
     provider.on(lambda s: s.model == "gen-model" and "ownership" in s.prompt,
                 Reply(openai_completion('["moves", "Drop", "A", " a ", "B", "C", "D"]')))
@@ -359,10 +360,14 @@ def test_near_duplicate_questions_are_rejected_for_good(run_cli, project_dir, pr
         "How do closures capture their environment?",
     ]
     rejected = lines(project_dir, "rejected.jsonl")
-    assert [(r["kind"], r["text"], r["reason"]) for r in rejected] == [
-        ("question", "Why does a move invalidate the source?", "lexical"),
-        ("question", "when is a value copied instead of moved", "lexical"),
+    assert [(r["kind"], r["text"]) for r in rejected] == [
+        ("question", "Why does a move invalidate the source?"),
+        ("question", "when is a value copied instead of moved"),
     ]
+    # The reference tool's shape, and nothing more: why, in a file of its own.
+    assert all(set(r) == {"kind", "id", "topic", "subtopic_id", "text"} for r in rejected)
+    reasons = lines(project_dir, "rejected.reasons.jsonl")
+    assert [(r["id"], r["reason"]) for r in reasons] == [(r["id"], "lexical") for r in rejected]
     assert "2 excluded" in result.stdout
 
 
@@ -397,7 +402,7 @@ def test_the_embedder_rejects_paraphrases(run_cli, project_dir, provider):
         "What is lifetime elision?",
         "Why can a struct not hold a reference without a lifetime?",
     ]
-    assert [r["reason"] for r in lines(project_dir, "rejected.jsonl")] == ["embedding"]
+    assert [r["reason"] for r in lines(project_dir, "rejected.reasons.jsonl")] == ["embedding"]
     assert [s.model for s in provider.requests if s.path == "embeddings"] == ["embed-model"]
     assert "tokens 16 in" in result.stdout  # 10 for the ask + 2 x 3 texts embedded
 
@@ -521,3 +526,24 @@ def test_split_with_no_usable_answer_writes_nothing(run_cli, project_dir):
     )
     assert not (project_dir / "data" / "train.jsonl").exists()
     assert not (project_dir / "data" / "eval.jsonl").exists()
+
+
+def test_questions_on_a_topic_without_subtopics_make_them_first(run_cli, project_dir, provider):
+    result = run_cli("questions", "--topic", "lifetimes")
+    assert result.exit_code == 0, result.stderr
+    assert [line.split(":")[0] for line in result.stdout.splitlines()] == ["subtopics", "questions"]
+    assert [s["topic"] for s in lines(project_dir, "subtopics.jsonl")] == ["lifetimes"]
+    assert {q["topic"] for q in lines(project_dir, "questions.jsonl")} == {"lifetimes"}
+
+
+def test_split_of_one_topic_narrows_the_counts_not_the_split(run_cli, project_dir, provider):
+    assert run_cli("run").exit_code == 0
+    before = {
+        name: (project_dir / "data" / name).read_bytes() for name in ("train.jsonl", "eval.jsonl")
+    }
+    result = run_cli("split", "--topic", "lifetimes")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == "split: 2 train, 0 eval, 0 excluded, 0 orphaned\n"
+    # The whole split, every topic's lines, as before.
+    for name, data in before.items():
+        assert (project_dir / "data" / name).read_bytes() == data

@@ -16,6 +16,7 @@ from overbrainer.config.model import Training
 from overbrainer.errors import UserError
 from overbrainer.job.spec import JobStage
 from overbrainer.train.axolotl import (
+    ALSO_IN_EXTRA,
     MANAGED_KEYS,
     TYPED_KEYS,
     axolotl_config,
@@ -214,7 +215,7 @@ def test_axolotl_extra_refuses_every_problem_at_once():
     ]
 
 
-@pytest.mark.parametrize("key", sorted(TYPED_KEYS))
+@pytest.mark.parametrize("key", sorted(set(TYPED_KEYS) - ALSO_IN_EXTRA))
 def test_every_typed_key_is_refused_in_axolotl_extra(key):
     with pytest.raises(ConfigError) as caught:
         axolotl_config(training(axolotl_extra={key: 1}), root=ROOT, has_eval=False)
@@ -222,6 +223,17 @@ def test_every_typed_key_is_refused_in_axolotl_extra(key):
         f"training.axolotl_extra.{key}: set training.{TYPED_KEYS[key]} instead"
     ]
     assert TYPED_KEYS[key] in Training.model_fields
+
+
+@pytest.mark.parametrize("key", sorted(ALSO_IN_EXTRA))
+def test_a_chat_template_may_come_from_axolotl_extra_as_the_reference_tool_allows(key):
+    config = axolotl_config(training(axolotl_extra={key: "chatml"}), has_eval=False)
+    assert config[key] == "chatml"
+    with pytest.raises(ConfigError) as caught:
+        axolotl_config(training(axolotl_extra={key: "chatml"}, **{key: "qwen3"}), has_eval=False)
+    assert caught.value.problems == [
+        f"training.axolotl_extra.{key}: training.{key} is set too; keep one of them"
+    ]
 
 
 @pytest.mark.parametrize("key", MANAGED_KEYS)

@@ -67,3 +67,10 @@ def test_a_custom_template_is_judged_before_the_template_name():
     assert reasoning_template_warning(
         training(chat_template="jinja", chat_template_jinja=keeps)
     ) is None
+
+
+def test_a_template_set_in_axolotl_extra_is_judged_too():
+    warning = reasoning_template_warning(training(axolotl_extra={"chat_template": "chatml"}))
+    assert warning is not None
+    assert warning.startswith('training.axolotl_extra.chat_template = "chatml" may not render')
+    assert reasoning_template_warning(training(axolotl_extra={"chat_template": "qwen3"})) is None

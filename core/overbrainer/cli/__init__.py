@@ -29,6 +29,7 @@ COMMANDS = {
     "train": "overbrainer.cli.train:train",
     "watch": "overbrainer.cli.watch:watch",
     "history": "overbrainer.cli.history:history",
+    "migrate": "overbrainer.cli.migrate:migrate",
 }
 
 
@@ -48,6 +49,32 @@ class CliError(click.ClickException):
         click.echo(f"error: {message}", err=True)
 
 
+PROJECT_DIR_FLAGS = ("-C", "--project-dir")
+
+
+def hoist_project_dir(args: list[str]) -> list[str]:
+    """``args`` with ``-C DIR`` (or ``--project-dir``) moved first, wherever it was: the
+    reference tool takes it after the subcommand too (``overbrainer history -C x``)."""
+    front: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            rest += args[index:]
+            break
+        if arg in PROJECT_DIR_FLAGS and index + 1 < len(args):
+            front += args[index : index + 2]
+            index += 2
+            continue
+        if arg.startswith("--project-dir=") or (arg.startswith("-C") and len(arg) > 2):
+            front.append(arg)
+        else:
+            rest.append(arg)
+        index += 1
+    return front + rest
+
+
 class LazyGroup(click.Group):
     """A group whose subcommands are imported on first use, turning user errors into
     ``error: …`` lines."""
@@ -55,6 +82,11 @@ class LazyGroup(click.Group):
     def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lazy = lazy or {}
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if ctx.parent is None:
+            args = hoist_project_dir(args)
+        return super().parse_args(ctx, args)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})

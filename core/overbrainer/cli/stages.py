@@ -16,19 +16,40 @@ _FORCE = click.option(
 
 
 def execute(stage: str, topic: str | None, force: bool = False) -> None:
-    """Run ``stage`` under the project lock; print its summary; fail as it failed."""
+    """Run ``stage`` under the project lock; print its summary; fail as it failed.
+
+    ``questions`` on a topic that has no subtopic yet makes them first, as ``run`` would
+    (and as the reference tool does).
+    """
+    from overbrainer.pipeline.prompts import Templates
+    from overbrainer.pipeline.records import SUBTOPICS, DataFiles
     from overbrainer.pipeline.runner import run_stage, select_topics
     from overbrainer.providers.prices import PriceBook
 
     app = current_app()
     settings = app.settings
-    select_topics(settings, topic)  # an unknown topic fails before the lock and any request
+    topics = select_topics(settings, topic)  # an unknown topic fails before the lock
+    prices = PriceBook()
     with app.lock():
-        outcome = run_stage(
-            stage, app.project_dir, settings, app.env, PriceBook(), topic=topic, force=force
-        )
-    click.echo(outcome.summary)
-    outcome.check()
+        stages = [stage]
+        if stage == "questions":
+            have = {record["topic"] for record in DataFiles(app.project_dir).read(SUBTOPICS)}
+            if any(t.name not in have for t in topics):
+                # A broken questions template fails before any request, subtopics' included.
+                Templates(app.project_dir, "questions.txt")
+                stages.insert(0, "subtopics")
+        for name in stages:
+            outcome = run_stage(
+                name,
+                app.project_dir,
+                settings,
+                app.env,
+                prices,
+                topic=topic,
+                force=force and name == stage,
+            )
+            click.echo(outcome.summary)
+            outcome.check()
 
 
 @click.command()

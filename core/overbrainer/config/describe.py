@@ -11,6 +11,9 @@ from overbrainer.redact import mask_url
 
 UNSET = "(unset)"
 MASKED = "***"
+SSH_CLIENT_NOTE = (
+    " (here one client serves both: fabric, built in, reading ~/.ssh/config as OpenSSH does)"
+)
 
 
 def describe_settings(settings: Settings) -> Iterator[str]:
@@ -44,11 +47,24 @@ def describe_settings(settings: Settings) -> Iterator[str]:
             yield f"training.axolotl_extra.{key} = (set)"
     for name, target in settings.targets.items():
         for key, value in target.model_dump(exclude_none=True).items():
-            yield f"targets.{name}.{key} = {_value(value)}"
+            note = SSH_CLIENT_NOTE if key == "ssh_client" else ""
+            yield f"targets.{name}.{key} = {_value(value)}{note}"
+    yield from _sections(settings)
     yield f"runpod.api_key = {_secret(settings.runpod.api_key)}"
     if settings.runpod.base_url:
         yield f"runpod.base_url = {_url(settings.runpod.base_url)}"
     yield f"hf_token = {_secret(settings.hf_token)}"
+
+
+def _sections(settings: Settings) -> Iterator[str]:
+    """The tables of later commands (watch, export, hub, compare), key by key."""
+    for section in ("watch", "export", "hub", "compare"):
+        for key, value in getattr(settings, section).model_dump().items():
+            if key == "base_url":
+                if value:
+                    yield f"{section}.{key} = {_url(value)}"
+                continue
+            yield f"{section}.{key} = {_value(UNSET if value is None else value)}"
 
 
 def secret_fields(settings: Settings) -> Iterator[tuple[str, SecretStr | None]]:

@@ -11,7 +11,15 @@ from overbrainer.config.dotenv import read_dotenv
 
 PREFIX = "OVERBRAINER_"
 
-NOT_SETTINGS = frozenset({"OVERBRAINER_LOAD_PLUGINS", "OVERBRAINER_TRACE_PLUGINS"})
+NOT_SETTINGS = frozenset({
+    "OVERBRAINER_LOAD_PLUGINS",
+    "OVERBRAINER_TRACE_PLUGINS",
+    # The reference tool's switches: accepted so that a shell set up for it works here.
+    "OVERBRAINER_SSH_CLIENT",  # openssh | builtin; here fabric is the one client
+    "OVERBRAINER_NO_UPDATE_CHECK",  # this tool never checks for updates
+    "OVERBRAINER_TUI_COLOR",
+    "OVERBRAINER_TUI_MOTION",
+})  # fmt: skip
 """``OVERBRAINER_*`` variables that steer the tool itself rather than name a setting."""
 
 

@@ -90,6 +90,9 @@ def validate_settings(
     targets, target_problems = _validate_targets(merged.get("targets"), kinds, origins)
     problems += target_problems
     problems += _cross_checks(merged)
+    client = env.merged.get("OVERBRAINER_SSH_CLIENT", "").strip()
+    if client and client not in ("openssh", "builtin"):
+        problems.append("OVERBRAINER_SSH_CLIENT must be openssh or builtin")
     if problems or settings is None:
         raise ConfigError(_unique(problems))
     return settings.model_copy(update={"targets": targets})

@@ -29,6 +29,7 @@ ENV_ONLY: tuple[tuple[str, ...], ...] = (
     ("targets", "*", "host"),
     ("runpod", "api_key"),
     ("runpod", "base_url"),
+    ("hub", "base_url"),
     ("hf_token",),
     ("log",),
 )
@@ -262,6 +263,75 @@ class RunpodAccount(Section):
     base_url: HttpUrl | None = Field(default=None)
 
 
+QUANTIZE_TYPES = (
+    "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q8_0", "Q3_K_M", "Q2_K", "F16", "BF16",
+)  # fmt: skip
+"""llama.cpp's quantization types ``export.quantize`` accepts (F16/BF16: no quantization)."""
+
+_OLLAMA_PART = {
+    "host": re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,349}$"),
+    "namespace": re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,79}$"),
+    "model": re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}$"),
+    "tag": re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}$"),
+}
+
+
+def _ollama_name(value: str) -> str:
+    """``[host/][namespace/]model[:tag]``, each part as Ollama itself checks it."""
+    rest, tag = value, None
+    colon, slash = value.rfind(":"), value.rfind("/")
+    if colon > slash:
+        rest, tag = value[:colon], value[colon + 1 :]
+    parts = rest.split("/")
+    if len(parts) > 3:
+        raise ValueError("an Ollama model name is [host/][namespace/]model[:tag]")
+    host = parts[0].split("://", 1)[-1] if len(parts) == 3 else None
+    namespace = parts[-2] if len(parts) >= 2 else None
+    named = {"host": host, "namespace": namespace, "model": parts[-1], "tag": tag}
+    for kind, part in named.items():
+        if part is not None and not _OLLAMA_PART[kind].match(part):
+            raise ValueError(f"not a valid Ollama model name (its {kind} part)")
+    return value
+
+
+class ExportSection(Section):
+    """``[export]``: GGUF for llama.cpp and Ollama (``overbrainer export``, or at the end of
+    training with ``after_training``)."""
+
+    after_training: bool = False
+    quantize: Literal[QUANTIZE_TYPES] = "Q4_K_M"  # type: ignore[valid-type]
+    ollama_name: Annotated[str, AfterValidator(_ollama_name)] | None = None
+
+
+_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _hub_repo(value: str) -> str:
+    if not _REPO.match(value) or ".." in value:
+        raise ValueError("a Hugging Face repository is NAMESPACE/NAME")
+    return value
+
+
+class HubSection(Section):
+    """``[hub]``: ``overbrainer push`` to the Hugging Face Hub. ``base_url``: env only."""
+
+    repo: Annotated[str, AfterValidator(_hub_repo)] | None = None
+    private: bool = True
+    after_training: bool = False
+    base_url: HttpUrl | None = None
+
+
+class CompareSection(Section):
+    """``[compare]``: ``overbrainer compare``, the child against its parent."""
+
+    parent_price_in: Finite | None = Field(default=None, ge=0)
+    parent_price_out: Finite | None = Field(default=None, ge=0)
+    child_price_per_hour: Finite | None = Field(default=None, ge=0)
+    max_tokens: int = Field(default=4096, ge=1)
+    temperature: Finite = Field(default=0.0, ge=0, le=2)
+    server_start_secs: int = Field(default=300, ge=1, le=3600)
+
+
 class WatchSection(Section):
     """``[watch]``: what ``overbrainer watch`` does when a change comes during a training:
     ``wait`` lets it finish, then cycles; ``snapshot`` asks it for a snapshot, then cycles
@@ -280,6 +350,9 @@ class Settings(Section):
     pipeline: Pipeline = Field(default_factory=Pipeline)
     training: Training | None = None
     watch: WatchSection = Field(default_factory=WatchSection)
+    export: ExportSection = Field(default_factory=ExportSection)
+    hub: HubSection = Field(default_factory=HubSection)
+    compare: CompareSection = Field(default_factory=CompareSection)
     targets: dict[str, Any] = Field(default_factory=dict)
     runpod: RunpodAccount = Field(default_factory=RunpodAccount)
     hf_token: SecretStr | None = Field(default=None)

@@ -3,7 +3,8 @@
 Named in axolotl.yaml as ``plugins: [overbrainer_metrics.OverbrainerMetricsPlugin]`` with this
 file's directory on ``PYTHONPATH``. Its trainer callback, on the main process only:
 
-* appends JSON lines to ``$OVERBRAINER_METRICS``: ``begin`` (time, max_steps), ``log`` (time,
+* appends JSON lines to ``$OVERBRAINER_METRICS`` (``time`` in Unix seconds): ``begin``
+  (time, max_steps), ``log`` (time,
   step, epoch, max_steps and the loss, eval_loss, learning_rate, grad_norm the trainer logged,
   non-finite numbers as null), ``eval`` (time, step, total: evaluation progress, the first
   batch at once, then at most every 2 s) and ``end`` (time, step); each line goes out in one
@@ -67,6 +68,12 @@ REASONS = ("requested", "deadline", "cost", "disk")
 LOGGED = ("loss", "eval_loss", "learning_rate", "grad_norm")
 EVAL_INTERVAL = 2.0
 """Seconds between two ``eval`` progress lines."""
+
+
+def unix_time() -> float:
+    """The time of a metrics line: Unix seconds, as the reference tool writes it, so either
+    tool reads the other's ``metrics.jsonl``."""
+    return round(time.time(), 3)
 
 
 def now() -> str:
@@ -148,7 +155,8 @@ class OverbrainerMetricsCallback(TrainerCallback):
         """Append one ``event`` line; a failure is reported once and never stops training."""
         if self.metrics is None:
             return
-        line = json.dumps({"event": event, "time": now(), **fields}, allow_nan=False) + "\n"
+        record = {"event": event, "time": unix_time(), **fields}
+        line = json.dumps(record, allow_nan=False) + "\n"
         data = line.encode("utf-8")
         try:
             fd = os.open(self.metrics, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -44,7 +44,9 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Fields this version does not know are ignored, not refused: a newer overbrainer, or
+    # the reference tool, may have written them (its run.json is read here as it is).
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 class Container(_Record):

@@ -51,10 +51,6 @@ SIGNAL_REASON = "requested"
 FORMAT = 1
 
 
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 def say(message: str) -> None:
     """A line in the job's log."""
     print(f"overbrainer: {message}", flush=True)
@@ -198,7 +194,8 @@ class Runner:
                 write_atomically(request, (SIGNAL_REASON + "\n").encode())
 
     def stage(self, name: str, argv: list, env: dict) -> int:
-        append_line(self.path(METRICS_FILE), {"event": "stage", "name": name, "time": now()})
+        line = {"event": "stage", "name": name, "time": round(time.time(), 3)}
+        append_line(self.path(METRICS_FILE), line)
         program = argv[0]
         if os.sep not in program:
             program = shutil.which(program, path=env.get("PATH")) or program

@@ -18,7 +18,16 @@ from overbrainer.pipeline.ids import question_id
 from overbrainer.pipeline.jsonl import JsonlWriter
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.prompts import Templates
-from overbrainer.pipeline.records import QUESTIONS, REJECTED, SUBTOPICS, Forgetting, without
+from overbrainer.pipeline.records import (
+    QUESTIONS,
+    REJECTED,
+    REJECTED_REASONS,
+    SUBTOPICS,
+    Forgetting,
+    rejected_question,
+    rejected_text,
+    without,
+)
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.errors import ProviderError
 
@@ -40,7 +49,9 @@ async def run(ctx: StageContext) -> None:
         questions = without(questions, ctx.topic_names)
         rejected = without(rejected, ctx.topic_names, KIND)
     filler = _Filler(ctx, templates, questions, rejected)
-    filler.forgetting = Forgetting(data, ctx.force, [(QUESTIONS, None), (REJECTED, KIND)])
+    filler.forgetting = Forgetting(
+        data, ctx.force, [(QUESTIONS, None), (REJECTED, KIND), (REJECTED_REASONS, KIND)]
+    )
     todo: list[Work] = []
     for topic in ctx.topics:
         for subtopic in [s for s in subtopics if s["topic"] == topic.name][: topic.subtopics]:
@@ -51,7 +62,11 @@ async def run(ctx: StageContext) -> None:
     ctx.report.start(len(todo))
     if not todo:
         return
-    with data.writer(QUESTIONS) as filler.questions, data.writer(REJECTED) as filler.rejects:
+    with (
+        data.writer(QUESTIONS) as filler.questions,
+        data.writer(REJECTED) as filler.rejects,
+        data.writer(REJECTED_REASONS) as filler.reasons,
+    ):
         await for_each(todo, filler.fill, ctx.settings.pipeline.concurrency)
 
 
@@ -60,6 +75,7 @@ class _Filler:
 
     questions: JsonlWriter
     rejects: JsonlWriter
+    reasons: JsonlWriter
     forgetting: Forgetting
 
     def __init__(
@@ -100,7 +116,12 @@ class _Filler:
                 candidates = await self.ctx.ask_list(self.ctx.settings.roles.generator, prompt,
                                                      subtopic["id"])
                 self.forgetting.answered(
-                    topic.name, {QUESTIONS: self.questions, REJECTED: self.rejects}
+                    topic.name,
+                    {
+                        QUESTIONS: self.questions,
+                        REJECTED: self.rejects,
+                        REJECTED_REASONS: self.reasons,
+                    },
                 )
                 added = await self._admit(topic.name, subtopic, candidates, missing)
             except ProviderError as error:
@@ -128,7 +149,10 @@ class _Filler:
                 record = _question(topic, subtopic, text)
                 if record["id"] not in self._rejected_ids:
                     self._rejected_ids.add(record["id"])
-                    self.rejects.append({"kind": KIND, **record, "reason": reason})
+                    self.rejects.append(rejected_question(record))
+                    self.reasons.append(
+                        {"id": record["id"], "kind": KIND, "topic": topic, "reason": reason}
+                    )
             self.ctx.report.exclude(len(refused))
         return len(admitted)
 
@@ -140,7 +164,7 @@ class _Filler:
                 embed = lambda texts: self.ctx.embed(texts, topic)  # noqa: E731
             dedup = Deduplicator(pipeline.dedup_threshold, embed, pipeline.embedding_threshold)
             dedup.seed(q["text"] for q in self._held if q["topic"] == topic)
-            dedup.seed(r["text"] for r in self._rejected if r["topic"] == topic)
+            dedup.seed(rejected_text(r) or "" for r in self._rejected if r["topic"] == topic)
             self._dedups[topic] = dedup
         return self._dedups[topic]
 

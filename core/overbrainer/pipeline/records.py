@@ -15,6 +15,9 @@ ANSWERS = "answers.jsonl"
 TRAIN = "train.jsonl"
 EVAL = "eval.jsonl"
 REJECTED = "rejected.jsonl"
+REJECTED_REASONS = "rejected.reasons.jsonl"
+"""Why each text of ``rejected.jsonl`` was set aside: kept apart, since the reference tool
+reads ``rejected.jsonl`` and wants its records with no other field."""
 
 EXCLUSIONS = ("truncated", "refused", "empty", "no_raw_reasoning")
 """Why an answer is set aside, in the order the rules apply."""
@@ -82,8 +85,26 @@ def _turn_problem(turn: Any) -> str | None:
 
 
 def is_rejected(record: dict[str, Any]) -> bool:
-    """A text set aside for good: ``kind`` is the stage (``subtopic``, ``question``)."""
-    return _strings(record, "kind", "topic", "text")
+    """A text set aside for good: ``kind`` is the stage; a subtopic's text is its ``name``
+    (the reference tool's shape) or ``text`` (records written before it was followed)."""
+    return _strings(record, "kind", "topic") and rejected_text(record) is not None
+
+
+def rejected_text(record: dict[str, Any]) -> str | None:
+    """The text a ``rejected.jsonl`` record sets aside."""
+    for key in ("text", "name"):
+        if isinstance(record.get(key), str):
+            return str(record[key])
+    return None
+
+
+def rejected_question(question: dict[str, Any]) -> dict[str, Any]:
+    """A question's record in ``rejected.jsonl``, as the reference tool writes it."""
+    return {"kind": "question", **{k: question[k] for k in ("id", "topic", "subtopic_id", "text")}}
+
+
+def is_rejection_reason(record: dict[str, Any]) -> bool:
+    return _strings(record, "id", "kind", "topic", "reason")
 
 
 CHECKS: dict[str, Check] = {
@@ -93,6 +114,7 @@ CHECKS: dict[str, Check] = {
     TRAIN: is_answer,
     EVAL: is_answer,
     REJECTED: is_rejected,
+    REJECTED_REASONS: is_rejection_reason,
 }
 
 

@@ -103,7 +103,7 @@ def run_stage(
     signum: int | None = None
     try:
         if stage == "split":
-            result = split.run(DataFiles(project_dir), settings, topics, whole=topic is None)
+            result = split.run(DataFiles(project_dir), settings, topics)
         else:
             # Imported here: split, which asks no provider, does not pay for aiohttp.
             body = importlib.import_module(f"overbrainer.pipeline.{stage}").run
@@ -215,6 +215,8 @@ def _entry(
         "cost": report.cost(),
     }
     if result is not None:
-        entry.update(done=result.train + result.eval, excluded=result.excluded.total(), cost=0.0)
+        # As the reference tool writes a split line: nothing "done" (the counts are in
+        # `split`) and no cost (it asks no provider).
+        entry.update(done=0, excluded=result.excluded.total(), cost=None)
         entry["split"] = {"train": result.train, "eval": result.eval, "orphaned": result.orphaned}
     return entry

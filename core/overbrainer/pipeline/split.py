@@ -87,11 +87,12 @@ def unusable(answer: dict[str, Any]) -> str | None:
     return None
 
 
-def run(data: DataFiles, settings: Settings, topics: list[Topic], whole: bool) -> SplitResult:
-    """Rewrite train and eval for ``topics``; ``whole`` when they are all the topics. When
-    no example would be left in either, nothing is written (``written`` is false)."""
+def run(data: DataFiles, settings: Settings, topics: list[Topic]) -> SplitResult:
+    """Rewrite train and eval from every topic's answers, and count what ``topics`` hold
+    (``--topic`` narrows the counts printed, as in the reference tool, never the split).
+    When no example would be left in either, nothing is written (``written`` is false)."""
     seed = settings.pipeline.seed
-    selected = {topic.name for topic in topics}
+    counted = {topic.name for topic in topics}
     configured = {topic.name for topic in settings.topics}
     questions = {question["id"] for question in data.read(QUESTIONS)}
     result = SplitResult()
@@ -99,15 +100,17 @@ def run(data: DataFiles, settings: Settings, topics: list[Topic], whole: bool) -
     # The later answer to a question is the one that counts (`answers --force` appends
     # the new answer after the old one).
     latest = {answer["id"]: answer for answer in data.read(ANSWERS)}
+    whole = counted == configured
     for answer in latest.values():
-        if answer["topic"] not in selected and not (whole and answer["topic"] not in configured):
-            continue
+        counts = answer["topic"] in counted or (whole and answer["topic"] not in configured)
         if answer["topic"] not in configured or answer["id"] not in questions:
-            result.orphaned += 1
+            result.orphaned += counts
         elif answer["meta"]["excluded"] is not None:
-            result.excluded[answer["meta"]["excluded"]] += 1
+            if counts:
+                result.excluded[answer["meta"]["excluded"]] += 1
         elif reason := unusable(answer):
-            result.excluded[reason] += 1
+            if counts:
+                result.excluded[reason] += 1
         else:
             usable[answer["topic"]][answer["subtopic"]][answer["id"]] = answer
 
@@ -129,11 +132,8 @@ def run(data: DataFiles, settings: Settings, topics: list[Topic], whole: bool) -
             ranked = sorted(subtopics[subtopic].values(), key=order)
             evaluation += ranked[:share]
             train += ranked[share:]
-    result.train, result.eval = len(train), len(evaluation)
-    if not whole:
-        # Only the selected topics are split again: the others keep their lines.
-        train += [r for r in data.read(TRAIN) if r["topic"] not in selected]
-        evaluation += [r for r in data.read(EVAL) if r["topic"] not in selected]
+    result.train = sum(1 for r in train if r["topic"] in counted)
+    result.eval = sum(1 for r in evaluation if r["topic"] in counted)
     if not train and not evaluation:
         result.written = False  # nothing to train on: the files stay as they are
         return result

@@ -8,7 +8,13 @@ from overbrainer.config.model import Topic
 from overbrainer.pipeline.ids import normalize, subtopic_id
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.prompts import Templates
-from overbrainer.pipeline.records import REJECTED, SUBTOPICS, Forgetting, without
+from overbrainer.pipeline.records import (
+    REJECTED,
+    SUBTOPICS,
+    Forgetting,
+    rejected_text,
+    without,
+)
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.errors import ProviderError
 
@@ -32,7 +38,7 @@ async def run(ctx: StageContext) -> None:
         have[subtopic["topic"]] += 1
     for record in rejected:
         if record["kind"] == KIND:
-            known[record["topic"]].add(subtopic_id(record["topic"], record["text"]))
+            known[record["topic"]].add(subtopic_id(record["topic"], rejected_text(record) or ""))
     todo: list[tuple[Topic, int]] = []
     for topic in ctx.topics:
         if have[topic.name] >= topic.subtopics:

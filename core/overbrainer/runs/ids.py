@@ -9,13 +9,15 @@ from datetime import datetime
 from overbrainer.errors import UserError
 
 MAX_SUFFIX = 99
-# A slug may start with `_` (a name like "(Test)"); `.` and `-` may not start an id.
+# Runs made before slugs were trimmed may start with `_`; `.` and `-` may not start an id.
 _VALID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
 def slug(project_name: str) -> str:
-    """The project name lowercased, each run of other characters one ``_``, at most 40."""
-    text = re.sub(r"[^a-z0-9]+", "_", project_name.lower())[:40]
+    """The project name lowercased, each run of other characters one ``_``, at most 40,
+    without ``_`` at either end (as the reference tool makes them: its ids start with a
+    letter or a digit); ``run`` when nothing is left."""
+    text = re.sub(r"[^a-z0-9]+", "_", project_name.lower()).strip("_")[:40].strip("_")
     return text or "run"
 
 

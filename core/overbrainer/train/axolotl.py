@@ -120,7 +120,7 @@ def axolotl_config(
     Raises:
         ConfigError: ``axolotl_extra`` sets a key it must not (every problem listed).
     """
-    problems = extra_problems(training.axolotl_extra)
+    problems = extra_problems(training)
     if problems:
         raise ConfigError(problems)
 
@@ -173,12 +173,20 @@ def axolotl_config(
     return _merged(config, training.axolotl_extra)
 
 
-def extra_problems(extra: Mapping[str, Any]) -> list[str]:
+ALSO_IN_EXTRA = frozenset({"chat_template", "chat_template_jinja"})
+"""Typed keys ``axolotl_extra`` may set too, as the reference tool's docs and projects do;
+not both ways at once."""
+
+
+def extra_problems(training: Training) -> list[str]:
     """Why ``training.axolotl_extra`` cannot be used, one line a key (empty when it can)."""
     problems = []
-    for key, value in extra.items():
+    for key, value in training.axolotl_extra.items():
         where = f"training.axolotl_extra.{key}"
-        if key in TYPED_KEYS:
+        if key in ALSO_IN_EXTRA:
+            if getattr(training, key) is not None:
+                problems.append(f"{where}: training.{key} is set too; keep one of them")
+        elif key in TYPED_KEYS:
             problems.append(f"{where}: set training.{TYPED_KEYS[key]} instead")
         elif key in MANAGED_KEYS:
             problems.append(f"{where}: overbrainer sets it for each run; remove it")

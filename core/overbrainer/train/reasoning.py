@@ -16,19 +16,20 @@ def reasoning_template_warning(training: Training) -> str | None:
     Each assistant turn holds the parent's reasoning in ``reasoning_content``; a template
     that does not render it trains the child on the answers alone.
     """
-    if training.chat_template_jinja is not None:
-        if "reasoning_content" in training.chat_template_jinja:
+    jinja, jinja_key = _setting(training, "chat_template_jinja")
+    if jinja is not None:
+        if "reasoning_content" in jinja:
             return None
         return (
-            "training.chat_template_jinja never mentions reasoning_content: the parent's "
+            f"{jinja_key} never mentions reasoning_content: the parent's "
             "reasoning may be left out of what the child is trained on"
         )
-    template = training.chat_template
+    template, template_key = _setting(training, "chat_template")
     if template is not None:
         if template == "tokenizer_default" or template in REASONING_TEMPLATES:
             return None
         return (
-            f"training.chat_template = \"{template}\" may not render reasoning_content: the "
+            f'{template_key} = "{template}" may not render reasoning_content: the '
             "parent's reasoning may be left out of what the child is trained on (templates "
             f"that keep it: {_KEEPS})"
         )
@@ -39,3 +40,12 @@ def reasoning_template_warning(training: Training) -> str | None:
         "Qwen3 model: its chat template may leave the parent's reasoning out of what the "
         f"child is trained on; set training.chat_template ({_KEEPS})"
     )
+
+
+def _setting(training: Training, key: str) -> tuple[str | None, str]:
+    """The template ``key`` names, from ``[training]`` or else ``axolotl_extra``, and where."""
+    typed = getattr(training, key)
+    if typed is not None:
+        return typed, f"training.{key}"
+    extra = training.axolotl_extra.get(key)
+    return (extra if isinstance(extra, str) else None), f"training.axolotl_extra.{key}"

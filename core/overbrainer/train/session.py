@@ -97,7 +97,7 @@ def plan_run(
     training = training_of(ws.settings)
     name = target or training.target
     target_model = target_of(ws.settings, name)
-    problems = extra_problems(training.axolotl_extra)
+    problems = extra_problems(training)
     if problems:
         raise ConfigError(problems)
     resume = resume_source(ws, training, resume_from) if resume_from else None

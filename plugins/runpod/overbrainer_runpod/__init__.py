@@ -40,6 +40,7 @@ class RunpodTarget(TargetBase):
     data_center_ids: ListOrAuto = "auto"
     network_volume_id: NonEmpty | None = None
     max_volume_gb: int | None = Field(default=None, ge=1)
+    ssh_client: Literal["openssh", "builtin"] = "openssh"
 
     @model_validator(mode="after")
     def _combinations(self) -> RunpodTarget:

@@ -30,6 +30,8 @@ class SshTarget(HostTarget):
     kind: Literal["ssh"]
     host: str | None = None
     workdir: RemotePath = DEFAULT_WORKDIR
+    ssh_client: Literal["openssh", "builtin"] = "openssh"
+    """The reference tool's choice of client; here fabric serves both."""
 
 
 @hookimpl
