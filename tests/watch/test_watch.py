@@ -139,7 +139,7 @@ def test_ctrl_c_while_idle_stops_watching(watch):
 
 
 def test_ctrl_c_during_a_stage_writes_its_history_and_exits_130(watch, provider):
-    provider.on(lambda s: s.prompt.startswith("questions|"), Reply(delay=30), times=None)
+    provider.on(lambda s: s.prompt.startswith("questions|"), Reply(delay=3), times=None)
     watching = watch()
     deadline = time.monotonic() + 30
     while not any(s.prompt.startswith("questions|") for s in provider.chats()):
