@@ -8,7 +8,6 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
 from tests.train.conftest import trainer  # noqa: F401 - the fixture
 
 TEMPLATE = Path(__file__).parents[2] / "contrib" / "executor-template"
@@ -27,22 +26,6 @@ def _template_tests() -> type:
 
 
 TestSpoolExecutor = _template_tests()
-
-
-@pytest.fixture
-def spool_installed(tmp_path, monkeypatch):
-    """The template on sys.path with a .dist-info declaring its entry point."""
-    info = tmp_path / "site" / "overbrainer_spool-0.1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: overbrainer-spool\nVersion: 0.1.0\n"
-    )
-    (info / "entry_points.txt").write_text("[overbrainer]\nspool = overbrainer_spool\n")
-    monkeypatch.syspath_prepend(str(TEMPLATE))
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    importlib.invalidate_caches()
-    yield
-    sys.modules.pop("overbrainer_spool", None)
 
 
 def test_the_template_trains_and_is_read_through_the_cli(

@@ -2,30 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 
-import pytest
 from tests.train.conftest import group_alive, trainer  # noqa: F401 - the fixture
-
-TEMPLATE = Path(__file__).parents[2] / "contrib" / "plugin-template"
-
-
-@pytest.fixture
-def nice_installed(tmp_path, monkeypatch):
-    """The template on sys.path with a .dist-info declaring its entry point."""
-    info = tmp_path / "site" / "overbrainer_nice-0.1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: overbrainer-nice\nVersion: 0.1.0\n"
-    )
-    (info / "entry_points.txt").write_text("[overbrainer]\nnice = overbrainer_nice\n")
-    monkeypatch.syspath_prepend(str(TEMPLATE))
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    importlib.invalidate_caches()
-    yield f"{TEMPLATE}:{tmp_path / 'site'}"
-    sys.modules.pop("overbrainer_nice", None)
 
 
 def test_the_template_is_listed(nice_installed, run_cli):
