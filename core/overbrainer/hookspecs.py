@@ -186,3 +186,21 @@ def release_executor(executor: Any, run: RunRecord | None, outcome: str | None) 
     ``outcome`` is the run's state when the command ends, or None when it only detached.
     Every plugin's implementation is called; ignore executors that are not your own.
     """
+
+
+@hookspec
+def register_commands(register: Callable[[Any], None]) -> None:
+    """Add command groups to the ``overbrainer`` command line: call ``register(command)``
+    with a click command or group (``overbrainer pod`` of the runpod target).
+
+    Called only when a command name the core does not know is asked for, so that
+    ``overbrainer --help`` loads no plugin. Every plugin's implementation is called.
+    """
+
+
+@hookspec(firstresult=True)
+def describe_run(project: Path, run: RunRecord) -> str | None:
+    """A few words about what a target holds for ``run``, shown at the end of its
+    ``runs ls`` line (``pod running k3x9abc $0.53/h``), from local files only: no network.
+    Stops at the first non-None result.
+    """

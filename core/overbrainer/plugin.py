@@ -18,6 +18,9 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   ``select``, ``covered``, ``manifest_of``, ``verify``, ``sha256_file``), metric lines
   (``complete_lines``, ``parse_event``), and the POSIX host pair ``Host``/``HostExecutor``
   with ``LocalHost`` (this machine) and ``HostError``.
+- For a plugin's own commands (``register_commands``): ``current_project`` (the project of
+  the running command), ``ProjectLock`` (the project's writer lock, a context manager) and
+  ``check_run_id`` (refuses an id that is not a run id).
 """
 
 from __future__ import annotations
@@ -64,7 +67,17 @@ from overbrainer.job.spec import (
     TargetInfo,
 )
 from overbrainer.project import Project
+from overbrainer.runs.ids import check_run_id
+from overbrainer.runs.lock import ProjectLock
 from overbrainer.watch.summary import CycleSummary
+
+
+def current_project() -> Project:
+    """The project of the command being run, for a command a plugin registered."""
+    from overbrainer.cli.context import current_app
+
+    return current_app().project
+
 
 __all__ = [
     "CANCELLED",
@@ -93,6 +106,7 @@ __all__ = [
     "MissingArtifact",
     "NonEmpty",
     "Project",
+    "ProjectLock",
     "RemotePath",
     "RunRecord",
     "RunState",
@@ -102,9 +116,11 @@ __all__ = [
     "TargetInfo",
     "TransientError",
     "UserError",
+    "check_run_id",
     "comma_list",
     "complete_lines",
     "covered",
+    "current_project",
     "hookimpl",
     "job_environment",
     "layout",

@@ -95,7 +95,20 @@ class LazyGroup(click.Group):
         if cmd_name in self.lazy and cmd_name not in self.commands:
             module, _, attr = self.lazy[cmd_name].partition(":")
             self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        if cmd_name not in self.commands and ctx.parent is None:
+            self._plugin_commands()
         return super().get_command(ctx, cmd_name)
+
+    def _plugin_commands(self) -> None:
+        """The commands plugins add (``register_commands``), loaded only for a name the
+        core does not know: ``--help`` stays free of plugins."""
+        from overbrainer.plugins import load_plugins
+
+        def register(command: click.Command) -> None:
+            if command.name and command.name not in self.commands and command.name not in self.lazy:
+                self.add_command(command)
+
+        load_plugins().hook.register_commands(register=register)
 
     def invoke(self, ctx: click.Context) -> Any:
         from overbrainer.errors import UserError, signal_of

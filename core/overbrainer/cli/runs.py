@@ -16,9 +16,16 @@ def runs() -> None:
 @runs.command("ls")
 def list_runs() -> None:
     """List the runs, oldest first: id, state, target, creation time, snapshot."""
+    from overbrainer.job.record import RunRecord
     from overbrainer.runs.listing import run_lines
 
-    for line in run_lines(current_app().runs):
+    app = current_app()
+    hook = app.plugins.hook
+
+    def describe(record: RunRecord) -> str | None:
+        return hook.describe_run(project=app.project_dir, run=record)
+
+    for line in run_lines(app.runs, describe):
         click.echo(line)
 
 

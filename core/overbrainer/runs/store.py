@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable
@@ -59,7 +60,10 @@ class RunStore:
             try:
                 remote = claim(run_id)
             except BaseException:
-                directory.rmdir()
+                # A target may have left a record there (a pod that could not be
+                # deleted): the directory then stays, for `pod rm`.
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
                 raise
             if remote is None:
                 directory.rmdir()

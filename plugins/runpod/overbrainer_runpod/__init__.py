@@ -7,11 +7,28 @@ this kind imports it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, model_validator
 
-from overbrainer.plugin import Finite, NonEmpty, RemotePath, TargetBase, comma_list, hookimpl
+from overbrainer.plugin import (
+    ArtifactSpec,
+    Finite,
+    JobHandle,
+    JobPoll,
+    JobSpec,
+    JobStatus,
+    LogChunk,
+    NonEmpty,
+    Project,
+    RemotePath,
+    RunRecord,
+    TargetBase,
+    TargetInfo,
+    comma_list,
+    hookimpl,
+)
 
 
 def _comma_list(value: Any) -> Any:
@@ -69,3 +86,109 @@ class RunpodTarget(TargetBase):
 @hookimpl
 def register_targets(register: Callable[[str, type[BaseModel]], None]) -> None:
     register("runpod", RunpodTarget)
+
+
+def _mine(executor: Any) -> Any:
+    """``executor`` when it is a runpod one (its module loaded only once one exists)."""
+    import sys
+
+    module = sys.modules.get("overbrainer_runpod.executor")
+    return executor if module is not None and isinstance(executor, module.RunpodExecutor) else None
+
+
+@hookimpl
+def create_executor(name: str, target: BaseModel, project: Project, run: RunRecord | None) -> Any:
+    if not isinstance(target, RunpodTarget):
+        return None
+    from overbrainer_runpod.api import api_of
+    from overbrainer_runpod.executor import RunpodExecutor
+
+    return RunpodExecutor(name, target, project, api_of(*account(project)))
+
+
+def account(project: Project) -> tuple[Any, Any]:
+    """The API key and URL: the settings', else the project's environment's (a project
+    built without loading its settings, as the conformance suite does)."""
+    from pydantic import SecretStr
+
+    settings = project.settings.runpod
+    key = settings.api_key
+    if key is None and project.env.get("OVERBRAINER_RUNPOD__API_KEY"):
+        key = SecretStr(project.env["OVERBRAINER_RUNPOD__API_KEY"])
+    url = settings.base_url or project.env.get("OVERBRAINER_RUNPOD__BASE_URL")
+    return key, url
+
+
+@hookimpl
+def describe_target(executor: Any) -> TargetInfo | None:
+    return mine.describe() if (mine := _mine(executor)) else None
+
+
+@hookimpl
+def prepare_target(executor: Any) -> None:
+    if mine := _mine(executor):
+        mine.warn_orphans()
+
+
+@hookimpl
+def claim_run_dir(executor: Any, run_id: str) -> str | None:
+    return mine.claim(run_id) if (mine := _mine(executor)) else None
+
+
+@hookimpl
+def launch_job(executor: Any, run: RunRecord, job: JobSpec) -> JobHandle | None:
+    return mine.launch(run, job) if (mine := _mine(executor)) else None
+
+
+@hookimpl
+def poll_job(executor: Any, run: RunRecord) -> JobPoll | None:
+    return mine.poll(run) if (mine := _mine(executor)) else None
+
+
+@hookimpl
+def request_snapshot(executor: Any, run: RunRecord, reason: str) -> bool | None:
+    if not (mine := _mine(executor)):
+        return None
+    mine.request_snapshot(run, reason)
+    return True
+
+
+@hookimpl
+def cancel_job(executor: Any, run: RunRecord) -> JobStatus | None:
+    return mine.cancel(run) if (mine := _mine(executor)) else None
+
+
+@hookimpl
+def collect_artifacts(
+    executor: Any, run: RunRecord, artifacts: ArtifactSpec, dest: Path
+) -> list[str] | None:
+    return mine.collect(run, artifacts, dest) if (mine := _mine(executor)) else None
+
+
+@hookimpl
+def read_job_log(executor: Any, run: RunRecord, offset: int) -> LogChunk | None:
+    return mine.read_log(run, offset) if (mine := _mine(executor)) else None
+
+
+@hookimpl
+def release_executor(executor: Any, run: RunRecord | None, outcome: str | None) -> None:
+    if mine := _mine(executor):
+        mine.release(run, outcome)
+
+
+@hookimpl
+def register_commands(register: Callable[[Any], None]) -> None:
+    from overbrainer_runpod.cli import pod
+
+    register(pod)
+
+
+@hookimpl
+def describe_run(project: Path, run: RunRecord) -> str | None:
+    from overbrainer_runpod import record
+
+    try:
+        pod = record.load(project / "runs" / run.id)
+    except Exception:  # noqa: BLE001 - a listing never fails for one record
+        return None
+    return pod.summary() if pod is not None else None

@@ -1,0 +1,117 @@
+"""``overbrainer pod``: the Runpod pods of overbrainer, the GPU types, data centers, volumes.
+
+Registered through ``register_commands``; the SDK is imported by the commands that talk to
+Runpod, when they run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+
+def _api() -> Any:
+    from overbrainer.plugin import current_project
+    from overbrainer_runpod import account
+    from overbrainer_runpod.api import api_of
+
+    return api_of(*account(current_project()))
+
+
+@click.group()
+def pod() -> None:
+    """Runpod pods: list and delete them, see GPU types, data centers and volumes."""
+
+
+@pod.command("ls")
+def list_pods() -> None:
+    """List overbrainer's pods on the account: id, state, $/h, run."""
+    pods = [p for p in _api().pods() if str(p.get("name") or "").startswith("overbrainer-")]
+    if not pods:
+        click.echo("pod: no overbrainer pod on this account")
+    for found in pods:
+        run_id = str(found["name"]).removeprefix("overbrainer-").rpartition("-")[0]
+        click.echo(
+            f"{found.get('id')}  {found.get('desiredStatus', '?'):<9}  "
+            f"${float(found.get('costPerHr') or 0):.2f}/h  run {run_id}"
+        )
+
+
+@pod.command("rm")
+@click.argument("run_id")
+@click.option("--force", is_flag=True, help="Delete it even while its run is still running.")
+def remove(run_id: str, force: bool) -> None:
+    """Delete the pod of RUN_ID and confirm it is gone."""
+    from overbrainer.plugin import ProjectLock, UserError, check_run_id, current_project
+    from overbrainer_runpod import record
+    from overbrainer_runpod.pods import PodLife
+    from overbrainer_runpod.record import PodState
+    from overbrainer_runpod.timing import timing
+
+    check_run_id(run_id)
+    project = current_project()
+    with ProjectLock(project.dir):
+        run_dir = project.runs_dir / run_id
+        pod_record = record.load(run_dir) if run_dir.is_dir() else None
+        if pod_record is None or pod_record.pod_id is None:
+            raise UserError(f"run {run_id} has no pod")
+        if pod_record.state is PodState.DELETED:
+            click.echo(f"pod: the pod of run {run_id} is already deleted")
+            return
+        if pod_record.state is PodState.RUNNING and not force:
+            raise UserError(
+                f"run {run_id} may still be running on pod {pod_record.pod_id}: cancel it with "
+                f"`overbrainer train cancel {run_id}`, or delete the pod anyway with --force"
+            )
+        life = PodLife(_api(), run_dir, timing())
+        life.delete("pod rm")
+        spend = life.pod.estimated_spend
+        click.echo(
+            f"pod: pod {pod_record.pod_id} of run {run_id} deleted"
+            + (f" (about ${spend:.2f})" if spend is not None else "")
+        )
+
+
+@pod.command("gpus")
+@click.option("--min-vram", type=click.IntRange(min=1), help="At least this many GB of VRAM.")
+@click.option("--max-price", type=click.FloatRange(min=0), help="At most this many $/h.")
+@click.option("--in-stock", is_flag=True, help="Only types in stock on Secure Cloud.")
+def gpus(min_vram: int | None, max_price: float | None, in_stock: bool) -> None:
+    """List the GPU types of Secure Cloud: id, VRAM, $/h, stock; cheapest first."""
+    rows = []
+    for gpu in _api().gpus():
+        lowest = gpu.get("lowestPrice") or {}
+        price = lowest.get("uninterruptablePrice") or gpu.get("securePrice")
+        stock = lowest.get("stockStatus")
+        vram = gpu.get("memoryInGb") or 0
+        if not gpu.get("secureCloud") or (min_vram and vram < min_vram):
+            continue
+        if max_price is not None and (price is None or price > max_price):
+            continue
+        if in_stock and not stock:
+            continue
+        rows.append((price if price is not None else float("inf"), gpu["id"], vram, stock))
+    for price, gpu_id, vram, stock in sorted(rows):
+        shown = f"${price:.2f}/h" if price != float("inf") else "-"
+        click.echo(f"{gpu_id:<28}  {vram:>4} GB  {shown:>9}  {stock or 'out of stock'}")
+
+
+@pod.command("datacenters")
+def datacenters() -> None:
+    """List Runpod's data centers (for data_center_ids)."""
+    for center in _api().datacenters():
+        click.echo(f"{center.get('id')}  {center.get('location') or center.get('name') or ''}")
+
+
+@pod.command("volumes")
+def volumes() -> None:
+    """List the account's network volumes (for network_volume_id)."""
+    found = _api().volumes()
+    if not found:
+        click.echo("pod: no network volume on this account")
+    for volume in found:
+        click.echo(
+            f"{volume.get('id')}  {volume.get('name')}  {volume.get('size')} GB  "
+            f"{volume.get('dataCenterId')}"
+        )

@@ -1,0 +1,360 @@
+"""The runpod executor: a pod per run, and the job on it through the ssh target's transport.
+
+``claim_run_dir`` places the pod (the run id names it), waits until it is ready and claims
+the run's directory there; every later hook finds the run's pod by its id (from
+``pod.json`` when a later command attaches) and hands the job protocol to a
+``HostExecutor`` over ``SshHost``. ``release_executor`` ends the pod: its logs home,
+``.pod/retrieved``, deleted and confirmed; or kept (``--keep-pod``); or left to its
+watchdog when the results are not home (``awaiting_retrieval``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from overbrainer.plugin import (
+    LOST,
+    ArtifactSpec,
+    HostError,
+    HostExecutor,
+    HostTarget,
+    JobHandle,
+    JobPoll,
+    JobSpec,
+    JobStatus,
+    LogChunk,
+    Project,
+    RunRecord,
+    TargetInfo,
+    TransientError,
+    UserError,
+)
+from overbrainer_runpod import record
+from overbrainer_runpod.api import RunpodApi
+from overbrainer_runpod.pods import (
+    STATE_DIR,
+    Placement,
+    PodLife,
+    alias,
+    auto_gpu_types,
+    estimate_vram_gb,
+)
+from overbrainer_runpod.record import PodState
+from overbrainer_runpod.timing import Timing, timing
+
+ENDED = ("succeeded", "failed", "cancelled", "stopped")
+POD_LOGS = ("boot.log", "watchdog.log", "sshd.log")
+
+
+@dataclass
+class PodSession:
+    """A run's pod, reached."""
+
+    life: PodLife
+    host: Any
+    inner: HostExecutor
+    launched: bool = False
+    lease_at: float = 0.0
+    guard_warned: bool = False
+
+    @property
+    def run_dir(self) -> str:
+        return f"{self.inner.workdir}/{self.life.pod.run_id}"
+
+
+@dataclass
+class RunpodExecutor:
+    name: str
+    target: Any
+    project: Project
+    api: RunpodApi
+    timing: Timing = field(default_factory=timing)
+    sessions: dict[str, PodSession] = field(default_factory=dict)
+
+    def describe(self) -> TargetInfo:
+        return TargetInfo(device="gpu", local_paths=False, per_run=True)
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.project.runs_dir / run_id
+
+    # Starting.
+
+    def warn_orphans(self) -> None:
+        """Warn about overbrainer pods whose run of this project is over, or unknown."""
+        try:
+            pods = self.api.pods()
+        except (TransientError, UserError) as error:
+            logger.warning(f"runpod: cannot list the pods: {error}")
+            return
+        for pod in pods:
+            name = str(pod.get("name") or "")
+            if not name.startswith("overbrainer-"):
+                continue
+            run_id = name.removeprefix("overbrainer-").rpartition("-")[0]
+            mine = record.load(self.run_dir(run_id)) if (self.run_dir(run_id)).is_dir() else None
+            if mine is not None and mine.pod_id == pod.get("id") and mine.state in (
+                PodState.RUNNING, PodState.READY, PodState.PROVISIONING, PodState.KEPT,
+            ):  # fmt: skip
+                continue
+            logger.warning(
+                f"runpod: pod {pod.get('id')} ({name}, ${pod.get('costPerHr', '?')}/h) is an "
+                f"overbrainer pod no run of this project follows: delete it with "
+                f"`overbrainer pod rm {run_id}` or in Runpod's console"
+            )
+
+    def placement(self) -> Placement:
+        target = self.target
+        data_centers: list[str | None] = (
+            [None] if target.data_center_ids == "auto" else list(target.data_center_ids)
+        )
+        if target.gpu_types != "auto":
+            return Placement(list(target.gpu_types), data_centers)
+        training = self.project.settings.training
+        vram = target.min_vram_gb or estimate_vram_gb(
+            training.base_model if training else None, training.adapter if training else None
+        )
+        types = auto_gpu_types(self.api, target.gpu_count, vram, target.max_price_per_hour)
+        if not types:
+            price = f" under ${target.max_price_per_hour}/h" if target.max_price_per_hour else ""
+            raise UserError(
+                f'gpu_types = "auto": no Secure Cloud GPU type in stock with {vram} GB{price}'
+            )
+        return Placement(types, data_centers)
+
+    def claim(self, run_id: str) -> str:
+        """Place the run's pod, reach it, claim the run's directory there."""
+        run_dir = self.run_dir(run_id)
+        existing = record.load(run_dir) if run_dir.is_dir() else None
+        if existing is not None and existing.pod_id is not None:
+            return ""  # this id has its pod already
+        life = PodLife(self.api, run_dir, self.timing)
+        try:
+            life.place(self.target, self.placement(), api_url=self.api.base_url)
+            host = life.wait_ready(lambda config: self._connect(run_id, config))
+            life.drop_secret()
+            session = self._session(life, host)
+            self._cost_cap(session)
+            remote = session.inner.claim(run_id)
+            session.inner.prepare()
+        except BaseException:
+            self._abandon(life)
+            raise
+        self.sessions[run_id] = session
+        return remote
+
+    def _abandon(self, life: PodLife) -> None:
+        """Delete a pod whose start failed (or was interrupted)."""
+        if life.pod.pod_id is None:
+            life.drop_secret()
+            return
+        try:
+            life.delete("client")
+        except Exception as error:  # noqa: BLE001 - the start's error is the one to show
+            logger.warning(
+                f"runpod: cannot delete pod {life.pod.pod_id}: {error}; its watchdog deletes "
+                f"it within the boot grace, or run `overbrainer pod rm {life.pod.run_id}`"
+            )
+
+    def _connect(self, run_id: str, config: Path) -> Any:
+        from overbrainer_ssh.host import SshHost
+
+        host = SshHost(self.name, alias(run_id), ssh_config=config)
+        host._transport()
+        return host
+
+    def _session(self, life: PodLife, host: Any) -> PodSession:
+        inner_target = HostTarget(kind="runpod", venv=self.target.venv, device="gpu")
+        inner = HostExecutor(
+            self.name, inner_target, host, life.pod.workdir or "/workspace/overbrainer",
+            env=self.project.env,
+        )  # fmt: skip
+        return PodSession(life, host, inner)
+
+    def _cost_cap(self, session: PodSession) -> None:
+        """Tell the watchdog when the cost cap asks for a snapshot."""
+        pod = session.life.pod
+        if self.target.max_cost_usd is None or not pod.cost_per_hour:
+            return
+        created = record.parse_time(pod.created or record.now_text()).timestamp()
+        at = int(
+            created + 0.95 * self.timing.seconds(60 * self.target.max_cost_usd / pod.cost_per_hour)
+        )
+        session.host.check(f'echo "{at} cost" > "$HOME/{STATE_DIR}/snapshot_at"\n')
+
+    def session(self, run_id: str) -> PodSession | None:
+        """The run's pod, reached (from ``pod.json`` in a later command); None once it is
+        deleted."""
+        found = self.sessions.get(run_id)
+        if found is not None:
+            return found
+        run_dir = self.run_dir(run_id)
+        life = PodLife(self.api, run_dir, self.timing)
+        pod = life.pod
+        if pod.pod_id is None or pod.state is PodState.DELETED or pod.workdir is None:
+            return None
+        config = life.ssh_dir / "config"
+        from overbrainer_ssh.host import SshHost
+
+        host = SshHost(self.name, alias(run_id), ssh_config=config)
+        session = self._session(life, host)
+        session.launched = True
+        self.sessions[run_id] = session
+        return session
+
+    def launch(self, run: RunRecord, job: JobSpec) -> JobHandle:
+        session = self._need(run)
+        handle = session.inner.launch(run, job)
+        session.launched = True
+        keep = "mkdir -p .pod && touch .pod/keep && " if job.keep_machine else ""
+        session.host.check(f"cd {_q(run.remote_dir)} && {keep}mkdir -p .pod && touch .pod/lease\n")
+        session.lease_at = time.monotonic()
+        session.life.save(state=PodState.RUNNING, keep=job.keep_machine)
+        return handle
+
+    def _need(self, run: RunRecord) -> PodSession:
+        session = self.session(run.id)
+        if session is None:
+            raise UserError(f"run {run.id} has no pod any more (see runs/{run.id}/pod.json)")
+        return session
+
+    # Following.
+
+    def poll(self, run: RunRecord) -> JobPoll:
+        session = self.session(run.id)
+        if session is None:
+            return JobPoll(LOST)
+        try:
+            poll = session.inner.poll(run)
+        except HostError as error:
+            if self._gone(session):
+                return JobPoll(LOST)
+            raise TransientError(str(error)) from None
+        self._renew(session, run, bool(poll.lines))
+        return poll
+
+    def _renew(self, session: PodSession, run: RunRecord, progress: bool) -> None:
+        """Touch ``.pod/lease`` while metrics flow; stop past the deadline + the guard."""
+        pod = session.life.pod
+        guard = (pod.delete_at or 0) + self.timing.seconds(self.timing.client_guard_minutes)
+        if pod.delete_at and time.time() > guard:
+            if not session.guard_warned:
+                session.guard_warned = True
+                logger.warning(
+                    f"runpod: run {run.id} is past max_hours: the lease is no longer renewed "
+                    "and the pod's watchdog deletes it"
+                )
+            return
+        every = self.timing.seconds(self.timing.lease_renew_minutes)
+        if progress and time.monotonic() - session.lease_at >= every:
+            session.host.check(f"cd {_q(run.remote_dir)} && mkdir -p .pod && touch .pod/lease\n")
+            session.lease_at = time.monotonic()
+
+    def _gone(self, session: PodSession) -> bool:
+        """Whether the pod is gone (deleted by its watchdog): recorded if so."""
+        pod_id = session.life.pod.pod_id
+        try:
+            gone = pod_id is None or self.api.pod(pod_id) is None
+        except (TransientError, UserError):
+            return False
+        if gone and session.life.pod.state is not PodState.DELETED:
+            try:
+                session.life.confirm_gone("watchdog")
+            except UserError:
+                return False
+        return gone
+
+    def request_snapshot(self, run: RunRecord, reason: str) -> None:
+        self._need(run).inner.request_snapshot(run, reason)
+
+    def cancel(self, run: RunRecord) -> JobStatus:
+        session = self.session(run.id)
+        if session is None:
+            return LOST
+        try:
+            return session.inner.cancel(run)
+        except HostError:
+            if self._gone(session):
+                return LOST
+            raise
+
+    def collect(self, run: RunRecord, artifacts: ArtifactSpec, dest: Path) -> list[str]:
+        return self._need(run).inner.collect(run, artifacts, dest)
+
+    def read_log(self, run: RunRecord, offset: int) -> LogChunk:
+        session = self.session(run.id)
+        if session is None:
+            return LogChunk(b"", offset)
+        return session.inner.read_log(run, offset)
+
+    # Ending.
+
+    def release(self, run: RunRecord | None, outcome: str | None) -> None:
+        try:
+            if run is None:
+                for session in list(self.sessions.values()):
+                    if not session.launched:
+                        self._abandon(session.life)
+            elif outcome is not None and run.id in self.sessions:
+                self.end(self.sessions[run.id], run, outcome)
+        finally:
+            for session in self.sessions.values():
+                session.host.close()
+
+    def end(self, session: PodSession, run: RunRecord, outcome: str) -> None:
+        life = session.life
+        pod = life.pod
+        if pod.state is PodState.DELETED:
+            return
+        retrieved = (outcome in ("succeeded", "stopped")) or (
+            outcome in ("failed", "cancelled")
+            and "artifacts not retrieved" not in (run.message or "")
+        )
+        if run.job is None and outcome in ENDED:
+            retrieved = True  # nothing ran: nothing to retrieve
+        if outcome not in ENDED or not retrieved:
+            life.save(state=PodState.AWAITING_RETRIEVAL)
+            logger.warning(
+                f"runpod: the results of run {run.id} are not home: pod {pod.pod_id} waits for "
+                f"`overbrainer train attach {run.id}`; its watchdog deletes it after the retrieve "
+                "grace"
+            )
+            return
+        self._logs_home(session)
+        if pod.keep:
+            life.save(state=PodState.KEPT)
+            logger.info(
+                f"runpod: pod {pod.pod_id} kept: `ssh -F runs/{run.id}/ssh/config "
+                f"{alias(run.id)}`; delete it with `overbrainer pod rm {run.id}` (its watchdog "
+                "deletes it at max_hours)"
+            )
+            return
+        try:
+            where = _q(session.run_dir)
+            session.host.check(f"mkdir -p {where}/.pod && touch {where}/.pod/retrieved\n")
+        except HostError as error:
+            logger.debug(f"runpod: cannot mark the results retrieved: {error}")
+        session.host.close()
+        life.delete("client")
+
+    def _logs_home(self, session: PodSession) -> None:
+        """The pod's own logs, into ``runs/<id>/pod/``."""
+        into = session.life.run_dir / "pod"
+        into.mkdir(exist_ok=True)
+        for name in POD_LOGS:
+            try:
+                done = session.host.run(f'tail -c 4194304 "$HOME/{STATE_DIR}/{name}"')
+            except HostError:
+                continue
+            if done.code == 0:
+                (into / name).write_bytes(done.stdout)
+
+
+def _q(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)

@@ -1,0 +1,346 @@
+"""A pod's life from the client: placed (GPU types in order, an ambiguous create
+reconciled by name), reached with its host key pinned, deleted and the deletion confirmed.
+
+The host key is made here before the pod exists and handed to it through a Runpod secret
+(the pod's env holds only ``{{ RUNPOD_SECRET_<name> }}``, resolved by Runpod when the
+container starts); the secret is deleted once the pod is ready. The client key stays in
+``runs/<id>/ssh/``; only its public half travels (``PUBLIC_KEY``).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from overbrainer.plugin import HostError, TransientError, UserError
+from overbrainer_runpod import keys, record
+from overbrainer_runpod.api import Ambiguous, Enum, Refused, RunpodApi
+from overbrainer_runpod.record import Attempt, PodRecord, PodState
+from overbrainer_runpod.timing import Timing, ssh_user
+
+DEFAULT_IMAGE = "axolotlai/axolotl-cloud:main-latest"
+STATE_DIR = ".overbrainer-pod"
+NOT_FOUND_TIMES = 3
+"""A pod is gone once this many lookups in a row do not find it: one could be a glitch."""
+CONFIRM_TRIES = 30
+RECONCILE_TRIES = 3
+
+
+def pod_name(run_id: str, attempt: int) -> str:
+    return f"overbrainer-{run_id}-{attempt}"
+
+
+def alias(run_id: str) -> str:
+    return f"overbrainer-{run_id}"
+
+
+def secret_name(run_id: str) -> str:
+    return "overbrainer_" + re.sub(r"[^A-Za-z0-9_]", "_", run_id) + "_host_key"
+
+
+def start_command() -> str:
+    """The pod's command: the pod script, shipped base64 (no quote nor line break of it
+    reaches the API), written to the state directory and started."""
+    script = resources.files("overbrainer_runpod").joinpath("pod.sh").read_bytes()
+    encoded = base64.b64encode(script).decode("ascii")
+    state = f'"$HOME/{STATE_DIR}"'
+    return (
+        f"sh -c 'mkdir -p {state} && echo {encoded} | base64 -d > {state}/pod.sh "
+        f"&& exec sh {state}/pod.sh start'"
+    )
+
+
+@dataclass(frozen=True)
+class Placement:
+    gpu_types: list[str]
+    data_centers: list[str | None]
+
+
+def estimate_vram_gb(base_model: str | None, adapter: str | None) -> int:
+    """VRAM enough for a model named like ``Qwen3-8B`` (its size in its name), else 24."""
+    match = re.search(r"(\d+(?:\.\d+)?)\s*[bB]\b", base_model or "")
+    if match is None:
+        return 24
+    billions = float(match.group(1))
+    per_billion = {"qlora": 1.0, "lora": 2.5, "full": 16.0}.get(adapter or "lora", 2.5)
+    return max(16, int(billions * per_billion + 6))
+
+
+def auto_gpu_types(api: RunpodApi, count: int, min_vram: int, max_price: float | None) -> list[str]:
+    """Secure Cloud types in stock with ``min_vram`` GB, under ``max_price``, cheapest first."""
+    chosen = []
+    for gpu in api.gpus(count):
+        price = (gpu.get("lowestPrice") or {}).get("uninterruptablePrice") or gpu.get("securePrice")
+        stock = (gpu.get("lowestPrice") or {}).get("stockStatus")
+        if not gpu.get("secureCloud") or not stock or price is None:
+            continue
+        if (gpu.get("memoryInGb") or 0) < min_vram:
+            continue
+        if max_price is not None and price > max_price:
+            continue
+        chosen.append((float(price), str(gpu["id"])))
+    return [gpu for _, gpu in sorted(chosen)]
+
+
+class PodLife:
+    """The pod of run ``run_id``, its record in ``run_dir``."""
+
+    def __init__(self, api: RunpodApi, run_dir: Path, timing: Timing) -> None:
+        self.api = api
+        self.run_dir = run_dir
+        self.timing = timing
+        self.pod: PodRecord = record.load(run_dir) or PodRecord(run_id=run_dir.name)
+
+    @property
+    def ssh_dir(self) -> Path:
+        return self.run_dir / record.SSH_DIR
+
+    def save(self, **changes: Any) -> None:
+        self.pod = self.pod.model_copy(update=changes)
+        record.save(self.run_dir, self.pod)
+
+    # Placing.
+
+    def place(self, target: Any, placement: Placement, *, api_url: str | None) -> None:
+        """Create the pod: each GPU type (and data center) in order until one is placed."""
+        run_id = self.pod.run_id
+        client = keys.new_key()
+        keys.write_private(self.ssh_dir / keys.CLIENT_KEY, client.private)
+        host = keys.new_key()
+        delete_at = int(time.time() + self.timing.seconds(target.max_hours * 60))
+        secret = secret_name(run_id)
+        self.save(state=PodState.CREATING, host_key=host.public, delete_at=delete_at, secret=secret)
+        try:
+            self.api.create_secret(secret, base64.b64encode(host.private).decode("ascii"))
+        except (Refused, Ambiguous) as error:
+            raise UserError(
+                f"cannot hand the pod its host key through a Runpod secret: {error}"
+            ) from None
+        env = {
+            "PUBLIC_KEY": client.public,
+            "OVERBRAINER_RUN_ID": run_id,
+            "OVERBRAINER_DELETE_AT": str(delete_at),
+            "OVERBRAINER_BOOT_GRACE_S": str(int(self.timing.seconds(target.boot_grace_minutes))),
+            "OVERBRAINER_RETRIEVE_GRACE_S": str(
+                int(self.timing.seconds(target.retrieve_grace_minutes))
+            ),
+            "OVERBRAINER_LEASE_S": str(int(self.timing.seconds(self.timing.lease_minutes))),
+            "OVERBRAINER_SNAPSHOT_LEAD_S": str(
+                int(self.timing.seconds(self.timing.snapshot_lead_minutes))
+            ),
+            "OVERBRAINER_TICK_S": f"{self.timing.tick:g}",
+            "OVERBRAINER_HOST_KEY": "{{ RUNPOD_SECRET_" + secret + " }}",
+        }
+        api_url = api_url or os.environ.get("RUNPOD_API_BASE_URL")
+        if api_url:
+            env["OVERBRAINER_API_URL"] = api_url.rstrip("/")
+        base = {
+            "cloudType": Enum("SECURE"),
+            "gpuCount": target.gpu_count,
+            "imageName": target.image or DEFAULT_IMAGE,
+            "containerDiskInGb": target.container_disk_gb,
+            "volumeInGb": 0,
+            "dockerArgs": start_command(),
+            "ports": "22/tcp",
+            "supportPublicIp": True,
+            "startSsh": False,
+            "env": [{"key": k, "value": v} for k, v in env.items()],
+            "networkVolumeId": target.network_volume_id,
+            "volumeMountPath": "/workspace" if target.network_volume_id else None,
+        }
+        failures: list[str] = []
+        for gpu_type, data_center in self._candidates(placement):
+            created = self._create_once(base, gpu_type, data_center, failures)
+            if created is not None:
+                return
+        raise UserError(f"no gpu_types entry could be placed: {'; '.join(failures)}")
+
+    @staticmethod
+    def _candidates(placement: Placement) -> Iterator[tuple[str, str | None]]:
+        for gpu_type in placement.gpu_types:
+            for data_center in placement.data_centers:
+                yield gpu_type, data_center
+
+    def _create_once(
+        self, base: dict[str, Any], gpu_type: str, data_center: str | None, failures: list[str]
+    ) -> str | None:
+        """One GPU type: its pod id, or None (the reason added to ``failures``) when the
+        next one should be tried. An ambiguous answer is reconciled by name before the
+        same type is tried again."""
+        where = f"{gpu_type} in {data_center}" if data_center else gpu_type
+        for _ in range(RECONCILE_TRIES):
+            name = pod_name(self.pod.run_id, len(self.pod.attempts) + 1)
+            attempts = [
+                *self.pod.attempts,
+                Attempt(name=name, gpu_type=gpu_type, data_center=data_center),
+            ]
+            self.save(attempts=attempts, state=PodState.CREATING)  # before every create
+            spec = {"name": name, "gpuTypeId": gpu_type, "dataCenterId": data_center, **base}
+            try:
+                answer = self.api.create(spec)
+            except Refused as error:
+                self._attempt_outcome(error.kind, error.message)
+                if error.kind in ("capacity", "forbidden"):
+                    failures.append(f"{where}: {error.message}")
+                    return None
+                raise UserError(
+                    f"the Runpod API refused the pod ({where}): {error.message}"
+                ) from None
+            except Ambiguous as error:
+                self._attempt_outcome("ambiguous", str(error))
+                logger.warning(
+                    f"runpod: the create of {name} got {error}: looking the pod up by name"
+                )
+                found = self._find(name)
+                if found is None:
+                    continue
+                answer = found
+            pod_id = str(answer["id"])
+            self._attempt_outcome("created", None)
+            cost = answer.get("costPerHr")
+            self.save(
+                state=PodState.PROVISIONING,
+                pod_id=pod_id,
+                pod_name=name,
+                gpu_type=gpu_type,
+                cost_per_hour=float(cost) if cost is not None else None,
+                created=record.now_text(),
+            )
+            logger.info(f"runpod: pod {pod_id} ({gpu_type}) created for run {self.pod.run_id}")
+            return pod_id
+        failures.append(f"{where}: no answer from the Runpod API")
+        return None
+
+    def _attempt_outcome(self, outcome: str, detail: str | None) -> None:
+        attempts = list(self.pod.attempts)
+        attempts[-1] = attempts[-1].model_copy(update={"outcome": outcome, "detail": detail})
+        self.save(attempts=attempts)
+
+    def _find(self, name: str) -> dict[str, Any] | None:
+        """The pod named ``name``, looked up a few times (a new pod may list late)."""
+        for _ in range(RECONCILE_TRIES):
+            try:
+                for pod in self.api.pods():
+                    if pod.get("name") == name:
+                        return pod
+            except TransientError:
+                pass
+            time.sleep(self.timing.confirm)
+        return None
+
+    # Reaching it.
+
+    def wait_ready(self, connect: Any) -> Any:
+        """Poll the pod until its SSH port is known and its bootstrap says ready; the
+        connected host ``connect(config)`` returned."""
+        pod_id = self.pod.pod_id
+        assert pod_id is not None
+        deadline = time.monotonic() + self.timing.seconds(self.timing.ready_minutes)
+        last = "no SSH port yet"
+        while time.monotonic() < deadline:
+            found = self.api.pod(pod_id)
+            if found is None:
+                raise UserError(f"pod {pod_id} vanished while it was starting")
+            port = _ssh_port(found)
+            if port is not None:
+                host_ip, public_port = port
+                config = keys.write_ssh_files(
+                    self.ssh_dir,
+                    alias(self.pod.run_id),
+                    host_ip,
+                    public_port,
+                    user=ssh_user(),
+                    host_key=self.pod.host_key or "",
+                )  # fmt: skip
+                self.save(ssh_host=host_ip, ssh_port=public_port, ssh_user=ssh_user())
+                try:
+                    host = connect(config)
+                    state = host.run(
+                        f'cat "$HOME/{STATE_DIR}/failed" 2>/dev/null && exit 3; '
+                        f'cat "$HOME/{STATE_DIR}/ready"'
+                    )
+                    if state.code == 3:
+                        raise UserError(f"pod {pod_id} failed to start: {state.text().strip()}")
+                    if state.code == 0 and state.text().strip():
+                        self.save(
+                            state=PodState.READY,
+                            ready=record.now_text(),
+                            workdir=state.text().strip().splitlines()[-1],
+                        )
+                        return host
+                    last = "its bootstrap is not done"
+                except (HostError, UserError) as error:
+                    if isinstance(error, UserError) and "failed to start" in str(error):
+                        raise
+                    last = str(error)
+            time.sleep(self.timing.poll)
+        raise UserError(
+            f"pod {pod_id} was not ready after {self.timing.ready_minutes:g} min: {last}"
+        )
+
+    def drop_secret(self) -> None:
+        if self.pod.secret is None:
+            return
+        try:
+            self.api.delete_secret(self.pod.secret)
+            self.save(secret=None)
+        except (Refused, Ambiguous, UserError) as error:
+            logger.warning(f"runpod: cannot delete the secret {self.pod.secret}: {error}")
+
+    # Deleting.
+
+    def delete(self, by: str) -> None:
+        """Delete the pod and confirm it is gone; record it ``deleted`` with its spend."""
+        pod_id = self.pod.pod_id
+        if pod_id is None or self.pod.state is PodState.DELETED:
+            self.drop_secret()
+            if self.pod.state is not PodState.DELETED:
+                self.save(state=PodState.DELETED, deleted=record.now_text(), deleted_by=by)
+            return
+        self.save(state=PodState.DELETING)
+        self.api.terminate(pod_id)
+        self.confirm_gone(by)
+        logger.info(f"runpod: pod {pod_id} deleted (about ${self.pod.estimated_spend or 0:.2f})")
+
+    def confirm_gone(self, by: str) -> None:
+        pod_id = self.pod.pod_id
+        assert pod_id is not None
+        missing = 0
+        for _ in range(CONFIRM_TRIES):
+            if self.api.pod(pod_id) is None:
+                missing += 1
+                if missing >= NOT_FOUND_TIMES:
+                    break
+            else:
+                missing = 0
+            time.sleep(self.timing.confirm)
+        else:
+            raise UserError(
+                f"pod {pod_id} is still listed after its deletion: check it with "
+                f"`overbrainer pod ls`, delete it with `overbrainer pod rm {self.pod.run_id}`"
+            )
+        deleted = record.now_text()
+        self.pod = self.pod.model_copy(update={"deleted": deleted})
+        self.save(
+            state=PodState.DELETED,
+            deleted_by=by,
+            estimated_spend=self.pod.spend(),
+        )
+        self.drop_secret()
+
+
+def _ssh_port(pod: dict[str, Any]) -> tuple[str, int] | None:
+    runtime = pod.get("runtime") or {}
+    for port in runtime.get("ports") or []:
+        if port.get("privatePort") == 22 and port.get("isIpPublic") and port.get("publicPort"):
+            return str(port["ip"]), int(port["publicPort"])
+    return None

@@ -1,0 +1,468 @@
+"""A stateful loopback server playing Runpod's GraphQL API, and the pods it makes.
+
+It answers the queries the runpod SDK sends (``myself { pods }``, ``pod(input:)``,
+``podTerminate``, ``gpuTypes``) and the ones the ``runpod`` target sends itself through
+``run_graphql_query`` (``podFindAndDeployOnDemand``, ``secretCreate``/``secretDelete``,
+``dataCenters``, ``networkVolumes``). A GraphQL input object is parsed for real (strings with
+escapes, numbers, lists, objects), so a query built with bad escaping fails here as it would
+there.
+
+A pod is a directory (``root/pods/<id>``) and the pod's start command (``dockerArgs``), run
+there with the pod's environment, ``{{ RUNPOD_SECRET_x }}`` references resolved, plus what
+the platform adds: ``RUNPOD_POD_ID``, a ``RUNPOD_API_KEY`` that may only delete its own pod,
+and the knobs that make a pod of this machine (``OVERBRAINER_POD_ROOT`` as ``/``, the SSH
+port, extra sshd lines). Terminating a pod stops every process of it by pid.
+
+Knobs (attributes, changed by tests at any time): ``no_capacity`` and ``forbidden`` (GPU type
+ids), ``no_credit``, ``ambiguous_creates`` (how many creates answer 502 after creating the
+pod), ``dropped_creates`` (creates that close the connection after creating), ``port_delay``
+(gets answered with no runtime before the ports appear), ``stock`` (type id -> stockStatus).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+GPU_TYPES = [
+    {"id": "NVIDIA A40", "displayName": "A40", "memoryInGb": 48, "securePrice": 0.44},
+    {"id": "NVIDIA L40S", "displayName": "L40S", "memoryInGb": 48, "securePrice": 0.86},
+    {"id": "NVIDIA RTX A5000", "displayName": "RTX A5000", "memoryInGb": 24, "securePrice": 0.27},
+    {"id": "NVIDIA H100 80GB HBM3", "displayName": "H100 SXM", "memoryInGb": 80,
+     "securePrice": 2.99},
+]  # fmt: skip
+DATA_CENTERS = [
+    {"id": "EU-RO-1", "name": "EU-RO-1", "location": "Romania"},
+    {"id": "US-KS-2", "name": "US-KS-2", "location": "United States"},
+]
+NO_CAPACITY = (
+    "There are no longer any instances available with the requested specifications. "
+    "Please refresh and try again."
+)
+NO_CREDIT = "Your account balance is too low to rent a pod"
+
+
+class GraphQLSyntaxError(ValueError):
+    pass
+
+
+def parse_value(text: str, start: int) -> tuple[Any, int]:
+    """One GraphQL value literal of ``text`` from ``start``: the value and where it ends."""
+    i = _skip(text, start)
+    if i >= len(text):
+        raise GraphQLSyntaxError("unexpected end")
+    char = text[i]
+    if char == '"':
+        if text.startswith('"""', i):
+            raise GraphQLSyntaxError("block strings are not expected here")
+        out, i = [], i + 1
+        while True:
+            if i >= len(text):
+                raise GraphQLSyntaxError("unterminated string")
+            c = text[i]
+            if c == '"':
+                return "".join(out), i + 1
+            if c in "\n\r":
+                raise GraphQLSyntaxError("line break in a string")
+            if c == "\\":
+                e = text[i + 1]
+                simple = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n",
+                          "r": "\r", "t": "\t"}  # fmt: skip
+                if e in simple:
+                    out.append(simple[e])
+                    i += 2
+                    continue
+                if e == "u":
+                    out.append(chr(int(text[i + 2 : i + 6], 16)))
+                    i += 6
+                    continue
+                raise GraphQLSyntaxError(f"bad escape \\{e}")
+            out.append(c)
+            i += 1
+    if char == "[":
+        items, i = [], i + 1
+        while True:
+            i = _skip(text, i)
+            if text[i] == "]":
+                return items, i + 1
+            value, i = parse_value(text, i)
+            items.append(value)
+    if char == "{":
+        obj, i = {}, i + 1
+        while True:
+            i = _skip(text, i)
+            if text[i] == "}":
+                return obj, i + 1
+            match = re.compile(r"[A-Za-z_]\w*").match(text, i)
+            if not match:
+                raise GraphQLSyntaxError(f"expected a name at {i}")
+            i = _skip(text, match.end())
+            if text[i] != ":":
+                raise GraphQLSyntaxError(f"expected ':' at {i}")
+            obj[match.group()], i = parse_value(text, i + 1)
+    match = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?").match(text, i)
+    if match:
+        number = match.group()
+        return (float(number) if any(c in number for c in ".eE") else int(number)), match.end()
+    match = re.compile(r"[A-Za-z_]\w*").match(text, i)
+    if match:
+        word = match.group()
+        return {"true": True, "false": False, "null": None}.get(word, word), match.end()
+    raise GraphQLSyntaxError(f"unexpected {char!r} at {i}")
+
+
+def _skip(text: str, i: int) -> int:
+    while i < len(text) and (text[i] in " \t\n\r," or text[i] == "#"):
+        if text[i] == "#":
+            while i < len(text) and text[i] != "\n":
+                i += 1
+        else:
+            i += 1
+    return i
+
+
+def argument(query: str, field_name: str) -> dict[str, Any] | None:
+    """The ``input`` object given to ``field_name`` in ``query`` (None when absent)."""
+    match = re.search(rf"\b{field_name}\s*\(\s*input\s*:", query)
+    if match is None:
+        return None
+    value, _ = parse_value(query, match.end())
+    if not isinstance(value, dict):
+        raise GraphQLSyntaxError("input is not an object")
+    return value
+
+
+@dataclass
+class Pod:
+    id: str
+    name: str
+    gpu_type: str
+    cost: float
+    env: dict[str, str]
+    docker_args: str
+    dir: Path
+    port: int
+    key: str
+    created: float = field(default_factory=time.time)
+    gets: int = 0
+    process: subprocess.Popen[bytes] | None = None
+    status: str = "RUNNING"
+
+    def describe(self, with_ports: bool) -> dict[str, Any]:
+        runtime = None
+        if with_ports:
+            runtime = {
+                "uptimeInSeconds": int(time.time() - self.created),
+                "ports": [
+                    {"ip": "127.0.0.1", "isIpPublic": True, "privatePort": 22,
+                     "publicPort": self.port, "type": "tcp"},
+                    {"ip": "100.65.0.9", "isIpPublic": False, "privatePort": 22,
+                     "publicPort": 22, "type": "tcp"},
+                ],
+            }  # fmt: skip
+        return {
+            "id": self.id,
+            "name": self.name,
+            "desiredStatus": self.status,
+            "costPerHr": self.cost,
+            "gpuCount": 1,
+            "imageName": "fake/image",
+            "dockerArgs": self.docker_args,
+            "env": [f"{k}={v}" for k, v in self.env.items()],
+            "machine": {"gpuDisplayName": self.gpu_type},
+            "runtime": runtime,
+        }
+
+
+class FakeRunpod:
+    """The API at ``url`` (give it to the SDK as ``RUNPOD_API_BASE_URL``), accepting
+    ``api_key``; pods live under ``root``."""
+
+    def __init__(self, root: Path, api_key: str, pod_env: dict[str, str] | None = None) -> None:
+        self.root = root
+        self.api_key = api_key
+        self.pod_env = dict(pod_env or {})
+        """Variables of every pod's sshd sessions (the fake trainer's knobs, PATH)."""
+        self.pods: dict[str, Pod] = {}
+        self.deleted: dict[str, Pod] = {}
+        self.terminated_by: dict[str, str] = {}
+        self.secrets: dict[str, str] = {}
+        self.requests: list[str] = []
+        """Every request body, as received."""
+        self.calls: list[str] = []
+        """The operation of every request (``create``, ``get``, ``list``...)."""
+        self.no_capacity: set[str] = set()
+        self.forbidden: set[str] = set()
+        self.no_credit = False
+        self.ambiguous_creates = 0
+        self.dropped_creates = 0
+        self.port_delay = 0
+        self.stock: dict[str, str] = {}
+        self._lock = threading.RLock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeRunpod:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        for pod in list(self.pods.values()):
+            self._kill(pod)
+
+    # The API.
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                text = body.decode("utf-8")
+                fake.requests.append(text)
+                key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                try:
+                    query = json.loads(text)["query"]
+                    status, answer = fake.answer(query, key)
+                except GraphQLSyntaxError as error:
+                    status, answer = 400, {"errors": [{"message": f"Syntax Error: {error}"}]}
+                if status == 0:  # drop the connection without an answer
+                    self.close_connection = True
+                    with contextlib.suppress(OSError):
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                data = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+    def answer(self, query: str, key: str) -> tuple[int, Any]:
+        with self._lock:
+            pod_key = next((p for p in self.pods.values() if p.key == key), None)
+            if key != self.api_key and pod_key is None:
+                self.calls.append("unauthorized")
+                return 401, "Unauthorized"
+            if "podTerminate" in query:
+                self.calls.append("terminate")
+                pod_id = (argument(query, "podTerminate") or {}).get("podId")
+                if pod_key is not None and pod_key.id != pod_id:
+                    return 200, {"errors": [{"message": "forbidden"}]}
+                return self._terminate(pod_id, "watchdog" if pod_key else "client")
+            if pod_key is not None:
+                return 200, {"errors": [{"message": "a pod's key may only delete its pod"}]}
+            if "podFindAndDeployOnDemand" in query:
+                self.calls.append("create")
+                return self._create(argument(query, "podFindAndDeployOnDemand") or {})
+            if "secretCreate" in query:
+                self.calls.append("secret")
+                spec = argument(query, "secretCreate") or {}
+                self.secrets[spec["name"]] = spec["value"]
+                return 200, {"data": {"secretCreate": {"id": spec["name"], "name": spec["name"]}}}
+            if "secretDelete" in query:
+                self.calls.append("secret")
+                match = re.search(r'secretDelete\s*\(\s*id\s*:\s*"([^"]*)"', query)
+                if match:
+                    self.secrets.pop(match.group(1), None)
+                return 200, {"data": {"secretDelete": None}}
+            if re.search(r"\bpod\s*\(\s*input", query):
+                self.calls.append("get")
+                pod_id = (argument(query, "pod") or {}).get("podId")
+                pod = self.pods.get(pod_id or "")
+                if pod is None:
+                    return 200, {"data": {"pod": None}}
+                pod.gets += 1
+                return 200, {"data": {"pod": pod.describe(pod.gets > self.port_delay)}}
+            if "gpuTypes" in query:
+                self.calls.append("gpus")
+                return 200, {"data": {"gpuTypes": self._gpus()}}
+            if "dataCenters" in query:
+                self.calls.append("datacenters")
+                return 200, {"data": {"dataCenters": DATA_CENTERS}}
+            if "networkVolumes" in query:
+                self.calls.append("volumes")
+                volumes = [{"id": "vol123", "name": "models", "size": 100,
+                            "dataCenterId": "EU-RO-1"}]  # fmt: skip
+                return 200, {"data": {"myself": {"networkVolumes": volumes}}}
+            if "pods" in query:
+                self.calls.append("list")
+                pods = [p.describe(p.gets > self.port_delay) for p in self.pods.values()]
+                return 200, {"data": {"myself": {"pods": pods}}}
+            self.calls.append("unknown")
+            return 200, {"errors": [{"message": "unknown query"}]}
+
+    def _gpus(self) -> list[dict[str, Any]]:
+        gpus = []
+        for gpu in GPU_TYPES:
+            stock = self.stock.get(gpu["id"], "High")
+            gpus.append(
+                {
+                    **gpu,
+                    "secureCloud": True,
+                    "communityCloud": True,
+                    "lowestPrice": {
+                        "stockStatus": None if stock == "None" else stock,
+                        "uninterruptablePrice": gpu["securePrice"],
+                    },
+                }
+            )
+        return gpus
+
+    def _create(self, spec: dict[str, Any]) -> tuple[int, Any]:
+        gpu_type = spec.get("gpuTypeId", "")
+        known = {gpu["id"]: gpu for gpu in GPU_TYPES}
+        if self.no_credit:
+            return 200, {"errors": [{"message": NO_CREDIT}]}
+        if gpu_type in self.forbidden:
+            return 200, {"errors": [{"message": f"Forbidden: {gpu_type} is not allowed"}]}
+        if gpu_type not in known:
+            return 200, {"errors": [{"message": f"invalid gpuTypeId {gpu_type}"}]}
+        if gpu_type in self.no_capacity or spec.get("cloudType") != "SECURE":
+            return 200, {"errors": [{"message": NO_CAPACITY}]}
+        env = {item["key"]: item["value"] for item in spec.get("env", [])}
+        pod = Pod(
+            id=secrets.token_hex(7),
+            name=spec["name"],
+            gpu_type=gpu_type,
+            cost=known[gpu_type]["securePrice"],
+            env=env,
+            docker_args=spec.get("dockerArgs", ""),
+            dir=self.root / "pods",
+            port=_free_port(),
+            key="rpa_POD" + secrets.token_hex(12),
+        )
+        pod.dir = self.root / "pods" / pod.id
+        self.pods[pod.id] = pod
+        self._boot(pod)
+        answer = {"data": {"podFindAndDeployOnDemand": {"id": pod.id, "costPerHr": pod.cost,
+                                                        "machineId": "m1"}}}  # fmt: skip
+        if self.dropped_creates > 0:
+            self.dropped_creates -= 1
+            return 0, None
+        if self.ambiguous_creates > 0:
+            self.ambiguous_creates -= 1
+            return 502, "<html>502 Bad Gateway</html>"
+        return 200, answer
+
+    def _terminate(self, pod_id: str | None, by: str) -> tuple[int, Any]:
+        pod = self.pods.pop(pod_id or "", None)
+        if pod is None:
+            return 200, {"errors": [{"message": "pod not found"}]}
+        self.deleted[pod.id] = pod
+        self.terminated_by[pod.id] = by
+        # The pod's own processes end after the answer (a watchdog deleting its pod must
+        # hear back first, as over the network).
+        threading.Timer(0.2, self._kill, args=(pod,)).start()
+        return 200, {"data": {"podTerminate": None}}
+
+    # The pods.
+
+    def _boot(self, pod: Pod) -> None:
+        home = pod.dir / "root"
+        home.mkdir(parents=True)
+        env = {k: self._resolve(v) for k, v in pod.env.items()}
+        session_env = {"HOME": str(home), **self.pod_env}
+        env.update(
+            {
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": str(home),
+                "RUNPOD_POD_ID": pod.id,
+                "RUNPOD_API_KEY": pod.key,
+                "OVERBRAINER_POD_ROOT": str(pod.dir),
+                "OVERBRAINER_SSH_PORT": str(pod.port),
+                "OVERBRAINER_SSHD_EXTRA": "ListenAddress 127.0.0.1\nSetEnv "
+                + " ".join(f"{k}={v}" for k, v in session_env.items()),
+            }
+        )
+        with (pod.dir / "container.log").open("ab") as log:
+            pod.process = subprocess.Popen(
+                ["sh", "-c", pod.docker_args],
+                cwd=pod.dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+
+    def _resolve(self, value: str) -> str:
+        def secret(match: re.Match[str]) -> str:
+            return self.secrets.get(match.group(1), "")
+
+        return re.sub(r"\{\{\s*RUNPOD_SECRET_(\w+)\s*\}\}", secret, value)
+
+    def _kill(self, pod: Pod) -> None:
+        """Every process of the pod, found by its working directory or command line."""
+        for _ in range(50):
+            pids = _pids_of(pod.dir)
+            if not pids:
+                break
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
+        if pod.process is not None:
+            with contextlib.suppress(Exception):
+                pod.process.wait(timeout=5)
+
+    def alive(self) -> list[Pod]:
+        with self._lock:
+            return list(self.pods.values())
+
+    def wait_until(self, check: Any, timeout: float = 30, what: str = "it") -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            time.sleep(0.05)
+
+
+def _pids_of(directory: Path) -> list[int]:
+    mark = str(directory)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            cmdline = (entry / "cmdline").read_bytes().decode("utf-8", "replace")
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if state == "Z":
+            continue
+        if cwd == mark or cwd.startswith(mark + "/") or mark in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
