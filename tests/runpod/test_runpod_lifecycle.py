@@ -1,0 +1,216 @@
+"""Training runs on the runpod target end to end, through the CLI, on the fake Runpod:
+each run's pod is made, reached with its host key pinned, and deleted once the results are
+home (or left to its watchdog, which deletes it on its own)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from tests.fixtures.run_dirs import write_examples
+from tests.runpod.conftest import API_KEY
+from tests.runpod.fake_runpod import FakeRunpod
+from tests.train.conftest import Trainer
+
+from overbrainer.runs import follow
+from overbrainer.testing.fake_axolotl import make_fake_venv
+
+RUNPOD_TRAINING = """
+[training]
+target = "gpu"
+base_model = "Qwen/Qwen3-0.6B"
+adapter = "lora"
+
+[targets.gpu]
+kind = "runpod"
+gpu_types = {gpu_types}
+max_hours = {max_hours}
+venv = "{venv}"
+boot_grace_minutes = {boot_grace}
+retrieve_grace_minutes = 1
+"""
+
+HF_TOKEN = "hf_runpodLifecycleToken7c1e9a44"
+
+
+@dataclass
+class PodTrainer(Trainer):
+    fake: FakeRunpod = field(kw_only=True)
+
+    def configure(  # type: ignore[override]
+        self,
+        gpu_types: str = '["NVIDIA A40"]',
+        max_hours: float = 1,
+        boot_grace: int = 5,
+        extra: str = "",
+    ) -> None:
+        text = (self.dir / "overbrainer.toml").read_text(encoding="utf-8")
+        text = text.split("\n[training]")[0]
+        training = RUNPOD_TRAINING.format(
+            gpu_types=gpu_types, max_hours=max_hours, venv=self.venv, boot_grace=boot_grace
+        )
+        (self.dir / "overbrainer.toml").write_text(text + training + extra, encoding="utf-8")
+
+    def pod(self, run_id: str) -> dict:
+        return json.loads((self.dir / "runs" / run_id / "pod.json").read_text())
+
+    def remote(self, run_id: str) -> Path:
+        pod = self.pod(run_id)
+        return Path(pod["workdir"]) / run_id
+
+
+@pytest.fixture
+def trainer(
+    project_dir: Path, tmp_path: Path, fake_runpod: FakeRunpod, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[PodTrainer]:
+    monkeypatch.setattr(follow, "POLL_S", 0.05)
+    venv = make_fake_venv(tmp_path / "fake-venv")
+    write_examples(project_dir / "data" / "train.jsonl", range(10))
+    write_examples(project_dir / "data" / "eval.jsonl", range(10, 12))
+    trainer = PodTrainer(project_dir, venv, fake=fake_runpod)
+    trainer.configure()
+    yield trainer
+    trainer.stop_all(fake_runpod.root / "pods")
+
+
+def test_a_run_trains_on_its_pod_which_is_deleted_once_the_results_are_home(trainer, run_cli):
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    run_id = trainer.run()["id"]
+    assert result.stdout.startswith(f"train: run {run_id} succeeded; step 6/6")
+    assert (trainer.dir / "runs" / run_id / "output" / "adapter_model.safetensors").is_file()
+    pod = trainer.pod(run_id)
+    assert pod["state"] == "deleted" and pod["deleted_by"] == "client"
+    assert pod["pod_name"] == f"overbrainer-{run_id}-1" and pod["gpu_type"] == "NVIDIA A40"
+    assert pod["estimated_spend"] is not None
+    assert not trainer.fake.alive()
+    # Both delete it once .pod/retrieved is written: whichever comes first.
+    assert trainer.fake.terminated_by[pod["pod_id"]] in ("client", "watchdog")
+    assert (trainer.dir / "runs" / run_id / "pod" / "boot.log").is_file()
+    assert not trainer.fake.secrets, "the host key's secret outlived the start"
+    listing = run_cli("runs", "ls")
+    assert "pod deleted about $" in listing.stdout
+    config = trainer.dir / "runs" / run_id / "ssh" / "config"
+    assert f"Host overbrainer-{run_id}" in config.read_text()
+
+
+def test_capacity_falls_back_to_the_next_gpu_type(trainer, run_cli):
+    trainer.fake.no_capacity = {"NVIDIA A40"}
+    trainer.fake.forbidden = {"NVIDIA L40S"}
+    trainer.configure(gpu_types='["NVIDIA A40", "NVIDIA L40S", "NVIDIA RTX A5000"]')
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    pod = trainer.pod(trainer.run()["id"])
+    assert [a["outcome"] for a in pod["attempts"]] == ["capacity", "forbidden", "created"]
+    assert pod["gpu_type"] == "NVIDIA RTX A5000"
+
+
+def test_no_gpu_type_placed_says_why(trainer, run_cli):
+    trainer.fake.no_capacity = {"NVIDIA A40", "NVIDIA L40S"}
+    trainer.configure(gpu_types='["NVIDIA A40", "NVIDIA L40S"]')
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert "error: no gpu_types entry could be placed: NVIDIA A40: There are no longer" in (
+        result.stderr
+    )
+    assert not trainer.fake.alive()
+
+
+def test_no_credit_stops_at_once(trainer, run_cli):
+    trainer.fake.no_credit = True
+    trainer.configure(gpu_types='["NVIDIA A40", "NVIDIA L40S"]')
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert "balance is too low" in result.stderr
+    assert trainer.fake.calls.count("create") == 1
+
+
+def test_an_ambiguous_create_leaves_exactly_one_pod(trainer, run_cli):
+    trainer.fake.ambiguous_creates = 1
+    trainer.fake.dropped_creates = 0
+    result = run_cli("train", "--keep-pod")
+    assert result.exit_code == 0, result.stderr
+    assert trainer.fake.calls.count("create") == 1
+    assert len(trainer.fake.alive()) == 1
+    run_id = trainer.run()["id"]
+    assert trainer.pod(run_id)["state"] == "kept"
+    assert f"ssh -F runs/{run_id}/ssh/config overbrainer-{run_id}" in result.stderr
+    assert f"overbrainer pod rm {run_id}" in result.stderr
+    removed = run_cli("pod", "rm", run_id)
+    assert removed.exit_code == 0, removed.stderr
+    assert not trainer.fake.alive()
+    assert trainer.pod(run_id)["deleted_by"] == "pod rm"
+
+
+def test_no_api_key_is_refused(trainer, run_cli, monkeypatch):
+    monkeypatch.delenv("OVERBRAINER_RUNPOD__API_KEY")
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert "error: no Runpod API key: set OVERBRAINER_RUNPOD__API_KEY" in result.stderr
+
+
+def test_a_wrong_key_is_a_401(trainer, run_cli, monkeypatch):
+    monkeypatch.setenv("OVERBRAINER_RUNPOD__API_KEY", "rpa_WRONG")
+    result = run_cli("pod", "ls")
+    assert result.exit_code == 1
+    assert "the Runpod API refused the key (HTTP 401)" in result.stderr
+
+
+def test_the_watchdog_deletes_a_pod_whose_client_was_killed_while_following(trainer):
+    trainer.fake.pod_env["FAKE_AXOLOTL_STEPS"] = "30"
+    cli = trainer.spawn("train", env={"OVERBRAINER_HF_TOKEN": HF_TOKEN})
+    record = _wait_running(trainer)
+    os.kill(cli.pid, signal.SIGKILL)
+    cli.wait()
+    # The job ends, nobody retrieves it: the retrieve grace (1 "minute") passes.
+    trainer.fake.wait_until(lambda: not trainer.fake.alive(), timeout=60, what="the deletion")
+    pod_id = trainer.pod(record["id"])["pod_id"]
+    assert trainer.fake.terminated_by[pod_id] == "watchdog"
+
+
+def test_the_watchdog_deletes_a_pod_whose_job_never_started(trainer):
+    trainer.fake.port_delay = 10**6  # the client never learns the SSH port
+    cli = trainer.spawn("train")
+    trainer.fake.wait_until(lambda: trainer.fake.alive(), what="a pod")
+    os.kill(cli.pid, signal.SIGKILL)
+    cli.wait()
+    pod = trainer.fake.alive()[0]
+    trainer.fake.wait_until(lambda: not trainer.fake.alive(), timeout=60, what="the deletion")
+    assert trainer.fake.terminated_by[pod.id] == "watchdog"
+
+
+def test_secrets_never_reach_the_api_the_pod_env_or_a_file(trainer, run_cli, monkeypatch):
+    monkeypatch.setenv("OVERBRAINER_HF_TOKEN", HF_TOKEN)
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    run_id = trainer.run()["id"]
+    private = (trainer.dir / "runs" / run_id / "ssh" / "client_ed25519").read_text()
+    body = private.split("-----")[2].strip().splitlines()[1]
+    for secret in (API_KEY, HF_TOKEN, body):
+        creates = [r for r in trainer.fake.requests if "podFindAndDeployOnDemand" in r]
+        assert creates and not any(secret in request for request in creates)
+        assert secret not in json.dumps([p.env for p in trainer.fake.deleted.values()])
+        assert secret not in result.stderr and secret not in result.stdout
+        for path in (trainer.dir / "runs" / run_id).rglob("*"):
+            if path.is_file() and path.name != "client_ed25519":
+                assert secret not in path.read_text(errors="replace"), path
+        for pod in trainer.fake.deleted.values():
+            for path in (pod.dir / "root" / ".overbrainer-pod").glob("*.log"):
+                assert secret not in path.read_text(errors="replace"), path
+
+
+def _wait_running(trainer: PodTrainer) -> dict:
+    def started() -> bool:
+        runs = trainer.runs()
+        if not runs or runs[-1]["state"] != "running":
+            return False
+        metrics = trainer.remote(runs[-1]["id"]) / "metrics.jsonl"
+        return metrics.exists() and '"log"' in metrics.read_text()
+
+    trainer.wait_for(started, timeout=60, what="a running job")
+    return trainer.run()
