@@ -210,6 +210,8 @@ class FakeRunpod:
         self.dropped_creates = 0
         self.port_delay = 0
         self.stock: dict[str, str] = {}
+        self.shell: str | None = None
+        """The ``sh`` of the pods (``dash``, ``busybox``), first on their PATH."""
         self._lock = threading.RLock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -400,6 +402,15 @@ class FakeRunpod:
                 + " ".join(f"{k}={v}" for k, v in session_env.items()),
             }
         )
+        if self.shell is not None:
+            bin_dir = pod.dir / "bin"
+            bin_dir.mkdir()
+            if self.shell == "busybox":
+                (bin_dir / "sh").write_text('#!/bin/sh\nexec busybox sh "$@"\n')
+                (bin_dir / "sh").chmod(0o755)
+            else:
+                (bin_dir / "sh").symlink_to(f"/usr/bin/{self.shell}")
+            env["PATH"] = f"{bin_dir}:{env['PATH']}"
         with (pod.dir / "container.log").open("ab") as log:
             pod.process = subprocess.Popen(
                 ["sh", "-c", pod.docker_args],

@@ -176,12 +176,55 @@ def test_the_watchdog_deletes_a_pod_whose_client_was_killed_while_following(trai
 def test_the_watchdog_deletes_a_pod_whose_job_never_started(trainer):
     trainer.fake.port_delay = 10**6  # the client never learns the SSH port
     cli = trainer.spawn("train")
-    trainer.fake.wait_until(lambda: trainer.fake.alive(), what="a pod")
+    trainer.fake.wait_until(trainer.fake.alive, what="a pod")
     os.kill(cli.pid, signal.SIGKILL)
     cli.wait()
     pod = trainer.fake.alive()[0]
     trainer.fake.wait_until(lambda: not trainer.fake.alive(), timeout=60, what="the deletion")
     assert trainer.fake.terminated_by[pod.id] == "watchdog"
+
+
+@pytest.mark.parametrize("shell", ["dash", "busybox"])
+def test_the_watchdog_asks_for_a_snapshot_before_its_deadline_then_deletes(trainer, run_cli, shell):
+    trainer.fake.shell = shell
+    trainer.fake.pod_env["FAKE_AXOLOTL_HANG"] = "1"
+    # max_hours = 20 "minutes" (10 s): the snapshot is asked for 15 "minutes" (7.5 s) before.
+    trainer.configure(max_hours=20 / 60)
+    result = run_cli("train")
+    run_id = trainer.run()["id"]
+    assert result.exit_code == 0, result.stderr
+    assert f"train: run {run_id} stopped at step" in result.stdout
+    assert "(deadline)" in result.stdout
+    assert not trainer.fake.alive()
+
+
+def test_detach_attach_stop_resume_and_cancel(trainer, run_cli):
+    trainer.fake.pod_env["FAKE_AXOLOTL_HANG"] = "1"
+    cli = trainer.spawn("train")
+    record = _wait_running(trainer)
+    run_id = record["id"]
+    os.kill(cli.pid, signal.SIGINT)
+    _, err = cli.communicate(timeout=60)
+    assert f"interrupted: run {run_id} keeps running on target `gpu`" in err
+    assert trainer.pod(run_id)["state"] == "running"
+    stopped = run_cli("train", "stop", run_id)
+    assert stopped.exit_code == 0, stopped.stderr
+    assert f"train: run {run_id} stopped at step" in stopped.stdout
+    assert trainer.pod(run_id)["state"] == "deleted"
+    trainer.fake.pod_env.pop("FAKE_AXOLOTL_HANG")
+    resumed = run_cli("train", "--resume-from", run_id)
+    assert resumed.exit_code == 0, resumed.stderr
+    assert trainer.pod(trainer.run()["id"])["state"] == "deleted"
+    trainer.fake.pod_env["FAKE_AXOLOTL_HANG"] = "1"
+    cli = trainer.spawn("train")
+    third = _wait_running(trainer)["id"]
+    os.kill(cli.pid, signal.SIGINT)
+    cli.communicate(timeout=60)
+    cancelled = run_cli("train", "cancel", third)
+    assert cancelled.exit_code == 0, cancelled.stderr
+    assert f"train: run {third} cancelled" in cancelled.stdout
+    assert trainer.pod(third)["state"] == "deleted"
+    assert not trainer.fake.alive()
 
 
 def test_secrets_never_reach_the_api_the_pod_env_or_a_file(trainer, run_cli, monkeypatch):
