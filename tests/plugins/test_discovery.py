@@ -147,7 +147,12 @@ def test_plugins_json(run_cli, site):
             "distribution": "overbrainer-runpod",
             "version": "0.1.0",
             "kinds": ["runpod"],
-            "hooks": ["register_targets"],
+            "hooks": [
+                "cancel_job", "claim_run_dir", "collect_artifacts", "create_executor",
+                "describe_run", "describe_target", "launch_job", "poll_job", "prepare_target",
+                "read_job_log", "register_commands", "register_targets", "release_executor",
+                "request_snapshot",
+            ],
         },
     ]
 

@@ -125,7 +125,9 @@ class RunpodApi:
             ) from None
 
     def query(self, text: str) -> dict[str, Any]:
-        answer = self._call(self.sdk().api.graphql.run_graphql_query, text)
+        from runpod.api.graphql import run_graphql_query
+
+        answer = self._call(run_graphql_query, text)
         return dict(answer.get("data") or {})
 
     def safe(self, text: str) -> dict[str, Any]:

@@ -1,0 +1,50 @@
+"""``overbrainer pod`` against the fake Runpod, the GraphQL escaping of the create, and
+``--help`` importing no SDK."""
+
+from __future__ import annotations
+
+import pytest
+from tests.runpod.conftest import API_KEY
+from tests.runpod.fake_runpod import FakeRunpod, argument
+
+from overbrainer_runpod.api import RunpodApi, gql_input
+
+
+@pytest.fixture
+def project(project_dir, fake_runpod):
+    return project_dir
+
+
+def test_pod_gpus_filters_and_sorts_cheapest_first(project, run_cli, fake_runpod):
+    fake_runpod.stock = {"NVIDIA L40S": "None"}
+    result = run_cli("pod", "gpus", "--min-vram", "40", "--in-stock")
+    assert result.exit_code == 0, result.stderr
+    ids = [line.split("  ")[0].strip() for line in result.stdout.splitlines()]
+    assert ids == ["NVIDIA A40", "NVIDIA H100 80GB HBM3"]
+    cheap = run_cli("pod", "gpus", "--max-price", "0.5")
+    assert [line.split("  ")[0].strip() for line in cheap.stdout.splitlines()] == [
+        "NVIDIA RTX A5000",
+        "NVIDIA A40",
+    ]
+
+
+def test_pod_datacenters_volumes_and_ls(project, run_cli):
+    assert "EU-RO-1  Romania" in run_cli("pod", "datacenters").stdout
+    assert "vol123  models  100 GB  EU-RO-1" in run_cli("pod", "volumes").stdout
+    assert run_cli("pod", "ls").stdout == "pod: no overbrainer pod on this account\n"
+
+
+def test_pod_rm_of_a_run_without_pod(project, run_cli):
+    result = run_cli("pod", "rm", "demo_20260101-000000")
+    assert result.exit_code == 1
+    assert "error: run demo_20260101-000000 has no pod" in result.stderr
+
+
+def test_a_create_is_escaped_by_graphql_rules(fake_runpod: FakeRunpod):
+    tricky = 'sh -c \'echo "a\\\\b"\n}) { id } mutation { podTerminate(input: {podId: "x"}) }'
+    spec = {"name": 'n"1', "dockerArgs": tricky, "env": [{"key": "K", "value": "é\t\u2028"}]}
+    text = f"mutation {{ podFindAndDeployOnDemand(input: {gql_input(spec)}) {{ id }} }}"
+    assert argument(text, "podFindAndDeployOnDemand") == spec
+    api = RunpodApi(API_KEY, fake_runpod.url)
+    assert api.pods() == []
+    assert api.calls == 1
