@@ -210,6 +210,12 @@ class FakeRunpod:
         self.dropped_creates = 0
         self.port_delay = 0
         self.stock: dict[str, str] = {}
+        self.create_delay = 0.0
+        """Seconds a create waits before it is done (a client may die meanwhile)."""
+        self.glitch_not_found = 0
+        """How many lookups of a live pod answer that it does not exist."""
+        self.drop_secrets = False
+        """Pods start with their secrets unresolved (empty)."""
         self.shell: str | None = None
         """The ``sh`` of the pods (``dash``, ``busybox``), first on their PATH."""
         self._lock = threading.RLock()
@@ -248,6 +254,8 @@ class FakeRunpod:
                 key = self.headers.get("Authorization", "").removeprefix("Bearer ")
                 try:
                     query = json.loads(text)["query"]
+                    if "podFindAndDeployOnDemand" in query and fake.create_delay:
+                        time.sleep(fake.create_delay)
                     status, answer = fake.answer(query, key)
                 except GraphQLSyntaxError as error:
                     status, answer = 400, {"errors": [{"message": f"Syntax Error: {error}"}]}
@@ -297,7 +305,8 @@ class FakeRunpod:
                 self.calls.append("get")
                 pod_id = (argument(query, "pod") or {}).get("podId")
                 pod = self.pods.get(pod_id or "")
-                if pod is None:
+                if pod is None or self.glitch_not_found > 0:
+                    self.glitch_not_found -= pod is not None
                     return 200, {"data": {"pod": None}}
                 pod.gets += 1
                 return 200, {"data": {"pod": pod.describe(pod.gets > self.port_delay)}}
@@ -424,7 +433,7 @@ class FakeRunpod:
 
     def _resolve(self, value: str) -> str:
         def secret(match: re.Match[str]) -> str:
-            return self.secrets.get(match.group(1), "")
+            return "" if self.drop_secrets else self.secrets.get(match.group(1), "")
 
         return re.sub(r"\{\{\s*RUNPOD_SECRET_(\w+)\s*\}\}", secret, value)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -257,3 +258,131 @@ def _wait_running(trainer: PodTrainer) -> dict:
 
     trainer.wait_for(started, timeout=60, what="a running job")
     return trainer.run()
+
+
+def test_a_kept_pod_is_reached_with_ssh_and_its_host_key_pinned(trainer, run_cli):
+    trainer.fake.port_delay = 5  # the SSH port is known only after a few lookups
+    result = run_cli("train", "--keep-pod")
+    assert result.exit_code == 0, result.stderr
+    run_id = trainer.run()["id"]
+    pod = trainer.pod(run_id)
+    assert pod["state"] == "kept" and pod["host_key"].startswith("ssh-ed25519 ")
+    ssh_dir = trainer.dir / "runs" / run_id / "ssh"
+    assert pod["host_key"] in (ssh_dir / "known_hosts").read_text()
+    assert oct((ssh_dir / "client_ed25519").stat().st_mode & 0o777) == "0o600"
+    done = subprocess.run(
+        ["ssh", "-F", str(ssh_dir / "config"), f"overbrainer-{run_id}", "echo", "on-the-pod"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "on-the-pod\n"
+    # The same name with another host key is refused, never accepted.
+    other = subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(trainer.dir / "k")],
+        check=True,
+    )
+    assert other.returncode == 0
+    known = ssh_dir / "known_hosts"
+    where = known.read_text().split()[0]
+    known.write_text(f"{where} {(trainer.dir / 'k.pub').read_text().split()[0]} "
+                     f"{(trainer.dir / 'k.pub').read_text().split()[1]}\n")  # fmt: skip
+    refused = subprocess.run(
+        ["ssh", "-F", str(ssh_dir / "config"), f"overbrainer-{run_id}", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert "HOST IDENTIFICATION HAS CHANGED" in refused.stderr or "verification failed" in (
+        refused.stderr
+    )
+    removed = run_cli("pod", "rm", run_id)
+    assert removed.exit_code == 0, removed.stderr
+    assert not trainer.fake.alive()
+
+
+def test_pod_rm_refuses_a_running_run_unless_forced(trainer, run_cli):
+    trainer.fake.pod_env["FAKE_AXOLOTL_HANG"] = "1"
+    cli = trainer.spawn("train")
+    run_id = _wait_running(trainer)["id"]
+    os.kill(cli.pid, signal.SIGKILL)
+    cli.wait()
+    refused = run_cli("pod", "rm", run_id)
+    assert refused.exit_code == 1
+    assert f"error: run {run_id} may still be running on pod" in refused.stderr
+    assert "pod running" in run_cli("runs", "ls").stdout
+    forced = run_cli("pod", "rm", run_id, "--force")
+    assert forced.exit_code == 0, forced.stderr
+    assert f"of run {run_id} deleted" in forced.stdout
+    assert not trainer.fake.alive()
+
+
+def test_a_bootstrap_failure_deletes_the_pod(trainer, run_cli):
+    trainer.fake.drop_secrets = True  # the host key never reaches the pod
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert "vanished while it was starting" in result.stderr or "failed to start" in (result.stderr)
+    pod = next(iter(trainer.fake.deleted.values()))
+    boot = (pod.dir / "root" / ".overbrainer-pod" / "boot.log").read_text()
+    assert "bootstrap failed: no host key reached the pod" in boot
+    assert not trainer.fake.alive()
+
+
+def test_the_cli_killed_during_the_create_leaves_a_pod_the_watchdog_deletes(trainer):
+    trainer.fake.create_delay = 1.0
+    cli = trainer.spawn("train")
+    trainer.wait_for(
+        lambda: any("podFindAndDeployOnDemand" in r for r in trainer.fake.requests),
+        what="the create",
+    )
+    os.kill(cli.pid, signal.SIGKILL)
+    cli.wait()
+    trainer.fake.wait_until(trainer.fake.alive, what="the pod")
+    pod = trainer.fake.alive()[0]
+    # Its record was saved before the create: the pod's name is known at home.
+    (record,) = list((trainer.dir / "runs").glob("*/pod.json"))
+    assert json.loads(record.read_text())["attempts"][0]["name"] == pod.name
+    trainer.fake.wait_until(lambda: not trainer.fake.alive(), timeout=60, what="the deletion")
+    assert trainer.fake.terminated_by[pod.id] == "watchdog"
+
+
+def test_a_pod_found_missing_once_is_not_taken_for_gone(trainer, run_cli):
+    trainer.fake.pod_env["FAKE_AXOLOTL_HANG"] = "1"
+    cli = trainer.spawn("train")
+    run_id = _wait_running(trainer)["id"]
+    os.kill(cli.pid, signal.SIGKILL)
+    cli.wait()
+    from overbrainer_runpod.api import RunpodApi
+    from overbrainer_runpod.pods import PodLife
+    from overbrainer_runpod.timing import timing
+
+    life = PodLife(RunpodApi(API_KEY, trainer.fake.url), trainer.dir / "runs" / run_id, timing())
+    trainer.fake.glitch_not_found = 1
+    with pytest.raises(Exception, match="is still listed after its deletion"):
+        life.confirm_gone("test")
+    assert trainer.fake.alive()
+    assert trainer.pod(run_id)["state"] == "running"
+
+
+def test_auto_picks_the_cheapest_type_in_stock_with_enough_vram(trainer, run_cli):
+    trainer.fake.stock = {"NVIDIA A40": "None"}
+    trainer.configure(gpu_types='"auto"', extra="min_vram_gb = 40\nmax_price_per_hour = 1.0\n")
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    assert trainer.pod(trainer.run()["id"])["gpu_type"] == "NVIDIA L40S"
+
+
+def test_orphan_pods_are_warned_about_at_start(trainer, run_cli):
+    from overbrainer_runpod.api import Enum, RunpodApi
+
+    api = RunpodApi(API_KEY, trainer.fake.url)
+    api.create({"name": "overbrainer-gone_20250101-000000-1", "gpuTypeId": "NVIDIA A40",
+                "cloudType": Enum("SECURE"), "dockerArgs": "sleep 30"})  # fmt: skip
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    assert "overbrainer-gone_20250101-000000-1" in result.stderr
+    assert "overbrainer pod rm gone_20250101-000000" in result.stderr
