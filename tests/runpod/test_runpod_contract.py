@@ -10,7 +10,12 @@ import pytest
 from tests.runpod.fake_runpod import FakeRunpod
 
 import overbrainer_runpod
-from overbrainer.testing import ContractTarget, ExecutorContract, make_fake_venv
+from overbrainer.testing import (
+    ContractTarget,
+    ExecutorContract,
+    make_fake_venv,
+    runner_signaller,
+)
 
 
 class TestRunpodTarget(ExecutorContract):
@@ -27,4 +32,5 @@ class TestRunpodTarget(ExecutorContract):
             },
             env=dict(os.environ),
             job_dir=lambda run: Path(run.remote_dir),
+            signal_runner=runner_signaller,
         )

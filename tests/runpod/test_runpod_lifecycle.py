@@ -386,3 +386,75 @@ def test_orphan_pods_are_warned_about_at_start(trainer, run_cli):
     assert result.exit_code == 0, result.stderr
     assert "overbrainer-gone_20250101-000000-1" in result.stderr
     assert "overbrainer pod rm gone_20250101-000000" in result.stderr
+
+
+def test_a_follower_s_lease_keeps_the_pod_past_its_deadline(trainer, run_cli, monkeypatch):
+    # A minute lasts 0.2 s: the deadline 5 s after the create, a lease lasts 6 s, renewed
+    # every second while metrics flow until 4 s past the deadline; the job ignores the
+    # snapshot asked for and ends after 4 s or more. Without the lease the watchdog would
+    # delete the pod at 5 s.
+    monkeypatch.setenv(
+        "RUNPOD_OVERBRAINER_TIMING",
+        "minute=0.2,tick=0.2,poll=0.05,confirm=0.02,lease_minutes=30,client_guard_minutes=20",
+    )
+    trainer.configure(max_hours=25 / 60, boot_grace=30)
+    trainer.fake.pod_env.update(
+        {"FAKE_AXOLOTL_STEPS": "80", "FAKE_AXOLOTL_STEP_SECONDS": "0.05",
+         "FAKE_AXOLOTL_IGNORE_SNAPSHOT": "1"}
+    )  # fmt: skip
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    run_id = trainer.run()["id"]
+    assert "succeeded; step 80/80" in result.stdout
+    watchdog = (trainer.dir / "runs" / run_id / "pod" / "watchdog.log").read_text()
+    assert "asking the job for a snapshot (deadline)" in watchdog
+    assert "past max_hours" not in watchdog
+    pod = trainer.pod(run_id)
+    assert pod["state"] == "deleted"
+    end = next(e for e in trainer.metrics(run_id) if e["event"] == "end")
+    assert end["time"] > pod["delete_at"], "the job did not run past the deadline"
+
+
+def test_the_cli_killed_during_the_retrieval_leaves_no_pod(trainer):
+    cli = trainer.spawn("train")
+    assert cli.stderr is not None
+    for line in cli.stderr:
+        if "train: retrieving results" in line:
+            break
+    os.kill(cli.pid, signal.SIGKILL)
+    cli.wait()
+    trainer.fake.wait_until(lambda: not trainer.fake.alive(), timeout=60, what="the deletion")
+
+
+def test_results_not_home_leave_the_pod_awaiting_retrieval_for_its_watchdog(
+    trainer, fake_runpod, tmp_path
+):
+    import overbrainer_runpod
+    from overbrainer.plugin import JobSpec, Project, RunRecord
+    from overbrainer.testing.jobs import contract_settings, manager_with, prepare_job
+
+    plugins = manager_with(overbrainer_runpod)
+    table = {"kind": "runpod", "gpu_types": ["NVIDIA A40"], "max_hours": 1,
+             "venv": str(trainer.venv), "retrieve_grace_minutes": 1}  # fmt: skip
+    model = plugins.kinds["runpod"].model_validate(table)
+    project = Project(trainer.dir, contract_settings("gpu", model), dict(os.environ))
+    hook = plugins.hook
+    executor = hook.create_executor(name="gpu", target=model, project=project, run=None)
+    run_id = "demo_20260101-000000"
+    remote = hook.claim_run_dir(executor=executor, run_id=run_id)
+    local = trainer.dir / "runs" / run_id
+    prepare_job(local, cpu=True, env={"FAKE_AXOLOTL_STEPS": "2"})
+    run = RunRecord(id=run_id, target="gpu", created="2026-01-01T00:00:00Z", remote_dir=remote)
+    handle = hook.launch_job(
+        executor=executor, run=run, job=JobSpec(run_id=run_id, local_dir=local)
+    )
+    failed = run.evolve(
+        job=handle, state="failed", message="the job failed (artifacts not retrieved: boom)"
+    )
+    hook.release_executor(executor=executor, run=failed, outcome="failed")
+    assert trainer.pod(run_id)["state"] == "awaiting_retrieval"
+    assert "pod awaiting_retrieval" in (
+        overbrainer_runpod.describe_run(project=trainer.dir, run=failed) or ""
+    )
+    trainer.fake.wait_until(lambda: not trainer.fake.alive(), timeout=60, what="the deletion")
+    assert set(trainer.fake.terminated_by.values()) == {"watchdog"}
