@@ -235,7 +235,11 @@ def test_secrets_never_reach_the_api_the_pod_env_or_a_file(trainer, run_cli, mon
     run_id = trainer.run()["id"]
     private = (trainer.dir / "runs" / run_id / "ssh" / "client_ed25519").read_text()
     body = private.split("-----")[2].strip().splitlines()[1]
-    for secret in (API_KEY, HF_TOKEN, body):
+    # The host's private key went only into the Runpod secret, then the pod's state dir.
+    (handed,) = [r for r in trainer.fake.requests if "secretCreate" in r]
+    host_key = json.loads(handed)["query"].split('value: "')[1].split('"')[0]
+    assert len(host_key) > 100
+    for secret in (API_KEY, HF_TOKEN, body, host_key):
         creates = [r for r in trainer.fake.requests if "podFindAndDeployOnDemand" in r]
         assert creates and not any(secret in request for request in creates)
         assert secret not in json.dumps([p.env for p in trainer.fake.deleted.values()])
@@ -386,6 +390,31 @@ def test_orphan_pods_are_warned_about_at_start(trainer, run_cli):
     assert result.exit_code == 0, result.stderr
     assert "overbrainer-gone_20250101-000000-1" in result.stderr
     assert "overbrainer pod rm gone_20250101-000000" in result.stderr
+    removed = run_cli("pod", "rm", "gone_20250101-000000")
+    assert removed.exit_code == 0, removed.stderr
+    assert not trainer.fake.alive()
+    assert not (trainer.dir / "runs" / "gone_20250101-000000").exists()
+
+
+def test_pod_rm_finds_the_pod_of_a_create_whose_answer_never_came(trainer, run_cli):
+    trainer.configure(boot_grace=60)
+    trainer.fake.create_delay = 0.5
+    cli = trainer.spawn("train")
+    trainer.wait_for(
+        lambda: any("podFindAndDeployOnDemand" in r for r in trainer.fake.requests),
+        what="the create",
+    )
+    os.kill(cli.pid, signal.SIGKILL)
+    cli.wait()
+    trainer.fake.wait_until(trainer.fake.alive, what="the pod")
+    (record,) = list((trainer.dir / "runs").glob("*/pod.json"))
+    run_id = record.parent.name
+    assert json.loads(record.read_text())["pod_id"] is None
+    removed = run_cli("pod", "rm", run_id)
+    assert removed.exit_code == 0, removed.stderr
+    assert not trainer.fake.alive()
+    assert set(trainer.fake.terminated_by.values()) == {"client"}
+    assert trainer.pod(run_id)["deleted_by"] == "pod rm"
 
 
 def test_a_follower_s_lease_keeps_the_pod_past_its_deadline(trainer, run_cli, monkeypatch):
@@ -458,3 +487,16 @@ def test_results_not_home_leave_the_pod_awaiting_retrieval_for_its_watchdog(
     )
     trainer.fake.wait_until(lambda: not trainer.fake.alive(), timeout=60, what="the deletion")
     assert set(trainer.fake.terminated_by.values()) == {"watchdog"}
+
+
+def test_an_image_without_axolotl_is_refused_and_its_pod_deleted(trainer, run_cli):
+    trainer.venv = Path("/nonexistent/axolotl-venv")
+    trainer.configure()
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert (
+        "error: targets.gpu.venv: the pod's image has no Axolotl in /nonexistent/axolotl-venv"
+    ) in result.stderr
+    assert not trainer.fake.alive()
+    (record,) = list((trainer.dir / "runs").glob("*/pod.json"))
+    assert json.loads(record.read_text())["state"] == "deleted"

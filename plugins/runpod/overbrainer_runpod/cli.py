@@ -53,9 +53,9 @@ def remove(run_id: str, force: bool) -> None:
     project = current_project()
     with ProjectLock(project.dir):
         run_dir = project.runs_dir / run_id
-        pod_record = record.load(run_dir) if run_dir.is_dir() else None
-        if pod_record is None or pod_record.pod_id is None:
-            raise UserError(f"run {run_id} has no pod")
+        known = run_dir.is_dir() and record.load(run_dir) is not None
+        life = PodLife(_api(), run_dir, timing(), persist=known)
+        pod_record = life.pod
         if pod_record.state is PodState.DELETED:
             click.echo(f"pod: the pod of run {run_id} is already deleted")
             return
@@ -64,13 +64,19 @@ def remove(run_id: str, force: bool) -> None:
                 f"run {run_id} may still be running on pod {pod_record.pod_id}: cancel it with "
                 f"`overbrainer train cancel {run_id}`, or delete the pod anyway with --force"
             )
-        life = PodLife(_api(), run_dir, timing())
-        life.delete("pod rm")
-        spend = life.pod.estimated_spend
-        click.echo(
-            f"pod: pod {pod_record.pod_id} of run {run_id} deleted"
-            + (f" (about ${spend:.2f})" if spend is not None else "")
-        )
+        # A create whose answer never came (the CLI killed during it) left no pod id:
+        # the pod is found by its name.
+        pods = [{"id": pod_record.pod_id}] if pod_record.pod_id else life.find_by_name()
+        if not pods:
+            raise UserError(f"run {run_id} has no pod")
+        for found in pods:
+            life.save(pod_id=str(found["id"]), state=PodState.DELETING, deleted=None)
+            life.delete("pod rm")
+            spend = life.pod.estimated_spend
+            click.echo(
+                f"pod: pod {found['id']} of run {run_id} deleted"
+                + (f" (about ${spend:.2f})" if spend is not None else "")
+            )
 
 
 @pod.command("gpus")

@@ -140,12 +140,22 @@ class RunpodExecutor:
             session = self._session(life, host)
             self._cost_cap(session)
             remote = session.inner.claim(run_id)
-            session.inner.prepare()
+            self._check_venv(session)
         except BaseException:
             self._abandon(life)
             raise
         self.sessions[run_id] = session
         return remote
+
+    def _check_venv(self, session: PodSession) -> None:
+        venv = self.target.venv
+        done = session.host.run(f"[ -x {_q(venv)}/bin/python ] && [ -x {_q(venv)}/bin/axolotl ]")
+        if done.code != 0:
+            raise UserError(
+                f"targets.{self.name}.venv: the pod's image has no Axolotl in {venv} "
+                f"(no bin/python and bin/axolotl there): set targets.{self.name}.image to an "
+                f"image that has it, or targets.{self.name}.venv to where it is"
+            )
 
     def _abandon(self, life: PodLife) -> None:
         """Delete a pod whose start failed (or was interrupted)."""

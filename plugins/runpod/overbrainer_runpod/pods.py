@@ -94,11 +94,16 @@ def auto_gpu_types(api: RunpodApi, count: int, min_vram: int, max_price: float |
 class PodLife:
     """The pod of run ``run_id``, its record in ``run_dir``."""
 
-    def __init__(self, api: RunpodApi, run_dir: Path, timing: Timing) -> None:
+    def __init__(
+        self, api: RunpodApi, run_dir: Path, timing: Timing, *, persist: bool = True
+    ) -> None:
         self.api = api
         self.run_dir = run_dir
         self.timing = timing
-        self.pod: PodRecord = record.load(run_dir) or PodRecord(run_id=run_dir.name)
+        self.persist = persist
+        """False for a pod this project has no record of (``pod rm`` of an orphan)."""
+        found = record.load(run_dir) if persist else None
+        self.pod: PodRecord = found or PodRecord(run_id=run_dir.name)
 
     @property
     def ssh_dir(self) -> Path:
@@ -106,7 +111,19 @@ class PodLife:
 
     def save(self, **changes: Any) -> None:
         self.pod = self.pod.model_copy(update=changes)
-        record.save(self.run_dir, self.pod)
+        if self.persist:
+            record.save(self.run_dir, self.pod)
+
+    def find_by_name(self) -> list[dict[str, Any]]:
+        """The account's pods named for this run (``overbrainer-<run-id>-<n>``): the pod
+        of a create whose answer never came home."""
+        prefix = f"overbrainer-{self.pod.run_id}-"
+        return [
+            pod
+            for pod in self.api.pods()
+            if str(pod.get("name") or "").startswith(prefix)
+            and str(pod.get("name"))[len(prefix) :].isdigit()
+        ]
 
     # Placing.
 
