@@ -13,7 +13,7 @@ from tests.runpod.fake_runpod import FakeRunpod
 
 API_KEY = "rpa_FAKEACCOUNTKEY0123456789abcdef"
 FAST_JOBS = {"FAKE_AXOLOTL_STEP_SECONDS": "0.02"}
-TIMING = "minute=0.5,tick=0.2,poll=0.05,confirm=0.02"
+TIMING = "minute=0.5,tick=0.2,poll=0.05,confirm=0.02,lease_minutes=6"
 
 
 @pytest.fixture

@@ -212,6 +212,10 @@ class FakeRunpod:
         self.stock: dict[str, str] = {}
         self.create_delay = 0.0
         """Seconds a create waits before it is done (a client may die meanwhile)."""
+        self.list_delay = 0.0
+        """Seconds a listing of the pods waits before it answers."""
+        self.full_data_centers: set[str] = set()
+        """Data centers with no capacity for any type."""
         self.glitch_not_found = 0
         """How many lookups of a live pod answer that it does not exist."""
         self.drop_secrets = False
@@ -256,6 +260,8 @@ class FakeRunpod:
                     query = json.loads(text)["query"]
                     if "podFindAndDeployOnDemand" in query and fake.create_delay:
                         time.sleep(fake.create_delay)
+                    if "myself" in query and "pods" in query and fake.list_delay:
+                        time.sleep(fake.list_delay)
                     status, answer = fake.answer(query, key)
                 except GraphQLSyntaxError as error:
                     status, answer = 400, {"errors": [{"message": f"Syntax Error: {error}"}]}
@@ -265,11 +271,12 @@ class FakeRunpod:
                         self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 data = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                with contextlib.suppress(OSError):  # a client that died while it waited
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
 
         return Handler
 
@@ -354,7 +361,8 @@ class FakeRunpod:
             return 200, {"errors": [{"message": f"Forbidden: {gpu_type} is not allowed"}]}
         if gpu_type not in known:
             return 200, {"errors": [{"message": f"invalid gpuTypeId {gpu_type}"}]}
-        if gpu_type in self.no_capacity or spec.get("cloudType") != "SECURE":
+        full = spec.get("dataCenterId") in self.full_data_centers
+        if gpu_type in self.no_capacity or full or spec.get("cloudType") != "SECURE":
             return 200, {"errors": [{"message": NO_CAPACITY}]}
         env = {item["key"]: item["value"] for item in spec.get("env", [])}
         pod = Pod(

@@ -500,3 +500,48 @@ def test_an_image_without_axolotl_is_refused_and_its_pod_deleted(trainer, run_cl
     assert not trainer.fake.alive()
     (record,) = list((trainer.dir / "runs").glob("*/pod.json"))
     assert json.loads(record.read_text())["state"] == "deleted"
+
+
+def test_the_cli_killed_before_the_create_leaves_nothing(trainer):
+    trainer.fake.list_delay = 2.0  # the orphan check, before the run is created
+    cli = trainer.spawn("train")
+    trainer.wait_for(
+        lambda: any("myself" in request for request in trainer.fake.requests),
+        what="the orphan check",
+    )
+    os.kill(cli.pid, signal.SIGKILL)
+    cli.wait()
+    assert "create" not in trainer.fake.calls and "secret" not in trainer.fake.calls
+    assert not trainer.fake.alive() and not trainer.fake.deleted
+    assert not list((trainer.dir / "runs").glob("*/pod.json"))
+
+
+def test_the_cost_cap_asks_for_a_snapshot(trainer, run_cli):
+    # An hour lasts 30 s; $0.03 at $0.44/h is about 2 s: the snapshot comes long before
+    # the deadline's.
+    trainer.fake.pod_env["FAKE_AXOLOTL_HANG"] = "1"
+    trainer.configure(extra="max_cost_usd = 0.03\n")
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    run_id = trainer.run()["id"]
+    assert f"train: run {run_id} stopped at step" in result.stdout
+    assert "(cost)" in result.stdout
+    assert not trainer.fake.alive()
+
+
+def test_data_centers_are_tried_in_order_with_the_network_volume(trainer, run_cli):
+    trainer.fake.full_data_centers = {"EU-RO-1"}
+    trainer.configure(extra='data_center_ids = ["EU-RO-1", "US-KS-2"]\n')
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    pod = trainer.pod(trainer.run()["id"])
+    assert [(a["data_center"], a["outcome"]) for a in pod["attempts"]] == [
+        ("EU-RO-1", "capacity"),
+        ("US-KS-2", "created"),
+    ]
+    trainer.configure(extra='data_center_ids = ["US-KS-2"]\nnetwork_volume_id = "vol123"\n')
+    assert run_cli("train").exit_code == 0
+    create = [r for r in trainer.fake.requests if "podFindAndDeployOnDemand" in r][-1]
+    query = json.loads(create)["query"]
+    assert 'networkVolumeId: "vol123"' in query and 'volumeMountPath: "/workspace"' in query
+    assert 'dataCenterId: "US-KS-2"' in query

@@ -293,7 +293,11 @@ class RunpodExecutor:
             raise
 
     def collect(self, run: RunRecord, artifacts: ArtifactSpec, dest: Path) -> list[str]:
-        return self._need(run).inner.collect(run, artifacts, dest)
+        session = self._need(run)
+        # A fresh lease keeps the watchdog from deleting the pod during the download.
+        session.host.check(f"cd {_q(run.remote_dir)} && mkdir -p .pod && touch .pod/lease\n")
+        session.lease_at = time.monotonic()
+        return session.inner.collect(run, artifacts, dest)
 
     def read_log(self, run: RunRecord, offset: int) -> LogChunk:
         session = self.session(run.id)

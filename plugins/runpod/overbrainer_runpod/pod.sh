@@ -58,12 +58,13 @@ start() {
   umask 077
   now > "$S/booted"
   say "pod ${RUNPOD_POD_ID:-?} of run ${OVERBRAINER_RUN_ID:-?}: booting"
-  # The watchdog first: whatever fails below, the pod does not outlive it.
-  sh "$S/pod.sh" watchdog >>"$S/watchdog.log" 2>&1 &
   [ -n "${OVERBRAINER_HOST_KEY:-}" ] || fail "no host key reached the pod"
   printf '%s' "$OVERBRAINER_HOST_KEY" | base64 -d > "$S/host_key" 2>/dev/null ||
     fail "the host key is not valid base64"
   unset OVERBRAINER_HOST_KEY
+  # The watchdog next (without the host key in its environment): whatever fails below,
+  # the pod does not outlive it.
+  sh "$S/pod.sh" watchdog >>"$S/watchdog.log" 2>&1 &
   [ -n "${PUBLIC_KEY:-}" ] || fail "no client key reached the pod"
   mkdir -p "$HOME/.ssh" && chmod 700 "$HOME/.ssh" || fail "cannot create ~/.ssh"
   printf '%s\n' "$PUBLIC_KEY" > "$HOME/.ssh/authorized_keys" || fail "cannot write authorized_keys"
@@ -130,7 +131,9 @@ watchdog() {
         delete_pod "no job started within the boot grace (${boot_grace} s)"
     elif job_ended; then
       [ -n "$ended_at" ] || { ended_at=$t; say "the job ended"; }
-      if [ ! -f "$RUN_DIR/.pod/keep" ] && [ $((t - ended_at)) -ge "$retrieve_grace" ]; then
+      # A follower retrieving the results holds a lease: its download is not cut short.
+      if [ ! -f "$RUN_DIR/.pod/keep" ] && [ $((t - ended_at)) -ge "$retrieve_grace" ] &&
+        ! lease_fresh; then
         delete_pod "the results were not retrieved within the retrieve grace (${retrieve_grace} s)"
       fi
     elif [ -z "$asked" ] && [ ! -f "$RUN_DIR/snapshot.json" ]; then
