@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 from tests.runpod.conftest import API_KEY
 from tests.runpod.fake_runpod import FakeRunpod, argument
@@ -48,3 +52,26 @@ def test_a_create_is_escaped_by_graphql_rules(fake_runpod: FakeRunpod):
     api = RunpodApi(API_KEY, fake_runpod.url)
     assert api.pods() == []
     assert api.calls == 1
+
+
+def test_runs_ls_and_pod_help_never_import_the_sdk(project_dir):
+    code = (
+        "import json, sys\n"
+        "from overbrainer.cli import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stderr.write(json.dumps(sorted(sys.modules)))\n"
+    )
+    for args in (["runs", "ls"], ["pod", "--help"]):
+        result = subprocess.run(
+            [sys.executable, "-c", code, "-C", str(project_dir), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        modules = {name.split(".")[0] for name in json.loads(result.stderr.splitlines()[-1])}
+        assert "overbrainer_runpod" in modules, args
+        assert "runpod" not in modules, args
