@@ -12,6 +12,7 @@ once, its connection opened by the claim). Printed: both medians and their ratio
 from __future__ import annotations
 
 import argparse
+import collections
 import getpass
 import os
 import statistics
@@ -50,6 +51,7 @@ def first_metric(
     executor = hook.create_executor(name="t", target=model, project=project, run=None)
     run_id = f"bench_20260101-{index:06d}"
     started = time.monotonic()
+    hook.prepare_target(executor=executor)  # the runpod target's orphan check
     remote = hook.claim_run_dir(executor=executor, run_id=run_id)
     run = RunRecord(id=run_id, target="t", created="2026-01-01T00:00:00Z", remote_dir=remote)
     local = project_dir / "runs" / run_id
@@ -99,6 +101,7 @@ def main() -> None:
         )
         try:
             ssh_times, pod_times, calls = [], [], []
+            kinds: collections.Counter[str] = collections.Counter()
             for index in range(args.runs):
                 ssh_table = {"kind": "ssh", "host": alias, "venv": str(venv)}
                 ssh_times.append(first_metric("ssh", overbrainer_ssh, ssh_table, root, index)[0])
@@ -108,6 +111,7 @@ def main() -> None:
                 elapsed, _ = first_metric("runpod", overbrainer_runpod, pod_table, root, index)
                 pod_times.append(elapsed)
                 calls.append(len(fake.calls) - before)
+                kinds = collections.Counter(fake.calls[before:])
         finally:
             fake.stop()
             sshd.stop()
@@ -116,6 +120,7 @@ def main() -> None:
     print(f"runpod target, create -> first metric line: {pod:.2f} s (median of {args.runs})")
     print(f"ratio runpod / ssh: {pod / ssh:.1f}x")
     print(f"Runpod API calls per run: {calls} (median {statistics.median(calls):g})")
+    print("the last run's calls: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
 
 
 if __name__ == "__main__":
