@@ -390,6 +390,8 @@ def test_orphan_pods_are_warned_about_at_start(trainer, run_cli):
     assert result.exit_code == 0, result.stderr
     assert "overbrainer-gone_20250101-000000-1" in result.stderr
     assert "overbrainer pod rm gone_20250101-000000" in result.stderr
+    listed = run_cli("pod", "ls")
+    assert "run gone_20250101-000000 (not of this project)" in listed.stdout
     removed = run_cli("pod", "rm", "gone_20250101-000000")
     assert removed.exit_code == 0, removed.stderr
     assert not trainer.fake.alive()

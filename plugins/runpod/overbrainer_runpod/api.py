@@ -159,7 +159,9 @@ class RunpodApi:
             if error.kind == "not_found":
                 return None
             raise UserError(f"the Runpod API refused: {error.message}") from None
-        return dict(found) if found else None
+        if not found or found.get("desiredStatus") == "TERMINATED":
+            return None
+        return dict(found)
 
     def terminate(self, pod_id: str) -> None:
         try:

@@ -267,6 +267,8 @@ class PodLife:
             found = self.api.pod(pod_id)
             if found is None:
                 raise UserError(f"pod {pod_id} vanished while it was starting")
+            if found.get("desiredStatus") == "EXITED":
+                raise UserError(f"pod {pod_id} stopped while it was starting")
             port = _ssh_port(found)
             if port is not None:
                 host_ip, public_port = port
