@@ -60,8 +60,8 @@ class RunStore:
             try:
                 remote = claim(run_id)
             except BaseException:
-                # A target may have left a record there (a pod that could not be
-                # deleted): the directory then stays, for `pod rm`.
+                # A target may have left its own record there (runpod's pod.json, with
+                # the pod's fate and spend): the directory then stays.
                 with contextlib.suppress(OSError):
                     directory.rmdir()
                 raise
