@@ -52,7 +52,8 @@ def test_the_quickstart_runs_with_no_provider_and_trains(quickstart, trainer):
     assert lines[3].startswith("split: 43 train, 5 eval, 0 excluded")
     run_id = json.loads(next((quickstart / "runs").glob("*/run.json")).read_text())["id"]
     assert lines[4].startswith(f"train: run {run_id} succeeded; ")
-    assert lines[-1] == f"train: merged model in runs/{run_id}/output/merged"
+    assert lines[-1] == f"train: loss chart in runs/{run_id}/loss.png"
+    assert (quickstart / "runs" / run_id / "loss.png").is_file()
 
 
 @pytest.mark.real

@@ -395,13 +395,23 @@ def report(ws: Workspace, record: RunRecord | None, summary: Summary | None = No
         f"; output in {RUNS_DIR}/{record.id}/output" if record.state is RunState.SUCCEEDED else ""
     )
     ws.echo(f"train: run {record.id} {record.state.value}; {summary.describe()}{output}")
+    chart = None
+    if record.state.ended:
+        from overbrainer.charts.describe import write_run_chart
+
+        chart = write_run_chart(store, record)
+    chart_line = f"train: loss chart in {RUNS_DIR}/{record.id}/{chart.name}" if chart else None
     match record.state:
         case RunState.SUCCEEDED:
             for line in output_lines(store, record):
                 ws.echo(line)
+            if chart_line:
+                ws.echo(chart_line)
         case RunState.STOPPED:
             for line in stopped_lines(record):
                 ws.echo(line)
+            if chart_line:
+                ws.echo(chart_line)
         case RunState.CANCELLED:
             raise UserError(f"run {record.id} was cancelled")
         case RunState.FAILED:
