@@ -319,13 +319,25 @@ def follow_to_end(
     stop_when: Callable[[], str | None] | None = None,
 ) -> RunRecord:
     """Follow the job of ``record`` until it ends, then settle and save its state."""
+    from overbrainer.events import publish
+
     progress = Progress()
+
+    def on_event(event: dict[str, Any]) -> None:
+        progress.event(event)
+        publish("train_event", run_id=record.id, event=event, phase=progress.current_phase)
+
+    def on_phase(name: str) -> None:
+        progress.phase(name)
+        publish("train_phase", run_id=record.id, phase=progress.current_phase)
+
+    publish("train_phase", run_id=record.id, phase=progress.current_phase)
     try:
         follower = Follower(
             ws.hook,
             executor,
             record,
-            on_event=progress.event,
+            on_event=on_event,
             asked_at=asked_at,
             poll_s=follow.POLL_S,
             limits=follow.STOP_LIMITS,
@@ -333,11 +345,12 @@ def follow_to_end(
         )
         seen = follower.follow()
         progress.status(seen.status.describe())
-        return settle(ws.hook, executor, ws.runs, record, seen, on_phase=progress.phase)
+        return settle(ws.hook, executor, ws.runs, record, seen, on_phase=on_phase)
     except Detached as error:
         raise UserError(str(error)) from None
     finally:
         progress.close()
+        publish("train_end", run_id=record.id)
 
 
 def resolve_secrets(ws: Workspace, training: Training) -> dict[str, SecretStr]:
