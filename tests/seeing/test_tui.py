@@ -1,0 +1,199 @@
+"""`overbrainer tui`: snapshots of its views at 80x24 and 120x40, and pilots that act
+through it: delete a question into rejected.jsonl, stop a run of the fake trainer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import suppress
+from pathlib import Path
+
+import pytest
+from tests.fixtures.run_dirs import write_examples
+from tests.seeing.tui_project import write_tui_project
+
+from overbrainer.testing.fake_axolotl import make_fake_venv
+from overbrainer.tui.app import OverbrainerApp
+
+QUIET = 3600.0
+"""No periodic refresh during a snapshot."""
+
+
+@pytest.fixture
+def tui_project(project_dir: Path) -> Path:
+    write_tui_project(project_dir)
+    return project_dir
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+@pytest.mark.parametrize(
+    "keys", [(), ("2", "down", "down", "down"), ("4",)], ids=["project", "dataset", "training"]
+)
+def test_views_snapshots(snap_compare, tui_project, size, keys):
+    app = OverbrainerApp(tui_project, refresh_s=QUIET)
+    assert snap_compare(app, press=keys, terminal_size=size)
+
+
+def test_a_small_terminal_shows_a_notice(snap_compare, tui_project):
+    app = OverbrainerApp(tui_project, refresh_s=QUIET)
+    assert snap_compare(app, terminal_size=(60, 20))
+
+
+def test_tui_refuses_without_a_terminal(run_cli):
+    result = run_cli("tui")
+    assert result.exit_code == 1
+    assert result.stderr == "error: tui: needs a terminal (stdout is not one)\n"
+
+
+async def wait_until(pilot, check, timeout=60.0, what=""):
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.1)
+
+
+def test_delete_a_question_into_rejected_jsonl(project_dir):
+    asyncio.run(delete_a_question(project_dir))
+
+
+async def delete_a_question(project_dir):
+    items = write_tui_project(project_dir)
+    app = OverbrainerApp(project_dir, refresh_s=0.5)
+    rejected = project_dir / "data" / "rejected.jsonl"
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        # (no cursor yet), topic, subtopic "moves", its first question (answered)
+        await pilot.press("down", "down", "down")
+        await pilot.pause()
+        assert str(app.query_one("#tree").cursor_node.label) == "[a] What is a move?", str(
+            app.query_one("#tree").cursor_node.label
+        )
+        await pilot.press("d")
+        await pilot.pause()
+        await pilot.press("n")  # the default is no
+        await pilot.pause(0.5)
+        assert not rejected.exists()
+        await pilot.press("d")
+        await pilot.pause()
+        await pilot.press("y")
+        await wait_until(
+            pilot, lambda: rejected.exists() and not app.runner.running(), what="dataset rm"
+        )
+        await pilot.pause(0.5)
+        labels = [
+            str(node.label) for node in app.query_one("#tree").root.children[0].children[0].children
+        ]
+        logs = "\n".join(text for _, text in app.log_entries)
+        await pilot.press("q")
+    records = [json.loads(line) for line in rejected.read_text().splitlines()]
+    question = items["answered"]
+    assert records == [
+        {
+            "kind": "question",
+            "id": question["id"],
+            "topic": "ownership",
+            "subtopic_id": question["subtopic_id"],
+            "text": question["text"],
+        }
+    ]
+    questions = (project_dir / "data" / "questions.jsonl").read_text()
+    assert question["id"] not in questions
+    assert question["id"] not in (project_dir / "data" / "answers.jsonl").read_text()
+    assert labels == ["[x] Why does a move invalidate the source?"]
+    assert "$ overbrainer dataset rm " + question["id"] in logs
+    assert "dataset: deleted 1 question, 1 answer" in logs
+
+
+TRAINING = """
+[training]
+target = "local"
+base_model = "Qwen/Qwen3-0.6B"
+adapter = "lora"
+
+[targets.local]
+kind = "local"
+venv = "{venv}"
+pass_env = ["FAKE_AXOLOTL_*"]
+"""
+
+BOOT = (
+    "import sys, overbrainer.runs.follow as f; f.POLL_S = 0.05; "
+    "from overbrainer.cli import main; sys.argv[0] = 'overbrainer'; main()"
+)
+
+
+def runs(project_dir: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((project_dir / "runs").glob("*/run.json"))]
+
+
+@pytest.fixture
+def training(project_dir: Path, tmp_path: Path):
+    """A `train` of the fake trainer running in a process of its own; killed by PID, with
+    its job, at the end."""
+    venv = make_fake_venv(tmp_path / "fake-venv")
+    write_examples(project_dir / "data" / "train.jsonl", range(10))
+    write_examples(project_dir / "data" / "eval.jsonl", range(10, 12))
+    config = project_dir / "overbrainer.toml"
+    config.write_text(config.read_text() + TRAINING.format(venv=venv))
+    env = {**os.environ, "FAKE_AXOLOTL_STEP_SECONDS": "0.1", "FAKE_AXOLOTL_STEPS": "100000"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", BOOT, "-C", str(project_dir), "train"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            found = runs(project_dir) if (project_dir / "runs").is_dir() else []
+            if found and found[-1]["state"] == "running":
+                metrics = project_dir / "runs" / found[-1]["id"] / "metrics.jsonl"
+                if metrics.exists() and '"log"' in metrics.read_text():
+                    break
+            assert time.monotonic() < deadline, "the fake training did not start"
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.1)
+        yield process
+    finally:
+        with suppress(ProcessLookupError):
+            process.kill()
+        process.communicate()
+        for pid_file in (project_dir / "runs").glob("*/job.pid"):
+            with suppress(ProcessLookupError, ValueError):
+                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_stop_a_run_from_the_runs_view(project_dir, training):
+    asyncio.run(stop_a_run(project_dir, training))
+
+
+async def stop_a_run(project_dir, training):
+    run_id = runs(project_dir)[-1]["id"]
+    app = OverbrainerApp(project_dir, refresh_s=0.5)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        await wait_until(pilot, lambda: app.selected_run() == run_id, what="the run listed")
+        await pilot.press("s")
+        await wait_until(
+            pilot, lambda: runs(project_dir)[-1]["state"] == "stopped", what="the run stopped"
+        )
+        await wait_until(
+            pilot,
+            lambda: app.query_one("#runs").get_row(run_id)[1] == "stopped",
+            what="the table updated",
+        )
+        logs = "\n".join(text for _, text in app.log_entries)
+        await pilot.press("q")
+    assert f"$ overbrainer train stop {run_id}" in logs
+    assert f"train: snapshot of run {run_id} requested" in logs
+    out, _ = training.communicate(timeout=60)
+    assert training.returncode == 0
+    assert f"train: run {run_id} stopped at step" in out
+    record = runs(project_dir)[-1]
+    assert record["snapshot"]["reason"] == "requested"
