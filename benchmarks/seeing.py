@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from tests.fixtures.run_dirs import write_examples  # noqa: E402
-from tests.seeing.runs_data import write_metrics, write_run  # noqa: E402
+from tests.fixtures.seeing_runs import write_metrics, write_run  # noqa: E402
 
 RUN = "bench_20260922-143005"
 CLI = [sys.executable, "-c", "from overbrainer.cli import main; main()"]

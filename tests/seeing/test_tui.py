@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from tests.fixtures.run_dirs import write_examples
-from tests.seeing.tui_project import write_tui_project
+from tests.fixtures.seeing_project import write_tui_project
 
 from overbrainer.testing.fake_axolotl import make_fake_venv
 from overbrainer.tui.app import OverbrainerApp

@@ -134,6 +134,7 @@ def test_a_run_succeeds_and_its_results_come_home(trainer, run_cli):
     assert out[1:] == [
         f"train: adapter in runs/{run_id}/output",
         f"train: merged model in runs/{run_id}/output/merged",
+        f"train: loss chart in runs/{run_id}/loss.png",
     ]
     assert f"train: run {run_id} on target `gpu`, in {remote}" in result.stderr
     assert "train: job running" in result.stderr
@@ -203,14 +204,15 @@ def test_stop_brings_the_snapshot_home_and_resume_uploads_it(trainer, run_cli):
     checkpoint = f"output/checkpoint-{step}"
     assert record["state"] == "stopped" and record["message"] is None
     assert record["snapshot"] == {"checkpoint": checkpoint, "step": step, "reason": "requested"}
-    assert lines[-2] == (
+    assert lines[-3] == (
         f"train: run {run['id']} stopped at step {step} (requested): snapshot in "
         f"runs/{run['id']}/{checkpoint}; resume with `overbrainer train --resume-from {run['id']}`"
     )
-    assert lines[-1] == (
+    assert lines[-2] == (
         f"train: runs/{run['id']}/output also holds the partial model at step {step}, not a "
         "finished one"
     )
+    assert lines[-1] == f"train: loss chart in runs/{run['id']}/loss.png"
     home, remote = trainer.dir / "runs" / run["id"], trainer.remote(run["id"])
     for name in ("trainer_state.json", "adapter_model.safetensors", "optimizer.pt"):
         assert (home / checkpoint / name).read_bytes() == (remote / checkpoint / name).read_bytes()
