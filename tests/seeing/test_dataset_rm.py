@@ -29,8 +29,12 @@ def test_a_subtopic_goes_with_its_questions_and_answers(run_cli, project_dir):
         "train.jsonl and eval.jsonl are left as they were\n"
     )
     rejected = lines(project_dir, "rejected.jsonl")
-    assert rejected[0] == {"kind": "subtopic", "id": moves["id"], "topic": "ownership",
-                           "name": "moves"}
+    assert rejected[0] == {
+        "kind": "subtopic",
+        "id": moves["id"],
+        "topic": "ownership",
+        "name": "moves",
+    }
     assert [r["kind"] for r in rejected[1:]] == ["question", "question"]
 
 

@@ -32,7 +32,9 @@ def tui_project(project_dir: Path) -> Path:
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
 @pytest.mark.parametrize(
-    "keys", [(), ("2", "down", "down", "down"), ("4",)], ids=["project", "dataset", "training"]
+    "keys",
+    [(), ("2", "down", "down", "down"), ("3",), ("4",), ("5", "f")],
+    ids=["project", "dataset", "pipeline", "training", "logs"],
 )
 def test_views_snapshots(snap_compare, tui_project, size, keys):
     app = OverbrainerApp(tui_project, refresh_s=QUIET)
@@ -42,6 +44,24 @@ def test_views_snapshots(snap_compare, tui_project, size, keys):
 def test_a_small_terminal_shows_a_notice(snap_compare, tui_project):
     app = OverbrainerApp(tui_project, refresh_s=QUIET)
     assert snap_compare(app, terminal_size=(60, 20))
+
+
+def test_an_idle_tui_holds_no_lock_and_a_command_can_run(tui_project, run_cli):
+    asyncio.run(idle_tui(tui_project, run_cli))
+
+
+async def idle_tui(project_dir, run_cli):
+    from overbrainer.runs.lock import ProjectLock
+
+    app = OverbrainerApp(project_dir, refresh_s=0.2)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for key in ("2", "3", "4", "5", "1"):
+            await pilot.press(key)
+        await pilot.pause(0.5)
+        assert ProjectLock(project_dir).holder() is None
+        result = run_cli("split")  # a writer from another shell is not blocked
+        assert result.exit_code == 0, result.stderr
+        await pilot.press("q")
 
 
 def test_tui_refuses_without_a_terminal(run_cli):
@@ -197,3 +217,33 @@ async def stop_a_run(project_dir, training):
     assert f"train: run {run_id} stopped at step" in out
     record = runs(project_dir)[-1]
     assert record["snapshot"]["reason"] == "requested"
+
+
+def test_the_pipeline_view_runs_the_stages_and_shows_their_progress(tmp_path, provider):
+    from pipeline_data import write_project
+
+    project = write_project(tmp_path / "pipeline", provider.url)
+    asyncio.run(run_the_stages(project))
+
+
+async def run_the_stages(project_dir):
+    from textual.widgets import Log
+
+    app = OverbrainerApp(project_dir, refresh_s=0.5)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("3", "r")
+        await wait_until(
+            pilot,
+            lambda: app.chain_done == ["subtopics", "questions", "answers", "split"],
+            what="the four stages",
+        )
+        await pilot.pause(0.5)
+        chain = str(app.query_one("#chain").render())
+        stages = str(app.query_one("#stages").render())
+        stage_log = "\n".join(app.query_one("#stage-log", Log).lines)
+        await pilot.press("q")
+    assert "subtopics ✓ → questions ✓ → answers ✓ → split ✓" in chain
+    assert "subtopics  1 run(s), 2 done" in stages
+    assert "subtopics: 2 done, 0 skipped, 0 failed, 0 excluded" in stage_log
+    assert "split: " in stage_log
+    assert (project_dir / "data" / "train.jsonl").exists()
