@@ -188,3 +188,14 @@ def test_plot_without_matplotlib_says_how_to_install_it(run_cli, project_dir, mo
 def test_known_loss_values(step):
     assert v_shaped_loss(50) == pytest.approx(2.0)
     assert v_shaped_loss(step) > 2.0
+
+
+def test_a_remote_run_is_charted_from_what_its_follower_saw(run_cli, project_dir):
+    directory = write_run(project_dir, RUN, "running")
+    write_metrics(directory, range(1, 31))
+    (directory / "metrics.jsonl").rename(directory / "metrics.followed.jsonl")
+    result = run_cli("runs", "show", RUN)
+    assert result.exit_code == 0, result.stderr
+    assert "  last: step 30/100, epoch 0.30, loss 3.2000" in result.stdout.splitlines()
+    assert run_cli("runs", "show", RUN, "--plot").exit_code == 0
+    assert (directory / "loss.png").is_file()

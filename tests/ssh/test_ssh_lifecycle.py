@@ -9,6 +9,7 @@ the job's processes are seen (``ps``, ``/proc``) from here.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -154,6 +155,9 @@ def test_a_run_succeeds_and_its_results_come_home(trainer, run_cli):
         assert (home / name).read_bytes() == (remote / name).read_bytes()
     assert [e["event"] for e in trainer.metrics(run_id)][:2] == ["stage", "begin"]
     assert "fake axolotl: merging the adapter" in (home / "job.log").read_text()
+    # What the follower saw, kept at home as it came (live charts of a remote run).
+    followed = [json.loads(line) for line in (home / "metrics.followed.jsonl").open()]
+    assert followed == trainer.metrics(run_id)
 
 
 def test_a_non_zero_exit_fails_the_run_and_its_log_comes_home(trainer, run_cli):

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from overbrainer.charts.series import Curves, read_curves
+from overbrainer.charts.series import Curves, metrics_path, read_curves
 from overbrainer.charts.terminal import braille_chart, sparkline
 from overbrainer.job.layout import CONFIG_FILE, METRICS_FILE
 from overbrainer.job.metrics import parse_event
@@ -134,7 +134,7 @@ def _timings(run_dir: Path) -> list[str]:
     stages: list[tuple[str, float]] = []
     last: float | None = None
     try:
-        with (run_dir / METRICS_FILE).open(encoding="utf-8", errors="replace") as file:
+        with metrics_path(run_dir).open(encoding="utf-8", errors="replace") as file:
             for line in file:
                 event = parse_event(line)
                 if event is None:

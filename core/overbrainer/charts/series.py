@@ -13,6 +13,17 @@ from overbrainer.job.metrics import parse_event
 
 Point = tuple[int, float]
 
+FOLLOWED_METRICS = "metrics.followed.jsonl"
+"""The metrics lines a follower saw of a job running elsewhere (ssh, a pod), written at home
+as they come, so that charts are live before ``metrics.jsonl`` is brought home."""
+
+
+def metrics_path(run_dir: Path) -> Path:
+    """The run's ``metrics.jsonl`` when it is here, else the lines its follower saw."""
+    path = run_dir / METRICS_FILE
+    followed = run_dir / FOLLOWED_METRICS
+    return followed if not path.exists() and followed.exists() else path
+
 
 @dataclass
 class Curves:
@@ -71,7 +82,7 @@ class Curves:
 
 def read_curves(run_dir: Path, run_id: str) -> Curves | None:
     """The curves of the run in ``run_dir``; None when it has no ``metrics.jsonl`` yet."""
-    path = run_dir / METRICS_FILE
+    path = metrics_path(run_dir)
     try:
         file = path.open(encoding="utf-8", errors="replace")
     except FileNotFoundError:

@@ -93,7 +93,9 @@ def show(run_ids: tuple[str, ...], plot: str | None) -> None:
 
     drawn = [curves for curves in chain(store, records) if curves.has_loss]
     if not drawn:
-        missing = [r.id for r in records if not (store.run_dir(r.id) / METRICS_FILE).exists()]
+        from overbrainer.charts.series import metrics_path
+
+        missing = [r.id for r in records if not metrics_path(store.run_dir(r.id)).exists()]
         if missing:
             raise UserError(f"runs: no {METRICS_FILE} for run {missing[0]} yet")
         raise UserError(f"runs: run {records[0].id} has no loss to plot")

@@ -7,10 +7,12 @@ calls :func:`train` after ``split`` while holding it already.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from loguru import logger
 from pydantic import BaseModel, SecretStr
@@ -322,9 +324,13 @@ def follow_to_end(
     from overbrainer.events import publish
 
     progress = Progress()
+    mirror = _followed_metrics(ws, record)
 
     def on_event(event: dict[str, Any]) -> None:
         progress.event(event)
+        if mirror is not None:
+            mirror.write(json.dumps(event) + "\n")
+            mirror.flush()
         publish("train_event", run_id=record.id, event=event, phase=progress.current_phase)
 
     def on_phase(name: str) -> None:
@@ -350,7 +356,25 @@ def follow_to_end(
         raise UserError(str(error)) from None
     finally:
         progress.close()
+        if mirror is not None:
+            mirror.close()
         publish("train_end", run_id=record.id)
+
+
+def _followed_metrics(ws: Workspace, record: RunRecord) -> IO[str] | None:
+    """For a job running away from its run directory, the file at home its metrics lines
+    are copied to as they come (``runs show`` and the TUI chart them live); started afresh
+    by each follower, which reads the job's lines from the first."""
+    from overbrainer.charts.series import FOLLOWED_METRICS
+
+    run_dir = ws.runs.run_dir(record.id)
+    if Path(record.remote_dir) == run_dir or Path(record.remote_dir) == run_dir.resolve():
+        return None  # the job writes metrics.jsonl right here
+    try:
+        return (run_dir / FOLLOWED_METRICS).open("w", encoding="utf-8")
+    except OSError as error:
+        logger.debug(f"no live copy of the metrics of run {record.id}: {error}")
+        return None
 
 
 def resolve_secrets(ws: Workspace, training: Training) -> dict[str, SecretStr]:

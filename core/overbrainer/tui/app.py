@@ -288,7 +288,7 @@ class OverbrainerApp(App[None]):
 
     def draw_curves(self) -> None:
         from overbrainer.charts.describe import curve_lines, curves_of
-        from overbrainer.job.layout import METRICS_FILE
+        from overbrainer.charts.series import metrics_path
         from overbrainer.runs.store import RunStore
 
         widget = self.query_one("#curves", Static)
@@ -297,7 +297,7 @@ class OverbrainerApp(App[None]):
             widget.update("no run yet: start one with `overbrainer train`")
             return
         store = RunStore(self.project_dir)
-        metrics = store.run_dir(run_id) / METRICS_FILE
+        metrics = metrics_path(store.run_dir(run_id))
         key: tuple[str, int | None, int | None, int]
         try:
             stat = metrics.stat()
