@@ -26,7 +26,9 @@ def tui() -> None:
     # Log lines would tear the screen: the TUI's own go to its Logs view.
     logger.remove()
     logger.add(
-        lambda message: app.add_log(message.record["level"].name.lower(), message.rstrip("\n")),
+        lambda message: app.log_sink(
+            message.record["level"].name.lower(), message.rstrip("\n")
+        ),
         level="DEBUG",
         format="{message}",
     )

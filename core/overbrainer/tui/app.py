@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -11,6 +12,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Log, Static, TabbedContent, TabPane, Tree
 
@@ -432,7 +434,16 @@ class OverbrainerApp(App[None]):
         level = level if level in LEVELS else "info"
         self.log_entries.append((level, text))
         if self._shown(level):
-            self.query_one("#log", Log).write_line(text)
+            with contextlib.suppress(NoMatches):  # not mounted yet: shown on `f`
+                self.query_one("#log", Log).write_line(text)
+
+    def log_sink(self, level: str, text: str) -> None:
+        """Where the TUI's own log lines go, from whichever thread logs them."""
+        if self._thread_id == threading.get_ident() or not self.is_running:
+            self.add_log(level, text)
+        else:
+            with contextlib.suppress(RuntimeError):
+                self.call_from_thread(self.add_log, level, text)
 
     def _line_from_thread(self, name: str, level: str, text: str) -> None:
         self.call_from_thread(self._line, name, level, text)
