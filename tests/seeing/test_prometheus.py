@@ -4,6 +4,7 @@ the loopback provider, and parsed with prometheus_client's own OpenMetrics parse
 from __future__ import annotations
 
 import socket
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -306,3 +307,27 @@ def test_ipv6_loopback_and_port_0(tmp_path):
         assert content_type == OPENMETRICS
     finally:
         server.close()
+
+
+def test_a_followed_run_has_its_gauges(project, start_training):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    start_training(f'\n[metrics]\nlisten = "127.0.0.1:{port}"\n')
+    deadline = time.monotonic() + 60
+    while True:
+        _, samples = scrape(url)
+        steps = [v for (name, _), (_, v) in samples.items() if name == "overbrainer_train_step"]
+        if steps and steps[0] >= 2:
+            break
+        assert time.monotonic() < deadline, "no training step in the metrics"
+        time.sleep(0.2)
+    run_id = next((project / "runs").iterdir()).name
+    assert sample(samples, "overbrainer_train_max_steps", run_id=run_id)[0] == "gauge"
+    kind, loss = sample(samples, "overbrainer_train_loss", run_id=run_id)
+    assert kind == "gauge" and loss > 0
+    assert sample(samples, "overbrainer_learning_rate", run_id=run_id)[0] == "gauge"
+    assert sample(samples, "overbrainer_train_phase", run_id=run_id, phase="training") == (
+        "gauge", 1.0,
+    )
+    kind, age = sample(samples, "overbrainer_train_last_metric_age_seconds", run_id=run_id)
+    assert kind == "gauge" and 0 <= age < 30
