@@ -199,3 +199,12 @@ def test_a_remote_run_is_charted_from_what_its_follower_saw(run_cli, project_dir
     assert "  last: step 30/100, epoch 0.30, loss 3.2000" in result.stdout.splitlines()
     assert run_cli("runs", "show", RUN, "--plot").exit_code == 0
     assert (directory / "loss.png").is_file()
+
+
+def test_progress_line():
+    from overbrainer.charts.terminal import progress_line
+
+    assert progress_line(60, 100, 120.0, width=10) == "step 60/100 ━━━━━━──── 60%  ETA 1 min"
+    assert progress_line(100, 100, 120.0, width=10) == "step 100/100 ━━━━━━━━━━ 100%"
+    assert progress_line(7, None, 3.0) == "step 7"
+    assert progress_line(None, 10, None) == "no step yet"

@@ -327,7 +327,8 @@ def test_a_followed_run_has_its_gauges(project, start_training):
     assert kind == "gauge" and loss > 0
     assert sample(samples, "overbrainer_learning_rate", run_id=run_id)[0] == "gauge"
     assert sample(samples, "overbrainer_train_phase", run_id=run_id, phase="training") == (
-        "gauge", 1.0,
+        "gauge",
+        1.0,
     )
     kind, age = sample(samples, "overbrainer_train_last_metric_age_seconds", run_id=run_id)
     assert kind == "gauge" and 0 <= age < 30

@@ -34,6 +34,11 @@ def test_views_snapshots(snap_compare, tui_project, size, keys):
     assert snap_compare(app, press=keys, terminal_size=size)
 
 
+def test_help_lists_the_keys_of_the_view(snap_compare, tui_project):
+    app = OverbrainerApp(tui_project, refresh_s=QUIET)
+    assert snap_compare(app, press=("4", "question_mark"), terminal_size=(80, 24))
+
+
 def test_a_small_terminal_shows_a_notice(snap_compare, tui_project):
     app = OverbrainerApp(tui_project, refresh_s=QUIET)
     assert snap_compare(app, terminal_size=(60, 20))

@@ -112,3 +112,28 @@ def _segment(start: tuple[int, int], end: tuple[int, int]) -> list[tuple[int, in
         if double <= dx:
             error += dx
             y0 += sy
+
+
+def progress_line(
+    step: int | None, total: int | None, elapsed: float | None, width: int = 30
+) -> str:
+    """``step N/M ━━━━──── P%  ETA T`` (the ETA from the pace so far), or ``step N``."""
+    if step is None:
+        return "no step yet"
+    if not total:
+        return f"step {step}"
+    share = min(step / total, 1.0)
+    done = round(share * width)
+    line = f"step {step}/{total} {'━' * done}{'─' * (width - done)} {int(share * 100)}%"
+    if elapsed and step and step < total:
+        left = elapsed / step * (total - step)
+        line += f"  ETA {_short(left)}"
+    return line
+
+
+def _short(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -53,6 +53,39 @@ class Confirm(ModalScreen[bool]):
         self.dismiss(answer)
 
 
+class Help(ModalScreen[None]):
+    """The keys of the view the TUI is on."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "close", "close")]
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("\n".join(self.lines)), id="help")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+HELP: dict[str, list[str]] = {
+    "project": ["R  reload the configuration and the data"],
+    "dataset": [
+        "up/down  select      left/right, enter  collapse / expand",
+        "d  delete the subtopic or question (asks; it goes to data/rejected.jsonl)",
+    ],
+    "pipeline": ["r  run subtopics, questions, answers, split", "c  stop the running stage"],
+    "training": [
+        "up/down  select a run",
+        "s  snapshot stop (train stop)   c  cancel (train cancel, asks)",
+        "a  attach (train attach): follow it from here",
+    ],
+    "logs": ["f  lowest level shown: error, warning, info, debug, trace"],
+}
+GLOBAL_HELP = ["1-5  views   R  reload   ?  this help   q  quit"]
+
+
 class OverbrainerApp(App[None]):
     """``overbrainer tui``. ``refresh_s``: how often the runs and the pipeline are read
     again (the dataset only while a command of the TUI runs)."""
@@ -65,6 +98,8 @@ class OverbrainerApp(App[None]):
     .pane-left { width: 1fr; }
     .pane-right { width: 1fr; }
     #runs { height: 8; }
+    #help { width: 80; height: auto; border: thick $accent; padding: 1 2; background: $panel; }
+    Help { align: center middle; }
     #question { width: 60; height: 5; border: thick $error; padding: 1 2; background: $panel; }
     Confirm { align: center middle; }
     .problem { color: $error; }
@@ -77,6 +112,7 @@ class OverbrainerApp(App[None]):
         Binding("5", "view('logs')", "Logs", show=False),
         Binding("q", "quit", "quit"),
         Binding("R", "reload", "reload"),
+        Binding("question_mark", "help", "help"),
         Binding("d", "delete", "delete"),
         Binding("r", "run_stages", "run stages"),
         Binding("s", "stop_run", "snapshot stop"),
@@ -167,6 +203,9 @@ class OverbrainerApp(App[None]):
         if focus is not None:
             self.query_one(focus).focus()
         self.refresh_bindings()
+
+    def action_help(self) -> None:
+        self.push_screen(Help([f"{self.view} view", *HELP.get(self.view, []), "", *GLOBAL_HELP]))
 
     def action_reload(self) -> None:
         self.load_all()
@@ -291,6 +330,7 @@ class OverbrainerApp(App[None]):
     def draw_curves(self) -> None:
         from overbrainer.charts.describe import curve_lines, curves_of
         from overbrainer.charts.series import metrics_path
+        from overbrainer.charts.terminal import progress_line
         from overbrainer.runs.store import RunStore
 
         widget = self.query_one("#curves", Static)
@@ -322,7 +362,15 @@ class OverbrainerApp(App[None]):
             return
         width = max(min(self.size.width - 20, 100), 20)
         body = "\n".join(curve_lines(curves, width))
-        widget.update(Text(f"{head}\n{body}"))
+        elapsed = (
+            curves.last_time - curves.started
+            if curves.last_time is not None
+            and curves.started is not None
+            and not record.state.ended
+            else None
+        )
+        progress = progress_line(curves.step, curves.max_steps, elapsed)
+        widget.update(Text(f"{head}\n{progress}\n{body}"))
 
     def load_pipeline(self) -> None:
         self.query_one("#stages", Static).update(
