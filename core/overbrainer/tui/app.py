@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Footer, Log, Static, TabbedContent, TabPa
 from overbrainer.tui.commands import CommandRunner, Job
 from overbrainer.tui.data import (
     Dataset,
+    RecordCache,
     answer_text,
     read_config,
     read_dataset,
@@ -144,6 +145,7 @@ class OverbrainerApp(App[None]):
         self.chain_done: list[str] = []
         self._run_ids: list[str] = []
         self._chart_key: Any = None
+        self.records = RecordCache(project_dir)
 
     # Layout.
 
@@ -294,11 +296,9 @@ class OverbrainerApp(App[None]):
             detail.update(text)
 
     def load_runs(self) -> None:
-        from overbrainer.runs.store import RunStore
-
         table = self.query_one("#runs", DataTable)
         try:
-            records = RunStore(self.project_dir).list()
+            records = self.records.records()
         except Exception:  # noqa: BLE001 - a broken runs/ is shown in Project
             records = []
         rows = [(r.id, r.state.value, r.target, r.created) for r in records]

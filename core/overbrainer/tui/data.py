@@ -130,3 +130,42 @@ def stage_lines(project_dir: Path) -> list[str]:
 def runs_by_state(records: list[Any]) -> str:
     counts = Counter(record.state.value for record in records)
     return ", ".join(f"{count} {state}" for state, count in sorted(counts.items())) or "no run"
+
+
+class RecordCache:
+    """The run records, read again only when their ``run.json`` changed: the Training view
+    looks every 2 s, and a project may hold a thousand runs."""
+
+    def __init__(self, project_dir: Path) -> None:
+        self.project_dir = project_dir
+        self._seen: dict[str, tuple[tuple[int, int], Any]] = {}
+
+    def records(self) -> list[Any]:
+        import os
+
+        from overbrainer.job.layout import RECORD
+        from overbrainer.runs.ids import is_valid_id
+        from overbrainer.runs.store import RunStore
+
+        store = RunStore(self.project_dir)
+        if not store.root.is_dir():
+            return []
+        fresh: dict[str, tuple[tuple[int, int], Any]] = {}
+        for entry in os.scandir(store.root):
+            if not is_valid_id(entry.name) or not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                stat = os.stat(os.path.join(entry.path, RECORD), follow_symlinks=False)
+            except OSError:
+                continue
+            key = (stat.st_mtime_ns, stat.st_size)
+            known = self._seen.get(entry.name)
+            if known is not None and known[0] == key:
+                fresh[entry.name] = known
+                continue
+            try:
+                fresh[entry.name] = (key, store.load(entry.name))
+            except UserError:
+                continue
+        self._seen = fresh
+        return sorted((record for _, record in fresh.values()), key=lambda r: (r.created, r.id))
