@@ -194,3 +194,23 @@ async def run_the_stages(project_dir):
     assert "subtopics: 2 done, 0 skipped, 0 failed, 0 excluded" in stage_log
     assert "split: " in stage_log
     assert (project_dir / "data" / "train.jsonl").exists()
+
+
+def test_logs_export_writes_the_lines_shown(tui_project):
+    asyncio.run(export_logs(tui_project))
+
+
+async def export_logs(project_dir):
+    app = OverbrainerApp(project_dir, refresh_s=QUIET)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.add_log("info", "split: 1 train, 0 eval")
+        app.add_log("debug", "a debug line")
+        app.add_log("warning", "a key sk-0123456789abcdefghijklmnop in a line")
+        await pilot.press("5", "x")
+        await pilot.pause()
+        await pilot.press("q")
+    (path,) = (project_dir / ".overbrainer").glob("logs-*.log")
+    text = path.read_text()
+    assert "split: 1 train, 0 eval\n" in text
+    assert "a debug line" not in text  # below the level shown
+    assert "sk-0123456789abcdefghijklmnop" not in text

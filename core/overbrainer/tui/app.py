@@ -82,7 +82,10 @@ HELP: dict[str, list[str]] = {
         "s  snapshot stop (train stop)   c  cancel (train cancel, asks)",
         "a  attach (train attach): follow it from here",
     ],
-    "logs": ["f  lowest level shown: error, warning, info, debug, trace"],
+    "logs": [
+        "f  lowest level shown: error, warning, info, debug, trace",
+        "x  export the lines shown to .overbrainer/logs-<time>.log",
+    ],
 }
 GLOBAL_HELP = ["1-5  views   R  reload   ?  this help   q  quit"]
 
@@ -120,12 +123,13 @@ class OverbrainerApp(App[None]):
         Binding("c", "cancel", "cancel"),
         Binding("a", "attach", "attach"),
         Binding("f", "level", "level"),
+        Binding("x", "export", "export"),
     ]
     VIEW_KEYS: ClassVar[dict[str, tuple[str, ...]]] = {
         "dataset": ("delete",),
         "pipeline": ("run_stages", "cancel"),
         "training": ("stop_run", "cancel", "attach"),
-        "logs": ("level",),
+        "logs": ("level", "export"),
     }
 
     def __init__(
@@ -471,6 +475,24 @@ class OverbrainerApp(App[None]):
         for level, text in self.log_entries:
             if self._shown(level):
                 log.write_line(text)
+
+    def action_export(self) -> None:
+        """The lines shown, in a new ``.overbrainer/logs-<UTC time>.log``."""
+        from datetime import UTC, datetime
+
+        from overbrainer.redact import redact
+
+        name = f"logs-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.log"
+        path = self.project_dir / ".overbrainer" / name
+        text = "".join(f"{redact(t)}\n" for level, t in self.log_entries if self._shown(level))
+        try:
+            path.parent.mkdir(exist_ok=True)
+            with path.open("x", encoding="utf-8") as file:
+                file.write(text)
+        except OSError as error:
+            self.notify(f"✗ cannot export the logs: {error.strerror or error}", severity="error")
+            return
+        self.notify(f"✓ logs exported to .overbrainer/{name}", timeout=10)
 
     def _show_level(self) -> None:
         self.query_one("#level", Static).update(f"level {self.level} and above   f: change")
