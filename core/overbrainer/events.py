@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,17 @@ class Event:
 
     kind: str
     fields: dict[str, Any] = field(default_factory=dict)
+
+
+TOPIC: ContextVar[str | None] = ContextVar("overbrainer_topic", default=None)
+"""The topic of the dataset item being worked on in this task (an asyncio task has a
+context of its own), so a stage's counts can be told apart by topic without passing it to
+every call that counts."""
+
+
+def set_topic(name: str) -> None:
+    """Say that this task now works on an item of topic ``name``."""
+    TOPIC.set(name)
 
 
 _listeners: list[Listener] = []

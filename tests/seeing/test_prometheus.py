@@ -136,6 +136,29 @@ def test_retries_count_in_this_command(project, provider, run_cli):
     assert result.exit_code == 0, result.stderr
     _, samples = scraped[0]
     assert sample(samples, "overbrainer_item_retries_total", stage="subtopics") == ("counter", 1.0)
+    # By topic as well: this command's work only.
+    for topic in ("ownership", "lifetimes"):
+        assert sample(
+            samples,
+            "overbrainer_topic_items_total",
+            stage="subtopics",
+            topic=topic,
+            result="done",
+        ) == ("counter", 1.0)
+        kind, tokens = sample(
+            samples,
+            "overbrainer_topic_tokens_total",
+            stage="subtopics",
+            topic=topic,
+            direction="out",
+        )
+        assert kind == "counter" and tokens > 0
+    retries = [
+        value
+        for (name, labels), (_, value) in samples.items()
+        if name == "overbrainer_topic_item_retries_total"
+    ]
+    assert sum(retries) == 1.0
     assert sample(samples, "overbrainer_stage_items_total", stage="subtopics", result="done") == (
         "counter",
         2.0,

@@ -74,6 +74,32 @@ class ProjectMetrics:
             ["stage"],
             registry=r,
         )
+        # By topic too (the reference has no topic label, so these are families of their
+        # own); the history has no topics: these count this command's work only.
+        self.topic_items = Counter(
+            "overbrainer_topic_items",
+            "Dataset items by stage, topic and result, this command.",
+            ["stage", "topic", "result"],
+            registry=r,
+        )
+        self.topic_tokens = Counter(
+            "overbrainer_topic_tokens",
+            "Provider tokens by stage, topic and direction, this command.",
+            ["stage", "topic", "direction"],
+            registry=r,
+        )
+        self.topic_cost = Counter(
+            "overbrainer_topic_cost_usd",
+            "Provider cost in US dollars by stage and topic, this command, known prices only.",
+            ["stage", "topic"],
+            registry=r,
+        )
+        self.topic_retries = Counter(
+            "overbrainer_topic_item_retries",
+            "Retried provider requests by stage and topic, this command.",
+            ["stage", "topic"],
+            registry=r,
+        )
         self.step = Gauge("overbrainer_train_step", "Last training step.", ["run_id"], registry=r)
         self.max_steps = Gauge(
             "overbrainer_train_max_steps",
@@ -142,7 +168,10 @@ class ProjectMetrics:
         """Take one event of the bus."""
         f = event.fields
         stage = str(f.get("stage", ""))
+        topic = f.get("topic")
         with self._lock:
+            if isinstance(topic, str) and topic:
+                self._by_topic(event, stage, topic)
             match event.kind:
                 case "stage_start":
                     self.running.labels(stage=stage).inc()
@@ -171,6 +200,24 @@ class ProjectMetrics:
                     self._set_phase(str(f["run_id"]), f.get("phase"))
                 case "train_end":
                     self._end(str(f["run_id"]))
+
+    def _by_topic(self, event: Event, stage: str, topic: str) -> None:
+        f = event.fields
+        if event.kind in ("item_done", "item_skipped", "item_failed", "item_excluded"):
+            result = event.kind.removeprefix("item_")
+            self.topic_items.labels(stage=stage, topic=topic, result=result).inc(f.get("count", 1))
+        elif event.kind == "item_retry":
+            self.topic_retries.labels(stage=stage, topic=topic).inc()
+        elif event.kind == "tokens":
+            for key, direction in (("input_tokens", "in"), ("output_tokens", "out")):
+                count = f.get(key)
+                if _is_count(count) and count:
+                    self.topic_tokens.labels(stage=stage, topic=topic, direction=direction).inc(
+                        count
+                    )
+            cost = f.get("cost")
+            if isinstance(cost, int | float) and cost > 0:
+                self.topic_cost.labels(stage=stage, topic=topic).inc(cost)
 
     def _train_event(self, run_id: str, event: dict[str, Any]) -> None:
         when = event.get("time")
