@@ -25,6 +25,9 @@ HEAVY = (
     "requests",
     "pluggy",
     "loguru",
+    "matplotlib",
+    "textual",
+    "prometheus_client",
 )
 
 
@@ -58,8 +61,8 @@ def test_help_lists_the_commands(run_cli):
     assert result.exit_code == 0
     commands = re.findall(r"^  (\w+)\s", result.stdout.split("Commands:")[1], re.MULTILINE)
     assert commands == [
-        "answers", "config", "history", "init", "migrate", "plugins", "questions", "run", "runs",
-        "split", "subtopics", "train", "watch",
+        "answers", "config", "dataset", "history", "init", "migrate", "plugins", "questions",
+        "run", "runs", "split", "subtopics", "train", "tui", "watch",
     ]
     assert "-C, --project-dir DIRECTORY" in result.stdout
 

@@ -9,6 +9,7 @@ the job's processes are seen (``ps``, ``/proc``) from here.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -134,6 +135,7 @@ def test_a_run_succeeds_and_its_results_come_home(trainer, run_cli):
     assert out[1:] == [
         f"train: adapter in runs/{run_id}/output",
         f"train: merged model in runs/{run_id}/output/merged",
+        f"train: loss chart in runs/{run_id}/loss.png",
     ]
     assert f"train: run {run_id} on target `gpu`, in {remote}" in result.stderr
     assert "train: job running" in result.stderr
@@ -153,6 +155,9 @@ def test_a_run_succeeds_and_its_results_come_home(trainer, run_cli):
         assert (home / name).read_bytes() == (remote / name).read_bytes()
     assert [e["event"] for e in trainer.metrics(run_id)][:2] == ["stage", "begin"]
     assert "fake axolotl: merging the adapter" in (home / "job.log").read_text()
+    # What the follower saw, kept at home as it came (live charts of a remote run).
+    followed = [json.loads(line) for line in (home / "metrics.followed.jsonl").open()]
+    assert followed == trainer.metrics(run_id)
 
 
 def test_a_non_zero_exit_fails_the_run_and_its_log_comes_home(trainer, run_cli):
@@ -203,14 +208,15 @@ def test_stop_brings_the_snapshot_home_and_resume_uploads_it(trainer, run_cli):
     checkpoint = f"output/checkpoint-{step}"
     assert record["state"] == "stopped" and record["message"] is None
     assert record["snapshot"] == {"checkpoint": checkpoint, "step": step, "reason": "requested"}
-    assert lines[-2] == (
+    assert lines[-3] == (
         f"train: run {run['id']} stopped at step {step} (requested): snapshot in "
         f"runs/{run['id']}/{checkpoint}; resume with `overbrainer train --resume-from {run['id']}`"
     )
-    assert lines[-1] == (
+    assert lines[-2] == (
         f"train: runs/{run['id']}/output also holds the partial model at step {step}, not a "
         "finished one"
     )
+    assert lines[-1] == f"train: loss chart in runs/{run['id']}/loss.png"
     home, remote = trainer.dir / "runs" / run["id"], trainer.remote(run["id"])
     for name in ("trainer_state.json", "adapter_model.safetensors", "optimizer.pt"):
         assert (home / checkpoint / name).read_bytes() == (remote / checkpoint / name).read_bytes()

@@ -28,7 +28,9 @@ def test_a_run_succeeds_and_says_where_its_model_is(trainer, run_cli):
     assert out[1:] == [
         f"train: adapter in runs/{run_id}/output",
         f"train: merged model in runs/{run_id}/output/merged",
+        f"train: loss chart in runs/{run_id}/loss.png",
     ]
+    assert (trainer.dir / "runs" / run_id / "loss.png").read_bytes()[:4] == b"\x89PNG"
     assert (
         f"train: run {run_id} on target `local`, in {trainer.dir.resolve()}/runs/{run_id}"
         in result.stderr
@@ -96,15 +98,16 @@ def test_stop_snapshots_a_running_job_and_resume_continues_after_it(trainer, run
         "step": step,
         "reason": "requested",
     }
-    assert lines[-2] == (
+    assert lines[-3] == (
         f"train: run {run['id']} stopped at step {step} (requested): snapshot in "
         f"runs/{run['id']}/output/checkpoint-{step}; resume with "
         f"`overbrainer train --resume-from {run['id']}`"
     )
-    assert lines[-1] == (
+    assert lines[-2] == (
         f"train: runs/{run['id']}/output also holds the partial model at step {step}, not a "
         "finished one"
     )
+    assert lines[-1] == f"train: loss chart in runs/{run['id']}/loss.png"
     assert (trainer.dir / "runs" / run["id"] / "output" / f"checkpoint-{step}").is_dir()
     assert not (trainer.dir / "runs" / run["id"] / "output" / "merged").exists()
 

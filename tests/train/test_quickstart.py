@@ -52,7 +52,8 @@ def test_the_quickstart_runs_with_no_provider_and_trains(quickstart, trainer):
     assert lines[3].startswith("split: 43 train, 5 eval, 0 excluded")
     run_id = json.loads(next((quickstart / "runs").glob("*/run.json")).read_text())["id"]
     assert lines[4].startswith(f"train: run {run_id} succeeded; ")
-    assert lines[-1] == f"train: merged model in runs/{run_id}/output/merged"
+    assert lines[-1] == f"train: loss chart in runs/{run_id}/loss.png"
+    assert (quickstart / "runs" / run_id / "loss.png").is_file()
 
 
 @pytest.mark.real
@@ -62,7 +63,16 @@ def test_the_readme_main_command_trains_the_quickstart_on_the_cpu(quickstart, ve
     assert result.exit_code == 0, result.stderr
     run_id = json.loads(next((quickstart / "runs").glob("*/run.json")).read_text())["id"]
     output = quickstart / "runs" / run_id / "output"
-    assert (output / "adapter_model.safetensors").is_file()
-    assert (output / "merged" / "config.json").is_file()
+    assert (output / "model.safetensors").is_file()
+    assert (output / "config.json").is_file()
+    # The quickstart shows learning: eval loss falls clearly from its first evaluation.
+    evals = [
+        event["eval_loss"]
+        for event in map(json.loads, (output.parent / "metrics.jsonl").read_text().splitlines())
+        if event.get("event") == "log" and event.get("eval_loss") is not None
+    ]
+    assert evals[-1] < evals[0] - 1.0, evals
+    assert (output.parent / "loss.png").is_file()
+    assert result.stdout.splitlines()[-1] == f"train: loss chart in runs/{run_id}/loss.png"
     assert (quickstart / "models" / "tiny-llama" / "tokenizer.json").is_file()
     assert "setup: tiny model written to models/tiny-llama" in result.stderr

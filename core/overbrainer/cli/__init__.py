@@ -30,6 +30,8 @@ COMMANDS = {
     "watch": "overbrainer.cli.watch:watch",
     "history": "overbrainer.cli.history:history",
     "migrate": "overbrainer.cli.migrate:migrate",
+    "dataset": "overbrainer.cli.dataset:dataset",
+    "tui": "overbrainer.cli.tui:tui",
 }
 
 

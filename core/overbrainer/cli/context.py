@@ -73,10 +73,26 @@ class App:
 
         return Workspace(self.project, self.plugins.hook, self.runs, echo)
 
-    def lock(self) -> ProjectLock:
+    def lock(self, metrics: bool = True) -> ProjectLock:
+        """The project lock; with ``metrics``, held together with the ``[metrics]``
+        endpoint when one is configured."""
         from overbrainer.runs.lock import ProjectLock
 
-        return ProjectLock(self.project_dir)
+        if not metrics:
+            return ProjectLock(self.project_dir)
+        from overbrainer.cli.metered import MeteredLock
+
+        return MeteredLock(self.project_dir, self.metrics_listen)
+
+    def metrics_listen(self) -> str | None:
+        """``[metrics] listen``, or None when unset or the configuration is not valid (the
+        command says so itself when it reads it)."""
+        from overbrainer.errors import UserError
+
+        try:
+            return self.settings.metrics.listen
+        except UserError:
+            return None
 
 
 def current_app() -> App:

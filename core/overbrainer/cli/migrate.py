@@ -23,7 +23,7 @@ def migrate(dry_run: bool) -> None:
     if dry_run:  # reads only: no lock, nothing written
         lines = run(app.project_dir, dry_run)
     else:
-        with app.lock():
+        with app.lock(metrics=False):
             lines = run(app.project_dir, dry_run)
     for line in lines:
         click.echo(line)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import click
 
 from overbrainer.cli.complete import complete_run_id
 from overbrainer.cli.context import current_app
+from overbrainer.job.layout import METRICS_FILE
 
 
 @click.group()
@@ -63,3 +67,45 @@ def logs(run_id: str, tail: int | None, keep_following: bool) -> None:
             click.echo(line)
     except KeyboardInterrupt:
         return  # Ctrl-C only stops following
+
+
+@runs.command()
+@click.argument("run_ids", metavar="RUN_ID [RUN_ID]...", nargs=-1, required=True,
+                shell_complete=complete_run_id)
+@click.option(
+    "--plot",
+    "plot",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[PATH]",
+    help="Also write a PNG loss chart (default runs/<id>/loss.png).",
+)
+def show(run_ids: tuple[str, ...], plot: str | None) -> None:
+    """Show a run: record, settings, outcome, snapshot, timings and curves; with two or
+    more, overlay them (a resumed run continues its parent)."""
+    from overbrainer.charts.describe import chain, show_lines
+
+    app = current_app()
+    store = app.runs
+    records = [store.load(run_id) for run_id in run_ids]
+    width = max(min(shutil.get_terminal_size().columns - 16, 100), 20)
+    for record in records:
+        for line in show_lines(store, record, width):
+            click.echo(line)
+    if plot is None:
+        return
+    from overbrainer.charts.png import write_png
+    from overbrainer.errors import UserError
+
+    drawn = [curves for curves in chain(store, records) if curves.has_loss]
+    if not drawn:
+        from overbrainer.charts.series import metrics_path
+
+        missing = [r.id for r in records if not metrics_path(store.run_dir(r.id)).exists()]
+        if missing:
+            raise UserError(f"runs: no {METRICS_FILE} for run {missing[0]} yet")
+        raise UserError(f"runs: run {records[0].id} has no loss to plot")
+    path = Path(plot) if plot else store.run_dir(records[-1].id) / "loss.png"
+    write_png(drawn, path)
+    click.echo(f"runs: loss chart written to {path}")

@@ -332,6 +332,33 @@ class CompareSection(Section):
     server_start_secs: int = Field(default=300, ge=1, le=3600)
 
 
+def _listen_address(value: str) -> str:
+    from overbrainer.config.listen import parse_listen
+
+    parse_listen(value)
+    return value
+
+
+class MetricsSection(Section):
+    """``[metrics]``: the Prometheus endpoint served while a command holds the project lock.
+    Unset ``listen`` serves nothing; it has no authentication, so an address other than
+    loopback needs ``allow_remote = true`` as well."""
+
+    listen: Annotated[str, AfterValidator(_listen_address)] | None = None
+    allow_remote: bool = False
+
+    @model_validator(mode="after")
+    def _remote_needs_consent(self) -> MetricsSection:
+        from overbrainer.config.listen import is_loopback
+
+        if self.listen and not self.allow_remote and not is_loopback(self.listen):
+            raise ValueError(
+                f"listen = {self.listen!r} is not a loopback address and the endpoint has no "
+                "authentication: set metrics.allow_remote = true to serve it to the network"
+            )
+        return self
+
+
 class WatchSection(Section):
     """``[watch]``: what ``overbrainer watch`` does when a change comes during a training:
     ``wait`` lets it finish, then cycles; ``snapshot`` asks it for a snapshot, then cycles
@@ -353,6 +380,7 @@ class Settings(Section):
     export: ExportSection = Field(default_factory=ExportSection)
     hub: HubSection = Field(default_factory=HubSection)
     compare: CompareSection = Field(default_factory=CompareSection)
+    metrics: MetricsSection = Field(default_factory=MetricsSection)
     targets: dict[str, Any] = Field(default_factory=dict)
     runpod: RunpodAccount = Field(default_factory=RunpodAccount)
     hf_token: SecretStr | None = Field(default=None)

@@ -16,6 +16,7 @@ from typing import Any
 from loguru import logger
 
 from overbrainer.config.model import Role
+from overbrainer.events import set_topic
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, without
@@ -101,7 +102,7 @@ async def run(ctx: StageContext) -> None:
             continue
         seen.add(question["id"])
         if question["id"] in answered:
-            ctx.report.skip()
+            ctx.report.skip(topic=question["topic"])
         else:
             todo.append(question)
     ctx.report.start(len(todo))
@@ -126,6 +127,7 @@ async def run(ctx: StageContext) -> None:
         with data.writer(ANSWERS) as writer:
 
             async def answer(question: dict[str, Any]) -> None:
+                set_topic(question["topic"])
                 system = systems[question["topic"]]
                 messages = [
                     {"role": "system", "content": system},

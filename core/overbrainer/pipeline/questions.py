@@ -13,6 +13,7 @@ from typing import Any
 from loguru import logger
 
 from overbrainer.config.model import Topic
+from overbrainer.events import set_topic
 from overbrainer.pipeline.dedup import Deduplicator
 from overbrainer.pipeline.ids import question_id
 from overbrainer.pipeline.jsonl import JsonlWriter
@@ -56,7 +57,7 @@ async def run(ctx: StageContext) -> None:
     for topic in ctx.topics:
         for subtopic in [s for s in subtopics if s["topic"] == topic.name][: topic.subtopics]:
             if len(filler.accepted[subtopic["id"]]) >= topic.questions_per_subtopic:
-                ctx.report.skip()
+                ctx.report.skip(topic=topic.name)
             else:
                 todo.append((topic, subtopic))
     ctx.report.start(len(todo))
@@ -98,6 +99,7 @@ class _Filler:
 
     async def fill(self, work: Work) -> None:
         topic, subtopic = work
+        set_topic(topic.name)
         pipeline = self.ctx.settings.pipeline
         texts = self.accepted[subtopic["id"]]
         target = topic.questions_per_subtopic

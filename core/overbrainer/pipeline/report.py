@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from loguru import logger
 
+from overbrainer.events import TOPIC, publish
 from overbrainer.pipeline.progress import Progress
 from overbrainer.providers.prices import Price
 
@@ -31,12 +32,14 @@ class Report:
     def start(self, total: int) -> None:
         self.progress.start(total)
 
-    def skip(self, count: int = 1) -> None:
+    def skip(self, count: int = 1, topic: str | None = None) -> None:
         self.skipped += count
+        publish("item_skipped", stage=self.stage, count=count, topic=topic or TOPIC.get())
 
     def exclude(self, count: int = 1) -> None:
         """Count records set aside without finishing an item (rejected near-duplicates)."""
         self.excluded += count
+        publish("item_excluded", stage=self.stage, count=count, topic=TOPIC.get())
 
     def finish(self, excluded: bool = False) -> None:
         """One item completed: done, or done but excluded."""
@@ -44,10 +47,13 @@ class Report:
             self.excluded += 1
         else:
             self.done += 1
+        kind = "item_excluded" if excluded else "item_done"
+        publish(kind, stage=self.stage, count=1, topic=TOPIC.get())
         self._advance()
 
     def fail(self, item: str, message: str) -> None:
         self.failed += 1
+        publish("item_failed", stage=self.stage, count=1, topic=TOPIC.get())
         logger.warning(f"{self.stage}: {item} failed: {message}")
         self._advance()
 
@@ -55,6 +61,7 @@ class Report:
         """What a client calls before trying a request for ``item`` again."""
 
         def warn(message: str, delay: float) -> None:
+            publish("item_retry", stage=self.stage, topic=TOPIC.get())
             logger.warning(f"{self.stage}: {item}: {message}; retrying in {delay:.1f}s")
 
         return warn
@@ -63,6 +70,17 @@ class Report:
         tally = self.usage[(provider, model)]
         tally[0] += input_tokens
         tally[1] += output_tokens
+        price = self.price_of(provider, model)
+        cost = input_tokens * price.prompt + output_tokens * price.completion if price else None
+        publish(
+            "tokens",
+            stage=self.stage,
+            model=model,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost=cost,
+            topic=TOPIC.get(),
+        )
 
     @property
     def input_tokens(self) -> int:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from overbrainer.config.env import Environment
 from overbrainer.config.model import Role, Settings, Topic
 from overbrainer.errors import Interrupted, Terminated, UserError, signal_of
+from overbrainer.events import publish
 from overbrainer.pipeline import split
 from overbrainer.pipeline.history import STAGES, append_history, timestamp
 from overbrainer.pipeline.progress import Progress
@@ -101,6 +102,7 @@ def run_stage(
     status: Status = "failed"
     error: str | None = None
     signum: int | None = None
+    publish("stage_start", stage=stage)
     try:
         if stage == "split":
             result = split.run(DataFiles(project_dir), settings, topics)
@@ -121,6 +123,9 @@ def run_stage(
         error = failure.message
     finally:
         report.progress.close()
+        if result is not None:  # counted as its history line counts it: excluded only
+            publish("item_excluded", stage=stage, count=result.excluded.total())
+        publish("stage_end", stage=stage)
         entry = _entry(stage, started, status, settings, report=report, result=result)
         append_history(project_dir, entry)
     summary = result.summary() if result is not None else report.summary()

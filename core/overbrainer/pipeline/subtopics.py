@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from overbrainer.config.model import Topic
+from overbrainer.events import set_topic
 from overbrainer.pipeline.ids import normalize, subtopic_id
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.prompts import Templates
@@ -42,7 +43,7 @@ async def run(ctx: StageContext) -> None:
     todo: list[tuple[Topic, int]] = []
     for topic in ctx.topics:
         if have[topic.name] >= topic.subtopics:
-            ctx.report.skip()
+            ctx.report.skip(topic=topic.name)
         else:
             todo.append((topic, topic.subtopics - have[topic.name]))
     ctx.report.start(len(todo))
@@ -54,6 +55,7 @@ async def run(ctx: StageContext) -> None:
 
         async def ask(work: tuple[Topic, int]) -> None:
             topic, missing = work
+            set_topic(topic.name)
             prompt = templates.render(
                 "subtopics.txt", topic=topic.name, description=topic.description, count=missing
             )

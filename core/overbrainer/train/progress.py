@@ -109,6 +109,11 @@ class Progress:
         if self._bar is not None:
             self._bar.show(self.summary, self._phase)
 
+    @property
+    def current_phase(self) -> str:
+        """``training``, ``evaluating``, ``finalizing``, ``merging`` or ``retrieving``."""
+        return self._phase
+
     def phase(self, name: str) -> None:
         """A phase the follower itself enters (``retrieving``)."""
         if name == "retrieving":

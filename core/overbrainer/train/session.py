@@ -7,10 +7,12 @@ calls :func:`train` after ``split`` while holding it already.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from loguru import logger
 from pydantic import BaseModel, SecretStr
@@ -319,13 +321,29 @@ def follow_to_end(
     stop_when: Callable[[], str | None] | None = None,
 ) -> RunRecord:
     """Follow the job of ``record`` until it ends, then settle and save its state."""
+    from overbrainer.events import publish
+
     progress = Progress()
+    mirror = _followed_metrics(ws, record)
+
+    def on_event(event: dict[str, Any]) -> None:
+        progress.event(event)
+        if mirror is not None:
+            mirror.write(json.dumps(event) + "\n")
+            mirror.flush()
+        publish("train_event", run_id=record.id, event=event, phase=progress.current_phase)
+
+    def on_phase(name: str) -> None:
+        progress.phase(name)
+        publish("train_phase", run_id=record.id, phase=progress.current_phase)
+
+    publish("train_phase", run_id=record.id, phase=progress.current_phase)
     try:
         follower = Follower(
             ws.hook,
             executor,
             record,
-            on_event=progress.event,
+            on_event=on_event,
             asked_at=asked_at,
             poll_s=follow.POLL_S,
             limits=follow.STOP_LIMITS,
@@ -333,11 +351,30 @@ def follow_to_end(
         )
         seen = follower.follow()
         progress.status(seen.status.describe())
-        return settle(ws.hook, executor, ws.runs, record, seen, on_phase=progress.phase)
+        return settle(ws.hook, executor, ws.runs, record, seen, on_phase=on_phase)
     except Detached as error:
         raise UserError(str(error)) from None
     finally:
         progress.close()
+        if mirror is not None:
+            mirror.close()
+        publish("train_end", run_id=record.id)
+
+
+def _followed_metrics(ws: Workspace, record: RunRecord) -> IO[str] | None:
+    """For a job running away from its run directory, the file at home its metrics lines
+    are copied to as they come (``runs show`` and the TUI chart them live); started afresh
+    by each follower, which reads the job's lines from the first."""
+    from overbrainer.charts.series import FOLLOWED_METRICS
+
+    run_dir = ws.runs.run_dir(record.id)
+    if Path(record.remote_dir) == run_dir or Path(record.remote_dir) == run_dir.resolve():
+        return None  # the job writes metrics.jsonl right here
+    try:
+        return (run_dir / FOLLOWED_METRICS).open("w", encoding="utf-8")
+    except OSError as error:
+        logger.debug(f"no live copy of the metrics of run {record.id}: {error}")
+        return None
 
 
 def resolve_secrets(ws: Workspace, training: Training) -> dict[str, SecretStr]:
@@ -395,13 +432,23 @@ def report(ws: Workspace, record: RunRecord | None, summary: Summary | None = No
         f"; output in {RUNS_DIR}/{record.id}/output" if record.state is RunState.SUCCEEDED else ""
     )
     ws.echo(f"train: run {record.id} {record.state.value}; {summary.describe()}{output}")
+    chart = None
+    if record.state.ended:
+        from overbrainer.charts.describe import write_run_chart
+
+        chart = write_run_chart(store, record)
+    chart_line = f"train: loss chart in {RUNS_DIR}/{record.id}/{chart.name}" if chart else None
     match record.state:
         case RunState.SUCCEEDED:
             for line in output_lines(store, record):
                 ws.echo(line)
+            if chart_line:
+                ws.echo(chart_line)
         case RunState.STOPPED:
             for line in stopped_lines(record):
                 ws.echo(line)
+            if chart_line:
+                ws.echo(chart_line)
         case RunState.CANCELLED:
             raise UserError(f"run {record.id} was cancelled")
         case RunState.FAILED:

@@ -1,0 +1,236 @@
+"""``runs show``: a run's record, the settings that shape the model, its outcome, snapshot,
+timings and curves, read from its directory alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from overbrainer.charts.series import Curves, metrics_path, read_curves
+from overbrainer.charts.terminal import braille_chart, sparkline
+from overbrainer.job.layout import CONFIG_FILE, METRICS_FILE
+from overbrainer.job.metrics import parse_event
+from overbrainer.job.record import RunRecord
+from overbrainer.redact import escape_controls
+from overbrainer.runs.listing import run_line
+from overbrainer.runs.store import RunStore
+
+SETTINGS = (
+    ("base_model", "base_model"),
+    ("adapter", "adapter"),
+    ("lora_r", "lora_r"),
+    ("num_epochs", "epochs"),
+    ("learning_rate", "learning_rate"),
+    ("lr_scheduler", "lr_scheduler"),
+    ("micro_batch_size", "micro_batch_size"),
+    ("gradient_accumulation_steps", "gradient_accumulation_steps"),
+    ("sequence_len", "sequence_len"),
+    ("sample_packing", "sample_packing"),
+)
+"""axolotl.yaml keys shown, and the name ``[training]`` gives each."""
+
+
+def curves_of(store: RunStore, record: RunRecord) -> Curves | None:
+    """The curves of ``record`` with its snapshot and resume point filled in."""
+    curves = read_curves(store.run_dir(record.id), record.id)
+    if curves is None:
+        return None
+    if record.snapshot is not None:
+        curves.snapshot_step = record.snapshot.step
+    if record.resumed_from:
+        curves.resumed_from = record.resumed_from
+        curves.resume_step = _parent_step(store, record.resumed_from)
+        if curves.resume_step is None and curves.loss:
+            curves.resume_step = curves.loss[0][0]
+    return curves
+
+
+def show_lines(store: RunStore, record: RunRecord, width: int = 60) -> Iterator[str]:
+    """The text of ``runs show`` for one run."""
+    run_dir = store.run_dir(record.id)
+    yield run_line(record, len(record.id))
+    settings = _settings(run_dir)
+    if settings:
+        yield "  settings: " + ", ".join(f"{name} {value}" for name, value in settings)
+    if record.resumed_from:
+        yield f"  resumed from: {escape_controls(record.resumed_from)}"
+    curves = curves_of(store, record)
+    yield "  outcome: " + _outcome(record, curves)
+    if record.snapshot is not None:
+        yield (
+            f"  snapshot: step {record.snapshot.step} ({record.snapshot.reason}) in "
+            f"{escape_controls(record.snapshot.checkpoint)}"
+        )
+    timings = _timings(run_dir)
+    if timings:
+        yield "  timings: " + ", ".join(timings)
+    if curves is None:
+        yield f"runs: no {METRICS_FILE} for run {record.id} yet"
+        return
+    yield from curve_lines(curves, width)
+
+
+def curve_lines(curves: Curves, width: int = 60) -> Iterator[str]:
+    """The last figures, a Braille chart of the losses, and sparklines of lr and grad_norm."""
+    last = []
+    if curves.step is not None:
+        last.append(
+            f"step {curves.step}/{curves.max_steps}" if curves.max_steps else f"step {curves.step}"
+        )
+    if curves.epoch is not None:
+        last.append(f"epoch {curves.epoch:.2f}")
+    for name in ("loss", "eval_loss"):
+        value = curves.last(name)
+        if value is not None:
+            last.append(f"{name} {value:.4f}")
+    if last:
+        yield "  last: " + ", ".join(last)
+    if not curves.has_loss:
+        yield f"runs: run {curves.run_id} has no loss to plot"
+        return
+    yield f"  loss (line: train, {'•'}: eval) against step"
+    for row in braille_chart(
+        [curves.loss], curves.eval_loss, width=width, height=10, x_max=curves.max_steps
+    ):
+        yield "  " + row
+    for name, label in (("learning_rate", "lr"), ("grad_norm", "grad_norm")):
+        points: list[tuple[int, float]] = getattr(curves, name)
+        if points:
+            values = [value for _, value in points]
+            yield (f"  {label:<9} {sparkline(values, width)}  {min(values):.3g}..{max(values):.3g}")
+
+
+def _outcome(record: RunRecord, curves: Curves | None) -> str:
+    text = record.state.value
+    if record.message:
+        text += f": {escape_controls(record.message)}"
+    if curves is not None and len(curves.eval_loss) > 1:
+        first, final = curves.eval_loss[0][1], curves.eval_loss[-1][1]
+        text += f"; eval_loss {first:.4f} → {final:.4f}"
+    return text
+
+
+def _settings(run_dir: Path) -> list[tuple[str, str]]:
+    import yaml
+
+    try:
+        config = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return []
+    if not isinstance(config, dict):
+        return []
+    shown = []
+    for key, name in SETTINGS:
+        value = config.get(key)
+        if value is None or (key == "lora_r" and not config.get("adapter")):
+            continue
+        shown.append((name, escape_controls(str(value))))
+    return shown
+
+
+def _timings(run_dir: Path) -> list[str]:
+    """Seconds each stage of the job took, and the whole job, from the metrics times."""
+    stages: list[tuple[str, float]] = []
+    last: float | None = None
+    try:
+        with metrics_path(run_dir).open(encoding="utf-8", errors="replace") as file:
+            for line in file:
+                event = parse_event(line)
+                if event is None:
+                    continue
+                when = event.get("time")
+                if not isinstance(when, int | float) or isinstance(when, bool):
+                    continue
+                last = float(when)
+                if event["event"] == "stage" and isinstance(event.get("name"), str):
+                    stages.append((escape_controls(event["name"]), last))
+    except OSError:
+        return []
+    if not stages or last is None:
+        return []
+    out = []
+    for index, (name, start) in enumerate(stages):
+        end = stages[index + 1][1] if index + 1 < len(stages) else last
+        if end > start or index + 1 < len(stages):
+            out.append(f"{name} {_duration(end - start)}")
+    out.append(f"total {_duration(last - stages[0][1])}")
+    return out
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(seconds, 0.0)
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def _parent_step(store: RunStore, parent_id: str) -> int | None:
+    from overbrainer.errors import UserError
+
+    try:
+        parent = store.load(parent_id)
+    except UserError:
+        return None
+    return parent.snapshot.step if parent.snapshot is not None else None
+
+
+def chain(store: RunStore, records: list[RunRecord]) -> list[Curves]:
+    """The curves of ``records`` in drawing order: a run resumed from another one shown is
+    drawn after it, as its continuation."""
+    order = sorted(records, key=lambda record: _depth(record, {r.id: r for r in records}))
+    out = []
+    for record in order:
+        curves = curves_of(store, record)
+        if curves is not None:
+            out.append(curves)
+    return out
+
+
+def _depth(record: RunRecord, shown: dict[str, Any]) -> int:
+    depth, seen = 0, {record.id}
+    while record.resumed_from in shown and record.resumed_from not in seen:
+        record = shown[record.resumed_from]
+        seen.add(record.id)
+        depth += 1
+    return depth
+
+
+CHART_FILE = "loss.png"
+
+
+def write_run_chart(store: RunStore, record: RunRecord) -> Path | None:
+    """Draw ``runs/<id>/loss.png`` at the end of a training (a resumed run continues its
+    parent's curves); None when there is no loss to draw or no matplotlib. Never raises
+    for a chart: the training's outcome matters more."""
+    from loguru import logger
+
+    from overbrainer.errors import UserError
+
+    try:
+        records = [record]
+        parent = record.resumed_from
+        while parent and len(records) < 20 and parent not in {r.id for r in records}:
+            try:
+                records.insert(0, store.load(parent))
+            except UserError:
+                break
+            parent = records[0].resumed_from
+        drawn = [curves for curves in chain(store, records) if curves.has_loss]
+        if not drawn or drawn[-1].run_id != record.id:
+            return None
+        from overbrainer.charts.png import write_png
+
+        path = store.run_dir(record.id) / CHART_FILE
+        write_png(drawn, path)
+    except UserError as error:
+        logger.info(f"no loss chart for run {record.id}: {error}")
+        return None
+    except Exception as error:  # noqa: BLE001 - a chart never fails a training
+        logger.warning(f"cannot draw the loss chart of run {record.id}: {error}")
+        return None
+    return path

@@ -1,0 +1,108 @@
+"""A run's curves, read from its ``metrics.jsonl``: train loss, eval loss, learning rate and
+gradient norm against step, plus the figures a chart marks (snapshot, resume point)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from overbrainer.job.layout import METRICS_FILE
+from overbrainer.job.metrics import parse_event
+
+Point = tuple[int, float]
+
+FOLLOWED_METRICS = "metrics.followed.jsonl"
+"""The metrics lines a follower saw of a job running elsewhere (ssh, a pod), written at home
+as they come, so that charts are live before ``metrics.jsonl`` is brought home."""
+
+
+def metrics_path(run_dir: Path) -> Path:
+    """The run's ``metrics.jsonl`` when it is here, else the lines its follower saw."""
+    path = run_dir / METRICS_FILE
+    followed = run_dir / FOLLOWED_METRICS
+    return followed if not path.exists() and followed.exists() else path
+
+
+@dataclass
+class Curves:
+    """What a chart of one run shows. Steps are the trainer's global steps, so a resumed
+    run's curves continue its parent's."""
+
+    run_id: str
+    loss: list[Point] = field(default_factory=list)
+    eval_loss: list[Point] = field(default_factory=list)
+    learning_rate: list[Point] = field(default_factory=list)
+    grad_norm: list[Point] = field(default_factory=list)
+    max_steps: int | None = None
+    step: int | None = None
+    epoch: float | None = None
+    started: float | None = None
+    ended: float | None = None
+    last_time: float | None = None
+    snapshot_step: int | None = None
+    resumed_from: str | None = None
+    resume_step: int | None = None
+
+    @property
+    def has_loss(self) -> bool:
+        return bool(self.loss or self.eval_loss)
+
+    def last(self, name: str) -> float | None:
+        """The last value of the curve ``name`` (``loss``, ``eval_loss``, …), or None."""
+        points: list[Point] = getattr(self, name)
+        return points[-1][1] if points else None
+
+    def add(self, event: dict[str, Any]) -> None:
+        """Take in one metrics event; anything malformed in it is ignored."""
+        kind = event.get("event")
+        when = _number(event.get("time"))
+        if when is not None:
+            self.last_time = when
+            if kind == "begin" and self.started is None:
+                self.started = when
+            if kind == "end":
+                self.ended = when
+        total = _count(event.get("max_steps"))
+        if total:
+            self.max_steps = total
+        step = _count(event.get("step"))
+        if step is None or kind not in ("log", "end"):
+            return
+        self.step = step if self.step is None else max(self.step, step)
+        epoch = _number(event.get("epoch"))
+        if epoch is not None:
+            self.epoch = epoch
+        for name in ("loss", "eval_loss", "learning_rate", "grad_norm"):
+            value = _number(event.get(name))
+            if value is not None:
+                getattr(self, name).append((step, value))
+
+
+def read_curves(run_dir: Path, run_id: str) -> Curves | None:
+    """The curves of the run in ``run_dir``; None when it has no ``metrics.jsonl`` yet."""
+    path = metrics_path(run_dir)
+    try:
+        file = path.open(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    curves = Curves(run_id)
+    with file:
+        for line in file:
+            event = parse_event(line)
+            if event is not None:
+                curves.add(event)
+    return curves
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None

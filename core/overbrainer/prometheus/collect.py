@@ -1,0 +1,322 @@
+"""The metrics of one project, on a private registry, fed by the event bus.
+
+Counters are seeded from ``.overbrainer/history.jsonl`` (item results; tokens and cost of
+entries naming a model) and then follow the running command's events; retries are not in
+the history, so they count this command's only.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from overbrainer import __version__
+from overbrainer.events import Event
+
+STAGES = ("subtopics", "questions", "answers", "split")
+RESULTS = ("done", "skipped", "failed", "excluded")
+PHASES = ("training", "evaluating", "finalizing", "merging", "exporting", "retrieving")
+HISTORY = Path(".overbrainer") / "history.jsonl"
+RUN_GAUGES = {
+    "loss": "train_loss",
+    "eval_loss": "eval_loss",
+    "learning_rate": "learning_rate",
+    "epoch": "train_epoch",
+    "grad_norm": "train_grad_norm",
+}
+"""metrics.jsonl field -> gauge attribute."""
+
+
+class ProjectMetrics:
+    """Every series of the endpoint, for the project at ``project_dir``."""
+
+    def __init__(self, project_dir: Path, clock: Callable[[], float] = time.time) -> None:
+        disable_created_metrics()
+        self.project_dir = project_dir
+        self.clock = clock
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._lock = threading.Lock()
+        self._last_line: dict[str, float] = {}
+        self._phase: dict[str, str] = {}
+        r = self.registry
+        self.items = Counter(
+            "overbrainer_stage_items",
+            "Dataset items by stage and result.",
+            ["stage", "result"],
+            registry=r,
+        )
+        self.tokens = Counter(
+            "overbrainer_tokens",
+            "Provider tokens by stage, model and direction (in, out).",
+            ["stage", "model", "direction"],
+            registry=r,
+        )
+        self.cost = Counter(
+            "overbrainer_cost_usd",
+            "Provider cost in US dollars, known prices only.",
+            ["stage", "model"],
+            registry=r,
+        )
+        self.running = Gauge(
+            "overbrainer_stage_running", "Stages running now.", ["stage"], registry=r
+        )
+        self.retries = Counter(
+            "overbrainer_item_retries",
+            "Retried provider requests in this command.",
+            ["stage"],
+            registry=r,
+        )
+        # By topic too (the reference has no topic label, so these are families of their
+        # own); the history has no topics: these count this command's work only.
+        self.topic_items = Counter(
+            "overbrainer_topic_items",
+            "Dataset items by stage, topic and result, this command.",
+            ["stage", "topic", "result"],
+            registry=r,
+        )
+        self.topic_tokens = Counter(
+            "overbrainer_topic_tokens",
+            "Provider tokens by stage, topic and direction, this command.",
+            ["stage", "topic", "direction"],
+            registry=r,
+        )
+        self.topic_cost = Counter(
+            "overbrainer_topic_cost_usd",
+            "Provider cost in US dollars by stage and topic, this command, known prices only.",
+            ["stage", "topic"],
+            registry=r,
+        )
+        self.topic_retries = Counter(
+            "overbrainer_topic_item_retries",
+            "Retried provider requests by stage and topic, this command.",
+            ["stage", "topic"],
+            registry=r,
+        )
+        self.step = Gauge("overbrainer_train_step", "Last training step.", ["run_id"], registry=r)
+        self.max_steps = Gauge(
+            "overbrainer_train_max_steps",
+            "Total training steps, once known.",
+            ["run_id"],
+            registry=r,
+        )
+        self.phase = Gauge(
+            "overbrainer_train_phase",
+            "1 for the current phase of a followed run.",
+            ["run_id", "phase"],
+            registry=r,
+        )
+        self.train_loss = Gauge(
+            "overbrainer_train_loss", "Last training loss.", ["run_id"], registry=r
+        )
+        self.eval_loss = Gauge("overbrainer_eval_loss", "Last eval loss.", ["run_id"], registry=r)
+        self.learning_rate = Gauge(
+            "overbrainer_learning_rate", "Last learning rate.", ["run_id"], registry=r
+        )
+        self.train_epoch = Gauge(
+            "overbrainer_train_epoch", "Last epoch (fractional).", ["run_id"], registry=r
+        )
+        self.train_grad_norm = Gauge(
+            "overbrainer_train_grad_norm", "Last gradient norm.", ["run_id"], registry=r
+        )
+        build = Gauge("overbrainer_build_info", "1; the version.", ["version"], registry=r)
+        build.labels(version=__version__).set(1)
+        for stage in STAGES:
+            for result in RESULTS:
+                self.items.labels(stage=stage, result=result)
+            self.running.labels(stage=stage).set(0)
+        r.register(_ScrapeTime(self))
+        self.seed()
+
+    def seed(self) -> None:
+        """Counters from the history of the project's stage executions."""
+        try:
+            lines = (self.project_dir / HISTORY).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict) or not isinstance(entry.get("stage"), str):
+                continue
+            stage = entry["stage"]
+            for result in RESULTS:
+                count = entry.get(result)
+                if _is_count(count) and count:
+                    self.items.labels(stage=stage, result=result).inc(count)
+            model = entry.get("model")
+            if not isinstance(model, str) or not model:
+                continue
+            for key, direction in (("input_tokens", "in"), ("output_tokens", "out")):
+                count = entry.get(key)
+                if _is_count(count) and count:
+                    self.tokens.labels(stage=stage, model=model, direction=direction).inc(count)
+            cost = entry.get("cost")
+            if isinstance(cost, int | float) and not isinstance(cost, bool) and cost > 0:
+                self.cost.labels(stage=stage, model=model).inc(cost)
+
+    def __call__(self, event: Event) -> None:
+        """Take one event of the bus."""
+        f = event.fields
+        stage = str(f.get("stage", ""))
+        topic = f.get("topic")
+        with self._lock:
+            if isinstance(topic, str) and topic:
+                self._by_topic(event, stage, topic)
+            match event.kind:
+                case "stage_start":
+                    self.running.labels(stage=stage).inc()
+                case "stage_end":
+                    self.running.labels(stage=stage).dec()
+                case "item_done" | "item_skipped" | "item_failed" | "item_excluded":
+                    result = event.kind.removeprefix("item_")
+                    self.items.labels(stage=stage, result=result).inc(f.get("count", 1))
+                case "item_retry":
+                    self.retries.labels(stage=stage).inc()
+                case "tokens":
+                    model = str(f.get("model") or "unknown")
+                    for key, direction in (("input_tokens", "in"), ("output_tokens", "out")):
+                        count = f.get(key)
+                        if _is_count(count) and count:
+                            self.tokens.labels(stage=stage, model=model, direction=direction).inc(
+                                count
+                            )
+                    cost = f.get("cost")
+                    if isinstance(cost, int | float) and cost > 0:
+                        self.cost.labels(stage=stage, model=model).inc(cost)
+                case "train_event":
+                    self._train_event(str(f["run_id"]), f.get("event") or {})
+                    self._set_phase(str(f["run_id"]), f.get("phase"))
+                case "train_phase":
+                    self._set_phase(str(f["run_id"]), f.get("phase"))
+                case "train_end":
+                    self._end(str(f["run_id"]))
+
+    def _by_topic(self, event: Event, stage: str, topic: str) -> None:
+        f = event.fields
+        if event.kind in ("item_done", "item_skipped", "item_failed", "item_excluded"):
+            result = event.kind.removeprefix("item_")
+            self.topic_items.labels(stage=stage, topic=topic, result=result).inc(f.get("count", 1))
+        elif event.kind == "item_retry":
+            self.topic_retries.labels(stage=stage, topic=topic).inc()
+        elif event.kind == "tokens":
+            for key, direction in (("input_tokens", "in"), ("output_tokens", "out")):
+                count = f.get(key)
+                if _is_count(count) and count:
+                    self.topic_tokens.labels(stage=stage, topic=topic, direction=direction).inc(
+                        count
+                    )
+            cost = f.get("cost")
+            if isinstance(cost, int | float) and cost > 0:
+                self.topic_cost.labels(stage=stage, topic=topic).inc(cost)
+
+    def _train_event(self, run_id: str, event: dict[str, Any]) -> None:
+        when = event.get("time")
+        self._last_line[run_id] = (
+            float(when)
+            if isinstance(when, int | float) and not isinstance(when, bool)
+            else self.clock()
+        )
+        total = event.get("max_steps")
+        if _is_count(total) and total:
+            self.max_steps.labels(run_id=run_id).set(total)
+        step = event.get("step")
+        if isinstance(step, int) and _is_count(step) and event.get("event") in ("log", "end"):
+            self.step.labels(run_id=run_id).set(step)
+        if event.get("event") != "log":
+            return
+        for key, attribute in RUN_GAUGES.items():
+            value = event.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                getattr(self, attribute).labels(run_id=run_id).set(value)
+
+    def _set_phase(self, run_id: str, phase: Any) -> None:
+        if not isinstance(phase, str) or phase not in PHASES or self._phase.get(run_id) == phase:
+            return
+        self._phase[run_id] = phase
+        for name in PHASES:
+            self.phase.labels(run_id=run_id, phase=name).set(1 if name == phase else 0)
+
+    def _end(self, run_id: str) -> None:
+        """Nothing follows the run any more: its phase series and line age go."""
+        if self._phase.pop(run_id, None) is not None:
+            for name in PHASES:
+                self.phase.remove(run_id, name)
+        self._last_line.pop(run_id, None)
+
+    def line_ages(self) -> dict[str, float]:
+        now = self.clock()
+        with self._lock:
+            return {run_id: max(now - when, 0.0) for run_id, when in self._last_line.items()}
+
+
+class _ScrapeTime(Collector):
+    """Series computed when scraped: the age of a followed run's last metrics line, and the
+    pod spend its target records in ``runs/<id>/pod.json``."""
+
+    def __init__(self, metrics: ProjectMetrics) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        age = GaugeMetricFamily(
+            "overbrainer_train_last_metric_age_seconds",
+            "Seconds since the followed run's last metrics line.",
+            labels=["run_id"],
+        )
+        for run_id, seconds in sorted(self.metrics.line_ages().items()):
+            age.add_metric([run_id], seconds)
+        yield age
+        spend = GaugeMetricFamily(
+            "overbrainer_runpod_spend_usd",
+            "Estimated pod spend in US dollars.",
+            labels=["run_id"],
+        )
+        for run_id, dollars in _pod_spend(self.metrics.project_dir, self.metrics.clock()):
+            spend.add_metric([run_id], dollars)
+        yield spend
+
+
+def _pod_spend(project_dir: Path, now: float) -> Iterator[tuple[str, float]]:
+    """(run id, USD) for every run whose ``pod.json`` says: ``estimated_spend`` once the pod
+    is gone, else ``cost_per_hr`` x (now - ``started``, Unix s) / 3600."""
+    runs = project_dir / "runs"
+    if not runs.is_dir():
+        return
+    for path in sorted(runs.glob("*/pod.json")):
+        try:
+            pod = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if not isinstance(pod, dict):
+            continue
+        spent = pod.get("estimated_spend")
+        rate, started = pod.get("cost_per_hr"), pod.get("started")
+        if isinstance(spent, int | float) and _is_number(spent):
+            yield path.parent.name, float(spent)
+        elif (
+            isinstance(rate, int | float)
+            and isinstance(started, int | float)
+            and _is_number(rate)
+            and _is_number(started)
+        ):
+            yield path.parent.name, float(rate) * max(now - float(started), 0.0) / 3600
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -1,0 +1,171 @@
+"""What the TUI shows, read from the project's files: no textual here, so it is tested
+and reused without a screen."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from overbrainer.errors import UserError
+
+
+@dataclass
+class ConfigView:
+    """The effective configuration as lines, or the problems that make it unusable."""
+
+    lines: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def read_config(project_dir: Path) -> ConfigView:
+    from overbrainer.config.describe import describe_settings
+    from overbrainer.config.env import Environment
+    from overbrainer.config.load import ConfigError, load_settings
+    from overbrainer.plugins import load_plugins
+    from overbrainer.redact import escape_controls
+
+    try:
+        env = Environment.load(project_dir)
+        settings = load_settings(project_dir, env, load_plugins(env.merged).kinds)
+    except ConfigError as error:
+        return ConfigView(problems=list(error.problems))
+    except UserError as error:
+        return ConfigView(problems=[escape_controls(line) for line in str(error).splitlines()])
+    return ConfigView(lines=[escape_controls(line) for line in describe_settings(settings)])
+
+
+@dataclass
+class QuestionNode:
+    id: str
+    text: str
+    status: str
+    """``a`` answered and used, ``x`` excluded, space: unanswered."""
+    answer: dict[str, Any] | None = None
+
+
+@dataclass
+class SubtopicNode:
+    id: str
+    name: str
+    questions: list[QuestionNode] = field(default_factory=list)
+
+
+@dataclass
+class TopicNode:
+    name: str
+    subtopics: list[SubtopicNode] = field(default_factory=list)
+
+
+@dataclass
+class Dataset:
+    topics: list[TopicNode] = field(default_factory=list)
+    problem: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def read_dataset(project_dir: Path) -> Dataset:
+    """Topics > subtopics > questions, each question marked by its answer."""
+    from overbrainer.pipeline.records import (
+        ANSWERS,
+        EVAL,
+        QUESTIONS,
+        REJECTED,
+        SUBTOPICS,
+        TRAIN,
+        DataFiles,
+    )
+
+    data = DataFiles(project_dir)
+    try:
+        subtopics = data.read(SUBTOPICS)
+        questions = data.read(QUESTIONS)
+        answers = {answer["id"]: answer for answer in data.read(ANSWERS)}
+        counts = {
+            "subtopics": len(subtopics),
+            "questions": len(questions),
+            "answers": len(answers),
+            "excluded": sum(1 for a in answers.values() if a["meta"].get("excluded")),
+            "train": len(data.read(TRAIN)),
+            "eval": len(data.read(EVAL)),
+            "rejected": len(data.read(REJECTED)),
+        }
+    except UserError as error:
+        return Dataset(problem=str(error))
+    topics: dict[str, TopicNode] = {}
+    by_id: dict[str, SubtopicNode] = {}
+    for record in subtopics:
+        node = SubtopicNode(record["id"], record["name"])
+        by_id[node.id] = node
+        topics.setdefault(record["topic"], TopicNode(record["topic"])).subtopics.append(node)
+    for record in questions:
+        parent = by_id.get(record["subtopic_id"])
+        if parent is None:
+            continue
+        answer = answers.get(record["id"])
+        status = " " if answer is None else "x" if answer["meta"].get("excluded") else "a"
+        parent.questions.append(QuestionNode(record["id"], record["text"], status, answer))
+    return Dataset(list(topics.values()), counts=counts)
+
+
+def answer_text(answer: dict[str, Any]) -> tuple[str, str]:
+    """The (reasoning, answer) of an answer record's last assistant turn."""
+    for turn in reversed(answer.get("messages", [])):
+        if isinstance(turn, dict) and turn.get("role") == "assistant":
+            return str(turn.get("reasoning_content") or ""), str(turn.get("content") or "")
+    return "", ""
+
+
+def stage_lines(project_dir: Path) -> list[str]:
+    """Cost and tokens per stage, from the history."""
+    from overbrainer.pipeline.history import read_history, summary_lines
+
+    try:
+        return summary_lines(read_history(project_dir))
+    except UserError as error:
+        return [str(error)]
+
+
+def runs_by_state(records: list[Any]) -> str:
+    counts = Counter(record.state.value for record in records)
+    return ", ".join(f"{count} {state}" for state, count in sorted(counts.items())) or "no run"
+
+
+class RecordCache:
+    """The run records, read again only when their ``run.json`` changed: the Training view
+    looks every 2 s, and a project may hold a thousand runs."""
+
+    def __init__(self, project_dir: Path) -> None:
+        self.project_dir = project_dir
+        self._seen: dict[str, tuple[tuple[int, int], Any]] = {}
+
+    def records(self) -> list[Any]:
+        import os
+
+        from overbrainer.job.layout import RECORD
+        from overbrainer.runs.ids import is_valid_id
+        from overbrainer.runs.store import RunStore
+
+        store = RunStore(self.project_dir)
+        if not store.root.is_dir():
+            return []
+        fresh: dict[str, tuple[tuple[int, int], Any]] = {}
+        for entry in os.scandir(store.root):
+            if not is_valid_id(entry.name) or not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                stat = os.stat(os.path.join(entry.path, RECORD), follow_symlinks=False)
+            except OSError:
+                continue
+            key = (stat.st_mtime_ns, stat.st_size)
+            known = self._seen.get(entry.name)
+            if known is not None and known[0] == key:
+                fresh[entry.name] = known
+                continue
+            try:
+                fresh[entry.name] = (key, store.load(entry.name))
+            except UserError:
+                continue
+        self._seen = fresh
+        return sorted((record for _, record in fresh.values()), key=lambda r: (r.created, r.id))
