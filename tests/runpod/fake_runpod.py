@@ -199,6 +199,9 @@ class FakeRunpod:
         self.deleted: dict[str, Pod] = {}
         self.terminated_by: dict[str, str] = {}
         self.secrets: dict[str, str] = {}
+        """Secret name -> value."""
+        self.secret_ids: dict[str, str] = {}
+        """Secret id -> name: ``secretDelete`` takes the id ``secretCreate`` answered."""
         self.requests: list[str] = []
         """Every request body, as received."""
         self.calls: list[str] = []
@@ -300,13 +303,21 @@ class FakeRunpod:
             if "secretCreate" in query:
                 self.calls.append("secret")
                 spec = argument(query, "secretCreate") or {}
+                if spec["name"] in self.secrets:
+                    return 200, {"errors": [{"message": "a secret with this name exists"}]}
+                secret_id = "sec" + secrets.token_hex(6)  # an id, never the name
                 self.secrets[spec["name"]] = spec["value"]
-                return 200, {"data": {"secretCreate": {"id": spec["name"], "name": spec["name"]}}}
+                self.secret_ids[secret_id] = spec["name"]
+                answer = {"id": secret_id, "name": spec["name"], "description": None}
+                return 200, {"data": {"secretCreate": answer}}
             if "secretDelete" in query:
                 self.calls.append("secret")
-                match = re.search(r'secretDelete\s*\(\s*id\s*:\s*"([^"]*)"', query)
-                if match:
-                    self.secrets.pop(match.group(1), None)
+                match = re.search(r'secretDelete\s*\(\s*id\s*:\s*"([^"]*)"\s*\)', query)
+                name = self.secret_ids.pop(match.group(1), None) if match else None
+                if name is None:
+                    return 200, {"errors": [{"message": "secret not found"}],
+                                 "data": {"secretDelete": None}}  # fmt: skip
+                self.secrets.pop(name, None)
                 return 200, {"data": {"secretDelete": None}}
             if re.search(r"\bpod\s*\(\s*input", query):
                 self.calls.append("get")

@@ -184,12 +184,17 @@ class RunpodApi:
 
     # Secrets, GPUs, data centers, volumes.
 
-    def create_secret(self, name: str, value: str) -> None:
+    def create_secret(self, name: str, value: str) -> str:
+        """The new secret's id: ``secretDelete`` takes it, not the name."""
         spec = {"name": name, "value": value, "description": "overbrainer: a pod's SSH host key"}
-        self.query(f"mutation {{ secretCreate(input: {gql_input(spec)}) {{ id name }} }}")
+        data = self.query(f"mutation {{ secretCreate(input: {gql_input(spec)}) {{ id name }} }}")
+        secret_id = (data.get("secretCreate") or {}).get("id")
+        if not secret_id:
+            raise Ambiguous("the Runpod API created the secret but did not say its id")
+        return str(secret_id)
 
-    def delete_secret(self, name: str) -> None:
-        self.query(f"mutation {{ secretDelete(id: {gql(name)}) }}")
+    def delete_secret(self, secret_id: str) -> None:
+        self.query(f"mutation {{ secretDelete(id: {gql(secret_id)}) }}")
 
     def gpus(self, count: int = 1) -> list[dict[str, Any]]:
         text = (

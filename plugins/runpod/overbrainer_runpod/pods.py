@@ -137,8 +137,13 @@ class PodLife:
         secret = secret_name(run_id)
         self.save(state=PodState.CREATING, host_key=host.public, delete_at=delete_at, secret=secret)
         try:
-            self.api.create_secret(secret, base64.b64encode(host.private).decode("ascii"))
+            secret_id = self.api.create_secret(
+                secret, base64.b64encode(host.private).decode("ascii")
+            )
+            self.save(secret_id=secret_id)
         except (Refused, Ambiguous) as error:
+            if isinstance(error, Refused):
+                self.save(secret=None)  # none was made
             raise UserError(
                 f"cannot hand the pod its host key through a Runpod secret: {error}"
             ) from None
@@ -309,9 +314,16 @@ class PodLife:
     def drop_secret(self) -> None:
         if self.pod.secret is None:
             return
-        try:
-            self.api.delete_secret(self.pod.secret)
+        if self.pod.secret_id is None:
+            logger.warning(
+                f"runpod: the secret {self.pod.secret} has no known id: delete it in Runpod's "
+                "console (Secrets)"
+            )
             self.save(secret=None)
+            return
+        try:
+            self.api.delete_secret(self.pod.secret_id)
+            self.save(secret=None, secret_id=None)
         except (Refused, Ambiguous, UserError) as error:
             logger.warning(f"runpod: cannot delete the secret {self.pod.secret}: {error}")
 
