@@ -356,7 +356,8 @@ class FakeRunpod:
                     "secureCloud": True,
                     "communityCloud": True,
                     "lowestPrice": {
-                        "stockStatus": None if stock == "None" else stock,
+                        # Runpod's docs: "High", "Medium", "Low" or "None" (a string).
+                        "stockStatus": stock,
                         "uninterruptablePrice": gpu["securePrice"],
                     },
                 }

@@ -90,11 +90,13 @@ def remove(run_id: str, force: bool) -> None:
 @click.option("--in-stock", is_flag=True, help="Only types in stock on Secure Cloud.")
 def gpus(min_vram: int | None, max_price: float | None, in_stock: bool) -> None:
     """List the GPU types of Secure Cloud: id, VRAM, $/h, stock; cheapest first."""
+    from overbrainer_runpod.pods import stock_of
+
     rows = []
     for gpu in _api().gpus():
         lowest = gpu.get("lowestPrice") or {}
         price = lowest.get("uninterruptablePrice") or gpu.get("securePrice")
-        stock = lowest.get("stockStatus")
+        stock = stock_of(gpu)
         vram = gpu.get("memoryInGb") or 0
         if not gpu.get("secureCloud") or (min_vram and vram < min_vram):
             continue

@@ -75,12 +75,19 @@ def estimate_vram_gb(base_model: str | None, adapter: str | None) -> int:
     return max(16, int(billions * per_billion + 6))
 
 
+def stock_of(gpu: dict[str, Any]) -> str | None:
+    """The type's Secure Cloud stock (``High``, ``Medium``, ``Low``), or None when it has
+    none: Runpod says ``"None"``, or nothing."""
+    stock = (gpu.get("lowestPrice") or {}).get("stockStatus")
+    return None if not stock or str(stock).lower() == "none" else str(stock)
+
+
 def auto_gpu_types(api: RunpodApi, count: int, min_vram: int, max_price: float | None) -> list[str]:
     """Secure Cloud types in stock with ``min_vram`` GB, under ``max_price``, cheapest first."""
     chosen = []
     for gpu in api.gpus(count):
         price = (gpu.get("lowestPrice") or {}).get("uninterruptablePrice") or gpu.get("securePrice")
-        stock = (gpu.get("lowestPrice") or {}).get("stockStatus")
+        stock = stock_of(gpu)
         if not gpu.get("secureCloud") or not stock or price is None:
             continue
         if (gpu.get("memoryInGb") or 0) < min_vram:
