@@ -221,6 +221,8 @@ class FakeRunpod:
         """Data centers with no capacity for any type."""
         self.glitch_not_found = 0
         """How many lookups of a live pod answer that it does not exist."""
+        self.failing_terminates = 0
+        """How many deletes by a pod's watchdog fail (an error, ``data`` null)."""
         self.drop_secrets = False
         """Pods start with their secrets unresolved (empty)."""
         self.shell: str | None = None
@@ -294,6 +296,11 @@ class FakeRunpod:
                 pod_id = (argument(query, "podTerminate") or {}).get("podId")
                 if pod_key is not None and pod_key.id != pod_id:
                     return 200, {"errors": [{"message": "forbidden"}]}
+                if pod_key is not None and self.failing_terminates > 0:
+                    # GraphQL's shape of a failed field: errors, and data with the field null.
+                    self.failing_terminates -= 1
+                    return 200, {"errors": [{"message": "Something went wrong. Please try "
+                                             "again later."}], "data": {"podTerminate": None}}
                 return self._terminate(pod_id, "watchdog" if pod_key else "client")
             if pod_key is not None:
                 return 200, {"errors": [{"message": "a pod's key may only delete its pod"}]}

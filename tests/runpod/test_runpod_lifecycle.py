@@ -185,6 +185,20 @@ def test_the_watchdog_deletes_a_pod_whose_job_never_started(trainer):
     assert trainer.fake.terminated_by[pod.id] == "watchdog"
 
 
+def test_the_watchdog_tries_again_when_its_delete_fails(trainer):
+    trainer.fake.port_delay = 10**6  # the client never learns the SSH port
+    trainer.fake.failing_terminates = 2
+    cli = trainer.spawn("train")
+    trainer.fake.wait_until(trainer.fake.alive, what="a pod")
+    os.kill(cli.pid, signal.SIGKILL)
+    cli.wait()
+    pod = trainer.fake.alive()[0]
+    trainer.fake.wait_until(lambda: not trainer.fake.alive(), timeout=60, what="the deletion")
+    assert trainer.fake.terminated_by[pod.id] == "watchdog"
+    log = (pod.dir / "root" / ".overbrainer-pod" / "watchdog.log").read_text()
+    assert log.count("the delete failed, trying again") == 2
+
+
 @pytest.mark.parametrize("shell", ["dash", "busybox"])
 def test_the_watchdog_asks_for_a_snapshot_before_its_deadline_then_deletes(trainer, run_cli, shell):
     trainer.fake.shell = shell

@@ -37,8 +37,10 @@ request = urllib.request.Request(os.environ["OB_URL"], os.environ["OB_BODY"].enc
      "Authorization": "Bearer " + os.environ.get("RUNPOD_API_KEY", "")})
 print(urllib.request.urlopen(request, timeout=30).read().decode())' 2>&1)
     fi
+    # A failed field comes back with "errors" and "data" both (data null): errors first.
     case "$answer" in
       *'"errors"'*'not found'*) say "the pod is already gone"; exit 0 ;;
+      *'"errors"'*) say "the delete failed, trying again: $(printf '%s' "$answer" | head -c 200)" ;;
       *'"data"'*) say "deleted"; exit 0 ;;
       *) say "the delete failed, trying again: $(printf '%s' "$answer" | head -c 200)" ;;
     esac
