@@ -299,8 +299,10 @@ class FakeRunpod:
                 if pod_key is not None and self.failing_terminates > 0:
                     # GraphQL's shape of a failed field: errors, and data with the field null.
                     self.failing_terminates -= 1
-                    return 200, {"errors": [{"message": "Something went wrong. Please try "
-                                             "again later."}], "data": {"podTerminate": None}}
+                    return 200, {
+                        "errors": [{"message": "Something went wrong. Please try again later."}],
+                        "data": {"podTerminate": None},
+                    }
                 return self._terminate(pod_id, "watchdog" if pod_key else "client")
             if pod_key is not None:
                 return 200, {"errors": [{"message": "a pod's key may only delete its pod"}]}
