@@ -221,6 +221,8 @@ class FakeRunpod:
         """Data centers with no capacity for any type."""
         self.glitch_not_found = 0
         """How many lookups of a live pod answer that it does not exist."""
+        self.flaky_gets = 0
+        """How many lookups of a pod answer a 502 page."""
         self.failing_terminates = 0
         """How many deletes by a pod's watchdog fail (an error, ``data`` null)."""
         self.drop_secrets = False
@@ -331,6 +333,9 @@ class FakeRunpod:
             if re.search(r"\bpod\s*\(\s*input", query):
                 self.calls.append("get")
                 pod_id = (argument(query, "pod") or {}).get("podId")
+                if self.flaky_gets > 0:
+                    self.flaky_gets -= 1
+                    return 502, "<html>502 Bad Gateway</html>"
                 pod = self.pods.get(pod_id or "")
                 if pod is None or self.glitch_not_found > 0:
                     self.glitch_not_found -= pod is not None

@@ -111,6 +111,20 @@ def test_capacity_falls_back_to_the_next_gpu_type(trainer, run_cli):
     assert pod["gpu_type"] == "NVIDIA RTX A5000"
 
 
+def test_a_lookup_that_fails_once_does_not_end_the_wait_for_the_pod(trainer, run_cli):
+    trainer.fake.flaky_gets = 2
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    assert trainer.fake.flaky_gets == 0
+    assert trainer.pod(trainer.run()["id"])["state"] == "deleted"
+    # A new pod the API does not know yet, once, has not vanished.
+    trainer.fake.glitch_not_found = 1
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    assert trainer.fake.glitch_not_found == 0
+    assert trainer.pod(trainer.run()["id"])["state"] == "deleted"
+
+
 def test_no_gpu_type_placed_says_why(trainer, run_cli):
     trainer.fake.no_capacity = {"NVIDIA A40", "NVIDIA L40S"}
     trainer.configure(gpu_types='["NVIDIA A40", "NVIDIA L40S"]')

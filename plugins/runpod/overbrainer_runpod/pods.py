@@ -275,10 +275,23 @@ class PodLife:
         assert pod_id is not None
         deadline = time.monotonic() + self.timing.seconds(self.timing.ready_minutes)
         last = "no SSH port yet"
+        missing = 0
         while time.monotonic() < deadline:
-            found = self.api.pod(pod_id)
+            try:
+                found = self.api.pod(pod_id)
+            except TransientError as error:  # one lookup lost: the next poll asks again
+                last = str(error)
+                time.sleep(self.timing.poll)
+                continue
             if found is None:
-                raise UserError(f"pod {pod_id} vanished while it was starting")
+                # A new pod may not be listed yet: gone only after several lookups.
+                missing += 1
+                if missing >= NOT_FOUND_TIMES:
+                    raise UserError(f"pod {pod_id} vanished while it was starting")
+                last = "the API does not list the pod yet"
+                time.sleep(self.timing.poll)
+                continue
+            missing = 0
             if found.get("desiredStatus") == "EXITED":
                 raise UserError(f"pod {pod_id} stopped while it was starting")
             port = _ssh_port(found)
