@@ -125,6 +125,17 @@ def test_a_lookup_that_fails_once_does_not_end_the_wait_for_the_pod(trainer, run
     assert trainer.pod(trainer.run()["id"])["state"] == "deleted"
 
 
+def test_a_lookup_that_fails_once_does_not_end_the_deletion_s_confirmation(trainer, run_cli):
+    result = run_cli("train", "--keep-pod")
+    assert result.exit_code == 0, result.stderr
+    run_id = trainer.run()["id"]
+    trainer.fake.flaky_gets = 1
+    removed = run_cli("pod", "rm", run_id)
+    assert removed.exit_code == 0, removed.stderr
+    assert trainer.fake.flaky_gets == 0
+    assert trainer.pod(run_id)["state"] == "deleted"
+
+
 def test_no_gpu_type_placed_says_why(trainer, run_cli):
     trainer.fake.no_capacity = {"NVIDIA A40", "NVIDIA L40S"}
     trainer.configure(gpu_types='["NVIDIA A40", "NVIDIA L40S"]')

@@ -367,7 +367,12 @@ class PodLife:
         assert pod_id is not None
         missing = 0
         for _ in range(CONFIRM_TRIES):
-            if self.api.pod(pod_id) is None:
+            try:
+                found = self.api.pod(pod_id)
+            except TransientError:  # no answer says neither: ask again
+                time.sleep(self.timing.confirm)
+                continue
+            if found is None:
                 missing += 1
                 if missing >= NOT_FOUND_TIMES:
                     break
