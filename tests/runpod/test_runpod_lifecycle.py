@@ -100,6 +100,32 @@ def test_a_run_trains_on_its_pod_which_is_deleted_once_the_results_are_home(trai
     assert f"Host overbrainer-{run_id}" in config.read_text()
 
 
+def test_an_image_that_starts_its_own_sshd_on_port_22_is_no_obstacle(trainer, run_cli):
+    # axolotl-cloud's entrypoint starts the image's sshd (its own host key) on port 22
+    # when the pod has a PUBLIC_KEY, then runs the pod's command.
+    trainer.fake.image_sshd = 22
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    pod = trainer.pod(trainer.run()["id"])
+    assert pod["state"] == "deleted"
+    create = [r for r in trainer.fake.requests if "podFindAndDeployOnDemand" in r][-1]
+    assert 'ports: "22/tcp"' not in json.loads(create)["query"]
+
+
+def test_a_pod_whose_sshd_cannot_start_fails_at_once_and_is_deleted(trainer, run_cli):
+    from overbrainer_runpod.pods import SSH_PORT
+
+    trainer.fake.image_sshd = SSH_PORT  # the port is taken: the pod's sshd stops at once
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert "vanished while it was starting" in result.stderr
+    assert not trainer.fake.alive()
+    (pod,) = trainer.fake.deleted.values()
+    assert trainer.fake.terminated_by[pod.id] == "watchdog"
+    boot = (pod.dir / "root" / ".overbrainer-pod" / "boot.log").read_text()
+    assert "bootstrap failed: sshd stopped at once" in boot
+
+
 def test_capacity_falls_back_to_the_next_gpu_type(trainer, run_cli):
     trainer.fake.no_capacity = {"NVIDIA A40"}
     trainer.fake.forbidden = {"NVIDIA L40S"}

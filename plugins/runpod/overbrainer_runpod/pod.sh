@@ -88,6 +88,11 @@ start() {
   sshd=$(command -v sshd 2>/dev/null || echo /usr/sbin/sshd)
   "$sshd" -t -f "$S/sshd_config" || fail "sshd refuses its configuration"
   "$sshd" -D -e -f "$S/sshd_config" 2>>"$S/sshd.log" &
+  sshd_pid=$!
+  # An sshd that cannot listen (the port taken) stops at once: no "ready" for it.
+  sleep 1
+  kill -0 "$sshd_pid" 2>/dev/null ||
+    fail "sshd stopped at once: $(tail -n 2 "$S/sshd.log" | tr '\n' ' ')"
   mkdir -p "$WORKDIR" || fail "cannot create $WORKDIR"
   printf '%s\n' "$WORKDIR" > "$S/ready.tmp" && mv "$S/ready.tmp" "$S/ready"
   say "ready: sshd on port ${OVERBRAINER_SSH_PORT:-22}"

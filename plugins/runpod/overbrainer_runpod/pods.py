@@ -33,6 +33,9 @@ NOT_FOUND_TIMES = 3
 """A pod is gone once this many lookups in a row do not find it: one could be a glitch."""
 CONFIRM_TRIES = 30
 RECONCILE_TRIES = 3
+SSH_PORT = 2222
+"""The pod's sshd, exposed alone: an image's entrypoint may start its own sshd on 22 with
+its own host key (axolotl-cloud's does when the pod has a ``PUBLIC_KEY``)."""
 
 
 def pod_name(run_id: str, attempt: int) -> str:
@@ -167,6 +170,7 @@ class PodLife:
                 int(self.timing.seconds(self.timing.snapshot_lead_minutes))
             ),
             "OVERBRAINER_TICK_S": f"{self.timing.tick:g}",
+            "OVERBRAINER_SSH_PORT": str(SSH_PORT),
             "OVERBRAINER_HOST_KEY": "{{ RUNPOD_SECRET_" + secret + " }}",
         }
         api_url = api_url or os.environ.get("RUNPOD_API_BASE_URL")
@@ -179,7 +183,7 @@ class PodLife:
             "containerDiskInGb": target.container_disk_gb,
             "volumeInGb": 0,
             "dockerArgs": start_command(),
-            "ports": "22/tcp",
+            "ports": f"{SSH_PORT}/tcp",
             "supportPublicIp": True,
             "startSsh": False,
             "env": [{"key": k, "value": v} for k, v in env.items()],
@@ -397,6 +401,7 @@ class PodLife:
 def _ssh_port(pod: dict[str, Any]) -> tuple[str, int] | None:
     runtime = pod.get("runtime") or {}
     for port in runtime.get("ports") or []:
-        if port.get("privatePort") == 22 and port.get("isIpPublic") and port.get("publicPort"):
+        public = port.get("isIpPublic") and port.get("publicPort")
+        if port.get("privatePort") == SSH_PORT and public:
             return str(port["ip"]), int(port["publicPort"])
     return None
