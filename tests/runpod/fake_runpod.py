@@ -227,6 +227,8 @@ class FakeRunpod:
         """Data centers with no capacity for any type."""
         self.glitch_not_found = 0
         """How many lookups of a live pod answer that it does not exist."""
+        self.null_creates = 0
+        """Creates that make the pod but answer it null, without an error."""
         self.flaky_gets = 0
         """How many lookups of a pod answer a 502 page."""
         self.image_sshd: int | None = None
@@ -423,6 +425,9 @@ class FakeRunpod:
         if self.dropped_creates > 0:
             self.dropped_creates -= 1
             return 0, None
+        if self.null_creates > 0:
+            self.null_creates -= 1
+            return 200, {"data": {"podFindAndDeployOnDemand": None}}
         if self.ambiguous_creates > 0:
             self.ambiguous_creates -= 1
             return 502, "<html>502 Bad Gateway</html>"

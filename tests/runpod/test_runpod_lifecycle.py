@@ -199,6 +199,16 @@ def test_an_ambiguous_create_leaves_exactly_one_pod(trainer, run_cli):
     assert trainer.pod(run_id)["deleted_by"] == "pod rm"
 
 
+def test_a_create_answered_without_a_pod_id_is_reconciled_by_name(trainer, run_cli):
+    trainer.fake.null_creates = 1
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    assert trainer.fake.calls.count("create") == 1
+    pod = trainer.pod(trainer.run()["id"])
+    assert [a["outcome"] for a in pod["attempts"]] == ["created"]
+    assert pod["state"] == "deleted" and not trainer.fake.alive()
+
+
 def test_no_api_key_is_refused(trainer, run_cli, monkeypatch):
     monkeypatch.delenv("OVERBRAINER_RUNPOD__API_KEY")
     result = run_cli("train")

@@ -180,7 +180,11 @@ class RunpodApi:
             f"mutation {{ podFindAndDeployOnDemand(input: {gql_input(spec)}) "
             "{ id costPerHr machineId } }"
         )
-        return dict(self.query(mutation).get("podFindAndDeployOnDemand") or {})
+        created = dict(self.query(mutation).get("podFindAndDeployOnDemand") or {})
+        if not created.get("id"):
+            # No error and no pod: whether it was made is unknown, as after a timeout.
+            raise Ambiguous("the Runpod API answered the create without a pod id")
+        return created
 
     # Secrets, GPUs, data centers, volumes.
 

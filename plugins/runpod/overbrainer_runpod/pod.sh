@@ -90,7 +90,7 @@ start() {
   "$sshd" -D -e -f "$S/sshd_config" 2>>"$S/sshd.log" &
   sshd_pid=$!
   # An sshd that cannot listen (the port taken) stops at once: no "ready" for it.
-  sleep 1
+  sleep 0.3 2>/dev/null || sleep 1
   kill -0 "$sshd_pid" 2>/dev/null ||
     fail "sshd stopped at once: $(tail -n 2 "$S/sshd.log" | tr '\n' ' ')"
   mkdir -p "$WORKDIR" || fail "cannot create $WORKDIR"
