@@ -384,6 +384,36 @@ def test_a_kept_pod_is_reached_with_ssh_and_its_host_key_pinned(trainer, run_cli
     assert not trainer.fake.alive()
 
 
+def test_pod_rm_refuses_results_not_home_unless_forced(trainer, run_cli):
+    result = run_cli("train", "--keep-pod")
+    assert result.exit_code == 0, result.stderr
+    run_id = trainer.run()["id"]
+    path = trainer.dir / "runs" / run_id / "pod.json"
+    path.write_text(json.dumps({**trainer.pod(run_id), "state": "awaiting_retrieval"}))
+    refused = run_cli("pod", "rm", run_id)
+    assert refused.exit_code == 1
+    assert f"error: the results of run {run_id} are still on pod" in refused.stderr
+    assert f"overbrainer train attach {run_id}" in refused.stderr
+    assert trainer.fake.alive()
+    forced = run_cli("pod", "rm", run_id, "--force")
+    assert forced.exit_code == 0, forced.stderr
+    assert not trainer.fake.alive()
+
+
+def test_a_broken_record_of_another_run_does_not_stop_a_start(trainer, run_cli):
+    from overbrainer_runpod.api import Enum, RunpodApi
+
+    api = RunpodApi(API_KEY, trainer.fake.url)
+    api.create({"name": "overbrainer-old_20250101-000000-1", "gpuTypeId": "NVIDIA A40",
+                "cloudType": Enum("SECURE"), "dockerArgs": "sleep 30"})  # fmt: skip
+    broken = trainer.dir / "runs" / "old_20250101-000000"
+    broken.mkdir(parents=True)
+    (broken / "pod.json").write_text("{not json")
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    assert "overbrainer pod rm old_20250101-000000" in result.stderr
+
+
 def test_pod_rm_refuses_a_running_run_unless_forced(trainer, run_cli):
     trainer.fake.pod_env["FAKE_AXOLOTL_HANG"] = "1"
     cli = trainer.spawn("train")

@@ -69,6 +69,11 @@ def remove(run_id: str, force: bool) -> None:
                 f"run {run_id} may still be running on pod {pod_record.pod_id}: cancel it with "
                 f"`overbrainer train cancel {run_id}`, or delete the pod anyway with --force"
             )
+        if pod_record.state is PodState.AWAITING_RETRIEVAL and not force:
+            raise UserError(
+                f"the results of run {run_id} are still on pod {pod_record.pod_id}: collect them "
+                f"with `overbrainer train attach {run_id}`, or delete the pod anyway with --force"
+            )
         # A create whose answer never came (the CLI killed during it) left no pod id:
         # the pod is found by its name.
         pods = [{"id": pod_record.pod_id}] if pod_record.pod_id else life.find_by_name()
