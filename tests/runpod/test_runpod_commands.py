@@ -99,3 +99,21 @@ def test_the_run_s_ssh_config_reads_right_under_a_path_with_spaces(tmp_path):
     lines = done.stdout.splitlines()
     assert f"identityfile {ssh_dir / 'client_ed25519'}" in lines
     assert f"userknownhostsfile {ssh_dir / 'known_hosts'}" in lines
+
+
+def test_a_plugin_command_does_not_stay_on_the_core_group(project, run_cli):
+    from overbrainer.cli import cli
+
+    assert run_cli("pod", "datacenters").exit_code == 0
+    assert "pod" not in cli.commands
+    assert "pod" not in run_cli("--help").stdout.split("Commands:")[1].split()
+
+
+def test_importing_the_sdk_leaves_the_loggers_levels_alone(monkeypatch, fake_runpod):
+    import logging
+
+    monkeypatch.delitem(sys.modules, "runpod", raising=False)
+    paramiko = logging.getLogger("paramiko")
+    monkeypatch.setattr(paramiko, "level", logging.NOTSET)
+    RunpodApi(API_KEY, fake_runpod.url).sdk()
+    assert paramiko.level == logging.NOTSET

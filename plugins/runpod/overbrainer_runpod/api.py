@@ -97,8 +97,16 @@ class RunpodApi:
 
     def sdk(self) -> Any:
         if self._sdk is None:
+            import logging
+
+            # Importing the SDK sets these loggers to WARNING for the whole process (its
+            # __init__): OVERBRAINER_LOG=debug would lose them.
+            quiet = ("urllib3", "paramiko", "uvicorn")
+            levels = {name: logging.getLogger(name).level for name in quiet}
             import runpod
 
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
             self._sdk = runpod
         self._sdk.api_key = self.key
         if self.base_url:
@@ -125,6 +133,7 @@ class RunpodApi:
             ) from None
 
     def query(self, text: str) -> dict[str, Any]:
+        self.sdk()  # the SDK imported here, first
         from runpod.api.graphql import run_graphql_query
 
         answer = self._call(run_graphql_query, text)
