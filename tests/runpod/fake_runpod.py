@@ -153,12 +153,14 @@ class Pod:
     env: dict[str, str]
     docker_args: str
     dir: Path
-    port: int
+    ports: dict[int, int]
+    """The TCP ports the create exposed (``ports``): private -> public."""
     key: str
     created: float = field(default_factory=time.time)
     gets: int = 0
     process: subprocess.Popen[bytes] | None = None
     status: str = "RUNNING"
+    image_sshd: socket.socket | None = None
 
     def describe(self, with_ports: bool) -> dict[str, Any]:
         runtime = None
@@ -166,10 +168,14 @@ class Pod:
             runtime = {
                 "uptimeInSeconds": int(time.time() - self.created),
                 "ports": [
-                    {"ip": "127.0.0.1", "isIpPublic": True, "privatePort": 22,
-                     "publicPort": self.port, "type": "tcp"},
-                    {"ip": "100.65.0.9", "isIpPublic": False, "privatePort": 22,
-                     "publicPort": 22, "type": "tcp"},
+                    port
+                    for private, public in self.ports.items()
+                    for port in (
+                        {"ip": "127.0.0.1", "isIpPublic": True, "privatePort": private,
+                         "publicPort": public, "type": "tcp"},
+                        {"ip": "100.65.0.9", "isIpPublic": False, "privatePort": private,
+                         "publicPort": private, "type": "tcp"},
+                    )
                 ],
             }  # fmt: skip
         return {
@@ -199,6 +205,9 @@ class FakeRunpod:
         self.deleted: dict[str, Pod] = {}
         self.terminated_by: dict[str, str] = {}
         self.secrets: dict[str, str] = {}
+        """Secret name -> value."""
+        self.secret_ids: dict[str, str] = {}
+        """Secret id -> name: ``secretDelete`` takes the id ``secretCreate`` answered."""
         self.requests: list[str] = []
         """Every request body, as received."""
         self.calls: list[str] = []
@@ -218,6 +227,15 @@ class FakeRunpod:
         """Data centers with no capacity for any type."""
         self.glitch_not_found = 0
         """How many lookups of a live pod answer that it does not exist."""
+        self.null_creates = 0
+        """Creates that make the pod but answer it null, without an error."""
+        self.flaky_gets = 0
+        """How many lookups of a pod answer a 502 page."""
+        self.image_sshd: int | None = None
+        """Pods run an image whose entrypoint starts its own sshd on this port (22 for
+        axolotl-cloud's) when the pod has a ``PUBLIC_KEY``, before the pod's command."""
+        self.failing_terminates = 0
+        """How many deletes by a pod's watchdog fail (an error, ``data`` null)."""
         self.drop_secrets = False
         """Pods start with their secrets unresolved (empty)."""
         self.shell: str | None = None
@@ -291,6 +309,13 @@ class FakeRunpod:
                 pod_id = (argument(query, "podTerminate") or {}).get("podId")
                 if pod_key is not None and pod_key.id != pod_id:
                     return 200, {"errors": [{"message": "forbidden"}]}
+                if pod_key is not None and self.failing_terminates > 0:
+                    # GraphQL's shape of a failed field: errors, and data with the field null.
+                    self.failing_terminates -= 1
+                    return 200, {
+                        "errors": [{"message": "Something went wrong. Please try again later."}],
+                        "data": {"podTerminate": None},
+                    }
                 return self._terminate(pod_id, "watchdog" if pod_key else "client")
             if pod_key is not None:
                 return 200, {"errors": [{"message": "a pod's key may only delete its pod"}]}
@@ -300,17 +325,28 @@ class FakeRunpod:
             if "secretCreate" in query:
                 self.calls.append("secret")
                 spec = argument(query, "secretCreate") or {}
+                if spec["name"] in self.secrets:
+                    return 200, {"errors": [{"message": "a secret with this name exists"}]}
+                secret_id = "sec" + secrets.token_hex(6)  # an id, never the name
                 self.secrets[spec["name"]] = spec["value"]
-                return 200, {"data": {"secretCreate": {"id": spec["name"], "name": spec["name"]}}}
+                self.secret_ids[secret_id] = spec["name"]
+                answer = {"id": secret_id, "name": spec["name"], "description": None}
+                return 200, {"data": {"secretCreate": answer}}
             if "secretDelete" in query:
                 self.calls.append("secret")
-                match = re.search(r'secretDelete\s*\(\s*id\s*:\s*"([^"]*)"', query)
-                if match:
-                    self.secrets.pop(match.group(1), None)
+                match = re.search(r'secretDelete\s*\(\s*id\s*:\s*"([^"]*)"\s*\)', query)
+                name = self.secret_ids.pop(match.group(1), None) if match else None
+                if name is None:
+                    return 200, {"errors": [{"message": "secret not found"}],
+                                 "data": {"secretDelete": None}}  # fmt: skip
+                self.secrets.pop(name, None)
                 return 200, {"data": {"secretDelete": None}}
             if re.search(r"\bpod\s*\(\s*input", query):
                 self.calls.append("get")
                 pod_id = (argument(query, "pod") or {}).get("podId")
+                if self.flaky_gets > 0:
+                    self.flaky_gets -= 1
+                    return 502, "<html>502 Bad Gateway</html>"
                 pod = self.pods.get(pod_id or "")
                 if pod is None or self.glitch_not_found > 0:
                     self.glitch_not_found -= pod is not None
@@ -345,7 +381,8 @@ class FakeRunpod:
                     "secureCloud": True,
                     "communityCloud": True,
                     "lowestPrice": {
-                        "stockStatus": None if stock == "None" else stock,
+                        # Runpod's docs: "High", "Medium", "Low" or "None" (a string).
+                        "stockStatus": stock,
                         "uninterruptablePrice": gpu["securePrice"],
                     },
                 }
@@ -373,7 +410,11 @@ class FakeRunpod:
             env=env,
             docker_args=spec.get("dockerArgs", ""),
             dir=self.root / "pods",
-            port=_free_port(),
+            ports={
+                int(entry.split("/")[0]): _free_port()
+                for entry in str(spec.get("ports") or "").split(",")
+                if entry.strip().endswith("/tcp")
+            },
             key="rpa_POD" + secrets.token_hex(12),
         )
         pod.dir = self.root / "pods" / pod.id
@@ -384,6 +425,9 @@ class FakeRunpod:
         if self.dropped_creates > 0:
             self.dropped_creates -= 1
             return 0, None
+        if self.null_creates > 0:
+            self.null_creates -= 1
+            return 200, {"data": {"podFindAndDeployOnDemand": None}}
         if self.ambiguous_creates > 0:
             self.ambiguous_creates -= 1
             return 502, "<html>502 Bad Gateway</html>"
@@ -405,6 +449,8 @@ class FakeRunpod:
     def _boot(self, pod: Pod) -> None:
         home = pod.dir / "root"
         home.mkdir(parents=True)
+        if self.image_sshd is not None:
+            self._image_entrypoint(pod, self.image_sshd)
         env = {k: self._resolve(v) for k, v in pod.env.items()}
         session_env = {"HOME": str(home), **self.pod_env}
         env.update(
@@ -414,7 +460,10 @@ class FakeRunpod:
                 "RUNPOD_POD_ID": pod.id,
                 "RUNPOD_API_KEY": pod.key,
                 "OVERBRAINER_POD_ROOT": str(pod.dir),
-                "OVERBRAINER_SSH_PORT": str(pod.port),
+                # The port the pod's sshd listens on, private, as the public one it maps to.
+                "OVERBRAINER_SSH_PORT": str(
+                    self._public(pod, int(env.get("OVERBRAINER_SSH_PORT") or 22))
+                ),
                 "OVERBRAINER_SSHD_EXTRA": "ListenAddress 127.0.0.1\nSetEnv "
                 + " ".join(f"{k}={v}" for k, v in session_env.items()),
             }
@@ -439,6 +488,35 @@ class FakeRunpod:
                 start_new_session=True,
             )
 
+    def _public(self, pod: Pod, private: int) -> int:
+        """The loopback port standing for the pod's ``private`` one (exposed or not)."""
+        if private not in pod.ports:
+            pod.ports[private] = _free_port()
+        return pod.ports[private]
+
+    def _image_entrypoint(self, pod: Pod, port: int) -> None:
+        """What axolotl-cloud's entrypoint does before the pod's command: with a
+        ``PUBLIC_KEY``, the image's own sshd on ``port`` (its own host key): here a
+        listener that greets and hangs up."""
+        if not pod.env.get("PUBLIC_KEY"):
+            return
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self._public(pod, port)))
+        listener.listen()
+        pod.image_sshd = listener
+
+        def serve() -> None:
+            while True:
+                try:
+                    connection, _ = listener.accept()
+                except OSError:
+                    return
+                with contextlib.suppress(OSError), connection:
+                    connection.sendall(b"SSH-2.0-OpenSSH_image\r\n")
+
+        threading.Thread(target=serve, daemon=True).start()
+
     def _resolve(self, value: str) -> str:
         def secret(match: re.Match[str]) -> str:
             return "" if self.drop_secrets else self.secrets.get(match.group(1), "")
@@ -447,6 +525,11 @@ class FakeRunpod:
 
     def _kill(self, pod: Pod) -> None:
         """Every process of the pod, found by its working directory or command line."""
+        if pod.image_sshd is not None:
+            with contextlib.suppress(OSError):
+                pod.image_sshd.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                pod.image_sshd.close()
         for _ in range(50):
             pids = _pids_of(pod.dir)
             if not pids:

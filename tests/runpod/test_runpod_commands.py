@@ -75,3 +75,45 @@ def test_runs_ls_and_pod_help_never_import_the_sdk(project_dir):
         modules = {name.split(".")[0] for name in json.loads(result.stderr.splitlines()[-1])}
         assert "overbrainer_runpod" in modules, args
         assert "runpod" not in modules, args
+
+
+def test_the_run_s_ssh_config_reads_right_under_a_path_with_spaces(tmp_path):
+    import shutil
+
+    from overbrainer_runpod.keys import write_ssh_files
+
+    if shutil.which("ssh") is None:
+        pytest.skip("needs OpenSSH's ssh")
+    ssh_dir = tmp_path / "my projects" / "runs" / "r1" / "ssh"
+    config = write_ssh_files(
+        ssh_dir, "overbrainer-r1", "127.0.0.1", 2200, user="root", host_key="ssh-ed25519 AAAA"
+    )
+    done = subprocess.run(
+        ["ssh", "-G", "-F", str(config), "overbrainer-r1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert f"identityfile {ssh_dir / 'client_ed25519'}" in lines
+    assert f"userknownhostsfile {ssh_dir / 'known_hosts'}" in lines
+
+
+def test_a_plugin_command_does_not_stay_on_the_core_group(project, run_cli):
+    from overbrainer.cli import cli
+
+    assert run_cli("pod", "datacenters").exit_code == 0
+    assert "pod" not in cli.commands
+    assert "pod" not in run_cli("--help").stdout.split("Commands:")[1].split()
+
+
+def test_importing_the_sdk_leaves_the_loggers_levels_alone(monkeypatch, fake_runpod):
+    import logging
+
+    monkeypatch.delitem(sys.modules, "runpod", raising=False)
+    paramiko = logging.getLogger("paramiko")
+    monkeypatch.setattr(paramiko, "level", logging.NOTSET)
+    RunpodApi(API_KEY, fake_runpod.url).sdk()
+    assert paramiko.level == logging.NOTSET

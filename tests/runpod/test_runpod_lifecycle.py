@@ -100,6 +100,32 @@ def test_a_run_trains_on_its_pod_which_is_deleted_once_the_results_are_home(trai
     assert f"Host overbrainer-{run_id}" in config.read_text()
 
 
+def test_an_image_that_starts_its_own_sshd_on_port_22_is_no_obstacle(trainer, run_cli):
+    # axolotl-cloud's entrypoint starts the image's sshd (its own host key) on port 22
+    # when the pod has a PUBLIC_KEY, then runs the pod's command.
+    trainer.fake.image_sshd = 22
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    pod = trainer.pod(trainer.run()["id"])
+    assert pod["state"] == "deleted"
+    create = [r for r in trainer.fake.requests if "podFindAndDeployOnDemand" in r][-1]
+    assert 'ports: "22/tcp"' not in json.loads(create)["query"]
+
+
+def test_a_pod_whose_sshd_cannot_start_fails_at_once_and_is_deleted(trainer, run_cli):
+    from overbrainer_runpod.pods import SSH_PORT
+
+    trainer.fake.image_sshd = SSH_PORT  # the port is taken: the pod's sshd stops at once
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert "vanished while it was starting" in result.stderr
+    assert not trainer.fake.alive()
+    (pod,) = trainer.fake.deleted.values()
+    assert trainer.fake.terminated_by[pod.id] == "watchdog"
+    boot = (pod.dir / "root" / ".overbrainer-pod" / "boot.log").read_text()
+    assert "bootstrap failed: sshd stopped at once" in boot
+
+
 def test_capacity_falls_back_to_the_next_gpu_type(trainer, run_cli):
     trainer.fake.no_capacity = {"NVIDIA A40"}
     trainer.fake.forbidden = {"NVIDIA L40S"}
@@ -109,6 +135,31 @@ def test_capacity_falls_back_to_the_next_gpu_type(trainer, run_cli):
     pod = trainer.pod(trainer.run()["id"])
     assert [a["outcome"] for a in pod["attempts"]] == ["capacity", "forbidden", "created"]
     assert pod["gpu_type"] == "NVIDIA RTX A5000"
+
+
+def test_a_lookup_that_fails_once_does_not_end_the_wait_for_the_pod(trainer, run_cli):
+    trainer.fake.flaky_gets = 2
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    assert trainer.fake.flaky_gets == 0
+    assert trainer.pod(trainer.run()["id"])["state"] == "deleted"
+    # A new pod the API does not know yet, once, has not vanished.
+    trainer.fake.glitch_not_found = 1
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    assert trainer.fake.glitch_not_found == 0
+    assert trainer.pod(trainer.run()["id"])["state"] == "deleted"
+
+
+def test_a_lookup_that_fails_once_does_not_end_the_deletion_s_confirmation(trainer, run_cli):
+    result = run_cli("train", "--keep-pod")
+    assert result.exit_code == 0, result.stderr
+    run_id = trainer.run()["id"]
+    trainer.fake.flaky_gets = 1
+    removed = run_cli("pod", "rm", run_id)
+    assert removed.exit_code == 0, removed.stderr
+    assert trainer.fake.flaky_gets == 0
+    assert trainer.pod(run_id)["state"] == "deleted"
 
 
 def test_no_gpu_type_placed_says_why(trainer, run_cli):
@@ -148,6 +199,16 @@ def test_an_ambiguous_create_leaves_exactly_one_pod(trainer, run_cli):
     assert trainer.pod(run_id)["deleted_by"] == "pod rm"
 
 
+def test_a_create_answered_without_a_pod_id_is_reconciled_by_name(trainer, run_cli):
+    trainer.fake.null_creates = 1
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    assert trainer.fake.calls.count("create") == 1
+    pod = trainer.pod(trainer.run()["id"])
+    assert [a["outcome"] for a in pod["attempts"]] == ["created"]
+    assert pod["state"] == "deleted" and not trainer.fake.alive()
+
+
 def test_no_api_key_is_refused(trainer, run_cli, monkeypatch):
     monkeypatch.delenv("OVERBRAINER_RUNPOD__API_KEY")
     result = run_cli("train")
@@ -183,6 +244,20 @@ def test_the_watchdog_deletes_a_pod_whose_job_never_started(trainer):
     pod = trainer.fake.alive()[0]
     trainer.fake.wait_until(lambda: not trainer.fake.alive(), timeout=60, what="the deletion")
     assert trainer.fake.terminated_by[pod.id] == "watchdog"
+
+
+def test_the_watchdog_tries_again_when_its_delete_fails(trainer):
+    trainer.fake.port_delay = 10**6  # the client never learns the SSH port
+    trainer.fake.failing_terminates = 2
+    cli = trainer.spawn("train")
+    trainer.fake.wait_until(trainer.fake.alive, what="a pod")
+    os.kill(cli.pid, signal.SIGKILL)
+    cli.wait()
+    pod = trainer.fake.alive()[0]
+    trainer.fake.wait_until(lambda: not trainer.fake.alive(), timeout=60, what="the deletion")
+    assert trainer.fake.terminated_by[pod.id] == "watchdog"
+    log = (pod.dir / "root" / ".overbrainer-pod" / "watchdog.log").read_text()
+    assert log.count("the delete failed, trying again") == 2
 
 
 @pytest.mark.parametrize("shell", ["dash", "busybox"])
@@ -307,6 +382,36 @@ def test_a_kept_pod_is_reached_with_ssh_and_its_host_key_pinned(trainer, run_cli
     removed = run_cli("pod", "rm", run_id)
     assert removed.exit_code == 0, removed.stderr
     assert not trainer.fake.alive()
+
+
+def test_pod_rm_refuses_results_not_home_unless_forced(trainer, run_cli):
+    result = run_cli("train", "--keep-pod")
+    assert result.exit_code == 0, result.stderr
+    run_id = trainer.run()["id"]
+    path = trainer.dir / "runs" / run_id / "pod.json"
+    path.write_text(json.dumps({**trainer.pod(run_id), "state": "awaiting_retrieval"}))
+    refused = run_cli("pod", "rm", run_id)
+    assert refused.exit_code == 1
+    assert f"error: the results of run {run_id} are still on pod" in refused.stderr
+    assert f"overbrainer train attach {run_id}" in refused.stderr
+    assert trainer.fake.alive()
+    forced = run_cli("pod", "rm", run_id, "--force")
+    assert forced.exit_code == 0, forced.stderr
+    assert not trainer.fake.alive()
+
+
+def test_a_broken_record_of_another_run_does_not_stop_a_start(trainer, run_cli):
+    from overbrainer_runpod.api import Enum, RunpodApi
+
+    api = RunpodApi(API_KEY, trainer.fake.url)
+    api.create({"name": "overbrainer-old_20250101-000000-1", "gpuTypeId": "NVIDIA A40",
+                "cloudType": Enum("SECURE"), "dockerArgs": "sleep 30"})  # fmt: skip
+    broken = trainer.dir / "runs" / "old_20250101-000000"
+    broken.mkdir(parents=True)
+    (broken / "pod.json").write_text("{not json")
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    assert "overbrainer pod rm old_20250101-000000" in result.stderr
 
 
 def test_pod_rm_refuses_a_running_run_unless_forced(trainer, run_cli):

@@ -97,20 +97,25 @@ class LazyGroup(click.Group):
         if cmd_name in self.lazy and cmd_name not in self.commands:
             module, _, attr = self.lazy[cmd_name].partition(":")
             self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
-        if cmd_name not in self.commands and ctx.parent is None:
-            self._plugin_commands()
-        return super().get_command(ctx, cmd_name)
+        found = super().get_command(ctx, cmd_name)
+        if found is None and ctx.parent is None:
+            found = self._plugin_commands().get(cmd_name)
+        return found
 
-    def _plugin_commands(self) -> None:
+    def _plugin_commands(self) -> dict[str, click.Command]:
         """The commands plugins add (``register_commands``), loaded only for a name the
-        core does not know: ``--help`` stays free of plugins."""
+        core does not know: ``--help`` stays free of plugins. They are not kept on the
+        group, which outlives one command in a process that runs several."""
         from overbrainer.plugins import load_plugins
+
+        found: dict[str, click.Command] = {}
 
         def register(command: click.Command) -> None:
             if command.name and command.name not in self.commands and command.name not in self.lazy:
-                self.add_command(command)
+                found.setdefault(command.name, command)
 
         load_plugins().hook.register_commands(register=register)
+        return found
 
     def invoke(self, ctx: click.Context) -> Any:
         from overbrainer.errors import UserError, signal_of

@@ -97,8 +97,16 @@ class RunpodApi:
 
     def sdk(self) -> Any:
         if self._sdk is None:
+            import logging
+
+            # Importing the SDK sets these loggers to WARNING for the whole process (its
+            # __init__): OVERBRAINER_LOG=debug would lose them.
+            quiet = ("urllib3", "paramiko", "uvicorn")
+            levels = {name: logging.getLogger(name).level for name in quiet}
             import runpod
 
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
             self._sdk = runpod
         self._sdk.api_key = self.key
         if self.base_url:
@@ -125,6 +133,7 @@ class RunpodApi:
             ) from None
 
     def query(self, text: str) -> dict[str, Any]:
+        self.sdk()  # the SDK imported here, first
         from runpod.api.graphql import run_graphql_query
 
         answer = self._call(run_graphql_query, text)
@@ -180,16 +189,25 @@ class RunpodApi:
             f"mutation {{ podFindAndDeployOnDemand(input: {gql_input(spec)}) "
             "{ id costPerHr machineId } }"
         )
-        return dict(self.query(mutation).get("podFindAndDeployOnDemand") or {})
+        created = dict(self.query(mutation).get("podFindAndDeployOnDemand") or {})
+        if not created.get("id"):
+            # No error and no pod: whether it was made is unknown, as after a timeout.
+            raise Ambiguous("the Runpod API answered the create without a pod id")
+        return created
 
     # Secrets, GPUs, data centers, volumes.
 
-    def create_secret(self, name: str, value: str) -> None:
+    def create_secret(self, name: str, value: str) -> str:
+        """The new secret's id: ``secretDelete`` takes it, not the name."""
         spec = {"name": name, "value": value, "description": "overbrainer: a pod's SSH host key"}
-        self.query(f"mutation {{ secretCreate(input: {gql_input(spec)}) {{ id name }} }}")
+        data = self.query(f"mutation {{ secretCreate(input: {gql_input(spec)}) {{ id name }} }}")
+        secret_id = (data.get("secretCreate") or {}).get("id")
+        if not secret_id:
+            raise Ambiguous("the Runpod API created the secret but did not say its id")
+        return str(secret_id)
 
-    def delete_secret(self, name: str) -> None:
-        self.query(f"mutation {{ secretDelete(id: {gql(name)}) }}")
+    def delete_secret(self, secret_id: str) -> None:
+        self.query(f"mutation {{ secretDelete(id: {gql(secret_id)}) }}")
 
     def gpus(self, count: int = 1) -> list[dict[str, Any]]:
         text = (

@@ -69,6 +69,11 @@ def remove(run_id: str, force: bool) -> None:
                 f"run {run_id} may still be running on pod {pod_record.pod_id}: cancel it with "
                 f"`overbrainer train cancel {run_id}`, or delete the pod anyway with --force"
             )
+        if pod_record.state is PodState.AWAITING_RETRIEVAL and not force:
+            raise UserError(
+                f"the results of run {run_id} are still on pod {pod_record.pod_id}: collect them "
+                f"with `overbrainer train attach {run_id}`, or delete the pod anyway with --force"
+            )
         # A create whose answer never came (the CLI killed during it) left no pod id:
         # the pod is found by its name.
         pods = [{"id": pod_record.pod_id}] if pod_record.pod_id else life.find_by_name()
@@ -90,11 +95,13 @@ def remove(run_id: str, force: bool) -> None:
 @click.option("--in-stock", is_flag=True, help="Only types in stock on Secure Cloud.")
 def gpus(min_vram: int | None, max_price: float | None, in_stock: bool) -> None:
     """List the GPU types of Secure Cloud: id, VRAM, $/h, stock; cheapest first."""
+    from overbrainer_runpod.pods import stock_of
+
     rows = []
     for gpu in _api().gpus():
         lowest = gpu.get("lowestPrice") or {}
         price = lowest.get("uninterruptablePrice") or gpu.get("securePrice")
-        stock = lowest.get("stockStatus")
+        stock = stock_of(gpu)
         vram = gpu.get("memoryInGb") or 0
         if not gpu.get("secureCloud") or (min_vram and vram < min_vram):
             continue

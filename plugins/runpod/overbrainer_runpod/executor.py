@@ -96,7 +96,10 @@ class RunpodExecutor:
             if not name.startswith("overbrainer-"):
                 continue
             run_id = name.removeprefix("overbrainer-").rpartition("-")[0]
-            mine = record.load(self.run_dir(run_id)) if (self.run_dir(run_id)).is_dir() else None
+            try:
+                mine = record.load(self.run_dir(run_id)) if self.run_dir(run_id).is_dir() else None
+            except UserError:  # another run's broken record: the pod is warned about
+                mine = None
             if mine is not None and mine.pod_id == pod.get("id") and mine.state in (
                 PodState.RUNNING, PodState.READY, PodState.PROVISIONING, PodState.KEPT,
             ):  # fmt: skip

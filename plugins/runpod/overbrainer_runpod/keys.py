@@ -63,7 +63,8 @@ def write_ssh_files(
     ssh_dir: Path, alias: str, host: str, port: int, *, user: str, host_key: str
 ) -> Path:
     """``config`` and ``known_hosts`` of the run, so that
-    ``ssh -F runs/<id>/ssh/config overbrainer-<id>`` reaches the pod with its key pinned."""
+    ``ssh -F runs/<id>/ssh/config overbrainer-<id>`` reaches the pod with its key pinned.
+    The paths are quoted: a project's path may hold spaces."""
     ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     known = ssh_dir / KNOWN_HOSTS
     where = host if port == 22 else f"[{host}]:{port}"
@@ -74,9 +75,9 @@ def write_ssh_files(
         f"  HostName {host}\n"
         f"  Port {port}\n"
         f"  User {user}\n"
-        f"  IdentityFile {ssh_dir.resolve() / CLIENT_KEY}\n"
+        f'  IdentityFile "{ssh_dir.resolve() / CLIENT_KEY}"\n'
         "  IdentitiesOnly yes\n"
-        f"  UserKnownHostsFile {known.resolve()}\n"
+        f'  UserKnownHostsFile "{known.resolve()}"\n'
         "  GlobalKnownHostsFile /dev/null\n"
         "  StrictHostKeyChecking yes\n"
         "  BatchMode yes\n",

@@ -37,8 +37,10 @@ request = urllib.request.Request(os.environ["OB_URL"], os.environ["OB_BODY"].enc
      "Authorization": "Bearer " + os.environ.get("RUNPOD_API_KEY", "")})
 print(urllib.request.urlopen(request, timeout=30).read().decode())' 2>&1)
     fi
+    # A failed field comes back with "errors" and "data" both (data null): errors first.
     case "$answer" in
       *'"errors"'*'not found'*) say "the pod is already gone"; exit 0 ;;
+      *'"errors"'*) say "the delete failed, trying again: $(printf '%s' "$answer" | head -c 200)" ;;
       *'"data"'*) say "deleted"; exit 0 ;;
       *) say "the delete failed, trying again: $(printf '%s' "$answer" | head -c 200)" ;;
     esac
@@ -86,6 +88,11 @@ start() {
   sshd=$(command -v sshd 2>/dev/null || echo /usr/sbin/sshd)
   "$sshd" -t -f "$S/sshd_config" || fail "sshd refuses its configuration"
   "$sshd" -D -e -f "$S/sshd_config" 2>>"$S/sshd.log" &
+  sshd_pid=$!
+  # An sshd that cannot listen (the port taken) stops at once: no "ready" for it.
+  sleep 0.3 2>/dev/null || sleep 1
+  kill -0 "$sshd_pid" 2>/dev/null ||
+    fail "sshd stopped at once: $(tail -n 2 "$S/sshd.log" | tr '\n' ' ')"
   mkdir -p "$WORKDIR" || fail "cannot create $WORKDIR"
   printf '%s\n' "$WORKDIR" > "$S/ready.tmp" && mv "$S/ready.tmp" "$S/ready"
   say "ready: sshd on port ${OVERBRAINER_SSH_PORT:-22}"

@@ -33,6 +33,9 @@ NOT_FOUND_TIMES = 3
 """A pod is gone once this many lookups in a row do not find it: one could be a glitch."""
 CONFIRM_TRIES = 30
 RECONCILE_TRIES = 3
+SSH_PORT = 2222
+"""The pod's sshd, exposed alone: an image's entrypoint may start its own sshd on 22 with
+its own host key (axolotl-cloud's does when the pod has a ``PUBLIC_KEY``)."""
 
 
 def pod_name(run_id: str, attempt: int) -> str:
@@ -75,12 +78,19 @@ def estimate_vram_gb(base_model: str | None, adapter: str | None) -> int:
     return max(16, int(billions * per_billion + 6))
 
 
+def stock_of(gpu: dict[str, Any]) -> str | None:
+    """The type's Secure Cloud stock (``High``, ``Medium``, ``Low``), or None when it has
+    none: Runpod says ``"None"``, or nothing."""
+    stock = (gpu.get("lowestPrice") or {}).get("stockStatus")
+    return None if not stock or str(stock).lower() == "none" else str(stock)
+
+
 def auto_gpu_types(api: RunpodApi, count: int, min_vram: int, max_price: float | None) -> list[str]:
     """Secure Cloud types in stock with ``min_vram`` GB, under ``max_price``, cheapest first."""
     chosen = []
     for gpu in api.gpus(count):
         price = (gpu.get("lowestPrice") or {}).get("uninterruptablePrice") or gpu.get("securePrice")
-        stock = (gpu.get("lowestPrice") or {}).get("stockStatus")
+        stock = stock_of(gpu)
         if not gpu.get("secureCloud") or not stock or price is None:
             continue
         if (gpu.get("memoryInGb") or 0) < min_vram:
@@ -137,8 +147,13 @@ class PodLife:
         secret = secret_name(run_id)
         self.save(state=PodState.CREATING, host_key=host.public, delete_at=delete_at, secret=secret)
         try:
-            self.api.create_secret(secret, base64.b64encode(host.private).decode("ascii"))
+            secret_id = self.api.create_secret(
+                secret, base64.b64encode(host.private).decode("ascii")
+            )
+            self.save(secret_id=secret_id)
         except (Refused, Ambiguous) as error:
+            if isinstance(error, Refused):
+                self.save(secret=None)  # none was made
             raise UserError(
                 f"cannot hand the pod its host key through a Runpod secret: {error}"
             ) from None
@@ -155,6 +170,7 @@ class PodLife:
                 int(self.timing.seconds(self.timing.snapshot_lead_minutes))
             ),
             "OVERBRAINER_TICK_S": f"{self.timing.tick:g}",
+            "OVERBRAINER_SSH_PORT": str(SSH_PORT),
             "OVERBRAINER_HOST_KEY": "{{ RUNPOD_SECRET_" + secret + " }}",
         }
         api_url = api_url or os.environ.get("RUNPOD_API_BASE_URL")
@@ -167,7 +183,7 @@ class PodLife:
             "containerDiskInGb": target.container_disk_gb,
             "volumeInGb": 0,
             "dockerArgs": start_command(),
-            "ports": "22/tcp",
+            "ports": f"{SSH_PORT}/tcp",
             "supportPublicIp": True,
             "startSsh": False,
             "env": [{"key": k, "value": v} for k, v in env.items()],
@@ -263,10 +279,23 @@ class PodLife:
         assert pod_id is not None
         deadline = time.monotonic() + self.timing.seconds(self.timing.ready_minutes)
         last = "no SSH port yet"
+        missing = 0
         while time.monotonic() < deadline:
-            found = self.api.pod(pod_id)
+            try:
+                found = self.api.pod(pod_id)
+            except TransientError as error:  # one lookup lost: the next poll asks again
+                last = str(error)
+                time.sleep(self.timing.poll)
+                continue
             if found is None:
-                raise UserError(f"pod {pod_id} vanished while it was starting")
+                # A new pod may not be listed yet: gone only after several lookups.
+                missing += 1
+                if missing >= NOT_FOUND_TIMES:
+                    raise UserError(f"pod {pod_id} vanished while it was starting")
+                last = "the API does not list the pod yet"
+                time.sleep(self.timing.poll)
+                continue
+            missing = 0
             if found.get("desiredStatus") == "EXITED":
                 raise UserError(f"pod {pod_id} stopped while it was starting")
             port = _ssh_port(found)
@@ -309,9 +338,16 @@ class PodLife:
     def drop_secret(self) -> None:
         if self.pod.secret is None:
             return
-        try:
-            self.api.delete_secret(self.pod.secret)
+        if self.pod.secret_id is None:
+            logger.warning(
+                f"runpod: the secret {self.pod.secret} has no known id: delete it in Runpod's "
+                "console (Secrets)"
+            )
             self.save(secret=None)
+            return
+        try:
+            self.api.delete_secret(self.pod.secret_id)
+            self.save(secret=None, secret_id=None)
         except (Refused, Ambiguous, UserError) as error:
             logger.warning(f"runpod: cannot delete the secret {self.pod.secret}: {error}")
 
@@ -335,7 +371,12 @@ class PodLife:
         assert pod_id is not None
         missing = 0
         for _ in range(CONFIRM_TRIES):
-            if self.api.pod(pod_id) is None:
+            try:
+                found = self.api.pod(pod_id)
+            except TransientError:  # no answer says neither: ask again
+                time.sleep(self.timing.confirm)
+                continue
+            if found is None:
                 missing += 1
                 if missing >= NOT_FOUND_TIMES:
                     break
@@ -360,6 +401,7 @@ class PodLife:
 def _ssh_port(pod: dict[str, Any]) -> tuple[str, int] | None:
     runtime = pod.get("runtime") or {}
     for port in runtime.get("ports") or []:
-        if port.get("privatePort") == 22 and port.get("isIpPublic") and port.get("publicPort"):
+        public = port.get("isIpPublic") and port.get("publicPort")
+        if port.get("privatePort") == SSH_PORT and public:
             return str(port["ip"]), int(port["publicPort"])
     return None

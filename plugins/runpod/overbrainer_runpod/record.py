@@ -68,6 +68,8 @@ class PodRecord(BaseModel):
     workdir: str | None = None
     secret: str | None = None
     """The Runpod secret holding the host key, until it is deleted."""
+    secret_id: str | None = None
+    """Its id, which deleting it takes."""
     keep: bool = False
     deleted_by: str | None = None
     estimated_spend: float | None = None
