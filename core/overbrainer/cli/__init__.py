@@ -30,6 +30,9 @@ COMMANDS = {
     "watch": "overbrainer.cli.watch:watch",
     "history": "overbrainer.cli.history:history",
     "migrate": "overbrainer.cli.migrate:migrate",
+    "export": "overbrainer.cli.export:export",
+    "push": "overbrainer.cli.push:push",
+    "compare": "overbrainer.cli.compare:compare",
 }
 
 

@@ -1,0 +1,101 @@
+"""The run's own target, reached again for work after training (export, compare)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from overbrainer.config.model import TargetBase
+from overbrainer.errors import UserError
+from overbrainer.job import scripts
+from overbrainer.job.record import RunRecord
+from overbrainer.job.shell import TargetShell
+from overbrainer.project import Project
+
+
+@dataclass
+class TargetRun:
+    """A shell on the target of ``run``, with the executor it came from (released by
+    :meth:`close`)."""
+
+    hook: Any
+    executor: Any
+    run: RunRecord
+    shell: TargetShell
+
+    def same_place(self, local_run_dir: Path) -> bool:
+        """Whether the run's directory on the target is ``local_run_dir`` itself."""
+        return self.shell.host.same_place(local_run_dir, self.run.remote_dir)
+
+    def sha256(self, path: str) -> str:
+        """The SHA-256 of ``path`` on the target."""
+        out = self.shell.host.check(f"sha256sum {scripts.q(path)}\n", timeout=3600)
+        return out.split()[0] if out.strip() else ""
+
+    def ensure_inputs(self, local_run_dir: Path, names: tuple[str, ...]) -> None:
+        """Upload ``names`` of the run directory (no checkpoints) when a read-only probe
+        finds one gone from the target (a cleaned work directory, another machine)."""
+        if self.same_place(local_run_dir):
+            return
+        q = scripts.q
+        probe = " && ".join(f"[ -e {q(self.run.remote_dir + '/' + name)} ]" for name in names)
+        if self.shell.host.run(f"{probe}\n").code == 0:
+            return
+        logger.info(f"uploading {', '.join(names)} of run {self.run.id} to its target")
+        with tempfile.TemporaryDirectory(prefix="overbrainer-stage-") as tmp:
+            stage = Path(tmp)
+            for name in names:
+                source = local_run_dir / name
+                if source.is_dir():
+                    shutil.copytree(
+                        source,
+                        stage / name,
+                        ignore=shutil.ignore_patterns("checkpoint-*"),
+                        copy_function=_link_or_copy,
+                    )
+                else:
+                    (stage / name).parent.mkdir(parents=True, exist_ok=True)
+                    _link_or_copy(str(source), str(stage / name))
+            self.shell.host.check(f"mkdir -p {q(self.run.remote_dir)}\n")
+            self.shell.host.upload(stage, self.run.remote_dir)
+
+    def close(self, outcome: str | None = None) -> None:
+        try:
+            self.hook.release_executor(executor=self.executor, run=self.run, outcome=outcome)
+        except Exception as error:  # noqa: BLE001 - releasing must not hide the real outcome
+            logger.warning(f"cannot release target resources: {error}")
+
+
+def _link_or_copy(source: str, dest: str) -> None:
+    try:
+        Path(dest).hardlink_to(source)
+    except OSError:
+        shutil.copy2(source, dest)
+
+
+def open_target(project: Project, hook: Any, run: RunRecord) -> TargetRun:
+    """The target of ``run`` with a shell on it, or a ``UserError`` saying why not."""
+    table = project.settings.targets.get(run.target)
+    if table is None:
+        raise UserError(f"target `{run.target}` of run {run.id} is no longer in overbrainer.toml")
+    executor = hook.create_executor(name=run.target, target=table, project=project, run=run)
+    if executor is None:
+        kind = table.kind if isinstance(table, TargetBase) else "?"
+        raise UserError(f"no installed plugin can run target `{run.target}` (kind `{kind}`)")
+    try:
+        shell = hook.open_shell(executor=executor)
+    except BaseException:
+        hook.release_executor(executor=executor, run=run, outcome=None)
+        raise
+    if shell is None:
+        hook.release_executor(executor=executor, run=run, outcome=None)
+        raise UserError(
+            f"target `{run.target}` of run {run.id} cannot run commands after training "
+            "(its plugin gives no shell)"
+        )
+    return TargetRun(hook, executor, run, shell)

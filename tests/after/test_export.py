@@ -1,0 +1,118 @@
+"""overbrainer export on the local target with stand-ins for the runtime and llama.cpp."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from overbrainer.after.export import human_size, modelfile
+
+
+def test_export_writes_the_gguf_the_modelfile_and_export_json(finished, run_cli):
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 0, result.stderr
+    gguf_dir = finished.run_dir / "output" / "gguf"
+    gguf = gguf_dir / f"{finished.run_id}-Q4_K_M.gguf"
+    assert gguf.read_bytes().startswith(b"GGUF converted auto from ../../output quantized 15")
+    assert (gguf_dir / "Modelfile").read_text() == (f"FROM ./{gguf.name}\nPARAMETER num_ctx 384\n")
+    [record_file] = finished.run_dir.glob("exports/export_*/export.json")
+    record = json.loads(record_file.read_text())
+    assert record["quantize"] == "Q4_K_M"
+    assert record["llama_cpp"] == "llama-cpp-python==0.3.16"
+    assert record["file"] == f"output/gguf/{gguf.name}"
+    assert record["size"] == gguf.stat().st_size
+    assert len(record["sha256"]) == 64
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("export: export_") and "to GGUF Q4_K_M on target `local`" in lines[0]
+    assert lines[1] == (
+        f"export: GGUF in runs/{finished.run_id}/output/gguf/{gguf.name} (Q4_K_M, "
+        f"{human_size(gguf.stat().st_size)}), Modelfile beside it"
+    )
+    assert "ollama create <name> -f Modelfile" in lines[2]
+    assert not list(finished.run_dir.glob("exports/*/export-work"))
+    assert not list(finished.run_dir.glob("exports/*/gguf"))
+
+
+def test_f16_is_converted_without_quantizing(finished, run_cli):
+    result = run_cli("export", finished.run_id, "--quantize", "F16")
+    assert result.exit_code == 0, result.stderr
+    gguf = finished.run_dir / "output" / "gguf" / f"{finished.run_id}-F16.gguf"
+    assert gguf.read_bytes() == b"GGUF converted f16 from ../../output"
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        ("running", "is running: only a succeeded or stopped run can be exported"),
+        ("failed", "is failed: only a succeeded or stopped run can be exported"),
+    ],
+)
+def test_only_succeeded_and_stopped_runs_are_exported(finished, run_cli, state, message):
+    finished.record(state=state)
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 1
+    assert f"error: run {finished.run_id} {message}" in result.stderr
+
+
+def test_a_run_without_a_model_is_refused(finished, run_cli):
+    (finished.run_dir / "output" / "config.json").unlink()
+    result = run_cli("export", finished.run_id)
+    assert f"runs/{finished.run_id}/output holds no model: nothing to export" in result.stderr
+
+
+def test_a_missing_axolotl_yaml_is_refused(finished, run_cli):
+    (finished.run_dir / "axolotl.yaml").unlink()
+    result = run_cli("export", finished.run_id)
+    assert f"runs/{finished.run_id}/axolotl.yaml is missing: the export needs it" in result.stderr
+
+
+def test_a_missing_converter_module_is_named(finished, run_cli):
+    (finished.venv.parent / "stubs" / "transformers" / "__init__.py").unlink()
+    (finished.venv.parent / "stubs" / "transformers").rmdir()
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 1
+    assert (
+        "failed: llama.cpp's convert_hf_to_gguf.py needs the Python module transformers, "
+        "missing from the job's environment"
+    ) in result.stderr
+    assert not (finished.run_dir / "output" / "gguf").exists() or not list(
+        (finished.run_dir / "output" / "gguf").glob("*.gguf")
+    )
+
+
+def test_ollama_not_installed_says_how_to_create_the_model(finished, run_cli, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    result = run_cli("export", finished.run_id, "--ollama", "demo:latest")
+    assert result.exit_code == 0, result.stderr
+    assert "ollama is not on PATH: create the model with `cd runs/" in result.stderr
+    assert "ollama create demo:latest -f Modelfile`" in result.stderr
+
+
+def test_ollama_create_runs_when_installed(finished, run_cli, monkeypatch, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ollama = bin_dir / "ollama"
+    ollama.write_text('#!/bin/sh\necho "$@" > ollama.args\n')
+    ollama.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    result = run_cli("export", finished.run_id, "--ollama", "demo")
+    assert result.exit_code == 0, result.stderr
+    assert "export: Ollama model demo created: `ollama run demo`" in result.stdout
+    args = finished.run_dir / "output" / "gguf" / "ollama.args"
+    assert args.read_text() == "create demo -f Modelfile\n"
+
+
+def test_an_invalid_ollama_name_is_refused(finished, run_cli):
+    result = run_cli("export", finished.run_id, "--ollama", "bad name")
+    assert result.exit_code == 1
+    assert "--ollama bad name: not a valid Ollama model name" in result.stderr
+
+
+def test_modelfile_without_a_sequence_len():
+    assert modelfile("x.gguf", None) == "FROM ./x.gguf\n"
+
+
+def test_sizes_use_decimal_units():
+    assert human_size(412_300_000) == "412.3 MB"
+    assert human_size(1_200_000_000) == "1.2 GB"
