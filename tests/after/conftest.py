@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.train.conftest import trainer  # noqa: F401 - the fake trainer's project
 
 RUN_ID = "demo-project-20260101-000000"
 

@@ -116,3 +116,17 @@ def test_modelfile_without_a_sequence_len():
 def test_sizes_use_decimal_units():
     assert human_size(412_300_000) == "412.3 MB"
     assert human_size(1_200_000_000) == "1.2 GB"
+
+
+def test_after_training_exports_at_the_end_of_train_and_a_failure_only_warns(
+    trainer, run_cli, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("OVERBRAINER_LLAMA_CPP", str(tmp_path / "no-toolchain"))
+    trainer.configure(extra="\n[export]\nafter_training = true\n")
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    run_id = trainer.run()["id"]
+    assert trainer.run()["state"] == "succeeded"
+    assert "export: export_" in result.stdout
+    assert "the llama.cpp toolchain is not in" in result.stderr
+    assert f"run it again with: overbrainer export {run_id}" in result.stderr

@@ -38,7 +38,13 @@ def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: s
 
     app = current_app()
     with app.lock():
-        session.train(app.workspace(), target=target, resume_from=resume_from, keep_pod=keep_pod)
+        trained = session.train(
+            app.workspace(), target=target, resume_from=resume_from, keep_pod=keep_pod
+        )
+        if trained is not None and not trained.up_to_date:
+            from overbrainer.after.chain import after_training
+
+            after_training(app, trained.record)
 
 
 @train.command()
