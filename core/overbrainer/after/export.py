@@ -169,17 +169,18 @@ def _export_on_target(
     gguf = dest / gguf_name
     size = gguf.stat().st_size
     (dest / MODELFILE).write_text(modelfile(gguf_name, sequence_len(accepted.dir)), "utf-8")
+    file = f"{GGUF_DIR}/{gguf_name}"
     record = {
         "quantize": kind,
         "llama_cpp": LLAMA_CPP,
-        "file": f"{GGUF_DIR}/{gguf_name}",
+        "file": file,
         "sha256": sha256_file(gguf),
         "size": size,
         "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     text = json.dumps(record, indent=2) + "\n"
     replace_file(local_job / EXPORT_FILE, lambda file: file.write(text.encode("utf-8")))
-    return Exported(run.id, kind, record["file"], size, local_job / EXPORT_FILE)
+    return Exported(run.id, kind, file, size, local_job / EXPORT_FILE)
 
 
 def _fetch_gguf(  # noqa: PLR0917 - private, called once

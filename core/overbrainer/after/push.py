@@ -191,16 +191,16 @@ def push_run(
         if info is None:
             api.create_repo(repo_id, private=private, token=token, exist_ok=True)
         license = _base_license(api, accepted.dir, settings, token)
-        card = merge_card(
+        sent_card = merge_card(
             render(gather(settings, accepted.dir, repo_id, gguf, license), settings),
             existing,
             overwrite_card,
         )
         operations = [CommitOperationAdd(upload.path, str(upload.local)) for upload in uploads]
-        if card is None:
+        if sent_card is None:
             warn("kept the repo's own README.md (use --overwrite-card to replace it)")
         else:
-            operations.append(CommitOperationAdd(README, card.encode("utf-8")))
+            operations.append(CommitOperationAdd(README, sent_card.encode("utf-8")))
         try:
             commit = api.create_commit(
                 repo_id,
@@ -213,7 +213,7 @@ def push_run(
                 "push cancelled before its commit finished; run it again to resume"
             ) from None
     files = [operation.path_in_repo for operation in operations]
-    size = sum(upload.size for upload in uploads) + (len(card.encode()) if card else 0)
+    size = sum(upload.size for upload in uploads) + (len(sent_card.encode()) if sent_card else 0)
     record = {
         "repo": repo_id,
         "commit": commit.oid,
