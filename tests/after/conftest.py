@@ -4,6 +4,7 @@ and the llama.cpp toolchain (real processes, scripted: the real ones are the `re
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from tests.train.conftest import trainer  # noqa: F401 - the fake trainer's project
 
 RUN_ID = "demo-project-20260101-000000"
+FAKE_SERVER = Path(__file__).parent / "fake_llama_server.py"
 
 TRAINING = """
 [training]
@@ -44,6 +46,8 @@ def llama_model_quantize_default_params():
     return _Params()
 LLAMA_FTYPE_MOSTLY_Q4_K_M = 15
 LLAMA_FTYPE_MOSTLY_Q8_0 = 7
+def llama_supports_gpu_offload():
+    return False
 def llama_model_quantize(source, dest, params):
     with open(source, "rb") as f, open(dest, "wb") as g:
         g.write(f.read() + b" quantized %d" % params._obj.ftype)
@@ -91,6 +95,9 @@ def finished(project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     (toolchain / "llama.cpp" / "convert_hf_to_gguf.py").write_text(FAKE_CONVERTER)
     (toolchain / "site" / "llama_cpp").mkdir(parents=True)
     (toolchain / "site" / "llama_cpp" / "__init__.py").write_text(FAKE_LLAMA_CPP)
+    (toolchain / "site" / "llama_cpp" / "server").mkdir()
+    (toolchain / "site" / "llama_cpp" / "server" / "__init__.py").write_text("")
+    shutil.copyfile(FAKE_SERVER, toolchain / "site" / "llama_cpp" / "server" / "__main__.py")
     _python(toolchain / "bin" / "python", toolchain / "site")
     monkeypatch.setenv("OVERBRAINER_LLAMA_CPP", str(toolchain))
     config = project_dir / "overbrainer.toml"
