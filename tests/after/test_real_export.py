@@ -14,7 +14,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.after.test_compare import eval_record
 from tests.fixtures.real import REAL_TIMEOUT
+
+from fake_provider import openai_completion
 
 from overbrainer.after.toolchain import LLAMA_CPP_PYTHON
 
@@ -52,8 +55,8 @@ def toolchain() -> Path:
     return path
 
 
-def test_export_then_llama_cpp_loads_the_gguf_and_generates(
-    finished, run_cli, venv, tiny_model, toolchain, monkeypatch
+def test_export_then_llama_cpp_loads_the_gguf_and_generates_then_compare_serves_it(
+    finished, run_cli, venv, tiny_model, toolchain, provider, monkeypatch
 ):
     monkeypatch.setenv("OVERBRAINER_LLAMA_CPP", str(toolchain))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -84,3 +87,23 @@ def test_export_then_llama_cpp_loads_the_gguf_and_generates(
         timeout=REAL_TIMEOUT,
     )
     assert generated.stdout.strip() == "1"
+
+    # The child served by llama.cpp's own server on loopback, judged by the loopback provider.
+    monkeypatch.setenv("OVERBRAINER_PROVIDERS__MAIN__BASE_URL", provider.url)
+    provider.on(
+        lambda seen: "You are judging two answers" in seen.prompt,
+        openai_completion('{"verdict": "tie", "reason": "Both are short."}'),
+        times=None,
+    )
+    (finished.run_dir / "data").mkdir()
+    (finished.run_dir / "data" / "eval.jsonl").write_text(
+        "".join(json.dumps(eval_record(i)) + "\n" for i in range(2))
+    )
+    result = run_cli("compare", "--limit", "2")
+    assert result.exit_code == 0, result.stderr
+    [directory] = finished.run_dir.glob("compares/*")
+    data = json.loads((directory / "compare.json").read_text())
+    assert [q["verdict"] for q in data["questions"]] == ["tie", "tie"]
+    assert all(q["tokens"] >= 1 and q["seconds"] > 0 for q in data["questions"])
+    assert data["hardware"]["build"] == "cpu"
+    assert "llama" in (directory / "server.log").read_text().lower()

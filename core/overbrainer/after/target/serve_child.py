@@ -87,12 +87,13 @@ def ask(url, messages, max_tokens, temperature):
             chunk = json.loads(data)
             choice = (chunk.get("choices") or [{}])[0]
             delta = choice.get("delta") or {}
-            text = delta.get("content") or ""
-            if text or delta.get("reasoning_content"):
+            # llama.cpp's server sends one chunk per token, some with an empty piece.
+            text = delta.get("content")
+            if text is not None or delta.get("reasoning_content") is not None:
                 if first is None:
                     first = time.monotonic() - started
                 tokens += 1
-                parts.append(text)
+                parts.append(text or "")
             finish = choice.get("finish_reason") or finish
     seconds = time.monotonic() - started
     generating = seconds - (first or 0.0)
