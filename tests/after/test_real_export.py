@@ -18,7 +18,6 @@ from tests.after.test_compare import eval_record
 from tests.fixtures.real import REAL_TIMEOUT
 
 from fake_provider import openai_completion
-
 from overbrainer.after.toolchain import LLAMA_CPP_PYTHON
 
 pytestmark = pytest.mark.real

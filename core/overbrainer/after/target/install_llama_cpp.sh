@@ -3,7 +3,7 @@
 # DIR/.complete is written last, and a DIR without it is built again).
 # Usage: install_llama_cpp.sh DIR VERSION [PYTHON]
 # DIR gets a venv with llama-cpp-python[server]==VERSION built from source (CUDA when nvcc
-# is there, else the CPU with AVX2 and no AMX, which some compilers fail to build), and
+# and a GPU are there, else the CPU with AVX2 and no AMX, which some compilers fail to build), and
 # llama.cpp/ with the converter and gguf-py from the same source distribution.
 set -eu
 dir=$1
@@ -15,15 +15,15 @@ rm -rf "$dir"
 "$dir/bin/pip" install --quiet --upgrade pip
 "$dir/bin/pip" download --quiet --no-deps --no-binary :all: \
   "llama-cpp-python==$version" -d "$dir/sdist"
-if command -v nvcc >/dev/null 2>&1; then
+if command -v nvcc >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   CMAKE_ARGS="${CMAKE_ARGS:-} -DGGML_CUDA=ON"
 else
   CMAKE_ARGS="${CMAKE_ARGS:-} -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON"
   CMAKE_ARGS="$CMAKE_ARGS -DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 fi
 export CMAKE_ARGS="$CMAKE_ARGS -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
-"$dir/bin/pip" install --no-binary llama-cpp-python \
-  "llama-cpp-python[server]==$version" "$dir"/sdist/llama_cpp_python-*.tar.gz
+sdist=$(ls "$dir"/sdist/llama_cpp_python-*.tar.gz)
+"$dir/bin/pip" install "llama-cpp-python[server] @ file://$sdist"
 tar xzf "$dir"/sdist/llama_cpp_python-*.tar.gz -C "$dir/sdist" \
   "llama_cpp_python-$version/vendor/llama.cpp/convert_hf_to_gguf.py" \
   "llama_cpp_python-$version/vendor/llama.cpp/gguf-py"
