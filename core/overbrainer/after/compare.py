@@ -31,7 +31,7 @@ from overbrainer.after.judge import (
 from overbrainer.after.metrics import summary
 from overbrainer.after.report import render as render_report
 from overbrainer.after.target_run import TargetRun, open_target
-from overbrainer.after.toolchain import target_file, toolchain_dir
+from overbrainer.after.toolchain import target_file
 from overbrainer.errors import UserError
 from overbrainer.job import scripts
 from overbrainer.job.layout import CONFIG_FILE, EVAL_FILE
@@ -241,7 +241,7 @@ def _answer_on_target(
             _upload_gguf(target, run_dir, setup["gguf"])
     host.write_file(f"{job_dir}/{SCRIPT}", target_file(SCRIPT))
     settings = project.settings.compare
-    python = scripts.home_path(f"{toolchain_dir(dict(project.env))}/bin/python")
+    python = scripts.home_path(f"{target.ensure_toolchain(dict(project.env))}/bin/python")
     script = (
         f"cd {q(job_dir)} && {python} {SCRIPT} {q('../../' + setup['gguf'])} "
         f"{sequence_len(run_dir) or 0} {settings.max_tokens} {settings.temperature} "

@@ -20,7 +20,7 @@ from loguru import logger
 
 from overbrainer.after.accept import AcceptedRun, accept_run
 from overbrainer.after.target_run import TargetRun, open_target
-from overbrainer.after.toolchain import LLAMA_CPP, target_file, toolchain_dir
+from overbrainer.after.toolchain import LLAMA_CPP, target_file
 from overbrainer.errors import UserError
 from overbrainer.job import scripts
 from overbrainer.job.layout import CONFIG_FILE, OUTPUT_DIR
@@ -141,7 +141,7 @@ def _export_on_target(
     target.ensure_inputs(accepted.dir, (accepted.model, CONFIG_FILE))
     host.check(f"mkdir -p {q(job_dir)}\n")
     host.write_file(f"{job_dir}/{SCRIPT}", target_file(SCRIPT))
-    toolchain = toolchain_dir(dict(project.env))
+    toolchain = target.ensure_toolchain(dict(project.env))
     script = (
         f"cd {q(job_dir)} && {target.shell.python} {SCRIPT} {q('../../' + accepted.model)} "
         f"{q('../../' + CONFIG_FILE)} {q(kind)} {q('gguf/' + gguf_name)} {q(toolchain)} "

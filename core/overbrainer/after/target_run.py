@@ -64,6 +64,38 @@ class TargetRun:
             self.shell.host.check(f"mkdir -p {q(self.run.remote_dir)}\n")
             self.shell.host.upload(stage, self.run.remote_dir)
 
+    def ensure_toolchain(self, env: dict[str, str]) -> str:
+        """The llama.cpp toolchain directory on the target, built there on first use when
+        it is the default one (an ``OVERBRAINER_LLAMA_CPP`` directory must be complete)."""
+        from overbrainer.after.toolchain import (
+            DEFAULT_DIR,
+            LLAMA_CPP,
+            LLAMA_CPP_PYTHON,
+            target_file,
+            toolchain_dir,
+        )
+
+        directory = toolchain_dir(env)
+        shown = scripts.home_path(directory)
+        probe = f"[ -x {shown}/bin/python ] && [ -f {shown}/llama.cpp/convert_hf_to_gguf.py ]\n"
+        if directory != DEFAULT_DIR or self.shell.host.run(probe).code == 0:
+            return directory
+        logger.info(
+            f"installing {LLAMA_CPP} on target `{self.run.target}` into {directory} (first use; "
+            "it builds llama.cpp, which takes minutes)"
+        )
+        script = f"{self.run.remote_dir}/install_llama_cpp.sh"
+        self.shell.host.write_file(script, target_file("install_llama_cpp.sh"))
+        done = self.shell.host.run(
+            f"sh {scripts.q(script)} {shown} {LLAMA_CPP_PYTHON} 2>&1\n", timeout=4 * 3600
+        )
+        if done.code != 0:
+            lines = done.text().strip().splitlines()[-5:]
+            raise UserError(
+                f"installing {LLAMA_CPP} on target `{self.run.target}` failed:\n" + "\n".join(lines)
+            )
+        return directory
+
     def close(self, outcome: str | None = None) -> None:
         try:
             self.hook.release_executor(executor=self.executor, run=self.run, outcome=outcome)
