@@ -176,3 +176,22 @@ def test_a_stopped_run_with_only_a_checkpoint_is_not_pushed(pushable, hub, run_c
         f"run {pushable.run_id} has no model in output/ (only checkpoint output/checkpoint-4): "
         "export or resume it first"
     ) in result.stderr
+
+
+def test_after_training_pushes_a_succeeded_run_once(trainer, run_cli, monkeypatch):
+    server = FakeHub({TOKEN: ("alice", "write")}).start()
+    try:
+        monkeypatch.setenv("OVERBRAINER_HUB__BASE_URL", server.url)
+        trainer.configure(extra='\n[hub]\nafter_training = true\nrepo = "alice/child"\n')
+        result = run_cli("train")
+        assert "OVERBRAINER_HF_TOKEN is not" in result.stderr
+        assert "push failed: OVERBRAINER_HF_TOKEN is not set" in result.stderr
+        monkeypatch.setenv("OVERBRAINER_HF_TOKEN", TOKEN)
+        result = run_cli("train")
+        assert result.exit_code == 0, result.stderr
+        run_id = trainer.run()["id"]
+        assert f"push: {server.url}/alice/child (" in result.stdout
+        assert (trainer.dir / "runs" / run_id / "hub" / "push.json").is_file()
+        assert len(server.commits()) == 1
+    finally:
+        server.stop()

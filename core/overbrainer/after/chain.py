@@ -14,23 +14,40 @@ if TYPE_CHECKING:
     from overbrainer.cli.context import App
 
 
-def after_training(app: App, record: RunRecord) -> None:
-    """Export (``export.after_training``) a run that succeeded; failures only warn, the run
-    stands."""
+def warn_before_training(app: App) -> None:
+    """``hub.after_training`` without a token: say so before the run, not after it."""
     settings = app.settings
-    if record.state is not RunState.SUCCEEDED or not settings.export.after_training:
+    if settings.hub.after_training and settings.hf_token is None:
+        logger.warning(
+            "hub.after_training is set but OVERBRAINER_HF_TOKEN is not: the run will not be pushed"
+        )
+
+
+def after_training(app: App, record: RunRecord) -> None:
+    """Export (``export.after_training``), then push (``hub.after_training``, once per
+    run) a run that succeeded; failures only warn, the run stands."""
+    settings = app.settings
+    if record.state is not RunState.SUCCEEDED:
         return
-    from overbrainer.after.export import export_run
     from overbrainer.redact import escape_controls
 
-    try:
-        export_run(
-            app.project,
-            app.plugins.hook,
-            app.runs,
-            record.id,
-            echo=lambda line: click.echo(escape_controls(line)),
-            label="train",
-        )
-    except UserError as error:
-        logger.warning(f"{error.message}; run it again with: overbrainer export {record.id}")
+    def echo(line: str) -> None:
+        click.echo(escape_controls(line))
+
+    if settings.export.after_training:
+        from overbrainer.after.export import export_run
+
+        try:
+            export_run(app.project, app.plugins.hook, app.runs, record.id, echo=echo, label="train")
+        except UserError as error:
+            logger.warning(f"{error.message}; run it again with: overbrainer export {record.id}")
+    pushed = app.runs.run_dir(record.id) / "hub" / "push.json"
+    if settings.hub.after_training and not pushed.exists():
+        from overbrainer.after.push import push_run
+
+        try:
+            push_run(app.project, app.runs, record.id, echo=echo, warn=logger.warning)
+        except UserError as error:
+            logger.warning(
+                f"push failed: {error.message}; run it again with: overbrainer push {record.id}"
+            )

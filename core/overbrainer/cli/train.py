@@ -36,14 +36,15 @@ def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: s
         return
     from overbrainer.train import session
 
+    from overbrainer.after.chain import after_training, warn_before_training
+
     app = current_app()
     with app.lock():
+        warn_before_training(app)
         trained = session.train(
             app.workspace(), target=target, resume_from=resume_from, keep_pod=keep_pod
         )
         if trained is not None and not trained.up_to_date:
-            from overbrainer.after.chain import after_training
-
             after_training(app, trained.record)
 
 
