@@ -34,9 +34,8 @@ def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: s
         if target or keep_pod or resume_from:
             raise click.UsageError("--target, --keep-pod and --resume-from apply to a new run only")
         return
-    from overbrainer.train import session
-
     from overbrainer.after.chain import after_training, warn_before_training
+    from overbrainer.train import session
 
     app = current_app()
     with app.lock():
