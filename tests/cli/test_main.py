@@ -58,8 +58,8 @@ def test_help_lists_the_commands(run_cli):
     assert result.exit_code == 0
     commands = re.findall(r"^  (\w+)\s", result.stdout.split("Commands:")[1], re.MULTILINE)
     assert commands == [
-        "answers", "config", "history", "init", "migrate", "plugins", "questions", "run", "runs",
-        "split", "subtopics", "train", "watch",
+        "answers", "compare", "config", "export", "history", "init", "migrate", "plugins", "push",
+        "questions", "run", "runs", "split", "subtopics", "train", "watch",
     ]
     assert "-C, --project-dir DIRECTORY" in result.stdout
 
