@@ -130,3 +130,26 @@ def test_after_training_exports_at_the_end_of_train_and_a_failure_only_warns(
     assert "export: export_" in result.stdout
     assert "the llama.cpp toolchain is not in" in result.stderr
     assert f"run it again with: overbrainer export {run_id}" in result.stderr
+
+
+def test_a_stopped_run_exports_its_snapshot_with_a_warning(finished, run_cli):
+    output = finished.run_dir / "output"
+    (output / "config.json").unlink()
+    (output / "checkpoint-3").mkdir()
+    (output / "checkpoint-3" / "config.json").write_text("{}")
+    finished.record(state="stopped", snapshot={"checkpoint": "output/checkpoint-3", "step": 3})
+    result = run_cli("export", finished.run_id, "--quantize", "F16")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        f"run {finished.run_id} stopped at step 3: its export holds the partial model of that step"
+    ) in result.stderr
+    gguf = output / "gguf" / f"{finished.run_id}-F16.gguf"
+    assert gguf.read_bytes() == b"GGUF converted f16 from ../../output/checkpoint-3"
+
+
+def test_a_target_gone_from_the_configuration_is_named(finished, run_cli):
+    finished.record(target="gone")
+    result = run_cli("export", finished.run_id)
+    assert (
+        f"error: target `gone` of run {finished.run_id} is no longer in overbrainer.toml"
+    ) in result.stderr

@@ -33,9 +33,10 @@ class TargetRun:
         return self.shell.host.same_place(local_run_dir, self.run.remote_dir)
 
     def sha256(self, path: str) -> str:
-        """The SHA-256 of ``path`` on the target."""
-        out = self.shell.host.check(f"sha256sum {scripts.q(path)}\n", timeout=3600)
-        return out.split()[0] if out.strip() else ""
+        """The SHA-256 of ``path`` on the target; "" when it is not there."""
+        done = self.shell.host.run(f"sha256sum {scripts.q(path)}\n", timeout=3600)
+        out = done.text().split()
+        return out[0] if done.code == 0 and out else ""
 
     def ensure_inputs(self, local_run_dir: Path, names: tuple[str, ...]) -> None:
         """Upload ``names`` of the run directory (no checkpoints) when a read-only probe
