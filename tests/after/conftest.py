@@ -10,6 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.ssh.conftest import (  # noqa: F401 - the real sshd and a client that knows it
+    client_config,
+    ssh_alias,
+    ssh_keys,
+    ssh_target_env,
+    sshd,
+)
 from tests.train.conftest import trainer  # noqa: F401 - the fake trainer's project
 
 RUN_ID = "demo-project-20260101-000000"

@@ -7,13 +7,6 @@ import json
 
 import pytest
 from tests.after.test_compare import JUDGE_PROMPT, eval_record
-from tests.ssh.conftest import (  # noqa: F401 - fixtures
-    client_config,
-    ssh_alias,
-    ssh_keys,
-    ssh_target_env,
-    sshd,
-)
 
 from fake_provider import openai_completion
 
