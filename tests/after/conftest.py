@@ -34,7 +34,11 @@ venv = "{venv}"
 """
 
 FAKE_CONVERTER = """\
-import sys
+import os, sys, time
+if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "slow")):
+    with open("converter.pid", "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(120)
 args = sys.argv[1:]
 out = args[args.index("--outfile") + 1]
 outtype = args[args.index("--outtype") + 1]

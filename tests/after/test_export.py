@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -153,3 +158,46 @@ def test_a_target_gone_from_the_configuration_is_named(finished, run_cli):
     assert (
         f"error: target `gone` of run {finished.run_id} is no longer in overbrainer.toml"
     ) in result.stderr
+
+
+def test_ctrl_c_cancels_the_export_on_its_target(finished):
+    (finished.toolchain / "slow").write_text("")
+    boot = "import sys; from overbrainer.cli import main; sys.argv[0] = 'overbrainer'; main()"
+    process = subprocess.Popen(
+        [sys.executable, "-c", boot, "-C", str(finished.dir), "export", finished.run_id],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(finished.run_dir.glob("exports/*/converter.pid")):
+            assert time.monotonic() < deadline, "the converter never started"
+            time.sleep(0.05)
+        [pid_file] = finished.run_dir.glob("exports/*/converter.pid")
+        time.sleep(0.2)
+        converter = int(pid_file.read_text())
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130
+    job = pid_file.parent.name
+    assert f"error: interrupted: export {job} of run {finished.run_id} cancelled" in stderr
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{converter}").exists() and "Z" not in _state(converter):
+        assert time.monotonic() < deadline, "the converter outlived the cancel"
+        time.sleep(0.05)
+    deadline = time.monotonic() + 10
+    while (pid_file.parent / "export-work").exists():
+        assert time.monotonic() < deadline, "export-work was left behind"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"

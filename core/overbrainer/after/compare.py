@@ -32,7 +32,7 @@ from overbrainer.after.metrics import summary
 from overbrainer.after.report import render as render_report
 from overbrainer.after.target_run import TargetRun, open_target
 from overbrainer.after.toolchain import target_file
-from overbrainer.errors import UserError
+from overbrainer.errors import Interrupted, UserError, signal_of
 from overbrainer.job import scripts
 from overbrainer.job.layout import CONFIG_FILE, EVAL_FILE
 from overbrainer.project import RUNS_DIR, Project
@@ -218,8 +218,10 @@ def compare(
         target = open_target(project, hook, record)
         try:
             _answer_on_target(project, target, run_dir, directory, setup)
-        except KeyboardInterrupt:
-            raise UserError(f"interrupted: compare {ident} of run {run_id} cancelled") from None
+        except KeyboardInterrupt as interrupt:
+            raise Interrupted(
+                f"interrupted: compare {ident} of run {run_id} cancelled", signal_of(interrupt)
+            ) from None
         finally:
             target.close()
     return _judge_and_report(project, directory, setup)
@@ -242,14 +244,13 @@ def _answer_on_target(
     host.write_file(f"{job_dir}/{SCRIPT}", target_file(SCRIPT))
     settings = project.settings.compare
     python = scripts.home_path(f"{target.ensure_toolchain(dict(project.env))}/bin/python")
-    script = (
-        f"cd {q(job_dir)} && {python} {SCRIPT} {q('../../' + setup['gguf'])} "
-        f"{sequence_len(run_dir) or 0} {settings.max_tokens} {settings.temperature} "
-        f"{settings.server_start_secs}\n"
+    command = (
+        f"{python} {SCRIPT} {q('../../' + setup['gguf'])} {sequence_len(run_dir) or 0} "
+        f"{settings.max_tokens} {settings.temperature} {settings.server_start_secs}"
     )
-    done = host.run(script, timeout=24 * HOUR_S)
+    done = target.run_script(job_dir, command, "compare.log", timeout=24 * HOUR_S)
     if not same:
-        names = [ANSWERS, HARDWARE, SERVER_LOG]
+        names = [ANSWERS, HARDWARE, SERVER_LOG, "compare.log"]
         present = host.run(f"cd {q(job_dir)} && ls {' '.join(names)} 2>/dev/null\n").text().split()
         if present:
             host.download(job_dir, present, directory)
@@ -324,10 +325,11 @@ def _judge_and_report(project: Project, directory: Path, setup: dict[str, Any]) 
                 setup["compare"],
             )
         )
-    except KeyboardInterrupt:
-        raise UserError(
+    except KeyboardInterrupt as interrupt:
+        raise Interrupted(
             "interrupted: the verdicts so far are kept; resume with "
-            f"`overbrainer compare --rejudge {setup['compare']}`"
+            f"`overbrainer compare --rejudge {setup['compare']}`",
+            signal_of(interrupt),
         ) from None
     verdicts = read_verdicts(verdicts_file)
     compare_settings = settings.compare

@@ -21,7 +21,7 @@ from loguru import logger
 from overbrainer.after.accept import AcceptedRun, accept_run
 from overbrainer.after.target_run import TargetRun, open_target
 from overbrainer.after.toolchain import LLAMA_CPP, target_file
-from overbrainer.errors import UserError
+from overbrainer.errors import Interrupted, UserError, signal_of
 from overbrainer.job import scripts
 from overbrainer.job.layout import CONFIG_FILE, OUTPUT_DIR
 from overbrainer.job.manifest import sha256_file
@@ -115,8 +115,10 @@ def export_run(
         )
         try:
             exported = _export_on_target(project, target, accepted, job_id, kind)
-        except KeyboardInterrupt:
-            raise UserError(f"interrupted: export {job_id} of run {run_id} cancelled") from None
+        except KeyboardInterrupt as interrupt:
+            raise Interrupted(
+                f"interrupted: export {job_id} of run {run_id} cancelled", signal_of(interrupt)
+            ) from None
     finally:
         target.close()
     gguf = accepted.dir / exported.file
@@ -142,12 +144,11 @@ def _export_on_target(
     host.check(f"mkdir -p {q(job_dir)}\n")
     host.write_file(f"{job_dir}/{SCRIPT}", target_file(SCRIPT))
     toolchain = target.ensure_toolchain(dict(project.env))
-    script = (
-        f"cd {q(job_dir)} && {target.shell.python} {SCRIPT} {q('../../' + accepted.model)} "
-        f"{q('../../' + CONFIG_FILE)} {q(kind)} {q('gguf/' + gguf_name)} {q(toolchain)} "
-        "> export.log 2>&1; code=$?; tail -c 4000 export.log >&2; exit $code\n"
+    command = (
+        f"{target.shell.python} {SCRIPT} {q('../../' + accepted.model)} "
+        f"{q('../../' + CONFIG_FILE)} {q(kind)} {q('gguf/' + gguf_name)} {q(toolchain)}"
     )
-    done = host.run(script, timeout=6 * HOUR_S)
+    done = target.run_script(job_dir, command, "export.log", timeout=6 * HOUR_S)
     if done.code != 0:
         lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
         errors = [line[len("error: ") :] for line in lines if line.startswith("error: ")]

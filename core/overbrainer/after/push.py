@@ -23,7 +23,7 @@ from overbrainer import __version__
 from overbrainer.after.accept import AcceptedRun, accept_run
 from overbrainer.after.card import gather, merge_card, render
 from overbrainer.after.export import human_size
-from overbrainer.errors import UserError
+from overbrainer.errors import Interrupted, UserError, signal_of
 from overbrainer.job.layout import OUTPUT_DIR
 from overbrainer.project import RUNS_DIR, Project
 from overbrainer.redact import register_secret
@@ -208,9 +208,10 @@ def push_run(
                 commit_message=f"Upload run {run_id} with overbrainer {__version__}",
                 token=token,
             )
-        except KeyboardInterrupt:
-            raise UserError(
-                "push cancelled before its commit finished; run it again to resume"
+        except KeyboardInterrupt as interrupt:
+            raise Interrupted(
+                "push cancelled before its commit finished; run it again to resume",
+                signal_of(interrupt),
             ) from None
     files = [operation.path_in_repo for operation in operations]
     size = sum(upload.size for upload in uploads) + (len(sent_card.encode()) if sent_card else 0)

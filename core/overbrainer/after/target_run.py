@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,12 @@ from loguru import logger
 from overbrainer.config.model import TargetBase
 from overbrainer.errors import UserError
 from overbrainer.job import scripts
+from overbrainer.job.host import Completed
 from overbrainer.job.record import RunRecord
 from overbrainer.job.shell import TargetShell
 from overbrainer.project import Project
+
+PID_FILE = "script.pid"
 
 
 @dataclass
@@ -37,6 +41,23 @@ class TargetRun:
         done = self.shell.host.run(f"sha256sum {scripts.q(path)}\n", timeout=3600)
         out = done.text().split()
         return out[0] if done.code == 0 and out else ""
+
+    def run_script(self, job_dir: str, command: str, log: str, timeout: float) -> Completed:
+        """Run ``command`` in ``job_dir`` on the target, its output in ``log`` there (the
+        last 4 kB come back as stderr). Ctrl-C (``KeyboardInterrupt``) stops it there too
+        (SIGTERM: the scripts clean up on it) before it goes on."""
+        q = scripts.q
+        script = (
+            f"cd {q(job_dir)} && {{ {command} > {q(log)} 2>&1 & echo $! > {PID_FILE}; "
+            f"wait $!; code=$?; }}; tail -c 4000 {q(log)} >&2; exit $code\n"
+        )
+        try:
+            return self.shell.host.run(script, timeout=timeout)
+        except KeyboardInterrupt:
+            stop = f"kill -TERM $(cat {q(job_dir + '/' + PID_FILE)}) 2>/dev/null; exit 0\n"
+            with suppress(Exception):
+                self.shell.host.run(stop, timeout=30)
+            raise
 
     def ensure_inputs(self, local_run_dir: Path, names: tuple[str, ...]) -> None:
         """Upload ``names`` of the run directory (no checkpoints) when a read-only probe

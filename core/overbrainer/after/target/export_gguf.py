@@ -14,6 +14,7 @@ only: the work that needs torch runs in child processes.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -131,7 +132,13 @@ def export(model, config, kind, out, toolchain):
     print(json.dumps({"gguf": out}), flush=True)
 
 
+def _terminated(signum, frame):
+    # SIGTERM (a cancel from overbrainer) unwinds like an error: the cleanup runs.
+    sys.exit(128 + signum)
+
+
 def main():
+    signal.signal(signal.SIGTERM, _terminated)
     model, config, kind, out, toolchain = sys.argv[1:6]
     try:
         export(model, config, kind, out, os.path.expanduser(toolchain))

@@ -201,7 +201,13 @@ def serve(gguf, n_ctx, max_tokens, temperature, start_secs):
                 process.wait()
 
 
+def _terminated(signum, frame):
+    # SIGTERM (a cancel from overbrainer) unwinds like an error: the cleanup runs.
+    sys.exit(128 + signum)
+
+
 def main():
+    signal.signal(signal.SIGTERM, _terminated)
     gguf, n_ctx, max_tokens, temperature, start_secs = sys.argv[1:6]
     try:
         serve(gguf, int(n_ctx), int(max_tokens), float(temperature), int(start_secs))
