@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -201,3 +202,12 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return "Z"
+
+
+def test_results_not_retrieved_are_named(finished, run_cli):
+    shutil.rmtree(finished.run_dir / "output")
+    result = run_cli("export", finished.run_id)
+    assert (
+        f"error: the results of run {finished.run_id} were not retrieved: retrieve them with "
+        f"`overbrainer train attach {finished.run_id}`, then export"
+    ) in result.stderr

@@ -195,3 +195,11 @@ def test_after_training_pushes_a_succeeded_run_once(trainer, run_cli, monkeypatc
         assert len(server.commits()) == 1
     finally:
         server.stop()
+
+
+def test_a_path_clash_in_the_repo_is_an_error(pushable, hub, run_cli):
+    (pushable.run_dir / "output" / "gguf" / "config.json").write_text("{}")
+    result = run_cli("push", pushable.run_id)
+    assert result.exit_code == 1
+    assert "gguf/config.json and config.json both go to config.json in the repo" in result.stderr
+    assert hub.commits() == []

@@ -164,7 +164,7 @@ def push_run(
     private = not public and settings.hub.private
     visibility = "private" if private else "public"
     chosen = check_repo(repo) if repo else settings.hub.repo
-    project_slug = re.sub(r"[^A-Za-z0-9._-]+", "-", settings.project.name).strip("-")
+    project_slug = re.sub(r"[^A-Za-z0-9.-]+", "-", settings.project.name).strip("-")
     gguf = [upload.path for upload in uploads if upload.path.endswith(".gguf")]
     hub_dir = accepted.dir / HUB_DIR
     if dry_run:
