@@ -7,24 +7,10 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 MASK = "***"
 
-SECRET_WORDS = frozenset(
-    {
-        "key",
-        "apikey",
-        "token",
-        "secret",
-        "password",
-        "passwd",
-        "pwd",
-        "sig",
-        "signature",
-        "credential",
-        "credentials",
-        "auth",
-        "authorization",
-        "jwt",
-    }
-)
+SECRET_WORDS = frozenset({
+    "key", "apikey", "token", "secret", "password", "passwd", "pwd", "sig", "signature",
+    "credential", "credentials", "auth", "authorization", "jwt",
+})
 """Words that make a name (of a query parameter) hold a secret: ``api_key``, ``accessToken``,
 ``X-Amz-Signature``; but not ``max_tokens`` or ``keyboard``."""
 

@@ -132,10 +132,8 @@ class Reloader:
                 if changes:
                     self._marked.set()
         except Exception as error:  # noqa: BLE001 - any failure: compare the files instead
-            logger.debug(
-                f"cannot watch {self.project_dir} ({type(error).__name__}): "
-                "comparing the files at each stage instead"
-            )
+            logger.debug(f"cannot watch {self.project_dir} ({type(error).__name__}): "
+                         "comparing the files at each stage instead")
             self._unwatched = True
         finally:
             self._ready.set()

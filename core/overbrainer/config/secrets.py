@@ -27,7 +27,9 @@ def resolve_secret(secret: SecretStr, key: str, env: Mapping[str, str]) -> Secre
         return secret
     match = _REFERENCE.match(value)
     if match is None:
-        raise UserError(f"{key}: a vault reference reads vault:<mount>/<path>#<field>")
+        raise UserError(
+            f"{key}: a vault reference reads vault:<mount>/<path>#<field>"
+        )
     resolved = _read_vault(key, match["mount"], match["path"], match["field"], env)
     register_secret(resolved)
     return SecretStr(resolved)

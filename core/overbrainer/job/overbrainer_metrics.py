@@ -181,10 +181,7 @@ class OverbrainerMetricsCallback(TrainerCallback):
         logs = logs or {}
         fields = {key: number(logs[key]) for key in LOGGED if key in logs}
         self.emit(
-            "log",
-            step=state.global_step,
-            epoch=number(state.epoch),
-            max_steps=state.max_steps,
+            "log", step=state.global_step, epoch=number(state.epoch), max_steps=state.max_steps,
             **fields,
         )
 

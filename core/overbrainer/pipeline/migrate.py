@@ -211,7 +211,8 @@ def _history(project_dir: Path) -> Change | None:
 
     def make() -> None:
         text = "".join(
-            (e if isinstance(e, str) else json.dumps(e, ensure_ascii=False)) + "\n" for e in entries
+            (e if isinstance(e, str) else json.dumps(e, ensure_ascii=False)) + "\n"
+            for e in entries
         )
         _write(path, text.encode("utf-8"))
 

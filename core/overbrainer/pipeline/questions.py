@@ -113,9 +113,8 @@ class _Filler:
                 accepted=list(texts),
             )
             try:
-                candidates = await self.ctx.ask_list(
-                    self.ctx.settings.roles.generator, prompt, subtopic["id"]
-                )
+                candidates = await self.ctx.ask_list(self.ctx.settings.roles.generator, prompt,
+                                                     subtopic["id"])
                 self.forgetting.answered(
                     topic.name,
                     {

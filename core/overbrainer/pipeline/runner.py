@@ -78,11 +78,8 @@ def select_topics(settings: Settings, topic: str | None) -> list[Topic]:
 
 def stage_role(stage: str, settings: Settings) -> Role | None:
     """The role whose model a stage asks."""
-    return {
-        "subtopics": settings.roles.generator,
-        "questions": settings.roles.generator,
-        "answers": settings.roles.parent,
-    }.get(stage)
+    return {"subtopics": settings.roles.generator, "questions": settings.roles.generator,
+            "answers": settings.roles.parent}.get(stage)
 
 
 def run_stage(

@@ -130,7 +130,9 @@ class Client:
     ) -> tuple[list[list[float]], int]:
         """One vector per text, in order, and the tokens they cost."""
         if self.protocol != "openai":
-            raise FatalProviderError(f"providers.{self.name}: embeddings need the openai protocol")
+            raise FatalProviderError(
+                f"providers.{self.name}: embeddings need the openai protocol"
+            )
         vectors: list[list[float]] = []
         tokens = 0
         for start in range(0, len(texts), EMBEDDING_CHUNK):

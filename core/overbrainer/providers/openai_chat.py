@@ -83,8 +83,7 @@ def _text(content: Any) -> str:
         return content
     if isinstance(content, list):  # content parts
         return "".join(
-            part["text"]
-            for part in content
+            part["text"] for part in content
             if isinstance(part, dict) and isinstance(part.get("text"), str)
         )
     raise TypeError("content")

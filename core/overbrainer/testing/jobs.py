@@ -29,7 +29,9 @@ def manager_with(plugin: object) -> Plugins:
 
 def contract_settings(name: str, target: BaseModel) -> Settings:
     """Settings that hold the target under test (the rest is not read by executors)."""
-    return Settings.model_construct(project=ProjectSection(name="contract"), targets={name: target})
+    return Settings.model_construct(
+        project=ProjectSection(name="contract"), targets={name: target}
+    )
 
 
 def examples(count: int) -> str:
