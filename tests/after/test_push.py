@@ -203,3 +203,12 @@ def test_a_path_clash_in_the_repo_is_an_error(pushable, hub, run_cli):
     assert result.exit_code == 1
     assert "gguf/config.json and config.json both go to config.json in the repo" in result.stderr
     assert hub.commits() == []
+
+
+def test_an_unreachable_hub_is_a_clear_error(pushable, run_cli, monkeypatch):
+    monkeypatch.setenv("OVERBRAINER_HUB__BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("OVERBRAINER_HF_TOKEN", TOKEN)
+    result = run_cli("push", pushable.run_id)
+    assert result.exit_code == 1
+    assert "error: Hugging Face request failed: " in result.stderr
+    assert TOKEN not in result.stderr

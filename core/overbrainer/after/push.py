@@ -120,6 +120,7 @@ def _token(project: Project) -> str:
 @contextmanager
 def hub_errors(token: str | None, namespace: str = "") -> Iterator[None]:
     """The hub's failures as the messages a user reads; the token never in them."""
+    import httpx2  # the HTTP client of huggingface_hub 2
     from huggingface_hub.errors import HfHubHTTPError
 
     try:
@@ -142,8 +143,11 @@ def hub_errors(token: str | None, namespace: str = "") -> Iterator[None]:
         if token and token in message:
             message = "(withheld: it quoted the token)"
         raise UserError(f"Hugging Face request failed: {message}") from None
-    except OSError as error:
-        raise UserError(f"Hugging Face request failed: {error}") from None
+    except (OSError, httpx2.HTTPError) as error:
+        message = str(error) or type(error).__name__
+        if token and token in message:
+            message = "(withheld: it quoted the token)"
+        raise UserError(f"Hugging Face request failed: {message}") from None
 
 
 def push_run(
