@@ -211,3 +211,50 @@ def test_results_not_retrieved_are_named(finished, run_cli):
         f"error: the results of run {finished.run_id} were not retrieved: retrieve them with "
         f"`overbrainer train attach {finished.run_id}`, then export"
     ) in result.stderr
+
+
+ALIEN = """
+    from typing import Literal
+
+    from overbrainer.plugin import TargetBase, hookimpl
+
+
+    class AlienTarget(TargetBase):
+        kind: Literal["alien"]
+
+
+    @hookimpl
+    def register_targets(register):
+        register("alien", AlienTarget)
+
+
+    @hookimpl
+    def create_executor(name, target, project, run):
+        return f"executor for {name}" if target.kind == "alien" else None
+"""
+
+
+def test_a_target_without_a_shell_is_refused(finished, run_cli, site, monkeypatch):
+    site.install("alien", ALIEN)
+    monkeypatch.setenv("OVERBRAINER_LOAD_PLUGINS", "local,ssh,runpod,alien")
+    config = finished.dir / "overbrainer.toml"
+    config.write_text(config.read_text() + '\n[targets.far]\nkind = "alien"\n')
+    finished.record(target="far")
+    result = run_cli("export", finished.run_id)
+    assert (
+        f"error: target `far` of run {finished.run_id} cannot run commands after training "
+        "(its plugin gives no shell)"
+    ) in result.stderr
+
+
+def test_a_container_runtime_is_refused(finished, run_cli):
+    config = finished.dir / "overbrainer.toml"
+    text = config.read_text().replace(
+        f'venv = "{finished.venv}"', 'runtime = "docker"\nimage = "x"'
+    )
+    config.write_text(text)
+    result = run_cli("export", finished.run_id)
+    assert (
+        "error: target `local` runs Axolotl in a container: export and compare need a native "
+        "runtime (a venv) on it"
+    ) in result.stderr

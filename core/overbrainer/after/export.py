@@ -148,6 +148,7 @@ def _export_on_target(
         f"{target.shell.python} {SCRIPT} {q('../../' + accepted.model)} "
         f"{q('../../' + CONFIG_FILE)} {q(kind)} {q('gguf/' + gguf_name)} {q(toolchain)}"
     )
+    logger.info(f"export: {job_id}: merging, converting and quantizing on the target (export.log)")
     done = target.run_script(job_dir, command, "export.log", timeout=6 * HOUR_S)
     if done.code != 0:
         lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
