@@ -218,7 +218,9 @@ def test_parse_verdict():
     assert parse_verdict('Sure: {"verdict": " b ", "reason": " ok "} done') == ("B", "ok")
     assert parse_verdict('{"verdict": "TIE"}') == ("tie", "")
     assert parse_verdict('{"verdict": "C"}') is None
-    assert parse_verdict("A") is None
+    assert parse_verdict("A") == ("A", "")
+    assert parse_verdict("Tie.") == ("tie", "")
+    assert parse_verdict("A is better") is None
 
 
 def test_nearest_rank_and_order():

@@ -57,10 +57,12 @@ def verdicts_key(provider: str, model: str, template: str) -> str:
 
 def parse_verdict(text: str) -> tuple[str, str] | None:
     """``(A|B|tie, reason)`` from the judge's reply (the JSON between its first ``{`` and its
-    last ``}``), or None when it holds none."""
+    last ``}``), or None when it holds none. A reply of one word, A, B or tie, is read too:
+    projects made before the JSON verdict have a ``judge.txt`` that asks for it."""
     start, end = text.find("{"), text.rfind("}")
     if start == -1 or end <= start:
-        return None
+        word = text.strip().rstrip(".").upper()
+        return ("tie" if word == "TIE" else word, "") if word in VERDICTS else None
     try:
         data = json.loads(text[start : end + 1])
     except ValueError:
