@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import click
@@ -23,9 +24,25 @@ def warn_before_training(app: App) -> None:
         )
 
 
+def _exported(app: App, record: RunRecord, quantize: str) -> bool:
+    """Whether the run has a GGUF of type ``quantize`` already (``run`` ends with a run that
+    was up to date as often as with a new one)."""
+    run_dir = app.runs.run_dir(record.id)
+    for path in run_dir.glob("exports/*/export.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("quantize") == quantize:
+            file = data.get("file")
+            if isinstance(file, str) and (run_dir / file).is_file():
+                return True
+    return False
+
+
 def after_training(app: App, record: RunRecord) -> None:
-    """Export (``export.after_training``), then push (``hub.after_training``, once per
-    run) a run that succeeded; failures only warn, the run stands."""
+    """Export (``export.after_training``, unless the run has that GGUF), then push
+    (``hub.after_training``, once per run) a run that succeeded; failures only warn."""
     settings = app.settings
     if record.state is not RunState.SUCCEEDED:
         return
@@ -34,7 +51,7 @@ def after_training(app: App, record: RunRecord) -> None:
     def echo(line: str) -> None:
         click.echo(escape_controls(line))
 
-    if settings.export.after_training:
+    if settings.export.after_training and not _exported(app, record, settings.export.quantize):
         from overbrainer.after.export import export_run
 
         try:
