@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from overbrainer.config.model import Settings
     from overbrainer.job.record import JobHandle, RunRecord
+    from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import (
         ArtifactSpec,
         JobPoll,
@@ -175,6 +176,17 @@ def on_cycle_end(summary: CycleSummary) -> None:
     """A cycle of ``overbrainer watch`` ended: what changed, what ran, how long, the cost,
     the error that ended it and the training run it ended with. Post a message, push the
     model... Every plugin's implementation is called.
+    """
+
+
+@hookspec(firstresult=True)
+def open_shell(executor: Any) -> TargetShell | None:
+    """A shell on the executor's target for the commands after training (``export``,
+    ``compare``): its POSIX host, its runtime's Python and its work directory. They run
+    their own scripts there, in the run's directory, and fetch what they made.
+
+    Return None when the target cannot give one (those commands then refuse it). Stops at
+    the first non-None result.
     """
 
 

@@ -10,8 +10,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   ``MissingArtifact``, ``ArtifactMismatch``.
 - What hooks take and return: ``JobSpec``, ``JobPoll``, ``JobStatus`` (``RUNNING``,
   ``CANCELLED``, ``LOST``), ``ArtifactSpec``, ``TargetInfo``, ``SecretsChannel``,
-  ``LogChunk``, ``JobHandle`` (with ``Container``), ``RunRecord``, ``Project``; for the
-  ``watch`` hooks, ``Settings`` and ``CycleSummary``.
+  ``LogChunk``, ``JobHandle`` (with ``Container``), ``RunRecord``, ``Project``; for
+  ``open_shell``, ``TargetShell``; for the ``watch`` hooks, ``Settings`` and ``CycleSummary``.
 - Settings models for ``register_targets``: ``TargetBase``, ``HostTarget`` and the field
   types ``NonEmpty``, ``Finite``, ``RemotePath``, ``EnvPattern``, ``comma_list``.
 - Helpers: ``layout`` (the job directory's file names), the manifest (``parse_manifest``,
@@ -53,6 +53,7 @@ from overbrainer.job.manifest import (
 )
 from overbrainer.job.metrics import complete_lines, parse_event
 from overbrainer.job.record import Container, JobHandle, RunRecord, RunState
+from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import (
     CANCELLED,
     LOST,
@@ -114,6 +115,7 @@ __all__ = [
     "Settings",
     "TargetBase",
     "TargetInfo",
+    "TargetShell",
     "TransientError",
     "UserError",
     "check_run_id",

@@ -5,11 +5,12 @@ torch)::
 
     python tiny_model.py OUT_DIR [--corpus FILE ...]
 
-OUT_DIR receives a randomly initialised Llama (hidden size 64, 2 layers), a byte-level BPE
-tokenizer trained on a small built-in corpus (plus any ``--corpus`` text file), and a
-Qwen3-style chat template that renders the assistant's ``reasoning_content`` as
-``<think>...</think>`` before its answer. Nothing is downloaded. When OUT_DIR already holds a
-complete model the script does nothing, so it can run before every training.
+OUT_DIR receives a randomly initialised Llama (hidden size 64, 2 layers), a BPE tokenizer
+with byte fallback (which llama.cpp's converter takes) trained on a small built-in corpus
+(plus any ``--corpus`` text file), and a Qwen3-style chat template that renders the
+assistant's ``reasoning_content`` as ``<think>...</think>`` before its answer. Nothing is
+downloaded. When OUT_DIR already holds a complete model the script does nothing, so it can
+run before every training.
 """
 
 from __future__ import annotations
@@ -74,21 +75,29 @@ def is_complete(directory: Path) -> bool:
 
 
 def train_tokenizer(corpus: str):
-    """A byte-level BPE tokenizer trained on ``corpus``, wrapped for transformers."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    """A BPE tokenizer trained on ``corpus``, wrapped for transformers.
+
+    ``▁`` for spaces and byte fallback to the 256 ``<0xNN>`` tokens, as Llama 2's: llama.cpp's
+    converter takes such a vocabulary as it is, where a byte-level BPE of its own would need
+    its pre-tokenizer's hash to be one the converter knows (``overbrainer export``).
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer = Tokenizer(models.BPE(byte_fallback=True, fuse_unk=True))
+    # No ``▁`` prepended: chat turns render as they are written (add_prefix_space false).
+    tokenizer.normalizer = normalizers.Replace(" ", "\u2581")
+    tokenizer.decoder = decoders.Sequence(
+        [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+    )
+    byte_tokens = [f"<0x{byte:02X}>" for byte in range(256)]
     trainer = trainers.BpeTrainer(
         vocab_size=VOCAB_SIZE,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=[*SPECIAL_TOKENS, *byte_tokens],
         show_progress=False,
     )
     tokenizer.train_from_iterator(corpus.splitlines(), trainer=trainer)
-    return PreTrainedTokenizerFast(
+    wrapped = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         bos_token=None,
         eos_token=EOS,
@@ -97,6 +106,8 @@ def train_tokenizer(corpus: str):
         chat_template=CHAT_TEMPLATE,
         model_max_length=2048,
     )
+    wrapped.init_kwargs["add_prefix_space"] = False  # llama.cpp adds no space either
+    return wrapped
 
 
 def make_model(directory: Path, corpus: str) -> None:

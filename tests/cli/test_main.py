@@ -61,8 +61,9 @@ def test_help_lists_the_commands(run_cli):
     assert result.exit_code == 0
     commands = re.findall(r"^  (\w+)\s", result.stdout.split("Commands:")[1], re.MULTILINE)
     assert commands == [
-        "answers", "config", "dataset", "history", "init", "migrate", "plugins", "questions",
-        "run", "runs", "split", "subtopics", "train", "tui", "watch",
+        "answers", "compare", "config", "dataset", "export", "history", "init", "migrate",
+        "plugins", "push", "questions", "run", "runs", "split", "subtopics", "train", "tui",
+        "watch",
     ]
     assert "-C, --project-dir DIRECTORY" in result.stdout
 

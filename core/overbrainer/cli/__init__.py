@@ -32,6 +32,9 @@ COMMANDS = {
     "migrate": "overbrainer.cli.migrate:migrate",
     "dataset": "overbrainer.cli.dataset:dataset",
     "tui": "overbrainer.cli.tui:tui",
+    "export": "overbrainer.cli.export:export",
+    "push": "overbrainer.cli.push:push",
+    "compare": "overbrainer.cli.compare:compare",
 }
 
 

@@ -31,8 +31,12 @@ def run(retrain: bool) -> None:
         Reloader(app.project_dir, app.env, app.plugins.kinds, app.settings) as reloader,
     ):
         cycle = Cycle(reloader, app.plugins.hook, app.runs, app.workspace().echo)
-        cycle.run(
+        summary = cycle.run(
             CycleSummary(1, ("start",)),
             on_stage=lambda outcome: click.echo(outcome.summary),
             retrain=retrain,
         )
+        if summary.run is not None:
+            from overbrainer.after.chain import after_training
+
+            after_training(app, summary.run)

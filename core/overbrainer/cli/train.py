@@ -34,11 +34,17 @@ def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: s
         if target or keep_pod or resume_from:
             raise click.UsageError("--target, --keep-pod and --resume-from apply to a new run only")
         return
+    from overbrainer.after.chain import after_training, warn_before_training
     from overbrainer.train import session
 
     app = current_app()
     with app.lock():
-        session.train(app.workspace(), target=target, resume_from=resume_from, keep_pod=keep_pod)
+        warn_before_training(app)
+        trained = session.train(
+            app.workspace(), target=target, resume_from=resume_from, keep_pod=keep_pod
+        )
+        if trained is not None and not trained.up_to_date:
+            after_training(app, trained.record)
 
 
 @train.command()

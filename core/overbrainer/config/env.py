@@ -14,6 +14,7 @@ PREFIX = "OVERBRAINER_"
 NOT_SETTINGS = frozenset({
     "OVERBRAINER_LOAD_PLUGINS",
     "OVERBRAINER_TRACE_PLUGINS",
+    "OVERBRAINER_LLAMA_CPP",  # the llama.cpp toolchain of export and compare on this machine
     # The reference tool's switches: accepted so that a shell set up for it works here.
     "OVERBRAINER_SSH_CLIENT",  # openssh | builtin; here fabric is the one client
     "OVERBRAINER_NO_UPDATE_CHECK",  # this tool never checks for updates

@@ -27,6 +27,7 @@ from overbrainer.job.host import Host, HostError
 from overbrainer.job.manifest import Manifest, covered, parse_manifest, select, verify
 from overbrainer.job.metrics import complete_lines
 from overbrainer.job.record import Container, JobHandle, RunRecord
+from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import (
     CANCELLED,
     LOST,
@@ -353,6 +354,19 @@ class HostExecutor:
     def read_log(self, run: RunRecord, offset: int) -> LogChunk:
         data = self.host.read_range(f"{run.remote_dir}/{layout.JOB_LOG}", offset, LOG_CHUNK)
         return LogChunk(data, offset + len(data))
+
+    def shell(self) -> TargetShell:
+        """The host with the runtime's Python, for export and compare (native runtimes
+        only: a container's Python is not reachable by a plain script)."""
+        if self.container:
+            raise UserError(
+                f"target `{self.name}` runs Axolotl in a container: export and compare need a "
+                "native runtime (a venv) on it"
+            )
+        python = (
+            scripts.home_path(f"{self.target.venv}/bin/python") if self.target.venv else "python3"
+        )
+        return TargetShell(self.host, python, self.root)
 
     def close(self) -> None:
         self.host.close()

@@ -12,6 +12,7 @@ from typing import Any
 from overbrainer import hookimpl
 from overbrainer.job.executor import HostExecutor
 from overbrainer.job.record import JobHandle, RunRecord
+from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobStatus, LogChunk, TargetInfo
 
 
@@ -64,6 +65,11 @@ def collect_artifacts(
 @hookimpl(trylast=True)
 def read_job_log(executor: Any, run: RunRecord, offset: int) -> LogChunk | None:
     return executor.read_log(run, offset) if isinstance(executor, HostExecutor) else None
+
+
+@hookimpl(trylast=True)
+def open_shell(executor: Any) -> TargetShell | None:
+    return executor.shell() if isinstance(executor, HostExecutor) else None
 
 
 @hookimpl(trylast=True)

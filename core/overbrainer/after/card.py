@@ -1,0 +1,235 @@
+"""The model card ``push`` writes as the repo's ``README.md``.
+
+The card is overbrainer's part, ending with :data:`MARKER` on its own line; whatever a person
+writes below the marker on the Hub is theirs, and a later push keeps it. A README without the
+marker is someone else's card, kept unless ``--overwrite-card``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+import yaml
+
+from overbrainer.config.model import Settings
+from overbrainer.job.layout import CONFIG_FILE, EVAL_FILE, METRICS_FILE, TRAIN_FILE
+
+MARKER = "<!-- overbrainer:card -->"
+
+REPRODUCE_TRAINING = (
+    "base_model", "adapter", "epochs", "learning_rate", "lora_r", "lora_alpha", "lora_dropout",
+    "sequence_len", "micro_batch_size", "gradient_accumulation_steps", "optimizer",
+    "lr_scheduler", "sample_packing", "evals_per_epoch", "saves_per_epoch", "merge",
+    "chat_template",
+)  # fmt: skip
+"""Keys of ``[training]`` a card shows: never the target, a hub id or free-form extras."""
+
+
+@dataclass(frozen=True)
+class CardFacts:
+    """What the card says of one run, read from its files and the settings."""
+
+    repo: str
+    run_id: str
+    base_model: str
+    adapter: str
+    license: str | None
+    train_examples: int
+    eval_examples: int
+    topics: list[str]
+    final_loss: float | None
+    eval_loss: float | None
+    reasoning: bool
+    gguf: list[str]
+    compare: dict[str, Any] | None
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        with path.open("rb") as file:
+            return sum(1 for line in file if line.strip())
+    except OSError:
+        return 0
+
+
+def _topics(path: Path) -> list[str]:
+    topics: list[str] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return topics
+    for line in lines:
+        try:
+            topic = json.loads(line).get("topic")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(topic, str) and topic not in topics:
+            topics.append(topic)
+    return topics
+
+
+def _losses(path: Path) -> tuple[float | None, float | None]:
+    loss = eval_loss = None
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None, None
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        if isinstance(event.get("loss"), int | float):
+            loss = float(event["loss"])
+        if isinstance(event.get("eval_loss"), int | float):
+            eval_loss = float(event["eval_loss"])
+    return loss, eval_loss
+
+
+def newest_compare(run_dir: Path) -> dict[str, Any] | None:
+    """The summary of the run's newest compare, if any."""
+    for path in sorted(run_dir.glob("compares/*/compare.json"), reverse=True):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        summary = data.get("summary")
+        if isinstance(summary, dict):
+            return summary
+    return None
+
+
+def gather(
+    settings: Settings, run_dir: Path, repo: str, gguf: list[str], license: str | None
+) -> CardFacts:
+    """The card's facts of the run in ``run_dir``."""
+    try:
+        config = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        config = {}
+    training = settings.training
+    base = str(config.get("base_model") or (training.base_model if training else "unknown"))
+    adapter = str(config.get("adapter") or (training.adapter if training else "full"))
+    loss, eval_loss = _losses(run_dir / METRICS_FILE)
+    return CardFacts(
+        repo=repo,
+        run_id=run_dir.name,
+        base_model=base,
+        adapter=adapter,
+        license=license,
+        train_examples=_count_lines(run_dir / TRAIN_FILE),
+        eval_examples=_count_lines(run_dir / EVAL_FILE),
+        topics=_topics(run_dir / TRAIN_FILE) or [topic.name for topic in settings.topics],
+        final_loss=loss,
+        eval_loss=eval_loss,
+        reasoning=settings.roles.parent.reasoning,
+        gguf=gguf,
+        compare=newest_compare(run_dir),
+    )
+
+
+def reproduce_toml(settings: Settings) -> str:
+    """The settings a reader needs to make the model again: topics, roles (provider names and
+    models), ``[pipeline]`` and the run's ``[training]``; never providers, targets, keys, URLs
+    or paths of this machine."""
+    document = tomlkit.document()
+    topics = tomlkit.aot()
+    for topic in settings.topics:
+        topics.append(tomlkit.item(topic.model_dump(exclude_none=True)))
+    if settings.topics:
+        document["topics"] = topics
+    roles = tomlkit.table()
+    for name, role in settings.roles:
+        if role is not None:
+            roles[name] = {"model": role.model, "reasoning": role.reasoning}
+    document["roles"] = roles
+    document["pipeline"] = settings.pipeline.model_dump()
+    if settings.training is not None:
+        values = settings.training.model_dump(include=set(REPRODUCE_TRAINING), exclude_none=True)
+        if Path(values.get("base_model", "")).exists():
+            values["base_model"] = Path(values["base_model"]).name
+        document["training"] = values
+    return tomlkit.dumps(document)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def render(facts: CardFacts, settings: Settings) -> str:
+    """The card: front matter, how to use it, how it was made, how to make it again, and
+    the marker last."""
+    front: dict[str, Any] = {"base_model": facts.base_model}
+    front["library_name"] = "peft" if facts.adapter in ("lora", "qlora") else "transformers"
+    if facts.license:
+        front["license"] = facts.license
+    front["tags"] = ["overbrainer", "distillation"] + (["gguf"] if facts.gguf else [])
+    lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", ""]
+    lines += [f"# {facts.repo.split('/')[-1]}", ""]
+    lines += [
+        f"A child model distilled from `{settings.roles.parent.model}` into "
+        f"`{facts.base_model}` with [overbrainer](https://pypi.org/project/overbrainer/), "
+        f"run `{facts.run_id}`.",
+        "",
+        "## Use it",
+        "",
+    ]
+    if facts.gguf:
+        quant = facts.gguf[0].rsplit("-", 1)[-1].removesuffix(".gguf")
+        lines += ["```sh", f"ollama run hf.co/{facts.repo}:{quant}", "```", ""]
+        lines += [f"GGUF files: {', '.join(f'`{name}`' for name in facts.gguf)}.", ""]
+    if facts.adapter in ("lora", "qlora"):
+        lines += [
+            "```python",
+            "from peft import AutoPeftModelForCausalLM",
+            f'model = AutoPeftModelForCausalLM.from_pretrained("{facts.repo}")',
+            "```",
+            "",
+        ]
+    lines += ["## How it was made", ""]
+    roles = settings.roles
+    lines.append(
+        f"- Parent (teacher): `{roles.parent.model}`; questions by `{roles.generator.model}`"
+    )
+    lines.append(
+        f"- Data: {facts.train_examples} training and {facts.eval_examples} evaluation examples"
+    )
+    if facts.topics:
+        lines.append(f"- Topics: {', '.join(facts.topics)}")
+    reasoning = "trained (the parent's, in <think>)" if facts.reasoning else "not trained"
+    lines.append(f"- Reasoning: {reasoning}")
+    training = settings.training
+    if training is not None and facts.adapter in ("lora", "qlora"):
+        lines.append(
+            f"- Adapter: {facts.adapter}, r {training.lora_r}, alpha {training.lora_alpha}, "
+            f"dropout {training.lora_dropout}"
+        )
+    lines.append(f"- Final training loss: {_number(facts.final_loss)}")
+    lines.append(f"- Final eval loss: {_number(facts.eval_loss)}")
+    if facts.compare:
+        rate = facts.compare.get("win_or_tie")
+        shown = f"{rate:.0%}" if isinstance(rate, int | float) else "-"
+        lines.append(
+            f"- Compared with the parent: win-or-tie rate {shown} over "
+            f"{facts.compare.get('questions', '-')} questions (judged)"
+        )
+    lines += ["", "## Reproduce", "", "```toml", reproduce_toml(settings).strip(), "```", ""]
+    lines.append(MARKER)
+    return "\n".join(lines) + "\n"
+
+
+def merge_card(generated: str, existing: str | None, overwrite: bool) -> str | None:
+    """The README to send: the new card with what followed the marker in ``existing``; None
+    when ``existing`` is someone else's card (no marker) and ``overwrite`` is off."""
+    if existing is None or overwrite:
+        return generated
+    if MARKER not in existing:
+        return None
+    tail = existing.split(MARKER, 1)[1]
+    return generated + tail.lstrip("\n") if tail.strip() else generated

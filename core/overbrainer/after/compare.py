@@ -1,0 +1,385 @@
+"""``overbrainer compare``: the child (its GGUF served by llama.cpp on the run's target)
+against its parent, on the first eval questions, judged by a provider's model.
+
+A compare lives in ``runs/X/compares/<id>/``: ``setup.json`` (what is compared, fixed at
+the start), ``child_answers.jsonl`` (from the target), ``verdicts-<key>.jsonl`` (one line per
+verdict, so it resumes), then ``compare.json`` and ``compare.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from overbrainer.after.export import EXPORT_FILE, sequence_len
+from overbrainer.after.judge import (
+    TEMPLATE,
+    Judge,
+    VerdictLog,
+    judge_all,
+    read_verdicts,
+    strip_reasoning,
+    verdicts_key,
+)
+from overbrainer.after.metrics import summary
+from overbrainer.after.report import render as render_report
+from overbrainer.after.target_run import TargetRun, open_target
+from overbrainer.after.toolchain import target_file
+from overbrainer.errors import Interrupted, UserError, signal_of
+from overbrainer.job import scripts
+from overbrainer.job.layout import CONFIG_FILE, EVAL_FILE
+from overbrainer.project import RUNS_DIR, Project
+from overbrainer.replace import replace_file
+from overbrainer.runs.store import RunStore
+
+COMPARES = "compares"
+SETUP = "setup.json"
+ANSWERS = "child_answers.jsonl"
+QUESTIONS = "questions.jsonl"
+HARDWARE = "hardware.json"
+SERVER_LOG = "server.log"
+SCRIPT = "serve_child.py"
+HOUR_S = 3600
+
+
+def compare_id(now: datetime | None = None) -> str:
+    return f"compare_{(now or datetime.now(UTC)).strftime('%Y%m%d-%H%M%S')}"
+
+
+def _write_json(path: Path, data: Any) -> None:
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    replace_file(path, lambda file: file.write(text.encode("utf-8")))
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def newest_export(run_dir: Path) -> dict[str, Any] | None:
+    """The newest ``export.json`` of the run (its own, or an export job's) whose GGUF exists."""
+    found = []
+    for path in [run_dir / EXPORT_FILE, *run_dir.glob(f"exports/*/{EXPORT_FILE}")]:
+        data = _read_json(path)
+        if not isinstance(data, dict) or not isinstance(data.get("file"), str):
+            continue
+        if (run_dir / data["file"]).is_file():
+            found.append(data)
+    return max(found, key=lambda data: str(data.get("created", "")), default=None)
+
+
+def pick_run(store: RunStore, run_id: str | None) -> tuple[str, dict[str, Any]]:
+    """The run to compare and its export: ``--run``, else the newest run with a GGUF."""
+    if run_id is not None:
+        store.load(run_id)
+        export = newest_export(store.run_dir(run_id))
+        if export is None:
+            raise UserError(f"run {run_id} has no GGUF; run `overbrainer export {run_id}` first")
+        return run_id, export
+    for record in reversed(store.list()):
+        export = newest_export(store.run_dir(record.id))
+        if export is not None:
+            return record.id, export
+    raise UserError(
+        "no run has a GGUF: export one with `overbrainer export <run-id>`, then compare"
+    )
+
+
+def eval_questions(project: Project, run_dir: Path, limit: int | None) -> list[dict[str, Any]]:
+    """The first ``limit`` eval records with a user and an assistant message, in file order:
+    what the child is asked, and the parent's answer without its reasoning."""
+    path = run_dir / EVAL_FILE
+    if not path.is_file():
+        path = project.dir / EVAL_FILE
+    shown = path.relative_to(project.dir) if path.is_relative_to(project.dir) else path
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    questions: list[dict[str, Any]] = []
+    for line in lines:
+        if limit is not None and len(questions) >= limit:
+            break
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        question = _question(record)
+        if question is not None:
+            questions.append(question)
+    if not questions:
+        raise UserError(f"{shown} has no question with an answer: run `overbrainer split` first")
+    return questions
+
+
+def _question(record: Any) -> dict[str, Any] | None:
+    if not isinstance(record, dict) or not isinstance(record.get("messages"), list):
+        return None
+    messages = record["messages"]
+    index = next(
+        (i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"),
+        None,
+    )
+    if index is None:
+        return None
+    before = [
+        {"role": m["role"], "content": m["content"]}
+        for m in messages[:index]
+        if isinstance(m, dict) and isinstance(m.get("content"), str)
+    ]
+    users = [m["content"] for m in before if m["role"] == "user"]
+    if not users or not isinstance(messages[index].get("content"), str):
+        return None
+    meta = record["meta"] if isinstance(record.get("meta"), dict) else {}
+    return {
+        "id": str(record.get("id", "")),
+        "topic": record.get("topic"),
+        "messages": before,
+        "question": users[-1],
+        "parent": strip_reasoning(messages[index]["content"]),
+        "parent_input_tokens": int(meta.get("input_tokens") or 0),
+        "parent_output_tokens": int(meta.get("output_tokens") or 0),
+    }
+
+
+def _base_model(run_dir: Path) -> str | None:
+    import yaml
+
+    try:
+        config = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    base = config.get("base_model") if isinstance(config, dict) else None
+    return str(base) if base else None
+
+
+def find_compare(store: RunStore, compare: str) -> Path:
+    """The directory of compare ``compare`` in any run."""
+    if "/" in compare or compare.startswith("."):
+        raise UserError(f"no compare {compare} in {RUNS_DIR}/")
+    for path in sorted(store.root.glob(f"*/{COMPARES}/{compare}/{SETUP}")):
+        return path.parent
+    raise UserError(f"no compare {compare} in {RUNS_DIR}/")
+
+
+def compare(
+    project: Project,
+    hook: Any,
+    store: RunStore,
+    *,
+    run_id: str | None = None,
+    limit: int | None = None,
+    rejudge: str | None = None,
+) -> Path:
+    """Run a compare (or judge ``rejudge`` again) and return the path of its compare.md."""
+    if rejudge is not None:
+        directory = find_compare(store, rejudge)
+        setup = _read_json(directory / SETUP)
+        if not isinstance(setup, dict):
+            raise UserError(f"{directory / SETUP} is not a compare setup")
+    else:
+        run_id, export = pick_run(store, run_id)
+        run_dir = store.run_dir(run_id)
+        record = store.load(run_id)
+        ident = compare_id()
+        directory = run_dir / COMPARES / ident
+        directory.mkdir(parents=True)
+        questions = eval_questions(project, run_dir, limit)
+        setup = {
+            "run": run_id,
+            "compare": ident,
+            "gguf": export["file"],
+            "gguf_sha256": export.get("sha256"),
+            "quantize": export.get("quantize"),
+            "llama_cpp": export.get("llama_cpp"),
+            "base_model": _base_model(run_dir),
+            "seed": project.settings.pipeline.seed,
+            "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "questions": questions,
+        }
+        _write_json(directory / SETUP, setup)
+        with (directory / QUESTIONS).open("w", encoding="utf-8") as file:
+            for question in questions:
+                file.write(json.dumps({"id": question["id"], "messages": question["messages"]}))
+                file.write("\n")
+        logger.info(
+            f"compare: {ident}: run {run_id}, {len(questions)} questions, child "
+            f"{export['file']} on target `{record.target}`"
+        )
+        target = open_target(project, hook, record)
+        try:
+            _answer_on_target(project, target, run_dir, directory, setup)
+        except KeyboardInterrupt as interrupt:
+            raise Interrupted(
+                f"interrupted: compare {ident} of run {run_id} cancelled", signal_of(interrupt)
+            ) from None
+        finally:
+            target.close()
+    return _judge_and_report(project, directory, setup)
+
+
+def _answer_on_target(
+    project: Project, target: TargetRun, run_dir: Path, directory: Path, setup: dict[str, Any]
+) -> None:
+    run = target.run
+    host = target.shell.host
+    q = scripts.q
+    job_dir = f"{run.remote_dir}/{COMPARES}/{setup['compare']}"
+    remote_gguf = f"{run.remote_dir}/{setup['gguf']}"
+    same = target.same_place(run_dir)
+    if not same:
+        host.check(f"mkdir -p {q(job_dir)}\n")
+        host.write_file(f"{job_dir}/{QUESTIONS}", (directory / QUESTIONS).read_bytes())
+        if target.sha256(remote_gguf) != setup["gguf_sha256"]:
+            _upload_gguf(target, run_dir, setup["gguf"])
+    host.write_file(f"{job_dir}/{SCRIPT}", target_file(SCRIPT))
+    settings = project.settings.compare
+    python = scripts.home_path(f"{target.ensure_toolchain(dict(project.env))}/bin/python")
+    command = (
+        f"{python} {SCRIPT} {q('../../' + setup['gguf'])} {sequence_len(run_dir) or 0} "
+        f"{settings.max_tokens} {settings.temperature} {settings.server_start_secs}"
+    )
+    done = target.run_script(job_dir, command, "compare.log", timeout=24 * HOUR_S)
+    if not same:
+        names = [ANSWERS, HARDWARE, SERVER_LOG, "compare.log"]
+        present = host.run(f"cd {q(job_dir)} && ls {' '.join(names)} 2>/dev/null\n").text().split()
+        if present:
+            host.download(job_dir, present, directory)
+    if done.code != 0:
+        lines = done.stderr.decode("utf-8", "replace").strip()
+        detail = (
+            lines.split("error: ", 1)[1] if "error: " in lines else lines or f"exit {done.code}"
+        )
+        raise UserError(f"compare {setup['compare']} of run {run.id} failed: {detail}")
+
+
+def _upload_gguf(target: TargetRun, run_dir: Path, file: str) -> None:
+    logger.info(f"compare: uploading {file} to the target")
+    with tempfile.TemporaryDirectory(prefix="overbrainer-gguf-") as tmp:
+        stage = Path(tmp)
+        (stage / file).parent.mkdir(parents=True)
+        try:
+            (stage / file).hardlink_to(run_dir / file)
+        except OSError:
+            shutil.copy2(run_dir / file, stage / file)
+        target.shell.host.upload(stage, target.run.remote_dir)
+
+
+def _template_source(project: Project) -> str:
+    from overbrainer.pipeline.prompts import DEFAULTS, PROMPTS_DIR
+
+    override = project.dir / PROMPTS_DIR / TEMPLATE
+    path = override if override.is_file() else DEFAULTS / TEMPLATE
+    return path.read_text(encoding="utf-8")
+
+
+def _read_answers(path: Path) -> dict[str, dict[str, Any]]:
+    answers: dict[str, dict[str, Any]] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return answers
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("id"), str):
+            answers[record["id"]] = record
+    return answers
+
+
+def _judge_and_report(project: Project, directory: Path, setup: dict[str, Any]) -> Path:
+    from overbrainer.pipeline.prompts import Templates
+
+    settings = project.settings
+    judge = Judge.of(settings)
+    key = verdicts_key(judge.provider, judge.role.model, _template_source(project))
+    verdicts_file = directory / f"verdicts-{key}.jsonl"
+    templates = Templates(project.dir, TEMPLATE)
+    questions = setup["questions"]
+    answers = _read_answers(directory / ANSWERS)
+
+    def render(question: str, answer_a: str, answer_b: str) -> str:
+        return templates.render(TEMPLATE, question=question, answer_a=answer_a, answer_b=answer_b)
+
+    try:
+        asyncio.run(
+            judge_all(
+                settings,
+                dict(project.env),
+                questions,
+                answers,
+                render,
+                VerdictLog(verdicts_file),
+                int(setup["seed"]),
+                setup["compare"],
+            )
+        )
+    except KeyboardInterrupt as interrupt:
+        raise Interrupted(
+            "interrupted: the verdicts so far are kept; resume with "
+            f"`overbrainer compare --rejudge {setup['compare']}`",
+            signal_of(interrupt),
+        ) from None
+    verdicts = read_verdicts(verdicts_file)
+    compare_settings = settings.compare
+    figures = summary(
+        questions,
+        verdicts,
+        answers,
+        compare_settings.parent_price_in,
+        compare_settings.parent_price_out,
+        compare_settings.child_price_per_hour,
+    )
+    data = {
+        **{k: v for k, v in setup.items() if k != "questions"},
+        "hardware": _read_json(directory / HARDWARE) or {},
+        "judge": f"{judge.provider}/{judge.role.model}",
+        "judge_is_parent": judge.is_parent,
+        "verdicts_file": verdicts_file.name,
+        "summary": figures,
+        "costs": {
+            "parent_per_1k": figures["parent_per_1k"],
+            "child_per_1k": figures["child_per_1k"],
+            "ratio": figures["ratio"],
+        },
+        "child_price_from_pod": False,
+        "questions": [
+            _row(q, answers.get(q["id"], {}), verdicts.get(q["id"], {})) for q in questions
+        ],
+    }
+    _write_json(directory / "compare.json", data)
+    report = directory / "compare.md"
+    replace_file(report, lambda file: file.write(render_report(data).encode("utf-8")))
+    return report
+
+
+def _row(
+    question: dict[str, Any], answer: dict[str, Any], verdict: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "id": question["id"],
+        "topic": question.get("topic"),
+        "question": question["question"],
+        "parent": question["parent"],
+        "child": strip_reasoning(answer.get("answer", "")) if "answer" in answer else None,
+        "error": answer.get("error"),
+        "verdict": verdict.get("verdict"),
+        "reason": verdict.get("reason"),
+        "child_first": verdict.get("child_first"),
+        "seconds": answer.get("seconds"),
+        "first_token_seconds": answer.get("first_token_seconds"),
+        "tokens_per_second": answer.get("tokens_per_second"),
+        "tokens": answer.get("tokens"),
+        "finish": answer.get("finish"),
+    }

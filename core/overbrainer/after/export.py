@@ -1,0 +1,240 @@
+"""``overbrainer export``: a run's model as a GGUF file and an Ollama Modelfile.
+
+The heavy work (merge, conversion, quantization) runs on the run's own target, in
+``<run dir there>/exports/<id>/``, with the runtime's Python and the llama.cpp toolchain
+(:mod:`overbrainer.after.toolchain`); the GGUF comes home into ``runs/X/output/gguf/``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from loguru import logger
+
+from overbrainer.after.accept import AcceptedRun, accept_run
+from overbrainer.after.target_run import TargetRun, open_target
+from overbrainer.after.toolchain import LLAMA_CPP, target_file
+from overbrainer.errors import Interrupted, UserError, signal_of
+from overbrainer.job import scripts
+from overbrainer.job.layout import CONFIG_FILE, OUTPUT_DIR
+from overbrainer.job.manifest import sha256_file
+from overbrainer.project import RUNS_DIR, Project
+from overbrainer.replace import replace_file
+from overbrainer.runs.store import RunStore
+
+GGUF_DIR = f"{OUTPUT_DIR}/gguf"
+EXPORT_FILE = "export.json"
+MODELFILE = "Modelfile"
+SCRIPT = "export_gguf.py"
+HOUR_S = 3600
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A delivered export: the GGUF (relative to the run directory) and its record."""
+
+    run_id: str
+    quantize: str
+    file: str
+    size: int
+    record: Path
+
+
+def check_ollama_name(name: str) -> None:
+    """Refuse ``--ollama NAME`` that Ollama itself would refuse."""
+    from overbrainer.config.model import _ollama_name
+
+    try:
+        _ollama_name(name)
+    except ValueError as error:
+        raise UserError(f"--ollama {name}: {error}") from None
+
+
+def export_id(now: datetime | None = None) -> str:
+    return f"export_{(now or datetime.now(UTC)).strftime('%Y%m%d-%H%M%S')}"
+
+
+def human_size(size: int) -> str:
+    """Decimal units as the reference prints them: ``412.3 MB``, from 1000 MB ``1.2 GB``."""
+    if size >= 1000**3:
+        return f"{size / 1000**3:.1f} GB"
+    if size >= 1000**2:
+        return f"{size / 1000**2:.1f} MB"
+    if size >= 1000:
+        return f"{size / 1000:.1f} kB"
+    return f"{size} B"
+
+
+def sequence_len(run_dir: Path) -> int | None:
+    """``sequence_len`` of the run's axolotl.yaml, when it has one."""
+    try:
+        text = (run_dir / CONFIG_FILE).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    match = re.search(r"^sequence_len:\s*(\d+)\s*$", text, re.M)
+    return int(match.group(1)) if match else None
+
+
+def modelfile(gguf_name: str, num_ctx: int | None) -> str:
+    """An Ollama Modelfile for the GGUF beside it. The chat template needs no TEMPLATE:
+    the converter stores the tokenizer's in the GGUF, and Ollama reads it from there."""
+    lines = [f"FROM ./{gguf_name}"]
+    if num_ctx:
+        lines.append(f"PARAMETER num_ctx {num_ctx}")
+    return "\n".join(lines) + "\n"
+
+
+def export_run(
+    project: Project,
+    hook: object,
+    store: RunStore,
+    run_id: str,
+    *,
+    quantize: str | None = None,
+    ollama: str | None = None,
+    echo: Callable[[str], None],
+    label: str = "export",
+) -> Exported:
+    """Export run ``run_id`` to GGUF on its target and deliver it home."""
+    accepted = accept_run(store, run_id, "export")
+    kind = quantize or project.settings.export.quantize
+    name = ollama or project.settings.export.ollama_name
+    job_id = export_id()
+    target = open_target(project, hook, accepted.record)
+    try:
+        echo(
+            f"export: {job_id}: {RUNS_DIR}/{run_id}/{accepted.model} to GGUF {kind} on target "
+            f"`{accepted.record.target}`"
+        )
+        try:
+            exported = _export_on_target(project, target, accepted, job_id, kind)
+        except KeyboardInterrupt as interrupt:
+            raise Interrupted(
+                f"interrupted: export {job_id} of run {run_id} cancelled", signal_of(interrupt)
+            ) from None
+    finally:
+        target.close()
+    gguf = accepted.dir / exported.file
+    echo(
+        f"{label}: GGUF in {RUNS_DIR}/{run_id}/{exported.file} ({kind}, "
+        f"{human_size(exported.size)}), Modelfile beside it"
+    )
+    _ollama(gguf.parent, run_id, name, echo, label)
+    return exported
+
+
+def _export_on_target(
+    project: Project, target: TargetRun, accepted: AcceptedRun, job_id: str, kind: str
+) -> Exported:
+    run = accepted.record
+    q = scripts.q
+    job_dir = f"{run.remote_dir}/exports/{job_id}"
+    gguf_name = f"{run.id}-{kind}.gguf"
+    host = target.shell.host
+    local_job = accepted.dir / "exports" / job_id
+    local_job.mkdir(parents=True)
+    target.ensure_inputs(accepted.dir, (accepted.model, CONFIG_FILE))
+    host.check(f"mkdir -p {q(job_dir)}\n")
+    host.write_file(f"{job_dir}/{SCRIPT}", target_file(SCRIPT))
+    toolchain = target.ensure_toolchain(dict(project.env))
+    command = (
+        f"{target.shell.python} {SCRIPT} {q('../../' + accepted.model)} "
+        f"{q('../../' + CONFIG_FILE)} {q(kind)} {q('gguf/' + gguf_name)} {q(toolchain)}"
+    )
+    logger.info(f"export: {job_id}: merging, converting and quantizing on the target (export.log)")
+    done = target.run_script(job_dir, command, "export.log", timeout=6 * HOUR_S)
+    if done.code != 0:
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        errors = [line[len("error: ") :] for line in lines if line.startswith("error: ")]
+        detail = errors[-1] if errors else (lines[-1] if lines else f"exit {done.code}")
+        _fetch_log(target, job_dir, local_job)
+        raise UserError(f"export {job_id} of run {run.id} failed: {detail}")
+    dest = accepted.dir / GGUF_DIR
+    dest.mkdir(parents=True, exist_ok=True)
+    if target.same_place(accepted.dir):
+        source = accepted.dir / "exports" / job_id / "gguf" / gguf_name
+        if not source.is_file():
+            raise UserError(f"the export left no GGUF file in {RUNS_DIR}/{run.id}/exports/{job_id}")
+        source.replace(dest / gguf_name)
+        shutil.rmtree(source.parent, ignore_errors=True)
+    else:
+        _fetch_gguf(target, job_dir, gguf_name, dest, run.id, job_id)
+        host.run(f"rm -rf {q(job_dir + '/gguf')}\n")
+    _fetch_log(target, job_dir, local_job)
+    gguf = dest / gguf_name
+    size = gguf.stat().st_size
+    (dest / MODELFILE).write_text(modelfile(gguf_name, sequence_len(accepted.dir)), "utf-8")
+    file = f"{GGUF_DIR}/{gguf_name}"
+    record = {
+        "quantize": kind,
+        "llama_cpp": LLAMA_CPP,
+        "file": file,
+        "sha256": sha256_file(gguf),
+        "size": size,
+        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    text = json.dumps(record, indent=2) + "\n"
+    replace_file(local_job / EXPORT_FILE, lambda file: file.write(text.encode("utf-8")))
+    return Exported(run.id, kind, file, size, local_job / EXPORT_FILE)
+
+
+def _fetch_gguf(  # noqa: PLR0917 - private, called once
+    target: TargetRun, job_dir: str, name: str, dest: Path, run_id: str, job_id: str
+) -> None:
+    listing = target.shell.host.run(f"ls {scripts.q(job_dir + '/gguf')}\n").text().split()
+    if name not in listing:
+        raise UserError(f"the export left no GGUF file in {RUNS_DIR}/{run_id}/exports/{job_id}")
+    staging = dest / f".{name}.part"
+    staging.mkdir(exist_ok=True)
+    try:
+        target.shell.host.download(f"{job_dir}/gguf", [name], staging)
+        expected = target.sha256(f"{job_dir}/gguf/{name}")
+        if sha256_file(staging / name) != expected:
+            raise UserError(f"the GGUF of export {job_id} changed on its way home: export again")
+        (staging / name).replace(dest / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _fetch_log(target: TargetRun, job_dir: str, local_job: Path) -> None:
+    if target.same_place(local_job.parents[1]):
+        return
+    data = target.shell.host.read_range(f"{job_dir}/export.log", 0, 1 << 20)
+    (local_job / "export.log").write_bytes(data)
+
+
+def _ollama(
+    gguf_dir: Path, run_id: str, name: str | None, echo: Callable[[str], None], label: str
+) -> None:
+    where = f"{RUNS_DIR}/{run_id}/{GGUF_DIR}"
+    if name is None:
+        echo(f"{label}: run it with Ollama after `cd {where} && ollama create <name> -f Modelfile`")
+        return
+    command = f"ollama create {name} -f Modelfile"
+    shown = f"cd {where} && {command}"
+    ollama = shutil.which("ollama")
+    if ollama is None:
+        logger.warning(f"ollama is not on PATH: create the model with `{shown}`")
+        return
+    done = subprocess.run(
+        [ollama, "create", name, "-f", MODELFILE],
+        cwd=gguf_dir,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        logger.warning(
+            f"ollama create {name} failed: {lines[-1] if lines else done.returncode}; "
+            f"create it with `{shown}`"
+        )
+        return
+    echo(f"{label}: Ollama model {name} created: `ollama run {name}`")

@@ -1,0 +1,83 @@
+"""The figures of a compare: how often the child wins or ties, how fast it answers, what a
+thousand requests cost on each side."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+
+def nearest_rank(values: Sequence[float], percent: float) -> float | None:
+    """The ``percent`` percentile by nearest rank: ``sorted[max(1, ceil(p*n/100)) - 1]``."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(percent * len(ordered) / 100)) - 1]
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summary(  # noqa: PLR0917 - one call site, every argument named there
+    questions: list[dict[str, Any]],
+    verdicts: dict[str, dict[str, Any]],
+    answers: dict[str, dict[str, Any]],
+    price_in: float | None,
+    price_out: float | None,
+    child_per_hour: float | None,
+) -> dict[str, Any]:
+    """The summary of ``compare.json``: verdict counts, the win-or-tie rate, latencies of the
+    answers that did not fail, tokens per second and the costs per 1,000 requests."""
+    ids = [question["id"] for question in questions]
+    counts = dict.fromkeys(("win", "tie", "loss", "unparsed", "error"), 0)
+    for qid in ids:
+        verdict = verdicts.get(qid, {}).get("verdict")
+        if verdict in counts:
+            counts[verdict] += 1
+    judged = len(ids) - counts["unparsed"]
+    good = [answers[qid] for qid in ids if qid in answers and "error" not in answers[qid]]
+    seconds = [float(a["seconds"]) for a in good if isinstance(a.get("seconds"), int | float)]
+    first = [
+        float(a["first_token_seconds"])
+        for a in good
+        if isinstance(a.get("first_token_seconds"), int | float)
+    ]
+    speeds = [
+        float(a["tokens_per_second"])
+        for a in good
+        if isinstance(a.get("tokens_per_second"), int | float)
+    ]
+    parent_per_1k = None
+    if price_in is not None and price_out is not None and questions:
+        mean_in = sum(q.get("parent_input_tokens", 0) for q in questions) / len(questions)
+        mean_out = sum(q.get("parent_output_tokens", 0) for q in questions) / len(questions)
+        parent_per_1k = round((mean_in * price_in + mean_out * price_out) / 1000, 6)
+    mean_seconds = _mean(seconds)
+    child_per_1k = None
+    if child_per_hour is not None and mean_seconds is not None:
+        child_per_1k = round(child_per_hour * mean_seconds / 3.6, 6)
+    ratio = (
+        child_per_1k / parent_per_1k
+        if child_per_1k is not None and parent_per_1k is not None and parent_per_1k > 0
+        else None
+    )
+    return {
+        "questions": len(ids),
+        "wins": counts["win"],
+        "ties": counts["tie"],
+        "losses": counts["loss"],
+        "unparsed": counts["unparsed"],
+        "errors": counts["error"],
+        "win_or_tie": (counts["win"] + counts["tie"]) / judged if judged > 0 else None,
+        "latency_p50": nearest_rank(seconds, 50),
+        "latency_p95": nearest_rank(seconds, 95),
+        "first_token_p50": nearest_rank(first, 50),
+        "tokens_per_second": _mean(speeds),
+        "mean_seconds": mean_seconds,
+        "truncated": sum(1 for a in good if a.get("finish") == "length"),
+        "parent_per_1k": parent_per_1k,
+        "child_per_1k": child_per_1k,
+        "ratio": ratio,
+    }

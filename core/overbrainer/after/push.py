@@ -1,0 +1,335 @@
+"""``overbrainer push``: a run's model to the Hugging Face Hub, in one commit.
+
+``huggingface_hub.HfApi`` is given the token and the endpoint explicitly: it never reads
+``HF_TOKEN`` nor the token file. The token is resolved only for a real push and never
+printed, logged or written.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from overbrainer import __version__
+from overbrainer.after.accept import AcceptedRun, accept_run
+from overbrainer.after.card import gather, merge_card, render
+from overbrainer.after.export import human_size
+from overbrainer.errors import Interrupted, UserError, signal_of
+from overbrainer.job.layout import OUTPUT_DIR
+from overbrainer.project import RUNS_DIR, Project
+from overbrainer.redact import register_secret
+from overbrainer.replace import replace_file
+from overbrainer.runs.store import RunStore
+
+DEFAULT_BASE_URL = "https://huggingface.co"
+HUB_DIR = "hub"
+PUSH_FILE = "push.json"
+README = "README.md"
+TOKEN_VAR = "OVERBRAINER_HF_TOKEN"  # noqa: S105 - a variable's name, not a secret
+_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One file of the commit: where it is here and where it goes in the repo."""
+
+    local: Path
+    path: str
+    size: int
+
+
+def check_repo(text: str) -> str:
+    if not _REPO.match(text) or ".." in text:
+        raise UserError(f"`{text}` is not a Hugging Face repo: use NAMESPACE/NAME")
+    return text
+
+
+def base_url(project: Project) -> str:
+    """``OVERBRAINER_HUB__BASE_URL``: https, or http on a loopback address (tests)."""
+    url = project.settings.hub.base_url or DEFAULT_BASE_URL
+    parts = urlsplit(url)
+    if parts.scheme == "http":
+        host = parts.hostname or ""
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise UserError(
+                "hub.base_url must be https (http only on a loopback address): "
+                "check OVERBRAINER_HUB__BASE_URL"
+            )
+    return url.rstrip("/")
+
+
+def files_of(run_dir: Path, run_id: str) -> list[Upload]:
+    """What ``output/`` sends: no hidden entries, top-level ``checkpoint-*`` or
+    ``debug.log``, symlinks, nor a file landing on the root README.md; ``gguf/**`` goes to
+    the repo's root."""
+    output = run_dir / OUTPUT_DIR
+    uploads: dict[str, Upload] = {}
+    for root, dirs, names in os.walk(output):
+        here = Path(root)
+        relative = here.relative_to(output)
+        top = relative == Path()
+        dirs[:] = sorted(
+            name
+            for name in dirs
+            if not name.startswith(".")
+            and not (top and name.startswith("checkpoint-"))
+            and not (here / name).is_symlink()
+        )
+        for name in sorted(names):
+            path = here / name
+            if name.startswith(".") or path.is_symlink() or (top and name == "debug.log"):
+                continue
+            inside = (relative / name).as_posix()
+            repo_path = inside.removeprefix("gguf/") if inside.startswith("gguf/") else inside
+            if repo_path == README:
+                continue
+            if repo_path in uploads:
+                raise UserError(
+                    f"{RUNS_DIR}/{run_id}/{OUTPUT_DIR}: {inside} and "
+                    f"{uploads[repo_path].local.relative_to(output).as_posix()} both go to "
+                    f"{repo_path} in the repo"
+                )
+            uploads[repo_path] = Upload(path, repo_path, path.stat().st_size)
+    return sorted(uploads.values(), key=lambda upload: upload.path)
+
+
+def _token(project: Project) -> str:
+    secret = project.settings.hf_token
+    if secret is None or not secret.get_secret_value():
+        raise UserError(
+            f"{TOKEN_VAR} is not set: a Hugging Face token with write access is needed to push"
+        )
+    value = secret.get_secret_value()
+    register_secret(value)
+    return value
+
+
+@contextmanager
+def hub_errors(token: str | None, namespace: str = "") -> Iterator[None]:
+    """The hub's failures as the messages a user reads; the token never in them."""
+    import httpx2  # the HTTP client of huggingface_hub 2
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        yield
+    except HfHubHTTPError as error:
+        status = error.response.status_code if error.response is not None else None
+        if status == 401:
+            raise UserError(
+                f"Hugging Face refused the token: set {TOKEN_VAR} to a valid token with write "
+                "access"
+            ) from None
+        if status == 403:
+            raise UserError(
+                f"the Hugging Face token needs write access to {namespace}: set {TOKEN_VAR} to "
+                "a token that has it"
+            ) from None
+        if status == 429:
+            raise UserError("Hugging Face rate limit, retry later") from None
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        if token and token in message:
+            message = "(withheld: it quoted the token)"
+        raise UserError(f"Hugging Face request failed: {message}") from None
+    except (OSError, httpx2.HTTPError) as error:
+        message = str(error) or type(error).__name__
+        if token and token in message:
+            message = "(withheld: it quoted the token)"
+        raise UserError(f"Hugging Face request failed: {message}") from None
+
+
+def push_run(
+    project: Project,
+    store: RunStore,
+    run_id: str,
+    *,
+    repo: str | None = None,
+    public: bool = False,
+    overwrite_card: bool = False,
+    dry_run: bool = False,
+    echo: Callable[[str], None],
+    warn: Callable[[str], None],
+) -> dict[str, Any] | None:
+    """Push run ``run_id``'s ``output/`` to the Hub (``dry_run``: say what would be sent)."""
+    accepted, uploads = _what_to_send(store, run_id)
+    settings = project.settings
+    private = not public and settings.hub.private
+    visibility = "private" if private else "public"
+    chosen = check_repo(repo) if repo else settings.hub.repo
+    project_slug = re.sub(r"[^A-Za-z0-9.-]+", "-", settings.project.name).strip("-")
+    gguf = [upload.path for upload in uploads if upload.path.endswith(".gguf")]
+    hub_dir = accepted.dir / HUB_DIR
+    if dry_run:
+        shown = chosen or check_repo(f"you/{project_slug}").replace("you/", "<you>/", 1)
+        card = render(gather(settings, accepted.dir, shown, gguf, None), settings)
+        _dry_run(hub_dir, run_id, shown, visibility, uploads, card, echo)
+        return None
+    token = _token(project)
+    endpoint = base_url(project)
+    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    api = HfApi(endpoint=endpoint, token=token, library_name="overbrainer")
+    with hub_errors(token):
+        user = api.whoami(token=token)
+    repo_id = chosen or check_repo(f"{_user_name(user)}/{project_slug}")
+    namespace = repo_id.split("/")[0]
+    with hub_errors(token, namespace):
+        try:
+            info = api.repo_info(repo_id, token=token)
+        except RepositoryNotFoundError:
+            info = None
+        existing = _visibility(api, info, repo_id, run_id, private, token, warn)
+        if info is None:
+            api.create_repo(repo_id, private=private, token=token, exist_ok=True)
+        license = _base_license(api, accepted.dir, settings, token)
+        sent_card = merge_card(
+            render(gather(settings, accepted.dir, repo_id, gguf, license), settings),
+            existing,
+            overwrite_card,
+        )
+        operations = [CommitOperationAdd(upload.path, str(upload.local)) for upload in uploads]
+        if sent_card is None:
+            warn("kept the repo's own README.md (use --overwrite-card to replace it)")
+        else:
+            operations.append(CommitOperationAdd(README, sent_card.encode("utf-8")))
+        try:
+            commit = api.create_commit(
+                repo_id,
+                operations,
+                commit_message=f"Upload run {run_id} with overbrainer {__version__}",
+                token=token,
+            )
+        except KeyboardInterrupt as interrupt:
+            raise Interrupted(
+                "push cancelled before its commit finished; run it again to resume",
+                signal_of(interrupt),
+            ) from None
+    files = [operation.path_in_repo for operation in operations]
+    size = sum(upload.size for upload in uploads) + (len(sent_card.encode()) if sent_card else 0)
+    record = {
+        "repo": repo_id,
+        "commit": commit.oid,
+        "url": f"{endpoint}/{repo_id}",
+        "files": files,
+        "private": private if info is None else bool(info.private),
+        "pushed": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    plural = "s" if len(files) != 1 else ""
+    echo(f"push: {record['url']} ({len(files)} file{plural}, {human_size(size)})")
+    _save_record(hub_dir, record)
+    return record
+
+
+def _what_to_send(store: RunStore, run_id: str) -> tuple[AcceptedRun, list[Upload]]:
+    accepted = accept_run(store, run_id, "push")
+    if accepted.model != OUTPUT_DIR:
+        raise UserError(
+            f"run {run_id} has no model in {OUTPUT_DIR}/ (only checkpoint {accepted.model}): "
+            "export or resume it first"
+        )
+    uploads = files_of(accepted.dir, run_id)
+    if not uploads:
+        raise UserError(f"run {run_id} has nothing to push in {OUTPUT_DIR}/")
+    return accepted, uploads
+
+
+def _user_name(user: Any) -> str:
+    name = user.get("name") if isinstance(user, dict) else None
+    if not isinstance(name, str) or not name:
+        raise UserError("Hugging Face request failed: whoami gave no user name")
+    return name
+
+
+def _visibility(  # noqa: PLR0917 - private, called once
+    api: Any,
+    info: Any,
+    repo_id: str,
+    run_id: str,
+    private: bool,
+    token: str,
+    warn: Callable[[str], None],
+) -> str | None:
+    """Refuse a private push into a public repo; the README of an existing repo."""
+    if info is None:
+        return None
+    repo_private = bool(info.private)
+    if private and not repo_private:
+        raise UserError(
+            f"run {run_id} is pushed private, and repo {repo_id} is public: refusing to "
+            "make it public (use --public or [hub] private = false)"
+        )
+    warn(f"repo {repo_id} exists and stays {'private' if repo_private else 'public'}")
+    siblings = {sibling.rfilename for sibling in info.siblings or []}
+    return _readme(api, repo_id, token) if README in siblings else None
+
+
+def _dry_run(  # noqa: PLR0917 - private, called once
+    hub_dir: Path,
+    run_id: str,
+    repo: str,
+    visibility: str,
+    uploads: list[Upload],
+    card: str,
+    echo: Callable[[str], None],
+) -> None:
+    hub_dir.mkdir(exist_ok=True)
+    (hub_dir / README).write_text(card, encoding="utf-8")
+    echo(f"push: {repo}, {visibility} when created; nothing is sent (--dry-run)")
+    for upload in uploads:
+        echo(f"{upload.path}  {human_size(upload.size)}")
+    total = sum(upload.size for upload in uploads)
+    echo(
+        f"push: {len(uploads)} files, {human_size(total)}; card written to "
+        f"{RUNS_DIR}/{run_id}/{HUB_DIR}/{README}"
+    )
+
+
+def _save_record(hub_dir: Path, record: dict[str, Any]) -> None:
+    hub_dir.mkdir(exist_ok=True)
+    text = json.dumps(record, indent=2) + "\n"
+    replace_file(hub_dir / PUSH_FILE, lambda file: file.write(text.encode("utf-8")))
+
+
+def _readme(api: Any, repo_id: str, token: str) -> str | None:
+    """The repo's README.md, read with the hub library's session."""
+    from huggingface_hub.utils import get_session, hf_raise_for_status
+
+    response = get_session().get(
+        f"{api.endpoint}/{repo_id}/resolve/main/{README}",
+        headers={"Authorization": f"Bearer {token}"},
+        follow_redirects=True,
+    )
+    if response.status_code == 404:
+        return None
+    hf_raise_for_status(response)
+    return response.content.decode("utf-8", "replace")
+
+
+def _base_license(api: Any, run_dir: Path, settings: Any, token: str) -> str | None:
+    """The license on the base model's Hub card, when the base is a Hub repo."""
+    training = settings.training
+    base = training.base_model if training is not None else None
+    if not base or not _REPO.match(base) or Path(base).exists():
+        return None
+    if (settings_dir := run_dir.parents[1]) and (settings_dir / base).exists():
+        return None
+    try:
+        info = api.model_info(base, token=token)
+    except Exception:  # noqa: BLE001 - a card without a license is still a card
+        return None
+    card = getattr(info, "card_data", None) or getattr(info, "cardData", None)
+    value = card.get("license") if card is not None and hasattr(card, "get") else None
+    return value if isinstance(value, str) else None

@@ -1,0 +1,40 @@
+"""``overbrainer compare``: the child against its parent, judged."""
+
+from __future__ import annotations
+
+import click
+
+from overbrainer.cli.complete import complete_run_id
+from overbrainer.cli.context import current_app
+
+
+@click.command()
+@click.option(
+    "--run",
+    "run_id",
+    metavar="RUN_ID",
+    shell_complete=complete_run_id,
+    help="The run whose GGUF to compare (default: the newest with one).",
+)
+@click.option(
+    "--limit", type=click.IntRange(min=1), metavar="N", help="Ask only the first N eval questions."
+)
+@click.option(
+    "--rejudge",
+    metavar="COMPARE_ID",
+    help="Judge this compare again (resumes its verdicts); serves nothing.",
+)
+def compare(run_id: str | None, limit: int | None, rejudge: str | None) -> None:
+    """Compare the child (its GGUF, served on the run's target) with its parent."""
+    from overbrainer.after.compare import compare as run_compare
+
+    if rejudge is not None and (run_id is not None or limit is not None):
+        raise click.UsageError("--rejudge takes neither --run nor --limit")
+    app = current_app()
+    with app.lock():
+        report = run_compare(
+            app.project, app.plugins.hook, app.runs, run_id=run_id, limit=limit, rejudge=rejudge
+        )
+    click.echo(
+        report.relative_to(app.project_dir) if report.is_relative_to(app.project_dir) else report
+    )

@@ -1,0 +1,49 @@
+"""``overbrainer export``: a run's model as GGUF for llama.cpp and Ollama."""
+
+from __future__ import annotations
+
+import click
+
+from overbrainer.cli.complete import complete_run_id
+from overbrainer.cli.context import current_app
+
+QUANTIZE_TYPES = (
+    "Q4_K_M",
+    "Q4_K_S",
+    "Q5_K_M",
+    "Q5_K_S",
+    "Q6_K",
+    "Q8_0",
+    "Q3_K_M",
+    "Q2_K",
+    "F16",
+    "BF16",
+)
+
+
+@click.command()
+@click.argument("run_id", shell_complete=complete_run_id)
+@click.option(
+    "--quantize",
+    type=click.Choice(QUANTIZE_TYPES, case_sensitive=False),
+    help="llama.cpp quantization type (default: export.quantize, Q4_K_M).",
+)
+@click.option("--ollama", "ollama", metavar="NAME", help="Create this Ollama model from the GGUF.")
+def export(run_id: str, quantize: str | None, ollama: str | None) -> None:
+    """Export RUN_ID's model to a GGUF file and an Ollama Modelfile, on its target."""
+    from overbrainer.after.export import check_ollama_name, export_run
+    from overbrainer.redact import escape_controls
+
+    app = current_app()
+    if ollama is not None:
+        check_ollama_name(ollama)
+    with app.lock():
+        export_run(
+            app.project,
+            app.plugins.hook,
+            app.runs,
+            run_id,
+            quantize=quantize.upper() if quantize else None,
+            ollama=ollama,
+            echo=lambda line: click.echo(escape_controls(line)),
+        )

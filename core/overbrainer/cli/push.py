@@ -1,0 +1,40 @@
+"""``overbrainer push``: a run's model to the Hugging Face Hub."""
+
+from __future__ import annotations
+
+import click
+
+from overbrainer.cli.complete import complete_run_id
+from overbrainer.cli.context import current_app
+
+
+@click.command()
+@click.argument("run_id", shell_complete=complete_run_id)
+@click.option(
+    "--repo", metavar="NS/NAME", help="The repo (default: hub.repo, else <you>/<project>)."
+)
+@click.option("--public", is_flag=True, help="Create the repo public (default: private).")
+@click.option(
+    "--overwrite-card", is_flag=True, help="Replace a README.md that overbrainer did not write."
+)
+@click.option("--dry-run", is_flag=True, help="Say what would be sent; send nothing.")
+def push(run_id: str, repo: str | None, public: bool, overwrite_card: bool, dry_run: bool) -> None:
+    """Push RUN_ID's output/ (and its GGUF) to the Hugging Face Hub with a model card."""
+    from loguru import logger
+
+    from overbrainer.after.push import push_run
+    from overbrainer.redact import escape_controls
+
+    app = current_app()
+    with app.lock():
+        push_run(
+            app.project,
+            app.runs,
+            run_id,
+            repo=repo,
+            public=public,
+            overwrite_card=overwrite_card,
+            dry_run=dry_run,
+            echo=lambda line: click.echo(escape_controls(line)),
+            warn=logger.warning,
+        )

@@ -1,0 +1,129 @@
+"""A project with a finished run on the local target, and stand-ins for the runtime's Python
+and the llama.cpp toolchain (real processes, scripted: the real ones are the `real` tier's)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from tests.ssh.conftest import (  # noqa: F401 - the real sshd and a client that knows it
+    client_config,
+    ssh_alias,
+    ssh_keys,
+    ssh_target_env,
+    sshd,
+)
+from tests.train.conftest import trainer  # noqa: F401 - the fake trainer's project
+
+RUN_ID = "demo-project-20260101-000000"
+FAKE_SERVER = Path(__file__).parent / "fake_llama_server.py"
+
+TRAINING = """
+[training]
+target = "local"
+base_model = "models/tiny"
+adapter = "lora"
+
+[targets.local]
+kind = "local"
+venv = "{venv}"
+"""
+
+FAKE_CONVERTER = """\
+import os, sys, time
+if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "slow")):
+    with open("converter.pid", "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(120)
+args = sys.argv[1:]
+out = args[args.index("--outfile") + 1]
+outtype = args[args.index("--outtype") + 1]
+import gguf  # the toolchain's gguf-py must be on PYTHONPATH
+with open(out, "wb") as f:
+    f.write(b"GGUF " + f"converted {outtype} from {args[0]}".encode())
+print("converted")
+"""
+
+FAKE_LLAMA_CPP = """\
+import ctypes, shutil
+__version__ = "0.3.16"
+class _Params(ctypes.Structure):
+    _fields_ = [("ftype", ctypes.c_int)]
+def llama_model_quantize_default_params():
+    return _Params()
+LLAMA_FTYPE_MOSTLY_Q4_K_M = 15
+LLAMA_FTYPE_MOSTLY_Q8_0 = 7
+def llama_supports_gpu_offload():
+    return False
+def llama_model_quantize(source, dest, params):
+    with open(source, "rb") as f, open(dest, "wb") as g:
+        g.write(f.read() + b" quantized %d" % params._obj.ftype)
+    return 0
+"""
+
+
+def _python(path: Path, pythonpath: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\nPYTHONPATH={pythonpath} exec {sys.executable} "$@"\n')
+    path.chmod(0o755)
+
+
+@dataclass
+class Finished:
+    """The project, its run and the stand-ins."""
+
+    dir: Path
+    run_id: str
+    venv: Path
+    toolchain: Path
+
+    @property
+    def run_dir(self) -> Path:
+        return self.dir / "runs" / self.run_id
+
+    def record(self, **changes: object) -> None:
+        path = self.run_dir / "run.json"
+        data = json.loads(path.read_text())
+        data.update(changes)
+        path.write_text(json.dumps(data))
+
+
+@pytest.fixture
+def finished(project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Finished:
+    venv = tmp_path / "venv"
+    stubs = tmp_path / "stubs"
+    for module in ("torch", "numpy", "transformers"):
+        (stubs / module).mkdir(parents=True)
+        (stubs / module / "__init__.py").write_text("")
+    _python(venv / "bin" / "python", stubs)
+    toolchain = tmp_path / "llama-cpp"
+    (toolchain / "llama.cpp" / "gguf-py" / "gguf").mkdir(parents=True)
+    (toolchain / "llama.cpp" / "gguf-py" / "gguf" / "__init__.py").write_text("")
+    (toolchain / "llama.cpp" / "convert_hf_to_gguf.py").write_text(FAKE_CONVERTER)
+    (toolchain / "site" / "llama_cpp").mkdir(parents=True)
+    (toolchain / "site" / "llama_cpp" / "__init__.py").write_text(FAKE_LLAMA_CPP)
+    (toolchain / "site" / "llama_cpp" / "server").mkdir()
+    (toolchain / "site" / "llama_cpp" / "server" / "__init__.py").write_text("")
+    shutil.copyfile(FAKE_SERVER, toolchain / "site" / "llama_cpp" / "server" / "__main__.py")
+    _python(toolchain / "bin" / "python", toolchain / "site")
+    monkeypatch.setenv("OVERBRAINER_LLAMA_CPP", str(toolchain))
+    config = project_dir / "overbrainer.toml"
+    config.write_text(config.read_text() + TRAINING.format(venv=venv))
+    run_dir = project_dir / "runs" / RUN_ID
+    (run_dir / "output").mkdir(parents=True)
+    (run_dir / "output" / "config.json").write_text("{}")
+    (run_dir / "output" / "model.safetensors").write_bytes(b"weights")
+    (run_dir / "axolotl.yaml").write_text("base_model: models/tiny\nsequence_len: 384\n")
+    record = {
+        "id": RUN_ID,
+        "target": "local",
+        "created": "2026-01-01T00:00:00Z",
+        "remote_dir": str(run_dir.resolve()),
+        "state": "succeeded",
+    }
+    (run_dir / "run.json").write_text(json.dumps(record))
+    return Finished(project_dir, RUN_ID, venv, toolchain)

@@ -1,0 +1,231 @@
+"""overbrainer compare: the child served by a stand-in llama.cpp server on the local target,
+the pipeline's loopback provider as the judge."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fake_provider import FakeProvider, openai_completion
+from overbrainer.after.judge import child_first, parse_verdict, strip_reasoning
+from overbrainer.after.metrics import nearest_rank
+
+BOOT = "import sys; from overbrainer.cli import main; sys.argv[0] = 'overbrainer'; main()"
+JUDGE_PROMPT = "You are judging two answers"
+
+
+def eval_record(index: int, question: str | None = None) -> dict:
+    return {
+        "id": f"q{index:04d}",
+        "topic": "ownership",
+        "messages": [
+            {"role": "user", "content": question or f"Question {index}: what is ownership?"},
+            {
+                "role": "assistant",
+                "content": f"<think>reasoning {index}</think>Parent answer {index}.",
+            },
+        ],
+        "meta": {"input_tokens": 100, "output_tokens": 300},
+    }
+
+
+def judged_question(seen) -> str:
+    return seen.prompt.split("Question:\n", 1)[1].split("\n", 1)[0]
+
+
+@pytest.fixture
+def comparable(finished, monkeypatch):
+    run_dir = finished.run_dir
+    gguf = run_dir / "output" / "gguf" / f"{finished.run_id}-Q4_K_M.gguf"
+    gguf.parent.mkdir(parents=True)
+    gguf.write_bytes(b"GGUF child")
+    export_dir = run_dir / "exports" / "export_20260101-000100"
+    export_dir.mkdir(parents=True)
+    (export_dir / "export.json").write_text(json.dumps({
+        "quantize": "Q4_K_M", "llama_cpp": "llama-cpp-python==0.3.16",
+        "file": f"output/gguf/{gguf.name}", "sha256": "ab" * 32, "size": 10,
+        "created": "2026-01-01T00:01:00Z",
+    }))  # fmt: skip
+    (run_dir / "data").mkdir()
+    records = [eval_record(i) for i in range(8)]
+    (run_dir / "data" / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return finished
+
+
+def use_provider(monkeypatch, provider: FakeProvider, verdict: str = "A") -> None:
+    monkeypatch.setenv("OVERBRAINER_PROVIDERS__MAIN__BASE_URL", provider.url)
+    provider.on(
+        lambda seen: JUDGE_PROMPT in seen.prompt,
+        lambda seen: openai_completion(f'{{"verdict": "{verdict}", "reason": "It is clearer."}}'),
+        times=None,
+    )
+
+
+def test_compare_answers_judges_and_reports(comparable, provider, run_cli, monkeypatch):
+    use_provider(monkeypatch, provider)
+    result = run_cli("compare", "--limit", "5")
+    assert result.exit_code == 0, result.stderr
+    [directory] = comparable.run_dir.glob("compares/compare_*")
+    assert result.stdout.strip() == str(directory.relative_to(comparable.dir) / "compare.md")
+    data = json.loads((directory / "compare.json").read_text())
+    assert data["run"] == comparable.run_id
+    assert data["judge"] == "main/parent-model" and data["judge_is_parent"] is True
+    assert data["hardware"]["build"] == "cpu"
+    assert [q["id"] for q in data["questions"]] == [f"q{i:04d}" for i in range(5)]
+    for question in data["questions"]:
+        assert question["child"] == f"Child answer to: {question['question']}"
+        assert question["parent"] == f"Parent answer {int(question['id'][1:])}."
+        expected = "win" if child_first(42, question["id"]) else "loss"
+        assert question["verdict"] == expected
+        assert question["tokens"] == len(question["child"].split(" "))
+        assert question["seconds"] > 0 and question["first_token_seconds"] is not None
+    summary = data["summary"]
+    assert summary["questions"] == 5
+    assert summary["wins"] + summary["losses"] == 5
+    assert summary["win_or_tie"] == summary["wins"] / 5
+    assert summary["parent_per_1k"] is None
+    judged = [s for s in provider.chats() if JUDGE_PROMPT in s.prompt]
+    assert len(judged) == 5
+    for seen in judged:
+        assert "<think>" not in seen.prompt and "reasoning" not in seen.prompt
+    report = (directory / "compare.md").read_text()
+    assert report.startswith(f"# Compare of run {comparable.run_id}\n")
+    assert "## Summary" in report and "## Losses (first" in report and "## Wins (first" in report
+    assert "not computed: set [compare] prices" in report
+    assert "The child ran on a CPU." in report
+    assert "serving ../../output/gguf/" in (directory / "server.log").read_text()
+
+
+def test_costs_per_thousand_requests(comparable, provider, run_cli, monkeypatch, write_config):
+    use_provider(monkeypatch, provider, verdict="tie")
+    config = comparable.dir / "overbrainer.toml"
+    config.write_text(
+        config.read_text()
+        + "\n[compare]\nparent_price_in = 3.0\nparent_price_out = 15.0\n"
+        + "child_price_per_hour = 0.5\n"
+    )
+    result = run_cli("compare", "--limit", "2")
+    assert result.exit_code == 0, result.stderr
+    [directory] = comparable.run_dir.glob("compares/compare_*")
+    summary = json.loads((directory / "compare.json").read_text())["summary"]
+    assert summary["ties"] == 2 and summary["win_or_tie"] == 1.0
+    assert summary["parent_per_1k"] == round((100 * 3.0 + 300 * 15.0) / 1000, 6)
+    assert summary["child_per_1k"] == round(0.5 * summary["mean_seconds"] / 3.6, 6)
+
+
+def test_an_unparsed_verdict_is_asked_twice_and_a_failed_answer_is_not_judged(
+    comparable, provider, run_cli, monkeypatch
+):
+    monkeypatch.setenv("OVERBRAINER_PROVIDERS__MAIN__BASE_URL", provider.url)
+    provider.on(lambda seen: JUDGE_PROMPT in seen.prompt, openai_completion("I cannot say."), None)
+    records = [eval_record(0), eval_record(1, "Please FAIL here")]
+    (comparable.run_dir / "data" / "eval.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in records)
+    )
+    result = run_cli("compare")
+    assert result.exit_code == 0, result.stderr
+    [directory] = comparable.run_dir.glob("compares/compare_*")
+    data = json.loads((directory / "compare.json").read_text())
+    assert [q["verdict"] for q in data["questions"]] == ["unparsed", "error"]
+    judged = [s for s in provider.chats() if JUDGE_PROMPT in s.prompt]
+    assert len(judged) == 2
+    assert all(judged_question(s) == "Question 0: what is ownership?" for s in judged)
+    assert data["summary"]["win_or_tie"] == 0.0
+
+
+def test_compare_resumed_after_kill_9_does_not_ask_the_judge_twice(
+    comparable, run_cli, monkeypatch
+):
+    provider = FakeProvider(latency=0.4).start()
+    try:
+        use_provider(monkeypatch, provider)
+        config = comparable.dir / "overbrainer.toml"
+        config.write_text(config.read_text() + "\n[pipeline]\nconcurrency = 1\n")
+        process = subprocess.Popen(
+            [sys.executable, "-c", BOOT, "-C", str(comparable.dir), "compare", "--limit", "6"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(os.environ),
+        )
+        try:
+            deadline = time.monotonic() + 60
+            verdicts: list[Path] = []
+            while time.monotonic() < deadline:
+                verdicts = list(comparable.run_dir.glob("compares/*/verdicts-*.jsonl"))
+                if verdicts and len(verdicts[0].read_text().splitlines()) >= 2:
+                    break
+                time.sleep(0.02)
+            else:
+                pytest.fail("the compare judged nothing")
+        finally:
+            process.kill()
+            process.communicate()
+        before = [json.loads(line)["id"] for line in verdicts[0].read_text().splitlines()]
+        assert 2 <= len(before) < 6
+        compare_id = verdicts[0].parent.name
+        result = run_cli("compare", "--rejudge", compare_id)
+        assert result.exit_code == 0, result.stderr
+        after = [json.loads(line)["id"] for line in verdicts[0].read_text().splitlines()]
+        assert sorted(after) == [f"q{i:04d}" for i in range(6)]
+        asked: dict[str, int] = {}
+        for seen in provider.chats():
+            if JUDGE_PROMPT in seen.prompt:
+                qid = f"q{int(judged_question(seen).split(':')[0].split()[1]):04d}"
+                asked[qid] = asked.get(qid, 0) + 1
+        assert all(asked[qid] == 1 for qid in before)
+        assert sum(1 for count in asked.values() if count > 1) <= 1  # the one in flight
+    finally:
+        provider.stop()
+
+
+def test_refusals(comparable, provider, run_cli, monkeypatch):
+    use_provider(monkeypatch, provider)
+    result = run_cli("compare", "--rejudge", "compare_nope")
+    assert "error: no compare compare_nope in runs/" in result.stderr
+    (comparable.run_dir / "data" / "eval.jsonl").write_text('{"id": "x", "messages": []}\n')
+    result = run_cli("compare")
+    assert (
+        f"error: runs/{comparable.run_id}/data/eval.jsonl has no question with an answer: run "
+        "`overbrainer split` first"
+    ) in result.stderr
+    for path in comparable.run_dir.glob("exports/*/export.json"):
+        path.unlink()
+    result = run_cli("compare")
+    assert (
+        "error: no run has a GGUF: export one with `overbrainer export <run-id>`, then compare"
+    ) in result.stderr
+    result = run_cli("compare", "--run", comparable.run_id)
+    assert (
+        f"error: run {comparable.run_id} has no GGUF; run `overbrainer export "
+        f"{comparable.run_id}` first"
+    ) in result.stderr
+
+
+def test_strip_reasoning():
+    assert strip_reasoning("<think>a</think> answer ") == "answer"
+    assert strip_reasoning("answer <think>cut") == "answer"
+    assert strip_reasoning("leaked</think>answer") == "answer"
+    assert strip_reasoning("a<think>x</think>b<think>y</think>c") == "abc"
+
+
+def test_parse_verdict():
+    assert parse_verdict('Sure: {"verdict": " b ", "reason": " ok "} done') == ("B", "ok")
+    assert parse_verdict('{"verdict": "TIE"}') == ("tie", "")
+    assert parse_verdict('{"verdict": "C"}') is None
+    assert parse_verdict("A") == ("A", "")
+    assert parse_verdict("Tie.") == ("tie", "")
+    assert parse_verdict("A is better") is None
+
+
+def test_nearest_rank_and_order():
+    assert nearest_rank([5, 1, 3, 2, 4], 50) == 3
+    assert nearest_rank([5, 1, 3, 2, 4], 95) == 5
+    assert nearest_rank([], 50) is None
+    assert child_first(42, "q0001") == child_first(42, "q0001")
+    assert len({child_first(7, f"q{i}") for i in range(20)}) == 2

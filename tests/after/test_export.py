@@ -1,0 +1,260 @@
+"""overbrainer export on the local target with stand-ins for the runtime and llama.cpp."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from overbrainer.after.export import human_size, modelfile
+
+
+def test_export_writes_the_gguf_the_modelfile_and_export_json(finished, run_cli):
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 0, result.stderr
+    gguf_dir = finished.run_dir / "output" / "gguf"
+    gguf = gguf_dir / f"{finished.run_id}-Q4_K_M.gguf"
+    assert gguf.read_bytes().startswith(b"GGUF converted auto from ../../output quantized 15")
+    assert (gguf_dir / "Modelfile").read_text() == (f"FROM ./{gguf.name}\nPARAMETER num_ctx 384\n")
+    [record_file] = finished.run_dir.glob("exports/export_*/export.json")
+    record = json.loads(record_file.read_text())
+    assert record["quantize"] == "Q4_K_M"
+    assert record["llama_cpp"] == "llama-cpp-python==0.3.16"
+    assert record["file"] == f"output/gguf/{gguf.name}"
+    assert record["size"] == gguf.stat().st_size
+    assert len(record["sha256"]) == 64
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("export: export_") and "to GGUF Q4_K_M on target `local`" in lines[0]
+    assert lines[1] == (
+        f"export: GGUF in runs/{finished.run_id}/output/gguf/{gguf.name} (Q4_K_M, "
+        f"{human_size(gguf.stat().st_size)}), Modelfile beside it"
+    )
+    assert "ollama create <name> -f Modelfile" in lines[2]
+    assert not list(finished.run_dir.glob("exports/*/export-work"))
+    assert not list(finished.run_dir.glob("exports/*/gguf"))
+
+
+def test_f16_is_converted_without_quantizing(finished, run_cli):
+    result = run_cli("export", finished.run_id, "--quantize", "F16")
+    assert result.exit_code == 0, result.stderr
+    gguf = finished.run_dir / "output" / "gguf" / f"{finished.run_id}-F16.gguf"
+    assert gguf.read_bytes() == b"GGUF converted f16 from ../../output"
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        ("running", "is running: only a succeeded or stopped run can be exported"),
+        ("failed", "is failed: only a succeeded or stopped run can be exported"),
+    ],
+)
+def test_only_succeeded_and_stopped_runs_are_exported(finished, run_cli, state, message):
+    finished.record(state=state)
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 1
+    assert f"error: run {finished.run_id} {message}" in result.stderr
+
+
+def test_a_run_without_a_model_is_refused(finished, run_cli):
+    (finished.run_dir / "output" / "config.json").unlink()
+    result = run_cli("export", finished.run_id)
+    assert f"runs/{finished.run_id}/output holds no model: nothing to export" in result.stderr
+
+
+def test_a_missing_axolotl_yaml_is_refused(finished, run_cli):
+    (finished.run_dir / "axolotl.yaml").unlink()
+    result = run_cli("export", finished.run_id)
+    assert f"runs/{finished.run_id}/axolotl.yaml is missing: the export needs it" in result.stderr
+
+
+def test_a_missing_converter_module_is_named(finished, run_cli):
+    (finished.venv.parent / "stubs" / "transformers" / "__init__.py").unlink()
+    (finished.venv.parent / "stubs" / "transformers").rmdir()
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 1
+    assert (
+        "failed: llama.cpp's convert_hf_to_gguf.py needs the Python module transformers, "
+        "missing from the job's environment"
+    ) in result.stderr
+    assert not (finished.run_dir / "output" / "gguf").exists() or not list(
+        (finished.run_dir / "output" / "gguf").glob("*.gguf")
+    )
+
+
+def test_ollama_not_installed_says_how_to_create_the_model(finished, run_cli, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    result = run_cli("export", finished.run_id, "--ollama", "demo:latest")
+    assert result.exit_code == 0, result.stderr
+    assert "ollama is not on PATH: create the model with `cd runs/" in result.stderr
+    assert "ollama create demo:latest -f Modelfile`" in result.stderr
+
+
+def test_ollama_create_runs_when_installed(finished, run_cli, monkeypatch, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ollama = bin_dir / "ollama"
+    ollama.write_text('#!/bin/sh\necho "$@" > ollama.args\n')
+    ollama.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    result = run_cli("export", finished.run_id, "--ollama", "demo")
+    assert result.exit_code == 0, result.stderr
+    assert "export: Ollama model demo created: `ollama run demo`" in result.stdout
+    args = finished.run_dir / "output" / "gguf" / "ollama.args"
+    assert args.read_text() == "create demo -f Modelfile\n"
+
+
+def test_an_invalid_ollama_name_is_refused(finished, run_cli):
+    result = run_cli("export", finished.run_id, "--ollama", "bad name")
+    assert result.exit_code == 1
+    assert "--ollama bad name: not a valid Ollama model name" in result.stderr
+
+
+def test_modelfile_without_a_sequence_len():
+    assert modelfile("x.gguf", None) == "FROM ./x.gguf\n"
+
+
+def test_sizes_use_decimal_units():
+    assert human_size(412_300_000) == "412.3 MB"
+    assert human_size(1_200_000_000) == "1.2 GB"
+
+
+def test_after_training_exports_at_the_end_of_train_and_a_failure_only_warns(
+    trainer, run_cli, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("OVERBRAINER_LLAMA_CPP", str(tmp_path / "no-toolchain"))
+    trainer.configure(extra="\n[export]\nafter_training = true\n")
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    run_id = trainer.run()["id"]
+    assert trainer.run()["state"] == "succeeded"
+    assert "export: export_" in result.stdout
+    assert "the llama.cpp toolchain is not in" in result.stderr
+    assert f"run it again with: overbrainer export {run_id}" in result.stderr
+
+
+def test_a_stopped_run_exports_its_snapshot_with_a_warning(finished, run_cli):
+    output = finished.run_dir / "output"
+    (output / "config.json").unlink()
+    (output / "checkpoint-3").mkdir()
+    (output / "checkpoint-3" / "config.json").write_text("{}")
+    finished.record(state="stopped", snapshot={"checkpoint": "output/checkpoint-3", "step": 3})
+    result = run_cli("export", finished.run_id, "--quantize", "F16")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        f"run {finished.run_id} stopped at step 3: its export holds the partial model of that step"
+    ) in result.stderr
+    gguf = output / "gguf" / f"{finished.run_id}-F16.gguf"
+    assert gguf.read_bytes() == b"GGUF converted f16 from ../../output/checkpoint-3"
+
+
+def test_a_target_gone_from_the_configuration_is_named(finished, run_cli):
+    finished.record(target="gone")
+    result = run_cli("export", finished.run_id)
+    assert (
+        f"error: target `gone` of run {finished.run_id} is no longer in overbrainer.toml"
+    ) in result.stderr
+
+
+def test_ctrl_c_cancels_the_export_on_its_target(finished):
+    (finished.toolchain / "slow").write_text("")
+    boot = "import sys; from overbrainer.cli import main; sys.argv[0] = 'overbrainer'; main()"
+    process = subprocess.Popen(
+        [sys.executable, "-c", boot, "-C", str(finished.dir), "export", finished.run_id],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(finished.run_dir.glob("exports/*/converter.pid")):
+            assert time.monotonic() < deadline, "the converter never started"
+            time.sleep(0.05)
+        [pid_file] = finished.run_dir.glob("exports/*/converter.pid")
+        time.sleep(0.2)
+        converter = int(pid_file.read_text())
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130
+    job = pid_file.parent.name
+    assert f"error: interrupted: export {job} of run {finished.run_id} cancelled" in stderr
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{converter}").exists() and "Z" not in _state(converter):
+        assert time.monotonic() < deadline, "the converter outlived the cancel"
+        time.sleep(0.05)
+    deadline = time.monotonic() + 10
+    while (pid_file.parent / "export-work").exists():
+        assert time.monotonic() < deadline, "export-work was left behind"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"
+
+
+def test_results_not_retrieved_are_named(finished, run_cli):
+    shutil.rmtree(finished.run_dir / "output")
+    result = run_cli("export", finished.run_id)
+    assert (
+        f"error: the results of run {finished.run_id} were not retrieved: retrieve them with "
+        f"`overbrainer train attach {finished.run_id}`, then export"
+    ) in result.stderr
+
+
+ALIEN = """
+    from typing import Literal
+
+    from overbrainer.plugin import TargetBase, hookimpl
+
+
+    class AlienTarget(TargetBase):
+        kind: Literal["alien"]
+
+
+    @hookimpl
+    def register_targets(register):
+        register("alien", AlienTarget)
+
+
+    @hookimpl
+    def create_executor(name, target, project, run):
+        return f"executor for {name}" if target.kind == "alien" else None
+"""
+
+
+def test_a_target_without_a_shell_is_refused(finished, run_cli, site, monkeypatch):
+    site.install("alien", ALIEN)
+    monkeypatch.setenv("OVERBRAINER_LOAD_PLUGINS", "local,ssh,runpod,alien")
+    config = finished.dir / "overbrainer.toml"
+    config.write_text(config.read_text() + '\n[targets.far]\nkind = "alien"\n')
+    finished.record(target="far")
+    result = run_cli("export", finished.run_id)
+    assert (
+        f"error: target `far` of run {finished.run_id} cannot run commands after training "
+        "(its plugin gives no shell)"
+    ) in result.stderr
+
+
+def test_a_container_runtime_is_refused(finished, run_cli):
+    config = finished.dir / "overbrainer.toml"
+    text = config.read_text().replace(
+        f'venv = "{finished.venv}"', 'runtime = "docker"\nimage = "x"'
+    )
+    config.write_text(text)
+    result = run_cli("export", finished.run_id)
+    assert (
+        "error: target `local` runs Axolotl in a container: export and compare need a native "
+        "runtime (a venv) on it"
+    ) in result.stderr

@@ -1,0 +1,214 @@
+"""overbrainer push against a loopback Hub speaking huggingface_hub's endpoints."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from fake_hub import FakeHub
+
+TOKEN = "hf_secretTOKENvalue1234567890"
+READ_TOKEN = "hf_readonlyTOKEN987654321"
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    server = FakeHub({TOKEN: ("alice", "write"), READ_TOKEN: ("alice", "read")}).start()
+    monkeypatch.setenv("OVERBRAINER_HUB__BASE_URL", server.url)
+    monkeypatch.setenv("OVERBRAINER_HF_TOKEN", TOKEN)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pushable(finished):
+    output = finished.run_dir / "output"
+    (output / "adapter_config.json").write_text("{}")
+    (output / "checkpoint-4").mkdir()
+    (output / "checkpoint-4" / "optimizer.pt").write_bytes(b"big")
+    (output / "debug.log").write_text("log")
+    (output / ".hidden").write_text("x")
+    (output / "gguf").mkdir()
+    (output / "gguf" / f"{finished.run_id}-Q4_K_M.gguf").write_bytes(b"GGUF data")
+    (output / "gguf" / "Modelfile").write_text("FROM ./x.gguf\n")
+    (finished.run_dir / "metrics.jsonl").write_text(
+        '{"event": "log", "step": 1, "loss": 2.5}\n{"event": "eval", "eval_loss": 2.25}\n'
+    )
+    return finished
+
+
+def test_push_sends_one_commit_with_the_card_and_the_gguf_at_the_root(pushable, hub, run_cli):
+    result = run_cli("push", pushable.run_id)
+    assert result.exit_code == 0, result.stderr
+    repo = hub.repos["alice/Demo-Project"]
+    assert repo.private is True
+    assert len(hub.commits()) == 1
+    assert sorted(repo.files) == sorted([
+        "README.md", "Modelfile", f"{pushable.run_id}-Q4_K_M.gguf", "adapter_config.json",
+        "config.json", "model.safetensors",
+    ])  # fmt: skip
+    card = repo.files["README.md"].decode()
+    assert card.startswith("---\nbase_model: models/tiny\n")
+    assert "ollama run hf.co/alice/Demo-Project:Q4_K_M" in card
+    assert "Final training loss: 2.5000" in card and "Final eval loss: 2.2500" in card
+    assert card.endswith("<!-- overbrainer:card -->\n")
+    assert "api_key" not in card and "base_url" not in card and "[targets" not in card
+    record = json.loads((pushable.run_dir / "hub" / "push.json").read_text())
+    assert record["repo"] == "alice/Demo-Project"
+    assert record["private"] is True
+    assert record["commit"] == repo.sha
+    assert record["url"] == f"{hub.url}/alice/Demo-Project"
+    assert "README.md" in record["files"]
+    assert result.stdout.startswith(f"push: {hub.url}/alice/Demo-Project (6 files, ")
+
+
+def test_a_second_push_keeps_the_hand_edited_part_of_the_card(pushable, hub, run_cli):
+    assert run_cli("push", pushable.run_id).exit_code == 0
+    repo = hub.repos["alice/Demo-Project"]
+    repo.files["README.md"] += b"\n## My notes\n\nWritten by hand.\n"
+    (pushable.run_dir / "metrics.jsonl").write_text('{"event": "log", "loss": 1.0}\n')
+    result = run_cli("push", pushable.run_id)
+    assert result.exit_code == 0, result.stderr
+    assert "repo alice/Demo-Project exists and stays private" in result.stderr
+    card = repo.files["README.md"].decode()
+    assert "Final training loss: 1.0000" in card
+    assert card.endswith("<!-- overbrainer:card -->\n## My notes\n\nWritten by hand.\n")
+    assert len(hub.commits()) == 2
+
+
+def test_a_readme_of_someone_else_is_kept(pushable, hub, run_cli):
+    assert run_cli("push", pushable.run_id).exit_code == 0
+    repo = hub.repos["alice/Demo-Project"]
+    repo.files["README.md"] = b"# My own card\n"
+    result = run_cli("push", pushable.run_id)
+    assert "kept the repo's own README.md (use --overwrite-card to replace it)" in result.stderr
+    assert repo.files["README.md"] == b"# My own card\n"
+    result = run_cli("push", pushable.run_id, "--overwrite-card")
+    assert repo.files["README.md"].decode().endswith("<!-- overbrainer:card -->\n")
+
+
+def test_a_private_run_is_refused_into_a_public_repo(pushable, hub, run_cli):
+    assert run_cli("push", pushable.run_id, "--repo", "alice/open", "--public").exit_code == 0
+    assert hub.repos["alice/open"].private is False
+    result = run_cli("push", pushable.run_id, "--repo", "alice/open")
+    assert result.exit_code == 1
+    assert (
+        f"error: run {pushable.run_id} is pushed private, and repo alice/open is public: "
+        "refusing to make it public (use --public or [hub] private = false)"
+    ) in result.stderr
+    assert len(hub.commits()) == 1
+
+
+def test_the_token_is_never_printed_nor_written(pushable, hub, run_cli):
+    hub.status_override["/api/models/alice/Demo-Project/commit"] = 500
+    result = run_cli("push", pushable.run_id)
+    assert result.exit_code == 1
+    assert "Hugging Face request failed" in result.stderr
+    hub.status_override.clear()
+    result = run_cli("push", pushable.run_id)
+    assert result.exit_code == 0
+    assert TOKEN not in result.stdout + result.stderr
+    for path in pushable.dir.rglob("*"):
+        if path.is_file():
+            assert TOKEN.encode() not in path.read_bytes(), path
+    assert {
+        (r.path, r.headers.get("authorization")) for r in hub.requests if r.path.startswith("/api/")
+    } <= {(r.path, f"Bearer {TOKEN}") for r in hub.requests}
+
+
+def test_no_token_says_what_to_set(pushable, hub, run_cli, monkeypatch):
+    monkeypatch.delenv("OVERBRAINER_HF_TOKEN")
+    result = run_cli("push", pushable.run_id)
+    assert (
+        "error: OVERBRAINER_HF_TOKEN is not set: a Hugging Face token with write access is "
+        "needed to push"
+    ) in result.stderr
+
+
+def test_a_refused_token_and_a_read_only_token(pushable, hub, run_cli, monkeypatch):
+    monkeypatch.setenv("OVERBRAINER_HF_TOKEN", "hf_wrong")
+    result = run_cli("push", pushable.run_id)
+    assert (
+        "Hugging Face refused the token: set OVERBRAINER_HF_TOKEN to a valid token with write "
+        "access"
+    ) in result.stderr
+    monkeypatch.setenv("OVERBRAINER_HF_TOKEN", READ_TOKEN)
+    hub.status_override["/api/repos/create"] = 403
+    result = run_cli("push", pushable.run_id)
+    assert (
+        "the Hugging Face token needs write access to alice: set OVERBRAINER_HF_TOKEN to a "
+        "token that has it"
+    ) in result.stderr
+
+
+def test_dry_run_sends_nothing_and_needs_no_token(pushable, hub, run_cli, monkeypatch):
+    monkeypatch.delenv("OVERBRAINER_HF_TOKEN")
+    result = run_cli("push", pushable.run_id, "--dry-run")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "push: <you>/Demo-Project, private when created; nothing is sent (--dry-run)"
+    assert f"{pushable.run_id}-Q4_K_M.gguf  9 B" in lines
+    assert lines[-1].startswith("push: 5 files, ")
+    assert lines[-1].endswith(f"card written to runs/{pushable.run_id}/hub/README.md")
+    assert (pushable.run_dir / "hub" / "README.md").is_file()
+    assert hub.requests == []
+
+
+def test_a_bad_repo_and_an_http_hub_off_loopback(pushable, hub, run_cli, monkeypatch):
+    result = run_cli("push", pushable.run_id, "--repo", "nope")
+    assert "error: `nope` is not a Hugging Face repo: use NAMESPACE/NAME" in result.stderr
+    monkeypatch.setenv("OVERBRAINER_HUB__BASE_URL", "http://example.com")
+    result = run_cli("push", pushable.run_id)
+    assert "hub.base_url must be https (http only on a loopback address)" in result.stderr
+
+
+def test_a_stopped_run_with_only_a_checkpoint_is_not_pushed(pushable, hub, run_cli):
+    output = pushable.run_dir / "output"
+    for name in ("config.json", "adapter_config.json"):
+        (output / name).unlink()
+    (output / "checkpoint-4" / "adapter_config.json").write_text("{}")
+    pushable.record(state="stopped", snapshot={"checkpoint": "output/checkpoint-4", "step": 4})
+    result = run_cli("push", pushable.run_id)
+    assert (
+        f"run {pushable.run_id} has no model in output/ (only checkpoint output/checkpoint-4): "
+        "export or resume it first"
+    ) in result.stderr
+
+
+def test_after_training_pushes_a_succeeded_run_once(trainer, run_cli, monkeypatch):
+    server = FakeHub({TOKEN: ("alice", "write")}).start()
+    try:
+        monkeypatch.setenv("OVERBRAINER_HUB__BASE_URL", server.url)
+        trainer.configure(extra='\n[hub]\nafter_training = true\nrepo = "alice/child"\n')
+        result = run_cli("train")
+        assert "OVERBRAINER_HF_TOKEN is not" in result.stderr
+        assert "push failed: OVERBRAINER_HF_TOKEN is not set" in result.stderr
+        monkeypatch.setenv("OVERBRAINER_HF_TOKEN", TOKEN)
+        result = run_cli("train")
+        assert result.exit_code == 0, result.stderr
+        run_id = trainer.run()["id"]
+        assert f"push: {server.url}/alice/child (" in result.stdout
+        assert (trainer.dir / "runs" / run_id / "hub" / "push.json").is_file()
+        assert len(server.commits()) == 1
+    finally:
+        server.stop()
+
+
+def test_a_path_clash_in_the_repo_is_an_error(pushable, hub, run_cli):
+    (pushable.run_dir / "output" / "gguf" / "config.json").write_text("{}")
+    result = run_cli("push", pushable.run_id)
+    assert result.exit_code == 1
+    assert "gguf/config.json and config.json both go to config.json in the repo" in result.stderr
+    assert hub.commits() == []
+
+
+def test_an_unreachable_hub_is_a_clear_error(pushable, run_cli, monkeypatch):
+    monkeypatch.setenv("OVERBRAINER_HUB__BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("OVERBRAINER_HF_TOKEN", TOKEN)
+    result = run_cli("push", pushable.run_id)
+    assert result.exit_code == 1
+    assert "error: Hugging Face request failed: " in result.stderr
+    assert TOKEN not in result.stderr

@@ -1,0 +1,108 @@
+"""export with the real Axolotl venv (peft, transformers) and the real llama.cpp toolchain:
+the quickstart's tiny model with a LoRA adapter, merged, converted, quantized, then loaded
+by llama.cpp, which generates a token.
+
+Run with ``OVERBRAINER_AXOLOTL_VENV=... OVERBRAINER_LLAMA_CPP=<toolchain dir> uv run pytest
+-m real tests/after`` (``.ci/run`` builds the toolchain under ~/.cache/overbrainer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from tests.after.test_compare import eval_record
+from tests.fixtures.real import REAL_TIMEOUT
+
+from fake_provider import openai_completion
+from overbrainer.after.toolchain import LLAMA_CPP_PYTHON
+
+pytestmark = pytest.mark.real
+
+TOOLCHAIN = os.environ.get("OVERBRAINER_LLAMA_CPP") or str(
+    Path.home() / ".cache" / "overbrainer" / f"llama-cpp-python-{LLAMA_CPP_PYTHON}"
+)
+
+MAKE_ADAPTER = """
+import sys
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM, AutoTokenizer
+base, out = sys.argv[1:3]
+model = AutoModelForCausalLM.from_pretrained(base)
+config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+get_peft_model(model, config).save_pretrained(out)
+AutoTokenizer.from_pretrained(base).save_pretrained(out)
+"""
+
+GENERATE = """
+import sys
+from llama_cpp import Llama
+model = Llama(sys.argv[1], n_ctx=256, verbose=False)
+out = model.create_chat_completion([{"role": "user", "content": "hi"}], max_tokens=1)
+print(out["usage"]["completion_tokens"])
+"""
+
+
+@pytest.fixture
+def toolchain() -> Path:
+    path = Path(TOOLCHAIN)
+    if not (path / "bin" / "python").exists():
+        pytest.skip(f"no llama.cpp toolchain in {path}: build it with install_llama_cpp.sh")
+    return path
+
+
+def test_export_then_llama_cpp_loads_the_gguf_and_generates_then_compare_serves_it(
+    finished, run_cli, venv, tiny_model, toolchain, provider, monkeypatch
+):
+    monkeypatch.setenv("OVERBRAINER_LLAMA_CPP", str(toolchain))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    config = finished.dir / "overbrainer.toml"
+    config.write_text(config.read_text().replace(str(finished.venv), str(venv)))
+    output = finished.run_dir / "output"
+    for path in output.iterdir():
+        path.unlink()
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-c", MAKE_ADAPTER, str(tiny_model), str(output)],
+        check=True,
+        timeout=REAL_TIMEOUT,
+    )
+    (finished.run_dir / "axolotl.yaml").write_text(
+        f"base_model: {tiny_model}\nadapter: lora\nsequence_len: 384\n"
+    )
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 0, result.stderr
+    [record_file] = finished.run_dir.glob("exports/*/export.json")
+    record = json.loads(record_file.read_text())
+    gguf = finished.run_dir / record["file"]
+    assert gguf.read_bytes()[:4] == b"GGUF"
+    generated = subprocess.run(
+        [str(toolchain / "bin" / "python"), "-c", GENERATE, str(gguf)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=REAL_TIMEOUT,
+    )
+    assert generated.stdout.strip() == "1"
+
+    # The child served by llama.cpp's own server on loopback, judged by the loopback provider.
+    monkeypatch.setenv("OVERBRAINER_PROVIDERS__MAIN__BASE_URL", provider.url)
+    provider.on(
+        lambda seen: "You are judging two answers" in seen.prompt,
+        openai_completion('{"verdict": "tie", "reason": "Both are short."}'),
+        times=None,
+    )
+    (finished.run_dir / "data").mkdir()
+    (finished.run_dir / "data" / "eval.jsonl").write_text(
+        "".join(json.dumps(eval_record(i)) + "\n" for i in range(2))
+    )
+    result = run_cli("compare", "--limit", "2")
+    assert result.exit_code == 0, result.stderr
+    [directory] = finished.run_dir.glob("compares/*")
+    data = json.loads((directory / "compare.json").read_text())
+    assert [q["verdict"] for q in data["questions"]] == ["tie", "tie"]
+    assert all(q["tokens"] >= 1 and q["seconds"] > 0 for q in data["questions"])
+    assert data["hardware"]["build"] == "cpu"
+    assert "llama" in (directory / "server.log").read_text().lower()

@@ -1,0 +1,67 @@
+"""export and compare on an ``ssh`` target (a real sshd on 127.0.0.1): the inputs go up when
+the target lacks them, the GGUF comes home verified, the child's answers come home."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tests.after.test_compare import JUDGE_PROMPT, eval_record
+
+from fake_provider import openai_completion
+
+SSH_TARGET = """
+[training]
+target = "gpu"
+base_model = "models/tiny"
+adapter = "lora"
+
+[targets.gpu]
+kind = "ssh"
+venv = "{venv}"
+"""
+
+
+@pytest.fixture
+def remote_run(finished, sshd, ssh_target_env):
+    ssh_target_env("gpu")
+    config = finished.dir / "overbrainer.toml"
+    config.write_text(
+        config.read_text().split("\n[training]")[0] + SSH_TARGET.format(venv=finished.venv)
+    )
+    remote = sshd.home / "overbrainer" / finished.run_id
+    finished.record(target="gpu", remote_dir=str(remote))
+    (finished.run_dir / "data").mkdir()
+    (finished.run_dir / "data" / "eval.jsonl").write_text(
+        "".join(json.dumps(eval_record(i)) + "\n" for i in range(3))
+    )
+    return finished, remote
+
+
+def test_export_then_compare_over_ssh(remote_run, run_cli, provider, monkeypatch):
+    finished, remote = remote_run
+    result = run_cli("export", finished.run_id, "--quantize", "Q8_0")
+    assert result.exit_code == 0, result.stderr
+    assert (remote / "output" / "config.json").is_file()  # uploaded: the target had no run
+    assert not (remote / "output" / "gguf").exists()
+    gguf = finished.run_dir / "output" / "gguf" / f"{finished.run_id}-Q8_0.gguf"
+    assert gguf.read_bytes() == b"GGUF converted auto from ../../output quantized 7"
+    [record] = finished.run_dir.glob("exports/*/export.json")
+    assert (record.parent / "export.log").read_text().startswith("converting")
+
+    monkeypatch.setenv("OVERBRAINER_PROVIDERS__MAIN__BASE_URL", provider.url)
+    provider.on(
+        lambda seen: JUDGE_PROMPT in seen.prompt,
+        openai_completion('{"verdict": "B", "reason": "B says more."}'),
+        times=None,
+    )
+    result = run_cli("compare", "--limit", "3")
+    assert result.exit_code == 0, result.stderr
+    [directory] = finished.run_dir.glob("compares/*")
+    assert (remote / "output" / "gguf" / gguf.name).is_file()  # sent up for the server
+    data = json.loads((directory / "compare.json").read_text())
+    assert [q["child"] for q in data["questions"]] == [
+        f"Child answer to: Question {i}: what is ownership?" for i in range(3)
+    ]
+    assert "serving" in (directory / "server.log").read_text()
+    assert data["hardware"]["build"] == "cpu"
