@@ -296,6 +296,10 @@ class HostExecutor:
         self._offsets[run.id] = offset + used
         return JobPoll(status, tuple(lines), request, snapshot)
 
+    def wait(self, run: RunRecord, timeout: float) -> bool | None:
+        """Until the job changes state or ``timeout`` passes; None: poll instead."""
+        return self.host.wait_for_change(run.remote_dir, timeout)
+
     def request_snapshot(self, run: RunRecord, reason: str) -> None:
         self.host.check(scripts.request_script(run.remote_dir, reason))
 
