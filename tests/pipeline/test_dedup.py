@@ -13,40 +13,11 @@ from tests.pipeline.reference_dedup import Deduplicator as Reference
 
 from overbrainer.pipeline.dedup import Deduplicator
 
-WORDS = [
-    *[
-        "what",
-        "how",
-        "why",
-        "when",
-        "does",
-        "is",
-        "the",
-        "a",
-        "of",
-        "in",
-        "model",
-        "training",
-        "loss",
-        "rate",
-        "learning",
-        "data",
-    ],
-    *[
-        "set",
-        "batch",
-        "size",
-        "layer",
-        "weight",
-        "gradient",
-        "token",
-        "attention",
-        "head",
-        "memory",
-        "GPU",
-        "CPU",
-    ],
-]
+WORDS = (
+    "what", "how", "why", "when", "does", "is", "the", "a", "of", "in", "model", "training",
+    "loss", "rate", "learning", "data", "set", "batch", "size", "layer", "weight", "gradient",
+    "token", "attention", "head", "memory", "GPU", "CPU",
+)  # fmt: skip
 
 
 def generated(seed: int, count: int) -> list[str]:

@@ -188,10 +188,10 @@ class Deduplicator:
         needed = max(1, math.ceil(self.threshold * size - _SLACK))
         postings = sorted((self._index.get(gram, ()) for gram in grams), key=len)
         found: set[int] = set()
-        for held in postings[: size - needed + 1]:
-            found.update(held)
-        for held in found:
-            other = self._grams[held]
+        for posting in postings[: size - needed + 1]:
+            found.update(posting)
+        for number in found:
+            other = self._grams[number]
             shared = len(grams & other)
             if shared / (size + len(other) - shared) >= self.threshold:
                 return True
