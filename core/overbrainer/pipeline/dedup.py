@@ -142,8 +142,9 @@ class Deduplicator:
         admitted = survivors[:limit]
         for text, grams in admitted:
             self._add(text, grams)
-        if units is not None:
-            self._vectors.append(units[: len(admitted)])
+        if units is not None and admitted:
+            # Growing the matrix copies it: on the worker thread too.
+            await asyncio.to_thread(self._vectors.append, units[: len(admitted)])
         return [text for text, _ in admitted], rejected
 
     def _screen_lexical(

@@ -29,7 +29,11 @@ _TURN_KEYS = {"role", "content", "reasoning_content"}
 
 
 def _strings(record: dict[str, Any], *keys: str) -> bool:
-    return all(isinstance(record.get(key), str) for key in keys)
+    get = record.get
+    for key in keys:  # a loop, not all(): called for every line of every file read
+        if not isinstance(get(key), str):
+            return False
+    return True
 
 
 def is_subtopic(record: dict[str, Any]) -> bool:
