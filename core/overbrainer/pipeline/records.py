@@ -30,7 +30,7 @@ _TURN_KEYS = {"role", "content", "reasoning_content"}
 
 def _strings(record: dict[str, Any], *keys: str) -> bool:
     get = record.get
-    for key in keys:  # a loop, not all(): called for every line of every file read
+    for key in keys:  # noqa: SIM110 - a loop, not all(): called for every line read
         if not isinstance(get(key), str):
             return False
     return True

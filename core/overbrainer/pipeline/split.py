@@ -7,7 +7,9 @@ order go to eval. Nothing depends on the order of ``answers.jsonl``.
 
 from __future__ import annotations
 
+import gc
 import math
+import os
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Mapping
@@ -19,7 +21,7 @@ from loguru import logger
 from overbrainer.config.model import Settings, Topic
 from overbrainer.errors import UserError
 from overbrainer.pipeline.ids import seeded_order
-from overbrainer.pipeline.jsonl import encode, loads, scan_jsonl, scan_lines
+from overbrainer.pipeline.jsonl import encode, loads, same_bytes, scan_jsonl, scan_lines
 from overbrainer.pipeline.records import (
     ANSWERS,
     CHECKS,
@@ -133,7 +135,7 @@ def _answers(source: BinaryIO | None) -> dict[str, _Answer]:
             intern(answer["subtopic"]),
             excluded,
             None if excluded is not None else _problem(answer),
-            encode(answer, line.fast) == line.body,
+            same_bytes(line),
             line.fast,
         )
     return latest
@@ -154,9 +156,13 @@ def run(data: DataFiles, settings: Settings, topics: list[Topic]) -> SplitResult
         source = None
     except OSError as error:
         raise UserError(f"cannot read {DATA_DIR}/{ANSWERS}: {error.strerror}") from None
+    collecting = gc.isenabled()
+    gc.disable()  # 100,000 index entries survive: each full collection would walk them all
     try:
         return _split(data, settings, topics, source)
     finally:
+        if collecting:
+            gc.enable()
         if source is not None:
             source.close()
 
@@ -243,9 +249,9 @@ def _write(data: DataFiles, name: str, source: BinaryIO, answers: list[_Answer])
     def write(out: BinaryIO) -> None:
         pending: list[bytes] = []
         size = 0
+        fd = source.fileno()
         for answer in answers:
-            source.seek(answer.offset)
-            raw = source.read(answer.length)
+            raw = os.pread(fd, answer.length, answer.offset)
             line = raw[:-1] if raw.endswith(b"\n") else raw
             if not answer.verbatim:
                 line = encode(*loads(line))
