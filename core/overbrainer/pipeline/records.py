@@ -79,7 +79,7 @@ def _turn_problem(turn: Any) -> str | None:
         return "has no role"
     if not isinstance(turn.get("content"), str):
         return "has no text"
-    if set(turn) - _TURN_KEYS:
+    if not _TURN_KEYS.issuperset(turn):
         return "has unknown fields"
     if "reasoning_content" in turn and (
         turn["role"] != "assistant" or not isinstance(turn["reasoning_content"], str)
