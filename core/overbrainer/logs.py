@@ -58,15 +58,33 @@ def _write(message: str) -> None:
     sys.stderr.write(redact(message))
 
 
-def configure_logging(level: str | None = None) -> None:
-    """Send log lines at ``level`` (default ``OVERBRAINER_LOG``, else INFO) to stderr."""
-    from loguru import logger
+_configured = False
 
+
+def log_level(level: str | None = None) -> str:
+    """``level`` (default ``OVERBRAINER_LOG``, else INFO), checked without loguru."""
     from overbrainer.errors import UserError
 
     name = (level or os.environ.get("OVERBRAINER_LOG") or "INFO").upper()
     if name not in LEVELS:
         raise UserError(f"OVERBRAINER_LOG: expected one of {', '.join(LEVELS).lower()}")
+    return name
+
+
+def ensure_logging() -> None:
+    """Configure logging now unless it was: for a command that deferred it (``runs ls``
+    imports loguru only to warn)."""
+    if not _configured:
+        configure_logging()
+
+
+def configure_logging(level: str | None = None) -> None:
+    """Send log lines at ``level`` (default ``OVERBRAINER_LOG``, else INFO) to stderr."""
+    global _configured  # noqa: PLW0603 - once a process, by the CLI
+    from loguru import logger
+
+    name = log_level(level)
+    _configured = True
     colour = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
     logger.remove()
     logger.configure(patcher=_escape)

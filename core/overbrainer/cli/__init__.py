@@ -33,6 +33,11 @@ COMMANDS = {
 }
 
 
+DEFERRED_LOGGING = frozenset({"runs"})
+"""Groups that configure logging themselves: ``runs ls`` lists without importing loguru
+(a quarter of its start-up) unless it warns."""
+
+
 class CliError(click.ClickException):
     """A user error as the command line prints it: ``error: <message>``, exit 1."""
 
@@ -133,10 +138,13 @@ def cli(ctx: click.Context, project_dir: Path) -> None:
     """
     from overbrainer.cli.context import App
     from overbrainer.errors import UserError
-    from overbrainer.logs import configure_logging
+    from overbrainer.logs import configure_logging, log_level
 
     try:
-        configure_logging()
+        if ctx.invoked_subcommand in DEFERRED_LOGGING:
+            log_level()  # checked now; configured by the group, or on the first warning
+        else:
+            configure_logging()
     except UserError as error:
         raise CliError(error.message) from None
     ctx.obj = App(project_dir=project_dir)

@@ -9,16 +9,22 @@ from overbrainer.cli.context import current_app
 
 
 @click.group()
-def runs() -> None:
+@click.pass_context
+def runs(ctx: click.Context) -> None:
     """List training runs and read their logs."""
+    if ctx.invoked_subcommand != "ls":
+        from overbrainer.logs import ensure_logging
+
+        ensure_logging()
 
 
 @runs.command("ls")
 def list_runs() -> None:
     """List the runs, oldest first: id, state, target, creation time, snapshot."""
+    from overbrainer.project import runs_dir
     from overbrainer.runs.listing import run_lines
 
-    for line in run_lines(current_app().runs):
+    for line in run_lines(runs_dir(current_app().project_dir)):
         click.echo(line)
 
 

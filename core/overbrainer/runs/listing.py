@@ -1,36 +1,170 @@
-"""``runs ls``: one line a run, from the records alone (no network)."""
+"""``runs ls``: one line a run, from the records alone (no network).
+
+A listing reads of each ``run.json`` only the fields it prints (id, state, target,
+creation time, snapshot) and checks only those: no pydantic, no full validation of a
+thousand records, and nothing cached, so a state is never stale. With ``describe`` (a
+plugin adding what it knows), the records are loaded in full, as ``describe`` takes them.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from overbrainer.job.layout import OUTPUT_DIR
-from overbrainer.job.record import RunRecord
+from overbrainer.errors import UserError
+from overbrainer.job.layout import OUTPUT_DIR, RECORD
 from overbrainer.redact import escape_controls
-from overbrainer.runs.store import RunStore
+from overbrainer.runs.ids import is_valid_id
+
+if TYPE_CHECKING:
+    from overbrainer.job.record import RunRecord
+    from overbrainer.runs.store import RunStore
+
+STATES = ("preparing", "running", "succeeded", "failed", "cancelled", "stopped")
+"""``RunState``'s values (a test holds them equal), without importing pydantic."""
+REASONS = ("requested", "deadline", "cost", "disk")
+"""``SnapshotReason``'s values."""
 
 
-def run_line(record: RunRecord, width: int, extra: str = "") -> str:
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """What ``runs ls`` prints of a run."""
+
+    id: str
+    state: str
+    target: str
+    created: str
+    step: int | None = None
+    reason: str = "requested"
+
+
+def run_line(record: RunRecord | Listed, width: int, extra: str = "") -> str:
     """``id  state  target  created``, then the snapshot of a stopped run and ``extra``;
     what the record holds is escaped (it is a file anyone may have written)."""
+    if isinstance(record, Listed):
+        state, step, reason = record.state, record.step, record.reason
+    else:
+        state = record.state.value
+        step = record.snapshot.step if record.snapshot is not None else None
+        reason = record.snapshot.reason if record.snapshot is not None else ""
     snapshot = ""
-    if record.snapshot is not None:
-        snapshot = (
-            f"  step {record.snapshot.step} ({record.snapshot.reason}): "
-            f"partial model in {OUTPUT_DIR}/"
-        )
+    if step is not None:
+        snapshot = f"  step {step} ({reason}): partial model in {OUTPUT_DIR}/"
     return escape_controls(
-        f"{record.id:<{width}}  {record.state.value:<9}  {record.target}  {record.created}"
-        f"{snapshot}{extra}"
+        f"{record.id:<{width}}  {state:<9}  {record.target}  {record.created}{snapshot}{extra}"
     )
 
 
+def read_listed(directory: str, run_id: str) -> Listed:
+    """The printed fields of ``directory``'s ``run.json``; ``UserError`` saying why they
+    cannot be read, worded as ``RunStore.load`` words it."""
+    path = os.path.join(directory, RECORD)
+    shown = f"runs/{run_id}/{RECORD}"
+    if os.path.islink(path):
+        raise UserError(f"{shown} is a symbolic link: refusing to read it")
+    try:
+        with open(path, "rb") as file:
+            data = json.loads(file.read())
+    except json.JSONDecodeError as error:
+        raise UserError(
+            f"{shown} is not a valid run record (line {error.lineno}, column {error.colno})"
+        ) from None
+    except UnicodeDecodeError:
+        raise UserError(f"{shown} is not a valid run record (not UTF-8)") from None
+    except OSError as error:
+        raise UserError(f"cannot read {shown}: {error.strerror}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{shown} is not a valid run record (record: not an object)")
+    problem = _problem(data)
+    if problem is not None:
+        raise UserError(f"{shown} is not a valid run record ({problem})")
+    if data["id"] != run_id:
+        raise UserError(f"{shown} is not a valid run record (id: names another run)")
+    snapshot = data.get("snapshot")
+    return Listed(
+        data["id"],
+        data.get("state", "preparing"),
+        data["target"],
+        data["created"],
+        snapshot["step"] if snapshot is not None else None,
+        snapshot.get("reason", "requested") if snapshot is not None else "requested",
+    )
+
+
+def _problem(data: dict[str, Any]) -> str | None:
+    """What makes the printed fields (and the required ones) no run record's."""
+    for key in ("id", "target", "created", "remote_dir"):
+        if key not in data:
+            return f"{key}: Field required"
+        if not isinstance(data[key], str):
+            return f"{key}: Input should be a valid string"
+    if data.get("state", "preparing") not in STATES:
+        return f"state: Input should be {', '.join(repr(s) for s in STATES)}"
+    snapshot = data.get("snapshot")
+    return None if snapshot is None else _snapshot_problem(snapshot)
+
+
+def _snapshot_problem(snapshot: Any) -> str | None:
+    if not isinstance(snapshot, dict):
+        return "snapshot: Input should be a valid dictionary"
+    step = snapshot.get("step")
+    if type(step) is not int or step < 0:
+        return "snapshot.step: Input should be an integer of 0 or more"
+    if not isinstance(snapshot.get("checkpoint"), str):
+        return "snapshot.checkpoint: Input should be a valid string"
+    if snapshot.get("reason", "requested") not in REASONS:
+        return f"snapshot.reason: Input should be {', '.join(repr(r) for r in REASONS)}"
+    return None
+
+
+def listed_runs(root: Path, warn: Callable[[str], None]) -> list[Listed]:
+    """Every readable run under ``root``, oldest first; ``warn`` says why one is skipped."""
+    if not root.is_dir():
+        return []
+    runs = []
+    for entry in os.scandir(root):
+        if not is_valid_id(entry.name) or not entry.is_dir(follow_symlinks=False):
+            continue
+        if not os.path.exists(os.path.join(entry.path, RECORD)):
+            continue
+        try:
+            runs.append(read_listed(entry.path, entry.name))
+        except UserError as error:
+            warn(f"skipping run {entry.name}: {error}")
+    return sorted(runs, key=lambda run: (run.created, run.id))
+
+
+def _warn(message: str) -> None:
+    from loguru import logger
+
+    from overbrainer.logs import ensure_logging
+
+    ensure_logging()
+    logger.warning(message)
+
+
 def run_lines(
-    store: RunStore, describe: Callable[[RunRecord], str | None] | None = None
+    store: RunStore | Path, describe: Callable[[RunRecord], str | None] | None = None
 ) -> Iterator[str]:
-    """The lines of ``runs ls``; ``describe`` adds what a plugin knows (a pod's state)."""
+    """The lines of ``runs ls`` for a ``RunStore`` or a ``runs/`` directory; ``describe``
+    adds what a plugin knows (a pod's state), from the full records."""
+    if describe is None:
+        root = store if isinstance(store, Path) else store.root
+        runs = listed_runs(root, _warn)
+        width = max((len(run.id) for run in runs), default=0)
+        for run in runs:
+            yield run_line(run, width)
+        return
+    if isinstance(store, Path):
+        from overbrainer.runs.store import RunStore
+
+        store = RunStore(store.parent)
     records = store.list()
     width = max((len(record.id) for record in records), default=0)
     for record in records:
-        extra = (describe(record) if describe else None) or ""
+        extra = describe(record) or ""
         yield run_line(record, width, f"  {extra}" if extra else "")
