@@ -33,6 +33,24 @@ COMMANDS = {
 }
 
 
+SUMMARIES = {
+    "init": "Create a project: overbrainer.toml, .env.example and the prompt templates.",
+    "config": "Inspect the configuration.",
+    "runs": "List training runs and read their logs.",
+    "plugins": "List the installed overbrainer plugins.",
+    "subtopics": "Ask the generator for the subtopics each topic is missing.",
+    "questions": "Ask the generator for the questions each subtopic is missing.",
+    "answers": "Ask the parent to answer every question that has no answer yet.",
+    "split": "Split the usable answers into data/train.jsonl and data/eval.jsonl.",
+    "run": "Run subtopics, questions, answers and split, then train when [training] exists.",
+    "train": "Fine-tune the child model on a target and follow the run.",
+    "watch": "Run the stages and training now, then again after each change.",
+    "history": "Runs, items, tokens and cost per stage, and their total.",
+    "migrate": "Bring the project's files to the format this overbrainer writes.",
+}
+"""The first paragraph of each command's help, so ``--help`` lists the commands without
+importing them (a test holds these equal to the commands' own)."""
+
 DEFERRED_LOGGING = frozenset({"runs"})
 """Groups that configure logging themselves: ``runs ls`` lists without importing loguru
 (a quarter of its start-up) unless it warns."""
@@ -95,6 +113,24 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As click lists them, with the summaries of commands not imported yet."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            if name in self.lazy and name not in self.commands and name in SUMMARIES:
+                summary = click.Command(name, help=SUMMARIES[name])
+                rows.append((name, summary.get_short_help_str(limit)))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy and cmd_name not in self.commands:
