@@ -12,10 +12,10 @@ from overbrainer.cli.context import current_app
 @click.pass_context
 def runs(ctx: click.Context) -> None:
     """List training runs and read their logs."""
-    if ctx.invoked_subcommand != "ls":
-        from overbrainer.logs import ensure_logging
+    if ctx.invoked_subcommand != "ls":  # `ls` configures it only to warn
+        from overbrainer.logs import configure_logging
 
-        ensure_logging()
+        configure_logging()
 
 
 @runs.command("ls")

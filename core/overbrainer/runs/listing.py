@@ -8,6 +8,7 @@ plugin adding what it knows), the records are loaded in full, as ``describe`` ta
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -64,11 +65,14 @@ def read_listed(directory: str, run_id: str) -> Listed:
     cannot be read, worded as ``RunStore.load`` words it."""
     path = os.path.join(directory, RECORD)
     shown = f"runs/{run_id}/{RECORD}"
-    if os.path.islink(path):
-        raise UserError(f"{shown} is a symbolic link: refusing to read it")
     try:
-        with open(path, "rb") as file:
-            data = json.loads(file.read())
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UserError(f"{shown} is a symbolic link: refusing to read it") from None
+        raise UserError(f"cannot read {shown}: {error.strerror}") from None
+    try:
+        data = json.loads(_read_all(fd))
     except json.JSONDecodeError as error:
         raise UserError(
             f"{shown} is not a valid run record (line {error.lineno}, column {error.colno})"
@@ -77,6 +81,8 @@ def read_listed(directory: str, run_id: str) -> Listed:
         raise UserError(f"{shown} is not a valid run record (not UTF-8)") from None
     except OSError as error:
         raise UserError(f"cannot read {shown}: {error.strerror}") from None
+    finally:
+        os.close(fd)
     if not isinstance(data, dict):
         raise UserError(f"{shown} is not a valid run record (record: not an object)")
     problem = _problem(data)
@@ -93,6 +99,13 @@ def read_listed(directory: str, run_id: str) -> Listed:
         snapshot["step"] if snapshot is not None else None,
         snapshot.get("reason", "requested") if snapshot is not None else "requested",
     )
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = [os.read(fd, 1 << 16)]
+    while chunks[-1]:
+        chunks.append(os.read(fd, 1 << 16))
+    return b"".join(chunks)
 
 
 def _problem(data: dict[str, Any]) -> str | None:
@@ -138,13 +151,23 @@ def listed_runs(root: Path, warn: Callable[[str], None]) -> list[Listed]:
     return sorted(runs, key=lambda run: (run.created, run.id))
 
 
-def _warn(message: str) -> None:
-    from loguru import logger
+def _warner() -> Callable[[str], None]:
+    """``logger.warning``, with logging configured at the first warning: the CLI
+    deferred it, so that a listing with nothing to warn about never imports loguru."""
+    ready = False
 
-    from overbrainer.logs import ensure_logging
+    def warn(message: str) -> None:
+        nonlocal ready
+        from loguru import logger
 
-    ensure_logging()
-    logger.warning(message)
+        if not ready:
+            from overbrainer.logs import configure_logging
+
+            configure_logging()
+            ready = True
+        logger.warning(message)
+
+    return warn
 
 
 def run_lines(
@@ -154,7 +177,7 @@ def run_lines(
     adds what a plugin knows (a pod's state), from the full records."""
     if describe is None:
         root = store if isinstance(store, Path) else store.root
-        runs = listed_runs(root, _warn)
+        runs = listed_runs(root, _warner())
         width = max((len(run.id) for run in runs), default=0)
         for run in runs:
             yield run_line(run, width)
