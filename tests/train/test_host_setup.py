@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import zipfile
 from pathlib import Path
+
+import pytest
 
 from overbrainer.testing import fake_axolotl
 
@@ -38,7 +42,48 @@ def make_wheel(directory: Path) -> Path:
     return wheel
 
 
-def test_axolotl_is_installed_into_the_venv_on_first_use_then_reused(trainer, run_cli, tmp_path):
+def path_without_uv(tmp_path: Path) -> str:
+    """PATH with every directory that holds `uv` replaced by a copy of links to the rest."""
+    parts = []
+    for number, directory in enumerate(os.environ["PATH"].split(os.pathsep)):
+        if not (Path(directory) / "uv").exists():
+            parts.append(directory)
+            continue
+        shadow = tmp_path / f"path-{number}"
+        shadow.mkdir()
+        for entry in Path(directory).iterdir():
+            if entry.name != "uv":
+                (shadow / entry.name).symlink_to(entry)
+        parts.append(str(shadow))
+    return os.pathsep.join(parts)
+
+
+@pytest.fixture(params=["uv", "pip"])
+def installer(request, tmp_path, monkeypatch) -> str:
+    """Which installs the target's host can do: with uv (when it is on PATH), or with pip
+    alone (uv taken off PATH)."""
+    if request.param == "uv":
+        if shutil.which("uv") is None:
+            pytest.skip("uv is not installed")
+    else:
+        monkeypatch.setenv("PATH", path_without_uv(tmp_path))
+        assert shutil.which("uv") is None
+    return request.param
+
+
+INSTALLED = {
+    "uv": "install: Installed 1 package",
+    "pip": "install: Successfully installed fake-axolotl-cli-0.1",
+}
+NOT_FOUND = {
+    "uv": "no-such-package was not found in the provided package locations",
+    "pip": "No matching distribution found for no-such-package==9.9",
+}
+
+
+def test_axolotl_is_installed_into_the_venv_on_first_use_then_reused(
+    trainer, run_cli, tmp_path, installer
+):
     wheel = make_wheel(tmp_path)
     trainer.venv = tmp_path / "managed-venv"
     trainer.configure()
@@ -47,7 +92,8 @@ def test_axolotl_is_installed_into_the_venv_on_first_use_then_reused(trainer, ru
     first = run_cli("train")
     assert first.exit_code == 0, first.stderr
     assert "install: installing Axolotl into" in first.stderr
-    assert "install: Successfully installed fake-axolotl-cli-0.1" in first.stderr
+    assert INSTALLED[installer] in first.stderr
+    assert ("install: installing with uv" in first.stderr) == (installer == "uv")
     assert (trainer.venv / "bin" / "axolotl").is_file()
     assert trainer.run()["state"] == "succeeded"
     second = run_cli("train")
@@ -55,7 +101,7 @@ def test_axolotl_is_installed_into_the_venv_on_first_use_then_reused(trainer, ru
     assert "install:" not in second.stderr
 
 
-def test_a_failed_install_says_why_and_creates_no_run(trainer, run_cli, tmp_path):
+def test_a_failed_install_says_why_and_creates_no_run(trainer, run_cli, tmp_path, installer):
     trainer.venv = tmp_path / "managed"
     trainer.configure()
     config = trainer.dir / "overbrainer.toml"
@@ -64,7 +110,7 @@ def test_a_failed_install_says_why_and_creates_no_run(trainer, run_cli, tmp_path
     assert result.exit_code == 1
     assert result.stderr.startswith("install: installing Axolotl into")
     assert "error: targets.local.install failed: exit code 1\n" in result.stderr
-    assert "No matching distribution found for no-such-package==9.9" in result.stderr
+    assert NOT_FOUND[installer] in result.stderr
     assert trainer.runs() == []
 
 

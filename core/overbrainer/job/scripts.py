@@ -286,3 +286,59 @@ def tar_out_script(root: str) -> str:
 def tar_in_script(root: str) -> str:
     """Unpack a tar from stdin into ``root`` (created if needed)."""
     return f"mkdir -p {q(root)} && tar -x -f - -C {q(root)} --no-same-owner\n"
+
+
+# pip's settings that decide which wheels an install gets (a machine's find-links holding
+# the CPU torch wheel, its indexes, constraints, certificates), and the variables uv reads
+# for each: uv reads no pip configuration of its own.
+_PIP_TO_UV = """\
+import shlex, subprocess, sys
+names = {"find-links": "UV_FIND_LINKS", "index-url": "UV_INDEX_URL",
+         "extra-index-url": "UV_EXTRA_INDEX_URL", "constraint": "UV_CONSTRAINT",
+         "no-index": "UV_NO_INDEX", "cert": "SSL_CERT_FILE"}
+rank = {":env:": 0, "site": 1, "user": 2, "global": 3}
+try:
+    listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
+                            capture_output=True, text=True, timeout=60).stdout
+except Exception:
+    listed = ""
+found = {}
+for line in listed.splitlines():
+    key, _, value = line.partition("=")
+    scope, _, name = key.rpartition(".")
+    if name in names and value:
+        value = value.strip().strip("'\\"")
+        if name not in found or rank.get(scope, 9) < found[name][0]:
+            found[name] = (rank.get(scope, 9), value)
+for name, (_, value) in found.items():
+    if name == "no-index":
+        value = "1" if value.lower() in ("1", "true", "yes", "on") else ""
+    if value:
+        print(f'[ -n "${{{names[name]}:-}}" ] || export {names[name]}={shlex.quote(value)}')
+"""
+
+
+def install_script(venv: str, shown: str, requirements: list[str]) -> str:
+    """Install ``requirements`` (quoted already) into the venv ``venv`` (a shell path):
+    with uv where the host has it (its venv, ``uv pip install``, pip's settings handed
+    over), with pip otherwise. ``shown``: the venv as the user wrote it."""
+    wanted = " ".join(requirements)
+    return f"""\
+set -e
+echo {q(f"installing Axolotl into {shown} (first use; this takes minutes)")}
+if command -v uv >/dev/null 2>&1; then
+  echo 'installing with uv'
+  if command -v python3 >/dev/null 2>&1; then
+    eval "$(python3 - <<'PIP_TO_UV'
+{_PIP_TO_UV}PIP_TO_UV
+)"
+  fi
+  # pip takes the best version over every index (a local +cpu wheel over PyPI's): so does uv.
+  [ -n "${{UV_INDEX_STRATEGY:-}}" ] || export UV_INDEX_STRATEGY=unsafe-best-match
+  [ -x {venv}/bin/python ] || uv venv --python "$(command -v python3)" {venv} 2>&1
+  uv pip install --python {venv}/bin/python {wanted} 2>&1
+else
+  [ -x {venv}/bin/pip ] || python3 -m venv {venv}
+  {venv}/bin/pip install --progress-bar off {wanted} 2>&1
+fi
+"""
