@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -60,8 +61,11 @@ def path_without_uv(tmp_path: Path) -> str:
 
 @pytest.fixture(params=["uv", "pip"])
 def installer(request, tmp_path, monkeypatch) -> str:
-    """Which installs the target's host can do: with uv (when it is on PATH), or with pip
-    alone (uv taken off PATH)."""
+    """Which installs the target's host can do: with uv (when it is on PATH and pip's
+    settings name one index: none here), or with pip alone (uv taken off PATH)."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    for name in ("PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(name, raising=False)
     if request.param == "uv":
         if shutil.which("uv") is None:
             pytest.skip("uv is not installed")
@@ -112,6 +116,46 @@ def test_a_failed_install_says_why_and_creates_no_run(trainer, run_cli, tmp_path
     assert "error: targets.local.install failed: exit code 1\n" in result.stderr
     assert NOT_FOUND[installer] in result.stderr
     assert trainer.runs() == []
+
+
+def test_pip_installs_when_its_settings_name_several_indexes(
+    trainer, run_cli, tmp_path, monkeypatch
+):
+    """uv would take each version's files from one index, where pip weighs them all."""
+    if shutil.which("uv") is None:
+        pytest.skip("uv is not installed")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", f"{tmp_path.as_uri()}/a {tmp_path.as_uri()}/b")
+    wheel = make_wheel(tmp_path)
+    trainer.venv = tmp_path / "managed-venv"
+    trainer.configure()
+    config = trainer.dir / "overbrainer.toml"
+    config.write_text(config.read_text() + f"install = \"--no-index '{wheel}'\"\n")
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    assert "install: installing with pip: its settings name several package indexes" in (
+        result.stderr
+    )
+    assert INSTALLED["pip"] in result.stderr
+
+
+def test_uv_gets_pips_find_links_and_constraints(tmp_path, monkeypatch):
+    """What a host's pip settings say reaches uv as its own variables."""
+    from overbrainer.job.scripts import install_script
+
+    if shutil.which("uv") is None or shutil.which("python3") is None:
+        pytest.skip("uv is not installed")
+    config = tmp_path / "pip.conf"
+    config.write_text(f"[global]\nfind-links = {tmp_path}/wheels\nconstraint = {tmp_path}/c.txt\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
+    for name in ("PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_FIND_LINKS", "UV_FIND_LINKS"):
+        monkeypatch.delenv(name, raising=False)
+    script = install_script(str(tmp_path / "v"), "v", ["x"]).replace(
+        "if [ \"$installer\" = uv ]; then",
+        'echo "find-links=$UV_FIND_LINKS constraint=$UV_CONSTRAINT"; exit 0\nif false; then',
+    )
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+    assert f"find-links={tmp_path}/wheels constraint={tmp_path}/c.txt" in done.stdout
 
 
 def test_setup_runs_in_the_project_with_the_venv_first_on_path(trainer, run_cli):
