@@ -170,7 +170,7 @@ class StreamWatch:
         threading.Thread(target=self._read, daemon=True, name=f"watch {root}").start()
 
     def _read(self) -> None:
-        finished = False
+        ended = False  # the job ended: whatever the stream's own end, nothing is lost
         try:
             with self.host.stream_out(watch_script(self.root)) as stream:
                 for raw in stream:
@@ -182,11 +182,12 @@ class StreamWatch:
                     if (first and names & set(ENDED)) or (not first and names != self._last):
                         self.changed.set()
                     self._last = names
-            finished = self._last is not None and bool(self._last & set(ENDED))
+                    ended = ended or bool(names & set(ENDED))
         except Exception as error:  # noqa: BLE001 - any failure means polling again
-            logger.debug(f"the watch of {self.root} ended: {error}")
+            if not ended:
+                logger.debug(f"the watch of {self.root} ended: {error}")
         finally:
-            self.dropped = not finished
+            self.dropped = not ended
             self.ended.set()
             if self.dropped:
                 self.changed.set()  # poll at once: the connection may be gone
