@@ -7,14 +7,14 @@ Subcommands live one group a module and are imported only when used, so ``overbr
 from __future__ import annotations
 
 import importlib
-import signal
-from pathlib import Path
-from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from overbrainer import __version__
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 COMMANDS = {
     "init": "overbrainer.cli.init:init",
@@ -158,14 +158,14 @@ class LazyGroup(click.Group):
 @click.option(
     "-C",
     "--project-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(file_okay=False),  # a str: pathlib is imported by commands, not --help
     default=".",
     show_default=True,
     help="The project directory.",
 )
 @click.version_option(__version__, "-V", "--version", prog_name="overbrainer")
 @click.pass_context
-def cli(ctx: click.Context, project_dir: Path) -> None:
+def cli(ctx: click.Context, project_dir: str) -> None:
     """Distill a large parent LLM into a small open-weights child model.
 
     Topics become subtopics, questions, and the parent's answers with their reasoning;
@@ -183,7 +183,9 @@ def cli(ctx: click.Context, project_dir: Path) -> None:
             configure_logging()
     except UserError as error:
         raise CliError(error.message) from None
-    ctx.obj = App(project_dir=project_dir)
+    from pathlib import Path
+
+    ctx.obj = App(project_dir=Path(project_dir))
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -195,5 +197,7 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 def main() -> None:
     """The console script. SIGTERM is raised as ``Terminated``, a ``KeyboardInterrupt``,
     so that it stops a command the way Ctrl-C does, cleanly."""
+    import signal
+
     signal.signal(signal.SIGTERM, _terminate)
     cli(prog_name="overbrainer")
