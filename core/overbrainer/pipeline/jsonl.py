@@ -185,9 +185,9 @@ def scan_lines(file: BinaryIO, shown: str, check: Check | None = None) -> Iterat
     for raw in file:
         number += 1
         length = len(raw)
-        terminated = raw[-1:] == b"\n"
+        terminated = raw.endswith(b"\n")
         body = raw[:-1] if terminated else raw
-        if not body.strip():
+        if not body or body.isspace():
             offset += length
             continue
         record: Any = CUT_SHORT
