@@ -9,6 +9,13 @@ latency), and the CPU time per request of the CLI and of the provider.
 
 ``--baseline`` first measures a bare aiohttp client (no overbrainer code) sending the same
 requests: the most this machine allows, worth knowing on a shared or small machine.
+
+``--cold N`` measures the whole command the issue's table has in mind instead: the real
+console script in a fresh process, N answers at the first concurrency, a provider in this
+process noting when the first request came and the last reply left. Printed: the start-up
+before the first request (goal 0.3 s or less), the tail after the last reply, the whole
+command against the ideal (goal 0.85 or more), and its CPU a request against a bare aiohttp
+client's in the same run (goal 1.15x or less).
 """
 
 from __future__ import annotations
@@ -92,14 +99,68 @@ def bare_client(url: str, concurrency: int, count: int) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def cold(answers: int, latency: float, concurrency: int, repeat: int) -> None:
+    """The console script in fresh processes: start-up, tail, whole-command ratio, CPU."""
+    import resource
+    import shutil
+    import statistics
+
+    from fake_provider import FakeProvider, is_chat
+
+    provider = FakeProvider(latency=latency).start()
+    arrivals: list[float] = []
+
+    def note(seen: object) -> None:
+        arrivals.append(time.monotonic())
+
+    provider.on(lambda seen: is_chat(seen) and note(seen) is None and False, None, times=None)
+    script = shutil.which("overbrainer") or "overbrainer"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory() as temp:
+            for number in range(repeat + 1):
+                directory = project(Path(temp) / str(number), provider.url, concurrency, answers)
+                arrivals.clear()
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                began = time.monotonic()
+                subprocess.run([script, "-C", str(directory), "answers"], env=env, check=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                ended = time.monotonic()
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+                if number:  # the first run warms the caches
+                    rows.append((arrivals[0] - began, ended - (max(arrivals) + latency),
+                                 ended - began, cpu))
+        _, bare_cpu = bare_client(provider.url, concurrency, answers)
+    finally:
+        provider.stop()
+    start, tail, wall, cpu = (statistics.median(column) for column in zip(*rows, strict=True))
+    ideal = answers / concurrency * latency
+    print(f"cold `overbrainer answers`: {answers} answers at concurrency {concurrency}, "
+          f"{latency * 1000:.0f} ms a reply, median of {repeat}")
+    print(f"  start-up before the first request: {start:.2f} s "
+          f"({start / 0.3:.2f} of the 0.3 s goal)")
+    print(f"  after the last reply: {tail:.2f} s")
+    print(f"  whole command: {wall:.2f} s, {ideal / wall:.2f} of ideal "
+          f"({ideal:.2f} s; goal >= 0.85)")
+    print(f"  CPU a request: {cpu / answers * 1000:.3f} ms, bare aiohttp "
+          f"{bare_cpu / answers * 1000:.3f} ms: {cpu / bare_cpu:.2f}x (goal <= 1.15)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--answers", type=int, default=1000)
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 64, 256])
     parser.add_argument("--baseline", action="store_true", help="measure bare aiohttp first")
+    parser.add_argument("--cold", type=int, metavar="N", help="the whole command, N answers")
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     os.environ.update(OVERBRAINER_LOAD_PLUGINS="", OVERBRAINER_LOG="WARNING", NO_COLOR="1")
+    if args.cold:
+        cold(args.cold, args.latency, args.concurrency[0], args.repeat)
+        return
     server = subprocess.Popen(
         [sys.executable, str(ROOT / "tests" / "fake_provider.py"), "--latency", str(args.latency)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,

@@ -118,6 +118,18 @@ def poll_job(executor: Any, run: RunRecord) -> JobPoll | None:
 
 
 @hookspec(firstresult=True)
+def wait_for_job(executor: Any, run: RunRecord, timeout: float) -> bool | None:
+    """Wait up to ``timeout`` seconds for the job of ``run`` to change state (it ended, was
+    cancelled, a snapshot was asked for or saved), so that the core polls at once rather
+    than at its next interval. Return True when it changed, False at the timeout.
+
+    Optional: return None (or implement nothing) and the core sleeps between polls. An
+    implementation waits on events (inotify, a long-lived stream), never by polling more
+    often. Stops at the first non-None result.
+    """
+
+
+@hookspec(firstresult=True)
 def request_snapshot(executor: Any, run: RunRecord, reason: str) -> bool | None:
     """Ask the job of ``run`` to save a checkpoint at the end of its current step and stop.
 
@@ -209,10 +221,3 @@ def register_commands(register: Callable[[Any], None]) -> None:
     ``overbrainer --help`` loads no plugin. Every plugin's implementation is called.
     """
 
-
-@hookspec(firstresult=True)
-def describe_run(project: Path, run: RunRecord) -> str | None:
-    """A few words about what a target holds for ``run``, shown at the end of its
-    ``runs ls`` line (``pod running k3x9abc $0.53/h``), from local files only: no network.
-    Stops at the first non-None result.
-    """

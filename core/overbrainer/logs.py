@@ -7,7 +7,6 @@ aiohttp) are routed into the same sink.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -26,17 +25,22 @@ _PREFIX = {
 }
 
 
-class _InterceptHandler(logging.Handler):
-    """Hands standard-library log records to loguru, keeping the caller's level."""
+def _intercept_handler() -> Any:
+    """A handler giving standard-library log records to loguru, keeping the caller's
+    level (made on first use: ``logging`` is not imported by commands that never log)."""
+    import logging
 
-    def emit(self, record: logging.LogRecord) -> None:
-        from loguru import logger
+    class InterceptHandler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            from loguru import logger
 
-        try:
-            level: str | int = logger.level(record.levelname).name
-        except ValueError:
-            level = record.levelno
-        logger.opt(depth=6, exception=record.exc_info).log(level, record.getMessage())
+            try:
+                level: str | int = logger.level(record.levelname).name
+            except ValueError:
+                level = record.levelno
+            logger.opt(depth=6, exception=record.exc_info).log(level, record.getMessage())
+
+    return InterceptHandler()
 
 
 def _format(record: Record) -> str:
@@ -58,19 +62,28 @@ def _write(message: str) -> None:
     sys.stderr.write(redact(message))
 
 
-def configure_logging(level: str | None = None) -> None:
-    """Send log lines at ``level`` (default ``OVERBRAINER_LOG``, else INFO) to stderr."""
-    from loguru import logger
-
+def log_level(level: str | None = None) -> str:
+    """``level`` (default ``OVERBRAINER_LOG``, else INFO), checked without loguru: a
+    command that defers logging (``runs ls``) still refuses a bad one at once."""
     from overbrainer.errors import UserError
 
     name = (level or os.environ.get("OVERBRAINER_LOG") or "INFO").upper()
     if name not in LEVELS:
         raise UserError(f"OVERBRAINER_LOG: expected one of {', '.join(LEVELS).lower()}")
+    return name
+
+
+def configure_logging(level: str | None = None) -> None:
+    """Send log lines at ``level`` (default ``OVERBRAINER_LOG``, else INFO) to stderr."""
+    from loguru import logger
+
+    name = log_level(level)
     colour = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
     logger.remove()
     logger.configure(patcher=_escape)
     logger.add(_write, level=name, format=_format, colorize=colour, backtrace=False)
     # Third-party libraries speak at WARNING and up unless debugging was asked for.
+    import logging
+
     stdlib_level = logging.DEBUG if name in ("TRACE", "DEBUG") else logging.WARNING
-    logging.basicConfig(handlers=[_InterceptHandler()], level=stdlib_level, force=True)
+    logging.basicConfig(handlers=[_intercept_handler()], level=stdlib_level, force=True)

@@ -17,7 +17,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
 - Helpers: ``layout`` (the job directory's file names), the manifest (``parse_manifest``,
   ``select``, ``covered``, ``manifest_of``, ``verify``, ``sha256_file``), metric lines
   (``complete_lines``, ``parse_event``), and the POSIX host pair ``Host``/``HostExecutor``
-  with ``LocalHost`` (this machine) and ``HostError``.
+  with ``LocalHost`` (this machine) and ``HostError``; ``StreamWatches`` for a remote
+  host's ``wait_for_change`` (one long-lived script a job directory).
 - For a plugin's own commands (``register_commands``): ``current_project`` (the project of
   the running command), ``ProjectLock`` (the project's writer lock, a context manager) and
   ``check_run_id`` (refuses an id that is not a run id).
@@ -38,6 +39,7 @@ from overbrainer.config.model import (
 )
 from overbrainer.errors import ArtifactMismatch, MissingArtifact, TransientError, UserError
 from overbrainer.job import layout
+from overbrainer.job.changes import StreamWatches
 from overbrainer.job.executor import HostExecutor
 from overbrainer.job.host import Completed, Host, HostError
 from overbrainer.job.localhost import LocalHost, job_environment
@@ -113,6 +115,7 @@ __all__ = [
     "RunState",
     "SecretsChannel",
     "Settings",
+    "StreamWatches",
     "TargetBase",
     "TargetInfo",
     "TargetShell",

@@ -18,6 +18,7 @@ from tests.runpod.conftest import API_KEY
 from tests.runpod.fake_runpod import FakeRunpod
 from tests.train.conftest import Trainer
 
+from overbrainer.plugin import layout
 from overbrainer.runs import follow
 from overbrainer.testing.fake_axolotl import make_fake_venv
 
@@ -589,9 +590,7 @@ def test_results_not_home_leave_the_pod_awaiting_retrieval_for_its_watchdog(
     )
     hook.release_executor(executor=executor, run=failed, outcome="failed")
     assert trainer.pod(run_id)["state"] == "awaiting_retrieval"
-    assert "pod awaiting_retrieval" in (
-        overbrainer_runpod.describe_run(project=trainer.dir, run=failed) or ""
-    )
+    assert "pod awaiting_retrieval" in (local / layout.TARGET_NOTE).read_text()
     trainer.fake.wait_until(lambda: not trainer.fake.alive(), timeout=60, what="the deletion")
     assert set(trainer.fake.terminated_by.values()) == {"watchdog"}
 

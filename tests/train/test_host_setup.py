@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+import pytest
 
 from overbrainer.testing import fake_axolotl
 
@@ -38,7 +43,51 @@ def make_wheel(directory: Path) -> Path:
     return wheel
 
 
-def test_axolotl_is_installed_into_the_venv_on_first_use_then_reused(trainer, run_cli, tmp_path):
+def path_without_uv(tmp_path: Path) -> str:
+    """PATH with every directory that holds `uv` replaced by a copy of links to the rest."""
+    parts = []
+    for number, directory in enumerate(os.environ["PATH"].split(os.pathsep)):
+        if not (Path(directory) / "uv").exists():
+            parts.append(directory)
+            continue
+        shadow = tmp_path / f"path-{number}"
+        shadow.mkdir()
+        for entry in Path(directory).iterdir():
+            if entry.name != "uv":
+                (shadow / entry.name).symlink_to(entry)
+        parts.append(str(shadow))
+    return os.pathsep.join(parts)
+
+
+@pytest.fixture(params=["uv", "pip"])
+def installer(request, tmp_path, monkeypatch) -> str:
+    """Which installs the target's host can do: with uv (when it is on PATH and pip's
+    settings name one index: none here), or with pip alone (uv taken off PATH)."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    for name in ("PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(name, raising=False)
+    if request.param == "uv":
+        if shutil.which("uv") is None:
+            pytest.skip("uv is not installed")
+    else:
+        monkeypatch.setenv("PATH", path_without_uv(tmp_path))
+        assert shutil.which("uv") is None
+    return request.param
+
+
+INSTALLED = {
+    "uv": "install: Installed 1 package",
+    "pip": "install: Successfully installed fake-axolotl-cli-0.1",
+}
+NOT_FOUND = {
+    "uv": "no-such-package was not found in the provided package locations",
+    "pip": "No matching distribution found for no-such-package==9.9",
+}
+
+
+def test_axolotl_is_installed_into_the_venv_on_first_use_then_reused(
+    trainer, run_cli, tmp_path, installer
+):
     wheel = make_wheel(tmp_path)
     trainer.venv = tmp_path / "managed-venv"
     trainer.configure()
@@ -47,7 +96,8 @@ def test_axolotl_is_installed_into_the_venv_on_first_use_then_reused(trainer, ru
     first = run_cli("train")
     assert first.exit_code == 0, first.stderr
     assert "install: installing Axolotl into" in first.stderr
-    assert "install: Successfully installed fake-axolotl-cli-0.1" in first.stderr
+    assert INSTALLED[installer] in first.stderr
+    assert ("install: installing with uv" in first.stderr) == (installer == "uv")
     assert (trainer.venv / "bin" / "axolotl").is_file()
     assert trainer.run()["state"] == "succeeded"
     second = run_cli("train")
@@ -55,7 +105,7 @@ def test_axolotl_is_installed_into_the_venv_on_first_use_then_reused(trainer, ru
     assert "install:" not in second.stderr
 
 
-def test_a_failed_install_says_why_and_creates_no_run(trainer, run_cli, tmp_path):
+def test_a_failed_install_says_why_and_creates_no_run(trainer, run_cli, tmp_path, installer):
     trainer.venv = tmp_path / "managed"
     trainer.configure()
     config = trainer.dir / "overbrainer.toml"
@@ -64,8 +114,48 @@ def test_a_failed_install_says_why_and_creates_no_run(trainer, run_cli, tmp_path
     assert result.exit_code == 1
     assert result.stderr.startswith("install: installing Axolotl into")
     assert "error: targets.local.install failed: exit code 1\n" in result.stderr
-    assert "No matching distribution found for no-such-package==9.9" in result.stderr
+    assert NOT_FOUND[installer] in result.stderr
     assert trainer.runs() == []
+
+
+def test_pip_installs_when_its_settings_name_several_indexes(
+    trainer, run_cli, tmp_path, monkeypatch
+):
+    """uv would take each version's files from one index, where pip weighs them all."""
+    if shutil.which("uv") is None:
+        pytest.skip("uv is not installed")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", f"{tmp_path.as_uri()}/a {tmp_path.as_uri()}/b")
+    wheel = make_wheel(tmp_path)
+    trainer.venv = tmp_path / "managed-venv"
+    trainer.configure()
+    config = trainer.dir / "overbrainer.toml"
+    config.write_text(config.read_text() + f"install = \"--no-index '{wheel}'\"\n")
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    assert "install: installing with pip: its settings name several package indexes" in (
+        result.stderr
+    )
+    assert INSTALLED["pip"] in result.stderr
+
+
+def test_uv_gets_pips_find_links_and_constraints(tmp_path, monkeypatch):
+    """What a host's pip settings say reaches uv as its own variables."""
+    from overbrainer.job.scripts import install_script
+
+    if shutil.which("uv") is None or shutil.which("python3") is None:
+        pytest.skip("uv is not installed")
+    config = tmp_path / "pip.conf"
+    config.write_text(f"[global]\nfind-links = {tmp_path}/wheels\nconstraint = {tmp_path}/c.txt\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
+    for name in ("PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_FIND_LINKS", "UV_FIND_LINKS"):
+        monkeypatch.delenv(name, raising=False)
+    script = install_script(str(tmp_path / "v"), "v", ["x"]).replace(
+        "if [ \"$installer\" = uv ]; then",
+        'echo "find-links=$UV_FIND_LINKS constraint=$UV_CONSTRAINT"; exit 0\nif false; then',
+    )
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+    assert f"find-links={tmp_path}/wheels constraint={tmp_path}/c.txt" in done.stdout
 
 
 def test_setup_runs_in_the_project_with_the_venv_first_on_path(trainer, run_cli):

@@ -7,14 +7,14 @@ Subcommands live one group a module and are imported only when used, so ``overbr
 from __future__ import annotations
 
 import importlib
-import signal
-from pathlib import Path
-from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from overbrainer import __version__
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 COMMANDS = {
     "init": "overbrainer.cli.init:init",
@@ -36,6 +36,29 @@ COMMANDS = {
     "push": "overbrainer.cli.push:push",
     "compare": "overbrainer.cli.compare:compare",
 }
+
+
+SUMMARIES = {
+    "init": "Create a project: overbrainer.toml, .env.example and the prompt templates.",
+    "config": "Inspect the configuration.",
+    "runs": "List training runs and read their logs.",
+    "plugins": "List the installed overbrainer plugins.",
+    "subtopics": "Ask the generator for the subtopics each topic is missing.",
+    "questions": "Ask the generator for the questions each subtopic is missing.",
+    "answers": "Ask the parent to answer every question that has no answer yet.",
+    "split": "Split the usable answers into data/train.jsonl and data/eval.jsonl.",
+    "run": "Run subtopics, questions, answers and split, then train when [training] exists.",
+    "train": "Fine-tune the child model on a target and follow the run.",
+    "watch": "Run the stages and training now, then again after each change.",
+    "history": "Runs, items, tokens and cost per stage, and their total.",
+    "migrate": "Bring the project's files to the format this overbrainer writes.",
+}
+"""The first paragraph of each command's help, so ``--help`` lists the commands without
+importing them (a test holds these equal to the commands' own)."""
+
+DEFERRED_LOGGING = frozenset({"runs"})
+"""Groups that configure logging themselves: ``runs ls`` lists without importing loguru
+(a quarter of its start-up) unless it warns."""
 
 
 class CliError(click.ClickException):
@@ -96,6 +119,24 @@ class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As click lists them, with the summaries of commands not imported yet."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            if name in self.lazy and name not in self.commands and name in SUMMARIES:
+                summary = click.Command(name, help=SUMMARIES[name])
+                rows.append((name, summary.get_short_help_str(limit)))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy and cmd_name not in self.commands:
             module, _, attr = self.lazy[cmd_name].partition(":")
@@ -140,14 +181,14 @@ class LazyGroup(click.Group):
 @click.option(
     "-C",
     "--project-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(file_okay=False),  # a str: pathlib is imported by commands, not --help
     default=".",
     show_default=True,
     help="The project directory.",
 )
 @click.version_option(__version__, "-V", "--version", prog_name="overbrainer")
 @click.pass_context
-def cli(ctx: click.Context, project_dir: Path) -> None:
+def cli(ctx: click.Context, project_dir: str) -> None:
     """Distill a large parent LLM into a small open-weights child model.
 
     Topics become subtopics, questions, and the parent's answers with their reasoning;
@@ -156,13 +197,18 @@ def cli(ctx: click.Context, project_dir: Path) -> None:
     """
     from overbrainer.cli.context import App
     from overbrainer.errors import UserError
-    from overbrainer.logs import configure_logging
+    from overbrainer.logs import configure_logging, log_level
 
     try:
-        configure_logging()
+        if ctx.invoked_subcommand in DEFERRED_LOGGING:
+            log_level()  # checked now; configured by the group, or on the first warning
+        else:
+            configure_logging()
     except UserError as error:
         raise CliError(error.message) from None
-    ctx.obj = App(project_dir=project_dir)
+    from pathlib import Path
+
+    ctx.obj = App(project_dir=Path(project_dir))
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -174,5 +220,7 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 def main() -> None:
     """The console script. SIGTERM is raised as ``Terminated``, a ``KeyboardInterrupt``,
     so that it stops a command the way Ctrl-C does, cleanly."""
+    import signal
+
     signal.signal(signal.SIGTERM, _terminate)
     cli(prog_name="overbrainer")

@@ -13,23 +13,22 @@ from overbrainer.job.layout import METRICS_FILE
 
 
 @click.group()
-def runs() -> None:
+@click.pass_context
+def runs(ctx: click.Context) -> None:
     """List training runs and read their logs."""
+    if ctx.invoked_subcommand != "ls":  # `ls` configures it only to warn
+        from overbrainer.logs import configure_logging
+
+        configure_logging()
 
 
 @runs.command("ls")
 def list_runs() -> None:
     """List the runs, oldest first: id, state, target, creation time, snapshot."""
-    from overbrainer.job.record import RunRecord
+    from overbrainer.project import runs_dir
     from overbrainer.runs.listing import run_lines
 
-    app = current_app()
-    hook = app.plugins.hook
-
-    def describe(record: RunRecord) -> str | None:
-        return hook.describe_run(project=app.project_dir, run=record)
-
-    for line in run_lines(app.runs, describe):
+    for line in run_lines(runs_dir(current_app().project_dir)):
         click.echo(line)
 
 

@@ -21,7 +21,6 @@ def execute(stage: str, topic: str | None, force: bool = False) -> None:
     ``questions`` on a topic that has no subtopic yet makes them first, as ``run`` would
     (and as the reference tool does).
     """
-    from overbrainer.pipeline.prompts import Templates
     from overbrainer.pipeline.records import SUBTOPICS, DataFiles
     from overbrainer.pipeline.runner import run_stage, select_topics
     from overbrainer.providers.prices import PriceBook
@@ -36,6 +35,8 @@ def execute(stage: str, topic: str | None, force: bool = False) -> None:
             have = {record["topic"] for record in DataFiles(app.project_dir).read(SUBTOPICS)}
             if any(t.name not in have for t in topics):
                 # A broken questions template fails before any request, subtopics' included.
+                from overbrainer.pipeline.prompts import Templates  # jinja2: not for split
+
                 Templates(app.project_dir, "questions.txt")
                 stages.insert(0, "subtopics")
         for name in stages:

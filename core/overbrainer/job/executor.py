@@ -135,15 +135,10 @@ class HostExecutor:
         return scripts.home_path(self.target.venv or "")
 
     def _install_script(self) -> str:
-        venv = self._venv_path()
-        requirements = " ".join(
-            shlex.quote(part) for part in shlex.split(self.target.install or "")
-        )
-        return (
-            "set -e\n"
-            f"echo 'installing Axolotl into {self.target.venv} (first use; this takes minutes)'\n"
-            f"[ -x {venv}/bin/pip ] || python3 -m venv {venv}\n"
-            f"{venv}/bin/pip install --progress-bar off {requirements} 2>&1\n"
+        return scripts.install_script(
+            self._venv_path(),
+            str(self.target.venv),
+            [shlex.quote(part) for part in shlex.split(self.target.install or "")],
         )
 
     def _setup_script(self) -> str:
@@ -297,6 +292,10 @@ class HostExecutor:
         self._offsets[run.id] = offset + used
         return JobPoll(status, tuple(lines), request, snapshot)
 
+    def wait(self, run: RunRecord, timeout: float) -> bool | None:
+        """Until the job changes state or ``timeout`` passes; None: poll instead."""
+        return self.host.wait_for_change(run.remote_dir, timeout)
+
     def request_snapshot(self, run: RunRecord, reason: str) -> None:
         self.host.check(scripts.request_script(run.remote_dir, reason))
 
@@ -372,7 +371,14 @@ class HostExecutor:
         self.host.close()
 
 
-_MILESTONES = ("Collecting ", "Installing collected", "Successfully", "ERROR", "installing ")
+_MILESTONES = (
+    # pip's
+    "Collecting ", "Installing collected", "Successfully", "ERROR",
+    # uv's
+    "Resolved ", "Prepared ", "Installed ", "Uninstalled ", "error:", "× ",
+    # the install script's own
+    "installing ",
+)  # fmt: skip
 
 
 def _milestone(line: str) -> bool:

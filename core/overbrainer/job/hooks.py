@@ -43,6 +43,11 @@ def poll_job(executor: Any, run: RunRecord) -> JobPoll | None:
 
 
 @hookimpl(trylast=True)
+def wait_for_job(executor: Any, run: RunRecord, timeout: float) -> bool | None:
+    return executor.wait(run, timeout) if isinstance(executor, HostExecutor) else None
+
+
+@hookimpl(trylast=True)
 def request_snapshot(executor: Any, run: RunRecord, reason: str) -> bool | None:
     if not isinstance(executor, HostExecutor):
         return None

@@ -63,6 +63,13 @@ class Host(ABC):
     def close(self) -> None:  # noqa: B027 - a transport without a connection has nothing to do
         """Release the connection, if any."""
 
+    def wait_for_change(self, root: str, timeout: float) -> bool | None:
+        """Wait up to ``timeout`` seconds for the job in ``root`` to change state (its exit
+        code, a cancel, a snapshot asked for or saved: ``changes.WAKE``); True when it did,
+        False at the timeout. None (this default): the transport cannot wait on events,
+        and the follower sleeps its poll interval instead."""
+        return None
+
     def same_place(self, local: Path, path: str) -> bool:
         """Whether ``path`` on the host is the local directory ``local`` itself, so that
         nothing needs copying."""

@@ -47,7 +47,10 @@ RECORD = "run.json"
 """The run record: at home only, never uploaded."""
 INPUTS_FILE = "inputs.json"
 """What the run was made from (its fingerprint): at home only."""
-HOME_ONLY = (RECORD, INPUTS_FILE, "pod.json", "ssh", CLAIM, SECRETS_FILE)
+TARGET_NOTE = "target.note"
+"""One line a target may keep in a run directory (a pod's state and spend): ``runs ls``
+prints it after the run's line, read as a file so that listing loads no plugin."""
+HOME_ONLY = (RECORD, INPUTS_FILE, TARGET_NOTE, "pod.json", "ssh", CLAIM, SECRETS_FILE)
 """Names of a run directory that stay at home: records and credentials of the run."""
 MANIFEST_ROOTS = (OUTPUT_DIR, METRICS_FILE, SNAPSHOT_FILE)
 """What the runner's manifest covers: everything the job wrote that is brought home, but

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from overbrainer.job.changes import DirectoryEvents
 from overbrainer.job.host import Completed, Host, HostError
 
 ALLOWED = frozenset({
@@ -56,6 +57,26 @@ class LocalHost(Host):
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = job_environment(env)
+        self._events: dict[str, DirectoryEvents] = {}
+
+    def wait_for_change(self, root: str, timeout: float) -> bool | None:
+        """inotify on the job directory; None (polling) where there is none."""
+        events = self._events.get(root)
+        if events is None or events.gone:
+            if events is not None:
+                events.close()
+                self._events.pop(root)
+                return None
+            try:
+                events = self._events[root] = DirectoryEvents(root)
+            except OSError:
+                return None
+        return events.wait(timeout)
+
+    def close(self) -> None:
+        for events in self._events.values():
+            events.close()
+        self._events.clear()
 
     def run(self, script: str, input: bytes = b"", timeout: float | None = 60) -> Completed:
         try:

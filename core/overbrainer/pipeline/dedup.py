@@ -1,22 +1,36 @@
 """Near-duplicate questions: lexical Jaccard over word bigrams, then embedding cosine.
 
 One deduplicator per topic holds every text the topic already has (stored or rejected) and
-admits a batch of candidates at a time.
+admits a batch of candidates at a time. The screening runs on a worker thread, never on the
+event loop: at 100,000 questions a topic it is seconds of work a batch.
+
+Lexical matching is exact: an inverted index of bigrams, searched through the rarest
+bigrams of a candidate only (a text sharing a Jaccard of ``t`` with it shares at least
+``t * len`` of its bigrams, so at least one of its ``len - t * len + 1`` rarest), then the
+exact Jaccard of each text found. Embedding vectors are rows of one matrix (numpy,
+float32), normalised once as they arrive: a batch is one matrix product against it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
-import operator
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from itertools import pairwise
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
 """Vectors for texts, in order."""
 
 LEXICAL = "lexical"
 EMBEDDING = "embedding"
+_SLACK = 1e-9
+"""Keeps the rarest-bigrams bound on the safe side of float rounding."""
 
 
 def bigrams(text: str) -> frozenset[str]:
@@ -33,13 +47,53 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return shared / (len(a) + len(b) - shared) if a or b else 1.0
 
 
-def _unit(vector: list[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector] if norm else vector
+class Vectors:
+    """Unit vectors as the rows of one growing float32 matrix."""
 
+    def __init__(self) -> None:
+        self.count = 0
+        self._rows: npt.NDArray[np.float32] | None = None
 
-def _cosine(a: list[float], b: list[float]) -> float:
-    return sum(map(operator.mul, a, b))
+    @staticmethod
+    def units(vectors: list[list[float]]) -> npt.NDArray[np.float32]:
+        """``vectors`` as unit rows (a zero vector stays zero: it is like nothing)."""
+        import numpy as np
+
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.ndim != 2:
+            matrix = matrix.reshape(len(vectors), -1)
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        norms[norms == 0] = 1
+        return matrix / norms
+
+    def append(self, units: npt.NDArray[np.float32]) -> None:
+        import numpy as np
+
+        if not len(units):
+            return
+        if self._rows is None or self._rows.shape[1] != units.shape[1]:
+            if self._rows is not None and self.count:
+                raise ValueError(
+                    f"the embedder answered {units.shape[1]} dimensions, "
+                    f"after {self._rows.shape[1]} before"
+                )
+            self._rows = np.empty((max(64, len(units)), units.shape[1]), dtype=np.float32)
+        needed = self.count + len(units)
+        if needed > len(self._rows):
+            grown = np.empty((max(needed, 2 * len(self._rows)), self._rows.shape[1]), np.float32)
+            grown[: self.count] = self._rows[: self.count]
+            self._rows = grown
+        self._rows[self.count : needed] = units
+        self.count = needed
+
+    def closest(self, units: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """The highest cosine of each of ``units`` to a held vector (-inf with none)."""
+        import numpy as np
+
+        if self._rows is None or not self.count:
+            return np.full(len(units), -np.inf, dtype=np.float32)
+        best: npt.NDArray[np.float32] = (self._rows[: self.count] @ units.T).max(axis=0)
+        return best
 
 
 class Deduplicator:
@@ -55,7 +109,7 @@ class Deduplicator:
         self._texts: list[str] = []
         self._grams: list[frozenset[str]] = []
         self._index: dict[str, list[int]] = defaultdict(list)
-        self._vectors: list[list[float]] = []  # of _texts[: len(_vectors)], unit length
+        self._vectors = Vectors()  # of _texts[: _vectors.count]
 
     def seed(self, texts: Iterable[str]) -> None:
         """Texts already kept or rejected: candidates like them are rejected."""
@@ -68,7 +122,34 @@ class Deduplicator:
         self, candidates: list[str], limit: int
     ) -> tuple[list[str], list[tuple[str, str]]]:
         """At most ``limit`` of ``candidates`` to keep, in order, and the rejected ones with
-        why (``lexical`` or ``embedding``). Texts with no word are dropped."""
+        why (``lexical`` or ``embedding``). Texts with no word are dropped.
+
+        Calls for one deduplicator must not overlap (the questions stage holds a lock a
+        topic): the screening reads what the previous call added.
+        """
+        survivors, rejected = await asyncio.to_thread(self._screen_lexical, candidates)
+        units = None
+        if self._embed is not None and survivors:
+            missing = self._texts[self._vectors.count :]
+            if missing:
+                held = await self._embed(missing)
+                await asyncio.to_thread(lambda: self._vectors.append(Vectors.units(held)))
+            found = await self._embed([text for text, _ in survivors])
+            kept, units = await asyncio.to_thread(self._screen_vectors, found)
+            pairs = list(zip(survivors, kept, strict=True))
+            rejected += [(text, EMBEDDING) for (text, _), keep in pairs if not keep]
+            survivors = [survivor for survivor, keep in pairs if keep]
+        admitted = survivors[:limit]
+        for text, grams in admitted:
+            self._add(text, grams)
+        if units is not None and admitted:
+            # Growing the matrix copies it: on the worker thread too.
+            await asyncio.to_thread(self._vectors.append, units[: len(admitted)])
+        return [text for text, _ in admitted], rejected
+
+    def _screen_lexical(
+        self, candidates: list[str]
+    ) -> tuple[list[tuple[str, frozenset[str]]], list[tuple[str, str]]]:
         rejected: list[tuple[str, str]] = []
         survivors: list[tuple[str, frozenset[str]]] = []
         for text in candidates:
@@ -81,48 +162,45 @@ class Deduplicator:
                 rejected.append((text, LEXICAL))
             else:
                 survivors.append((text, grams))
-        vectors: list[list[float] | None] = [None] * len(survivors)
-        if self._embed is not None and survivors:
-            await self._embed_held()
-            found = [_unit(v) for v in await self._embed([text for text, _ in survivors])]
-            kept = []
-            vectors = []
-            for (text, grams), vector in zip(survivors, found, strict=True):
-                if any(
-                    _cosine(vector, other) >= self.embedding_threshold
-                    for other in [*self._vectors, *(v for v in vectors if v is not None)]
-                ):
-                    rejected.append((text, EMBEDDING))
-                else:
-                    kept.append((text, grams))
-                    vectors.append(vector)
-            survivors = kept
-        admitted = []
-        for (text, grams), held in list(zip(survivors, vectors, strict=True))[:limit]:
-            self._add(text, grams, held)
-            admitted.append(text)
-        return admitted, rejected
+        return survivors, rejected
+
+    def _screen_vectors(
+        self, found: list[list[float]]
+    ) -> tuple[list[bool], npt.NDArray[np.float32]]:
+        """Which vectors are unlike the held ones and the kept ones before them, and the
+        kept ones as unit rows, in order."""
+        units = Vectors.units(found)
+        closest = self._vectors.closest(units)
+        kept: list[bool] = []
+        rows: list[int] = []
+        for number, best in enumerate(closest):
+            keep = bool(best < self.embedding_threshold)
+            if keep and rows:
+                keep = bool((units[rows] @ units[number]).max() < self.embedding_threshold)
+            kept.append(keep)
+            if keep:
+                rows.append(number)
+        return kept, units[rows]
 
     def _lexical_match(self, grams: frozenset[str]) -> bool:
-        shared: dict[int, int] = defaultdict(int)
-        for gram in grams:
-            for held in self._index.get(gram, ()):
-                shared[held] += 1
-        return any(
-            count / (len(grams) + len(self._grams[held]) - count) >= self.threshold
-            for held, count in shared.items()
-        )
+        size = len(grams)
+        # A match shares at least `needed` bigrams, so one of the `size - needed + 1`
+        # rarest: only the texts holding those are measured.
+        needed = max(1, math.ceil(self.threshold * size - _SLACK))
+        postings = sorted((self._index.get(gram, ()) for gram in grams), key=len)
+        found: set[int] = set()
+        for posting in postings[: size - needed + 1]:
+            found.update(posting)
+        for number in found:
+            other = self._grams[number]
+            shared = len(grams & other)
+            if shared / (size + len(other) - shared) >= self.threshold:
+                return True
+        return False
 
-    async def _embed_held(self) -> None:
-        missing = self._texts[len(self._vectors) :]
-        if missing and self._embed is not None:
-            self._vectors += [_unit(v) for v in await self._embed(missing)]
-
-    def _add(self, text: str, grams: frozenset[str], vector: list[float] | None = None) -> None:
+    def _add(self, text: str, grams: frozenset[str]) -> None:
         number = len(self._texts)
         self._texts.append(text)
         self._grams.append(grams)
         for gram in grams:
             self._index[gram].append(number)
-        if vector is not None and len(self._vectors) == number:
-            self._vectors.append(vector)

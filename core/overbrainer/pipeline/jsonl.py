@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -36,6 +37,56 @@ def dumps(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
+# orjson reads and writes what the standard library does, but for a few values: integers
+# of 19 digits or more (read as floats), floats below 1e-4 (written `0.00001`, `1e-9`
+# where the standard library writes `1e-05`, `1e-09`), NaN and infinities (refused when
+# read). Lines and outputs that may hold those go through the standard library.
+# Searched with bytes methods first (a regex over every line costs more than the parse).
+_DIGITS = bytes(48 if 48 <= byte <= 57 else 46 for byte in range(256))
+"""Maps digits to "0" and everything else to ".": a run of digits is a run of zeros."""
+_WIDE = b"0" * 19
+_SMALL_EXPONENT = re.compile(rb"[0-9]e-[0-9](?![0-9])")
+
+
+def _wide_int(raw: bytes) -> bool:
+    """Whether ``raw`` may hold an integer of 19 digits or more (or digits in a string)."""
+    return _WIDE in raw.translate(_DIGITS)
+
+
+def _small_float(out: bytes) -> bool:
+    """Whether orjson's ``out`` may hold a float the standard library writes otherwise."""
+    return b"0.0000" in out or (b"e-" in out and _SMALL_EXPONENT.search(out) is not None)
+
+
+def _orjson() -> Any:
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - a core dependency; kept optional in spirit
+        return None
+    return orjson
+
+
+def loads(raw: bytes) -> tuple[Any, bool]:
+    """``json.loads(raw)`` and whether ``encode`` may write it back with the fast codec
+    (orjson read it, so it holds no NaN, infinity, wide integer or lone surrogate)."""
+    orjson = _orjson()
+    if orjson is not None and not _wide_int(raw):
+        try:
+            return orjson.loads(raw), True
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw), False
+
+
+def encode(record: dict[str, Any], fast: bool) -> bytes:
+    """``dumps(record)`` as UTF-8 bytes, the same bytes; ``fast``: as ``loads`` said."""
+    if fast:
+        out: bytes = _orjson().dumps(record)
+        if not _small_float(out):
+            return out
+    return dumps(record).encode()
+
+
 class _CutShort:
     """A line that is not JSON: what a crash leaves at the end of a file."""
 
@@ -46,13 +97,17 @@ CUT_SHORT = _CutShort()
 def _parse(raw: bytes, check: Check | None) -> dict[str, Any] | _CutShort | None:
     """The record on the line ``raw``; ``CUT_SHORT`` when it is not JSON at all; None
     when it is JSON but not a valid record."""
+    return _parse_fast(raw, check)[0]
+
+
+def _parse_fast(raw: bytes, check: Check | None) -> tuple[dict[str, Any] | _CutShort | None, bool]:
     try:
-        record = json.loads(raw)
+        record, fast = loads(raw)
     except (ValueError, UnicodeDecodeError):
-        return CUT_SHORT
+        return CUT_SHORT, False
     if not isinstance(record, dict) or (check is not None and not check(record)):
-        return None
-    return record
+        return None, False
+    return record, fast
 
 
 def invalid(shown: str, line: int) -> UserError:
@@ -87,6 +142,85 @@ def read_jsonl(path: Path, shown: str, check: Check | None = None) -> list[dict[
             raise invalid(shown, number)
         records.append(record)
     return records
+
+
+class Line:
+    """A record of a JSON Lines file, its line (``body``, no newline) and where it is:
+    ``offset`` and ``length`` (the newline included); ``fast``: whether ``encode`` may use
+    the fast codec on the record."""
+
+    __slots__ = ("body", "fast", "length", "offset", "record")
+
+    def __init__(
+        self, offset: int, length: int, body: bytes, record: dict[str, Any], fast: bool
+    ) -> None:
+        self.offset = offset
+        self.length = length
+        self.body = body
+        self.record = record
+        self.fast = fast
+
+
+def scan_jsonl(path: Path, shown: str, check: Check | None = None) -> Iterator[Line]:
+    """The records of ``path`` one at a time, as ``read_jsonl`` reads them (the same
+    errors and warning), never holding more than a line."""
+    try:
+        file = path.open("rb")
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise UserError(f"cannot read {shown}: {error.strerror}") from None
+    with file:
+        yield from scan_lines(file, shown, check)
+
+
+def scan_lines(file: BinaryIO, shown: str, check: Check | None = None) -> Iterator[Line]:
+    """``scan_jsonl`` of an open file, from its start. ``loads`` and ``_parse`` inlined:
+    this loop runs for every line of a 100,000-answer file."""
+    orjson = _orjson()
+    fast_loads = orjson.loads if orjson is not None else None
+    digits, wide, slow_loads = _DIGITS, _WIDE, json.loads
+    offset = 0
+    number = 0
+    for raw in file:
+        number += 1
+        length = len(raw)
+        terminated = raw.endswith(b"\n")
+        body = raw[:-1] if terminated else raw
+        if not body or body.isspace():
+            offset += length
+            continue
+        record: Any = CUT_SHORT
+        fast = False
+        if fast_loads is not None and wide not in body.translate(digits):
+            try:
+                record = fast_loads(body)
+                fast = True
+            except ValueError:
+                pass
+        if not fast:
+            try:
+                record = slow_loads(body)
+            except (ValueError, UnicodeDecodeError):
+                record = CUT_SHORT
+        if record is CUT_SHORT:
+            if terminated:
+                raise invalid(shown, number)
+            logger.warning(f"{shown}: ignoring an incomplete last line")
+        elif not isinstance(record, dict) or (check is not None and not check(record)):
+            raise invalid(shown, number)
+        else:
+            yield Line(offset, length, body, record, fast)
+        offset += length
+
+
+def same_bytes(line: Line) -> bool:
+    """Whether ``line.body`` is exactly what ``dumps`` writes of ``line.record``, so it
+    can be copied as is."""
+    if not line.fast:
+        return dumps(line.record).encode() == line.body
+    out: bytes = _orjson().dumps(line.record)
+    return out == line.body and not _small_float(out)
 
 
 class JsonlWriter:

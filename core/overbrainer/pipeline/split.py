@@ -7,18 +7,25 @@ order go to eval. Nothing depends on the order of ``answers.jsonl``.
 
 from __future__ import annotations
 
+import gc
 import math
+import os
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from loguru import logger
 
 from overbrainer.config.model import Settings, Topic
+from overbrainer.errors import UserError
 from overbrainer.pipeline.ids import seeded_order
+from overbrainer.pipeline.jsonl import encode, loads, same_bytes, scan_jsonl, scan_lines
 from overbrainer.pipeline.records import (
     ANSWERS,
+    CHECKS,
+    DATA_DIR,
     EVAL,
     EXCLUSIONS,
     MALFORMED,
@@ -28,6 +35,7 @@ from overbrainer.pipeline.records import (
     conversation_problem,
 )
 from overbrainer.redact import escape_controls
+from overbrainer.replace import replace_file
 
 REASONS = (*EXCLUSIONS, MALFORMED)
 
@@ -78,65 +86,183 @@ def allocate(total: int, sizes: Mapping[str, int], seed: int) -> dict[str, int]:
 def unusable(answer: dict[str, Any]) -> str | None:
     """Why an answer not excluded by ``answers`` still cannot be trained on (a file edited
     by hand, another tool's), said once on stderr, or None."""
+    problem = _problem(answer)
+    if problem is not None and problem[1]:
+        logger.warning(problem[1])
+    return None if problem is None else problem[0]
+
+
+def _problem(answer: dict[str, Any]) -> tuple[str, str] | None:
+    """Why, and the warning to give (or ""), as ``unusable`` says."""
     problem = conversation_problem(answer["messages"])
     if problem is not None:
-        logger.warning(f"split: answer {answer['id']}: malformed conversation ({problem})")
-        return MALFORMED
+        return MALFORMED, f"split: answer {answer['id']}: malformed conversation ({problem})"
     if not answer["messages"][-1]["content"].strip():
-        return "empty"
+        return "empty", ""
     return None
+
+
+@dataclass(slots=True)
+class _Answer:
+    """What ``split`` keeps of an answer while it reads them: where its line is, never
+    the record itself (100,000 answers are tens of MiB)."""
+
+    offset: int
+    length: int
+    topic: str
+    subtopic: str
+    excluded: str | None
+    problem: tuple[str, str] | None
+    verbatim: bool
+    """The line is exactly what ``dumps`` writes of its record: copied as is."""
+    fast: bool
+
+
+def _answers(source: BinaryIO | None) -> dict[str, _Answer]:
+    """The latest answer of each id, in the order ids first appear (as a dict of the
+    records would hold them)."""
+    latest: dict[str, _Answer] = {}
+    if source is None:
+        return latest
+    intern = sys.intern
+    for line in scan_lines(source, f"{DATA_DIR}/{ANSWERS}", CHECKS[ANSWERS]):
+        answer = line.record
+        excluded = answer["meta"]["excluded"]
+        latest[answer["id"]] = _Answer(
+            line.offset,
+            line.length,
+            intern(answer["topic"]),
+            intern(answer["subtopic"]),
+            excluded,
+            None if excluded is not None else _problem(answer),
+            same_bytes(line),
+            line.fast,
+        )
+    return latest
 
 
 def run(data: DataFiles, settings: Settings, topics: list[Topic]) -> SplitResult:
     """Rewrite train and eval from every topic's answers, and count what ``topics`` hold
     (``--topic`` narrows the counts printed, as in the reference tool, never the split).
-    When no example would be left in either, nothing is written (``written`` is false)."""
+    When no example would be left in either, nothing is written (``written`` is false).
+
+    Streams: answers are read once to classify them, and the lines kept are read again
+    by offset, from the same open file, as they are written: memory holds an index,
+    never the records.
+    """
+    try:
+        source: BinaryIO | None = data.path(ANSWERS).open("rb")
+    except FileNotFoundError:
+        source = None
+    except OSError as error:
+        raise UserError(f"cannot read {DATA_DIR}/{ANSWERS}: {error.strerror}") from None
+    collecting = gc.isenabled()
+    gc.disable()  # 100,000 index entries survive: each full collection would walk them all
+    try:
+        return _split(data, settings, topics, source)
+    finally:
+        if collecting:
+            gc.enable()
+        if source is not None:
+            source.close()
+
+
+def _split(
+    data: DataFiles, settings: Settings, topics: list[Topic], source: BinaryIO | None
+) -> SplitResult:
     seed = settings.pipeline.seed
     counted = {topic.name for topic in topics}
     configured = {topic.name for topic in settings.topics}
-    questions = {question["id"] for question in data.read(QUESTIONS)}
+    questions = {
+        line.record["id"]
+        for line in scan_jsonl(data.path(QUESTIONS), f"{DATA_DIR}/{QUESTIONS}", CHECKS[QUESTIONS])
+    }
     result = SplitResult()
-    usable: dict[str, dict[str, dict[str, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
+    usable: dict[str, dict[str, dict[str, _Answer]]] = defaultdict(lambda: defaultdict(dict))
     # The later answer to a question is the one that counts (`answers --force` appends
     # the new answer after the old one).
-    latest = {answer["id"]: answer for answer in data.read(ANSWERS)}
+    latest = _answers(source)
     whole = counted == configured
-    for answer in latest.values():
-        counts = answer["topic"] in counted or (whole and answer["topic"] not in configured)
-        if answer["topic"] not in configured or answer["id"] not in questions:
+    for answer_id, answer in latest.items():
+        counts = answer.topic in counted or (whole and answer.topic not in configured)
+        if answer.topic not in configured or answer_id not in questions:
             result.orphaned += counts
-        elif answer["meta"]["excluded"] is not None:
+        elif answer.excluded is not None:
             if counts:
-                result.excluded[answer["meta"]["excluded"]] += 1
-        elif reason := unusable(answer):
+                result.excluded[answer.excluded] += 1
+        elif answer.problem is not None:
+            reason, warning = answer.problem
+            if warning:
+                logger.warning(warning)
             if counts:
                 result.excluded[reason] += 1
         else:
-            usable[answer["topic"]][answer["subtopic"]][answer["id"]] = answer
+            usable[answer.topic][answer.subtopic][answer_id] = answer
+    del questions
 
-    def order(record: dict[str, Any]) -> tuple[int, str]:
-        return seeded_order(seed, record["id"]), record["id"]
-
-    n = sum(len(group) for subtopics in usable.values() for group in subtopics.values())
+    keys = {
+        answer_id: (seeded_order(seed, answer_id), answer_id)
+        for subtopics in usable.values()
+        for group in subtopics.values()
+        for answer_id in group
+    }
+    n = len(keys)
     topic_quotas = allocate(
         eval_size(n, settings.pipeline.eval_ratio),
         {name: sum(map(len, usable[name].values())) for name in sorted(usable)},
         seed,
     )
-    train: list[dict[str, Any]] = []
-    evaluation: list[dict[str, Any]] = []
+    train: list[tuple[tuple[int, str], _Answer]] = []
+    evaluation: list[tuple[tuple[int, str], _Answer]] = []
     for topic_name, quota in topic_quotas.items():
         subtopics = usable[topic_name]
         sizes = {name: len(subtopics[name]) for name in sorted(subtopics)}
         for subtopic, share in allocate(quota, sizes, seed).items():
-            ranked = sorted(subtopics[subtopic].values(), key=order)
+            ranked = sorted((keys[i], answer) for i, answer in subtopics[subtopic].items())
             evaluation += ranked[:share]
             train += ranked[share:]
-    result.train = sum(1 for r in train if r["topic"] in counted)
-    result.eval = sum(1 for r in evaluation if r["topic"] in counted)
+    result.train = sum(1 for _, answer in train if answer.topic in counted)
+    result.eval = sum(1 for _, answer in evaluation if answer.topic in counted)
     if not train and not evaluation:
         result.written = False  # nothing to train on: the files stay as they are
         return result
-    data.rewrite(TRAIN, sorted(train, key=order))
-    data.rewrite(EVAL, sorted(evaluation, key=order))
+    train.sort(key=_first)
+    evaluation.sort(key=_first)
+    assert source is not None  # there are answers
+    _write(data, TRAIN, source, [answer for _, answer in train])
+    _write(data, EVAL, source, [answer for _, answer in evaluation])
     return result
+
+
+def _first(pair: tuple[tuple[int, str], _Answer]) -> tuple[int, str]:
+    return pair[0]
+
+
+_WRITE_CHUNK = 1 << 20
+
+
+def _write(data: DataFiles, name: str, source: BinaryIO, answers: list[_Answer]) -> None:
+    """``name`` rewritten with the lines of ``answers``, read again from answers.jsonl:
+    each as ``dumps`` writes its record (through the fast codec, checked to give the
+    same bytes)."""
+
+    def write(out: BinaryIO) -> None:
+        pending: list[bytes] = []
+        size = 0
+        fd = source.fileno()
+        for answer in answers:
+            raw = os.pread(fd, answer.length, answer.offset)
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+            if not answer.verbatim:
+                line = encode(*loads(line))
+            pending.append(line)
+            pending.append(b"\n")
+            size += len(line) + 1
+            if size >= _WRITE_CHUNK:
+                out.write(b"".join(pending))
+                pending.clear()
+                size = 0
+        out.write(b"".join(pending))
+
+    data.path(name).parent.mkdir(parents=True, exist_ok=True)
+    replace_file(data.path(name), write)

@@ -107,7 +107,20 @@ class Follower:
                 continue  # read again at once until nothing new comes
             self._stop_if_asked(poll.snapshot)
             self._watch_snapshot(poll.snapshot_request, poll.snapshot)
-            self.sleep(min(self.poll_s, FINAL_POLL_S) if self._ending else self.poll_s)
+            self._wait(min(self.poll_s, FINAL_POLL_S) if self._ending else self.poll_s)
+
+    def _wait(self, seconds: float) -> None:
+        """Until the job changes state, when its plugin can tell (``wait_for_job``);
+        else the poll interval."""
+        wait = getattr(self.hook, "wait_for_job", None)
+        waited = None
+        if wait is not None:
+            try:
+                waited = wait(executor=self.executor, run=self.run, timeout=seconds)
+            except Exception as error:  # noqa: BLE001 - a failed wait only means polling
+                logger.debug(f"cannot wait for the job's events: {error}")
+        if waited is None:
+            self.sleep(seconds)
 
     def _publish(self, line: str, seen: Followed) -> None:
         event = parse_event(line)

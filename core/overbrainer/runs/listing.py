@@ -1,36 +1,196 @@
-"""``runs ls``: one line a run, from the records alone (no network)."""
+"""``runs ls``: one line a run, from the records alone (no network).
+
+A listing reads of each ``run.json`` only the fields it prints (id, state, target,
+creation time, snapshot) and checks only those: no pydantic, no full validation of a
+thousand records, and nothing cached, so a state is never stale. What a target adds (a
+pod's state) it keeps in a one-line note beside the record: listing loads no plugin.
+"""
 
 from __future__ import annotations
 
+import errno
+import json
+import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from overbrainer.job.layout import OUTPUT_DIR
-from overbrainer.job.record import RunRecord
+from overbrainer.errors import UserError
+from overbrainer.job.layout import OUTPUT_DIR, RECORD, TARGET_NOTE
 from overbrainer.redact import escape_controls
-from overbrainer.runs.store import RunStore
+from overbrainer.runs.ids import is_valid_id
+
+if TYPE_CHECKING:
+    from overbrainer.job.record import RunRecord
+    from overbrainer.runs.store import RunStore
+
+STATES = ("preparing", "running", "succeeded", "failed", "cancelled", "stopped")
+"""``RunState``'s values (a test holds them equal), without importing pydantic."""
+REASONS = ("requested", "deadline", "cost", "disk")
+"""``SnapshotReason``'s values."""
 
 
-def run_line(record: RunRecord, width: int, extra: str = "") -> str:
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """What ``runs ls`` prints of a run."""
+
+    id: str
+    state: str
+    target: str
+    created: str
+    step: int | None = None
+    reason: str = "requested"
+
+
+def run_line(record: RunRecord | Listed, width: int, extra: str = "") -> str:
     """``id  state  target  created``, then the snapshot of a stopped run and ``extra``;
     what the record holds is escaped (it is a file anyone may have written)."""
+    if isinstance(record, Listed):
+        state, step, reason = record.state, record.step, record.reason
+    else:
+        state = record.state.value
+        step = record.snapshot.step if record.snapshot is not None else None
+        reason = record.snapshot.reason if record.snapshot is not None else ""
     snapshot = ""
-    if record.snapshot is not None:
-        snapshot = (
-            f"  step {record.snapshot.step} ({record.snapshot.reason}): "
-            f"partial model in {OUTPUT_DIR}/"
-        )
+    if step is not None:
+        snapshot = f"  step {step} ({reason}): partial model in {OUTPUT_DIR}/"
     return escape_controls(
-        f"{record.id:<{width}}  {record.state.value:<9}  {record.target}  {record.created}"
-        f"{snapshot}{extra}"
+        f"{record.id:<{width}}  {state:<9}  {record.target}  {record.created}{snapshot}{extra}"
     )
 
 
-def run_lines(
-    store: RunStore, describe: Callable[[RunRecord], str | None] | None = None
-) -> Iterator[str]:
-    """The lines of ``runs ls``; ``describe`` adds what a plugin knows (a pod's state)."""
-    records = store.list()
-    width = max((len(record.id) for record in records), default=0)
-    for record in records:
-        extra = (describe(record) if describe else None) or ""
-        yield run_line(record, width, f"  {extra}" if extra else "")
+def read_listed(directory: str, run_id: str) -> Listed:
+    """The printed fields of ``directory``'s ``run.json``; ``UserError`` saying why they
+    cannot be read, worded as ``RunStore.load`` words it."""
+    path = os.path.join(directory, RECORD)
+    shown = f"runs/{run_id}/{RECORD}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UserError(f"{shown} is a symbolic link: refusing to read it") from None
+        raise UserError(f"cannot read {shown}: {error.strerror}") from None
+    try:
+        data = json.loads(_read_all(fd))
+    except json.JSONDecodeError as error:
+        raise UserError(
+            f"{shown} is not a valid run record (line {error.lineno}, column {error.colno})"
+        ) from None
+    except UnicodeDecodeError:
+        raise UserError(f"{shown} is not a valid run record (not UTF-8)") from None
+    except OSError as error:
+        raise UserError(f"cannot read {shown}: {error.strerror}") from None
+    finally:
+        os.close(fd)
+    if not isinstance(data, dict):
+        raise UserError(f"{shown} is not a valid run record (record: not an object)")
+    problem = _problem(data)
+    if problem is not None:
+        raise UserError(f"{shown} is not a valid run record ({problem})")
+    if data["id"] != run_id:
+        raise UserError(f"{shown} is not a valid run record (id: names another run)")
+    snapshot = data.get("snapshot")
+    return Listed(
+        data["id"],
+        data.get("state", "preparing"),
+        data["target"],
+        data["created"],
+        snapshot["step"] if snapshot is not None else None,
+        snapshot.get("reason", "requested") if snapshot is not None else "requested",
+    )
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = [os.read(fd, 1 << 16)]
+    while chunks[-1]:
+        chunks.append(os.read(fd, 1 << 16))
+    return b"".join(chunks)
+
+
+def _problem(data: dict[str, Any]) -> str | None:
+    """What makes the printed fields (and the required ones) no run record's."""
+    for key in ("id", "target", "created", "remote_dir"):
+        if key not in data:
+            return f"{key}: Field required"
+        if not isinstance(data[key], str):
+            return f"{key}: Input should be a valid string"
+    if data.get("state", "preparing") not in STATES:
+        return f"state: Input should be {', '.join(repr(s) for s in STATES)}"
+    snapshot = data.get("snapshot")
+    return None if snapshot is None else _snapshot_problem(snapshot)
+
+
+def _snapshot_problem(snapshot: Any) -> str | None:
+    if not isinstance(snapshot, dict):
+        return "snapshot: Input should be a valid dictionary"
+    step = snapshot.get("step")
+    if type(step) is not int or step < 0:
+        return "snapshot.step: Input should be an integer of 0 or more"
+    if not isinstance(snapshot.get("checkpoint"), str):
+        return "snapshot.checkpoint: Input should be a valid string"
+    if snapshot.get("reason", "requested") not in REASONS:
+        return f"snapshot.reason: Input should be {', '.join(repr(r) for r in REASONS)}"
+    return None
+
+
+def listed_runs(root: Path, warn: Callable[[str], None]) -> list[Listed]:
+    """Every readable run under ``root``, oldest first; ``warn`` says why one is skipped."""
+    if not root.is_dir():
+        return []
+    runs = []
+    for entry in os.scandir(root):
+        if not is_valid_id(entry.name) or not entry.is_dir(follow_symlinks=False):
+            continue
+        if not os.path.exists(os.path.join(entry.path, RECORD)):
+            continue
+        try:
+            runs.append(read_listed(entry.path, entry.name))
+        except UserError as error:
+            warn(f"skipping run {entry.name}: {error}")
+    return sorted(runs, key=lambda run: (run.created, run.id))
+
+
+def _warner() -> Callable[[str], None]:
+    """``logger.warning``, with logging configured at the first warning: the CLI
+    deferred it, so that a listing with nothing to warn about never imports loguru."""
+    ready = False
+
+    def warn(message: str) -> None:
+        nonlocal ready
+        from loguru import logger
+
+        if not ready:
+            from overbrainer.logs import configure_logging
+
+            configure_logging()
+            ready = True
+        logger.warning(message)
+
+    return warn
+
+
+def run_lines(store: RunStore | Path) -> Iterator[str]:
+    """The lines of ``runs ls`` for a ``RunStore`` or a ``runs/`` directory, each with the
+    note its target keeps (``layout.TARGET_NOTE``: a pod's state and spend)."""
+    root = store if isinstance(store, Path) else store.root
+    runs = listed_runs(root, _warner())
+    width = max((len(run.id) for run in runs), default=0)
+    for run in runs:
+        note = target_note(root / run.id)
+        yield run_line(run, width, f"  {note}" if note else "")
+
+
+def target_note(directory: Path) -> str:
+    """The first line of the run's target note, or "" (none, a link, unreadable)."""
+    try:
+        fd = os.open(directory / TARGET_NOTE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        head = os.read(fd, 512)
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    return head.decode("utf-8", "replace").split("\n", 1)[0].strip()

@@ -248,8 +248,13 @@ class Loop:
         self._finish(summary)
 
     def _finish(self, summary: CycleSummary) -> None:
-        self.echo(summary.line())
-        self.hook.on_cycle_end(summary=summary)
+        try:
+            self.echo(summary.line())
+            self.hook.on_cycle_end(summary=summary)
+        except KeyboardInterrupt as interrupt:
+            # The cycle is over: a Ctrl-C as its line is printed (one read at once, as the
+            # line comes) stops watching, as one while idle does.
+            raise Interrupted("watch: stopped", signal_of(interrupt)) from None
 
     def _stop_when(self, used: State, watcher: Watcher) -> Callable[[], str | None]:
         """While training: a reason to snapshot once the configuration or a prompt changed

@@ -182,13 +182,3 @@ def register_commands(register: Callable[[Any], None]) -> None:
 
     register(pod)
 
-
-@hookimpl
-def describe_run(project: Path, run: RunRecord) -> str | None:
-    from overbrainer_runpod import record
-
-    try:
-        pod = record.load(project / "runs" / run.id)
-    except Exception:  # noqa: BLE001 - a listing never fails for one record
-        return None
-    return pod.summary() if pod is not None else None

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from overbrainer.plugin import UserError
+from overbrainer.plugin import UserError, layout
 
 POD_FILE = "pod.json"
 SSH_DIR = "ssh"
@@ -119,9 +119,14 @@ def load(run_dir: Path) -> PodRecord | None:
 
 
 def save(run_dir: Path, record: PodRecord) -> None:
-    """Write ``pod.json`` atomically (a temporary file, synced, renamed)."""
+    """Write ``pod.json`` atomically (a temporary file, synced, renamed), then the run's
+    ``runs ls`` note from it."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(record.model_dump(mode="json"), indent=2) + "\n"
+    _write(run_dir, POD_FILE, json.dumps(record.model_dump(mode="json"), indent=2) + "\n")
+    _write(run_dir, layout.TARGET_NOTE, record.summary() + "\n")
+
+
+def _write(run_dir: Path, name: str, text: str) -> None:
     fd, temporary = tempfile.mkstemp(dir=run_dir, prefix=".pod.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as file:
@@ -129,7 +134,7 @@ def save(run_dir: Path, record: PodRecord) -> None:
             file.flush()
             os.fsync(file.fileno())
         os.chmod(temporary, 0o644)
-        os.replace(temporary, pod_path(run_dir))
+        os.replace(temporary, run_dir / name)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

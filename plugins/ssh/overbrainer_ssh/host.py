@@ -30,7 +30,7 @@ import paramiko
 from fabric import Config, Connection
 from loguru import logger
 
-from overbrainer.plugin import Completed, Host, HostError, UserError
+from overbrainer.plugin import Completed, Host, HostError, StreamWatches, UserError
 from overbrainer_ssh.known_hosts import KnownHosts, Verdict
 
 CONNECT_TIMEOUT_S = 15
@@ -63,6 +63,11 @@ class SshHost(Host):
         self.ssh_config = ssh_config
         self._connection: Connection | None = None
         self._lock = threading.Lock()
+        self._changes = StreamWatches(self)
+
+    def wait_for_change(self, root: str, timeout: float) -> bool | None:
+        """One long-lived channel a job directory tells when its state changes."""
+        return self._changes.wait(root, timeout)
 
     # The connection.
 

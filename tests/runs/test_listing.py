@@ -1,0 +1,83 @@
+"""``runs ls`` reads only what it prints: the same lines as the fully validated records
+give, every state and snapshot shown as saved, nothing stale, bad records skipped."""
+
+from __future__ import annotations
+
+import json
+
+from overbrainer.job.layout import TARGET_NOTE
+from overbrainer.job.record import RunState, SnapshotReason
+from overbrainer.runs.listing import REASONS, STATES, run_line, run_lines
+from overbrainer.runs.store import RunStore
+
+
+def write(project_dir, run_id, created, **fields):
+    directory = project_dir / "runs" / run_id
+    directory.mkdir(parents=True, exist_ok=True)
+    record = {"id": run_id, "target": "gpu", "created": created, "remote_dir": "/r", **fields}
+    (directory / "run.json").write_text(json.dumps(record, indent=2))
+
+
+def test_the_states_and_reasons_are_the_records():
+    assert tuple(state.value for state in RunState) == STATES
+    assert tuple(reason.value for reason in SnapshotReason) == REASONS
+
+
+def test_the_same_lines_as_the_validated_records(project_dir):
+    for number, state in enumerate(STATES):
+        write(project_dir, f"demo_20260101-00000{number}", f"2026-01-01T00:00:0{number}Z",
+              state=state, job={"dir": "/r", "pid": 1234, "token": "t"}, future_field=[1])
+    for number, reason in enumerate(REASONS):
+        write(project_dir, f"demo_20260102-00000{number}", "2026-01-02T00:00:00Z",
+              state="stopped", snapshot={"checkpoint": "output/checkpoint-7", "step": number,
+                                         "reason": reason})
+    write(project_dir, "demo_20260103-000000", "2026-01-03T00:00:00Z")  # no state: preparing
+    store = RunStore(project_dir)
+    records = store.list()
+    width = max(len(record.id) for record in records)
+    assert list(run_lines(store.root)) == [run_line(record, width) for record in records]
+    assert len(records) == len(STATES) + len(REASONS) + 1
+
+
+def test_a_state_written_since_is_what_the_next_listing_shows(project_dir):
+    write(project_dir, "demo_20260101-000000", "2026-01-01T00:00:00Z", state="running")
+    root = RunStore(project_dir).root
+    assert "running" in next(run_lines(root))
+    write(project_dir, "demo_20260101-000000", "2026-01-01T00:00:00Z", state="succeeded")
+    assert "succeeded" in next(run_lines(root))
+
+
+def test_records_wrong_in_what_is_printed_are_skipped_with_why(run_cli, project_dir):
+    write(project_dir, "good_20260101-000000", "2026-01-01T00:00:00Z", state="failed")
+    write(project_dir, "bad_20260101-000001", "2026-01-01T00:00:01Z", state="exploded")
+    write(project_dir, "bad_20260101-000002", "2026-01-01T00:00:02Z",
+          snapshot={"checkpoint": "c", "step": -1})
+    write(project_dir, "bad_20260101-000003", 20260101)
+    write(project_dir, "bad_20260101-000004", "2026-01-01T00:00:04Z", id="other")
+    result = run_cli("runs", "ls")
+    assert result.exit_code == 0
+    assert result.stdout == "good_20260101-000000  failed     gpu  2026-01-01T00:00:00Z\n"
+    shown = "warning: skipping run {0}: runs/{0}/run.json is not a valid run record ({1})"
+    assert sorted(result.stderr.splitlines()) == sorted([
+        shown.format("bad_20260101-000001", "state: Input should be " + ", ".join(
+            repr(state) for state in STATES)),
+        shown.format("bad_20260101-000002",
+                     "snapshot.step: Input should be an integer of 0 or more"),
+        shown.format("bad_20260101-000003", "created: Input should be a valid string"),
+        shown.format("bad_20260101-000004", "id: names another run"),
+    ])
+
+
+def test_a_targets_note_ends_its_runs_line(project_dir):
+    write(project_dir, "demo_20260101-000000", "2026-01-01T00:00:00Z", state="running")
+    write(project_dir, "demo_20260101-000001", "2026-01-01T00:00:01Z", state="running")
+    run_dir = project_dir / "runs" / "demo_20260101-000000"
+    (run_dir / TARGET_NOTE).write_text("pod running k3x $0.44/h\nignored\n")
+    (project_dir / "runs" / "demo_20260101-000001" / TARGET_NOTE).symlink_to(
+        run_dir / TARGET_NOTE
+    )
+    lines = list(run_lines(RunStore(project_dir)))
+    assert lines == [
+        "demo_20260101-000000  running    gpu  2026-01-01T00:00:00Z  pod running k3x $0.44/h",
+        "demo_20260101-000001  running    gpu  2026-01-01T00:00:01Z",
+    ]
