@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from overbrainer.plugin import Finite, NonEmpty, RemotePath, TargetBase
 
@@ -46,30 +46,40 @@ class RayTarget(TargetBase):
     local_paths: bool = False
     stop_wait_s: int = Field(default=1800, ge=1)
 
-    @model_validator(mode="after")
-    def _coherent(self) -> RayTarget:
-        problems = []
-        if not self.address.startswith(("http://", "https://")):
-            problems.append("address must be the dashboard's http:// or https:// address")
-        if self.venv is not None and self.python is not None:
-            problems.append("give venv or python, not both")
-        problems += [
-            f"runtime_env.{key} is managed by the ray target: the job runs in storage"
+    @field_validator("address")
+    @classmethod
+    def _http(cls, address: str) -> str:
+        if not address.startswith(("http://", "https://")):
+            raise ValueError("must be the dashboard's http:// or https:// address")
+        return address
+
+    @field_validator("runtime_env")
+    @classmethod
+    def _published(cls, runtime_env: dict[str, Any]) -> dict[str, Any]:
+        problems = [
+            f"{key} is managed by the ray target: the job runs in storage"
             for key in MANAGED_RUNTIME_ENV
-            if key in self.runtime_env
+            if key in runtime_env
         ]
-        env_vars = self.runtime_env.get("env_vars", {})
+        env_vars = runtime_env.get("env_vars", {})
         if not isinstance(env_vars, dict):
-            problems.append("runtime_env.env_vars must be a table of names and values")
+            problems.append("env_vars must be a table of names and values")
         else:
             problems += [
-                f"runtime_env.env_vars.{name} looks like a secret: the Ray dashboard shows "
-                "runtime_env to anyone; set it in overbrainer's environment instead"
+                f"env_vars.{name} looks like a secret: the Ray dashboard shows runtime_env "
+                "to anyone; keep secrets in overbrainer's environment (HF_TOKEN reaches the "
+                "job by file)"
                 for name in env_vars
                 if SECRET_NAME.search(str(name))
             ]
         if problems:
             raise ValueError("; ".join(problems))
+        return runtime_env
+
+    @model_validator(mode="after")
+    def _one_python(self) -> RayTarget:
+        if self.venv is not None and self.python is not None:
+            raise ValueError("give venv or python, not both")
         return self
 
     @property
