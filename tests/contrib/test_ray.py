@@ -8,6 +8,7 @@ package's own tests (the executor contract, secrets) are collected here too.
 from __future__ import annotations
 
 import importlib.util
+import os
 import signal
 import sys
 from pathlib import Path
@@ -20,6 +21,9 @@ from tests.fixtures.real import REAL_TIMEOUT
 from tests.train.conftest import trainer  # noqa: F401 - the fixture
 
 PACKAGE = Path(__file__).parents[2] / "contrib" / "overbrainer-ray"
+AXOLOTL_RAY_VENV = os.environ.get("OVERBRAINER_AXOLOTL_RAY_VENV", "")
+"""A venv with Axolotl and ray[train] 2.60.0, for the two-worker test (read at import: the
+tests' environment leaves out overbrainer's variables)."""
 QUICKSTART_DATA = Path(__file__).parents[2] / "examples" / "quickstart" / "data" / "answers.jsonl"
 
 
@@ -217,3 +221,35 @@ def test_a_real_axolotl_run_on_ray_succeeds_with_an_adapter(
     assert (output / "adapter_model.safetensors").is_file()
     steps = [e["step"] for e in on_ray.metrics(run["id"]) if e["event"] == "log" and "loss" in e]
     assert steps == list(range(1, 17))
+
+
+@pytest.mark.real
+@pytest.mark.timeout(REAL_TIMEOUT)
+def test_two_workers_through_axolotls_ray_train_on_the_cpu(
+    on_ray, venv, tiny_model, hf_home, ray_cluster, run_cli, tmp_path
+):
+    """``workers = 2``: Axolotl's Ray Train integration, tried on this machine's CPUs."""
+    ray_venv = AXOLOTL_RAY_VENV
+    if not ray_venv:
+        pytest.skip("OVERBRAINER_AXOLOTL_RAY_VENV (Axolotl with ray[train] 2.60.0) is not set")
+    lines = QUICKSTART_DATA.read_text().splitlines()
+    (on_ray.dir / "data" / "train.jsonl").write_text("\n".join(lines[:16]) + "\n")
+    (on_ray.dir / "data" / "eval.jsonl").write_text("\n".join(lines[16:19]) + "\n")
+    text = (on_ray.dir / "overbrainer.toml").read_text().split("\n[training]")[0]
+    env = {
+        "AXOLOTL_DO_NOT_TRACK": "1",
+        "DO_NOT_TRACK": "1",
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": hf_home,
+    }
+    target = ray_target(ray_cluster, on_ray.storage, Path(ray_venv), env)
+    target = target.replace("local_paths = true\n", "local_paths = true\nworkers = 2\n")
+    (on_ray.dir / "overbrainer.toml").write_text(
+        text + REAL_TRAINING.format(model=tiny_model) + target
+    )
+    result = run_cli("train")
+    run = on_ray.run()
+    log = (on_ray.dir / "runs" / run["id"] / "job.log").read_text()
+    print(result.stdout, result.stderr, log[-6000:])
+    assert "use_ray: true" in (on_ray.storage / run["id"] / "axolotl.yaml").read_text()
+    assert result.exit_code == 0, result.stderr

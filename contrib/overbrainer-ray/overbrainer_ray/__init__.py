@@ -162,6 +162,10 @@ def _runtime_env(target: RayTarget) -> dict[str, object]:
     # a snapshot; Ray kills what is left after this many seconds (its default is 3).
     variables.setdefault(STOP_WAIT_VARIABLE, str(target.stop_wait_s))
     env["env_vars"] = variables
+    if target.workers > 1 and (target.venv or target.python):
+        # Ray Train's workers are Ray workers: they run the job's Python (Axolotl's), not
+        # the cluster's, only if the job's runtime_env says so.
+        env.setdefault("py_executable", target.interpreter)
     return env
 
 
