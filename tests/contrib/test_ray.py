@@ -7,9 +7,12 @@ package's own tests (the executor contract, secrets) are collected here too.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
+import secrets
 import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -87,10 +90,14 @@ def on_ray(trainer, ray_cluster, tmp_path, monkeypatch):  # noqa: F811
     return trainer
 
 
-def test_train_on_ray_then_logs_and_listing(on_ray, ray_cluster, run_cli, monkeypatch):
+def test_train_on_ray_then_logs_and_listing(on_ray, ray_cluster, run_cli, monkeypatch, tmp_path):
     # The address in the file is wrong; the environment overrides it, like every key.
-    on_ray.configure_ray(address="http://127.0.0.1:9", FAKE_AXOLOTL_STEPS="4")
+    on_ray.configure_ray(
+        address="http://127.0.0.1:9", FAKE_AXOLOTL_STEPS="4", FAKE_AXOLOTL_SHOW_SECRET="HF_TOKEN"
+    )
     monkeypatch.setenv("OVERBRAINER_TARGETS__CLUSTER__ADDRESS", ray_cluster.address)
+    secret = "hf_" + secrets.token_hex(16)
+    monkeypatch.setenv("OVERBRAINER_HF_TOKEN", secret)
     assert "ray  overbrainer-ray 0.1.0  kinds: ray" in run_cli("plugins").stdout
     result = run_cli("train")
     assert result.exit_code == 0, result.stderr
@@ -109,6 +116,31 @@ def test_train_on_ray_then_logs_and_listing(on_ray, ray_cluster, run_cli, monkey
     assert "fake axolotl: training completed" in logs.stdout
     assert f"Running entrypoint for job {run['job']['data']['submission_id']}" in logs.stdout
     assert f"succeeded  cluster  {run['created']}" in run_cli("runs", "ls").stdout
+    # The job saw the token; Ray's dashboard and every file left here did not.
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    assert f"HF_TOKEN sha256 {digest}" in logs.stdout
+    assert secret.encode() not in _contract.dashboard_jobs(ray_cluster.address)
+    for place in (tmp_path, ray_cluster.root):
+        for path in place.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                assert secret.encode() not in path.read_bytes(), f"the secret is in {path}"
+
+
+def test_an_unreachable_cluster_fails_the_run_and_leaves_no_secret(on_ray, run_cli, monkeypatch):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    on_ray.configure_ray(address=f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("OVERBRAINER_HF_TOKEN", "hf_" + secrets.token_hex(16))
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        f"error: target `cluster`: cannot reach the Ray cluster at http://127.0.0.1:{port} "
+        "to submit the job: ConnectionError\n"
+    )
+    run = on_ray.run()
+    assert run["state"] == "failed"
+    assert not (on_ray.storage / run["id"] / ".secrets.json").exists()
 
 
 def test_ctrl_c_detaches_attach_follows_stop_snapshots_and_resume_continues(on_ray, run_cli):
@@ -225,12 +257,13 @@ def test_a_real_axolotl_run_on_ray_succeeds_with_an_adapter(
 
 @pytest.mark.real
 @pytest.mark.timeout(REAL_TIMEOUT)
-def test_two_workers_through_axolotls_ray_train_on_the_cpu(
-    on_ray, venv, tiny_model, hf_home, ray_cluster, run_cli, tmp_path
+def test_two_workers_on_the_cpu_are_refused_by_axolotls_ray_train(
+    on_ray, venv, tiny_model, hf_home, ray_cluster, run_cli
 ):
-    """``workers = 2``: Axolotl's Ray Train integration, tried on this machine's CPUs."""
-    ray_venv = AXOLOTL_RAY_VENV
-    if not ray_venv:
+    """``workers = 2`` on this CPU cluster: Axolotl 0.19 builds its Ray Train trainer with
+    ``use_gpu=True`` whatever the config, so each worker asks for a GPU the cluster does not
+    have and the workers never start (Ray retries for ever). Cancel ends it all."""
+    if not AXOLOTL_RAY_VENV:
         pytest.skip("OVERBRAINER_AXOLOTL_RAY_VENV (Axolotl with ray[train] 2.60.0) is not set")
     lines = QUICKSTART_DATA.read_text().splitlines()
     (on_ray.dir / "data" / "train.jsonl").write_text("\n".join(lines[:16]) + "\n")
@@ -242,14 +275,26 @@ def test_two_workers_through_axolotls_ray_train_on_the_cpu(
         "HF_HUB_OFFLINE": "1",
         "HF_HOME": hf_home,
     }
-    target = ray_target(ray_cluster, on_ray.storage, Path(ray_venv), env)
+    target = ray_target(ray_cluster, on_ray.storage, Path(AXOLOTL_RAY_VENV), env)
     target = target.replace("local_paths = true\n", "local_paths = true\nworkers = 2\n")
     (on_ray.dir / "overbrainer.toml").write_text(
         text + REAL_TRAINING.format(model=tiny_model) + target
     )
-    result = run_cli("train")
+    process = on_ray.spawn("train")
+    on_ray.wait_for(lambda: bool(on_ray.runs()) and on_ray.run()["state"] == "running", 120)
     run = on_ray.run()
-    log = (on_ray.dir / "runs" / run["id"] / "job.log").read_text()
-    print(result.stdout, result.stderr, log[-6000:])
-    assert "use_ray: true" in (on_ray.storage / run["id"] / "axolotl.yaml").read_text()
-    assert result.exit_code == 0, result.stderr
+    yaml_text = (on_ray.storage / run["id"] / "axolotl.yaml").read_text()
+    assert "use_ray: true\nray_num_workers: 2\nresources_per_worker:\n  CPU: 1\n" in yaml_text
+    asked = "Attempting to start training worker group of size 2 with the following resources"
+    on_ray.wait_for(
+        lambda: asked in run_cli("runs", "logs", run["id"]).stdout, 300, "Ray Train's request"
+    )
+    log = run_cli("runs", "logs", run["id"]).stdout
+    assert f"{asked}: [{{'CPU': 1, 'GPU': 1}}] * 2" in log
+    process.kill()
+    process.wait()
+    cancelled = run_cli("train", "cancel", run["id"])
+    assert cancelled.exit_code == 0, cancelled.stderr
+    assert on_ray.run()["state"] == "cancelled"
+    _, err = process.communicate()
+    assert "workers = 2 on the CPU: Axolotl 0.19 asks Ray Train for one GPU per worker" in err

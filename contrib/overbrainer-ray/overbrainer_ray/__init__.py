@@ -121,6 +121,12 @@ def describe_target(executor: object) -> TargetInfo | None:
 def prepare_target(executor: object) -> None:
     if not isinstance(executor, RayExecutor):
         return
+    if executor.target.workers > 1 and executor.target.device == "cpu":
+        logger.warning(
+            f"target `{executor.name}`: workers = {executor.target.workers} on the CPU: "
+            "Axolotl 0.19 asks Ray Train for one GPU per worker whatever the device "
+            "(use_gpu=True), so on a cluster without GPUs the workers never start"
+        )
     try:
         executor.storage.mkdir(parents=True, exist_ok=True)
     except OSError as error:

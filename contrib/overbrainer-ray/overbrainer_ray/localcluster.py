@@ -96,11 +96,16 @@ def _zombie(pid: int) -> bool:
 
 
 class LocalCluster:
-    """A head node and ``workers`` more, each with ``cpus`` CPUs, on 127.0.0.1."""
+    """A head node and ``workers`` more, each with ``cpus`` CPUs, on 127.0.0.1; ``gpus``
+    declares logical GPUs on each node (Ray schedules by what a node declares: for trying
+    GPU-shaped requests on a machine without one)."""
 
-    def __init__(self, workers: int = 1, cpus: int = 1, root: Path | None = None) -> None:
+    def __init__(
+        self, workers: int = 1, cpus: int = 1, gpus: int = 0, root: Path | None = None
+    ) -> None:
         self.workers = workers
         self.cpus = cpus
+        self.gpus = gpus
         self.root = Path(root or tempfile.mkdtemp(prefix="obray-", dir="/tmp"))
         self.gcs_port = _free_port()
         self.dashboard_port = _free_port()
@@ -135,7 +140,7 @@ class LocalCluster:
         return [
             "--node-ip-address=127.0.0.1",
             f"--num-cpus={self.cpus}",
-            "--num-gpus=0",
+            f"--num-gpus={self.gpus}",
             f"--object-store-memory={OBJECT_STORE_BYTES}",
             f"--dashboard-agent-listen-port={_free_port()}",
             f"--metrics-export-port={_free_port()}",
