@@ -7,7 +7,6 @@ package's own tests (the executor contract, secrets) are collected here too.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import secrets
@@ -92,9 +91,7 @@ def on_ray(trainer, ray_cluster, tmp_path, monkeypatch):  # noqa: F811
 
 def test_train_on_ray_then_logs_and_listing(on_ray, ray_cluster, run_cli, monkeypatch, tmp_path):
     # The address in the file is wrong; the environment overrides it, like every key.
-    on_ray.configure_ray(
-        address="http://127.0.0.1:9", FAKE_AXOLOTL_STEPS="4", FAKE_AXOLOTL_SHOW_SECRET="HF_TOKEN"
-    )
+    on_ray.configure_ray(address="http://127.0.0.1:9", FAKE_AXOLOTL_STEPS="4")
     monkeypatch.setenv("OVERBRAINER_TARGETS__CLUSTER__ADDRESS", ray_cluster.address)
     secret = "hf_" + secrets.token_hex(16)
     monkeypatch.setenv("OVERBRAINER_HF_TOKEN", secret)
@@ -116,9 +113,8 @@ def test_train_on_ray_then_logs_and_listing(on_ray, ray_cluster, run_cli, monkey
     assert "fake axolotl: training completed" in logs.stdout
     assert f"Running entrypoint for job {run['job']['data']['submission_id']}" in logs.stdout
     assert f"succeeded  cluster  {run['created']}" in run_cli("runs", "ls").stdout
-    # The job saw the token; Ray's dashboard and every file left here did not.
-    digest = hashlib.sha256(secret.encode()).hexdigest()
-    assert f"HF_TOKEN sha256 {digest}" in logs.stdout
+    # The token went to the job by file (the package's tests show the job reads it): Ray's
+    # dashboard and every file left here hold none of it.
     assert secret.encode() not in _contract.dashboard_jobs(ray_cluster.address)
     for place in (tmp_path, ray_cluster.root):
         for path in place.rglob("*"):
