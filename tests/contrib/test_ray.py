@@ -294,3 +294,25 @@ def test_two_workers_on_the_cpu_are_refused_by_axolotls_ray_train(
     assert on_ray.run()["state"] == "cancelled"
     _, err = process.communicate()
     assert "workers = 2 on the CPU: Axolotl 0.19 asks Ray Train for one GPU per worker" in err
+
+
+def test_a_runtime_env_ray_cannot_build_fails_the_run_with_rays_reason(on_ray, run_cli):
+    config = on_ray.dir / "overbrainer.toml"
+    config.write_text(
+        config.read_text().replace(
+            "[targets.cluster.runtime_env.env_vars]",
+            '[targets.cluster.runtime_env]\nconda = "no-such-env"\n'
+            "[targets.cluster.runtime_env.env_vars]",
+        )
+    )
+    result = run_cli("train")
+    run = on_ray.run()
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        f"error: the job stopped without an exit code (see runs/{run['id']}/job.log)\n"
+    )
+    warning = "warning: target `cluster`: Ray ended the job: runtime_env setup failed"
+    assert result.stderr.count(warning) == 1
+    assert run["state"] == "failed"
+    log = (on_ray.dir / "runs" / run["id"] / "job.log").read_text()
+    assert "[ray] job failed before its entrypoint ran:\nruntime_env setup failed" in log

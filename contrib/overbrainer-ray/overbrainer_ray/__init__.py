@@ -75,6 +75,7 @@ class RayExecutor:
     target: RayTarget
     client: RayClient
     offsets: dict[str, int] = field(default_factory=dict)
+    warned: set[str] = field(default_factory=set)
 
     @property
     def storage(self) -> Path:
@@ -244,18 +245,25 @@ def _status(executor: RayExecutor, run: RunRecord) -> JobStatus:
     if not info.terminal:
         return RUNNING
     code = _exit_code(where)  # written just before Ray saw the runner end
-    return JobStatus.exited(code) if code is not None else _ended_early(executor, info)
+    return JobStatus.exited(code) if code is not None else _ended_early(executor, run, info)
 
 
-def _ended_early(executor: RayExecutor, info: RayJobInfo) -> JobStatus:
+def _ended_early(executor: RayExecutor, run: RunRecord, info: RayJobInfo) -> JobStatus:
     """A job Ray ended before its runner wrote ``exit_code``."""
     if info.status == "STOPPED":
         return CANCELLED  # stopped (killed) before the runner could write its exit code
     if info.exit_code is not None:
         return JobStatus.exited(info.exit_code)  # the runner never ran (no such python)
-    first = (info.message.splitlines() or ["no message"])[0][:300]
-    logger.warning(f"target `{executor.name}`: Ray ended the job: {first}")
+    if run.id not in executor.warned:
+        executor.warned.add(run.id)
+        logger.warning(f"target `{executor.name}`: Ray ended the job: {_reason(info)}")
     return LOST  # failed before its entrypoint started (a runtime_env that did not build)
+
+
+def _reason(info: RayJobInfo) -> str:
+    """Ray's message, on one line: its first lines say why (the rest is a traceback)."""
+    lines = [line.strip() for line in info.message.splitlines() if line.strip()]
+    return " ".join(lines[:3])[:500] or f"status {info.status}, no message"
 
 
 @hookimpl
@@ -334,6 +342,20 @@ def _job_log(executor: RayExecutor, run: RunRecord) -> bytes:
         return b""
 
 
+def _final_log(executor: RayExecutor, run: RunRecord) -> bytes:
+    """The log kept at home: Ray's, and Ray's reason when the entrypoint never ran."""
+    log = _job_log(executor, run)
+    try:
+        info = executor.client.info(executor.job(run).submission_id)
+    except JobNotFound:
+        return log
+    if info.status == "FAILED" and info.exit_code is None and info.message:
+        log += f"\n[ray] job failed before its entrypoint ran:\n{info.message}\n".encode(
+            "utf-8", "replace"
+        )
+    return log
+
+
 @hookimpl
 def collect_artifacts(
     executor: object, run: RunRecord, artifacts: ArtifactSpec, dest: Path
@@ -345,7 +367,7 @@ def collect_artifacts(
         # Ray keeps the entrypoint's output on the head node: put it beside the results.
         log = where / layout.JOB_LOG
         temporary = log.with_name(f"{log.name}.tmp.{os.getpid()}")
-        temporary.write_bytes(_job_log(executor, run))
+        temporary.write_bytes(_final_log(executor, run))
         temporary.replace(log)
     # The runner's manifest for what it covers, one made now for the rest (job.log, or
     # everything of a job killed before it wrote its own).
