@@ -107,10 +107,18 @@ class LocalCluster:
         self.cpus = cpus
         self.gpus = gpus
         self.root = Path(root or tempfile.mkdtemp(prefix="obray-", dir="/tmp"))
-        self.gcs_port = _free_port()
-        self.dashboard_port = _free_port()
+        self._taken: set[int] = set()
+        self.gcs_port = self._port()
+        self.dashboard_port = self._port()
         self.nodes: list[subprocess.Popen[bytes]] = []
         self.started: dict[int, str] = {}
+
+    def _port(self) -> int:
+        """A free port (the kernel's pick, among its ephemeral ports) not handed out yet."""
+        while (port := _free_port()) in self._taken:
+            pass
+        self._taken.add(port)
+        return port
 
     @property
     def address(self) -> str:
@@ -142,22 +150,24 @@ class LocalCluster:
             f"--num-cpus={self.cpus}",
             f"--num-gpus={self.gpus}",
             f"--object-store-memory={OBJECT_STORE_BYTES}",
-            f"--dashboard-agent-listen-port={_free_port()}",
-            f"--metrics-export-port={_free_port()}",
+            f"--dashboard-agent-listen-port={self._port()}",
+            f"--metrics-export-port={self._port()}",
             f"--min-worker-port={self._worker_ports}",
             f"--max-worker-port={self._worker_ports + 99}",
         ]
 
     def start(self) -> LocalCluster:
         self.root.mkdir(parents=True, exist_ok=True)
-        self._worker_ports = 40000 + (os.getpid() % 200) * 100
+        # Workers' ports below the kernel's ephemeral range (32768 and up), where the ports
+        # picked above live: the two never meet.
+        self._worker_ports = 20000 + (os.getpid() % 100) * 100
         self._node(
             "--head",
             f"--port={self.gcs_port}",
             "--include-dashboard=true",
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={self.dashboard_port}",
-            f"--ray-client-server-port={_free_port()}",
+            f"--ray-client-server-port={self._port()}",
             f"--temp-dir={self.temp_dir}",
             *self._common(),
         )
