@@ -296,7 +296,10 @@ def test_two_workers_on_the_cpu_are_refused_by_axolotls_ray_train(
     assert "workers = 2 on the CPU: Axolotl 0.19 asks Ray Train for one GPU per worker" in err
 
 
-def test_a_runtime_env_ray_cannot_build_fails_the_run_with_rays_reason(on_ray, run_cli):
+def test_a_runtime_env_ray_cannot_build_fails_the_run_with_rays_reason(
+    on_ray, run_cli, monkeypatch
+):
+    monkeypatch.setenv("OVERBRAINER_HF_TOKEN", "hf_" + secrets.token_hex(16))
     config = on_ray.dir / "overbrainer.toml"
     config.write_text(
         config.read_text().replace(
@@ -316,3 +319,5 @@ def test_a_runtime_env_ray_cannot_build_fails_the_run_with_rays_reason(on_ray, r
     assert run["state"] == "failed"
     log = (on_ray.dir / "runs" / run["id"] / "job.log").read_text()
     assert "[ray] job failed before its entrypoint ran:\nruntime_env setup failed" in log
+    # The runner never ran to read and delete the secrets file: the target deleted it.
+    assert not (on_ray.storage / run["id"] / ".secrets.json").exists()

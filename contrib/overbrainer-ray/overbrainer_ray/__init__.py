@@ -272,6 +272,8 @@ def poll_job(executor: object, run: RunRecord) -> JobPoll | None:
         return None
     where = executor.job_dir(run)
     status = _status(executor, run)
+    if status.state is not JobState.RUNNING:
+        _forget_secrets(where)
     offset = executor.offsets.get(run.id, 0)
     chunk = _read(where / layout.METRICS_FILE, offset)
     lines, used = complete_lines(chunk, capped=len(chunk) >= CAP)
@@ -284,6 +286,12 @@ def poll_job(executor: object, run: RunRecord) -> JobPoll | None:
         snapshot_request=request or None,
         snapshot=snapshot.decode("utf-8", "replace") if snapshot else None,
     )
+
+
+def _forget_secrets(where: Path) -> None:
+    """A job that ended before its runner started (never scheduled, a runtime_env Ray could
+    not build, cancelled while pending) left its secrets file: it goes too."""
+    (where / layout.SECRETS_FILE).unlink(missing_ok=True)
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -331,6 +339,7 @@ def cancel_job(executor: object, run: RunRecord) -> JobStatus | None:
             time.sleep(0.2)
         if (code := _exit_code(where)) is not None:
             return JobStatus.exited(code)  # it ended on its own first
+    _forget_secrets(where)
     (where / layout.CANCELLED).touch()
     return CANCELLED
 
