@@ -3,8 +3,11 @@ it only when it talks to a cluster)."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
+
+import pytest
 
 RAY_TABLE = """
 [targets.cluster]
@@ -93,3 +96,16 @@ def test_more_than_one_worker_switches_on_axolotls_ray_train(ray_installed):
         "resources_per_worker": {"CPU": 1},
     }
     assert yaml.safe_load(ray_train_settings(4, "gpu"))["resources_per_worker"] == {"GPU": 1}
+
+
+def test_without_ray_a_command_that_needs_it_says_what_to_install(ray_installed):
+    if importlib.util.find_spec("ray") is not None:
+        pytest.skip("Ray is installed here")
+    from overbrainer.plugin import UserError
+    from overbrainer_ray.client import RayClient
+
+    with pytest.raises(UserError, match="target `cluster` needs Ray's Jobs client") as error:
+        RayClient("cluster", "http://127.0.0.1:8265").info("job")
+    assert 'install overbrainer-ray with its dependencies (pip install "overbrainer-ray")' in str(
+        error.value
+    )

@@ -41,12 +41,17 @@ class RayClient:
         self._client: Any = None
 
     def _call(self, what: str, call: Callable[[Any], T]) -> T:
-        import requests
-
+        try:
+            import requests
+            from ray.job_submission import JobSubmissionClient
+        except ImportError as error:
+            raise UserError(
+                f"target `{self.target_name}` needs Ray's Jobs client, which does not import "
+                f"here ({error}): install overbrainer-ray with its dependencies "
+                '(pip install "overbrainer-ray")'
+            ) from None
         try:
             if self._client is None:
-                from ray.job_submission import JobSubmissionClient
-
                 self._client = JobSubmissionClient(self.address)
             return call(self._client)
         except (requests.ConnectionError, requests.Timeout, ConnectionError) as error:
