@@ -17,6 +17,7 @@ entrypoint, ``runtime_env``, the metadata). It imports only ``overbrainer.plugin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets as tokens
 import shlex
@@ -209,6 +210,10 @@ def launch_job(executor: object, run: RunRecord, job: JobSpec) -> JobHandle | No
             num_gpus=target.num_gpus,
         )
     except BaseException:
+        # The answer may be what was lost: a job submitted but not recorded would run on
+        # unseen, so it is stopped (best effort: the cluster may be what failed).
+        with contextlib.suppress(Exception):
+            executor.client.stop(submission_id)
         secrets.unlink(missing_ok=True)  # never left behind by a job that did not start
         raise
     return JobHandle().with_data(RayJob(submission_id=submission_id, directory=str(where)))
