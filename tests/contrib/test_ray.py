@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from overbrainer.runs.lock import ProjectLock
+
 pytest.importorskip("ray.job_submission", reason="needs Ray: run in the Ray package's venv")
 
 from tests.fixtures.real import REAL_TIMEOUT
@@ -151,15 +153,21 @@ def test_ctrl_c_detaches_attach_follows_stop_snapshots_and_resume_continues(on_r
         f"again with `overbrainer train attach {run['id']}`\n"
     )
     attached = on_ray.spawn("train", "attach", run["id"])
-    on_ray.wait_for(
-        lambda: (on_ray.storage / run["id"] / "metrics.jsonl").stat().st_size > 0, what="steps"
-    )
+    lock = ProjectLock(on_ray.dir)
+    on_ray.wait_for(lambda: lock.holder() == attached.pid, 60, "attach to follow the run")
     running = run_cli("runs", "logs", run["id"])  # the log of a running job, from Ray
     assert running.exit_code == 0, running.stderr
     assert "fake axolotl: step" in running.stdout
     stopped = run_cli("train", "stop", run["id"])
-    attached.communicate(timeout=120)
     assert stopped.exit_code == 0, stopped.stderr
+    assert stopped.stdout.splitlines()[1] == (
+        f"train: overbrainer (pid {attached.pid}) is using this project: if it follows run "
+        f"{run['id']}, it collects the snapshot; if not, collect it with "
+        f"`overbrainer train attach {run['id']}`"
+    )
+    out, err = attached.communicate(timeout=120)
+    assert attached.returncode == 0, err
+    assert f"train: run {run['id']} stopped at step" in out
     record = on_ray.run()
     step = record["snapshot"]["step"]
     assert record["state"] == "stopped"
