@@ -183,6 +183,26 @@ def test_ctrl_c_detaches_attach_follows_stop_snapshots_and_resume_continues(on_r
     assert steps == [step + 1, step + 2, step + 3]
 
 
+def test_rays_own_stop_is_a_snapshot_that_attach_records(on_ray, ray_cluster, run_cli):
+    from ray.job_submission import JobSubmissionClient
+
+    on_ray.configure_ray(FAKE_AXOLOTL_HANG="1")
+    process = on_ray.spawn("train")
+    run = on_ray.wait_training()
+    process.kill()  # kill -9 of the CLI: the job keeps running on Ray
+    process.wait()
+    job = run["job"]["data"]["submission_id"]
+    assert JobSubmissionClient(ray_cluster.address).stop_job(job)  # `ray job stop`
+    result = run_cli("train", "attach", run["id"])
+    assert result.exit_code == 0, result.stderr
+    record = on_ray.run()
+    assert record["state"] == "stopped"
+    assert record["snapshot"]["reason"] == "requested"
+    step = record["snapshot"]["step"]
+    assert (on_ray.dir / "runs" / run["id"] / "output" / f"checkpoint-{step}").is_dir()
+    assert str(JobSubmissionClient(ray_cluster.address).get_job_status(job)) == "STOPPED"
+
+
 def test_cancel_stops_the_job_on_ray_and_logs_stay_readable(on_ray, ray_cluster, run_cli):
     on_ray.configure_ray(FAKE_AXOLOTL_HANG="1", FAKE_AXOLOTL_CHILD="1")
     process = on_ray.spawn("train")
