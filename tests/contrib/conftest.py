@@ -39,3 +39,9 @@ def nice_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 @pytest.fixture
 def spool_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     yield from installed("executor-template", "spool", tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def ray_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The ray target's package (it imports Ray only when it talks to a cluster)."""
+    yield from installed("overbrainer-ray", "ray", tmp_path, monkeypatch)

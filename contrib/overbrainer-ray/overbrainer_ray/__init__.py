@@ -1,0 +1,422 @@
+"""Train on a Ray cluster through the Ray Jobs API: ``kind = "ray"``.
+
+Each run's job directory is copied to ``storage/<run id>/``, a directory every node of the
+cluster and this machine see, and submitted as one Ray job whose entrypoint is the runner
+(``python run_job.py``) started there. Status comes from Ray (the job's status and the
+entrypoint's exit code) and from the runner's ``exit_code``; metric lines, snapshots and
+results are read from ``storage``; the log is Ray's (``get_job_logs``). Secrets travel as
+``.secrets.json`` in the job directory, never in what the dashboard publishes (the
+entrypoint, ``runtime_env``, the metadata). It imports only ``overbrainer.plugin``.
+
+    [targets.cluster]
+    kind = "ray"
+    address = "http://head:8265"
+    storage = "/mnt/shared/overbrainer"
+    venv = "/opt/axolotl"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets as tokens
+import shlex
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loguru import logger
+from pydantic import BaseModel
+
+from overbrainer.plugin import (
+    CANCELLED,
+    LOST,
+    RUNNING,
+    ArtifactSpec,
+    JobHandle,
+    JobPoll,
+    JobSpec,
+    JobState,
+    JobStatus,
+    LogChunk,
+    MissingArtifact,
+    Project,
+    RunRecord,
+    SecretsChannel,
+    TargetInfo,
+    UserError,
+    complete_lines,
+    covered,
+    hookimpl,
+    layout,
+    manifest_of,
+    parse_manifest,
+    select,
+    verify,
+)
+from overbrainer_ray.client import JobNotFound, RayClient, RayJobInfo
+from overbrainer_ray.target import RayJob, RayTarget
+from overbrainer_ray.workers import ray_train_settings
+
+__all__ = ["RayExecutor", "RayJob", "RayTarget"]
+
+CAP = 1 << 20
+"""The most bytes of metrics or log one call reads."""
+CANCEL_WAIT_S = 60.0
+STOP_WAIT_VARIABLE = "RAY_JOB_STOP_WAIT_TIME_S"
+
+
+@dataclass
+class RayExecutor:
+    """The target ``name``: its settings, its Jobs client, and what it read of each job."""
+
+    name: str
+    target: RayTarget
+    client: RayClient
+    offsets: dict[str, int] = field(default_factory=dict)
+    warned: set[str] = field(default_factory=set)
+
+    @property
+    def storage(self) -> Path:
+        return Path(self.target.storage).expanduser()
+
+    def job(self, run: RunRecord) -> RayJob:
+        if run.job is None:
+            raise UserError(f"run {run.id} has no job on target `{self.name}`")
+        return run.job.data_as(RayJob)
+
+    def job_dir(self, run: RunRecord) -> Path:
+        return Path(self.job(run).directory)
+
+
+@hookimpl
+def register_targets(register: Callable[[str, type[BaseModel]], None]) -> None:
+    register("ray", RayTarget)
+
+
+@hookimpl
+def create_executor(
+    name: str, target: BaseModel, project: Project, run: RunRecord | None
+) -> RayExecutor | None:
+    if not isinstance(target, RayTarget):
+        return None
+    return RayExecutor(name, target, RayClient(name, target.address))
+
+
+@hookimpl
+def describe_target(executor: object) -> TargetInfo | None:
+    if not isinstance(executor, RayExecutor):
+        return None
+    # The dashboard serves every job's entrypoint, runtime_env and metadata without
+    # authentication: secrets go as a 0600 file in the job directory, read and deleted by
+    # the runner as it starts.
+    return TargetInfo(
+        device=executor.target.device,
+        local_paths=executor.target.local_paths,
+        secrets=SecretsChannel.FILE,
+    )
+
+
+@hookimpl
+def prepare_target(executor: object) -> None:
+    if not isinstance(executor, RayExecutor):
+        return
+    if executor.target.workers > 1 and executor.target.device == "cpu":
+        logger.warning(
+            f"target `{executor.name}`: workers = {executor.target.workers} on the CPU: "
+            "Axolotl 0.19 asks Ray Train for one GPU per worker whatever the device "
+            "(use_gpu=True), so on a cluster without GPUs the workers never start"
+        )
+    try:
+        executor.storage.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(
+            f"target `{executor.name}`: cannot create storage {executor.target.storage}: "
+            f"{error.strerror}"
+        ) from None
+
+
+@hookimpl
+def claim_run_dir(executor: object, run_id: str) -> str | None:
+    if not isinstance(executor, RayExecutor):
+        return None
+    executor.storage.mkdir(parents=True, exist_ok=True)
+    try:
+        (executor.storage / run_id).mkdir()  # exclusive: a second owner gets FileExistsError
+    except FileExistsError:
+        return ""
+    return str(executor.storage / run_id)
+
+
+def _node_path(path: str) -> str:
+    """``path`` quoted for the node's shell, a leading ``~/`` as the node's ``$HOME``."""
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+def entrypoint(target: RayTarget, where: str) -> str:
+    """The job's one command on the node: the runner, in its directory, under Ray's shell.
+    ``exec``: the runner is the process Ray signals on a stop."""
+    return f"cd {shlex.quote(where)} && exec {_node_path(target.interpreter)} {layout.RUNNER}"
+
+
+def _runtime_env(target: RayTarget) -> dict[str, object]:
+    env = dict(target.runtime_env)
+    variables = {str(k): str(v) for k, v in dict(env.get("env_vars", {})).items()}
+    # Ray's stop (`ray job stop`, the dashboard) sends SIGTERM, which the runner turns into
+    # a snapshot; Ray kills what is left after this many seconds (its default is 3).
+    variables.setdefault(STOP_WAIT_VARIABLE, str(target.stop_wait_s))
+    env["env_vars"] = variables
+    if target.workers > 1 and (target.venv or target.python):
+        # Ray Train's workers are Ray workers: they run the job's Python (Axolotl's), not
+        # the cluster's, only if the job's runtime_env says so.
+        env.setdefault("py_executable", target.interpreter)
+    return env
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(data)
+
+
+@hookimpl
+def launch_job(executor: object, run: RunRecord, job: JobSpec) -> JobHandle | None:
+    if not isinstance(executor, RayExecutor):
+        return None
+    target = executor.target
+    where = Path(run.remote_dir)
+    shutil.copytree(
+        job.local_dir, where, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*layout.HOME_ONLY)
+    )
+    if target.workers > 1:
+        config = where / layout.CONFIG_FILE
+        with config.open("a", encoding="utf-8") as file:
+            file.write(ray_train_settings(target.workers, target.device))
+    secrets = where / layout.SECRETS_FILE
+    if job.secrets:
+        _write_private(secrets, job.secrets_file())
+    submission_id = f"overbrainer-{run.id}-{tokens.token_hex(4)}"
+    try:
+        executor.client.submit(
+            submission_id=submission_id,
+            entrypoint=entrypoint(target, str(where)),
+            runtime_env=_runtime_env(target),
+            metadata={"overbrainer_run": run.id, "overbrainer_target": executor.name},
+            num_cpus=target.num_cpus,
+            num_gpus=target.num_gpus,
+        )
+    except BaseException:
+        # The answer may be what was lost: a job submitted but not recorded would run on
+        # unseen, so it is stopped (best effort: the cluster may be what failed).
+        with contextlib.suppress(Exception):
+            executor.client.stop(submission_id)
+        secrets.unlink(missing_ok=True)  # never left behind by a job that did not start
+        raise
+    return JobHandle().with_data(RayJob(submission_id=submission_id, directory=str(where)))
+
+
+def _read(path: Path, offset: int, length: int = CAP) -> bytes:
+    try:
+        with path.open("rb") as file:
+            file.seek(offset)
+            return file.read(length)
+    except FileNotFoundError:
+        return b""
+
+
+def _exit_code(where: Path) -> int | None:
+    text = _read(where / layout.EXIT_CODE, 0, 64).decode("ascii", "replace").strip()
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None
+
+
+def _status(executor: RayExecutor, run: RunRecord) -> JobStatus:
+    """The runner's own word first (``exit_code``), then Ray's."""
+    where = executor.job_dir(run)
+    if (where / layout.CANCELLED).exists():
+        return CANCELLED
+    if (code := _exit_code(where)) is not None:
+        return JobStatus.exited(code)
+    try:
+        info = executor.client.info(executor.job(run).submission_id)
+    except JobNotFound:
+        return LOST
+    if not info.terminal:
+        return RUNNING
+    code = _exit_code(where)  # written just before Ray saw the runner end
+    return JobStatus.exited(code) if code is not None else _ended_early(executor, run, info)
+
+
+def _ended_early(executor: RayExecutor, run: RunRecord, info: RayJobInfo) -> JobStatus:
+    """A job Ray ended before its runner wrote ``exit_code``."""
+    if info.status == "STOPPED":
+        return CANCELLED  # stopped (killed) before the runner could write its exit code
+    if info.exit_code is not None:
+        return JobStatus.exited(info.exit_code)  # the runner never ran (no such python)
+    if run.id not in executor.warned:
+        executor.warned.add(run.id)
+        logger.warning(f"target `{executor.name}`: Ray ended the job: {_reason(info)}")
+    return LOST  # failed before its entrypoint started (a runtime_env that did not build)
+
+
+def _reason(info: RayJobInfo) -> str:
+    """Ray's message, on one line: its first lines say why (the rest is a traceback)."""
+    lines = [line.strip() for line in info.message.splitlines() if line.strip()]
+    return " ".join(lines[:3])[:500] or f"status {info.status}, no message"
+
+
+@hookimpl
+def poll_job(executor: object, run: RunRecord) -> JobPoll | None:
+    if not isinstance(executor, RayExecutor):
+        return None
+    where = executor.job_dir(run)
+    status = _status(executor, run)
+    if status.state is not JobState.RUNNING:
+        _forget_secrets(where)
+    offset = executor.offsets.get(run.id, 0)
+    chunk = _read(where / layout.METRICS_FILE, offset)
+    lines, used = complete_lines(chunk, capped=len(chunk) >= CAP)
+    executor.offsets[run.id] = offset + used
+    request = _read(where / layout.SNAPSHOT_REQUEST, 0, 64).decode("ascii", "replace").strip()
+    snapshot = _read(where / layout.SNAPSHOT_FILE, 0, (64 << 10) + 1)
+    return JobPoll(
+        status,
+        tuple(lines),
+        snapshot_request=request or None,
+        snapshot=snapshot.decode("utf-8", "replace") if snapshot else None,
+    )
+
+
+def _forget_secrets(where: Path) -> None:
+    """A job that ended before its runner started (never scheduled, a runtime_env Ray could
+    not build, cancelled while pending) left its secrets file: it goes too."""
+    (where / layout.SECRETS_FILE).unlink(missing_ok=True)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(path)
+
+
+@hookimpl
+def request_snapshot(executor: object, run: RunRecord, reason: str) -> bool | None:
+    if not isinstance(executor, RayExecutor):
+        return None
+    # The request file carries the reason and leaves Ray's stop free for a cancel; Ray's
+    # own stop (SIGTERM to the runner) reaches the same request, with reason `requested`.
+    _write_atomically(executor.job_dir(run) / layout.SNAPSHOT_REQUEST, reason + "\n")
+    return True
+
+
+@hookimpl
+def cancel_job(executor: object, run: RunRecord) -> JobStatus | None:
+    if not isinstance(executor, RayExecutor):
+        return None
+    status = _status(executor, run)
+    if status.state in (JobState.EXITED, JobState.CANCELLED):
+        return status  # a finished job is never signalled
+    where = executor.job_dir(run)
+    submission_id = executor.job(run).submission_id
+    if status.state is JobState.RUNNING:
+        # The marker turns the SIGTERM of Ray's stop into "kill the job's process group".
+        (where / layout.CANCELLING).touch()
+        executor.client.stop(submission_id)
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while True:
+            try:
+                if executor.client.info(submission_id).terminal:
+                    break
+            except JobNotFound:
+                break
+            if time.monotonic() > deadline:
+                raise UserError(
+                    f"run {run.id}: Ray has not stopped job {submission_id} after "
+                    f"{CANCEL_WAIT_S:.0f} s (a stop asked earlier through Ray waits up to "
+                    f"stop_wait_s = {executor.target.stop_wait_s} s); try again later"
+                )
+            time.sleep(0.2)
+        if (code := _exit_code(where)) is not None:
+            return JobStatus.exited(code)  # it ended on its own first
+    _forget_secrets(where)
+    (where / layout.CANCELLED).touch()
+    return CANCELLED
+
+
+def _job_log(executor: RayExecutor, run: RunRecord) -> bytes:
+    try:
+        return executor.client.logs(executor.job(run).submission_id).encode("utf-8", "replace")
+    except JobNotFound:
+        return b""
+
+
+def _final_log(executor: RayExecutor, run: RunRecord) -> bytes:
+    """The log kept at home: Ray's, and Ray's reason when the entrypoint never ran."""
+    log = _job_log(executor, run)
+    try:
+        info = executor.client.info(executor.job(run).submission_id)
+    except JobNotFound:
+        return log
+    if info.status == "FAILED" and info.exit_code is None and info.message:
+        log += f"\n[ray] job failed before its entrypoint ran:\n{info.message}\n".encode(
+            "utf-8", "replace"
+        )
+    return log
+
+
+@hookimpl
+def collect_artifacts(
+    executor: object, run: RunRecord, artifacts: ArtifactSpec, dest: Path
+) -> list[str] | None:
+    if not isinstance(executor, RayExecutor):
+        return None
+    where = executor.job_dir(run)
+    if layout.JOB_LOG in artifacts.paths:
+        # Ray keeps the entrypoint's output on the head node: put it beside the results.
+        log = where / layout.JOB_LOG
+        temporary = log.with_name(f"{log.name}.tmp.{os.getpid()}")
+        temporary.write_bytes(_final_log(executor, run))
+        temporary.replace(log)
+    # The runner's manifest for what it covers, one made now for the rest (job.log, or
+    # everything of a job killed before it wrote its own).
+    written = _read(where / layout.MANIFEST_FILE, 0, 64 << 20)
+    by_runner = parse_manifest(written) if written else None
+    manifest = {} if by_runner is None else select(by_runner, artifacts.paths, artifacts.exclude)
+    rest = tuple(p for p in artifacts.paths if by_runner is None or not covered(p))
+    manifest.update(manifest_of(where, rest, artifacts.exclude))
+    for required in artifacts.required:
+        if not any(p == required or p.startswith(required + "/") for p in manifest):
+            raise MissingArtifact(required)
+    for top in artifacts.paths:  # what an earlier try left is replaced, never mixed in
+        stale = dest / top
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale)
+        elif stale.exists() or stale.is_symlink():
+            stale.unlink()
+    for path in manifest:
+        (dest / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(where / path, dest / path)
+    verify(manifest, dest, artifacts.paths, artifacts.exclude)
+    return sorted(manifest)
+
+
+@hookimpl
+def read_job_log(executor: object, run: RunRecord, offset: int) -> LogChunk | None:
+    if not isinstance(executor, RayExecutor):
+        return None
+    # Ray's API returns the whole log: fine for a training log (a few MiB at most).
+    data = _job_log(executor, run)[offset : offset + CAP]
+    return LogChunk(data, offset + len(data))
+
+
+@hookimpl
+def release_executor(executor: object, run: RunRecord | None, outcome: str | None) -> None:
+    if isinstance(executor, RayExecutor):
+        executor.offsets.clear()
+        executor.client.close()
