@@ -54,7 +54,7 @@ def test_a_create_is_escaped_by_graphql_rules(fake_runpod: FakeRunpod):
     assert api.calls == 1
 
 
-def test_runs_ls_and_pod_help_never_import_the_sdk(project_dir):
+def test_runs_ls_loads_no_plugin_and_pod_help_no_sdk(project_dir):
     code = (
         "import json, sys\n"
         "from overbrainer.cli import main\n"
@@ -64,7 +64,7 @@ def test_runs_ls_and_pod_help_never_import_the_sdk(project_dir):
         "    pass\n"
         "sys.stderr.write(json.dumps(sorted(sys.modules)))\n"
     )
-    for args in (["runs", "ls"], ["pod", "--help"]):
+    for args, plugin_loaded in ((["runs", "ls"], False), (["pod", "--help"], True)):
         result = subprocess.run(
             [sys.executable, "-c", code, "-C", str(project_dir), *args],
             capture_output=True,
@@ -73,7 +73,7 @@ def test_runs_ls_and_pod_help_never_import_the_sdk(project_dir):
             check=True,
         )
         modules = {name.split(".")[0] for name in json.loads(result.stderr.splitlines()[-1])}
-        assert "overbrainer_runpod" in modules, args
+        assert ("overbrainer_runpod" in modules) is plugin_loaded, args
         assert "runpod" not in modules, args
 
 

@@ -52,6 +52,11 @@ SUMMARIES = {
     "watch": "Run the stages and training now, then again after each change.",
     "history": "Runs, items, tokens and cost per stage, and their total.",
     "migrate": "Bring the project's files to the format this overbrainer writes.",
+    "dataset": "Change the dataset by hand.",
+    "tui": "Browse the project, its dataset, pipeline, runs and logs in a terminal UI.",
+    "export": "Export RUN_ID's model to a GGUF file and an Ollama Modelfile, on its target.",
+    "push": "Push RUN_ID's output/ (and its GGUF) to the Hugging Face Hub with a model card.",
+    "compare": "Compare the child (its GGUF, served on the run's target) with its parent.",
 }
 """The first paragraph of each command's help, so ``--help`` lists the commands without
 importing them (a test holds these equal to the commands' own)."""
