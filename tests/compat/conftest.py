@@ -107,6 +107,9 @@ server_start_secs = 300
 repo = "someone/rust-mentor"
 private = true
 after_training = false
+
+[metrics]
+listen = "127.0.0.1:0"
 """
 
 # The shapes the reference tool writes, and the fields of each (what it reads back).
