@@ -25,6 +25,7 @@ from overbrainer.after.judge import (
     VerdictLog,
     judge_all,
     read_verdicts,
+    records_by_id,
     strip_reasoning,
     verdicts_key,
 )
@@ -282,22 +283,6 @@ def _template_source(project: Project) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def _read_answers(path: Path) -> dict[str, dict[str, Any]]:
-    answers: dict[str, dict[str, Any]] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return answers
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("id"), str):
-            answers[record["id"]] = record
-    return answers
-
-
 def _judge_and_report(project: Project, directory: Path, setup: dict[str, Any]) -> Path:
     from overbrainer.pipeline.prompts import Templates
 
@@ -307,7 +292,7 @@ def _judge_and_report(project: Project, directory: Path, setup: dict[str, Any]) 
     verdicts_file = directory / f"verdicts-{key}.jsonl"
     templates = Templates(project.dir, TEMPLATE)
     questions = setup["questions"]
-    answers = _read_answers(directory / ANSWERS)
+    answers = records_by_id(directory / ANSWERS)
 
     def render(question: str, answer_a: str, answer_b: str) -> str:
         return templates.render(TEMPLATE, question=question, answer_a=answer_a, answer_b=answer_b)

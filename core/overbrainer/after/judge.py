@@ -100,21 +100,27 @@ class Judge:
         return cls(role.provider, role, settings.roles.judge is None)
 
 
-def read_verdicts(path: Path) -> dict[str, dict[str, Any]]:
-    """The verdicts recorded so far, by question id (a torn last line is ignored)."""
-    verdicts: dict[str, dict[str, Any]] = {}
+def records_by_id(path: Path) -> dict[str, dict[str, Any]]:
+    """The JSONL records of ``path`` by their ``id``, the last one winning; a missing file
+    is empty and a torn last line ignored (both appended to as the compare goes)."""
+    records: dict[str, dict[str, Any]] = {}
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError:
-        return verdicts
+        return records
     for line in lines:
         try:
             record = json.loads(line)
         except ValueError:
             continue
         if isinstance(record, dict) and isinstance(record.get("id"), str):
-            verdicts[record["id"]] = record
-    return verdicts
+            records[record["id"]] = record
+    return records
+
+
+def read_verdicts(path: Path) -> dict[str, dict[str, Any]]:
+    """The verdicts recorded so far, by question id."""
+    return records_by_id(path)
 
 
 class VerdictLog:
