@@ -13,8 +13,19 @@ TOKEN = "hf_secretTOKENvalue1234567890"
 READ_TOKEN = "hf_readonlyTOKEN987654321"
 
 
+def online(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lift the offline mode CI sets for Hugging Face (``HF_HUB_OFFLINE=1``, which
+    huggingface_hub reads once, at import): the hub of these tests is on loopback."""
+    import huggingface_hub.constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+
+
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    online(monkeypatch)
     server = FakeHub({TOKEN: ("alice", "write"), READ_TOKEN: ("alice", "read")}).start()
     monkeypatch.setenv("OVERBRAINER_HUB__BASE_URL", server.url)
     monkeypatch.setenv("OVERBRAINER_HF_TOKEN", TOKEN)
@@ -179,6 +190,7 @@ def test_a_stopped_run_with_only_a_checkpoint_is_not_pushed(pushable, hub, run_c
 
 
 def test_after_training_pushes_a_succeeded_run_once(trainer, run_cli, monkeypatch):
+    online(monkeypatch)
     server = FakeHub({TOKEN: ("alice", "write")}).start()
     try:
         monkeypatch.setenv("OVERBRAINER_HUB__BASE_URL", server.url)
@@ -211,4 +223,16 @@ def test_an_unreachable_hub_is_a_clear_error(pushable, run_cli, monkeypatch):
     result = run_cli("push", pushable.run_id)
     assert result.exit_code == 1
     assert "error: Hugging Face request failed: " in result.stderr
+    assert TOKEN not in result.stderr
+
+
+def test_hugging_face_offline_mode_is_honoured_and_said(pushable, hub, run_cli, monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    result = run_cli("push", pushable.run_id)
+    assert result.exit_code == 1
+    assert "offline mode is enabled" in result.stderr
+    assert "HF_HUB_OFFLINE" in result.stderr
+    assert hub.commits() == []
     assert TOKEN not in result.stderr
