@@ -13,6 +13,7 @@ import secrets
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -200,7 +201,7 @@ def test_rays_own_stop_is_a_snapshot_that_attach_records(on_ray, ray_cluster, ru
     assert record["snapshot"]["reason"] == "requested"
     step = record["snapshot"]["step"]
     assert (on_ray.dir / "runs" / run["id"] / "output" / f"checkpoint-{step}").is_dir()
-    assert str(JobSubmissionClient(ray_cluster.address).get_job_status(job)) == "STOPPED"
+    assert _settled_status(ray_cluster.address, job) == "STOPPED"
 
 
 def test_cancel_stops_the_job_on_ray_and_logs_stay_readable(on_ray, ray_cluster, run_cli):
@@ -215,10 +216,9 @@ def test_cancel_stops_the_job_on_ray_and_logs_stay_readable(on_ray, ray_cluster,
     assert result.stdout == f"train: run {run['id']} cancelled\n"
     assert on_ray.run()["state"] == "cancelled"
     assert not Path(f"/proc/{child}").exists() or _zombie(child)
-    from ray.job_submission import JobSubmissionClient
 
     job = run["job"]["data"]["submission_id"]
-    assert str(JobSubmissionClient(ray_cluster.address).get_job_status(job)) == "STOPPED"
+    assert _settled_status(ray_cluster.address, job) == "STOPPED"
     again = run_cli("train", "cancel", run["id"])
     assert again.exit_code == 1
     assert again.stderr == f"error: run {run['id']} already ended: cancelled\n"
@@ -349,3 +349,17 @@ def test_a_runtime_env_ray_cannot_build_fails_the_run_with_rays_reason(
     assert "[ray] job failed before its entrypoint ran:\nruntime_env setup failed" in log
     # The runner never ran to read and delete the secrets file: the target deleted it.
     assert not (on_ray.storage / run["id"] / ".secrets.json").exists()
+
+
+def _settled_status(address: str, job: str) -> str:
+    """The Ray job's status once it is no longer RUNNING: Ray writes it a moment after
+    the entrypoint ends (60 s at most)."""
+    from ray.job_submission import JobSubmissionClient
+
+    client = JobSubmissionClient(address)
+    deadline = time.monotonic() + 60
+    status = str(client.get_job_status(job))
+    while status == "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        status = str(client.get_job_status(job))
+    return status
