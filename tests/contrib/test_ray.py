@@ -224,7 +224,9 @@ def test_cancel_stops_the_job_on_ray_and_logs_stay_readable(on_ray, ray_cluster,
     assert again.stderr == f"error: run {run['id']} already ended: cancelled\n"
     logs = run_cli("runs", "logs", run["id"])
     assert logs.exit_code == 0, logs.stderr
-    assert "fake axolotl: step" in logs.stdout
+    # Cancelled as soon as training started: the trainer may not have logged a step yet.
+    assert "overbrainer: stage train:" in logs.stdout
+    assert "overbrainer: cancelled" in logs.stdout
 
 
 def _zombie(pid: int) -> bool:
