@@ -15,7 +15,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
 - Settings models for ``register_targets``: ``TargetBase``, ``HostTarget`` and the field
   types ``NonEmpty``, ``Finite``, ``RemotePath``, ``EnvPattern``, ``comma_list``.
 - Helpers: ``layout`` (the job directory's file names), the manifest (``parse_manifest``,
-  ``select``, ``covered``, ``manifest_of``, ``verify``, ``sha256_file``), metric lines
+  ``select``, ``covered``, ``manifest_of``, ``verify``, ``sha256_file``, and
+  ``collect_directory`` for a job directory this machine can read), metric lines
   (``complete_lines``, ``parse_event``), and the POSIX host pair ``Host``/``HostExecutor``
   with ``LocalHost`` (this machine) and ``HostError``; ``StreamWatches`` for a remote
   host's ``wait_for_change`` (one long-lived script a job directory).
@@ -46,6 +47,7 @@ from overbrainer.job.localhost import LocalHost, job_environment
 from overbrainer.job.manifest import (
     Entry,
     Manifest,
+    collect_directory,
     covered,
     manifest_of,
     parse_manifest,
@@ -122,6 +124,7 @@ __all__ = [
     "TransientError",
     "UserError",
     "check_run_id",
+    "collect_directory",
     "comma_list",
     "complete_lines",
     "covered",

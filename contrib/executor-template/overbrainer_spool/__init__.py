@@ -39,7 +39,6 @@ from overbrainer.plugin import (
     JobState,
     JobStatus,
     LogChunk,
-    MissingArtifact,
     Project,
     RemotePath,
     RunRecord,
@@ -47,14 +46,10 @@ from overbrainer.plugin import (
     TargetBase,
     TargetInfo,
     UserError,
+    collect_directory,
     complete_lines,
-    covered,
     hookimpl,
     layout,
-    manifest_of,
-    parse_manifest,
-    select,
-    verify,
 )
 
 CAP = 1 << 20
@@ -250,27 +245,7 @@ def collect_artifacts(
     if not isinstance(executor, SpoolExecutor):
         return None
     where = executor.job_dir(run)
-    # The runner's manifest for what it covers, one made now for the rest (job.log, or
-    # everything of a job killed before it wrote its own).
-    written = _read(where / layout.MANIFEST_FILE, 0, 64 << 20)
-    by_runner = parse_manifest(written) if written else None
-    manifest = {} if by_runner is None else select(by_runner, artifacts.paths, artifacts.exclude)
-    rest = tuple(p for p in artifacts.paths if by_runner is None or not covered(p))
-    manifest.update(manifest_of(where, rest, artifacts.exclude))
-    for required in artifacts.required:
-        if not any(p == required or p.startswith(required + "/") for p in manifest):
-            raise MissingArtifact(required)
-    for top in artifacts.paths:  # what an earlier try left is replaced, never mixed in
-        stale = dest / top
-        if stale.is_dir() and not stale.is_symlink():
-            shutil.rmtree(stale)
-        elif stale.exists() or stale.is_symlink():
-            stale.unlink()
-    for path in manifest:
-        (dest / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(where / path, dest / path)
-    verify(manifest, dest, artifacts.paths, artifacts.exclude)
-    return sorted(manifest)
+    return collect_directory(where, dest, artifacts)
 
 
 @hookimpl

@@ -41,20 +41,15 @@ from overbrainer.plugin import (
     JobState,
     JobStatus,
     LogChunk,
-    MissingArtifact,
     Project,
     RunRecord,
     SecretsChannel,
     TargetInfo,
     UserError,
+    collect_directory,
     complete_lines,
-    covered,
     hookimpl,
     layout,
-    manifest_of,
-    parse_manifest,
-    select,
-    verify,
 )
 from overbrainer_ray.client import JobNotFound, RayClient, RayJobInfo
 from overbrainer_ray.target import RayJob, RayTarget
@@ -383,27 +378,7 @@ def collect_artifacts(
         temporary = log.with_name(f"{log.name}.tmp.{os.getpid()}")
         temporary.write_bytes(_final_log(executor, run))
         temporary.replace(log)
-    # The runner's manifest for what it covers, one made now for the rest (job.log, or
-    # everything of a job killed before it wrote its own).
-    written = _read(where / layout.MANIFEST_FILE, 0, 64 << 20)
-    by_runner = parse_manifest(written) if written else None
-    manifest = {} if by_runner is None else select(by_runner, artifacts.paths, artifacts.exclude)
-    rest = tuple(p for p in artifacts.paths if by_runner is None or not covered(p))
-    manifest.update(manifest_of(where, rest, artifacts.exclude))
-    for required in artifacts.required:
-        if not any(p == required or p.startswith(required + "/") for p in manifest):
-            raise MissingArtifact(required)
-    for top in artifacts.paths:  # what an earlier try left is replaced, never mixed in
-        stale = dest / top
-        if stale.is_dir() and not stale.is_symlink():
-            shutil.rmtree(stale)
-        elif stale.exists() or stale.is_symlink():
-            stale.unlink()
-    for path in manifest:
-        (dest / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(where / path, dest / path)
-    verify(manifest, dest, artifacts.paths, artifacts.exclude)
-    return sorted(manifest)
+    return collect_directory(where, dest, artifacts)
 
 
 @hookimpl

@@ -11,11 +11,16 @@ import fnmatch
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from overbrainer.errors import ArtifactMismatch
-from overbrainer.job.layout import MANIFEST_ROOTS
+from overbrainer.errors import ArtifactMismatch, MissingArtifact
+from overbrainer.job.layout import MANIFEST_FILE, MANIFEST_ROOTS
+
+if TYPE_CHECKING:
+    from overbrainer.job.spec import ArtifactSpec
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,43 @@ def verify(
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise ArtifactMismatch(problems[0] + more)
+
+
+def collect_directory(where: Path, dest: Path, artifacts: ArtifactSpec) -> list[str]:
+    """Copy ``artifacts`` from a job directory this machine can read (a spool, a shared
+    path) into ``dest`` and verify them; the sorted relative paths brought home.
+
+    The runner's ``manifest.sha256`` vouches for what it covers; the rest (``job.log``, or
+    everything of a job killed before it wrote its own) is hashed here. What an earlier
+    try left under ``dest`` is replaced, never mixed in.
+    """
+    written = _head(where / MANIFEST_FILE, 64 << 20)
+    by_runner = parse_manifest(written) if written else None
+    manifest = {} if by_runner is None else select(by_runner, artifacts.paths, artifacts.exclude)
+    rest = tuple(p for p in artifacts.paths if by_runner is None or not covered(p))
+    manifest.update(manifest_of(where, rest, artifacts.exclude))
+    for required in artifacts.required:
+        if not any(p == required or p.startswith(required + "/") for p in manifest):
+            raise MissingArtifact(required)
+    for top in artifacts.paths:
+        stale = dest / top
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale)
+        elif stale.exists() or stale.is_symlink():
+            stale.unlink()
+    for path in manifest:
+        (dest / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(where / path, dest / path)
+    verify(manifest, dest, artifacts.paths, artifacts.exclude)
+    return sorted(manifest)
+
+
+def _head(path: Path, length: int) -> bytes:
+    try:
+        with path.open("rb") as file:
+            return file.read(length)
+    except FileNotFoundError:
+        return b""
 
 
 def sha256_file(path: Path) -> str:
