@@ -72,6 +72,20 @@ def _python(path: Path, pythonpath: Path) -> None:
     path.chmod(0o755)
 
 
+def make_toolchain(toolchain: Path) -> Path:
+    """A llama.cpp toolchain directory of stand-ins (``OVERBRAINER_LLAMA_CPP``)."""
+    (toolchain / "llama.cpp" / "gguf-py" / "gguf").mkdir(parents=True)
+    (toolchain / "llama.cpp" / "gguf-py" / "gguf" / "__init__.py").write_text("")
+    (toolchain / "llama.cpp" / "convert_hf_to_gguf.py").write_text(FAKE_CONVERTER)
+    (toolchain / "site" / "llama_cpp").mkdir(parents=True)
+    (toolchain / "site" / "llama_cpp" / "__init__.py").write_text(FAKE_LLAMA_CPP)
+    (toolchain / "site" / "llama_cpp" / "server").mkdir()
+    (toolchain / "site" / "llama_cpp" / "server" / "__init__.py").write_text("")
+    shutil.copyfile(FAKE_SERVER, toolchain / "site" / "llama_cpp" / "server" / "__main__.py")
+    _python(toolchain / "bin" / "python", toolchain / "site")
+    return toolchain
+
+
 @dataclass
 class Finished:
     """The project, its run and the stand-ins."""
@@ -100,16 +114,7 @@ def finished(project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         (stubs / module).mkdir(parents=True)
         (stubs / module / "__init__.py").write_text("")
     _python(venv / "bin" / "python", stubs)
-    toolchain = tmp_path / "llama-cpp"
-    (toolchain / "llama.cpp" / "gguf-py" / "gguf").mkdir(parents=True)
-    (toolchain / "llama.cpp" / "gguf-py" / "gguf" / "__init__.py").write_text("")
-    (toolchain / "llama.cpp" / "convert_hf_to_gguf.py").write_text(FAKE_CONVERTER)
-    (toolchain / "site" / "llama_cpp").mkdir(parents=True)
-    (toolchain / "site" / "llama_cpp" / "__init__.py").write_text(FAKE_LLAMA_CPP)
-    (toolchain / "site" / "llama_cpp" / "server").mkdir()
-    (toolchain / "site" / "llama_cpp" / "server" / "__init__.py").write_text("")
-    shutil.copyfile(FAKE_SERVER, toolchain / "site" / "llama_cpp" / "server" / "__main__.py")
-    _python(toolchain / "bin" / "python", toolchain / "site")
+    toolchain = make_toolchain(tmp_path / "llama-cpp")
     monkeypatch.setenv("OVERBRAINER_LLAMA_CPP", str(toolchain))
     config = project_dir / "overbrainer.toml"
     config.write_text(config.read_text() + TRAINING.format(venv=venv))

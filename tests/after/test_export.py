@@ -258,3 +258,39 @@ def test_a_container_runtime_is_refused(finished, run_cli):
         "error: target `local` runs Axolotl in a container: export and compare need a native "
         "runtime (a venv) on it"
     ) in result.stderr
+
+
+def test_the_hub_token_reaches_the_export_through_its_environment_only(
+    finished, run_cli, monkeypatch, tmp_path
+):
+    """A gated base model is downloaded on the target during the merge: the export sees
+    ``HF_TOKEN`` as training does, and no command line or file written holds it."""
+    token = "hf_" + "e7" * 16
+    monkeypatch.setenv("OVERBRAINER_HF_TOKEN", token)
+    seen = tmp_path / "seen"
+    python = finished.venv / "bin" / "python"
+    real = python.read_text().splitlines()[-1]
+    python.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s" "$HF_TOKEN" > {seen}/env\n'
+        f"grep -l -a {token} /proc/[0-9]*/cmdline > {seen}/argv 2>/dev/null\n"
+        f"{real}\n"
+    )
+    seen.mkdir()
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 0, result.stderr
+    assert (seen / "env").read_text() == token
+    assert (seen / "argv").read_text() == ""
+    assert token not in result.stdout + result.stderr
+    for path in finished.dir.rglob("*"):
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), path
+
+
+def test_a_token_with_a_line_break_is_refused_before_the_export(finished, run_cli, monkeypatch):
+    monkeypatch.setenv("OVERBRAINER_HF_TOKEN", "hf_abc\nrm -rf /")
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 1
+    assert "HF_TOKEN cannot be handed to the target: it holds a line break" in result.stderr
+    assert "rm -rf" not in result.stderr
+    assert not (finished.run_dir / "output" / "gguf").exists()

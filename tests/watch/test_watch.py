@@ -7,6 +7,7 @@ import os
 import signal
 import time
 
+from tests.after.conftest import make_toolchain
 from tests.train.conftest import group_alive
 from tests.watch.conftest import save
 
@@ -208,8 +209,39 @@ def test_a_plugin_hears_of_each_change_and_each_cycle(watch, site, tmp_path):
     first = watching.line(CYCLE.format(n=1))
     watching.edit("learning_rate = 0.0002", "learning_rate = 0.001")
     second = watching.line(CYCLE.format(n=2))
-    records = [json.loads(line) for line in log.read_text().splitlines()]
+    deadline = time.monotonic() + 10  # the hook hears of a cycle just after its line is out
+    while len(records := [json.loads(line) for line in log.read_text().splitlines()]) < 3:
+        assert time.monotonic() < deadline, records
+        time.sleep(0.05)
     assert records[0]["cycle"] == 1 and records[0]["line"] == first.string
     assert records[1] == {"changed": ["training.learning_rate"], "old": 0.0002, "new": 0.001}
     assert records[2]["cycle"] == 2 and records[2]["line"] == second.string
     assert records[2]["run"] == runs_of(watching.project_dir)[-1]["id"]
+
+
+def test_a_cycle_exports_its_new_run_as_run_does(watch, project_dir, tmp_path):
+    """``[export] after_training``: each new run is exported within its cycle, and the
+    cycle's line says so; a cycle whose run is up to date exports nothing again."""
+    toolchain = make_toolchain(tmp_path / "llama-cpp")
+    site = next((tmp_path / "fake-venv").glob("lib/python3.*/site-packages"))
+    for module in ("torch", "numpy", "transformers", "yaml"):  # what the converter needs
+        (site / module).mkdir()
+        (site / module / "__init__.py").write_text("")
+    config = project_dir / "overbrainer.toml"
+    text = config.read_text().replace('adapter = "lora"', 'adapter = "lora"\nmerge = true')
+    save(config, text + '\n[export]\nafter_training = true\nquantize = "Q8_0"\n')
+    watching = watch(OVERBRAINER_LLAMA_CPP=str(toolchain))
+    first = watching.line(CYCLE.format(n=1))
+    [run] = runs_of(project_dir)
+    assert first["ran"].endswith(f"train run {run['id']} succeeded, export run {run['id']} Q8_0")
+    gguf = project_dir / "runs" / run["id"] / "output" / "gguf" / f"{run['id']}-Q8_0.gguf"
+    assert gguf.read_bytes().startswith(b"GGUF converted auto from ../../output/merged")
+    watching.edit('adapter = "lora"', 'adapter = "lora"\nevals_per_epoch = 2')
+    second = watching.line(CYCLE.format(n=2))
+    assert second["ran"] == f"split 7/1, train up to date with run {run['id']}"
+    watching.edit("learning_rate = 0.0002", "learning_rate = 0.001")
+    third = watching.line(CYCLE.format(n=3))
+    newer = runs_of(project_dir)[-1]["id"]
+    assert newer != run["id"]
+    assert third["ran"].endswith(f"train run {newer} succeeded, export run {newer} Q8_0")
+    assert len(list((project_dir / "runs").glob("*/exports/*/export.json"))) == 2

@@ -1,33 +1,33 @@
-"""What ``train`` does after a run when ``[export]`` or ``[hub]`` ask for it."""
+"""What ``train``, ``run`` and ``watch`` do after a run, as ``[export]`` and ``[hub]`` ask."""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 
 import click
 from loguru import logger
 
+from overbrainer.config.model import Settings
 from overbrainer.errors import UserError
 from overbrainer.job.record import RunRecord, RunState
+from overbrainer.project import Project
+from overbrainer.runs.store import RunStore
 
-if TYPE_CHECKING:
-    from overbrainer.cli.context import App
 
-
-def warn_before_training(app: App) -> None:
+def warn_before_training(settings: Settings) -> None:
     """``hub.after_training`` without a token: say so before the run, not after it."""
-    settings = app.settings
     if settings.hub.after_training and settings.hf_token is None:
         logger.warning(
             "hub.after_training is set but OVERBRAINER_HF_TOKEN is not: the run will not be pushed"
         )
 
 
-def _exported(app: App, record: RunRecord, quantize: str) -> bool:
+def _exported(runs: RunStore, record: RunRecord, quantize: str) -> bool:
     """Whether the run has a GGUF of type ``quantize`` already (``run`` ends with a run that
     was up to date as often as with a new one)."""
-    run_dir = app.runs.run_dir(record.id)
+    run_dir = runs.run_dir(record.id)
     for path in run_dir.glob("exports/*/export.json"):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -40,31 +40,45 @@ def _exported(app: App, record: RunRecord, quantize: str) -> bool:
     return False
 
 
-def after_training(app: App, record: RunRecord) -> None:
+def after_training(
+    project: Project,
+    hook: Any,
+    runs: RunStore,
+    record: RunRecord,
+    *,
+    echo: Callable[[str], None] | None = None,
+    label: str = "train",
+) -> list[str]:
     """Export (``export.after_training``, unless the run has that GGUF), then push
-    (``hub.after_training``, once per run) a run that succeeded; failures only warn."""
-    settings = app.settings
+    (``hub.after_training``, once per run) a run that succeeded; failures only warn.
+    Returns what was done, a few words each (``watch`` puts them in its cycle's summary)."""
+    settings = project.settings
+    done: list[str] = []
     if record.state is not RunState.SUCCEEDED:
-        return
+        return done
     from overbrainer.redact import escape_controls
 
-    def echo(line: str) -> None:
-        click.echo(escape_controls(line))
+    def say(line: str) -> None:
+        (echo or click.echo)(escape_controls(line))
 
-    if settings.export.after_training and not _exported(app, record, settings.export.quantize):
+    quantize = settings.export.quantize
+    if settings.export.after_training and not _exported(runs, record, quantize):
         from overbrainer.after.export import export_run
 
         try:
-            export_run(app.project, app.plugins.hook, app.runs, record.id, echo=echo, label="train")
+            export_run(project, hook, runs, record.id, echo=say, label=label)
+            done.append(f"export run {record.id} {quantize}")
         except UserError as error:
             logger.warning(f"{error.message}; run it again with: overbrainer export {record.id}")
-    pushed = app.runs.run_dir(record.id) / "hub" / "push.json"
+    pushed = runs.run_dir(record.id) / "hub" / "push.json"
     if settings.hub.after_training and not pushed.exists():
         from overbrainer.after.push import push_run
 
         try:
-            push_run(app.project, app.runs, record.id, echo=echo, warn=logger.warning)
+            push_run(project, runs, record.id, echo=say, warn=logger.warning)
+            done.append(f"push run {record.id}")
         except UserError as error:
             logger.warning(
                 f"push failed: {error.message}; run it again with: overbrainer push {record.id}"
             )
+    return done

@@ -34,6 +34,7 @@ EXPORT_FILE = "export.json"
 MODELFILE = "Modelfile"
 SCRIPT = "export_gguf.py"
 HOUR_S = 3600
+HF_TOKEN = "HF_TOKEN"  # noqa: S105 - the variable's name, not a secret
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,9 @@ def _export_on_target(
         f"{q('../../' + CONFIG_FILE)} {q(kind)} {q('gguf/' + gguf_name)} {q(toolchain)}"
     )
     logger.info(f"export: {job_id}: merging, converting and quantizing on the target (export.log)")
-    done = target.run_script(job_dir, command, "export.log", timeout=6 * HOUR_S)
+    done = target.run_script(
+        job_dir, command, "export.log", timeout=6 * HOUR_S, secrets=_hub_secrets(project)
+    )
     if done.code != 0:
         lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
         errors = [line[len("error: ") :] for line in lines if line.startswith("error: ")]
@@ -183,6 +186,17 @@ def _export_on_target(
     text = json.dumps(record, indent=2) + "\n"
     replace_file(local_job / EXPORT_FILE, lambda file: file.write(text.encode("utf-8")))
     return Exported(run.id, kind, file, size, local_job / EXPORT_FILE)
+
+
+def _hub_secrets(project: Project) -> dict[str, str]:
+    """``HF_TOKEN`` for the merge, when the project has a token: a gated base model is
+    downloaded on the target with it, as in training."""
+    token = project.settings.hf_token
+    if token is None:
+        return {}
+    from overbrainer.config.secrets import resolve_secret
+
+    return {HF_TOKEN: resolve_secret(token, "hf_token", project.env).get_secret_value()}
 
 
 def _fetch_gguf(  # noqa: PLR0917 - private, called once

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,17 +43,33 @@ class TargetRun:
         out = done.text().split()
         return out[0] if done.code == 0 and out else ""
 
-    def run_script(self, job_dir: str, command: str, log: str, timeout: float) -> Completed:
+    def run_script(
+        self,
+        job_dir: str,
+        command: str,
+        log: str,
+        timeout: float,
+        secrets: Mapping[str, str] | None = None,
+    ) -> Completed:
         """Run ``command`` in ``job_dir`` on the target, its output in ``log`` there (the
-        last 4 kB come back as stderr). Ctrl-C (``KeyboardInterrupt``) stops it there too
-        (SIGTERM: the scripts clean up on it) before it goes on."""
+        last 4 kB come back as stderr). ``secrets`` join its environment through the
+        script's stdin, never its command line. Ctrl-C (``KeyboardInterrupt``) stops it
+        there too (SIGTERM: the scripts clean up on it) before it goes on."""
         q = scripts.q
+        given = dict(secrets or {})
+        names = sorted(given)
+        for name in names:
+            if "\n" in given[name] or "\r" in given[name]:
+                raise UserError(f"{name} cannot be handed to the target: it holds a line break")
+        reads = "".join(f"IFS= read -r {name} && export {name} && " for name in names)
         script = (
-            f"cd {q(job_dir)} && {{ {command} > {q(log)} 2>&1 & echo $! > {PID_FILE}; "
-            f"wait $!; code=$?; }}; tail -c 4000 {q(log)} >&2; exit $code\n"
+            f"{reads}cd {q(job_dir)} && {{ {command} > {q(log)} 2>&1 < /dev/null & "
+            f"echo $! > {PID_FILE}; wait $!; code=$?; }}; tail -c 4000 {q(log)} >&2; "
+            "exit $code\n"
         )
+        stdin = "".join(f"{given[name]}\n" for name in names).encode()
         try:
-            return self.shell.host.run(script, timeout=timeout)
+            return self.shell.host.run(script, input=stdin, timeout=timeout)
         except KeyboardInterrupt:
             stop = f"kill -TERM $(cat {q(job_dir + '/' + PID_FILE)}) 2>/dev/null; exit 0\n"
             with suppress(Exception):

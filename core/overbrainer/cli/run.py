@@ -39,4 +39,4 @@ def run(retrain: bool) -> None:
         if summary.run is not None:
             from overbrainer.after.chain import after_training
 
-            after_training(app, summary.run)
+            after_training(cycle.workspace().project, app.plugins.hook, app.runs, summary.run)

@@ -39,12 +39,12 @@ def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: s
 
     app = current_app()
     with app.lock():
-        warn_before_training(app)
+        warn_before_training(app.settings)
         trained = session.train(
             app.workspace(), target=target, resume_from=resume_from, keep_pod=keep_pod
         )
         if trained is not None and not trained.up_to_date:
-            after_training(app, trained.record)
+            after_training(app.project, app.plugins.hook, app.runs, trained.record)
 
 
 @train.command()

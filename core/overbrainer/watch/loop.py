@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from overbrainer.config.load import CONFIG_FILE, ConfigError, load_settings
 from overbrainer.config.model import Settings
 from overbrainer.config.reload import Reloader
 from overbrainer.errors import Interrupted, UserError, signal_of
-from overbrainer.job.record import RunState
+from overbrainer.job.record import RunRecord, RunState
 from overbrainer.pipeline.runner import Outcome
 from overbrainer.runs.store import RunStore
 from overbrainer.watch.cycle import Cycle
@@ -228,6 +229,12 @@ class Loop:
                 cycle = Cycle(reloader, self.hook, self.runs, self.echo)
                 cycle.run(summary, on_stage=_log_stage, resume_if_same=resume, stop_when=stop_when)
                 self.env, self.settings = reloader.env, reloader.settings
+                if summary.run is not None:
+                    started = time.monotonic()
+                    try:
+                        summary.ran.extend(self._after_training(cycle, summary.run))
+                    finally:
+                        summary.seconds += time.monotonic() - started
         except UserError as error:
             summary.error = error.message
             if error.exit_code != 1 or error.message.startswith("interrupted"):
@@ -246,6 +253,14 @@ class Loop:
         if summary.run is not None and summary.run.state is RunState.STOPPED:
             self._stopped_run = summary.run.id
         self._finish(summary)
+
+    def _after_training(self, cycle: Cycle, run: RunRecord) -> list[str]:
+        """What ``train`` and ``run`` do after a run (``[export]``, ``[hub]``
+        ``after_training``), with the settings the cycle ended with."""
+        from overbrainer.after.chain import after_training
+
+        project = cycle.workspace().project
+        return after_training(project, self.hook, self.runs, run, echo=self.echo, label="watch")
 
     def _finish(self, summary: CycleSummary) -> None:
         try:
