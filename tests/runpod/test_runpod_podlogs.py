@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from tests.runpod import test_runpod_lifecycle
 from tests.runpod.conftest import API_KEY
 from tests.runpod.fake_runpod import FakeRunpod, Pod
 
@@ -18,6 +19,9 @@ from overbrainer_runpod import logkept, logstream, record
 from overbrainer_runpod.logkept import drain, kept_cursor, kept_lines
 from overbrainer_runpod.logstream import LogClient
 from overbrainer_runpod.record import PodRecord, PodState
+
+lifecycle_trainer = test_runpod_lifecycle.trainer
+"""The ``trainer`` fixture of the lifecycle tests (registered here under its own name)."""
 
 RUN = "demo_20260922-143005"
 HF_TOKEN = "hf_podLogsSecretToken0123456789"
@@ -345,3 +349,46 @@ def test_a_drain_never_follows_a_symbolic_link(project, fake_runpod, tmp_path):
     drain(LogClient(API_KEY, f"{fake_runpod.url}/v1"), run_dir, pod_id)
     assert elsewhere.read_text() == "untouched\n"
     assert fake_runpod.log_requests == []
+
+
+# A run's pod, end to end: its log kept before the pod is deleted.
+
+
+def test_a_run_keeps_its_pods_log_before_the_pod_is_deleted(trainer, run_cli):
+    fake = trainer.fake
+    fake.boot_log_lines = [f"HF_TOKEN={HF_TOKEN} key {API_KEY}", "boot \x1b[31mdone"]
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    run_id = trainer.run()["id"]
+    run_dir = trainer.dir / "runs" / run_id
+    assert trainer.pod(run_id)["state"] == "deleted"
+    lines = kept_lines(run_dir)
+    assert [(line.source, line.line) for line in lines[:4]] == [
+        ("system", "create container fake/image"), ("system", "start container"),
+        ("container", "HF_TOKEN=*** key ***"), ("container", "boot \x1b[31mdone"),
+    ]  # fmt: skip
+    log = run_dir / "pod" / "pod.log"
+    assert HF_TOKEN not in log.read_text() and API_KEY not in log.read_text()
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert kept_cursor(run_dir) == fake.log_sent[-1]
+    assert len(fake.log_requests) == 1, "one drain, before .pod/retrieved"
+
+    shown = run_cli("runs", "logs", run_id, "--pod")
+    assert shown.exit_code == 0, shown.stderr
+    assert "== boot.log ==" in shown.stdout
+    assert "ctr HF_TOKEN=*** key ***" in shown_lines(shown.stdout)
+    assert "ctr boot \\x1b[31mdone" in shown_lines(shown.stdout)
+    assert len(fake.log_requests) == 1, "a deleted pod's log is not asked for"
+
+
+def test_pod_rm_keeps_the_lines_logged_since(trainer, run_cli):
+    result = run_cli("train", "--keep-pod")
+    assert result.exit_code == 0, result.stderr
+    run_id = trainer.run()["id"]
+    pod_id = trainer.pod(run_id)["pod_id"]
+    trainer.fake.pod_log(pod_id, "a line after the run")
+    removed = run_cli("pod", "rm", run_id)
+    assert removed.exit_code == 0, removed.stderr
+    lines = [line.line for line in kept_lines(trainer.dir / "runs" / run_id)]
+    assert lines[-1] == "a line after the run"
+    assert len(lines) == len(set(lines)), "the second drain resumed after the first"

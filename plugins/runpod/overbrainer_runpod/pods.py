@@ -114,6 +114,9 @@ class PodLife:
         """False for a pod this project has no record of (``pod rm`` of an orphan)."""
         found = record.load(run_dir) if persist else None
         self.pod: PodRecord = found or PodRecord(run_id=run_dir.name)
+        self.drained = False
+        """Whether the pod's log was kept already, before its results were marked
+        retrieved (its watchdog may delete it from then on)."""
 
     @property
     def ssh_dir(self) -> Path:
@@ -362,7 +365,8 @@ class PodLife:
                 self.save(state=PodState.DELETED, deleted=record.now_text(), deleted_by=by)
             return
         self.save(state=PodState.DELETING)
-        self.drain_log()
+        if not self.drained:
+            self.drain_log()
         self.api.terminate(pod_id)
         self.confirm_gone(by)
         logger.info(f"runpod: pod {pod_id} deleted (about ${self.pod.estimated_spend or 0:.2f})")
@@ -376,6 +380,7 @@ class PodLife:
         from overbrainer_runpod.logkept import drain
 
         drain(self.api.log_client(), self.run_dir, pod_id)
+        self.drained = True
 
     def confirm_gone(self, by: str) -> None:
         pod_id = self.pod.pod_id
