@@ -20,8 +20,8 @@ from overbrainer_runpod.logkept import drain, kept_cursor, kept_lines
 from overbrainer_runpod.logstream import LogClient
 from overbrainer_runpod.record import PodRecord, PodState
 
-lifecycle_trainer = test_runpod_lifecycle.trainer
-"""The ``trainer`` fixture of the lifecycle tests (registered here under its own name)."""
+trainer = test_runpod_lifecycle.trainer
+"""The lifecycle tests' fixture: a project training on the fake Runpod."""
 
 RUN = "demo_20260922-143005"
 HF_TOKEN = "hf_podLogsSecretToken0123456789"
@@ -392,3 +392,25 @@ def test_pod_rm_keeps_the_lines_logged_since(trainer, run_cli):
     lines = [line.line for line in kept_lines(trainer.dir / "runs" / run_id)]
     assert lines[-1] == "a line after the run"
     assert len(lines) == len(set(lines)), "the second drain resumed after the first"
+
+
+def test_a_closed_standard_output_ends_the_command_quietly(project, fake_runpod):
+    import os
+    import subprocess
+    import sys
+
+    run_dir = write_run(project)
+    live_pod(fake_runpod, run_dir, PodState.DELETED)
+    keep(run_dir, [("container", f"line {i} " + "x" * 60) for i in range(5000)])
+    code = "import sys\nfrom overbrainer.cli import main\nsys.argv[0] = 'overbrainer'\nmain()\n"
+    args = [sys.executable, "-c", code, "-C", str(project), "runs", "logs", RUN, "--pod"]
+    with subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ)
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        first = process.stdout.readline()
+        process.stdout.close()  # `| head -1`
+        stderr = process.stderr.read()
+        code_ = process.wait(timeout=60)
+    assert first.startswith(b"2026-09-22T14:31:00Z ctr line 0 ")
+    assert (code_, stderr) == (0, b"")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from loguru import logger
 
+from overbrainer.plugin import register_secret
 from overbrainer_runpod.logstream import (
     OURS,
     TAIL_MAX,
@@ -234,6 +235,7 @@ def drain(client: LogClient, run_dir: Path, pod_id: str, wait: float = DRAIN_S) 
     """The last read of the log of ``pod_id`` into ``run_dir``, before the pod is deleted:
     what the stream has after the kept cursor (or its last 5000 lines), within ``wait``.
     Best effort: a failure is logged, never raised."""
+    register_secret(client.key)
     try:
         capture = Capture(run_dir)
     except OSError as error:
