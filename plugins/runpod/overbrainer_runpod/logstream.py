@@ -54,6 +54,7 @@ OURS = "overbrainer"
 """The source of overbrainer's own line in a kept log (the cap)."""
 SHORT = {"container": "ctr", "system": "sys", OURS: "obr"}
 PERMANENT = (400, 401, 403, 404, 422)
+_CURSOR = re.compile(rf"[!-~]{{1,{MAX_CURSOR}}}")
 _TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[0-9.:+Z-]{0,21}$")
 
 
@@ -107,7 +108,7 @@ def parse_data(data: str, truncated: bool = False) -> PodLogLine | None:
 
 def valid_cursor(cursor: str) -> bool:
     """A cursor safe to keep and send back: printable ASCII, not too long."""
-    return 0 < len(cursor) <= MAX_CURSOR and all(33 <= ord(c) < 127 for c in cursor)
+    return _CURSOR.fullmatch(cursor) is not None
 
 
 @dataclass
