@@ -414,3 +414,47 @@ def test_a_closed_standard_output_ends_the_command_quietly(project, fake_runpod)
         code_ = process.wait(timeout=60)
     assert first.startswith(b"2026-09-22T14:31:00Z ctr line 0 ")
     assert (code_, stderr) == (0, b"")
+
+
+def test_a_pod_gone_from_runpod_is_a_note(project, fake_runpod, run_cli):
+    run_dir = write_run(project)
+    pod_id = live_pod(fake_runpod, run_dir)
+    keep(run_dir, [("container", "kept line")])
+    fake_runpod._terminate(pod_id, "watchdog")  # pod.json still says running
+    result = run_cli("runs", "logs", RUN, "--pod")
+    assert result.exit_code == 0, result.stderr
+    assert shown_lines(result.stdout) == ["ctr kept line"]
+    assert result.stderr == (
+        f"runs: pod {pod_id} no longer exists, so Runpod has no more of its logs\n"
+    )
+
+
+def test_a_kept_log_behind_a_symbolic_link_is_refused(project, fake_runpod, run_cli, tmp_path):
+    run_dir = write_run(project)
+    live_pod(fake_runpod, run_dir, PodState.DELETED)
+    (run_dir / "pod").mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not a log\n")
+    (run_dir / "pod" / "boot.log").symlink_to(secret)
+    result = run_cli("runs", "logs", RUN, "--pod")
+    assert result.exit_code == 1
+    assert "not a log" not in result.stdout
+    assert result.stderr == (
+        f"error: runs: cannot read the pod logs of run {RUN}: refusing to use "
+        f"{run_dir / 'pod' / 'boot.log'}: it is a symbolic link\n"
+    )
+
+
+def test_a_log_that_cannot_be_read_never_fails_the_run(trainer, run_cli, monkeypatch):
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("OVERBRAINER_RUNPOD__REST_URL", f"http://127.0.0.1:{port}/v1")
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    run_id = trainer.run()["id"]
+    assert trainer.pod(run_id)["state"] == "deleted"
+    assert kept_lines(trainer.dir / "runs" / run_id) == []
+    assert "cannot keep" not in result.stderr

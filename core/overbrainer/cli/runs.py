@@ -54,7 +54,11 @@ def diff(before: str, after: str) -> None:
 @click.argument("run_id", shell_complete=complete_run_id)
 @click.option("--tail", type=click.IntRange(min=1), help="Only the last N lines.")
 @click.option(
-    "--follow", "-f", "keep_following", is_flag=True, help="Keep printing until the job ends."
+    "--follow",
+    "-f",
+    "keep_following",
+    is_flag=True,
+    help="Keep printing until the job ends (with --pod, until the pod is gone).",
 )
 @click.option(
     "--pod", is_flag=True, help="The logs of the run's Runpod pod, kept and live, not job.log."
