@@ -173,10 +173,12 @@ def test_follow_reconnects_after_a_dropped_connection_and_ends_when_the_pod_is_g
     fake_runpod.log_drops = [3]  # cut in the middle of "step 2"'s event
 
     def later() -> None:
-        fake_runpod.wait_until(lambda: len(fake_runpod.log_requests) >= 2, what="a reconnect")
-        last = fake_runpod.pod_log(pod_id, "step 3")
-        fake_runpod.wait_until(lambda: last in fake_runpod.log_sent, what="step 3 sent")
-        fake_runpod._terminate(pod_id, "client")
+        try:
+            fake_runpod.wait_until(lambda: len(fake_runpod.log_requests) >= 2, what="reconnect")
+            last = fake_runpod.pod_log(pod_id, "step 3")
+            fake_runpod.wait_until(lambda: last in fake_runpod.log_sent, what="step 3 sent")
+        finally:  # the pod goes in any case: following ends then
+            fake_runpod._terminate(pod_id, "client")
 
     helper = threading.Thread(target=later)
     helper.start()
