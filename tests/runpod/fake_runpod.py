@@ -240,21 +240,6 @@ class FakeRunpod:
         """Pods start with their secrets unresolved (empty)."""
         self.shell: str | None = None
         """The ``sh`` of the pods (``dash``, ``busybox``), first on their PATH."""
-        self.logs: dict[str, PodLogFeed] = {}
-        """The REST log stream of each pod (``GET /v1/pods/{id}/logs``), made on first use."""
-        self.log_requests: list[dict[str, str]] = []
-        """Each log request: its query and ``Last-Event-ID``."""
-        self.log_drops: list[int] = []
-        """For each next log connection: after this many events, half an event, then the
-        connection is cut."""
-        self.log_keepalive = 0.3
-        """Seconds between two keepalive comments of a log stream."""
-        self.refused_cursors: set[str] = set()
-        """Cursors the log stream answers 400 to (one Runpod no longer knows)."""
-        self.log_sent: list[str] = []
-        """The cursor of every log event sent, in order, over all connections."""
-        self.boot_log_lines: list[str] = []
-        """Container lines every pod's log starts with, after Runpod's own."""
         self._lock = threading.RLock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -562,18 +547,25 @@ class FakeRunpod:
 
     # The REST log stream.
 
+    @property
+    def podlogs(self) -> PodLogs:
+        """The log stream's state and knobs, made on first use."""
+        if "_podlogs" not in self.__dict__:
+            self.__dict__["_podlogs"] = PodLogs()
+        return self.__dict__["_podlogs"]
+
     def log_feed(self, pod_id: str) -> PodLogFeed:
         """The log of ``pod_id``, made with Runpod's own first lines."""
         with self._lock:
-            if pod_id not in self.logs:
+            if pod_id not in self.podlogs.feeds:
                 pod = self.pods.get(pod_id) or self.deleted[pod_id]
                 feed = PodLogFeed(pod.dir / "container.log")
                 feed.add("create container fake/image", "system", at=pod.created)
                 feed.add("start container", "system", at=pod.created)
-                for line in self.boot_log_lines:
+                for line in self.podlogs.boot_lines:
                     feed.add(line, "container", at=pod.created)
-                self.logs[pod_id] = feed
-            return self.logs[pod_id]
+                self.podlogs.feeds[pod_id] = feed
+            return self.podlogs.feeds[pod_id]
 
     def pod_log(self, pod_id: str, line: str, source: str = "container") -> str:
         """Add a line to the log of ``pod_id``; its cursor."""
@@ -586,7 +578,7 @@ class FakeRunpod:
         match = re.fullmatch(r"/v1/pods/([^/]+)/logs", parts.path)
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         cursor = handler.headers.get("Last-Event-ID")
-        self.log_requests.append({**query, **({"cursor": cursor} if cursor else {})})
+        self.podlogs.requests.append({**query, **({"cursor": cursor} if cursor else {})})
         key = handler.headers.get("Authorization", "").removeprefix("Bearer ")
 
         def refuse(status: int, message: str) -> None:
@@ -609,10 +601,10 @@ class FakeRunpod:
         if source not in (None, "container", "system"):
             return refuse(400, "source must be container or system")
         try:
-            start = feed.start(query, cursor, cursor in self.refused_cursors)
+            start = feed.start(query, cursor, cursor in self.podlogs.refused)
         except ValueError as error:
             return refuse(400, str(error))
-        drop = self.log_drops.pop(0) if self.log_drops else None
+        drop = self.podlogs.drops.pop(0) if self.podlogs.drops else None
         handler.protocol_version = "HTTP/1.1"
         handler.close_connection = True
         handler.send_response(200)
@@ -638,9 +630,9 @@ class FakeRunpod:
                         handler.connection.shutdown(socket.SHUT_RDWR)
                         return None
                     chunk(frame)
-                    self.log_sent.append(event.cursor)
+                    self.podlogs.sent.append(event.cursor)
                     sent += 1
-                if time.monotonic() - beat >= self.log_keepalive:
+                if time.monotonic() - beat >= self.podlogs.keepalive:
                     chunk(b": keepalive\n\n")
                     beat = time.monotonic()
                 time.sleep(0.02)
@@ -658,6 +650,27 @@ class FakeRunpod:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for {what}")
             time.sleep(0.05)
+
+
+@dataclass
+class PodLogs:
+    """The state of the REST log stream of the fake (``FakeRunpod.podlogs``)."""
+
+    feeds: dict[str, PodLogFeed] = field(default_factory=dict)
+    """The log of each pod, made on first use."""
+    requests: list[dict[str, str]] = field(default_factory=list)
+    """Each log request: its query and ``Last-Event-ID`` (as ``cursor``)."""
+    drops: list[int] = field(default_factory=list)
+    """For each next connection: after this many events, half an event, then the
+    connection is cut."""
+    keepalive: float = 0.3
+    """Seconds between two keepalive comments of a stream."""
+    refused: set[str] = field(default_factory=set)
+    """Cursors answered 400 (ones Runpod no longer knows)."""
+    sent: list[str] = field(default_factory=list)
+    """The cursor of every event sent, in order, over all connections."""
+    boot_lines: list[str] = field(default_factory=list)
+    """Container lines every pod's log starts with, after Runpod's own."""
 
 
 @dataclass

@@ -105,7 +105,7 @@ def test_kept_logs_print_with_headers_and_by_source(project, fake_runpod, run_cl
         "2026-09-22T14:31:02Z ctr step 2\n"
     )
     assert result.stderr == ""
-    assert fake_runpod.log_requests == [], "a deleted pod's logs are not asked for"
+    assert fake_runpod.podlogs.requests == [], "a deleted pod's logs are not asked for"
 
     system = run_cli("runs", "logs", RUN, "--pod", "--source", "system")
     assert system.stdout == "2026-09-22T14:31:00Z sys pull image\n"
@@ -144,12 +144,12 @@ def test_live_lines_follow_the_kept_ones_without_a_duplicate(project, fake_runpo
         "sys create container fake/image", "sys start container", "ctr step 1", "ctr step 2",
         "ctr step 3", "sys step 4",
     ]  # fmt: skip
-    assert fake_runpod.log_requests == [{"cursor": cursor}]
+    assert fake_runpod.podlogs.requests == [{"cursor": cursor}]
     assert (run_dir / "pod" / "pod.log.cursor").read_text() == cursor, "runs logs never writes"
 
     containers = run_cli("runs", "logs", RUN, "--pod", "--source", "container")
     assert shown_lines(containers.stdout) == ["ctr step 1", "ctr step 2", "ctr step 3"]
-    assert fake_runpod.log_requests[-1] == {"source": "container", "cursor": cursor}
+    assert fake_runpod.podlogs.requests[-1] == {"source": "container", "cursor": cursor}
 
 
 def test_without_a_kept_cursor_the_stream_replays_its_tail(project, fake_runpod, run_cli):
@@ -160,7 +160,7 @@ def test_without_a_kept_cursor_the_stream_replays_its_tail(project, fake_runpod,
     result = run_cli("runs", "logs", RUN, "--pod", "--tail", "2")
     assert result.exit_code == 0, result.stderr
     assert shown_lines(result.stdout) == ["ctr step 4", "ctr step 5"]
-    assert fake_runpod.log_requests == [{"tail": "2"}]
+    assert fake_runpod.podlogs.requests == [{"tail": "2"}]
 
 
 def test_follow_reconnects_after_a_dropped_connection_and_ends_when_the_pod_is_gone(
@@ -170,13 +170,13 @@ def test_follow_reconnects_after_a_dropped_connection_and_ends_when_the_pod_is_g
     pod_id = live_pod(fake_runpod, run_dir)
     fake_runpod.pod_log(pod_id, "step 1")
     fake_runpod.pod_log(pod_id, "step 2")
-    fake_runpod.log_drops = [3]  # cut in the middle of "step 2"'s event
+    fake_runpod.podlogs.drops = [3]  # cut in the middle of "step 2"'s event
 
     def later() -> None:
         try:
-            fake_runpod.wait_until(lambda: len(fake_runpod.log_requests) >= 2, what="reconnect")
+            fake_runpod.wait_until(lambda: len(fake_runpod.podlogs.requests) >= 2, what="reconnect")
             last = fake_runpod.pod_log(pod_id, "step 3")
-            fake_runpod.wait_until(lambda: last in fake_runpod.log_sent, what="step 3 sent")
+            fake_runpod.wait_until(lambda: last in fake_runpod.podlogs.sent, what="step 3 sent")
         finally:  # the pod goes in any case: following ends then
             fake_runpod._terminate(pod_id, "client")
 
@@ -192,9 +192,9 @@ def test_follow_reconnects_after_a_dropped_connection_and_ends_when_the_pod_is_g
     assert result.stderr == (
         f"runs: pod {pod_id} no longer exists, so Runpod has no more of its logs\n"
     )
-    second = fake_runpod.log_requests[1]
+    second = fake_runpod.podlogs.requests[1]
     assert second["cursor"].endswith("/000000000003"), "resumed after the last whole event"
-    assert len(fake_runpod.log_requests) >= 3, "the end of the stream was followed by a 404"
+    assert len(fake_runpod.podlogs.requests) >= 3, "the end of the stream was followed by a 404"
 
 
 def test_a_refused_cursor_is_given_up_for_its_time(project, fake_runpod, run_cli):
@@ -203,12 +203,12 @@ def test_a_refused_cursor_is_given_up_for_its_time(project, fake_runpod, run_cli
     cursor = fake_runpod.pod_log(pod_id, "step 1")
     fake_runpod.pod_log(pod_id, "step 2")
     keep(run_dir, [("container", "step 1")], cursor)
-    fake_runpod.refused_cursors.add(cursor)
+    fake_runpod.podlogs.refused.add(cursor)
     result = run_cli("runs", "logs", RUN, "--pod")
     assert result.exit_code == 0, result.stderr
     # From the cursor's own time: its line comes again, none is lost.
     assert shown_lines(result.stdout) == ["ctr step 1", "ctr step 1", "ctr step 2"]
-    assert fake_runpod.log_requests[1] == {"since": cursor.partition("/")[0]}
+    assert fake_runpod.podlogs.requests[1] == {"since": cursor.partition("/")[0]}
 
 
 def test_secrets_and_control_characters_never_reach_the_screen(project, fake_runpod, run_cli):
@@ -320,7 +320,7 @@ def test_a_drain_keeps_the_log_and_its_cursor_private_then_resumes_after_it(
         ("container", "HF_TOKEN=*** and ***"), ("container", "after the first drain"),
     ]  # fmt: skip
     assert HF_TOKEN not in log.read_text() and API_KEY not in log.read_text()
-    assert fake_runpod.log_requests == [{"tail": "5000"}, {"cursor": first}]
+    assert fake_runpod.podlogs.requests == [{"tail": "5000"}, {"cursor": first}]
 
 
 def test_a_drain_stops_at_the_cap_with_one_line_saying_so(project, fake_runpod, monkeypatch):
@@ -350,7 +350,7 @@ def test_a_drain_never_follows_a_symbolic_link(project, fake_runpod, tmp_path):
     (run_dir / "pod" / "pod.log").symlink_to(elsewhere)
     drain(LogClient(API_KEY, f"{fake_runpod.url}/v1"), run_dir, pod_id)
     assert elsewhere.read_text() == "untouched\n"
-    assert fake_runpod.log_requests == []
+    assert fake_runpod.podlogs.requests == []
 
 
 # A run's pod, end to end: its log kept before the pod is deleted.
@@ -358,7 +358,7 @@ def test_a_drain_never_follows_a_symbolic_link(project, fake_runpod, tmp_path):
 
 def test_a_run_keeps_its_pods_log_before_the_pod_is_deleted(trainer, run_cli):
     fake = trainer.fake
-    fake.boot_log_lines = [f"HF_TOKEN={HF_TOKEN} key {API_KEY}", "boot \x1b[31mdone"]
+    fake.podlogs.boot_lines = [f"HF_TOKEN={HF_TOKEN} key {API_KEY}", "boot \x1b[31mdone"]
     result = run_cli("train")
     assert result.exit_code == 0, result.stderr
     run_id = trainer.run()["id"]
@@ -372,15 +372,15 @@ def test_a_run_keeps_its_pods_log_before_the_pod_is_deleted(trainer, run_cli):
     log = run_dir / "pod" / "pod.log"
     assert HF_TOKEN not in log.read_text() and API_KEY not in log.read_text()
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
-    assert kept_cursor(run_dir) == fake.log_sent[-1]
-    assert len(fake.log_requests) == 1, "one drain, before .pod/retrieved"
+    assert kept_cursor(run_dir) == fake.podlogs.sent[-1]
+    assert len(fake.podlogs.requests) == 1, "one drain, before .pod/retrieved"
 
     shown = run_cli("runs", "logs", run_id, "--pod")
     assert shown.exit_code == 0, shown.stderr
     assert "== boot.log ==" in shown.stdout
     assert "ctr HF_TOKEN=*** key ***" in shown_lines(shown.stdout)
     assert "ctr boot \\x1b[31mdone" in shown_lines(shown.stdout)
-    assert len(fake.log_requests) == 1, "a deleted pod's log is not asked for"
+    assert len(fake.podlogs.requests) == 1, "a deleted pod's log is not asked for"
 
 
 def test_pod_rm_keeps_the_lines_logged_since(trainer, run_cli):
