@@ -103,7 +103,7 @@ def create_executor(name: str, target: BaseModel, project: Project, run: RunReco
     from overbrainer_runpod.api import api_of
     from overbrainer_runpod.executor import RunpodExecutor
 
-    return RunpodExecutor(name, target, project, api_of(*account(project), rest_url(project)))
+    return RunpodExecutor(name, target, project, api_of(*account(project)))
 
 
 def account(project: Project) -> tuple[Any, Any]:

@@ -82,6 +82,12 @@ class RunpodExecutor:
     def run_dir(self, run_id: str) -> Path:
         return self.project.runs_dir / run_id
 
+    def __post_init__(self) -> None:
+        from overbrainer_runpod import rest_url
+
+        if self.api.rest_url is None:  # where the pods' log stream is read
+            self.api.rest_url = rest_url(self.project)
+
     # Starting.
 
     def warn_orphans(self) -> None:

@@ -114,9 +114,6 @@ class PodLife:
         """False for a pod this project has no record of (``pod rm`` of an orphan)."""
         found = record.load(run_dir) if persist else None
         self.pod: PodRecord = found or PodRecord(run_id=run_dir.name)
-        self.drained = False
-        """Whether the pod's log was kept already, before its results were marked
-        retrieved (its watchdog may delete it from then on)."""
 
     @property
     def ssh_dir(self) -> Path:
@@ -370,6 +367,10 @@ class PodLife:
         self.api.terminate(pod_id)
         self.confirm_gone(by)
         logger.info(f"runpod: pod {pod_id} deleted (about ${self.pod.estimated_spend or 0:.2f})")
+
+    drained = False
+    """Whether the pod's log was kept already, before its results were marked retrieved
+    (its watchdog may delete it from then on)."""
 
     def drain_log(self) -> None:
         """Keep what Runpod has of the pod's log in the run directory before the pod goes
