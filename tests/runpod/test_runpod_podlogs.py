@@ -460,3 +460,13 @@ def test_a_log_that_cannot_be_read_never_fails_the_run(trainer, run_cli, monkeyp
     assert trainer.pod(run_id)["state"] == "deleted"
     assert kept_lines(trainer.dir / "runs" / run_id) == []
     assert "cannot keep" not in result.stderr
+
+
+def test_a_drain_never_writes_through_a_symlinked_pod_directory(project, fake_runpod, tmp_path):
+    run_dir = write_run(project)
+    pod_id = live_pod(fake_runpod, run_dir)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (run_dir / "pod").symlink_to(elsewhere)
+    drain(LogClient(API_KEY, f"{fake_runpod.url}/v1"), run_dir, pod_id)
+    assert list(elsewhere.iterdir()) == []

@@ -11,6 +11,7 @@ and a file with a second hard link is refused.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import time
@@ -65,8 +66,8 @@ def _dir_fd(run_dir: Path, create: bool) -> int | None:
             return os.open(POD_DIR, flags, dir_fd=run)
         except FileNotFoundError:
             return None
-        except (NotADirectoryError, OSError) as error:
-            if isinstance(error, NotADirectoryError) or error.errno == 40:  # ELOOP
+        except OSError as error:
+            if isinstance(error, NotADirectoryError) or error.errno == errno.ELOOP:
                 raise UnsafePath(f"refusing to use {run_dir / POD_DIR}: not a directory") from None
             raise
     finally:
@@ -79,7 +80,7 @@ def _open_in(dir_fd: int, dir_path: Path, name: str, flags: int) -> int:
     try:
         fd = os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
     except OSError as error:
-        if error.errno == 40:  # ELOOP: a symbolic link
+        if error.errno == errno.ELOOP:  # a symbolic link
             raise UnsafePath(f"refusing to use {path}: it is a symbolic link") from None
         raise
     info = os.fstat(fd)
