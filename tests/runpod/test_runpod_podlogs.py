@@ -470,3 +470,25 @@ def test_a_drain_never_writes_through_a_symlinked_pod_directory(project, fake_ru
     (run_dir / "pod").symlink_to(elsewhere)
     drain(LogClient(API_KEY, f"{fake_runpod.url}/v1"), run_dir, pod_id)
     assert list(elsewhere.iterdir()) == []
+
+
+def test_ctrl_c_ends_following_quietly(project, fake_runpod):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    run_dir = write_run(project)
+    pod_id = live_pod(fake_runpod, run_dir)
+    fake_runpod.pod_log(pod_id, "step 1")
+    code = "import sys\nfrom overbrainer.cli import main\nsys.argv[0] = 'overbrainer'\nmain()\n"
+    args = [sys.executable, "-c", code, "-C", str(project), "runs", "logs", RUN, "--pod", "-f"]
+    with subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ)
+    ) as process:
+        assert process.stdout is not None
+        lines = [process.stdout.readline() for _ in range(3)]
+        process.send_signal(signal.SIGINT)
+        rest, stderr = process.communicate(timeout=30)
+    assert lines[2].endswith(b" ctr step 1\n")
+    assert (process.returncode, rest, stderr) == (0, b"", b"")
