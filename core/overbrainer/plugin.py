@@ -23,6 +23,9 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
 - For a plugin's own commands (``register_commands``): ``current_project`` (the project of
   the running command), ``ProjectLock`` (the project's writer lock, a context manager) and
   ``check_run_id`` (refuses an id that is not a run id).
+- Redaction, for what a plugin prints or keeps of a machine's own logs: ``redact``,
+  ``LineRedactor`` (a private key block across lines), ``register_secret`` and
+  ``escape_controls`` (a line stays one line, with no terminal control).
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ from overbrainer.job.spec import (
     TargetInfo,
 )
 from overbrainer.project import Project
+from overbrainer.redact import LineRedactor, escape_controls, redact, register_secret
 from overbrainer.runs.ids import check_run_id
 from overbrainer.runs.lock import ProjectLock
 from overbrainer.watch.summary import CycleSummary
@@ -105,6 +109,7 @@ __all__ = [
     "JobSpec",
     "JobState",
     "JobStatus",
+    "LineRedactor",
     "LocalHost",
     "LogChunk",
     "Manifest",
@@ -129,12 +134,15 @@ __all__ = [
     "complete_lines",
     "covered",
     "current_project",
+    "escape_controls",
     "hookimpl",
     "job_environment",
     "layout",
     "manifest_of",
     "parse_event",
     "parse_manifest",
+    "redact",
+    "register_secret",
     "select",
     "sha256_file",
     "verify",

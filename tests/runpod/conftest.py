@@ -26,6 +26,7 @@ def fake_runpod(
     fake.start()
     monkeypatch.setenv("OVERBRAINER_RUNPOD__API_KEY", API_KEY)
     monkeypatch.setenv("OVERBRAINER_RUNPOD__BASE_URL", fake.url)
+    monkeypatch.setenv("OVERBRAINER_RUNPOD__REST_URL", f"{fake.url}/v1")
     monkeypatch.setenv("RUNPOD_OVERBRAINER_TIMING", TIMING)
     monkeypatch.setenv("RUNPOD_OVERBRAINER_SSH_USER", getpass.getuser())
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)

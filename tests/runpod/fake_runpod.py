@@ -269,6 +269,9 @@ class FakeRunpod:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:
+                fake._serve_logs(self)
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 text = body.decode("utf-8")
@@ -542,6 +545,101 @@ class FakeRunpod:
             with contextlib.suppress(Exception):
                 pod.process.wait(timeout=5)
 
+    # The REST log stream.
+
+    @property
+    def podlogs(self) -> PodLogs:
+        """The log stream's state and knobs, made on first use."""
+        if "_podlogs" not in self.__dict__:
+            self.__dict__["_podlogs"] = PodLogs()
+        return self.__dict__["_podlogs"]
+
+    def log_feed(self, pod_id: str) -> PodLogFeed:
+        """The log of ``pod_id``, made with Runpod's own first lines."""
+        with self._lock:
+            if pod_id not in self.podlogs.feeds:
+                pod = self.pods.get(pod_id) or self.deleted[pod_id]
+                feed = PodLogFeed(pod.dir / "container.log")
+                feed.add("create container fake/image", "system", at=pod.created)
+                feed.add("start container", "system", at=pod.created)
+                for line in self.podlogs.boot_lines:
+                    feed.add(line, "container", at=pod.created)
+                self.podlogs.feeds[pod_id] = feed
+            return self.podlogs.feeds[pod_id]
+
+    def pod_log(self, pod_id: str, line: str, source: str = "container") -> str:
+        """Add a line to the log of ``pod_id``; its cursor."""
+        return self.log_feed(pod_id).add(line, source)
+
+    def _serve_logs(self, handler: BaseHTTPRequestHandler) -> None:
+        from urllib.parse import parse_qs, urlsplit
+
+        parts = urlsplit(handler.path)
+        match = re.fullmatch(r"/v1/pods/([^/]+)/logs", parts.path)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        cursor = handler.headers.get("Last-Event-ID")
+        self.podlogs.requests.append({**query, **({"cursor": cursor} if cursor else {})})
+        key = handler.headers.get("Authorization", "").removeprefix("Bearer ")
+
+        def refuse(status: int, message: str) -> None:
+            body = json.dumps({"error": message}).encode()
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+
+        if match is None:
+            return refuse(404, "not found")
+        if key != self.api_key:
+            return refuse(401, "Unauthorized")
+        pod_id = match.group(1)
+        if pod_id not in self.pods:
+            return refuse(404, f"pod {pod_id} not found")
+        feed = self.log_feed(pod_id)
+        source = query.get("source")
+        if source not in (None, "container", "system"):
+            return refuse(400, "source must be container or system")
+        try:
+            start = feed.start(query, cursor, cursor in self.podlogs.refused)
+        except ValueError as error:
+            return refuse(400, str(error))
+        drop = self.podlogs.drops.pop(0) if self.podlogs.drops else None
+        handler.protocol_version = "HTTP/1.1"
+        handler.close_connection = True
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Cache-Control", "no-cache")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+
+        def chunk(data: bytes) -> None:
+            handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            handler.wfile.flush()
+
+        at, sent, beat = start, 0, time.monotonic()
+        try:
+            while pod_id in self.pods:
+                for event in feed.events_from(at):
+                    at += 1
+                    if source is not None and event.source != source:
+                        continue
+                    frame = event.frame()
+                    if drop is not None and sent == drop:
+                        chunk(frame[: len(frame) // 2])
+                        handler.connection.shutdown(socket.SHUT_RDWR)
+                        return None
+                    chunk(frame)
+                    self.podlogs.sent.append(event.cursor)
+                    sent += 1
+                if time.monotonic() - beat >= self.podlogs.keepalive:
+                    chunk(b": keepalive\n\n")
+                    beat = time.monotonic()
+                time.sleep(0.02)
+            chunk(b"")  # the pod is gone: the stream ends
+        except OSError:
+            return None  # the client went away
+
     def alive(self) -> list[Pod]:
         with self._lock:
             return list(self.pods.values())
@@ -552,6 +650,103 @@ class FakeRunpod:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for {what}")
             time.sleep(0.05)
+
+
+@dataclass
+class PodLogs:
+    """The state of the REST log stream of the fake (``FakeRunpod.podlogs``)."""
+
+    feeds: dict[str, PodLogFeed] = field(default_factory=dict)
+    """The log of each pod, made on first use."""
+    requests: list[dict[str, str]] = field(default_factory=list)
+    """Each log request: its query and ``Last-Event-ID`` (as ``cursor``)."""
+    drops: list[int] = field(default_factory=list)
+    """For each next connection: after this many events, half an event, then the
+    connection is cut."""
+    keepalive: float = 0.3
+    """Seconds between two keepalive comments of a stream."""
+    refused: set[str] = field(default_factory=set)
+    """Cursors answered 400 (ones Runpod no longer knows)."""
+    sent: list[str] = field(default_factory=list)
+    """The cursor of every event sent, in order, over all connections."""
+    boot_lines: list[str] = field(default_factory=list)
+    """Container lines every pod's log starts with, after Runpod's own."""
+
+
+@dataclass
+class LogEvent:
+    cursor: str
+    ts: str
+    source: str
+    line: str
+    raw: bool = False
+
+    def frame(self) -> bytes:
+        data = (
+            self.line
+            if self.raw
+            else json.dumps({"ts": self.ts, "source": self.source, "line": self.line})
+        )
+        return f"id: {self.cursor}\ndata: {data}\n\n".encode()
+
+
+class PodLogFeed:
+    """A pod's log as Runpod's stream serves it: Runpod's system lines, the lines a test
+    adds, and what the pod's command prints (its ``container.log``)."""
+
+    def __init__(self, container_log: Path) -> None:
+        self.container_log = container_log
+        self.offset = 0
+        self.events: list[LogEvent] = []
+        self._lock = threading.Lock()
+
+    def add(self, line: str, source: str = "container", at: float | None = None,
+            raw: bool = False) -> str:  # fmt: skip
+        with self._lock:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at or time.time()))
+            ts = f"{stamp}.{len(self.events):06d}Z"
+            event = LogEvent(f"{ts}/{len(self.events) + 1:012d}", ts, source, line, raw)
+            self.events.append(event)
+            return event.cursor
+
+    def _ingest(self) -> None:
+        try:
+            with self.container_log.open("rb") as log:
+                log.seek(self.offset)
+                data = log.read()
+        except OSError:
+            return
+        complete = data[: data.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        for raw in complete.splitlines():
+            self.add(raw.decode("utf-8", "replace"))
+
+    def events_from(self, index: int) -> list[LogEvent]:
+        self._ingest()
+        with self._lock:
+            return self.events[index:]
+
+    def start(self, query: dict[str, str], cursor: str | None, refused: bool) -> int:
+        """The index of the first event to send: after ``cursor``, from ``since``, or the
+        last ``tail`` (of the source asked for; 100 by default, 5000 at most)."""
+        self._ingest()
+        with self._lock:
+            events = list(self.events)
+        if cursor is not None:
+            known = [i for i, event in enumerate(events) if event.cursor == cursor]
+            if refused or not known:
+                raise ValueError("invalid Last-Event-ID")
+            return known[0] + 1
+        if "since" in query:
+            if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", query["since"]):
+                raise ValueError("since must be an RFC 3339 time")
+            return next((i for i, e in enumerate(events) if e.ts >= query["since"]), len(events))
+        tail = query.get("tail", "100")
+        if not tail.isdigit() or not 1 <= int(tail) <= 5000:
+            raise ValueError("tail must be between 1 and 5000")
+        source = query.get("source")
+        mine = [i for i, event in enumerate(events) if source in (None, event.source)]
+        return mine[-int(tail)] if len(mine) >= int(tail) else 0
 
 
 def _pids_of(directory: Path) -> list[int]:

@@ -54,10 +54,32 @@ def diff(before: str, after: str) -> None:
 @click.argument("run_id", shell_complete=complete_run_id)
 @click.option("--tail", type=click.IntRange(min=1), help="Only the last N lines.")
 @click.option(
-    "--follow", "-f", "keep_following", is_flag=True, help="Keep printing until the job ends."
+    "--follow",
+    "-f",
+    "keep_following",
+    is_flag=True,
+    help="Keep printing until the job ends (with --pod, until the pod is gone).",
 )
-def logs(run_id: str, tail: int | None, keep_following: bool) -> None:
-    """Print the job log of RUN_ID, redacted; a running job's is read from its target."""
+@click.option(
+    "--pod", is_flag=True, help="The logs of the run's Runpod pod, kept and live, not job.log."
+)
+@click.option(
+    "--source",
+    type=click.Choice(["container", "system"]),
+    help="With --pod: only the container's lines, or only Runpod's system lines.",
+)
+def logs(
+    run_id: str, tail: int | None, keep_following: bool, pod: bool, source: str | None
+) -> None:
+    """Print the job log of RUN_ID, redacted; a running job's is read from its target.
+    With --pod, the logs of the pod it ran on."""
+    if source is not None and not pod:
+        raise click.UsageError("--source applies only to --pod")
+    if pod:
+        from overbrainer.cli.podlog import print_pod_log
+
+        print_pod_log(current_app(), run_id, source, tail, keep_following)
+        return
     from overbrainer.train.joblog import log_lines
 
     app = current_app()

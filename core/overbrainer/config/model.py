@@ -29,6 +29,7 @@ ENV_ONLY: tuple[tuple[str, ...], ...] = (
     ("targets", "*", "host"),
     ("runpod", "api_key"),
     ("runpod", "base_url"),
+    ("runpod", "rest_url"),
     ("hub", "base_url"),
     ("hf_token",),
     ("log",),
@@ -261,6 +262,8 @@ class HostTarget(TargetBase):
 class RunpodAccount(Section):
     api_key: SecretStr | None = Field(default=None)
     base_url: HttpUrl | None = Field(default=None)
+    rest_url: HttpUrl | None = Field(default=None)
+    """Runpod's REST API (the pods' log stream); https://rest.runpod.io/v1 when unset."""
 
 
 QUANTIZE_TYPES = (

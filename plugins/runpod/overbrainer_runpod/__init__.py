@@ -119,6 +119,13 @@ def account(project: Project) -> tuple[Any, Any]:
     return key, url
 
 
+def rest_url(project: Project) -> str | None:
+    """Runpod's REST API (the pods' log stream) when not the real one: the settings', else
+    the project's environment's."""
+    url = project.settings.runpod.rest_url or project.env.get("OVERBRAINER_RUNPOD__REST_URL")
+    return str(url) if url else None
+
+
 @hookimpl
 def describe_target(executor: Any) -> TargetInfo | None:
     return mine.describe() if (mine := _mine(executor)) else None
@@ -182,3 +189,27 @@ def register_commands(register: Callable[[Any], None]) -> None:
 
     register(pod)
 
+
+@hookimpl
+def read_pod_log(  # noqa: PLR0917 - pluggy passes keywords; the hook names them all
+    project: Project,
+    run: RunRecord,
+    source: str | None,
+    tail: int | None,
+    follow: bool,
+    echo: Callable[[str], None],
+    note: Callable[[str], None],
+) -> bool | None:
+    run_dir = project.runs_dir / run.id
+    target = project.settings.targets.get(run.target)
+    ours = (run_dir / "pod.json").exists() or (run_dir / "pod").is_dir()
+    if not ours and not isinstance(target, RunpodTarget):
+        return None
+    from overbrainer_runpod.api import api_of
+    from overbrainer_runpod.podlog import show_pod_log
+
+    def client() -> Any:
+        return api_of(*account(project), rest_url(project)).log_client()
+
+    show_pod_log(project, client, run.id, source, tail, follow, echo, note)
+    return True

@@ -93,6 +93,8 @@ class RunpodApi:
     key: str
     base_url: str | None = None
     calls: int = 0
+    rest_url: str | None = None
+    """Runpod's REST API, for the pods' log stream; the real one when None."""
     _sdk: Any = field(default=None, repr=False)
 
     def sdk(self) -> Any:
@@ -195,6 +197,12 @@ class RunpodApi:
             raise Ambiguous("the Runpod API answered the create without a pod id")
         return created
 
+    def log_client(self) -> Any:
+        """The reader of the pods' log stream (REST), for this account."""
+        from overbrainer_runpod.logstream import DEFAULT_REST, LogClient
+
+        return LogClient(self.key, (self.rest_url or DEFAULT_REST).rstrip("/"))
+
     # Secrets, GPUs, data centers, volumes.
 
     def create_secret(self, name: str, value: str) -> str:
@@ -227,9 +235,11 @@ class RunpodApi:
         return list((data.get("myself") or {}).get("networkVolumes") or [])
 
 
-def api_of(key: Any, base_url: Any = None) -> RunpodApi:
+def api_of(key: Any, base_url: Any = None, rest_url: str | None = None) -> RunpodApi:
     """The API for the account of ``key`` (a ``SecretStr`` from the settings), or the
     error that says how to give one."""
     if key is None or not key.get_secret_value():
         raise UserError(NO_KEY)
-    return RunpodApi(key.get_secret_value(), str(base_url) if base_url else None)
+    api = RunpodApi(key.get_secret_value(), str(base_url) if base_url else None)
+    api.rest_url = rest_url
+    return api

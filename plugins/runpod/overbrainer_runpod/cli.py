@@ -13,10 +13,11 @@ import click
 
 def _api() -> Any:
     from overbrainer.plugin import current_project
-    from overbrainer_runpod import account
+    from overbrainer_runpod import account, rest_url
     from overbrainer_runpod.api import api_of
 
-    return api_of(*account(current_project()))
+    project = current_project()
+    return api_of(*account(project), rest_url(project))
 
 
 @click.group()

@@ -82,6 +82,12 @@ class RunpodExecutor:
     def run_dir(self, run_id: str) -> Path:
         return self.project.runs_dir / run_id
 
+    def __post_init__(self) -> None:
+        from overbrainer_runpod import rest_url
+
+        if self.api.rest_url is None:  # where the pods' log stream is read
+            self.api.rest_url = rest_url(self.project)
+
     # Starting.
 
     def warn_orphans(self) -> None:
@@ -359,7 +365,8 @@ class RunpodExecutor:
         life.delete("client")
 
     def _logs_home(self, session: PodSession) -> None:
-        """The pod's own logs, into ``runs/<id>/pod/``."""
+        """The pod's own logs, into ``runs/<id>/pod/``, and Runpod's log of it into
+        ``runs/<id>/pod/pod.log``."""
         into = session.life.run_dir / "pod"
         into.mkdir(exist_ok=True)
         for name in POD_LOGS:
@@ -369,6 +376,7 @@ class RunpodExecutor:
                 continue
             if done.code == 0:
                 (into / name).write_bytes(done.stdout)
+        session.life.drain_log()  # Runpod's log of the pod too, before anything deletes it
 
 
 def _q(text: str) -> str:

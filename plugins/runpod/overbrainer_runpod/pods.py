@@ -362,9 +362,26 @@ class PodLife:
                 self.save(state=PodState.DELETED, deleted=record.now_text(), deleted_by=by)
             return
         self.save(state=PodState.DELETING)
+        if not self.drained:
+            self.drain_log()
         self.api.terminate(pod_id)
         self.confirm_gone(by)
         logger.info(f"runpod: pod {pod_id} deleted (about ${self.pod.estimated_spend or 0:.2f})")
+
+    drained = False
+    """Whether the pod's log was kept already, before its results were marked retrieved
+    (its watchdog may delete it from then on)."""
+
+    def drain_log(self) -> None:
+        """Keep what Runpod has of the pod's log in the run directory before the pod goes
+        (a few seconds at most; a failure is only logged)."""
+        pod_id = self.pod.pod_id
+        if pod_id is None or not self.persist or not self.run_dir.is_dir():
+            return
+        from overbrainer_runpod.logkept import drain
+
+        drain(self.api.log_client(), self.run_dir, pod_id)
+        self.drained = True
 
     def confirm_gone(self, by: str) -> None:
         pod_id = self.pod.pod_id
