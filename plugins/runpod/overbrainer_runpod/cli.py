@@ -61,8 +61,10 @@ def remove(run_id: str, force: bool) -> None:
         known = run_dir.is_dir() and record.load(run_dir) is not None
         life = PodLife(_api(), run_dir, timing(), persist=known)
         pod_record = life.pod
+        after = _remove_after_pod(run_dir, run_id, known)
         if pod_record.state is PodState.DELETED:
-            click.echo(f"pod: the pod of run {run_id} is already deleted")
+            if not after:
+                click.echo(f"pod: the pod of run {run_id} is already deleted")
             return
         if pod_record.state is PodState.RUNNING and not force:
             raise UserError(
@@ -77,6 +79,8 @@ def remove(run_id: str, force: bool) -> None:
         # A create whose answer never came (the CLI killed during it) left no pod id:
         # the pod is found by its name.
         pods = [{"id": pod_record.pod_id}] if pod_record.pod_id else life.find_by_name()
+        if not pods and after:
+            return
         if not pods:
             raise UserError(f"run {run_id} has no pod")
         for found in pods:
@@ -87,6 +91,34 @@ def remove(run_id: str, force: bool) -> None:
                 f"pod: pod {found['id']} of run {run_id} deleted"
                 + (f" (about ${spend:.2f})" if spend is not None else "")
             )
+
+
+def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
+    """Delete the run's pod for the commands after training (export, compare), when it
+    has one: from its record, else (a run of no record) by its name. Whether one was."""
+    from overbrainer_runpod import record
+    from overbrainer_runpod.after import after_dir
+    from overbrainer_runpod.pods import AFTER_TAG, PodLife
+    from overbrainer_runpod.record import PodState
+    from overbrainer_runpod.timing import timing
+
+    where = after_dir(run_dir)
+    recorded = where.is_dir() and record.load(where) is not None
+    if not recorded and known:
+        return False
+    life = PodLife(_api(), where, timing(), persist=recorded, run_id=run_id, tag=AFTER_TAG)
+    if life.pod.state is PodState.DELETED:
+        return False
+    pods = [{"id": life.pod.pod_id}] if life.pod.pod_id else life.find_by_name()
+    for found in pods:
+        life.save(pod_id=str(found["id"]), state=PodState.DELETING, deleted=None)
+        life.delete("pod rm")
+        spend = life.pod.estimated_spend
+        click.echo(
+            f"pod: pod {found['id']} of run {run_id} (after training) deleted"
+            + (f" (about ${spend:.2f})" if spend is not None else "")
+        )
+    return bool(pods)
 
 
 @pod.command("gpus")
