@@ -326,3 +326,40 @@ def test_no_secret_reaches_the_api_the_pod_or_a_file(pod_run, run_cli, monkeypat
         for pod in pod_run.fake.deleted.values():
             for path in (pod.dir / "root" / ".overbrainer-pod").glob("*.log"):
                 assert secret not in path.read_text(errors="replace"), path
+
+
+def test_ctrl_c_while_the_pod_starts_deletes_it(pod_run):
+    pod_run.fake.port_delay = 10**6  # the client never learns the SSH port
+    cli = pod_run.cli.spawn("export", pod_run.run_id)
+    pod_run.fake.wait_until(pod_run.fake.alive, timeout=60, what="a pod")
+    pod_id = pod_run.fake.alive()[0].id
+    os.kill(cli.pid, signal.SIGINT)
+    _, err = cli.communicate(timeout=60)
+    assert cli.returncode == 130, err
+    assert "interrupted" in err
+    assert pod_run.fake.terminated_by[pod_id] == "client"
+    assert pod_run.after_pod()["state"] == "deleted"
+    assert not pod_run.fake.secrets
+
+
+def test_a_kept_after_training_pod_is_no_orphan(pod_run, run_cli):
+    from loguru import logger
+
+    kept = run_cli("export", pod_run.run_id, "--quantize", "Q8_0", "--keep-pod")
+    assert kept.exit_code == 0, kept.stderr
+    lines: list[str] = []
+    sink = logger.add(lines.append, level="WARNING")
+    try:
+        _executor(pod_run).warn_orphans()
+        # Deleted behind the record's back: the same pod is an orphan now.
+        path = pod_run.run_dir / "after-pod" / "pod.json"
+        path.write_text(json.dumps({**pod_run.after_pod(), "state": "deleted"}))
+        _executor(pod_run).warn_orphans()
+    finally:
+        logger.remove(sink)
+    [warning] = lines
+    assert f"overbrainer pod rm {pod_run.run_id}" in warning
+    path.write_text(json.dumps({**pod_run.after_pod(), "state": "kept"}))
+    removed = run_cli("pod", "rm", pod_run.run_id)
+    assert removed.exit_code == 0, removed.stderr
+    assert not pod_run.fake.alive()
