@@ -363,3 +363,25 @@ def test_a_kept_after_training_pod_is_no_orphan(pod_run, run_cli):
     removed = run_cli("pod", "rm", pod_run.run_id)
     assert removed.exit_code == 0, removed.stderr
     assert not pod_run.fake.alive()
+
+
+def test_the_cost_cap_ends_a_pod_made_for_an_export(pod_run):
+    # An hour lasts 30 s: $0.01 at $0.44/h is under a second; the client stops renewing the
+    # lease 5 "minutes" (2.5 s) later, and the watchdog deletes the pod once it runs out.
+    config = pod_run.finished.dir / "overbrainer.toml"
+    config.write_text(config.read_text() + "max_cost_usd = 0.01\n")
+    cli = _slow_export(pod_run)
+    pod_id = pod_run.fake.alive()[0].id
+    _, err = cli.communicate(timeout=90)
+    assert cli.returncode == 1, err
+    assert "past max_hours or its cost cap: its lease is no longer renewed" in err
+    assert pod_run.fake.terminated_by[pod_id] == "watchdog"
+    [deleted] = pod_run.fake.deleted.values()
+    log = (deleted.dir / "root" / ".overbrainer-pod" / "watchdog.log").read_text()
+    assert "past the cost cap (max_cost_usd)" in log
+    pod = pod_run.after_pod()
+    assert pod["state"] == "deleted" and pod["deleted_by"] == "watchdog"
+    assert (
+        f"export: pod {pod_id} of run {pod_run.run_id} was deleted by its watchdog while the "
+        "command worked (past max_hours or its cost cap)"
+    ) in err

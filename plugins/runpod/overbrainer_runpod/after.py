@@ -27,7 +27,7 @@ from loguru import logger
 
 from overbrainer.plugin import HostError, RunRecord, TargetShell, TransientError, UserError
 from overbrainer_runpod import record
-from overbrainer_runpod.pods import AFTER_TAG, PodLife, alias
+from overbrainer_runpod.pods import AFTER_TAG, STATE_DIR, PodLife, alias
 from overbrainer_runpod.record import PodRecord, PodState
 
 AFTER_DIR = "after-pod"
@@ -63,6 +63,8 @@ class LeaseKeeper:
         self._script = f"mkdir -p {_q(marker_dir)} && touch {_q(marker_dir)}/lease\n"
         self._every = every
         self._until = until
+        self.expired = False
+        """Whether it stopped at the deadline (max_hours or the cost cap, + the guard)."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="pod-lease", daemon=True)
         self._thread.start()
@@ -71,7 +73,11 @@ class LeaseKeeper:
         host = None
         while not self._stop.wait(self._every):
             if self._until and time.time() > self._until:
-                logger.warning("runpod: the pod is past max_hours: its lease is no longer renewed")
+                self.expired = True
+                logger.warning(
+                    "runpod: the pod is past max_hours or its cost cap: its lease is no longer "
+                    "renewed and its watchdog deletes it"
+                )
                 break
             try:
                 host = host or self._connect()
@@ -104,14 +110,29 @@ def open_shell(executor: Any, purpose: str, keep: bool) -> TargetShell:
     timing = executor.timing
     pod = session.life.pod
     every = timing.seconds(min(timing.lease_renew_minutes, timing.lease_minutes / 3))
-    guard = (pod.delete_at or 0) + timing.seconds(timing.client_guard_minutes)
+    deadlines = [at for at in (pod.delete_at, _cost_cap(executor, shell_pod)) if at]
+    guard = min(deadlines) + timing.seconds(timing.client_guard_minutes) if deadlines else 0
     connect = _connector(executor.name, session.life.ssh_dir, shell_pod)
-    shell_pod.lease = LeaseKeeper(connect, marker_dir, every, guard if pod.delete_at else 0)
+    shell_pod.lease = LeaseKeeper(connect, marker_dir, every, guard)
     executor.shell_pod = shell_pod
     shell = session.inner.shell()
     moved = session.run_dir if shell_pod.owned or session.run_dir != run.remote_dir else None
     logger.debug(f"runpod: {label} of run {run.id} works in {session.run_dir} ({run_dir.name})")
     return replace(shell, run_dir=moved, price_per_hour=pod.cost_per_hour)
+
+
+def _cost_cap(executor: Any, shell_pod: ShellPod) -> int | None:
+    """When the pod's spend reaches ``max_cost_usd`` (epoch seconds): its watchdog deletes
+    it then once no command holds its lease, as at ``max_hours``. Training's pod has its
+    own cap (a snapshot): only a pod made for these commands gets this one."""
+    pod = shell_pod.session.life.pod
+    cap = executor.target.max_cost_usd
+    if not shell_pod.owned or cap is None or not pod.cost_per_hour:
+        return None
+    created = record.parse_time(pod.created or record.now_text()).timestamp()
+    at = int(created + executor.timing.seconds(60 * cap / pod.cost_per_hour))
+    shell_pod.session.host.check(f'echo {at} > "$HOME/{STATE_DIR}/cost_at"\n')
+    return at
 
 
 def _kept_training_pod(executor: Any, run: RunRecord, label: str, keep: bool) -> ShellPod | None:
@@ -253,6 +274,16 @@ def release(executor: Any) -> None:
             f"`overbrainer pod rm {shell_pod.run_id}`"
         )
         return
+    if _gone(life):
+        why = (
+            "past max_hours or its cost cap" if shell_pod.lease and shell_pod.lease.expired else ""
+        )
+        _close(session.host)
+        logger.warning(
+            f"{label}: pod {pod.pod_id} of run {shell_pod.run_id} was deleted by its watchdog "
+            f"while the command worked{f' ({why})' if why else ''}"
+        )
+        return
     executor._logs_home(session)
     where = _q(f"{session.run_dir}/.pod")
     if shell_pod.keep:
@@ -282,6 +313,18 @@ def release(executor: Any) -> None:
         )
         return
     logger.info(f"{label}: pod {pod.pod_id} of run {shell_pod.run_id} deleted")
+
+
+def _gone(life: PodLife) -> bool:
+    """Whether the pod is gone already (its watchdog deleted it): recorded if so."""
+    pod_id = life.pod.pod_id
+    try:
+        if pod_id is None or life.api.pod(pod_id) is not None:
+            return False
+        life.confirm_gone("watchdog")
+    except (TransientError, UserError):
+        return False
+    return True
 
 
 def after_record(run_dir: Path) -> PodRecord | None:

@@ -124,6 +124,12 @@ request_snapshot() {
 # A pod for the commands after training runs no job: it is of use while a command holds
 # its lease (a kept pod: until max_hours).
 after_rules() {
+  # The cost cap (max_cost_usd), as the client wrote it: a deadline like max_hours.
+  cost_at=$(cat "$S/cost_at" 2>/dev/null)
+  case "$cost_at" in '' | *[!0-9]*) cost_at="" ;; esac
+  if [ -n "$cost_at" ] && [ "$1" -ge "$cost_at" ] && ! lease_fresh; then
+    delete_pod "past the cost cap (max_cost_usd) with no lease from a command"
+  fi
   if [ ! -f "$RUN_DIR/.pod/lease" ]; then
     booted=$(cat "$S/booted" 2>/dev/null || echo "$1")
     [ $(($1 - booted)) -ge "$2" ] &&
