@@ -128,6 +128,8 @@ def test_keep_pod_keeps_it_and_the_next_export_reuses_it(pod_run, run_cli):
     assert pod["state"] == "kept"
     assert [p.id for p in pod_run.fake.alive()] == [pod["pod_id"]]
     assert f"overbrainer pod rm {run_id}" in kept.stderr
+    listed = run_cli("runs", "ls")
+    assert f"pod deleted; after-training pod kept {pod['pod_id']} $0.44/h" in listed.stdout
     time.sleep(1.1)  # export ids are to the second
     again = run_cli("export", run_id, "--quantize", "F16")
     assert again.exit_code == 0, again.stderr
@@ -139,6 +141,7 @@ def test_keep_pod_keeps_it_and_the_next_export_reuses_it(pod_run, run_cli):
     # Without --keep-pod this time: deleted at its end.
     assert pod_run.after_pod()["state"] == "deleted"
     assert not pod_run.fake.alive()
+    assert "after-training pod deleted about $" in run_cli("runs", "ls").stdout
 
 
 def test_a_kept_training_pod_is_used_and_left_kept(pod_run, run_cli):

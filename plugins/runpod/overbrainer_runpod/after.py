@@ -28,10 +28,8 @@ from loguru import logger
 from overbrainer.plugin import HostError, RunRecord, TargetShell, TransientError, UserError
 from overbrainer_runpod import record
 from overbrainer_runpod.pods import AFTER_TAG, STATE_DIR, PodLife, alias
-from overbrainer_runpod.record import PodRecord, PodState
+from overbrainer_runpod.record import AFTER_DIR, PodRecord, PodState
 
-AFTER_DIR = "after-pod"
-"""``runs/<id>/after-pod/``: the record, SSH files and logs of the run's after-training pod."""
 REUSABLE = (PodState.READY, PodState.KEPT)
 
 
