@@ -388,3 +388,58 @@ def test_the_cost_cap_ends_a_pod_made_for_an_export(pod_run):
         f"export: pod {pod_id} of run {pod_run.run_id} was deleted by its watchdog while the "
         "command worked (past max_hours or its cost cap)"
     ) in err
+
+
+def test_a_run_trained_on_a_pod_is_exported_on_a_new_pod(
+    project_dir, tmp_path, fake_runpod, run_cli, monkeypatch
+):
+    """The whole way: `train` on its pod (deleted at its end), then `export` on another."""
+    from tests.after import conftest as after
+    from tests.fixtures.run_dirs import write_examples
+    from tests.runpod.test_runpod_lifecycle import PodTrainer
+
+    from overbrainer.runs import follow
+    from overbrainer.testing.fake_axolotl import make_fake_venv
+
+    monkeypatch.setattr(follow, "POLL_S", 0.05)
+    venv = make_fake_venv(tmp_path / "fake-venv")
+    # The image's runtime has what llama.cpp's converter imports (stand-ins here).
+    stubs = tmp_path / "stubs"
+    for module in ("torch", "numpy", "transformers", "yaml"):
+        (stubs / module).mkdir(parents=True)
+        (stubs / module / "__init__.py").write_text("")
+    [site] = venv.glob("lib/python*/site-packages")
+    (site / "stubs.pth").write_text(f"{stubs}\n")
+    toolchain = tmp_path / "llama-cpp"
+    (toolchain / "llama.cpp" / "gguf-py" / "gguf").mkdir(parents=True)
+    (toolchain / "llama.cpp" / "gguf-py" / "gguf" / "__init__.py").write_text("")
+    (toolchain / "llama.cpp" / "convert_hf_to_gguf.py").write_text(after.FAKE_CONVERTER)
+    (toolchain / "site" / "llama_cpp").mkdir(parents=True)
+    (toolchain / "site" / "llama_cpp" / "__init__.py").write_text(after.FAKE_LLAMA_CPP)
+    after._python(toolchain / "bin" / "python", toolchain / "site")
+    monkeypatch.setenv("OVERBRAINER_LLAMA_CPP", str(toolchain))
+    write_examples(project_dir / "data" / "train.jsonl", range(10))
+    write_examples(project_dir / "data" / "eval.jsonl", range(10, 12))
+    trainer = PodTrainer(project_dir, venv, fake=fake_runpod)
+    trainer.configure(max_hours=4, boot_grace=10)
+    config = project_dir / "overbrainer.toml"
+    config.write_text(
+        config.read_text().replace('adapter = "lora"\n', 'adapter = "lora"\nmerge = true\n')
+    )
+    try:
+        trained = run_cli("train")
+        assert trained.exit_code == 0, trained.stderr
+        run_id = trainer.run()["id"]
+        assert trainer.pod(run_id)["state"] == "deleted"
+        result = run_cli("export", run_id, "--quantize", "Q8_0")
+        assert result.exit_code == 0, result.stderr
+    finally:
+        trainer.stop_all(fake_runpod.root / "pods")
+    gguf = project_dir / "runs" / run_id / "output" / "gguf" / f"{run_id}-Q8_0.gguf"
+    assert gguf.read_bytes() == b"GGUF converted auto from ../../output/merged quantized 7"
+    [record] = (project_dir / "runs" / run_id).glob("exports/*/export.json")
+    assert json.loads(record.read_text())["sha256"] == _sha(gguf)
+    after_pod = json.loads((project_dir / "runs" / run_id / "after-pod" / "pod.json").read_text())
+    assert after_pod["state"] == "deleted" and after_pod["pod_name"] == f"overbrainer-{run_id}-a1"
+    assert fake_runpod.calls.count("create") == 2
+    assert not fake_runpod.alive()
