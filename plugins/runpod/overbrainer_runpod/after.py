@@ -103,6 +103,7 @@ def open_shell(executor: Any, purpose: str, keep: bool) -> TargetShell:
     shell_pod = _kept_training_pod(executor, run, label, keep) or _after_pod(
         executor, run, label, keep
     )
+    executor.shell_pod = shell_pod  # released by release_executor whatever follows
     session = shell_pod.session
     marker_dir = f"{session.run_dir}/.pod"
     timing = executor.timing
@@ -112,7 +113,6 @@ def open_shell(executor: Any, purpose: str, keep: bool) -> TargetShell:
     guard = min(deadlines) + timing.seconds(timing.client_guard_minutes) if deadlines else 0
     connect = _connector(executor.name, session.life.ssh_dir, shell_pod)
     shell_pod.lease = LeaseKeeper(connect, marker_dir, every, guard)
-    executor.shell_pod = shell_pod
     shell = session.inner.shell()
     moved = session.run_dir if shell_pod.owned or session.run_dir != run.remote_dir else None
     logger.debug(f"runpod: {label} of run {run.id} works in {session.run_dir} ({run_dir.name})")
