@@ -443,3 +443,24 @@ def test_a_run_trained_on_a_pod_is_exported_on_a_new_pod(
     assert after_pod["state"] == "deleted" and after_pod["pod_name"] == f"overbrainer-{run_id}-a1"
     assert fake_runpod.calls.count("create") == 2
     assert not fake_runpod.alive()
+
+
+def test_an_export_killed_during_the_create_leaves_a_pod_pod_rm_finds_by_name(pod_run, run_cli):
+    pod_run.fake.create_delay = 1.0
+    cli = pod_run.cli.spawn("export", pod_run.run_id)
+    pod_run.fake.wait_until(
+        lambda: any("podFindAndDeployOnDemand" in r for r in pod_run.fake.requests),
+        timeout=60,
+        what="the create",
+    )
+    os.kill(cli.pid, signal.SIGKILL)
+    cli.wait()
+    pod_run.fake.wait_until(pod_run.fake.alive, what="the pod")
+    record = pod_run.after_pod()
+    assert record["pod_id"] is None
+    assert record["attempts"][0]["name"] == f"overbrainer-{pod_run.run_id}-a1"
+    removed = run_cli("pod", "rm", pod_run.run_id)
+    assert removed.exit_code == 0, removed.stderr
+    assert "(after training) deleted" in removed.stdout
+    assert not pod_run.fake.alive()
+    assert pod_run.after_pod()["deleted_by"] == "pod rm"
