@@ -331,8 +331,19 @@ def test_no_secret_reaches_the_api_the_pod_or_a_file(pod_run, run_cli, monkeypat
                 assert secret not in path.read_text(errors="replace"), path
 
 
-def test_ctrl_c_while_the_pod_starts_deletes_it(pod_run):
+@pytest.mark.parametrize("during", ["the create", "the wait for SSH"])
+def test_ctrl_c_while_the_pod_starts_deletes_it(pod_run, during, monkeypatch):
     pod_run.fake.port_delay = 10**6  # the client never learns the SSH port
+    if during == "the create":  # the pod is made; the answer comes seconds later
+        answer = pod_run.fake.answer
+
+        def late(query: str, key: str):
+            result = answer(query, key)
+            if "podFindAndDeployOnDemand" in query:
+                time.sleep(3)
+            return result
+
+        monkeypatch.setattr(pod_run.fake, "answer", late)
     cli = pod_run.cli.spawn("export", pod_run.run_id)
     pod_run.fake.wait_until(pod_run.fake.alive, timeout=60, what="a pod")
     pod_id = pod_run.fake.alive()[0].id

@@ -184,12 +184,28 @@ def _after_pod(executor: Any, run: RunRecord, label: str, keep: bool) -> ShellPo
         executor._check_venv(session)
     except BaseException:
         executor.shell_pod = None
-        executor._abandon(life)
+        _abandon(executor, life)
         raise
     pod = life.pod
     rate = f" at ${pod.cost_per_hour:.2f}/h" if pod.cost_per_hour is not None else ""
     logger.info(f"{label}: pod {pod.pod_id} ({pod.gpu_type}{rate}) ready for run {run.id}")
     return shell_pod
+
+
+def _abandon(executor: Any, life: PodLife) -> None:
+    """Delete the pod of a start that failed or was interrupted; one whose create was cut
+    short before its answer (Ctrl-C) is found by its name."""
+    if life.pod.pod_id is None and life.pod.attempts:
+        try:
+            found = life.find_by_name()
+        except (TransientError, UserError):
+            found = []
+        for pod in found:
+            life.save(pod_id=str(pod["id"]), state=PodState.DELETING, deleted=None)
+            executor._abandon(life)
+        if found:
+            return
+    executor._abandon(life)
 
 
 def _reach(name: str, life: PodLife, tag: str) -> Any:
