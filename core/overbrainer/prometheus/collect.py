@@ -329,8 +329,12 @@ def _spend_of(path: Path, now: float) -> float | None:
             started = started.replace(tzinfo=UTC).timestamp()
         except ValueError:
             return None
-    numbers = isinstance(rate, int | float) and isinstance(started, int | float)
-    if numbers and _is_number(rate) and _is_number(started):
+    if (
+        isinstance(rate, int | float)
+        and isinstance(started, int | float)
+        and _is_number(rate)
+        and _is_number(started)
+    ):
         return float(rate) * max(now - float(started), 0.0) / 3600
     return None
 
