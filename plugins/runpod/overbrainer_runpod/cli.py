@@ -61,11 +61,6 @@ def remove(run_id: str, force: bool) -> None:
         known = run_dir.is_dir() and record.load(run_dir) is not None
         life = PodLife(_api(), run_dir, timing(), persist=known)
         pod_record = life.pod
-        after = _remove_after_pod(run_dir, run_id, known)
-        if pod_record.state is PodState.DELETED:
-            if not after:
-                click.echo(f"pod: the pod of run {run_id} is already deleted")
-            return
         if pod_record.state is PodState.RUNNING and not force:
             raise UserError(
                 f"run {run_id} may still be running on pod {pod_record.pod_id}: cancel it with "
@@ -76,6 +71,11 @@ def remove(run_id: str, force: bool) -> None:
                 f"the results of run {run_id} are still on pod {pod_record.pod_id}: collect them "
                 f"with `overbrainer train attach {run_id}`, or delete the pod anyway with --force"
             )
+        after = _remove_after_pod(run_dir, run_id, known)
+        if pod_record.state is PodState.DELETED:
+            if not after:
+                click.echo(f"pod: the pod of run {run_id} is already deleted")
+            return
         # A create whose answer never came (the CLI killed during it) left no pod id:
         # the pod is found by its name.
         pods = [{"id": pod_record.pod_id}] if pod_record.pod_id else life.find_by_name()
