@@ -475,3 +475,9 @@ def test_an_export_killed_during_the_create_leaves_a_pod_pod_rm_finds_by_name(po
     assert "(after training) deleted" in removed.stdout
     assert not pod_run.fake.alive()
     assert pod_run.after_pod()["deleted_by"] == "pod rm"
+
+
+def test_rejudge_refuses_keep_pod(run_cli):
+    result = run_cli("compare", "--rejudge", "compare_20260101-000000", "--keep-pod")
+    assert result.exit_code == 2
+    assert "--rejudge makes no pod: --keep-pod does not apply" in result.stderr

@@ -33,6 +33,8 @@ def compare(run_id: str | None, limit: int | None, rejudge: str | None, keep_pod
 
     if rejudge is not None and (run_id is not None or limit is not None):
         raise click.UsageError("--rejudge takes neither --run nor --limit")
+    if rejudge is not None and keep_pod:
+        raise click.UsageError("--rejudge makes no pod: --keep-pod does not apply")
     app = current_app()
     with app.lock():
         report = run_compare(
