@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from tests.after.conftest import Finished, finished  # noqa: F401 - the finished run
 from tests.after.test_compare import JUDGE_PROMPT, eval_record
-from tests.runpod.conftest import API_KEY
+from tests.runpod.conftest import API_KEY, TIMING
 from tests.runpod.fake_runpod import FakeRunpod
 from tests.train.conftest import Trainer
 
@@ -35,7 +35,7 @@ kind = "runpod"
 gpu_types = ["NVIDIA A40"]
 max_hours = 4
 venv = "{venv}"
-boot_grace_minutes = 10
+boot_grace_minutes = 30
 retrieve_grace_minutes = 1
 """
 HF_TOKEN = "hf_afterPodToken5d2b7c81e0"
@@ -59,7 +59,13 @@ class PodRun:
 
 
 @pytest.fixture
-def pod_run(finished: Finished, fake_runpod: FakeRunpod) -> Iterator[PodRun]:  # noqa: F811
+def pod_run(
+    finished: Finished,  # noqa: F811
+    fake_runpod: FakeRunpod,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[PodRun]:
+    # A lease of 10 s, renewed every second: a loaded machine does not lose it.
+    monkeypatch.setenv("RUNPOD_OVERBRAINER_TIMING", f"{TIMING},lease_minutes=20")
     # The training image's runtime: the stand-in Python (torch, transformers) and axolotl.
     axolotl = finished.venv / "bin" / "axolotl"
     axolotl.write_text("#!/bin/sh\nexit 0\n")
@@ -301,7 +307,7 @@ def test_the_watchdog_deletes_the_pod_of_a_killed_export(pod_run):
     pod_id = pod_run.fake.alive()[0].id
     os.kill(cli.pid, signal.SIGKILL)
     cli.wait()
-    # Its lease (6 "minutes", 3 s) is no longer renewed: the watchdog deletes the pod.
+    # Its lease (20 "minutes", 10 s) is no longer renewed: the watchdog deletes the pod.
     pod_run.fake.wait_until(lambda: not pod_run.fake.alive(), timeout=60, what="the deletion")
     assert pod_run.fake.terminated_by[pod_id] == "watchdog"
     [pod] = pod_run.fake.deleted.values()
@@ -381,7 +387,8 @@ def test_a_kept_after_training_pod_is_no_orphan(pod_run, run_cli):
 
 def test_the_cost_cap_ends_a_pod_made_for_an_export(pod_run):
     # An hour lasts 30 s: $0.01 at $0.44/h is under a second; the client stops renewing the
-    # lease 5 "minutes" (2.5 s) later, and the watchdog deletes the pod once it runs out.
+    # lease 5 "minutes" (2.5 s) later, and the watchdog deletes the pod once it runs out
+    # (10 s).
     config = pod_run.finished.dir / "overbrainer.toml"
     config.write_text(config.read_text() + "max_cost_usd = 0.01\n")
     cli = _slow_export(pod_run)
@@ -413,6 +420,7 @@ def test_a_run_trained_on_a_pod_is_exported_on_a_new_pod(
     from overbrainer.testing.fake_axolotl import make_fake_venv
 
     monkeypatch.setattr(follow, "POLL_S", 0.05)
+    monkeypatch.setenv("RUNPOD_OVERBRAINER_TIMING", f"{TIMING},lease_minutes=20")
     venv = make_fake_venv(tmp_path / "fake-venv")
     # The image's runtime has what llama.cpp's converter imports (stand-ins here).
     stubs = tmp_path / "stubs"
@@ -432,7 +440,7 @@ def test_a_run_trained_on_a_pod_is_exported_on_a_new_pod(
     write_examples(project_dir / "data" / "train.jsonl", range(10))
     write_examples(project_dir / "data" / "eval.jsonl", range(10, 12))
     trainer = PodTrainer(project_dir, venv, fake=fake_runpod)
-    trainer.configure(max_hours=4, boot_grace=10)
+    trainer.configure(max_hours=4, boot_grace=30)
     config = project_dir / "overbrainer.toml"
     config.write_text(
         config.read_text().replace('adapter = "lora"\n', 'adapter = "lora"\nmerge = true\n')
