@@ -258,7 +258,7 @@ def _slow_export(pod_run: PodRun, env: dict[str, str] | None = None):
     cli = pod_run.cli.spawn("export", pod_run.run_id, env=env)
 
     def converting() -> bool:
-        return any(d.glob("exports/*/converter.pid") for d in pod_run.pod_dirs())
+        return any(list(d.glob("exports/*/converter.pid")) for d in pod_run.pod_dirs())
 
     pod_run.fake.wait_until(converting, timeout=60, what="the converter on the pod")
     return cli
