@@ -74,8 +74,9 @@ def pod_run(
     config.write_text(
         config.read_text().split("\n[training]")[0] + RUNPOD_TARGET.format(venv=finished.venv)
     )
-    remote = f"/workspace/overbrainer/{finished.run_id}"
-    finished.record(target="gpu", remote_dir=remote)
+    # Where training worked, on its pod (deleted): nothing is written there any more.
+    remote = finished.dir.parent / "deleted-pod" / "workspace" / "overbrainer" / finished.run_id
+    finished.record(target="gpu", remote_dir=str(remote))
     training_pod = PodRecord(
         run_id=finished.run_id,
         state=PodState.DELETED,
@@ -122,6 +123,7 @@ def test_export_makes_a_pod_brings_the_gguf_home_and_deletes_the_pod(pod_run, ru
     assert (remote / "axolotl.yaml").is_file()
     assert (pod_run.run_dir / "after-pod" / "pod" / "boot.log").is_file()
     assert "watching run" in (pod_run.run_dir / "after-pod" / "pod" / "watchdog.log").read_text()
+    assert not (pod_run.finished.dir.parent / "deleted-pod").exists()
     # The training pod's record is left alone.
     assert json.loads((pod_run.run_dir / "pod.json").read_text())["pod_id"] == "trainpod0001"
 
