@@ -293,7 +293,8 @@ def test_a_killed_export_leaves_a_recorded_pod_that_pod_ls_and_pod_rm_see(pod_ru
     assert pod["state"] == "ready" and pod["pod_id"]
     listed = run_cli("pod", "ls")
     assert listed.exit_code == 0, listed.stderr
-    assert f"{pod['pod_id']}  RUNNING" in listed.stdout and f"run {pod_run.run_id}" in listed.stdout
+    assert f"{pod['pod_id']}  RUNNING" in listed.stdout
+    assert f"run {pod_run.run_id} (after training)" in listed.stdout
     assert "not of this project" not in listed.stdout
     removed = run_cli("pod", "rm", pod_run.run_id)
     assert removed.exit_code == 0, removed.stderr

@@ -29,17 +29,19 @@ def list_pods() -> None:
     """List overbrainer's pods on the account: id, state, $/h, run (and whether the run is
     of this project)."""
     from overbrainer.plugin import current_project
+    from overbrainer_runpod.pods import AFTER_TAG
 
     runs_dir = current_project().runs_dir
     pods = [p for p in _api().pods() if str(p.get("name") or "").startswith("overbrainer-")]
     if not pods:
         click.echo("pod: no overbrainer pod on this account")
     for found in pods:
-        run_id = str(found["name"]).removeprefix("overbrainer-").rpartition("-")[0]
+        run_id, _, attempt = str(found["name"]).removeprefix("overbrainer-").rpartition("-")
         here = "" if (runs_dir / run_id).is_dir() else " (not of this project)"
+        after = " (after training)" if attempt.startswith(AFTER_TAG) else ""
         click.echo(
             f"{found.get('id')}  {found.get('desiredStatus', '?'):<9}  "
-            f"${float(found.get('costPerHr') or 0):.2f}/h  run {run_id}{here}"
+            f"${float(found.get('costPerHr') or 0):.2f}/h  run {run_id}{after}{here}"
         )
 
 
