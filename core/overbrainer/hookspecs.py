@@ -192,10 +192,15 @@ def on_cycle_end(summary: CycleSummary) -> None:
 
 
 @hookspec(firstresult=True)
-def open_shell(executor: Any) -> TargetShell | None:
+def open_shell(executor: Any, purpose: str, keep_machine: bool) -> TargetShell | None:
     """A shell on the executor's target for the commands after training (``export``,
     ``compare``): its POSIX host, its runtime's Python and its work directory. They run
     their own scripts there, in the run's directory, and fetch what they made.
+
+    ``purpose`` names the command (for progress lines); ``keep_machine`` is its
+    ``--keep-pod``: a machine made for this command is kept at ``release_executor``
+    instead of deleted. A target whose machine is gone after training may make one here
+    (``TargetShell.run_dir`` then says where the run's directory is on it).
 
     Return None when the target cannot give one (those commands then refuse it). Stops at
     the first non-None result.

@@ -7,6 +7,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -355,3 +356,25 @@ def test_a_followed_run_has_its_gauges(project, start_training):
     )
     kind, age = sample(samples, "overbrainer_train_last_metric_age_seconds", run_id=run_id)
     assert kind == "gauge" and 0 <= age < 30
+
+
+def test_pod_spend_sums_a_run_s_pods_as_the_runpod_target_records_them(tmp_path):
+    # Training's pod is gone; the pod of an export runs, recorded as the runpod target does
+    # (``cost_per_hour``, ``created`` in UTC).
+    run_dir = tmp_path / "runs" / "demo_20260922-143005"
+    (run_dir / "after-pod").mkdir(parents=True)
+    (run_dir / "pod.json").write_text('{"estimated_spend": 1.25, "cost_per_hour": 0.44}')
+    (run_dir / "after-pod" / "pod.json").write_text(
+        '{"cost_per_hour": 3.6, "created": "2026-09-22T14:30:05Z", "state": "ready"}'
+    )
+    started = datetime(2026, 9, 22, 14, 30, 5, tzinfo=UTC).timestamp()
+    metrics = ProjectMetrics(tmp_path, clock=lambda: started + 100)
+    server = MetricsServer(metrics.registry, "127.0.0.1", 0)
+    try:
+        _, samples = scrape(f"http://{server.address}/metrics")
+    finally:
+        server.close()
+    assert sample(samples, "overbrainer_runpod_spend_usd", run_id="demo_20260922-143005") == (
+        "gauge",
+        pytest.approx(1.35),
+    )

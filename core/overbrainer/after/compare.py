@@ -180,8 +180,10 @@ def compare(
     run_id: str | None = None,
     limit: int | None = None,
     rejudge: str | None = None,
+    keep_pod: bool = False,
 ) -> Path:
-    """Run a compare (or judge ``rejudge`` again) and return the path of its compare.md."""
+    """Run a compare (or judge ``rejudge`` again) and return the path of its compare.md
+    (``keep_pod``: a machine made for it is kept)."""
     if rejudge is not None:
         directory = find_compare(store, rejudge)
         setup = _read_json(directory / SETUP)
@@ -216,8 +218,11 @@ def compare(
             f"compare: {ident}: run {run_id}, {len(questions)} questions, child "
             f"{export['file']} on target `{record.target}`"
         )
-        target = open_target(project, hook, record)
+        target = open_target(project, hook, record, purpose="compare", keep=keep_pod)
         try:
+            if target.shell.price_per_hour is not None:  # a pod's: the child's price
+                setup["pod_price_per_hour"] = target.shell.price_per_hour
+                _write_json(directory / SETUP, setup)
             _answer_on_target(project, target, run_dir, directory, setup)
         except KeyboardInterrupt as interrupt:
             raise Interrupted(
@@ -318,13 +323,17 @@ def _judge_and_report(project: Project, directory: Path, setup: dict[str, Any]) 
         ) from None
     verdicts = read_verdicts(verdicts_file)
     compare_settings = settings.compare
+    child_price = compare_settings.child_price_per_hour
+    from_pod = child_price is None and isinstance(setup.get("pod_price_per_hour"), int | float)
+    if from_pod:
+        child_price = float(setup["pod_price_per_hour"])
     figures = summary(
         questions,
         verdicts,
         answers,
         compare_settings.parent_price_in,
         compare_settings.parent_price_out,
-        compare_settings.child_price_per_hour,
+        child_price,
     )
     data = {
         **{k: v for k, v in setup.items() if k != "questions"},
@@ -338,7 +347,7 @@ def _judge_and_report(project: Project, directory: Path, setup: dict[str, Any]) 
             "child_per_1k": figures["child_per_1k"],
             "ratio": figures["ratio"],
         },
-        "child_price_from_pod": False,
+        "child_price_from_pod": from_pod,
         "questions": [
             _row(q, answers.get(q["id"], {}), verdicts.get(q["id"], {})) for q in questions
         ],

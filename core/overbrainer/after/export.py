@@ -102,13 +102,15 @@ def export_run(
     ollama: str | None = None,
     echo: Callable[[str], None],
     label: str = "export",
+    keep_pod: bool = False,
 ) -> Exported:
-    """Export run ``run_id`` to GGUF on its target and deliver it home."""
+    """Export run ``run_id`` to GGUF on its target and deliver it home (``keep_pod``: a
+    machine made for it is kept)."""
     accepted = accept_run(store, run_id, "export")
     kind = quantize or project.settings.export.quantize
     name = ollama or project.settings.export.ollama_name
     job_id = export_id()
-    target = open_target(project, hook, accepted.record)
+    target = open_target(project, hook, accepted.record, purpose=label, keep=keep_pod)
     try:
         echo(
             f"export: {job_id}: {RUNS_DIR}/{run_id}/{accepted.model} to GGUF {kind} on target "
@@ -134,7 +136,7 @@ def export_run(
 def _export_on_target(
     project: Project, target: TargetRun, accepted: AcceptedRun, job_id: str, kind: str
 ) -> Exported:
-    run = accepted.record
+    run = target.run  # its directory there (a pod made for this export has its own)
     q = scripts.q
     job_dir = f"{run.remote_dir}/exports/{job_id}"
     gguf_name = f"{run.id}-{kind}.gguf"

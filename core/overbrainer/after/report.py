@@ -74,6 +74,8 @@ def render(data: dict[str, Any]) -> str:
             f"{_money(summary.get('child_per_1k'))} (upper bound); ratio "
             f"{f'{ratio:.3f}' if isinstance(ratio, float) else '-'}"
         )
+        if data.get("child_price_from_pod"):
+            lines.append("- The child's price per hour is its Runpod pod's.")
     questions = data["questions"]
     losses = [q for q in questions if q.get("verdict") == "error"]
     losses += [q for q in questions if q.get("verdict") == "loss"]

@@ -149,8 +149,11 @@ def _link_or_copy(source: str, dest: str) -> None:
         shutil.copy2(source, dest)
 
 
-def open_target(project: Project, hook: Any, run: RunRecord) -> TargetRun:
-    """The target of ``run`` with a shell on it, or a ``UserError`` saying why not."""
+def open_target(
+    project: Project, hook: Any, run: RunRecord, *, purpose: str = "", keep: bool = False
+) -> TargetRun:
+    """The target of ``run`` with a shell on it, or a ``UserError`` saying why not.
+    ``purpose`` names the command, ``keep`` is its ``--keep-pod``."""
     table = project.settings.targets.get(run.target)
     if table is None:
         raise UserError(f"target `{run.target}` of run {run.id} is no longer in overbrainer.toml")
@@ -159,7 +162,7 @@ def open_target(project: Project, hook: Any, run: RunRecord) -> TargetRun:
         kind = table.kind if isinstance(table, TargetBase) else "?"
         raise UserError(f"no installed plugin can run target `{run.target}` (kind `{kind}`)")
     try:
-        shell = hook.open_shell(executor=executor)
+        shell = hook.open_shell(executor=executor, purpose=purpose, keep_machine=keep)
     except BaseException:
         hook.release_executor(executor=executor, run=run, outcome=None)
         raise
@@ -169,4 +172,6 @@ def open_target(project: Project, hook: Any, run: RunRecord) -> TargetRun:
             f"target `{run.target}` of run {run.id} cannot run commands after training "
             "(its plugin gives no shell)"
         )
+    if shell.run_dir is not None:  # a machine made for this command
+        run = run.evolve(remote_dir=shell.run_dir)
     return TargetRun(hook, executor, run, shell)

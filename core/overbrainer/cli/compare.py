@@ -24,16 +24,27 @@ from overbrainer.cli.context import current_app
     metavar="COMPARE_ID",
     help="Judge this compare again (resumes its verdicts); serves nothing.",
 )
-def compare(run_id: str | None, limit: int | None, rejudge: str | None) -> None:
+@click.option(
+    "--keep-pod", is_flag=True, help="Keep a pod made for this compare (a later command reuses it)."
+)
+def compare(run_id: str | None, limit: int | None, rejudge: str | None, keep_pod: bool) -> None:
     """Compare the child (its GGUF, served on the run's target) with its parent."""
     from overbrainer.after.compare import compare as run_compare
 
     if rejudge is not None and (run_id is not None or limit is not None):
         raise click.UsageError("--rejudge takes neither --run nor --limit")
+    if rejudge is not None and keep_pod:
+        raise click.UsageError("--rejudge makes no pod: --keep-pod does not apply")
     app = current_app()
     with app.lock():
         report = run_compare(
-            app.project, app.plugins.hook, app.runs, run_id=run_id, limit=limit, rejudge=rejudge
+            app.project,
+            app.plugins.hook,
+            app.runs,
+            run_id=run_id,
+            limit=limit,
+            rejudge=rejudge,
+            keep_pod=keep_pod,
         )
     click.echo(
         report.relative_to(app.project_dir) if report.is_relative_to(app.project_dir) else report

@@ -29,7 +29,10 @@ QUANTIZE_TYPES = (
     help="llama.cpp quantization type (default: export.quantize, Q4_K_M).",
 )
 @click.option("--ollama", "ollama", metavar="NAME", help="Create this Ollama model from the GGUF.")
-def export(run_id: str, quantize: str | None, ollama: str | None) -> None:
+@click.option(
+    "--keep-pod", is_flag=True, help="Keep a pod made for this export (a later command reuses it)."
+)
+def export(run_id: str, quantize: str | None, ollama: str | None, keep_pod: bool) -> None:
     """Export RUN_ID's model to a GGUF file and an Ollama Modelfile, on its target."""
     from overbrainer.after.export import check_ollama_name, export_run
     from overbrainer.redact import escape_controls
@@ -45,5 +48,6 @@ def export(run_id: str, quantize: str | None, ollama: str | None) -> None:
             run_id,
             quantize=quantize.upper() if quantize else None,
             ollama=ollama,
+            keep_pod=keep_pod,
             echo=lambda line: click.echo(escape_controls(line)),
         )

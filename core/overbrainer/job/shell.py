@@ -15,3 +15,8 @@ class TargetShell:
     host: Host
     python: str
     workdir: str
+    run_dir: str | None = None
+    """Where the run's directory is on this host, when not at the run's ``remote_dir``
+    (a machine made for this command)."""
+    price_per_hour: float | None = None
+    """What the machine costs (USD per hour), when the target knows (a Runpod pod)."""

@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -288,30 +289,54 @@ class _ScrapeTime(Collector):
         yield spend
 
 
+AFTER_POD = "after-pod/pod.json"
+"""The run's pod for export and compare (the runpod target's), whose spend is the run's too."""
+
+
 def _pod_spend(project_dir: Path, now: float) -> Iterator[tuple[str, float]]:
-    """(run id, USD) for every run whose ``pod.json`` says: ``estimated_spend`` once the pod
-    is gone, else ``cost_per_hr`` x (now - ``started``, Unix s) / 3600."""
+    """(run id, USD) for every run whose ``pod.json`` (and ``after-pod/pod.json``) says:
+    ``estimated_spend`` once the pod is gone, else the rate (``cost_per_hour`` or
+    ``cost_per_hr``) x the time since its start (``created``, UTC text, or ``started``,
+    Unix s) / 3600; both pods' summed."""
     runs = project_dir / "runs"
     if not runs.is_dir():
         return
-    for path in sorted(runs.glob("*/pod.json")):
+    spends: dict[str, float] = {}
+    paths = [*runs.glob("*/pod.json"), *runs.glob(f"*/{AFTER_POD}")]
+    for path in paths:
+        run_id = path.parent.name if path.parent.parent == runs else path.parent.parent.name
+        dollars = _spend_of(path, now)
+        if dollars is not None:
+            spends[run_id] = spends.get(run_id, 0.0) + dollars
+    yield from sorted(spends.items())
+
+
+def _spend_of(path: Path, now: float) -> float | None:
+    try:
+        pod = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(pod, dict):
+        return None
+    spent = pod.get("estimated_spend")
+    if isinstance(spent, int | float) and _is_number(spent):
+        return float(spent)
+    rate = pod.get("cost_per_hour", pod.get("cost_per_hr"))
+    started = pod.get("started")
+    if isinstance(pod.get("created"), str):
         try:
-            pod = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError):
-            continue
-        if not isinstance(pod, dict):
-            continue
-        spent = pod.get("estimated_spend")
-        rate, started = pod.get("cost_per_hr"), pod.get("started")
-        if isinstance(spent, int | float) and _is_number(spent):
-            yield path.parent.name, float(spent)
-        elif (
-            isinstance(rate, int | float)
-            and isinstance(started, int | float)
-            and _is_number(rate)
-            and _is_number(started)
-        ):
-            yield path.parent.name, float(rate) * max(now - float(started), 0.0) / 3600
+            started = datetime.strptime(pod["created"], "%Y-%m-%dT%H:%M:%SZ")
+            started = started.replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            return None
+    if (
+        isinstance(rate, int | float)
+        and isinstance(started, int | float)
+        and _is_number(rate)
+        and _is_number(started)
+    ):
+        return float(rate) * max(now - float(started), 0.0) / 3600
+    return None
 
 
 def _is_count(value: Any) -> bool:

@@ -26,6 +26,7 @@ from overbrainer.plugin import (
     RunRecord,
     TargetBase,
     TargetInfo,
+    TargetShell,
     comma_list,
     hookimpl,
 )
@@ -103,7 +104,7 @@ def create_executor(name: str, target: BaseModel, project: Project, run: RunReco
     from overbrainer_runpod.api import api_of
     from overbrainer_runpod.executor import RunpodExecutor
 
-    return RunpodExecutor(name, target, project, api_of(*account(project)))
+    return RunpodExecutor(name, target, project, api_of(*account(project)), run=run)
 
 
 def account(project: Project) -> tuple[Any, Any]:
@@ -175,6 +176,11 @@ def collect_artifacts(
 @hookimpl
 def read_job_log(executor: Any, run: RunRecord, offset: int) -> LogChunk | None:
     return mine.read_log(run, offset) if (mine := _mine(executor)) else None
+
+
+@hookimpl
+def open_shell(executor: Any, purpose: str, keep_machine: bool) -> TargetShell | None:
+    return mine.open_shell(purpose, keep_machine) if (mine := _mine(executor)) else None
 
 
 @hookimpl

@@ -30,17 +30,19 @@ def list_pods() -> None:
     """List overbrainer's pods on the account: id, state, $/h, run (and whether the run is
     of this project)."""
     from overbrainer.plugin import current_project
+    from overbrainer_runpod.pods import AFTER_TAG
 
     runs_dir = current_project().runs_dir
     pods = [p for p in _api().pods() if str(p.get("name") or "").startswith("overbrainer-")]
     if not pods:
         click.echo("pod: no overbrainer pod on this account")
     for found in pods:
-        run_id = str(found["name"]).removeprefix("overbrainer-").rpartition("-")[0]
+        run_id, _, attempt = str(found["name"]).removeprefix("overbrainer-").rpartition("-")
         here = "" if (runs_dir / run_id).is_dir() else " (not of this project)"
+        after = " (after training)" if attempt.startswith(AFTER_TAG) else ""
         click.echo(
             f"{found.get('id')}  {found.get('desiredStatus', '?'):<9}  "
-            f"${float(found.get('costPerHr') or 0):.2f}/h  run {run_id}{here}"
+            f"${float(found.get('costPerHr') or 0):.2f}/h  run {run_id}{after}{here}"
         )
 
 
@@ -62,9 +64,6 @@ def remove(run_id: str, force: bool) -> None:
         known = run_dir.is_dir() and record.load(run_dir) is not None
         life = PodLife(_api(), run_dir, timing(), persist=known)
         pod_record = life.pod
-        if pod_record.state is PodState.DELETED:
-            click.echo(f"pod: the pod of run {run_id} is already deleted")
-            return
         if pod_record.state is PodState.RUNNING and not force:
             raise UserError(
                 f"run {run_id} may still be running on pod {pod_record.pod_id}: cancel it with "
@@ -75,9 +74,16 @@ def remove(run_id: str, force: bool) -> None:
                 f"the results of run {run_id} are still on pod {pod_record.pod_id}: collect them "
                 f"with `overbrainer train attach {run_id}`, or delete the pod anyway with --force"
             )
+        after = _remove_after_pod(run_dir, run_id, known)
+        if pod_record.state is PodState.DELETED:
+            if not after:
+                click.echo(f"pod: the pod of run {run_id} is already deleted")
+            return
         # A create whose answer never came (the CLI killed during it) left no pod id:
         # the pod is found by its name.
         pods = [{"id": pod_record.pod_id}] if pod_record.pod_id else life.find_by_name()
+        if not pods and after:
+            return
         if not pods:
             raise UserError(f"run {run_id} has no pod")
         for found in pods:
@@ -88,6 +94,34 @@ def remove(run_id: str, force: bool) -> None:
                 f"pod: pod {found['id']} of run {run_id} deleted"
                 + (f" (about ${spend:.2f})" if spend is not None else "")
             )
+
+
+def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
+    """Delete the run's pod for the commands after training (export, compare), when it
+    has one: from its record, else (a run of no record) by its name. Whether one was."""
+    from overbrainer_runpod import record
+    from overbrainer_runpod.after import after_dir
+    from overbrainer_runpod.pods import AFTER_TAG, PodLife
+    from overbrainer_runpod.record import PodState
+    from overbrainer_runpod.timing import timing
+
+    where = after_dir(run_dir)
+    recorded = where.is_dir() and record.load(where) is not None
+    if not recorded and known:
+        return False
+    life = PodLife(_api(), where, timing(), persist=recorded, run_id=run_id, tag=AFTER_TAG)
+    if life.pod.state is PodState.DELETED:
+        return False
+    pods = [{"id": life.pod.pod_id}] if life.pod.pod_id else life.find_by_name()
+    for found in pods:
+        life.save(pod_id=str(found["id"]), state=PodState.DELETING, deleted=None)
+        life.delete("pod rm")
+        spend = life.pod.estimated_spend
+        click.echo(
+            f"pod: pod {found['id']} of run {run_id} (after training) deleted"
+            + (f" (about ${spend:.2f})" if spend is not None else "")
+        )
+    return bool(pods)
 
 
 @pod.command("gpus")

@@ -31,6 +31,7 @@ from overbrainer.plugin import (
     Project,
     RunRecord,
     TargetInfo,
+    TargetShell,
     TransientError,
     UserError,
 )
@@ -75,6 +76,10 @@ class RunpodExecutor:
     api: RunpodApi
     timing: Timing = field(default_factory=timing)
     sessions: dict[str, PodSession] = field(default_factory=dict)
+    run: RunRecord | None = None
+    """The run a command after training works on (``open_shell``)."""
+    shell_pod: Any = None
+    """The pod of that command (``overbrainer_runpod.after``), until it is released."""
 
     def describe(self) -> TargetInfo:
         return TargetInfo(device="gpu", local_paths=False, per_run=True)
@@ -110,11 +115,25 @@ class RunpodExecutor:
                 PodState.RUNNING, PodState.READY, PodState.PROVISIONING, PodState.KEPT,
             ):  # fmt: skip
                 continue
+            if self._after_pod_of(run_id, pod.get("id")):
+                continue
             logger.warning(
                 f"runpod: pod {pod.get('id')} ({name}, ${pod.get('costPerHr', '?')}/h) is an "
                 f"overbrainer pod no run of this project follows: delete it with "
                 f"`overbrainer pod rm {run_id}` or in Runpod's console"
             )
+
+    def _after_pod_of(self, run_id: str, pod_id: Any) -> bool:
+        """Whether ``pod_id`` is the live after-training pod of run ``run_id`` here."""
+        from overbrainer_runpod.after import after_record
+
+        try:
+            found = after_record(self.run_dir(run_id)) if run_id else None
+        except UserError:
+            return False
+        return found is not None and found.pod_id == pod_id and found.state in (
+            PodState.READY, PodState.PROVISIONING, PodState.KEPT,
+        )  # fmt: skip
 
     def placement(self) -> Placement:
         target = self.target
@@ -316,7 +335,17 @@ class RunpodExecutor:
 
     # Ending.
 
+    def open_shell(self, purpose: str, keep: bool) -> TargetShell:
+        """A pod for a command after training (``overbrainer_runpod.after``)."""
+        from overbrainer_runpod import after
+
+        return after.open_shell(self, purpose, keep)
+
     def release(self, run: RunRecord | None, outcome: str | None) -> None:
+        if self.shell_pod is not None:
+            from overbrainer_runpod import after
+
+            after.release(self)
         try:
             if run is None:
                 for session in list(self.sessions.values()):

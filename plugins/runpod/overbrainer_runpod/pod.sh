@@ -6,8 +6,9 @@
 # From the pod's environment: RUNPOD_POD_ID and RUNPOD_API_KEY (the platform's, for this pod),
 # OVERBRAINER_RUN_ID, OVERBRAINER_DELETE_AT (epoch seconds), OVERBRAINER_BOOT_GRACE_S,
 # OVERBRAINER_RETRIEVE_GRACE_S, OVERBRAINER_LEASE_S, OVERBRAINER_SNAPSHOT_LEAD_S,
-# OVERBRAINER_TICK_S, OVERBRAINER_API_URL, PUBLIC_KEY (the client's public key) and
-# OVERBRAINER_HOST_KEY (the host key, base64, from a Runpod secret).
+# OVERBRAINER_TICK_S, OVERBRAINER_API_URL, PUBLIC_KEY (the client's public key),
+# OVERBRAINER_HOST_KEY (the host key, base64, from a Runpod secret) and OVERBRAINER_POD_MODE
+# ("after": a pod for export or compare, used while its command renews the lease).
 set -u
 S="$HOME/.overbrainer-pod"
 TICK="${OVERBRAINER_TICK_S:-60}"
@@ -120,6 +121,25 @@ request_snapshot() {
     mv "$RUN_DIR/snapshot.request.tmp" "$RUN_DIR/snapshot.request"
 }
 
+# A pod for the commands after training runs no job: it is of use while a command holds
+# its lease (a kept pod: until max_hours).
+after_rules() {
+  # The cost cap (max_cost_usd), as the client wrote it: a deadline like max_hours.
+  cost_at=$(cat "$S/cost_at" 2>/dev/null)
+  case "$cost_at" in '' | *[!0-9]*) cost_at="" ;; esac
+  if [ -n "$cost_at" ] && [ "$1" -ge "$cost_at" ] && ! lease_fresh; then
+    delete_pod "past the cost cap (max_cost_usd) with no lease from a command"
+  fi
+  if [ ! -f "$RUN_DIR/.pod/lease" ]; then
+    booted=$(cat "$S/booted" 2>/dev/null || echo "$1")
+    [ $(($1 - booted)) -ge "$2" ] &&
+      delete_pod "no command reached the pod within the boot grace (${2} s)"
+  elif [ ! -f "$RUN_DIR/.pod/keep" ] && ! lease_fresh; then
+    delete_pod "the command using the pod is gone (its lease ran out)"
+  fi
+  return 0
+}
+
 watchdog() {
   delete_at="${OVERBRAINER_DELETE_AT:?}"
   boot_grace="${OVERBRAINER_BOOT_GRACE_S:-1800}"
@@ -132,7 +152,9 @@ watchdog() {
     t=$(now)
     [ -f "$S/failed" ] && delete_pod "bootstrap failed: $(cat "$S/failed")"
     [ -f "$RUN_DIR/.pod/retrieved" ] && delete_pod "the results are home"
-    if [ ! -f "$RUN_DIR/job.pid" ]; then
+    if [ "${OVERBRAINER_POD_MODE:-}" = after ]; then
+      after_rules "$t" "$boot_grace"
+    elif [ ! -f "$RUN_DIR/job.pid" ]; then
       booted=$(cat "$S/booted" 2>/dev/null || echo "$t")
       [ $((t - booted)) -ge "$boot_grace" ] &&
         delete_pod "no job started within the boot grace (${boot_grace} s)"

@@ -38,16 +38,21 @@ SSH_PORT = 2222
 its own host key (axolotl-cloud's does when the pod has a ``PUBLIC_KEY``)."""
 
 
-def pod_name(run_id: str, attempt: int) -> str:
-    return f"overbrainer-{run_id}-{attempt}"
+AFTER_TAG = "a"
+"""The tag of a pod made for the commands after training: ``overbrainer-<run>-a<n>``."""
 
 
-def alias(run_id: str) -> str:
-    return f"overbrainer-{run_id}"
+def pod_name(run_id: str, attempt: int, tag: str = "") -> str:
+    return f"overbrainer-{run_id}-{tag}{attempt}"
 
 
-def secret_name(run_id: str) -> str:
-    return "overbrainer_" + re.sub(r"[^A-Za-z0-9_]", "_", run_id) + "_host_key"
+def alias(run_id: str, tag: str = "") -> str:
+    return f"overbrainer-{run_id}" + ("-after" if tag else "")
+
+
+def secret_name(run_id: str, tag: str = "") -> str:
+    middle = "_after" if tag else ""
+    return "overbrainer_" + re.sub(r"[^A-Za-z0-9_]", "_", run_id) + middle + "_host_key"
 
 
 def start_command() -> str:
@@ -102,18 +107,28 @@ def auto_gpu_types(api: RunpodApi, count: int, min_vram: int, max_price: float |
 
 
 class PodLife:
-    """The pod of run ``run_id``, its record in ``run_dir``."""
+    """The pod of run ``run_id``, its record in ``run_dir``. A ``tag`` (``AFTER_TAG``)
+    makes it the run's pod for the commands after training, whose record is in
+    ``runs/<id>/after-pod/`` (``run_dir`` then, with ``run_id`` given)."""
 
     def __init__(
-        self, api: RunpodApi, run_dir: Path, timing: Timing, *, persist: bool = True
+        self,
+        api: RunpodApi,
+        run_dir: Path,
+        timing: Timing,
+        *,
+        persist: bool = True,
+        run_id: str | None = None,
+        tag: str = "",
     ) -> None:
         self.api = api
         self.run_dir = run_dir
         self.timing = timing
         self.persist = persist
         """False for a pod this project has no record of (``pod rm`` of an orphan)."""
+        self.tag = tag
         found = record.load(run_dir) if persist else None
-        self.pod: PodRecord = found or PodRecord(run_id=run_dir.name)
+        self.pod: PodRecord = found or PodRecord(run_id=run_id or run_dir.name)
 
     @property
     def ssh_dir(self) -> Path:
@@ -127,7 +142,7 @@ class PodLife:
     def find_by_name(self) -> list[dict[str, Any]]:
         """The account's pods named for this run (``overbrainer-<run-id>-<n>``): the pod
         of a create whose answer never came home."""
-        prefix = f"overbrainer-{self.pod.run_id}-"
+        prefix = f"overbrainer-{self.pod.run_id}-{self.tag}"
         return [
             pod
             for pod in self.api.pods()
@@ -144,7 +159,7 @@ class PodLife:
         keys.write_private(self.ssh_dir / keys.CLIENT_KEY, client.private)
         host = keys.new_key()
         delete_at = int(time.time() + self.timing.seconds(target.max_hours * 60))
-        secret = secret_name(run_id)
+        secret = secret_name(run_id, self.tag)
         self.save(state=PodState.CREATING, host_key=host.public, delete_at=delete_at, secret=secret)
         try:
             secret_id = self.api.create_secret(
@@ -173,6 +188,8 @@ class PodLife:
             "OVERBRAINER_SSH_PORT": str(SSH_PORT),
             "OVERBRAINER_HOST_KEY": "{{ RUNPOD_SECRET_" + secret + " }}",
         }
+        if self.tag:  # no job: the watchdog follows the command's lease
+            env["OVERBRAINER_POD_MODE"] = "after"
         api_url = api_url or os.environ.get("RUNPOD_API_BASE_URL")
         if api_url:
             env["OVERBRAINER_API_URL"] = api_url.rstrip("/")
@@ -211,7 +228,7 @@ class PodLife:
         same type is tried again."""
         where = f"{gpu_type} in {data_center}" if data_center else gpu_type
         for _ in range(RECONCILE_TRIES):
-            name = pod_name(self.pod.run_id, len(self.pod.attempts) + 1)
+            name = pod_name(self.pod.run_id, len(self.pod.attempts) + 1, self.tag)
             attempts = [
                 *self.pod.attempts,
                 Attempt(name=name, gpu_type=gpu_type, data_center=data_center),
@@ -303,7 +320,7 @@ class PodLife:
                 host_ip, public_port = port
                 config = keys.write_ssh_files(
                     self.ssh_dir,
-                    alias(self.pod.run_id),
+                    alias(self.pod.run_id, self.tag),
                     host_ip,
                     public_port,
                     user=ssh_user(),

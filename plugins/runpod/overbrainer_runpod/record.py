@@ -19,6 +19,9 @@ from overbrainer.plugin import UserError, layout
 
 POD_FILE = "pod.json"
 SSH_DIR = "ssh"
+AFTER_DIR = "after-pod"
+"""``runs/<id>/after-pod/``: the record, SSH files and logs of the run's pod for the
+commands after training (``overbrainer_runpod.after``)."""
 
 
 class PodState(StrEnum):
@@ -120,10 +123,24 @@ def load(run_dir: Path) -> PodRecord | None:
 
 def save(run_dir: Path, record: PodRecord) -> None:
     """Write ``pod.json`` atomically (a temporary file, synced, renamed), then the run's
-    ``runs ls`` note from it."""
+    ``runs ls`` note from it (and from the run's other pod: training's and the one after)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     _write(run_dir, POD_FILE, json.dumps(record.model_dump(mode="json"), indent=2) + "\n")
-    _write(run_dir, layout.TARGET_NOTE, record.summary() + "\n")
+    after = run_dir.name == AFTER_DIR
+    note_dir = run_dir.parent if after else run_dir
+    training = _quiet_load(note_dir) if after else record
+    after_pod = record if after else _quiet_load(run_dir / AFTER_DIR)
+    parts = [training.summary()] if training is not None else []
+    if after_pod is not None:
+        parts.append(f"after-training {after_pod.summary()}")
+    _write(note_dir, layout.TARGET_NOTE, "; ".join(parts) + "\n")
+
+
+def _quiet_load(run_dir: Path) -> PodRecord | None:
+    try:
+        return load(run_dir)
+    except UserError:
+        return None
 
 
 def _write(run_dir: Path, name: str, text: str) -> None:

@@ -1,0 +1,125 @@
+"""What a pod of its own costs an ``export`` or ``compare`` of a Runpod run, on the fake
+Runpod of the tests.
+
+    uv run python benchmarks/runpod_after.py [--commands 3]
+
+For each command: the time from ``open_target`` (the pod's create) to a shell that runs a
+command there, plus the time of its release (logs home, deletion confirmed), and the calls
+to the Runpod API it made. Baseline, in the same run: the same on the ``ssh`` target (a
+loopback sshd, the same kind as a fake pod's), whose machine is already there. Printed: both
+medians and their ratio, and the API calls. The fake pod starts in well under a second; a
+real one takes about a minute to boot, which this does not measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import getpass
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# This file's directory holds runpod.py: it must not shadow the `runpod` package.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from tests.runpod.fake_runpod import FakeRunpod  # noqa: E402
+from tests.ssh.conftest import Sshd, make_keys, write_client_config  # noqa: E402
+
+from overbrainer.after.target_run import open_target  # noqa: E402
+from overbrainer.job.record import RunRecord  # noqa: E402
+from overbrainer.project import Project  # noqa: E402
+from overbrainer.testing.fake_axolotl import make_fake_venv  # noqa: E402
+from overbrainer.testing.jobs import contract_settings, manager_with  # noqa: E402
+
+KEY = "rpa_BENCHMARKKEY"
+
+
+def one_command(kind: str, plugin: object, table: dict, root: Path, index: int) -> float:
+    """Seconds from ``open_target`` to the end of its release, one command run there."""
+    plugins = manager_with(plugin)
+    model = plugins.kinds[kind].model_validate(table)
+    project_dir = root / f"{kind}-{index}"
+    run_id = f"bench_20260101-{index:06d}"
+    (project_dir / "runs" / run_id).mkdir(parents=True)
+    project = Project(project_dir, contract_settings("t", model), dict(os.environ))
+    remote = f"{root}/ssh-work/{run_id}" if kind == "ssh" else f"/workspace/overbrainer/{run_id}"
+    run = RunRecord(
+        id=run_id, target="t", created="2026-01-01T00:00:00Z", remote_dir=remote, state="succeeded"
+    )
+    started = time.monotonic()
+    target = open_target(project, plugins.hook, run, purpose="bench")
+    try:
+        target.shell.host.check(f"mkdir -p {target.run.remote_dir} && echo ok\n")
+    finally:
+        target.close()
+    return time.monotonic() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--commands", type=int, default=3)
+    args = parser.parse_args()
+    from loguru import logger
+
+    import overbrainer_runpod
+    import overbrainer_ssh
+
+    logger.remove()
+    logging.getLogger("paramiko").setLevel(logging.WARNING)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        home = root / "home"
+        home.mkdir()
+        os.environ["HOME"] = str(home)
+        os.environ.pop("SSH_AUTH_SOCK", None)
+        venv = make_fake_venv(root / "venv")
+        (root / "keys").mkdir()
+        (root / "sshd").mkdir()
+        sshd = Sshd(root / "sshd", make_keys(root / "keys"))
+        sshd.start()
+        alias = write_client_config(home, sshd)
+        fake = FakeRunpod(root / "fake", KEY, pod_env={}).start()
+        os.environ.update(
+            {
+                "OVERBRAINER_RUNPOD__API_KEY": KEY,
+                "OVERBRAINER_RUNPOD__BASE_URL": fake.url,
+                "RUNPOD_OVERBRAINER_TIMING": "minute=0.5,tick=0.2,poll=0.05,confirm=0.02",
+                "RUNPOD_OVERBRAINER_SSH_USER": getpass.getuser(),
+            }
+        )
+        try:
+            ssh_times, pod_times, calls = [], [], []
+            kinds: collections.Counter[str] = collections.Counter()
+            for index in range(args.commands):
+                ssh_table = {"kind": "ssh", "host": alias, "venv": str(venv)}
+                ssh_times.append(one_command("ssh", overbrainer_ssh, ssh_table, root, index))
+                pod_table = {"kind": "runpod", "gpu_types": ["NVIDIA A40"], "max_hours": 1,
+                             "venv": str(venv), "boot_grace_minutes": 10}  # fmt: skip
+                before = len(fake.calls)
+                pod_times.append(one_command("runpod", overbrainer_runpod, pod_table, root, index))
+                calls.append(len(fake.calls) - before)
+                kinds = collections.Counter(fake.calls[before:])
+            left = len(fake.alive())
+        finally:
+            fake.stop()
+            sshd.stop()
+    ssh, pod = statistics.median(ssh_times), statistics.median(pod_times)
+    runs = len(ssh_times)
+    print(f"ssh target, open -> command -> release:        {ssh:.2f} s (median of {runs})")
+    print(f"runpod, new pod: create -> command -> deleted: {pod:.2f} s (median of {runs})")
+    print(f"ratio runpod / ssh: {pod / ssh:.1f}x")
+    print(f"Runpod API calls per command: {calls} (median {statistics.median(calls):g})")
+    print("the last command's calls: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+    print(f"pods left: {left}")
+
+
+if __name__ == "__main__":
+    main()
