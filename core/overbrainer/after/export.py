@@ -110,6 +110,7 @@ def export_run(
     kind = quantize or project.settings.export.quantize
     name = ollama or project.settings.export.ollama_name
     job_id = export_id()
+    secrets = _hub_secrets(project)  # a token that cannot be handed over fails before a pod
     target = open_target(project, hook, accepted.record, purpose=label, keep=keep_pod)
     try:
         echo(
@@ -117,7 +118,7 @@ def export_run(
             f"`{accepted.record.target}`"
         )
         try:
-            exported = _export_on_target(project, target, accepted, job_id, kind)
+            exported = _export_on_target(project, target, accepted, job_id, kind, secrets)
         except KeyboardInterrupt as interrupt:
             raise Interrupted(
                 f"interrupted: export {job_id} of run {run_id} cancelled", signal_of(interrupt)
@@ -133,8 +134,13 @@ def export_run(
     return exported
 
 
-def _export_on_target(
-    project: Project, target: TargetRun, accepted: AcceptedRun, job_id: str, kind: str
+def _export_on_target(  # noqa: PLR0917 - private, called once
+    project: Project,
+    target: TargetRun,
+    accepted: AcceptedRun,
+    job_id: str,
+    kind: str,
+    secrets: dict[str, str],
 ) -> Exported:
     run = target.run  # its directory there (a pod made for this export has its own)
     q = scripts.q
@@ -152,9 +158,7 @@ def _export_on_target(
         f"{q('../../' + CONFIG_FILE)} {q(kind)} {q('gguf/' + gguf_name)} {q(toolchain)}"
     )
     logger.info(f"export: {job_id}: merging, converting and quantizing on the target (export.log)")
-    done = target.run_script(
-        job_dir, command, "export.log", timeout=6 * HOUR_S, secrets=_hub_secrets(project)
-    )
+    done = target.run_script(job_dir, command, "export.log", timeout=6 * HOUR_S, secrets=secrets)
     if done.code != 0:
         lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
         errors = [line[len("error: ") :] for line in lines if line.startswith("error: ")]
@@ -198,7 +202,10 @@ def _hub_secrets(project: Project) -> dict[str, str]:
         return {}
     from overbrainer.config.secrets import resolve_secret
 
-    return {HF_TOKEN: resolve_secret(token, "hf_token", project.env).get_secret_value()}
+    value = resolve_secret(token, "hf_token", project.env).get_secret_value()
+    if "\n" in value or "\r" in value:
+        raise UserError(f"{HF_TOKEN} cannot be handed to the target: it holds a line break")
+    return {HF_TOKEN: value}
 
 
 def _fetch_gguf(  # noqa: PLR0917 - private, called once
