@@ -10,7 +10,7 @@ import click
 from loguru import logger
 
 from overbrainer.config.model import Settings
-from overbrainer.errors import UserError
+from overbrainer.errors import Interrupted, UserError
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.project import Project
 from overbrainer.runs.store import RunStore
@@ -68,6 +68,8 @@ def after_training(
         try:
             export_run(project, hook, runs, record.id, echo=say, label=label)
             done.append(f"export run {record.id} {quantize}")
+        except Interrupted:
+            raise  # Ctrl-C stops the command, not just this step
         except UserError as error:
             logger.warning(f"{error.message}; run it again with: overbrainer export {record.id}")
     pushed = runs.run_dir(record.id) / "hub" / "push.json"
@@ -77,6 +79,8 @@ def after_training(
         try:
             push_run(project, runs, record.id, echo=say, warn=logger.warning)
             done.append(f"push run {record.id}")
+        except Interrupted:
+            raise
         except UserError as error:
             logger.warning(
                 f"push failed: {error.message}; run it again with: overbrainer push {record.id}"

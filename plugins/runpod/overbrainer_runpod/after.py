@@ -298,7 +298,10 @@ def release(executor: Any) -> None:
             f"while the command worked{f' ({why})' if why else ''}"
         )
         return
-    executor._logs_home(session)
+    try:
+        executor._logs_home(session)
+    except Exception as error:  # noqa: BLE001 - the logs must never keep a paid pod alive
+        logger.warning(f"{label}: the logs of pod {pod.pod_id} could not come home: {error}")
     where = _q(f"{session.run_dir}/.pod")
     if shell_pod.keep:
         try:
