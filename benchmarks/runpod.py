@@ -19,6 +19,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,6 +73,36 @@ def first_metric(
     return elapsed, executor
 
 
+@contextmanager
+def loopback_pods(root: Path) -> Iterator[tuple[str, Path, FakeRunpod]]:
+    """A real sshd and the fake Runpod API on loopback, this process's HOME and settings
+    pointed at them: (the ssh target's alias, a fake trainer's venv, the fake API)."""
+    home = root / "home"
+    home.mkdir()
+    os.environ["HOME"] = str(home)
+    os.environ.pop("SSH_AUTH_SOCK", None)
+    venv = make_fake_venv(root / "venv")
+    (root / "keys").mkdir()
+    (root / "sshd").mkdir()
+    sshd = Sshd(root / "sshd", make_keys(root / "keys"))
+    sshd.start()
+    alias = write_client_config(home, sshd)
+    fake = FakeRunpod(root / "fake", KEY, pod_env={}).start()
+    os.environ.update(
+        {
+            "OVERBRAINER_RUNPOD__API_KEY": KEY,
+            "OVERBRAINER_RUNPOD__BASE_URL": fake.url,
+            "RUNPOD_OVERBRAINER_TIMING": "minute=0.5,tick=0.2,poll=0.05,confirm=0.02",
+            "RUNPOD_OVERBRAINER_SSH_USER": getpass.getuser(),
+        }
+    )
+    try:
+        yield alias, venv, fake
+    finally:
+        fake.stop()
+        sshd.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
@@ -78,43 +110,20 @@ def main() -> None:
     import overbrainer_runpod
     import overbrainer_ssh
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, loopback_pods(Path(tmp)) as (alias, venv, fake):
         root = Path(tmp)
-        home = root / "home"
-        home.mkdir()
-        os.environ["HOME"] = str(home)
-        os.environ.pop("SSH_AUTH_SOCK", None)
-        venv = make_fake_venv(root / "venv")
-        (root / "keys").mkdir()
-        (root / "sshd").mkdir()
-        sshd = Sshd(root / "sshd", make_keys(root / "keys"))
-        sshd.start()
-        alias = write_client_config(home, sshd)
-        fake = FakeRunpod(root / "fake", KEY, pod_env={}).start()
-        os.environ.update(
-            {
-                "OVERBRAINER_RUNPOD__API_KEY": KEY,
-                "OVERBRAINER_RUNPOD__BASE_URL": fake.url,
-                "RUNPOD_OVERBRAINER_TIMING": "minute=0.5,tick=0.2,poll=0.05,confirm=0.02",
-                "RUNPOD_OVERBRAINER_SSH_USER": getpass.getuser(),
-            }
-        )
-        try:
-            ssh_times, pod_times, calls = [], [], []
-            kinds: collections.Counter[str] = collections.Counter()
-            for index in range(args.runs):
-                ssh_table = {"kind": "ssh", "host": alias, "venv": str(venv)}
-                ssh_times.append(first_metric("ssh", overbrainer_ssh, ssh_table, root, index)[0])
-                pod_table = {"kind": "runpod", "gpu_types": ["NVIDIA A40"], "max_hours": 1,
-                             "venv": str(venv)}  # fmt: skip
-                before = len(fake.calls)
-                elapsed, _ = first_metric("runpod", overbrainer_runpod, pod_table, root, index)
-                pod_times.append(elapsed)
-                calls.append(len(fake.calls) - before)
-                kinds = collections.Counter(fake.calls[before:])
-        finally:
-            fake.stop()
-            sshd.stop()
+        ssh_times, pod_times, calls = [], [], []
+        kinds: collections.Counter[str] = collections.Counter()
+        for index in range(args.runs):
+            ssh_table = {"kind": "ssh", "host": alias, "venv": str(venv)}
+            ssh_times.append(first_metric("ssh", overbrainer_ssh, ssh_table, root, index)[0])
+            pod_table = {"kind": "runpod", "gpu_types": ["NVIDIA A40"], "max_hours": 1,
+                         "venv": str(venv)}  # fmt: skip
+            before = len(fake.calls)
+            elapsed, _ = first_metric("runpod", overbrainer_runpod, pod_table, root, index)
+            pod_times.append(elapsed)
+            calls.append(len(fake.calls) - before)
+            kinds = collections.Counter(fake.calls[before:])
     ssh, pod = statistics.median(ssh_times), statistics.median(pod_times)
     print(f"ssh target, claim -> first metric line:     {ssh:.2f} s (median of {args.runs})")
     print(f"runpod target, create -> first metric line: {pod:.2f} s (median of {args.runs})")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import getpass
 import logging
 import os
 import statistics
@@ -30,13 +29,11 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchm
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from tests.runpod.fake_runpod import FakeRunpod  # noqa: E402
-from tests.ssh.conftest import Sshd, make_keys, write_client_config  # noqa: E402
+from benchmarks.runpod import loopback_pods  # noqa: E402
 
 from overbrainer.after.target_run import open_target  # noqa: E402
 from overbrainer.job.record import RunRecord  # noqa: E402
 from overbrainer.project import Project  # noqa: E402
-from overbrainer.testing.fake_axolotl import make_fake_venv  # noqa: E402
 from overbrainer.testing.jobs import contract_settings, manager_with  # noqa: E402
 
 KEY = "rpa_BENCHMARKKEY"
@@ -74,43 +71,20 @@ def main() -> None:
 
     logger.remove()
     logging.getLogger("paramiko").setLevel(logging.WARNING)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, loopback_pods(Path(tmp)) as (alias, venv, fake):
         root = Path(tmp)
-        home = root / "home"
-        home.mkdir()
-        os.environ["HOME"] = str(home)
-        os.environ.pop("SSH_AUTH_SOCK", None)
-        venv = make_fake_venv(root / "venv")
-        (root / "keys").mkdir()
-        (root / "sshd").mkdir()
-        sshd = Sshd(root / "sshd", make_keys(root / "keys"))
-        sshd.start()
-        alias = write_client_config(home, sshd)
-        fake = FakeRunpod(root / "fake", KEY, pod_env={}).start()
-        os.environ.update(
-            {
-                "OVERBRAINER_RUNPOD__API_KEY": KEY,
-                "OVERBRAINER_RUNPOD__BASE_URL": fake.url,
-                "RUNPOD_OVERBRAINER_TIMING": "minute=0.5,tick=0.2,poll=0.05,confirm=0.02",
-                "RUNPOD_OVERBRAINER_SSH_USER": getpass.getuser(),
-            }
-        )
-        try:
-            ssh_times, pod_times, calls = [], [], []
-            kinds: collections.Counter[str] = collections.Counter()
-            for index in range(args.commands):
-                ssh_table = {"kind": "ssh", "host": alias, "venv": str(venv)}
-                ssh_times.append(one_command("ssh", overbrainer_ssh, ssh_table, root, index))
-                pod_table = {"kind": "runpod", "gpu_types": ["NVIDIA A40"], "max_hours": 1,
-                             "venv": str(venv), "boot_grace_minutes": 10}  # fmt: skip
-                before = len(fake.calls)
-                pod_times.append(one_command("runpod", overbrainer_runpod, pod_table, root, index))
-                calls.append(len(fake.calls) - before)
-                kinds = collections.Counter(fake.calls[before:])
-            left = len(fake.alive())
-        finally:
-            fake.stop()
-            sshd.stop()
+        ssh_times, pod_times, calls = [], [], []
+        kinds: collections.Counter[str] = collections.Counter()
+        for index in range(args.commands):
+            ssh_table = {"kind": "ssh", "host": alias, "venv": str(venv)}
+            ssh_times.append(one_command("ssh", overbrainer_ssh, ssh_table, root, index))
+            pod_table = {"kind": "runpod", "gpu_types": ["NVIDIA A40"], "max_hours": 1,
+                         "venv": str(venv), "boot_grace_minutes": 10}  # fmt: skip
+            before = len(fake.calls)
+            pod_times.append(one_command("runpod", overbrainer_runpod, pod_table, root, index))
+            calls.append(len(fake.calls) - before)
+            kinds = collections.Counter(fake.calls[before:])
+        left = len(fake.alive())
     ssh, pod = statistics.median(ssh_times), statistics.median(pod_times)
     runs = len(ssh_times)
     print(f"ssh target, open -> command -> release:        {ssh:.2f} s (median of {runs})")
