@@ -115,12 +115,21 @@ class Watching:
 
 @pytest.fixture
 def watch(project_dir: Path) -> Iterator[callable]:
-    """``watch(**env)``: start ``overbrainer watch`` on the project."""
+    """``watch(where=..., **env)``: start ``overbrainer watch`` on the project, by default as
+    the README writes it (``cd project && overbrainer watch``); ``where="relative"`` runs
+    ``overbrainer -C project watch`` from its parent, ``"absolute"`` passes its full path."""
     started: list[Watching] = []
 
-    def start(**env: str) -> Watching:
+    def start(where: str = "inside", **env: str) -> Watching:
+        chosen = {
+            "inside": (project_dir, []),
+            "relative": (project_dir.parent, ["-C", project_dir.name]),
+            "absolute": (Path("/"), ["-C", str(project_dir)]),
+        }
+        cwd, flags = chosen[where]
         process = subprocess.Popen(
-            [sys.executable, "-c", BOOT, "-C", str(project_dir), "watch"],
+            [sys.executable, "-c", BOOT, *flags, "watch"],
+            cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

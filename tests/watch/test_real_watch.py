@@ -28,7 +28,8 @@ def test_a_watch_cycle_trains_the_quickstart_and_run_finds_it_up_to_date(tmp_pat
     log = tmp_path / "watch.out"
     with log.open("w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-c", BOOT, "-C", str(project), "watch"],
+            [sys.executable, "-c", BOOT, "watch"],  # as the README: cd project && watch
+            cwd=project,
             stdout=out,
             stderr=subprocess.DEVNULL,
             env=env,

@@ -7,6 +7,7 @@ import os
 import signal
 import time
 
+import pytest
 from tests.after.conftest import make_toolchain
 from tests.train.conftest import group_alive
 from tests.watch.conftest import save
@@ -42,8 +43,9 @@ def test_the_first_cycle_runs_everything_then_a_comment_changes_nothing(watch, p
     assert len(runs_of(watching.project_dir)) == 1
 
 
-def test_a_changed_training_key_retrains_once(watch):
-    watching = watch()
+@pytest.mark.parametrize("where", ["inside", "relative", "absolute"])
+def test_a_changed_training_key_retrains_once(watch, where):
+    watching = watch(where)
     watching.line(CYCLE.format(n=1))
     watching.edit("learning_rate = 0.0002", "learning_rate = 0.001")
     second = watching.line(CYCLE.format(n=2))

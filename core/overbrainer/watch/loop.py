@@ -11,6 +11,7 @@ others work between cycles.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -91,7 +92,10 @@ class Watcher:
     may have changed."""
 
     def __init__(self, project_dir: Path) -> None:
-        self.project_dir = project_dir
+        self.project_dir = Path(os.path.abspath(project_dir))
+        # watchfiles reports absolute paths, through symlinks or not as the OS saw them:
+        # a path counts when it lies under either spelling of the project directory.
+        self._roots = tuple(dict.fromkeys((self.project_dir, Path(os.path.realpath(project_dir)))))
         self.woken = threading.Event()
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -107,13 +111,19 @@ class Watcher:
         self._thread.join()
 
     def _relevant(self, change: Any, path: str) -> bool:
-        try:
-            parts = Path(path).relative_to(self.project_dir).parts
-        except ValueError:
+        parts = self._parts(Path(path))
+        if parts is None:
             return False
         return (len(parts) == 1 and parts[0] in (CONFIG_FILE, ENV_FILE)) or (
             len(parts) == 2 and parts[0] in (PROMPTS[0], DATA[0])
         )
+
+    def _parts(self, path: Path) -> tuple[str, ...] | None:
+        """``path`` relative to the project, or None when it lies outside it."""
+        for root in self._roots:
+            if path.is_relative_to(root):
+                return path.relative_to(root).parts
+        return None
 
     def _watch(self) -> None:
         import watchfiles
