@@ -28,6 +28,12 @@ def describe_settings(settings: Settings) -> Iterator[str]:
         yield f"providers.{name}.protocol = {provider.protocol}"
         yield f"providers.{name}.base_url = {_url(provider.base_url)}"
         yield f"providers.{name}.api_key = {_secret(provider.api_key)}"
+        yield f"providers.{name}.batch_discount = {_value(provider.batch_discount)}"
+        for model, price in sorted(provider.prices.items()):
+            yield (
+                f"providers.{name}.prices.{model} = ${_value(price.input)} in, "
+                f"${_value(price.output)} out per million tokens"
+            )
     for name in ("generator", "parent", "embedder", "judge"):
         role = getattr(settings.roles, name)
         if role is not None:
@@ -58,7 +64,7 @@ def describe_settings(settings: Settings) -> Iterator[str]:
 
 def _sections(settings: Settings) -> Iterator[str]:
     """The tables of later commands (watch, export, hub, compare), key by key."""
-    for section in ("watch", "export", "hub", "compare"):
+    for section in ("budget", "watch", "export", "hub", "compare"):
         for key, value in getattr(settings, section).model_dump().items():
             if key == "base_url":
                 if value:
@@ -77,6 +83,8 @@ def secret_fields(settings: Settings) -> Iterator[tuple[str, SecretStr | None]]:
 
 def _role(role: Role) -> str:
     details = [f"reasoning: {str(role.reasoning).lower()}", f"max_tokens: {role.max_tokens}"]
+    if role.batch:
+        details.append("batch: true")
     for key in ("temperature", "reasoning_effort", "thinking_budget"):
         value = getattr(role, key)
         if value is not None:

@@ -129,10 +129,22 @@ class Topic(Section):
     questions_per_subtopic: int = Field(ge=1)
 
 
+class ModelPrice(Section):
+    """A model's price in USD per million tokens, for a provider whose ``/models`` says none."""
+
+    input: Finite = Field(ge=0)
+    output: Finite = Field(ge=0)
+
+
 class Provider(Section):
+    """``batch_discount``: the share of the listed price its batch API takes off (0.5: half
+    price); ``prices``: USD per million tokens by model, used before the provider's own."""
+
     protocol: Literal["openai", "anthropic"]
     base_url: HttpUrl | None = Field(default=None)
     api_key: SecretStr | None = Field(default=None)
+    batch_discount: Finite = Field(default=0.5, ge=0, lt=1)
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
 
 class Role(Section):
@@ -143,6 +155,8 @@ class Role(Section):
     temperature: Finite | None = Field(default=None, ge=0, le=2)
     reasoning_effort: Literal["none", "low", "medium", "high"] | None = None
     thinking_budget: int | None = Field(default=None, ge=1024)
+    batch: bool = False
+    """Send the ``answers`` stage through the provider's batch API (the parent role)."""
 
     @model_validator(mode="after")
     def _reasoning_rules(self) -> Role:
@@ -178,6 +192,10 @@ class Pipeline(Section):
     eval_ratio: Finite = Field(default=0.1, gt=0, lt=1)
     seed: int = Field(default=42, ge=0)
     include_system_prompt: bool = False
+    max_wait_s: Finite = Field(default=600, ge=0)
+    """The longest a request waits out a provider's rate limit (429s) in all, before failing."""
+    batch_poll_s: Finite = Field(default=30, gt=0)
+    """How often a batch submitted to a provider is looked at."""
 
 
 class Training(Section):
@@ -362,6 +380,13 @@ class MetricsSection(Section):
         return self
 
 
+class BudgetSection(Section):
+    """``[budget]``: ``max_usd``, the most the project may spend (the history's costs and
+    training's GPU spend); no stage starts a request, and no training a machine, past it."""
+
+    max_usd: Finite | None = Field(default=None, gt=0)
+
+
 class WatchSection(Section):
     """``[watch]``: what ``overbrainer watch`` does when a change comes during a training:
     ``wait`` lets it finish, then cycles; ``snapshot`` asks it for a snapshot, then cycles
@@ -379,6 +404,7 @@ class Settings(Section):
     roles: Roles
     pipeline: Pipeline = Field(default_factory=Pipeline)
     training: Training | None = None
+    budget: BudgetSection = Field(default_factory=BudgetSection)
     watch: WatchSection = Field(default_factory=WatchSection)
     export: ExportSection = Field(default_factory=ExportSection)
     hub: HubSection = Field(default_factory=HubSection)
