@@ -24,16 +24,7 @@ def describe_settings(settings: Settings) -> Iterator[str]:
             f"topics.{topic.name} = {topic.subtopics} subtopics x "
             f"{topic.questions_per_subtopic} questions"
         )
-    for name, provider in settings.providers.items():
-        yield f"providers.{name}.protocol = {provider.protocol}"
-        yield f"providers.{name}.base_url = {_url(provider.base_url)}"
-        yield f"providers.{name}.api_key = {_secret(provider.api_key)}"
-        yield f"providers.{name}.batch_discount = {_value(provider.batch_discount)}"
-        for model, price in sorted(provider.prices.items()):
-            yield (
-                f"providers.{name}.prices.{model} = ${_value(price.input)} in, "
-                f"${_value(price.output)} out per million tokens"
-            )
+    yield from _providers(settings)
     for name in ("generator", "parent", "embedder", "judge"):
         role = getattr(settings.roles, name)
         if role is not None:
@@ -60,6 +51,19 @@ def describe_settings(settings: Settings) -> Iterator[str]:
     if settings.runpod.base_url:
         yield f"runpod.base_url = {_url(settings.runpod.base_url)}"
     yield f"hf_token = {_secret(settings.hf_token)}"
+
+
+def _providers(settings: Settings) -> Iterator[str]:
+    for name, provider in settings.providers.items():
+        yield f"providers.{name}.protocol = {provider.protocol}"
+        yield f"providers.{name}.base_url = {_url(provider.base_url)}"
+        yield f"providers.{name}.api_key = {_secret(provider.api_key)}"
+        yield f"providers.{name}.batch_discount = {_value(provider.batch_discount)}"
+        for model, price in sorted(provider.prices.items()):
+            yield (
+                f"providers.{name}.prices.{model} = ${_value(price.input)} in, "
+                f"${_value(price.output)} out per million tokens"
+            )
 
 
 def _sections(settings: Settings) -> Iterator[str]:
