@@ -15,11 +15,14 @@ import asyncio
 import hashlib
 import itertools
 import json
+import math
 import socket
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
 from aiohttp import web
 
@@ -122,6 +125,94 @@ def hashed_vector(text: str, dims: int = 32) -> list[float]:
     return [(digest[i % len(digest)] ^ (i * 37 % 256)) / 255 - 0.5 for i in range(dims)]
 
 
+def go_duration(seconds: float) -> str:
+    """A duration as OpenAI writes its resets: ``6m0s``, ``1.5s``, ``40ms``."""
+    if seconds < 1:
+        return f"{max(round(seconds * 1000), 0)}ms"
+    minutes, rest = divmod(seconds, 60)
+    text = f"{rest:.3f}".rstrip("0").rstrip(".") + "s"
+    return f"{int(minutes)}m{text}" if minutes else text
+
+
+@dataclass
+class RateLimit:
+    """A token bucket of ``burst`` requests refilled at ``rate`` a second (and, with
+    ``token_rate``, one of ``token_burst`` tokens counted from each reply's usage), telling
+    of itself in the headers of ``dialect``; what it admits and refuses is counted."""
+
+    rate: float
+    burst: float
+    dialect: Literal["openai", "anthropic"] = "openai"
+    token_rate: float | None = None
+    token_burst: float | None = None
+    admitted: int = 0
+    refused: int = 0
+    _level: float = 0.0
+    _tokens: float = 0.0
+    _at: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._level, self._tokens = self.burst, self.token_burst or 0.0
+        self._at = time.monotonic()
+
+    def take(self) -> dict[str, str] | None:
+        """The headers of an admitted request, or None when it is refused."""
+        now = time.monotonic()
+        self._level = min(self.burst, self._level + (now - self._at) * self.rate)
+        if self.token_rate:
+            self._tokens = min(self.token_burst or 0.0,
+                               self._tokens + (now - self._at) * self.token_rate)
+        self._at = now
+        if self._level < 1 or (self.token_rate and self._tokens < 1):
+            self.refused += 1
+            return None
+        self._level -= 1
+        self.admitted += 1
+        return self.headers()
+
+    def spend_tokens(self, count: int) -> None:
+        if self.token_rate:
+            self._tokens -= count
+
+    def headers(self) -> dict[str, str]:
+        buckets = {"requests": (self.burst, self._level, self.rate)}
+        if self.token_rate:
+            buckets["tokens"] = (self.token_burst or 0.0, max(self._tokens, 0.0), self.token_rate)
+        found = {}
+        for name, (limit, level, rate) in buckets.items():
+            reset = (limit - level) / rate
+            if self.dialect == "openai":
+                found[f"x-ratelimit-limit-{name}"] = str(int(limit))
+                found[f"x-ratelimit-remaining-{name}"] = str(int(level))
+                found[f"x-ratelimit-reset-{name}"] = go_duration(reset)
+            else:
+                when = datetime.now(UTC) + timedelta(seconds=reset)
+                found[f"anthropic-ratelimit-{name}-limit"] = str(int(limit))
+                found[f"anthropic-ratelimit-{name}-remaining"] = str(int(level))
+                found[f"anthropic-ratelimit-{name}-reset"] = when.isoformat(
+                    timespec="milliseconds"
+                ).replace("+00:00", "Z")
+        return found
+
+    def refusal(self) -> Reply:
+        """A 429 as the dialect's provider sends it."""
+        wait = max((1 - self._level) / self.rate, 0.0)
+        if self.token_rate and self._tokens < 1:
+            wait = max(wait, (1 - self._tokens) / self.token_rate)
+        headers = self.headers()
+        if self.dialect == "openai":
+            headers["retry-after-ms"] = str(math.ceil(wait * 1000))
+            headers["retry-after"] = str(math.ceil(wait))
+            body = {"error": {"message": "Rate limit reached for requests", "type": "requests",
+                              "code": "rate_limit_exceeded"}}
+        else:
+            headers["retry-after"] = str(math.ceil(wait))
+            body = {"type": "error", "error": {"type": "rate_limit_error",
+                                               "message": "Number of requests has exceeded "
+                                                          "your rate limit"}}
+        return Reply(body, status=429, headers=headers)
+
+
 class FakeProvider:
     """The server; ``url`` is the base URL to configure (``…/v1``)."""
 
@@ -132,6 +223,7 @@ class FakeProvider:
         self.embedding: Callable[[str], list[float]] = hashed_vector
         self.in_flight = 0  # chat requests being answered
         self.max_in_flight = 0
+        self.rate_limit: RateLimit | None = None
         self._rules: list[_Rule] = []
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
@@ -157,6 +249,13 @@ class FakeProvider:
         fall through), ``times`` times (None: always)."""
         with self._lock:
             self._rules.append(_Rule(match or is_chat, reply, times))
+
+    def limit(self, rate: float, burst: float | None = None, **more: Any) -> RateLimit:
+        """Admit chat requests at ``rate`` a second (bursts of ``burst``, default one
+        second's worth); the rest get a 429. Returns the bucket, to read its counts."""
+        with self._lock:
+            self.rate_limit = RateLimit(rate, rate if burst is None else burst, **more)
+            return self.rate_limit
 
     def chats(self, model: str | None = None) -> list[Seen]:
         """The chat requests received, of ``model`` if given."""
@@ -210,9 +309,25 @@ class FakeProvider:
             self.in_flight += chat
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            reply = self._scripted(seen) or Reply()
+            limited: dict[str, str] | None = {}
+            if chat and self.rate_limit is not None:
+                with self._lock:
+                    limited = self.rate_limit.take()
+            if limited is None:
+                assert self.rate_limit is not None
+                with self._lock:
+                    reply = self.rate_limit.refusal()
+            else:
+                reply = self._scripted(seen) or Reply()
+                reply = replace(reply, headers={**limited, **reply.headers})
             if reply.body is None and reply.status == 200:
                 reply.body = self._default(seen)
+            if limited and self.rate_limit is not None and isinstance(reply.body, dict):
+                usage = reply.body.get("usage") or {}
+                with self._lock:
+                    self.rate_limit.spend_tokens(sum(
+                        v for v in usage.values() if isinstance(v, int)
+                    ))
             await asyncio.sleep(self.latency + reply.delay)
             if reply.drop:
                 assert request.transport is not None
@@ -293,8 +408,12 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--rate", type=float, help="admit this many chat requests a second")
+    parser.add_argument("--dialect", choices=["openai", "anthropic"], default="openai")
     args = parser.parse_args()
     server = FakeProvider(latency=args.latency).start()
+    if args.rate:
+        server.limit(args.rate, dialect=args.dialect)
     print(server.url, flush=True)
     sys.stdin.read()  # serve until the parent closes our stdin
     server.stop()

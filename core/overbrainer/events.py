@@ -23,8 +23,9 @@ class Event:
 
     Kinds: ``stage_start`` (stage), ``item_done`` (stage, model, input_tokens,
     output_tokens, cost or None), ``item_skipped`` (stage), ``item_failed`` (stage),
-    ``item_retry`` (stage), ``stage_end`` (stage, excluded), ``train_event`` (run_id, event:
-    one metrics.jsonl line), ``train_phase`` (run_id, phase), ``train_end`` (run_id).
+    ``item_retry`` (stage), ``item_rate_limited`` (stage: a 429 waited out), ``stage_end``
+    (stage, excluded), ``train_event`` (run_id, event: one metrics.jsonl line),
+    ``train_phase`` (run_id, phase), ``train_end`` (run_id).
     """
 
     kind: str

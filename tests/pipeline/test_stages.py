@@ -295,7 +295,11 @@ def test_retries_are_announced_and_honour_retry_after(run_cli, project_dir, prov
     result = run_cli("answers")
     assert result.exit_code == 0, result.stderr
     assert time.monotonic() - started >= 0.3
-    assert f"answers: {question['id']}: HTTP 429: slow down; retrying in 0.3s" in result.stderr
+    assert (
+        "answers: HTTP 429: slow down; waiting 0.3s: the provider's rate limit sets the pace "
+        "from now on" in result.stderr
+    )
+    assert "1 request(s) refused by the rate limit (429), waited out" in result.stdout
     assert f"answers: {question['id']}: HTTP 500: busy; retrying in 0.0s" in result.stderr
     assert len(provider.chats()) == 3
 

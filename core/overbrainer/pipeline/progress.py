@@ -44,14 +44,22 @@ class Progress:
         self._task = self._bar.add_task(self.stage, total=total, usage="")
 
     def update(
-        self, completed: int, input_tokens: int, output_tokens: int, cost: float | None
+        self,
+        completed: int,
+        input_tokens: int,
+        output_tokens: int,
+        cost: float | None,
+        pace: float | None = None,
     ) -> None:
+        paced = f"paced by the provider: {pace:.0f}/s" if pace is not None else ""
         if self._bar is not None:
             spent = "cost unknown" if cost is None else f"${cost:.4f}"
             usage = f"tokens {input_tokens} in, {output_tokens} out; {spent}"
+            usage += f"; {paced}" if paced else ""
             self._bar.update(self._task, completed=completed, usage=usage)
         elif self.total and (completed * 10) // self.total > ((completed - 1) * 10) // self.total:
-            logger.info(f"{self.stage}: {completed}/{self.total}")
+            shown = f" ({paced})" if paced else ""
+            logger.info(f"{self.stage}: {completed}/{self.total}{shown}")
 
     def close(self) -> None:
         if self._bar is not None:

@@ -13,6 +13,8 @@ from overbrainer.providers.prices import Price
 
 PriceOf = Callable[[str, str], Price | None]
 """The price of a (provider, model), when known."""
+PaceOf = Callable[[], float | None]
+"""Requests a second the provider's rate limit holds the stage to, while it does."""
 
 
 class Report:
@@ -22,6 +24,8 @@ class Report:
         self.stage = stage
         self.progress = progress or Progress(stage, live=False)
         self.price_of: PriceOf = lambda provider, model: None
+        self.pace_of: PaceOf = lambda: None
+        self.rate_limited = 0
         self.done = 0
         self.skipped = 0
         self.failed = 0
@@ -66,6 +70,16 @@ class Report:
 
         return warn
 
+    def limited(self, message: str, pause: float) -> None:
+        """A 429, waited out: said once a stage (then counted, and shown at debug)."""
+        self.rate_limited += 1
+        publish("item_rate_limited", stage=self.stage, topic=TOPIC.get())
+        text = f"{self.stage}: {message}; waiting {pause:.1f}s"
+        if self.rate_limited == 1:
+            logger.info(f"{text}: the provider's rate limit sets the pace from now on")
+        else:
+            logger.debug(text)
+
     def used(self, provider: str, model: str, input_tokens: int, output_tokens: int) -> None:
         tally = self.usage[(provider, model)]
         tally[0] += input_tokens
@@ -105,16 +119,22 @@ class Report:
     def summary(self) -> str:
         cost = self.cost()
         spent = "cost unknown" if cost is None else f"cost ${cost:.4f}"
+        limited = (
+            f"; {self.rate_limited} request(s) refused by the rate limit (429), waited out"
+            if self.rate_limited
+            else ""
+        )
         return (
             f"{self.stage}: {self.done} done, {self.skipped} skipped, {self.failed} failed, "
             f"{self.excluded} excluded; tokens {self.input_tokens} in, {self.output_tokens} out; "
-            f"{spent}"
+            f"{spent}{limited}"
         )
 
     def _advance(self) -> None:
         self._processed += 1
+        pace = self.pace_of()
         if self.progress.live:
             tokens = self.input_tokens, self.output_tokens
-            self.progress.update(self._processed, *tokens, self.cost())
+            self.progress.update(self._processed, *tokens, self.cost(), pace)
         else:
-            self.progress.update(self._processed, 0, 0, None)
+            self.progress.update(self._processed, 0, 0, None, pace)

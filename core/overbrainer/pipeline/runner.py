@@ -183,6 +183,9 @@ async def _run(body: Body, context: StageContext, env: Environment, prices: Pric
     providers = ProviderSet(context.settings, env.merged, prices)
     context.providers = providers
     context.report.price_of = providers.price
+    role = stage_role(context.report.stage, context.settings)
+    if role is not None:
+        context.report.pace_of = lambda: providers.pace(role.provider, role.model)
     try:
         try:
             await body(context)
@@ -219,6 +222,8 @@ def _entry(
         "output_tokens": report.output_tokens,
         "cost": report.cost(),
     }
+    if report.rate_limited:
+        entry["rate_limited"] = report.rate_limited
     if result is not None:
         # As the reference tool writes a split line: nothing "done" (the counts are in
         # `split`) and no cost (it asks no provider).

@@ -44,7 +44,9 @@ class StageContext:
     async def chat(self, role: Role, messages: list[dict[str, str]], item: str) -> Completion:
         """``role``'s reply, its tokens counted."""
         client = self.providers.client(role.provider)
-        completion = await client.chat(role, messages, self.report.retrying(item))
+        completion = await client.chat(
+            role, messages, self.report.retrying(item), self.report.limited
+        )
         self.report.used(
             role.provider, role.model, completion.input_tokens, completion.output_tokens
         )

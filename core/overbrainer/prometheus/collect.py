@@ -75,6 +75,12 @@ class ProjectMetrics:
             ["stage"],
             registry=r,
         )
+        self.rate_limited = Counter(
+            "overbrainer_rate_limited_requests",
+            "Provider requests refused by a rate limit (429) and waited out, this command.",
+            ["stage"],
+            registry=r,
+        )
         # By topic too (the reference has no topic label, so these are families of their
         # own); the history has no topics: these count this command's work only.
         self.topic_items = Counter(
@@ -181,8 +187,9 @@ class ProjectMetrics:
                 case "item_done" | "item_skipped" | "item_failed" | "item_excluded":
                     result = event.kind.removeprefix("item_")
                     self.items.labels(stage=stage, result=result).inc(f.get("count", 1))
-                case "item_retry":
-                    self.retries.labels(stage=stage).inc()
+                case "item_retry" | "item_rate_limited":
+                    counter = self.retries if event.kind == "item_retry" else self.rate_limited
+                    counter.labels(stage=stage).inc()
                 case "tokens":
                     model = str(f.get("model") or "unknown")
                     for key, direction in (("input_tokens", "in"), ("output_tokens", "out")):

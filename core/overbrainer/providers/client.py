@@ -1,7 +1,9 @@
 """One provider over aiohttp: one session, its connector sized to the stage's concurrency.
 
-Requests are retried on 408, 429, >= 500 and transport errors; 401 to 404 stop the stage;
-any other failure, and a reply that cannot be read, fails only its item. After a fatal
+Requests are retried on 408, >= 500 and transport errors (``max_retries`` times); 401 to
+404 stop the stage; any other failure, and a reply that cannot be read, fails only its item.
+A 429 is the provider's queue: every request of the (provider, model) waits as its limiter
+says, and it is tried again until ``max_wait_s`` of such waits have passed. After a fatal
 error no client of the stage sends another request (nor a retry): the requests already on
 the wire finish, since their replies are paid for.
 """
@@ -10,18 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from types import ModuleType
 from typing import Any
 
 import aiohttp
+from loguru import logger
 
 from overbrainer.config.model import Role
 from overbrainer.providers import anthropic_messages, openai_chat
-from overbrainer.providers.completion import Completion
-from overbrainer.providers.errors import FatalProviderError, ProviderError, TransientError
+from overbrainer.providers.completion import Completion, token_count
+from overbrainer.providers.errors import (
+    FatalProviderError,
+    ProviderError,
+    RateLimitedError,
+    TransientError,
+)
+from overbrainer.providers.limiter import Limiter, Usage, limiter_for
 from overbrainer.providers.prices import Price, parse_prices
+from overbrainer.providers.ratelimit import RateInfo, parse_rate_headers
 from overbrainer.providers.retry import (
     FATAL_STATUSES,
     RETRIED_STATUSES,
@@ -38,6 +49,9 @@ EMBEDDING_CHUNK = 256
 
 OnRetry = Callable[[str, float], None]
 """Told the error and the wait, in seconds, before each new attempt."""
+OnLimited = Callable[[str, float], None]
+"""Told of each 429 and the pause it brought, in seconds (the request waits, then goes
+again: it is no error)."""
 
 AUTHENTICATION_FAILED = "authentication failed, check the provider API key"
 PERMISSION_DENIED = "permission denied by the provider"
@@ -69,6 +83,27 @@ class Halt:
             return
         self.check()
 
+    async def slot(self, limiter: Limiter) -> int:
+        """A slot of ``limiter``, the wait cut short (and raising) by a fatal error."""
+        self.check()
+        number = limiter.try_acquire()
+        if number is not None:
+            return number
+        taking = asyncio.ensure_future(limiter.acquire())
+        halted = asyncio.ensure_future(self._set.wait())
+        try:
+            await asyncio.wait({taking, halted}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            halted.cancel()
+            if not taking.done():
+                taking.cancel()
+                await asyncio.gather(taking, return_exceptions=True)
+        if self.error is not None:
+            if not taking.cancelled() and taking.exception() is None:
+                limiter.release(taking.result(), None, None)
+            self.check()
+        return taking.result()
+
 
 class Client:
     """Requests to the provider ``name`` at ``base_url``; the key goes only into headers."""
@@ -84,6 +119,7 @@ class Client:
         timeout_secs: int,
         retry: RetryPolicy,
         halt: Halt | None = None,
+        max_wait_s: float = 600.0,
     ) -> None:
         self.name = name
         self.protocol = protocol
@@ -93,6 +129,7 @@ class Client:
         self._concurrency = concurrency
         self._timeout_secs = timeout_secs
         self.retry = retry
+        self.max_wait_s = max_wait_s
         self.halt = halt or Halt()
         self._session: aiohttp.ClientSession | None = None
 
@@ -114,12 +151,22 @@ class Client:
             await self._session.close()
             self._session = None
 
+    def limiter(self, model: str) -> Limiter:
+        """The pace of ``model`` here, shared by every request of this process."""
+        return limiter_for(self.name, self.base_url, model, self._concurrency)
+
     async def chat(
-        self, role: Role, messages: list[dict[str, str]], on_retry: OnRetry
+        self,
+        role: Role,
+        messages: list[dict[str, str]],
+        on_retry: OnRetry,
+        on_limited: OnLimited | None = None,
     ) -> Completion:
         """The reply of ``role``'s model to ``messages``."""
         body = self._wire.chat_body(role, messages)
-        data = await self._post(self._wire.CHAT_PATH, body, on_retry)
+        data = await self._post(
+            self._wire.CHAT_PATH, body, on_retry, model=role.model, on_limited=on_limited
+        )
         try:
             return self._wire.parse_chat(data)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
@@ -138,7 +185,10 @@ class Client:
         for start in range(0, len(texts), EMBEDDING_CHUNK):
             chunk = texts[start : start + EMBEDDING_CHUNK]
             data = await self._post(
-                openai_chat.EMBEDDINGS_PATH, openai_chat.embeddings_body(model, chunk), on_retry
+                openai_chat.EMBEDDINGS_PATH,
+                openai_chat.embeddings_body(model, chunk),
+                on_retry,
+                model=model,
             )
             try:
                 found, used = openai_chat.parse_embeddings(data, len(chunk))
@@ -164,28 +214,64 @@ class Client:
             return None
         return parse_prices(data)
 
-    async def _post(self, path: str, body: dict[str, Any], on_retry: OnRetry) -> Any:
-        for attempt in range(1, self.retry.attempts + 1):
-            self.halt.check()
+    async def _post(
+        self,
+        path: str,
+        body: dict[str, Any],
+        on_retry: OnRetry,
+        *,
+        model: str,
+        on_limited: OnLimited | None = None,
+    ) -> Any:
+        limiter = self.limiter(model)
+        failures = 0
+        limited_since: float | None = None
+        while True:
+            number = await self.halt.slot(limiter)
+            given_back = False
             try:
-                return await self._post_once(path, body)
+                data, info = await self._post_once(path, body)
+            except RateLimitedError as error:
+                pause = limiter.refuse(number, error.info)
+                given_back = True
+                if on_limited is not None:
+                    on_limited(error.message, pause)
+                now = time.monotonic()
+                limited_since = now if limited_since is None else limited_since
+                if now + pause - limited_since > self.max_wait_s:
+                    raise ProviderError(
+                        f"{error.message}: still rate-limited after "
+                        f"{now - limited_since:.0f} s (pipeline.max_wait_s = {self.max_wait_s:g})"
+                    ) from None
+                logger.debug(f"providers.{self.name}: {error.message}; waiting {pause:.2f} s")
+                continue
             except FatalProviderError as error:
                 self.halt.stop(error)
                 raise
             except TransientError as error:
-                if attempt == self.retry.attempts:
+                failures += 1
+                if failures > self.retry.max_retries:
                     raise ProviderError(error.message) from None
-                delay = self.retry.delay(attempt, error.retry_after)
+                limiter.release(number, None, None)
+                given_back = True
+                delay = self.retry.delay(failures, error.retry_after)
                 on_retry(error.message, delay)
                 await self.halt.wait(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+                continue
+            else:
+                limiter.release(number, info, _usage(data))
+                given_back = True
+                return data
+            finally:
+                if not given_back:
+                    limiter.release(number, None, None)
 
-    async def _post_once(self, path: str, body: dict[str, Any]) -> Any:
+    async def _post_once(self, path: str, body: dict[str, Any]) -> tuple[Any, RateInfo]:
         try:
             async with self.session.post(f"{self.base_url}/{path}", json=body) as response:
                 status = response.status
                 raw = await response.read()
-                retry_after = response.headers.get("Retry-After")
+                headers = response.headers
         except TimeoutError:
             raise TransientError(f"no reply within {self._timeout_secs} s") from None
         except aiohttp.ServerDisconnectedError:
@@ -195,14 +281,25 @@ class Client:
         except (aiohttp.ClientError, OSError) as error:
             raise TransientError(f"transport error ({type(error).__name__})") from None
         if not 200 <= status < 300:
-            raise http_error(status, raw, retry_after)
+            raise http_error(status, raw, headers)
         try:
-            return json.loads(raw)
+            return json.loads(raw), parse_rate_headers(headers)
         except ValueError:
             raise ProviderError("the provider's reply is not valid JSON") from None
 
 
-def http_error(status: int, raw: bytes, retry_after: str | None) -> Exception:
+def _usage(data: Any) -> Usage:
+    """The tokens a reply says it cost, in either protocol's words (0 when it does not)."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(usage, dict):
+        return Usage()
+    return Usage(
+        token_count(usage.get("prompt_tokens", usage.get("input_tokens"))),
+        token_count(usage.get("completion_tokens", usage.get("output_tokens"))),
+    )
+
+
+def http_error(status: int, raw: bytes, headers: Mapping[str, str]) -> Exception:
     """The error an HTTP failure status stands for."""
     if status == 401:
         return FatalProviderError(AUTHENTICATION_FAILED)
@@ -212,8 +309,10 @@ def http_error(status: int, raw: bytes, retry_after: str | None) -> Exception:
     message = redact(f"HTTP {status}: {_provider_message(status, raw)}")[:MESSAGE_LIMIT]
     if status in FATAL_STATUSES:
         return FatalProviderError(message)
+    if status == 429:
+        return RateLimitedError(message, parse_rate_headers(headers))
     if status in RETRIED_STATUSES or status >= 500:
-        return TransientError(message, parse_retry_after(retry_after))
+        return TransientError(message, parse_retry_after(headers.get("Retry-After")))
     return ProviderError(message)
 
 

@@ -6,7 +6,12 @@ can quote the key) is dropped.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from overbrainer.errors import UserError
+
+if TYPE_CHECKING:
+    from overbrainer.providers.ratelimit import RateInfo
 
 
 class ProviderError(Exception):
@@ -27,6 +32,15 @@ class TransientError(ProviderError):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class RateLimitedError(TransientError):
+    """A 429: the provider's queue, not a failure. It is waited out (the limiter paces every
+    request after it) and does not count against ``max_retries``."""
+
+    def __init__(self, message: str, info: RateInfo) -> None:
+        super().__init__(message, info.retry_after)
+        self.info = info
 
 
 class FatalProviderError(UserError):

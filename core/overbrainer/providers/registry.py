@@ -50,6 +50,7 @@ class ProviderSet:
             timeout_secs=pipeline.request_timeout_secs,
             retry=RetryPolicy(pipeline.max_retries),
             halt=self._halt,
+            max_wait_s=pipeline.max_wait_s,
         )
         self._clients[name] = client
         if not self._prices.knows(name, client.base_url):
@@ -68,6 +69,12 @@ class ProviderSet:
         if client is None:
             return None
         return self._prices.price(provider, client.base_url, model)
+
+    def pace(self, provider: str, model: str) -> float | None:
+        """Requests a second ``model`` at ``provider`` is paced to by its rate limit, while
+        the limit sets the pace; else None."""
+        client = self._clients.get(provider)
+        return client.limiter(model).pace() if client is not None else None
 
     async def settle_prices(self) -> None:
         """Wait for the prices asked for (each ask gives up after 10 s)."""

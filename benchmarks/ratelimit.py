@@ -1,0 +1,86 @@
+"""Goodput of the ``answers`` stage against a provider that admits so many requests a second.
+
+    uv run python benchmarks/ratelimit.py [--answers 960] [--rate 60] [--concurrency 64]
+        [--dialect openai anthropic] [--latency 0.05]
+
+The loopback provider runs in its own process with a token bucket (one second's burst) and
+answers what it cannot admit with a 429 and the headers of the chosen dialect (OpenAI's
+``x-ratelimit-*`` and ``retry-after-ms``, or Anthropic's ``anthropic-ratelimit-*`` and
+``retry-after``). The real CLI answers N questions with ``max_retries = 3``. Printed for each
+dialect: the questions answered, the share of requests refused (goal at most 5%), and the
+goodput against the limit, the ideal in the same run (goal at least 0.9).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from answers import project  # noqa: E402
+
+from overbrainer.cli import cli  # noqa: E402
+
+
+def run(url: str, root: Path, answers: int, concurrency: int) -> dict[str, float]:
+    directory = project(root, url, concurrency, answers)
+    config = directory / "overbrainer.toml"
+    config.write_text(config.read_text().replace("max_retries = 2", "max_retries = 3"))
+    began = time.perf_counter()
+    try:
+        cli.main(["-C", str(directory), "answers"], prog_name="overbrainer", standalone_mode=False)
+    except Exception as error:  # noqa: BLE001 - a failed item is a figure here, not a crash
+        print(f"  answers: {error}")
+    wall = time.perf_counter() - began
+    answered = len((directory / "data" / "answers.jsonl").read_text().splitlines())
+    history = (directory / ".overbrainer" / "history.jsonl").read_text().splitlines()
+    entry = json.loads(history[-1])
+    return {"wall": wall, "answered": answered, "refused": entry.get("rate_limited", 0),
+            "failed": entry["failed"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--answers", type=int, default=960)
+    parser.add_argument("--rate", type=float, default=60.0)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--dialect", nargs="+", default=["openai", "anthropic"])
+    args = parser.parse_args()
+    os.environ.update(OVERBRAINER_LOAD_PLUGINS="", OVERBRAINER_LOG="WARNING", NO_COLOR="1")
+    print(f"{args.answers} answers at concurrency {args.concurrency}, a provider admitting "
+          f"{args.rate:g}/s, {args.latency * 1000:.0f} ms a reply")
+    print(f"{'dialect':<10}  {'answered':>8}  {'failed':>6}  {'refused':>7}  {'share':>6}  "
+          f"{'wall s':>6}  {'goodput/s':>9}  {'of limit':>8}")
+    for dialect in args.dialect:
+        server = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "fake_provider.py"), "--latency",
+             str(args.latency), "--rate", str(args.rate), "--dialect", dialect],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        try:
+            url = server.stdout.readline().strip()
+            with tempfile.TemporaryDirectory() as temp:
+                got = run(url, Path(temp), args.answers, args.concurrency)
+        finally:
+            server.stdin.close()
+            server.wait(10)
+        sent = got["answered"] + got["refused"] + got["failed"]
+        share = got["refused"] / sent if sent else 0.0
+        goodput = got["answered"] / got["wall"]
+        print(f"{dialect:<10}  {got['answered']:>8}  {got['failed']:>6}  {got['refused']:>7}  "
+              f"{share:>6.1%}  {got['wall']:>6.1f}  {goodput:>9.1f}  "
+              f"{goodput / args.rate:>8.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

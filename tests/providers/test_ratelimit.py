@@ -1,0 +1,272 @@
+"""Rate limits: the providers' headers, the shared limiter, and a stage against a loopback
+provider that admits so many requests a second and refuses the rest with a 429."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from fake_provider import FakeProvider, Reply, go_duration
+from overbrainer.config.model import Role
+from overbrainer.providers import retry
+from overbrainer.providers.client import Client
+from overbrainer.providers.errors import ProviderError
+from overbrainer.providers.limiter import Limiter, Usage
+from overbrainer.providers.ratelimit import (
+    Bucket,
+    RateInfo,
+    parse_duration,
+    parse_instant,
+    parse_rate_headers,
+)
+from overbrainer.providers.retry import RetryPolicy
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retry, "BACKOFF_UNIT", 0.001)
+
+
+# -- the headers -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1s", 1.0), ("6m0s", 360.0), ("40ms", 0.04), ("1h2m3.5s", 3723.5), ("0.5", 0.5),
+     ("250us", 0.00025), ("2m", 120.0)],
+)
+def test_openai_resets_are_go_durations(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "soon", "5 s", "1x", "s", "-1", "1s garbage"])
+def test_an_unreadable_reset_is_no_reset(text):
+    assert parse_duration(text) is None
+
+
+def test_the_fakes_durations_read_back():
+    for seconds in (0.017, 0.9, 1.5, 59.25, 360.0):
+        assert parse_duration(go_duration(seconds)) == pytest.approx(seconds, abs=0.001)
+
+
+def test_anthropic_resets_are_rfc3339_instants():
+    assert parse_instant("2026-01-01T00:00:02.500Z", NOW) == 2.5
+    assert parse_instant("2026-01-01T01:00:00+01:00", NOW) == 0.0
+    assert parse_instant("2025-12-31T23:59:00Z", NOW) == 0.0  # past: no wait
+    assert parse_instant("tomorrow", NOW) is None
+
+
+def test_openai_headers():
+    info = parse_rate_headers({
+        "X-RateLimit-Limit-Requests": "3600",
+        "x-ratelimit-remaining-requests": "3000",
+        "x-ratelimit-reset-requests": "10s",
+        "x-ratelimit-limit-tokens": "150000",
+        "x-ratelimit-remaining-tokens": "149000",
+        "x-ratelimit-reset-tokens": "400ms",
+    }, NOW)
+    assert info.buckets == {
+        "requests": Bucket(3600, 3000, 10.0),
+        "tokens": Bucket(150000, 149000, 0.4),
+    }
+    assert info.buckets["requests"].refill_per_s == 60.0
+    assert info.retry_after is None
+
+
+def test_anthropic_headers_of_every_bucket():
+    headers = {"retry-after": "3"}
+    for name in ("requests", "tokens", "input-tokens", "output-tokens"):
+        headers |= {
+            f"anthropic-ratelimit-{name}-limit": "100",
+            f"anthropic-ratelimit-{name}-remaining": "40",
+            f"anthropic-ratelimit-{name}-reset": "2026-01-01T00:00:06Z",
+        }
+    info = parse_rate_headers(headers, NOW)
+    assert set(info.buckets) == {"requests", "tokens", "input-tokens", "output-tokens"}
+    assert all(bucket.refill_per_s == 10.0 for bucket in info.buckets.values())
+    assert info.retry_after == 3.0
+
+
+def test_retry_after_ms_wins_over_retry_after_and_a_date_is_read():
+    assert parse_rate_headers({"retry-after-ms": "250", "retry-after": "1"}).retry_after == 0.25
+    date = {"Retry-After": "Thu, 01 Jan 2026 00:00:30 GMT"}
+    assert parse_rate_headers(date, NOW).retry_after == 30.0
+
+
+def test_a_half_told_or_garbled_limit_is_ignored():
+    info = parse_rate_headers({
+        "x-ratelimit-limit-requests": "60",
+        "x-ratelimit-remaining-requests": "10",  # no reset
+        "x-ratelimit-limit-tokens": "many",
+        "x-ratelimit-remaining-tokens": "1",
+        "x-ratelimit-reset-tokens": "1s",
+        "retry-after-ms": "-5",
+    })
+    assert info == RateInfo({}, None)
+
+
+def test_a_full_bucket_tells_no_rate():
+    assert Bucket(60, 60, 0.0).refill_per_s is None
+
+
+# -- the limiter -----------------------------------------------------------------------------
+
+
+def test_a_429_halves_the_window_once_a_round_and_clean_replies_climb_back():
+    async def go():
+        limiter = Limiter(16)
+        numbers = [await limiter.acquire() for _ in range(16)]
+        refused = RateInfo({}, 0.0)
+        for number in numbers[:4]:  # a burst of refusals of one round: one cut
+            limiter.refuse(number, refused)
+        assert limiter.window == 8
+        assert limiter.refused == 4
+        for number in numbers[4:]:
+            limiter.release(number, RateInfo(), Usage(1, 1))
+        assert 8 < limiter.window < 10  # additive: about one per window of clean replies
+        later = await limiter.acquire()  # sent after the cut: its refusal cuts again
+        limiter.refuse(later, refused)
+        assert limiter.window < 5
+        return limiter
+
+    limiter = asyncio.run(go())
+    assert limiter.in_flight == 0
+
+
+def test_the_window_holds_requests_back_first_come_first_served():
+    async def go():
+        limiter = Limiter(2)
+        first, second = await limiter.acquire(), await limiter.acquire()
+        order: list[int] = []
+
+        async def waiting(tag: int) -> None:
+            number = await limiter.acquire()
+            order.append(tag)
+            limiter.release(number, None, None)
+
+        tasks = [asyncio.create_task(waiting(tag)) for tag in range(5)]
+        await asyncio.sleep(0.01)
+        assert order == []  # both slots are taken
+        limiter.release(first, None, None)
+        limiter.release(second, None, None)
+        await asyncio.gather(*tasks)
+        return order
+
+    assert asyncio.run(go()) == [0, 1, 2, 3, 4]
+
+
+def test_a_pause_holds_every_request_and_a_cancelled_waiter_gives_its_place():
+    async def go():
+        limiter = Limiter(8)
+        number = await limiter.acquire()
+        assert limiter.refuse(number, RateInfo({}, 0.2)) == 0.2
+        cancelled = asyncio.create_task(limiter.acquire())
+        await asyncio.sleep(0.01)
+        cancelled.cancel()
+        started = time.monotonic()
+        again = await limiter.acquire()
+        waited = time.monotonic() - started
+        limiter.release(again, None, None)
+        return waited, limiter
+
+    waited, limiter = asyncio.run(go())
+    assert waited >= 0.15
+    assert limiter.in_flight == 0
+
+
+def test_requests_are_spaced_at_the_refill_rate_when_the_limit_is_near():
+    async def go():
+        limiter = Limiter(4)
+        near = RateInfo({"requests": Bucket(20, 2, 0.9)})  # 20 a second, 2 left
+        number = await limiter.acquire()
+        limiter.release(number, near, Usage(10, 10))
+        started = time.monotonic()
+        for _ in range(6):
+            limiter.release(await limiter.acquire(), None, None)
+        return time.monotonic() - started, limiter
+
+    elapsed, limiter = asyncio.run(go())
+    assert limiter.interval == pytest.approx(1 / (20 * 0.95))
+    assert elapsed >= 5 * limiter.interval
+    assert limiter.pace() is not None
+
+
+def test_a_token_limit_spaces_requests_by_what_one_costs():
+    async def go():
+        limiter = Limiter(4)
+        near = RateInfo({"tokens": Bucket(1000, 50, 0.95)})  # 1000 tokens a second
+        number = await limiter.acquire()
+        limiter.release(number, near, Usage(60, 40))
+        return limiter
+
+    limiter = asyncio.run(go())
+    assert limiter.interval == pytest.approx(100 / (1000 * 0.95))
+
+
+def test_plenty_left_sends_freely():
+    async def go():
+        limiter = Limiter(4)
+        number = await limiter.acquire()
+        limiter.release(number, RateInfo({"requests": Bucket(1000, 990, 0.5)}), Usage(1, 1))
+        return limiter
+
+    limiter = asyncio.run(go())
+    assert limiter.interval == 0
+    assert limiter.pace() is None
+
+
+# -- the client ------------------------------------------------------------------------------
+
+
+def chat(provider: FakeProvider, *, max_retries: int = 0, max_wait_s: float = 600,
+         limited: list | None = None):
+    async def go():
+        client = Client("main", "openai", provider.url, "sk-x", concurrency=4, timeout_secs=5,
+                        retry=RetryPolicy(max_retries), max_wait_s=max_wait_s)
+        seen = limited if limited is not None else []
+        try:
+            return await client.chat(
+                Role(provider="main", model=f"m-{provider.port}"),
+                [{"role": "user", "content": "why?"}],
+                lambda message, delay: pytest.fail(f"retried: {message}"),
+                lambda message, pause: seen.append((message, pause)),
+            )
+        finally:
+            await client.close()
+
+    return asyncio.run(go())
+
+
+def test_a_429_is_waited_out_without_using_a_retry(provider):
+    provider.on(None, Reply({"error": {"message": "slow down"}}, status=429,
+                            headers={"retry-after-ms": "150"}), times=3)
+    limited: list = []
+    started = time.monotonic()
+    completion = chat(provider, max_retries=0, limited=limited)
+    assert completion.content.startswith("The answer to")
+    assert limited == [("HTTP 429: slow down", 0.15)] * 3
+    assert time.monotonic() - started >= 0.45
+    assert len(provider.chats()) == 4
+
+
+def test_a_429_that_never_ends_fails_the_item_after_max_wait_s(provider):
+    provider.on(None, Reply({"error": {"message": "slow down"}}, status=429,
+                            headers={"retry-after-ms": "100"}), times=None)
+    with pytest.raises(ProviderError) as caught:
+        chat(provider, max_wait_s=0.35)
+    assert caught.value.message.startswith("HTTP 429: slow down: still rate-limited after ")
+    assert caught.value.message.endswith(" s (pipeline.max_wait_s = 0.35)")
+    assert 3 <= len(provider.chats()) <= 5
+
+
+def test_a_429_without_a_wait_backs_off_and_goes_on(provider):
+    provider.on(None, Reply({"error": {"message": "busy"}}, status=429), times=2)
+    limited: list = []
+    chat(provider, limited=limited)
+    assert [message for message, _ in limited] == ["HTTP 429: busy"] * 2
+    assert limited[1][1] > limited[0][1]  # doubled
