@@ -22,6 +22,15 @@ from overbrainer.cli import cli
 
 OUR_PLUGINS = "local,ssh,runpod"
 
+LOCAL_PROVIDER = {"OVERBRAINER_PROVIDERS__MAIN__BASE_URL": "http://127.0.0.1:9/v1"}
+"""A URL for MINIMAL_CONFIG's provider that needs no key (a server on this machine, never
+asked), so that ``config check`` has no provider problem to report."""
+OPENROUTER = {
+    "OVERBRAINER_PROVIDERS__OPENROUTER__BASE_URL": "https://openrouter.example.invalid/api/v1",
+    "OVERBRAINER_PROVIDERS__OPENROUTER__API_KEY": "sk-or-test-0123456789",
+}
+"""The URL and key of the provider ``init`` writes."""
+
 MINIMAL_CONFIG = """\
 [project]
 name = "Demo Project"

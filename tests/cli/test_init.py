@@ -8,6 +8,7 @@ import tomllib
 import pytest
 
 from overbrainer.cli import cli
+from tests.conftest import OPENROUTER
 
 PROMPTS = ["answer_system.txt", "judge.txt", "questions.txt", "subtopics.txt"]
 
@@ -49,7 +50,13 @@ def test_init_writes_a_project_that_passes_config_check(run_cli, empty_dir):
     assert config["training"]["target"] == "local"
     assert config["targets"] == {"local": {"kind": "local", "runtime": "native"}}
     assert "base_url" not in config["providers"]["openrouter"]
-    check = run_cli("config", "check")
+    check = run_cli("config", "check")  # before its provider is set: says what to set
+    assert check.exit_code == 1
+    assert check.stderr.splitlines()[0] == (
+        "problem: providers.openrouter (used by roles.generator) has no URL: set "
+        "OVERBRAINER_PROVIDERS__OPENROUTER__BASE_URL"
+    )
+    check = run_cli("config", "check", env=OPENROUTER)
     assert check.exit_code == 0, check.stderr
     assert "project.name = my Distill" in check.stdout.splitlines()
     assert "training = Qwen/Qwen3-0.6B on local (lora)" in check.stdout.splitlines()
@@ -66,7 +73,7 @@ def test_the_commented_examples_are_valid_targets(run_cli, empty_dir):
         if re.match(r"# (\[|\w+ = )", line)
     )
     config.write_text(text + "\n" + examples + "\n")
-    result = run_cli("config", "check")
+    result = run_cli("config", "check", env=OPENROUTER)
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "targets.gpu_box.kind = ssh" in lines
@@ -80,7 +87,9 @@ def test_env_example_names_the_env_only_keys_and_holds_no_secret(run_cli, empty_
     assert "OVERBRAINER_PROVIDERS__OPENROUTER__API_KEY=\n" in text
     (empty_dir / ".env").write_text(text)  # copied as is, it still parses
     result = run_cli("config", "check")
-    assert result.exit_code == 0, result.stderr
+    assert result.exit_code == 1  # and says what to fill in
+    assert "cannot parse" not in result.stderr
+    assert "set OVERBRAINER_PROVIDERS__OPENROUTER__BASE_URL" in result.stderr
 
 
 def test_the_prompts_are_the_built_in_defaults(run_cli, empty_dir):

@@ -101,6 +101,7 @@ def test_an_error_message_is_redacted(run_cli):
 
 
 def test_the_console_script_runs_a_command(project_dir):
+    (project_dir / ".env").write_text("OVERBRAINER_PROVIDERS__MAIN__BASE_URL=http://127.0.0.1:9/v1\n")
     result = run_script("config", "check", cwd=project_dir)
     assert result.returncode == 0, result.stderr
     assert "project.name = Demo Project" in result.stdout.splitlines()

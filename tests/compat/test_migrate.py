@@ -6,6 +6,8 @@ import json
 
 from tests.compat.conftest import REJECTED_SHAPES
 
+from tests.conftest import LOCAL_PROVIDER
+
 
 def old_project(project_dir):
     """Files as earlier versions of this tool left them."""
@@ -67,7 +69,7 @@ def test_a_migration_is_made_once(run_cli, project_dir):
     assert (project_dir / ".gitignore").read_text() == ".env\n/data/\n/.overbrainer/\n"
     split = json.loads((project_dir / ".overbrainer" / "history.jsonl").read_text())
     assert (split["done"], split["cost"]) == (0, None)
-    assert run_cli("config", "check").exit_code == 0
+    assert run_cli("config", "check", env=LOCAL_PROVIDER).exit_code == 0
     again = run_cli("migrate")
     assert again.stdout == "nothing to migrate\n"
 

@@ -4,6 +4,7 @@ ones it can read."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from tests.compat.conftest import (
@@ -29,7 +30,14 @@ SWITCHES = {
 
 
 def test_its_configuration_and_switches_pass_config_check(run_cli, reference_project):
-    result = run_cli("-C", str(reference_project), "config", "check", env=SWITCHES)
+    check = run_cli("-C", str(reference_project), "config", "check", env=SWITCHES)
+    assert check.exit_code == 1  # its providers have no URL yet: named, one by one
+    assert "has no URL: set OVERBRAINER_PROVIDERS__" in check.stderr
+    providers = {
+        f"OVERBRAINER_PROVIDERS__{name}__BASE_URL": "http://127.0.0.1:9/v1"
+        for name in re.findall(r"OVERBRAINER_PROVIDERS__(\w+?)__BASE_URL", check.stderr)
+    }
+    result = run_cli("-C", str(reference_project), "config", "check", env=SWITCHES | providers)
     assert result.exit_code == 0, result.stderr
     out = result.stdout
     assert "targets.gpu_cloud.ssh_client = builtin (here one client serves both" in out

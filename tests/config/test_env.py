@@ -205,6 +205,7 @@ def test_config_check_shows_env_values_and_masks_secrets(run_cli, project_dir):
 
 
 BASE_URL = "OVERBRAINER_PROVIDERS__MAIN__BASE_URL"
+KEY = "OVERBRAINER_PROVIDERS__MAIN__API_KEY"
 
 
 @pytest.mark.parametrize(
@@ -249,7 +250,7 @@ def test_the_runpod_url_is_checked_too(run_cli):
 @pytest.mark.parametrize("url", ["https://llm.example.invalid/v1", "http://[::1]:8080/v1",
                                  "http://u:p@127.0.0.1:65535"])
 def test_usable_urls_are_accepted(run_cli, url):
-    result = run_cli("config", "check", env={BASE_URL: url})
+    result = run_cli("config", "check", env={BASE_URL: url, KEY: "sk-test"})
     assert result.exit_code == 0, result.stderr
 
 
@@ -260,6 +261,7 @@ def test_secrets_in_a_url_query_are_masked_when_it_is_printed(run_cli):
     )
     result = run_cli("config", "check", env={
         BASE_URL: f"https://u:S0@llm.example.invalid:8443/v1?{query}",
+        KEY: "sk-test",
         "OVERBRAINER_RUNPOD__BASE_URL": "https://rp.example.invalid/graphql?api_key=S10",
     })
     assert result.exit_code == 0, result.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.conftest import LOCAL_PROVIDER
+
 
 def problems(result) -> list[str]:
     """The indented problem lines under ``error: invalid configuration:``."""
@@ -295,7 +297,7 @@ def test_a_valid_configuration_is_printed_line_by_line(run_cli, write_config):
         max_hours = 4
         """
     )
-    result = run_cli("config", "check")
+    result = run_cli("config", "check", env=LOCAL_PROVIDER)
     assert result.exit_code == 0, result.stderr
     assert result.stderr == ""
     lines = result.stdout.splitlines()
@@ -303,8 +305,9 @@ def test_a_valid_configuration_is_printed_line_by_line(run_cli, write_config):
         "project.name = Demo Project",
         "topics.ownership = 2 subtopics x 3 questions",
         "providers.main.protocol = openai",
-        "providers.main.base_url = (unset)",
+        "providers.main.base_url = http://127.0.0.1:9/v1",
         "providers.main.api_key = (unset)",
+        "providers.main.batch_discount = 0.5",
         "roles.generator = main/gen-model (reasoning: false, max_tokens: 16384)",
         "roles.parent = main/parent-model (reasoning: true, max_tokens: 16384)",
         "pipeline.concurrency = 8",
@@ -362,6 +365,6 @@ def test_an_integer_is_a_number(run_cli, write_config):
     write_config("\n[pipeline]\ndedup_threshold = 1\n\n[training]\ntarget = \"gpu\"\n"
                  'base_model = "m"\nadapter = "lora"\nlearning_rate = 1\n\n'
                  '[targets.gpu]\nkind = "runpod"\ngpu_types = ["A"]\nmax_hours = 4\n')
-    result = run_cli("config", "check")
+    result = run_cli("config", "check", env=LOCAL_PROVIDER)
     assert result.exit_code == 0, result.stderr
     assert "pipeline.dedup_threshold = 1.0" in result.stdout.splitlines()

@@ -83,7 +83,11 @@ def vault(monkeypatch: pytest.MonkeyPatch) -> Iterator[Vault]:
 
 
 def key_env(value: str = REFERENCE) -> dict[str, str]:
-    return {"OVERBRAINER_PROVIDERS__MAIN__API_KEY": value}
+    """The key, and a URL: without one config check reports the provider as unreachable."""
+    return {
+        "OVERBRAINER_PROVIDERS__MAIN__API_KEY": value,
+        "OVERBRAINER_PROVIDERS__MAIN__BASE_URL": "https://llm.example.invalid/v1",
+    }
 
 
 def test_a_literal_secret_resolves_without_vault(run_cli):
@@ -96,10 +100,25 @@ def test_a_literal_secret_resolves_without_vault(run_cli):
     assert result.stderr == ""
 
 
-def test_unset_secrets_are_not_resolved_and_not_a_failure(run_cli):
+def test_unset_secrets_are_not_resolved_but_a_provider_without_url_or_key_is_a_problem(run_cli):
     result = run_cli("config", "check", "--resolve")
-    assert result.exit_code == 0, result.stderr
+    assert result.exit_code == 1
     assert "resolved" not in result.stdout
+    assert result.stderr.splitlines() == [
+        "problem: providers.main (used by roles.generator) has no URL: set "
+        "OVERBRAINER_PROVIDERS__MAIN__BASE_URL",
+        "error: 1 problem(s): the configuration cannot run as it is",
+    ]
+    url = {"OVERBRAINER_PROVIDERS__MAIN__BASE_URL": "https://llm.example.invalid/v1"}
+    result = run_cli("config", "check", env=url)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[0] == (
+        "problem: providers.main (used by roles.generator) has no API key: set "
+        "OVERBRAINER_PROVIDERS__MAIN__API_KEY"
+    )
+    local = {"OVERBRAINER_PROVIDERS__MAIN__BASE_URL": "http://127.0.0.1:8080/v1"}
+    result = run_cli("config", "check", env=local)  # a server on this machine: no key needed
+    assert result.exit_code == 0, result.stderr
 
 
 def test_a_vault_reference_is_read_with_the_token(run_cli, vault):
@@ -130,7 +149,7 @@ def test_vault_settings_may_come_from_dotenv(run_cli, vault, project_dir):
     (project_dir / ".env").write_text(
         f"VAULT_ADDR={vault.address}\nVAULT_TOKEN={TOKEN}\nOVERBRAINER_HF_TOKEN=vault:kv/hf#token\n"
     )
-    result = run_cli("config", "check", "--resolve")
+    result = run_cli("config", "check", "--resolve", env=key_env("0123"))
     assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "hf_token: resolved"
 

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tests.conftest import LOCAL_PROVIDER
+
 RAY_TABLE = """
 [targets.cluster]
 kind = "ray"
@@ -22,7 +24,7 @@ def _configure(run_cli, extra: str) -> None:
 
 
 def test_a_ray_target_is_listed_and_loaded_with_its_defaults(ray_installed, run_cli):
-    env = {"OVERBRAINER_LOAD_PLUGINS": "local,ray"}
+    env = {"OVERBRAINER_LOAD_PLUGINS": "local,ray", **LOCAL_PROVIDER}
     assert "ray  overbrainer-ray 0.1.0  kinds: ray" in run_cli("plugins", env=env).stdout
     _configure(run_cli, 'venv = "/opt/axolotl"\nnum_gpus = 1\n')
     result = run_cli("config", "check", env=env)
@@ -40,6 +42,7 @@ def test_the_address_is_overridden_by_the_environment(ray_installed, run_cli):
         env={
             "OVERBRAINER_LOAD_PLUGINS": "local,ray",
             "OVERBRAINER_TARGETS__CLUSTER__ADDRESS": "http://head.internal:8265",
+            **LOCAL_PROVIDER,
         },
     )
     assert result.exit_code == 0, result.stderr

@@ -199,17 +199,50 @@ def test_every_exclusion(run_cli, project_dir, provider):
     )
 
 
-def test_parents_that_hide_their_reasoning(run_cli, project_dir, provider):
+def test_a_parent_that_hides_its_reasoning_is_refused_before_any_request(
+    run_cli, project_dir, provider
+):
     config = PIPELINE_CONFIG.replace('model = "parent-model"', 'model = "openai/gpt-5"')
     (project_dir / "overbrainer.toml").write_text(config)
     seed_questions(project_dir, {("ownership", "moves"): ["Why?"]})
     result = run_cli("answers")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        "error: roles.parent: reasoning = true, but `openai/gpt-5` returns only a summary of "
+        "its reasoning, never the raw text: every answer would be excluded (no_raw_reasoning) "
+        "after being paid for. Either set roles.parent.reasoning = false to train on the "
+        "answers alone, or make the parent a model that returns its raw reasoning (an "
+        "openai-protocol server of an open-weights reasoning model such as gpt-oss, "
+        "DeepSeek-R1 or Qwen3)"
+    )
+    assert provider.chats() == []
+    assert lines(project_dir, "answers.jsonl") == []
+    result = run_cli("run")  # refused before the generator is paid for anything either
+    assert result.exit_code == 1
+    assert "returns only a summary of its reasoning" in result.stderr
+    assert provider.chats() == []
+
+    (project_dir / "overbrainer.toml").write_text(config.replace("reasoning = true", ""))
+    result = run_cli("answers")
     assert result.exit_code == 0, result.stderr
-    assert "every answer will be excluded" in result.stderr
     [record] = lines(project_dir, "answers.jsonl")
     assert record["meta"]["reasoning_kind"] == "summary"
-    assert record["meta"]["excluded"] == "no_raw_reasoning"
+    assert record["meta"]["excluded"] is None
     assert "reasoning_content" not in record["messages"][-1]
+
+
+def test_the_anthropic_protocol_is_named_as_the_cause(run_cli, project_dir, provider):
+    config = PIPELINE_CONFIG.replace('protocol = "openai"', 'protocol = "anthropic"')
+    (project_dir / "overbrainer.toml").write_text(config)
+    seed_questions(project_dir, {("ownership", "moves"): ["Why?"]})
+    result = run_cli("answers")
+    assert result.exit_code == 1
+    assert ("providers.main speaks the anthropic protocol, which never returns raw reasoning"
+            in result.stderr)
+    assert provider.chats() == []
+    check = run_cli("config", "check")
+    assert check.exit_code == 1
+    assert "problem: roles.parent: reasoning = true, but providers.main speaks" in check.stderr
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from overbrainer.plugins import load_plugins
+from tests.conftest import LOCAL_PROVIDER
 
 ALIEN = """
     from typing import Literal
@@ -173,7 +174,7 @@ def test_a_target_of_an_installed_kind_is_validated_by_its_model(run_cli, site, 
         "package that does (`overbrainer plugins` lists what is installed)\n"
     )
     site.install("alien", ALIEN)
-    result = run_cli("config", "check", env=env("alien"))
+    result = run_cli("config", "check", env=env("alien", **LOCAL_PROVIDER))
     assert result.exit_code == 0, result.stderr
     assert "targets.cluster.nodes = 4" in result.stdout.splitlines()
     write_config('\n[targets.cluster]\nkind = "alien"\nnodes = "many"\n')

@@ -13,9 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from loguru import logger
-
 from overbrainer.config.model import Role
+from overbrainer.errors import UserError
 from overbrainer.events import set_topic
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.prompts import Templates
@@ -109,14 +108,14 @@ async def run(ctx: StageContext) -> None:
     if not todo:
         return
 
+    from overbrainer.pipeline.preflight import reasoning_problem
+
+    problem = reasoning_problem(ctx.settings)
+    if problem is not None:
+        raise UserError(problem)
     role = ctx.settings.roles.parent
     protocol = ctx.settings.providers[role.provider].protocol
     hidden = hides_reasoning(protocol, role.model)
-    if hidden and role.reasoning:
-        logger.warning(
-            f"roles.parent: `{role.model}` does not show its raw reasoning: every answer "
-            "will be excluded (no_raw_reasoning)"
-        )
     topics = {topic.name: topic for topic in ctx.topics}
     systems = {
         name: templates.render("answer_system.txt", topic=name, description=topic.description)

@@ -29,6 +29,7 @@ from overbrainer.pipeline.records import (
     rejected_text,
     without,
 )
+from overbrainer.pipeline.remove import REMOVED
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.errors import ProviderError
 
@@ -46,17 +47,20 @@ async def run(ctx: StageContext) -> None:
     subtopics = data.read(SUBTOPICS)
     questions = data.read(QUESTIONS)
     rejected = data.read(REJECTED)
+    reasons = data.read(REJECTED_REASONS)
     if ctx.force:
         questions = without(questions, ctx.topic_names)
         rejected = without(rejected, ctx.topic_names, KIND)
+        reasons = without(reasons, ctx.topic_names, KIND)
     filler = _Filler(ctx, templates, questions, rejected)
+    filler.count_removed(reasons)
     filler.forgetting = Forgetting(
         data, ctx.force, [(QUESTIONS, None), (REJECTED, KIND), (REJECTED_REASONS, KIND)]
     )
     todo: list[Work] = []
     for topic in ctx.topics:
         for subtopic in [s for s in subtopics if s["topic"] == topic.name][: topic.subtopics]:
-            if len(filler.accepted[subtopic["id"]]) >= topic.questions_per_subtopic:
+            if len(filler.accepted[subtopic["id"]]) >= filler.target(topic, subtopic):
                 ctx.report.skip(topic=topic.name)
             else:
                 todo.append((topic, subtopic))
@@ -96,14 +100,27 @@ class _Filler:
         self._rejected_ids = {r.get("id") for r in self._rejected}
         self._dedups: dict[str, Deduplicator] = {}
         self._locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.removed: dict[str, int] = defaultdict(int)
+
+    def count_removed(self, reasons: list[dict[str, Any]]) -> None:
+        """Count, per subtopic, the questions the user deleted: each keeps its place."""
+        removed = {r["id"] for r in reasons if r["kind"] == KIND and r["reason"] == REMOVED}
+        for record in self._rejected:
+            if record.get("id") in removed:
+                removed.discard(record["id"])  # a question rejected twice counts once
+                self.removed[str(record.get("subtopic_id"))] += 1
+
+    def target(self, topic: Topic, subtopic: dict[str, Any]) -> int:
+        """The questions ``subtopic`` is to be given: its count less those deleted."""
+        return max(topic.questions_per_subtopic - self.removed[subtopic["id"]], 0)
 
     async def fill(self, work: Work) -> None:
         topic, subtopic = work
         set_topic(topic.name)
         pipeline = self.ctx.settings.pipeline
         texts = self.accepted[subtopic["id"]]
-        target = topic.questions_per_subtopic
-        idle = 0
+        target = self.target(topic, subtopic)
+        idle = added_in_all = 0
         while len(texts) < target:
             missing = target - len(texts)
             prompt = self.templates.render(
@@ -129,6 +146,7 @@ class _Filler:
             except ProviderError as error:
                 self.ctx.report.fail(subtopic["id"], error.message)
                 return
+            added_in_all += added
             idle = 0 if added else idle + 1
             if idle >= max(pipeline.max_retries, 1):
                 logger.warning(
@@ -136,7 +154,10 @@ class _Filler:
                     "questions, the generator kept repeating itself"
                 )
                 break
-        self.ctx.report.finish()
+        if added_in_all:
+            self.ctx.report.finish()
+        else:
+            self.ctx.report.settle()
 
     async def _admit(
         self, topic: str, subtopic: dict[str, Any], candidates: list[str], missing: int

@@ -1,6 +1,8 @@
 """Deleting a dataset item for good: a subtopic with its questions and answers, a question
 with its answer, or an answer alone. Deleted subtopics and questions go to
-``data/rejected.jsonl`` so that no stage makes them again."""
+``data/rejected.jsonl`` so that no stage makes them again; a deleted question is noted as
+``removed`` in ``data/rejected.reasons.jsonl`` too, so that it still fills its place in its
+subtopic (nothing is asked for to replace it)."""
 
 from __future__ import annotations
 
@@ -12,10 +14,14 @@ from overbrainer.pipeline.records import (
     ANSWERS,
     QUESTIONS,
     REJECTED,
+    REJECTED_REASONS,
     SUBTOPICS,
     DataFiles,
     rejected_question,
 )
+
+REMOVED = "removed"
+"""The reason of a question the user deleted (``dataset rm``)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,12 @@ def remove_item(project_dir: Path, item_id: str, *, answer_only: bool = False) -
     with data.writer(REJECTED) as writer:
         for record in rejections:
             writer.append(record)
+    with data.writer(REJECTED_REASONS) as writer:
+        for question in gone_questions:
+            writer.append(
+                {"id": question["id"], "kind": "question", "topic": question["topic"],
+                 "reason": REMOVED}
+            )
     kept_answers = [a for a in answers if a["id"] not in gone_ids]
     data.rewrite(ANSWERS, kept_answers)
     data.rewrite(QUESTIONS, [q for q in questions if q["id"] not in gone_ids])

@@ -55,6 +55,11 @@ class Report:
         publish(kind, stage=self.stage, count=1, topic=TOPIC.get())
         self._advance()
 
+    def settle(self) -> None:
+        """An item that ended with nothing to show and no error (a warning said why): it
+        counts neither as done nor as failed."""
+        self._advance()
+
     def fail(self, item: str, message: str) -> None:
         self.failed += 1
         publish("item_failed", stage=self.stage, count=1, topic=TOPIC.get())

@@ -15,6 +15,7 @@ from typing import Any
 from loguru import logger
 
 from overbrainer.config.reload import Reloader
+from overbrainer.errors import UserError
 from overbrainer.pipeline.runner import STAGES, Outcome, run_stage
 from overbrainer.project import Project
 from overbrainer.providers.prices import PriceBook
@@ -54,10 +55,14 @@ class Cycle:
         ``retrain``: train even when a succeeded run has the same inputs;
         ``resume_if_same``: a stopped run to resume from when the inputs did not change.
         """
+        from overbrainer.pipeline.preflight import reasoning_problem
         from overbrainer.train.session import train
 
         started = time.monotonic()
         try:
+            problem = reasoning_problem(self.reloader.settings)
+            if problem is not None:
+                raise UserError(problem)
             for stage in STAGES:
                 self.reloader.changed()
                 outcome = run_stage(

@@ -1,0 +1,83 @@
+"""What makes a configuration spend money for nothing, found before the first request.
+
+``config check`` lists these problems; ``run`` and ``answers`` refuse to start on the one
+that would pay for answers only to exclude them all.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+from overbrainer.config.model import Settings
+from overbrainer.pipeline.answers import hides_reasoning
+
+ROLES = ("generator", "parent", "embedder", "judge")
+
+
+def reasoning_problem(settings: Settings) -> str | None:
+    """Why every answer of the parent would be excluded as ``no_raw_reasoning``, if so."""
+    role = settings.roles.parent
+    provider = settings.providers.get(role.provider)
+    if not role.reasoning or provider is None:
+        return None
+    if not hides_reasoning(provider.protocol, role.model):
+        return None
+    if provider.protocol == "anthropic":
+        cause = (
+            f"providers.{role.provider} speaks the anthropic protocol, which never returns raw "
+            "reasoning (only a summary, or none)"
+        )
+    else:
+        cause = f"`{role.model}` returns only a summary of its reasoning, never the raw text"
+    return (
+        f"roles.parent: reasoning = true, but {cause}: every answer would be excluded "
+        "(no_raw_reasoning) after being paid for. Either set roles.parent.reasoning = false "
+        "to train on the answers alone, or make the parent a model that returns its raw "
+        "reasoning (an openai-protocol server of an open-weights reasoning model such as "
+        "gpt-oss, DeepSeek-R1 or Qwen3)"
+    )
+
+
+def provider_problems(settings: Settings) -> Iterator[str]:
+    """A provider that a role uses and that no request could reach: no URL, or no key
+    where one is needed (anything but a server on this machine)."""
+    seen: set[str] = set()
+    for name in ROLES:
+        role = getattr(settings.roles, name)
+        if role is None or role.provider in seen or role.provider not in settings.providers:
+            continue
+        seen.add(role.provider)
+        provider = settings.providers[role.provider]
+        variable = f"OVERBRAINER_PROVIDERS__{role.provider.upper()}"
+        if not provider.base_url:
+            yield (
+                f"providers.{role.provider} (used by roles.{name}) has no URL: set "
+                f"{variable}__BASE_URL"
+            )
+        elif provider.api_key is None and not is_loopback_url(provider.base_url):
+            yield (
+                f"providers.{role.provider} (used by roles.{name}) has no API key: set "
+                f"{variable}__API_KEY"
+            )
+
+
+def problems(settings: Settings) -> list[str]:
+    """Everything above, in the order ``config check`` prints it."""
+    found = list(provider_problems(settings))
+    reasoning = reasoning_problem(settings)
+    if reasoning is not None:
+        found.append(reasoning)
+    return found
+
+
+def is_loopback_url(url: str) -> bool:
+    """Whether ``url`` names this machine (a local server may need no key)."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
