@@ -213,7 +213,9 @@ def cli(ctx: click.Context, project_dir: str) -> None:
         raise CliError(error.message) from None
     from pathlib import Path
 
-    ctx.obj = App(project_dir=Path(project_dir))
+    source = ctx.get_parameter_source("project_dir")
+    explicit = source is not None and source.name != "DEFAULT"
+    ctx.obj = App(Path(project_dir), explicit=explicit)
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:

@@ -14,8 +14,18 @@ from click.shell_completion import CompletionItem
 
 
 def _project_dir(ctx: click.Context) -> Path:
+    """``-C``'s directory, else the project found upwards (else the current directory)."""
+    from overbrainer.cli.project import find_project
+    from overbrainer.errors import UserError
+
     root = ctx.find_root()
-    return Path(root.params.get("project_dir") or ".")
+    given = root.params.get("project_dir")
+    if given and given != ".":
+        return Path(given)
+    try:
+        return find_project(Path("."), explicit=False)
+    except UserError:
+        return Path(".")
 
 
 def complete_run_id(

@@ -25,16 +25,35 @@ if TYPE_CHECKING:
 
 @dataclass
 class App:
-    """The project directory given with ``-C`` and what commands read from it."""
+    """The project directory and what commands read from it.
 
-    project_dir: Path
+    ``given`` is ``-C``'s directory, or with ``explicit`` false the directory to search from
+    (the current one): the project is the first one upwards holding ``overbrainer.toml``,
+    as git and uv find their roots. A command that reads ``project_dir`` needs a project
+    and fails, saying so, when there is none.
+    """
+
+    given: Path
+    explicit: bool = True
     _plugins: Plugins | None = field(default=None, repr=False)
 
     @cached_property
-    def env(self) -> Environment:
-        from overbrainer.config.env import Environment
+    def project_dir(self) -> Path:
+        from overbrainer.cli.project import find_project
 
-        return Environment.load(self.project_dir)
+        return find_project(self.given, self.explicit)
+
+    @cached_property
+    def env(self) -> Environment:
+        from overbrainer.cli.project import find_project
+        from overbrainer.config.env import Environment
+        from overbrainer.errors import UserError
+
+        try:
+            where = find_project(self.given, self.explicit)
+        except UserError:  # no project: the shell's environment alone (plugins, completion)
+            where = self.given
+        return Environment.load(where)
 
     @property
     def plugins(self) -> Plugins:

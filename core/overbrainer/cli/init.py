@@ -45,7 +45,7 @@ def init(directory: Path | None) -> None:
     """
     from overbrainer.errors import UserError
 
-    root = directory if directory is not None else current_app().project_dir
+    root = directory if directory is not None else current_app().given
     targets = [root / "overbrainer.toml", root / ".env.example"]
     existing = [path for path in targets if path.exists() or path.is_symlink()]
     existing += sorted((root / "prompts").glob("*.txt"))

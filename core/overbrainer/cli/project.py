@@ -1,0 +1,30 @@
+"""Which directory is the project: ``-C DIR``, or the first one upwards holding
+``overbrainer.toml``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from overbrainer.errors import UserError
+
+CONFIG_FILE = "overbrainer.toml"  # as config.load names it: not imported, for --help's sake
+
+
+def find_project(given: Path, explicit: bool) -> Path:
+    """The project directory: ``given`` itself when ``explicit`` (``-C``), else the first
+    of ``given`` and its parents that holds ``overbrainer.toml``, as a path relative to
+    ``given`` (``.``, ``..``) so that messages stay short. Raises ``UserError`` when there
+    is none."""
+    if explicit:
+        if not (given / CONFIG_FILE).is_file():
+            raise UserError(f"no {CONFIG_FILE} in {given}: create one with `overbrainer init`")
+        return given
+    start = Path(os.path.abspath(given))
+    for directory in (start, *start.parents):
+        if (directory / CONFIG_FILE).is_file():
+            return Path(os.path.relpath(directory, start)) if directory != start else given
+    raise UserError(
+        f"no {CONFIG_FILE} in {start} or any directory above it: create a project with "
+        "`overbrainer init DIR`, or name one with -C DIR"
+    )
