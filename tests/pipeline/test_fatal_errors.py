@@ -49,7 +49,8 @@ def test_a_request_waiting_to_be_retried_is_not_sent_after_a_fatal_error(
     result = run_cli("answers")
     assert time.monotonic() - started < 10  # the 30 s wait was not sat out
     assert result.exit_code == 1
-    assert result.stderr.endswith("error: authentication failed, check the provider API key\n")
+    assert result.stderr.endswith("error: providers.main: the key was refused (401): check "
+        "OVERBRAINER_PROVIDERS__MAIN__API_KEY\n")
     assert result.stdout.startswith("answers: 0 done, 0 skipped, 0 failed, 0 excluded;")
     assert sorted(s.prompt for s in provider.chats()) == ["q0", "q1"]  # q0 never asked again
     assert lines(project_dir, "answers.jsonl") == []
@@ -67,7 +68,10 @@ def test_questions_keep_a_batch_in_flight_and_ask_for_no_other(run_cli, project_
                 Reply({"error": {"message": "no such model"}}, status=404, delay=0.05))
     result = run_cli("questions", "--topic", "ownership")
     assert result.exit_code == 1
-    assert result.stderr.endswith("error: HTTP 404: no such model\n")
+    assert result.stderr.endswith(
+        f"error: HTTP 404 for {provider.url}/chat/completions: no such model (does base_url "
+        "end where the API starts, such as /v1?)\n"
+    )
     assert [q["text"] for q in lines(project_dir, "questions.jsonl")] == [
         "Why does a move happen?", "What is moved?"
     ]
@@ -91,7 +95,8 @@ def test_answers_force_with_an_expired_key_keeps_every_answer(run_cli, project_d
     provider.on(None, EXPIRED, times=None)
     result = run_cli("answers", "--force")
     assert result.exit_code == 1
-    assert result.stderr.endswith("error: authentication failed, check the provider API key\n")
+    assert result.stderr.endswith("error: providers.main: the key was refused (401): check "
+        "OVERBRAINER_PROVIDERS__MAIN__API_KEY\n")
     assert data_files(project_dir) == before
 
 

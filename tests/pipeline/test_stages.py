@@ -279,7 +279,8 @@ def test_401_stops_the_stage_keeping_completed_answers_and_no_key_anywhere(
     result = run_cli("answers")
     assert result.exit_code == 1
     assert result.stdout.startswith("answers: 2 done, 0 skipped, 0 failed, 0 excluded;")
-    assert result.stderr.endswith("error: authentication failed, check the provider API key\n")
+    assert result.stderr.endswith("error: providers.main: the key was refused (401): check "
+        "OVERBRAINER_PROVIDERS__MAIN__API_KEY\n")
     kept = [r["messages"][0]["content"] for r in lines(project_dir, "answers.jsonl")]
     assert kept == ["q1", "q2"]
     assert provider.chats("parent-model")[-1].prompt == "q3"  # q4 never asked
@@ -298,7 +299,10 @@ def test_403_drops_the_provider_text(run_cli, project_dir, provider):
     provider.on(None, Reply({"error": {"message": f"key {API_KEY} is not allowed"}}, status=403))
     result = run_cli("answers")
     assert result.exit_code == 1
-    assert result.stderr.endswith("error: permission denied by the provider\n")
+    assert result.stderr.endswith(
+        "error: providers.main: permission denied (403): check that "
+        "OVERBRAINER_PROVIDERS__MAIN__API_KEY may use this model\n"
+    )
     assert API_KEY not in result.stderr
 
 

@@ -175,7 +175,9 @@ def test_401_is_fatal_and_drops_the_provider_text(provider):
     provider.on(None, Reply({"error": {"message": f"bad key {KEY}"}}, status=401))
     with pytest.raises(FatalProviderError) as caught:
         chat(provider, role())
-    assert caught.value.message == "authentication failed, check the provider API key"
+    assert caught.value.message == (
+        "providers.main: the key was refused (401): check OVERBRAINER_PROVIDERS__MAIN__API_KEY"
+    )
     assert len(provider.chats()) == 1
 
 
@@ -183,15 +185,39 @@ def test_403_is_fatal_and_drops_the_provider_text(provider):
     provider.on(None, Reply({"error": {"message": f"key {KEY} may not"}}, status=403))
     with pytest.raises(FatalProviderError) as caught:
         chat(provider, role())
-    assert caught.value.message == "permission denied by the provider"
+    assert caught.value.message == (
+        "providers.main: permission denied (403): check that "
+        "OVERBRAINER_PROVIDERS__MAIN__API_KEY may use this model"
+    )
 
 
-@pytest.mark.parametrize("status", [402, 404])
-def test_402_and_404_are_fatal(provider, status):
-    provider.on(None, Reply({"error": {"message": "no such model"}}, status=status))
+def test_402_is_fatal(provider):
+    provider.on(None, Reply({"error": {"message": "no credit"}}, status=402))
     with pytest.raises(FatalProviderError) as caught:
         chat(provider, role())
-    assert caught.value.message == f"HTTP {status}: no such model"
+    assert caught.value.message == "HTTP 402: no credit"
+    assert len(provider.chats()) == 1
+
+
+def test_404_is_fatal_and_names_the_url_asked_masked(provider):
+    provider.on(None, Reply({"error": {"message": "no such route"}}, status=404))
+
+    async def go():
+        url = provider.url.replace("http://", "http://user:hunter2@")  # basic auth, no key
+        client = Client("main", "openai", url, None, concurrency=1,
+                        timeout_secs=5, retry=RetryPolicy(0))
+        try:
+            return await client.chat(role(), MESSAGES, lambda m, d: None)
+        finally:
+            await client.close()
+
+    with pytest.raises(FatalProviderError) as caught:
+        asyncio.run(go())
+    message = caught.value.message
+    assert message.startswith("HTTP 404 for http://***@127.0.0.1:")
+    assert "hunter2" not in message
+    assert "/v1/chat/completions: no such route (does base_url end where the API starts, " \
+        "such as /v1?)" in message
     assert len(provider.chats()) == 1
 
 

@@ -39,7 +39,7 @@ from overbrainer.providers.retry import (
     RetryPolicy,
     parse_retry_after,
 )
-from overbrainer.redact import redact
+from overbrainer.redact import mask_url, redact
 
 PROTOCOLS: dict[str, ModuleType] = {"openai": openai_chat, "anthropic": anthropic_messages}
 CONNECT_TIMEOUT = 30
@@ -53,8 +53,11 @@ OnLimited = Callable[[str, float], None]
 """Told of each 429 and the pause it brought, in seconds (the request waits, then goes
 again: it is no error)."""
 
-AUTHENTICATION_FAILED = "authentication failed, check the provider API key"
-PERMISSION_DENIED = "permission denied by the provider"
+AUTHENTICATION_FAILED = "providers.{name}: the key was refused (401): check {variable}"
+PERMISSION_DENIED = (
+    "providers.{name}: permission denied (403): check that {variable} may use this model"
+)
+NOT_FOUND_HINT = " (does base_url end where the API starts, such as /v1?)"
 
 
 class Halt:
@@ -280,8 +283,12 @@ class Client:
             raise TransientError(f"cannot connect to provider `{self.name}`") from None
         except (aiohttp.ClientError, OSError) as error:
             raise TransientError(f"transport error ({type(error).__name__})") from None
+        except ValueError as error:  # aiohttp's own refusals: a key and a URL's password
+            raise FatalProviderError(f"providers.{self.name}: cannot send ({error})") from None
         if not 200 <= status < 300:
-            raise http_error(status, raw, headers)
+            raise http_error(
+                status, raw, headers, provider=self.name, url=f"{self.base_url}/{path}"
+            )
         try:
             return json.loads(raw), parse_rate_headers(headers)
         except ValueError:
@@ -299,14 +306,27 @@ def _usage(data: Any) -> Usage:
     )
 
 
-def http_error(status: int, raw: bytes, headers: Mapping[str, str]) -> Exception:
-    """The error an HTTP failure status stands for."""
+def http_error(
+    status: int,
+    raw: bytes,
+    headers: Mapping[str, str],
+    *,
+    provider: str = "main",
+    url: str | None = None,
+) -> Exception:
+    """The error an HTTP failure status stands for, naming ``provider`` (and for a 404 the
+    ``url`` asked, masked: it is the likeliest mistake of a first setup)."""
+    variable = f"OVERBRAINER_PROVIDERS__{provider.upper().replace('-', '_')}__API_KEY"
     if status == 401:
-        return FatalProviderError(AUTHENTICATION_FAILED)
+        return FatalProviderError(AUTHENTICATION_FAILED.format(name=provider, variable=variable))
     if status == 403:
         # The provider's text is dropped: it can quote the key.
-        return FatalProviderError(PERMISSION_DENIED)
-    message = redact(f"HTTP {status}: {_provider_message(status, raw)}")[:MESSAGE_LIMIT]
+        return FatalProviderError(PERMISSION_DENIED.format(name=provider, variable=variable))
+    text = _provider_message(status, raw)
+    if status == 404 and url is not None:
+        message = redact(f"HTTP 404 for {mask_url(url)}: {text}")[:MESSAGE_LIMIT] + NOT_FOUND_HINT
+        return FatalProviderError(message)
+    message = redact(f"HTTP {status}: {text}")[:MESSAGE_LIMIT]
     if status in FATAL_STATUSES:
         return FatalProviderError(message)
     if status == 429:
