@@ -317,11 +317,9 @@ def http_error(
     """The error an HTTP failure status stands for, naming ``provider`` (and for a 404 the
     ``url`` asked, masked: it is the likeliest mistake of a first setup)."""
     variable = f"OVERBRAINER_PROVIDERS__{provider.upper().replace('-', '_')}__API_KEY"
-    if status == 401:
-        return FatalProviderError(AUTHENTICATION_FAILED.format(name=provider, variable=variable))
-    if status == 403:
-        # The provider's text is dropped: it can quote the key.
-        return FatalProviderError(PERMISSION_DENIED.format(name=provider, variable=variable))
+    if status in (401, 403):  # the provider's text is dropped: it can quote the key
+        refused = AUTHENTICATION_FAILED if status == 401 else PERMISSION_DENIED
+        return FatalProviderError(refused.format(name=provider, variable=variable))
     text = _provider_message(status, raw)
     if status == 404 and url is not None:
         message = redact(f"HTTP 404 for {mask_url(url)}: {text}")[:MESSAGE_LIMIT] + NOT_FOUND_HINT
