@@ -299,3 +299,86 @@ def test_env_strings_still_become_booleans_and_numbers(project_dir, kinds):
         "pipeline.concurrency (from OVERBRAINER_PIPELINE__CONCURRENCY): expected an integer",
         "pipeline.eval_ratio (from OVERBRAINER_PIPELINE__EVAL_RATIO): must be a finite number",
     ]
+
+
+# -- providers that connect the first time ---------------------------------------------------
+
+
+def test_a_provider_named_with_a_dash_takes_its_variables_with_an_underscore(
+    run_cli, write_config, minimal_config, project_dir
+):
+    write_config(base=minimal_config.replace("[providers.main]", "[providers.my-server]")
+                 .replace('provider = "main"', 'provider = "my-server"'))
+    (project_dir / ".env").write_text(
+        "OVERBRAINER_PROVIDERS__MY_SERVER__BASE_URL=https://llm.example.invalid/v1\n"
+        "OVERBRAINER_PROVIDERS__MY_SERVER__API_KEY=sk-test-dash\n"
+    )
+    result = run_cli("config", "check")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "providers.my-server.base_url = https://llm.example.invalid/v1" in lines
+    assert "providers.my-server.api_key = ***" in lines
+    assert not any(line.startswith("providers.my_server") for line in lines)
+
+
+def test_a_dash_provider_without_a_url_names_the_variable_to_set(
+    run_cli, write_config, minimal_config
+):
+    write_config(base=minimal_config.replace("[providers.main]", "[providers.my-server]")
+                 .replace('provider = "main"', 'provider = "my-server"'))
+    result = run_cli("config", "check")
+    assert result.exit_code == 1
+    assert "set OVERBRAINER_PROVIDERS__MY_SERVER__BASE_URL" in result.stderr
+
+
+def test_a_variable_of_a_provider_the_file_lacks_is_a_stray_not_a_phantom(
+    run_cli, project_dir
+):
+    (project_dir / ".env").write_text(
+        "OVERBRAINER_PROVIDERS__GONEPROVIDER__BASE_URL=https://gone.example.invalid/v1\n"
+        "OVERBRAINER_PROVIDERS__GONEPROVIDER__API_KEY=sk-test-gone\n"
+        "OVERBRAINER_PROVIDERS__MAIN__BASE_URL=http://127.0.0.1:9/v1\n"
+    )
+    result = run_cli("config", "check")
+    assert result.exit_code == 0, result.stderr
+    assert "protocol" not in result.stderr
+    assert (
+        "warning: OVERBRAINER_PROVIDERS__GONEPROVIDER__API_KEY: providers.goneprovider is not in "
+        "overbrainer.toml: the variable is ignored (a stray line of .env, or a name that "
+        "changed?)" in result.stderr
+    )
+    assert "sk-test-gone" not in result.stdout + result.stderr
+    assert not any(line.startswith("providers.goneprovider") for line in result.stdout.splitlines())
+
+
+def test_a_provider_made_from_the_environment_alone_still_works(run_cli):
+    result = run_cli("config", "check", env={
+        "OVERBRAINER_PROVIDERS__EXTRA__PROTOCOL": "anthropic",
+        "OVERBRAINER_PROVIDERS__EXTRA__BASE_URL": "http://127.0.0.1:9/v1",
+        BASE_URL: "http://127.0.0.1:9/v1",
+    })
+    assert result.exit_code == 0, result.stderr
+    assert "providers.extra.protocol = anthropic" in result.stdout.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [("http://127.0.0.1:8080/v1", True), ("http://localhost:11434/v1", True),
+     ("http://[::1]:8000/v1", True), ("https://api.example.invalid/v1", False),
+     ("http://user:pw@127.0.0.1:8080/v1", False), ("http://127.0.0.1:8080/v1?key=x", False)],
+)
+def test_a_loopback_url_may_be_written_in_the_file(run_cli, write_config, minimal_config, url,
+                                                  allowed):
+    write_config(base=minimal_config.replace(
+        '[providers.main]\nprotocol = "openai"\n',
+        f'[providers.main]\nprotocol = "openai"\nbase_url = "{url}"\n',
+    ))
+    result = run_cli("config", "check")
+    if allowed:
+        assert result.exit_code == 0, result.stderr
+        assert f"providers.main.base_url = {url}" in result.stdout.splitlines()
+    else:
+        assert result.exit_code == 1
+        assert ("providers.main.base_url: must be set through env, not in overbrainer.toml"
+                in result.stderr)
+        assert "pw" not in result.stderr

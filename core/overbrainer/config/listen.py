@@ -32,3 +32,19 @@ def is_loopback(value: str) -> bool:
     """Whether the address of ``value`` (a valid listen setting) is a loopback one."""
     host, _ = parse_listen(value)
     return ipaddress.ip_address(host).is_loopback
+
+
+def is_loopback_url(url: str) -> bool:
+    """Whether ``url`` names this machine: ``localhost`` or a loopback address."""
+    from urllib.parse import urlsplit
+
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -75,7 +75,7 @@ def validate_settings(
     problems = [
         f"{_dotted(path)}: must be set through env, not in {CONFIG_FILE}"
         for path in _paths(data)
-        if _env_only(path)
+        if _env_only(path) and not _loopback_url_in_file(path, data)
     ]
     merged, origins, overlay_problems = overlay_env(data, env.settings_vars())
     problems += overlay_problems
@@ -115,6 +115,11 @@ def overlay_env(
         if not all(path) or path[0] == "topics":
             problems.append(f"{name}: unknown field")
             continue
+        if path[0] in NAMED_TABLES and len(path) >= 3:
+            path = (path[0], _file_name(data.get(path[0]), path[1]), *path[2:])
+            if _stray(data, variables, path):
+                _warn_stray(name, path)
+                continue
         table = merged
         for key in path[:-1]:
             table = table.setdefault(key, {})
@@ -126,6 +131,58 @@ def overlay_env(
         table[path[-1]] = variables[name]
         origins[path] = name
     return merged, origins, problems
+
+
+NAMED_TABLES = {"providers": "protocol", "targets": "kind"}
+"""Tables of named entries, with the key that makes an entry one: a variable may set a key
+of an entry the file has, or make a new entry only with that key too."""
+_warned: set[str] = set()
+
+
+def _file_name(tables: Any, part: str) -> str:
+    """The file's name for the entry a variable names: ``MY_SERVER`` (a variable name holds
+    no dash) is ``my-server`` when the file has that one and no ``my_server``."""
+    if not isinstance(tables, dict) or part in tables:
+        return part
+    for name in tables:
+        if isinstance(name, str) and name.lower().replace("-", "_") == part:
+            return name
+    return part
+
+
+def _stray(data: Mapping[str, Any], variables: Mapping[str, str], path: Path_) -> bool:
+    """Whether a variable sets a key of an entry the file does not have, and no variable
+    makes it one (a provider needs its protocol, a target its kind)."""
+    table, entry = str(path[0]), str(path[1])
+    tables = data.get(table)
+    if isinstance(tables, dict) and entry in tables:
+        return False
+    key = NAMED_TABLES[table]
+    wanted = f"{PREFIX}{table}__{entry.replace('-', '_')}__{key}".upper()
+    return wanted not in {name.upper() for name in variables}
+
+
+def _warn_stray(name: str, path: Path_) -> None:
+    if name in _warned:
+        return
+    _warned.add(name)
+    from loguru import logger
+
+    logger.warning(
+        f"{name}: {path[0]}.{path[1]} is not in {CONFIG_FILE}: the variable is ignored "
+        "(a stray line of .env, or a name that changed?)"
+    )
+
+
+def _loopback_url_in_file(path: Path_, data: Mapping[str, Any]) -> bool:
+    """A provider's URL on this machine, with no password or query, may be in the file."""
+    if len(path) != 3 or path[0] != "providers" or path[2] != "base_url":
+        return False
+    from overbrainer.config.listen import is_loopback_url
+
+    value = data["providers"][path[1]]["base_url"]
+    return isinstance(value, str) and is_loopback_url(value) and "@" not in value \
+        and "?" not in value
 
 
 _TRUE = frozenset({"true", "1", "yes", "on", "t", "y"})

@@ -6,10 +6,9 @@ that would pay for answers only to exclude them all.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterator
-from urllib.parse import urlsplit
 
+from overbrainer.config.listen import is_loopback_url
 from overbrainer.config.model import Settings
 from overbrainer.pipeline.answers import hides_reasoning
 
@@ -50,7 +49,7 @@ def provider_problems(settings: Settings) -> Iterator[str]:
             continue
         seen.add(role.provider)
         provider = settings.providers[role.provider]
-        variable = f"OVERBRAINER_PROVIDERS__{role.provider.upper()}"
+        variable = f"OVERBRAINER_PROVIDERS__{role.provider.upper().replace('-', '_')}"
         if not provider.base_url:
             yield (
                 f"providers.{role.provider} (used by roles.{name}) has no URL: set "
@@ -70,14 +69,3 @@ def problems(settings: Settings) -> list[str]:
     if reasoning is not None:
         found.append(reasoning)
     return found
-
-
-def is_loopback_url(url: str) -> bool:
-    """Whether ``url`` names this machine (a local server may need no key)."""
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -35,7 +35,7 @@ class ProviderSet:
         if not provider.base_url:
             raise UserError(
                 f"providers.{name}.base_url is not set: set "
-                f"OVERBRAINER_PROVIDERS__{name.upper()}__BASE_URL"
+                f"OVERBRAINER_PROVIDERS__{name.upper().replace('-', '_')}__BASE_URL"
             )
         key = None
         if provider.api_key is not None:
