@@ -72,3 +72,11 @@ def test_a_user_is_told_to_run_it_as_root(tmp_path):
     code, apt, err = prereqs(tmp_path, ALL - {"busybox"}, uid=1000)
     assert (code, apt) == (1, [])
     assert err == f"prereqs: busybox to install: run it as root (sudo {PREREQS})\n"
+
+
+def test_the_readme_names_it_beside_its_test_command_and_ci_runs_it():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "\n    sudo .ci/prereqs\n    uv run pytest\n" in readme
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert ".ci/prereqs" in ci
+    assert not [line for line in ci if "apt-get" in line], "one place installs: .ci/prereqs"
