@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.tools import need
 from tests.train.conftest import group_alive
 
 from overbrainer.errors import UserError
@@ -115,7 +116,9 @@ def test_cancel_kills_the_whole_group_at_once_even_a_child_that_ignores_term(ben
     # The runner takes the TERM of a cancel and kills its group: no 10 s wait for KILL.
     assert time.monotonic() - started < 5
     assert not group_alive(run.job.pid)
-    ps = subprocess.run(["ps", "-eo", "pgid=,stat="], capture_output=True, text=True, check=True)
+    ps = subprocess.run(
+        [need("ps"), "-eo", "pgid=,stat="], capture_output=True, text=True, check=True
+    )
     live = [line.split() for line in ps.stdout.splitlines()]
     assert not [f for f in live if f[0] == str(run.job.pid) and not f[1].startswith("Z")]
     assert bench.executor.cancel(run).state is JobState.CANCELLED  # a no-op the second time

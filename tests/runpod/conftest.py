@@ -4,12 +4,11 @@ that point the runpod target at it with a pod's life measured in seconds."""
 from __future__ import annotations
 
 import getpass
-import os
-import shutil
 from collections.abc import Iterator
 
 import pytest
 from tests.runpod.fake_runpod import FakeRunpod
+from tests.tools import need
 
 API_KEY = "rpa_FAKEACCOUNTKEY0123456789abcdef"
 FAST_JOBS = {"FAKE_AXOLOTL_STEP_SECONDS": "0.02"}
@@ -20,8 +19,8 @@ TIMING = "minute=0.5,tick=0.2,poll=0.05,confirm=0.02,lease_minutes=6"
 def fake_runpod(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[FakeRunpod]:
-    if not os.access("/usr/sbin/sshd", os.X_OK) or shutil.which("curl") is None:
-        pytest.skip("a fake pod needs OpenSSH's sshd and curl")
+    need("sshd")  # the pods' sshd
+    need("curl")  # their watchdog's
     fake = FakeRunpod(tmp_path_factory.mktemp("runpod"), API_KEY, pod_env=dict(FAST_JOBS))
     fake.start()
     monkeypatch.setenv("OVERBRAINER_RUNPOD__API_KEY", API_KEY)

@@ -26,6 +26,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
@@ -35,6 +36,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.tools import search_path
 
 GPU_TYPES = [
     {"id": "NVIDIA A40", "displayName": "A40", "memoryInGb": 48, "securePrice": 0.44},
@@ -239,7 +242,8 @@ class FakeRunpod:
         self.drop_secrets = False
         """Pods start with their secrets unresolved (empty)."""
         self.shell: str | None = None
-        """The ``sh`` of the pods (``dash``, ``busybox``), first on their PATH."""
+        """The ``sh`` of the pods, first on their PATH: the path of ``dash`` or ``busybox``
+        (run as ``busybox sh``)."""
         self._lock = threading.RLock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -458,7 +462,8 @@ class FakeRunpod:
         session_env = {"HOME": str(home), **self.pod_env}
         env.update(
             {
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                # This machine's, with /usr/sbin: the pod's sshd is the one the tests found.
+                "PATH": search_path(os.environ.get("PATH", os.defpath)),
                 "HOME": str(home),
                 "RUNPOD_POD_ID": pod.id,
                 "RUNPOD_API_KEY": pod.key,
@@ -474,11 +479,11 @@ class FakeRunpod:
         if self.shell is not None:
             bin_dir = pod.dir / "bin"
             bin_dir.mkdir()
-            if self.shell == "busybox":
-                (bin_dir / "sh").write_text('#!/bin/sh\nexec busybox sh "$@"\n')
+            if Path(self.shell).name == "busybox":
+                (bin_dir / "sh").write_text(f'#!/bin/sh\nexec {shlex.quote(self.shell)} sh "$@"\n')
                 (bin_dir / "sh").chmod(0o755)
             else:
-                (bin_dir / "sh").symlink_to(f"/usr/bin/{self.shell}")
+                (bin_dir / "sh").symlink_to(self.shell)
             env["PATH"] = f"{bin_dir}:{env['PATH']}"
         with (pod.dir / "container.log").open("ab") as log:
             pod.process = subprocess.Popen(

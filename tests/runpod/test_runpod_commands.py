@@ -10,6 +10,7 @@ import sys
 import pytest
 from tests.runpod.conftest import API_KEY
 from tests.runpod.fake_runpod import FakeRunpod, argument
+from tests.tools import need
 
 from overbrainer_runpod.api import RunpodApi, gql_input
 
@@ -78,18 +79,15 @@ def test_runs_ls_loads_no_plugin_and_pod_help_no_sdk(project_dir):
 
 
 def test_the_run_s_ssh_config_reads_right_under_a_path_with_spaces(tmp_path):
-    import shutil
-
     from overbrainer_runpod.keys import write_ssh_files
 
-    if shutil.which("ssh") is None:
-        pytest.skip("needs OpenSSH's ssh")
+    ssh = need("ssh")
     ssh_dir = tmp_path / "my projects" / "runs" / "r1" / "ssh"
     config = write_ssh_files(
         ssh_dir, "overbrainer-r1", "127.0.0.1", 2200, user="root", host_key="ssh-ed25519 AAAA"
     )
     done = subprocess.run(
-        ["ssh", "-G", "-F", str(config), "overbrainer-r1"],
+        [ssh, "-G", "-F", str(config), "overbrainer-r1"],
         capture_output=True,
         text=True,
         timeout=30,

@@ -16,6 +16,7 @@ import pytest
 from tests.fixtures.run_dirs import write_examples
 from tests.runpod.conftest import API_KEY
 from tests.runpod.fake_runpod import FakeRunpod
+from tests.tools import need
 from tests.train.conftest import Trainer
 
 from overbrainer.plugin import layout
@@ -263,7 +264,7 @@ def test_the_watchdog_tries_again_when_its_delete_fails(trainer):
 
 @pytest.mark.parametrize("shell", ["dash", "busybox"])
 def test_the_watchdog_asks_for_a_snapshot_before_its_deadline_then_deletes(trainer, run_cli, shell):
-    trainer.fake.shell = shell
+    trainer.fake.shell = need(shell)
     trainer.fake.pod_env["FAKE_AXOLOTL_HANG"] = "1"
     # max_hours = 20 "minutes" (10 s): the snapshot is asked for 15 "minutes" (7.5 s) before.
     trainer.configure(max_hours=20 / 60)
@@ -341,6 +342,7 @@ def _wait_running(trainer: PodTrainer) -> dict:
 
 
 def test_a_kept_pod_is_reached_with_ssh_and_its_host_key_pinned(trainer, run_cli):
+    ssh, ssh_keygen = need("ssh"), need("ssh-keygen")
     trainer.fake.port_delay = 5  # the SSH port is known only after a few lookups
     result = run_cli("train", "--keep-pod")
     assert result.exit_code == 0, result.stderr
@@ -351,7 +353,7 @@ def test_a_kept_pod_is_reached_with_ssh_and_its_host_key_pinned(trainer, run_cli
     assert pod["host_key"] in (ssh_dir / "known_hosts").read_text()
     assert oct((ssh_dir / "client_ed25519").stat().st_mode & 0o777) == "0o600"
     done = subprocess.run(
-        ["ssh", "-F", str(ssh_dir / "config"), f"overbrainer-{run_id}", "echo", "on-the-pod"],
+        [ssh, "-F", str(ssh_dir / "config"), f"overbrainer-{run_id}", "echo", "on-the-pod"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -361,7 +363,7 @@ def test_a_kept_pod_is_reached_with_ssh_and_its_host_key_pinned(trainer, run_cli
     assert done.stdout == "on-the-pod\n"
     # The same name with another host key is refused, never accepted.
     other = subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(trainer.dir / "k")],
+        [ssh_keygen, "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(trainer.dir / "k")],
         check=True,
     )
     assert other.returncode == 0
@@ -370,7 +372,7 @@ def test_a_kept_pod_is_reached_with_ssh_and_its_host_key_pinned(trainer, run_cli
     known.write_text(f"{where} {(trainer.dir / 'k.pub').read_text().split()[0]} "
                      f"{(trainer.dir / 'k.pub').read_text().split()[1]}\n")  # fmt: skip
     refused = subprocess.run(
-        ["ssh", "-F", str(ssh_dir / "config"), f"overbrainer-{run_id}", "true"],
+        [ssh, "-F", str(ssh_dir / "config"), f"overbrainer-{run_id}", "true"],
         capture_output=True,
         text=True,
         timeout=30,

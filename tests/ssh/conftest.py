@@ -29,10 +29,10 @@ from pathlib import Path
 
 import pytest
 from tests.fixtures.jobs import write_job
+from tests.tools import find, need
 
 from overbrainer.plugin import HostExecutor, JobPoll, JobSpec, JobState, RunRecord
 
-SSHD = "/usr/sbin/sshd"  # sshd refuses to start from a relative path
 ALIAS = "box"
 
 
@@ -55,20 +55,18 @@ class Keys:
         return " ".join(key.with_suffix(".pub").read_text().split()[:2])
 
 
-def make_keys(directory: Path) -> Keys:
+def make_keys(directory: Path, ssh_keygen: str = "ssh-keygen") -> Keys:
     keys = Keys(directory)
     for key in (keys.host_key, keys.client_key):
         subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(key)], check=True
+            [ssh_keygen, "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(key)], check=True
         )
     return keys
 
 
 @pytest.fixture(scope="session")
 def ssh_keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
-    if not os.access(SSHD, os.X_OK) or shutil.which("ssh-keygen") is None:
-        pytest.skip("OpenSSH is not installed (apt-get install openssh-server openssh-client)")
-    return make_keys(tmp_path_factory.mktemp("ssh-keys"))
+    return make_keys(tmp_path_factory.mktemp("ssh-keys"), need("ssh-keygen"))
 
 
 def free_port() -> int:
@@ -82,10 +80,11 @@ class Sshd:
     """``sshd -D`` on 127.0.0.1:``port``, configured and logging in ``dir``. Logins are as
     ``user`` with the client key; sessions get ``home`` as ``$HOME``. ``options``: more
     ``sshd_config`` lines and ``env``: more variables of every session (``PATH``...), both
-    read at the next ``start()``."""
+    read at the next ``start()``. ``program``: the absolute path of sshd."""
 
     dir: Path
     keys: Keys
+    program: str = field(default_factory=lambda: find("sshd") or "/usr/sbin/sshd")
     port: int = field(default_factory=free_port)
     user: str = field(default_factory=getpass.getuser)
     options: list[str] = field(default_factory=list)
@@ -138,7 +137,7 @@ class Sshd:
         config = self.write_config()
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [SSHD, "-D", "-e", "-f", str(config)],
+                [self.program, "-D", "-e", "-f", str(config)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
@@ -164,7 +163,8 @@ class Sshd:
         if self.process is None:
             return
         self.process.send_signal(signal.SIGSTOP)
-        for pid in reversed(_descendants(self.process.pid, only_exe=SSHD)):
+        sshd = os.path.realpath(self.program)  # what /proc/<pid>/exe says
+        for pid in reversed(_descendants(self.process.pid, only_exe=sshd)):
             _signal(pid, signal.SIGTERM)
             _wait_gone(pid)
         self.process.terminate()
@@ -226,7 +226,7 @@ def _wait_gone(pid: int, timeout: float = 5) -> None:
 
 @pytest.fixture
 def sshd(ssh_keys: Keys, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    server = Sshd(tmp_path_factory.mktemp("sshd"), ssh_keys)
+    server = Sshd(tmp_path_factory.mktemp("sshd"), ssh_keys, program=need("sshd"))
     server.start()
     yield server
     server.stop()

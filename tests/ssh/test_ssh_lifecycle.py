@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from tests.fixtures.run_dirs import write_examples
 from tests.ssh.conftest import Sshd, cmdlines_holding
+from tests.tools import need
 from tests.train.conftest import Trainer, group_alive
 
 from overbrainer.runs import follow
@@ -107,7 +108,9 @@ def _log_steps(trainer: Trainer, run_id: str) -> list[int]:
 
 def _pids() -> set[int]:
     """The live processes (zombies left for a slow init do not run)."""
-    ps = subprocess.run(["ps", "-eo", "pid=,stat="], capture_output=True, text=True, check=True)
+    ps = subprocess.run(
+        [need("ps"), "-eo", "pid=,stat="], capture_output=True, text=True, check=True
+    )
     rows = (line.split() for line in ps.stdout.splitlines())
     return {int(pid) for pid, stat in rows if not stat.startswith("Z")}
 
@@ -116,7 +119,7 @@ def _group(pgid: int) -> list[int]:
     """The live processes of the process group ``pgid``. Zombies are left out: the job's
     processes are reparented to this machine's init, which may reap them late."""
     ps = subprocess.run(
-        ["ps", "-eo", "pid=,pgid=,stat="], capture_output=True, text=True, check=True
+        [need("ps"), "-eo", "pid=,pgid=,stat="], capture_output=True, text=True, check=True
     )
     rows = (line.split() for line in ps.stdout.splitlines())
     return [int(pid) for pid, group, stat in rows if group == str(pgid) and "Z" not in stat]

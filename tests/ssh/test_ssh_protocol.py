@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from tests.ssh.conftest import cmdlines_holding
+from tests.tools import need
 
 from overbrainer.errors import UserError
 from overbrainer.job.host import HostError
@@ -46,7 +47,7 @@ def test_the_job_runs_in_its_own_session_with_no_pipe_to_the_connection(bench):
     bench.wait(run, until=running)
     pid = run.job.pid
     session = subprocess.run(
-        ["ps", "-o", "sid=", "-p", str(pid)], capture_output=True, text=True, check=True
+        [need("ps"), "-o", "sid=", "-p", str(pid)], capture_output=True, text=True, check=True
     ).stdout
     assert session.strip() == str(pid)
     for fd in ("0", "1", "2"):
@@ -145,7 +146,7 @@ def test_a_file_changed_after_the_manifest_is_caught(bench):
 
 def _pids_in_group(pgid: int) -> list[str]:
     """The live processes of group ``pgid`` (zombies left for a slow init do not run)."""
-    cmd = ["ps", "-eo", "pid=,pgid=,stat="]
+    cmd = [need("ps"), "-eo", "pid=,pgid=,stat="]
     table = subprocess.run(cmd, capture_output=True, text=True, check=True)
     rows = (line.split() for line in table.stdout.splitlines())
     return [pid for pid, group, stat in rows if group == str(pgid) and not stat.startswith("Z")]

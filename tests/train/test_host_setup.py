@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from tests.tools import need
 
 from overbrainer.testing import fake_axolotl
 
@@ -67,8 +68,7 @@ def installer(request, tmp_path, monkeypatch) -> str:
     for name in ("PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_FIND_LINKS"):
         monkeypatch.delenv(name, raising=False)
     if request.param == "uv":
-        if shutil.which("uv") is None:
-            pytest.skip("uv is not installed")
+        need("uv")
     else:
         monkeypatch.setenv("PATH", path_without_uv(tmp_path))
         assert shutil.which("uv") is None
@@ -122,8 +122,7 @@ def test_pip_installs_when_its_settings_name_several_indexes(
     trainer, run_cli, tmp_path, monkeypatch
 ):
     """uv would take each version's files from one index, where pip weighs them all."""
-    if shutil.which("uv") is None:
-        pytest.skip("uv is not installed")
+    need("uv")
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", f"{tmp_path.as_uri()}/a {tmp_path.as_uri()}/b")
     wheel = make_wheel(tmp_path)
@@ -143,8 +142,8 @@ def test_uv_gets_pips_find_links_and_constraints(tmp_path, monkeypatch):
     """What a host's pip settings say reaches uv as its own variables."""
     from overbrainer.job.scripts import install_script
 
-    if shutil.which("uv") is None or shutil.which("python3") is None:
-        pytest.skip("uv is not installed")
+    need("uv")
+    need("python3")
     config = tmp_path / "pip.conf"
     config.write_text(f"[global]\nfind-links = {tmp_path}/wheels\nconstraint = {tmp_path}/c.txt\n")
     monkeypatch.setenv("PIP_CONFIG_FILE", str(config))

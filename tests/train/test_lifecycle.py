@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 
+from tests.tools import need
 from tests.train.conftest import group_alive
 
 
@@ -263,7 +264,9 @@ def test_cancel_kills_the_job_and_its_children_then_a_second_cancel_is_refused(t
     assert result.stdout == f"train: run {run['id']} cancelled\n"
     assert trainer.run()["state"] == "cancelled"
     assert not group_alive(run["job"]["pid"])
-    ps = subprocess.run(["ps", "-eo", "pid=,stat="], capture_output=True, text=True, check=True)
+    ps = subprocess.run(
+        [need("ps"), "-eo", "pid=,stat="], capture_output=True, text=True, check=True
+    )
     rows = (line.split() for line in ps.stdout.splitlines())
     pids = {int(pid) for pid, stat in rows if not stat.startswith("Z")}  # zombies do not run
     assert child not in pids and run["job"]["pid"] not in pids

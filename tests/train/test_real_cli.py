@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from tests.fixtures.real import REAL_TIMEOUT
+from tests.tools import need
 from tests.train.conftest import group_alive
 
 pytestmark = pytest.mark.real
@@ -116,7 +117,7 @@ def test_a_real_run_is_cancelled_with_no_process_left(real, run_cli):
     pgid = run["job"]["pid"]
     assert not group_alive(pgid)
     ps = subprocess.run(
-        ["ps", "-eo", "pgid=,stat=,args="], capture_output=True, text=True, check=True
+        [need("ps"), "-eo", "pgid=,stat=,args="], capture_output=True, text=True, check=True
     )
     rows = [line.split(None, 2) for line in ps.stdout.splitlines()]
     # Zombies waiting for a slow init to reap them do not run.
