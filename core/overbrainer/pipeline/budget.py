@@ -22,10 +22,10 @@ if TYPE_CHECKING:
 
     from overbrainer.providers.registry import ProviderSet
 
-GO_ON = (
-    "raise the budget ([budget] max_usd in overbrainer.toml, or `overbrainer run "
-    "--max-usd`), then run again: it resumes where it stopped"
+RAISE = (
+    "raise the budget ([budget] max_usd in overbrainer.toml, or `overbrainer run --max-usd`)"
 )
+GO_ON = f"{RAISE}, then run again: it resumes where it stopped"
 
 
 class BudgetExceeded(FatalProviderError):

@@ -20,8 +20,9 @@ from overbrainer.pipeline.history import read_history
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, SUBTOPICS, DataFiles
 from overbrainer.providers.prices import Price
 
-Basis = Literal["measured", "assumed", "done"]
-"""Where a figure comes from: this project's answers so far, the settings, or no work left."""
+Basis = Literal["measured", "assumed", "done", "no requests"]
+"""Where a figure comes from: this project's answers so far, the settings; or no work
+left, or a stage that asks nothing (``split``)."""
 
 CHARS_PER_TOKEN = 4
 """The cheap token estimate of a text not sent yet: its characters / 4."""
