@@ -22,9 +22,12 @@ def eight_questions(project_dir):
     return seed_questions(project_dir, {("ownership", "moves"): [f"q{n}" for n in range(8)]})
 
 
-def history(project_dir):
-    path = project_dir / ".overbrainer" / "history.jsonl"
+def jsonl(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def history(project_dir):
+    return jsonl(project_dir / ".overbrainer" / "history.jsonl")
 
 
 def test_answers_stop_before_the_request_that_would_cross_the_budget(
@@ -44,7 +47,10 @@ def test_answers_stop_before_the_request_that_would_cross_the_budget(
         "--max-usd`), then run again: it resumes where it stopped\n"
     )
     [entry] = history(project_dir)
-    assert entry["status"] == "failed" and entry["requests"] == 4
+    assert entry["status"] == "failed" and round(entry["cost"], 8) == 4 * EACH
+    [counted] = jsonl(project_dir / ".overbrainer" / "requests.jsonl")
+    assert counted == {"stage": "answers", "model": "parent-model", "requests": 4,
+                       "input_tokens": 40, "output_tokens": 80}
 
 
 def test_a_raised_budget_resumes_where_it_stopped(run_cli, project_dir, provider):

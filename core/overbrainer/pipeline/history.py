@@ -34,8 +34,7 @@ def _is_entry(record: dict[str, Any]) -> bool:
 def append_history(project_dir: Path, entry: dict[str, Any]) -> None:
     """Add one stage execution:
     ``{stage, started_at, ended_at, status, provider, model, done, skipped, failed, excluded,
-    input_tokens, output_tokens, cost, requests, split?}`` (``cost`` None when unknown;
-    ``requests``: chat requests answered, for ``plan``'s measured averages)."""
+    input_tokens, output_tokens, cost, split?}`` (``cost`` None when unknown)."""
     with JsonlWriter(project_dir / HISTORY, _is_entry, str(HISTORY)) as writer:
         writer.append(entry)
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from overbrainer.config.model import Role, Settings
 from overbrainer.pipeline.history import read_history
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, SUBTOPICS, DataFiles
+from overbrainer.pipeline.requests import Tally, requests_tally
 from overbrainer.providers.prices import Price
 
 Basis = Literal["measured", "assumed", "done", "no requests"]
@@ -58,30 +59,20 @@ def measured(project_dir: Path, stage: str, model: str) -> PerRequest | None:
     return average(tally(project_dir, stage, model))
 
 
-Tally = tuple[int, int, int]
-"""Requests, tokens in, tokens out."""
-
-
 def tally(project_dir: Path, stage: str, model: str) -> Tally:
-    """What ``stage`` asked of ``model`` so far: from the history's lines that counted their
-    requests; for ``answers`` without one, from the tokens each answer records."""
+    """What ``stage`` asked of ``model`` so far: ``requests.jsonl``'s count; for ``answers``
+    without one, the tokens each answer records (one request per answer)."""
+    counts = requests_tally(project_dir, stage, model)
+    if counts[0] or stage != "answers":
+        return counts
     requests = tokens_in = tokens_out = 0
-    for entry in read_history(project_dir):
-        count = entry.get("requests")
-        if entry["stage"] != stage or entry.get("model") != model:
-            continue
-        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
-            requests += count
-            tokens_in += entry.get("input_tokens", 0)
-            tokens_out += entry.get("output_tokens", 0)
-    if not requests and stage == "answers":
-        for record in DataFiles(project_dir).read(ANSWERS):
-            meta = record["meta"]
-            used = meta.get("input_tokens"), meta.get("output_tokens")
-            if meta.get("model") == model and all(isinstance(n, int) for n in used):
-                requests += 1
-                tokens_in += used[0]
-                tokens_out += used[1]
+    for record in DataFiles(project_dir).read(ANSWERS):
+        meta = record["meta"]
+        used = meta.get("input_tokens"), meta.get("output_tokens")
+        if meta.get("model") == model and all(isinstance(n, int) for n in used):
+            requests += 1
+            tokens_in += used[0]
+            tokens_out += used[1]
     return requests, tokens_in, tokens_out
 
 

@@ -25,6 +25,7 @@ from overbrainer.pipeline.history import STAGES, append_history, timestamp
 from overbrainer.pipeline.progress import Progress
 from overbrainer.pipeline.records import DataFiles
 from overbrainer.pipeline.report import Report
+from overbrainer.pipeline.requests import record_requests
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.prices import PriceBook
 
@@ -135,6 +136,7 @@ def run_stage(
         publish("stage_end", stage=stage)
         entry = _entry(stage, started, status, settings, report=report, result=result)
         append_history(project_dir, entry)
+        record_requests(project_dir, stage, report)
     summary = result.summary() if result is not None else report.summary()
     if result is not None:
         brief = f"split {result.train}/{result.eval}" if result.written else ""
@@ -238,7 +240,6 @@ def _entry(
         "input_tokens": report.input_tokens,
         "output_tokens": report.output_tokens,
         "cost": report.cost(),
-        "requests": report.requests,
     }
     if result is not None:
         # As the reference tool writes a split line: nothing "done" (the counts are in
