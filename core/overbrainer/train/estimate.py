@@ -41,7 +41,7 @@ CLASSES = (
     ("A6000", "A40"), ("A40", "A40"), ("4090", "RTX 4090"), ("A5000", "RTX A5000"),
     ("3090", "RTX A5000"),
 )  # fmt: skip
-"""A GPU type's class: the first whose key is in its name (``NVIDIA H100 80GB HBM3``)."""
+"""A GPU type's class: the first key in its name (``NVIDIA H100 80GB HBM3``)."""
 DEFAULT_CLASS = "A40"
 """The class of a GPU type the table does not know."""
 DEFAULT_SIZE = 8.0
@@ -62,7 +62,9 @@ def model_size(base_model: str) -> float | None:
 
 
 def gpu_class(gpu_type: str) -> str | None:
-    return next((cls for key, cls in CLASSES if key in gpu_type.upper()), None)
+    """The table's class of ``gpu_type``: a key not followed by a digit (an A4000 is no A40)."""
+    name = gpu_type.upper()
+    return next((cls for key, cls in CLASSES if re.search(rf"{key}(?!\d)", name)), None)
 
 
 def tokens_per_second(settings: Settings, price: TargetPrice) -> tuple[float, str]:
