@@ -174,3 +174,30 @@ def test_the_throughput_override_is_checked_and_shown(run_cli, project_dir, prov
     bad = run_cli("config", "check")
     assert bad.exit_code == 1
     assert "plan.throughput.NVIDIA A40" in bad.stderr
+
+
+def test_a_plan_that_cannot_be_made_leaves_run_s_total_unknown(run_cli, project_dir, provider):
+    (project_dir / "prompts" / "subtopics.txt").write_text("subtopics|{{ nope }}")
+    result = run_cli("run")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[0] == (
+        "plan: cost unknown (invalid template subtopics.txt: undefined variable `nope`)"
+    )
+    assert provider.chats() == []
+
+
+def test_the_export_and_a_compare(run_cli, project_dir, provider):
+    (project_dir / "overbrainer.toml").write_text(
+        PIPELINE_CONFIG + LOCAL_TRAINING + "\n[export]\nafter_training = true\n"
+    )
+    assert run_cli("run").exit_code == 1  # split done; the local target has no Axolotl here
+    found = plan(run_cli)
+    assert found["export"] == {"requests": 0, "tokens_in": 0, "tokens_out": 0, "gpu_hours": 0,
+                               "usd": 0.0, "basis": "no price", "in_total": True}
+    compare = found["compare"]
+    assert compare["requests"] == 1 and not compare["in_total"]  # one eval example to judge
+    assert compare["basis"] == "assumed (overbrainer compare, not part of run)"
+    lines = run_cli("plan").stdout.splitlines()
+    assert lines[6] == "export     $0.0000, no price"
+    assert lines[7].startswith("compare    1 judge requests, $")
+    assert lines[7].endswith(", assumed (overbrainer compare, not part of run)")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from tests.fixtures.run_dirs import write_examples
-from tests.runpod.fake_runpod import FakeRunpod
+from tests.runpod.fake_runpod import GPU_TYPES, FakeRunpod
 
 from overbrainer.train.estimate import THROUGHPUT
 
@@ -105,3 +105,21 @@ def test_without_a_key_plan_says_the_price_is_unknown(project, run_cli, monkeypa
     found = training_plan(run_cli)
     assert found["usd"] is None
     assert found["basis"] == "unknown: no Runpod API key: set OVERBRAINER_RUNPOD__API_KEY"
+
+
+def test_a_price_that_cannot_be_found_is_said(project, run_cli, fake_runpod):
+    fake_runpod.stock = dict.fromkeys((gpu["id"] for gpu in GPU_TYPES), "None")
+    configure(project, '"auto"')
+    assert training_plan(run_cli)["basis"] == (
+        'unknown: gpu_types = "auto": no Secure Cloud GPU type in stock with 16 GB'
+    )
+    configure(project, '["NVIDIA B999"]')
+    assert training_plan(run_cli)["basis"] == (
+        "unknown: Runpod lists no price for gpu_types NVIDIA B999"
+    )
+    line = next(x for x in run_cli("plan").stdout.splitlines() if x.startswith("training"))
+    assert line.endswith("; no price (unknown: Runpod lists no price for gpu_types NVIDIA B999)")
+    total = run_cli("plan").stdout.splitlines()[-1]
+    assert "cost unknown (no price: " in total and total.split("(no price: ")[1].startswith(
+        "subtopics"
+    )

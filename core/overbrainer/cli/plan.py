@@ -24,13 +24,14 @@ def plan(as_json: bool, max_usd: float | None) -> None:
 
     from overbrainer.cli.planlines import plan_lines
     from overbrainer.providers.prices import PriceBook
-    from overbrainer.redact import escape_controls
+    from overbrainer.redact import escape_controls, redact
     from overbrainer.train.costplan import build_plan
 
     app = current_app()
     found = build_plan(app.project, app.plugins.hook, PriceBook(), max_usd)
     if as_json:
-        click.echo(json.dumps(found.as_json(), indent=2))
+        click.echo(redact(json.dumps(found.as_json(), indent=2)))
         return
     for line in plan_lines(found):
-        click.echo(escape_controls(line))
+        # A price's error may quote what a provider said, and a target's name a file's text.
+        click.echo(escape_controls(redact(line)))

@@ -65,11 +65,13 @@ def plan_total(app: App, prices: PriceBook, max_usd: float | None) -> str:
     """``plan: …``, the plan's total line; what the plan could not learn makes it unknown."""
     from overbrainer.cli.planlines import total_line
     from overbrainer.errors import TransientError, UserError
-    from overbrainer.redact import escape_controls
+    from overbrainer.redact import escape_controls, redact
     from overbrainer.train.costplan import build_plan
 
     try:
-        found = build_plan(app.project, app.plugins.hook, prices, max_usd)
+        found = build_plan(app.project, app.plugins.hook, prices, max_usd, price_compare=False)
     except (UserError, TransientError) as error:
-        return escape_controls(f"plan: cost unknown ({error})")
-    return escape_controls(f"plan: {total_line(found)} (`overbrainer plan` shows how)")
+        line = f"plan: cost unknown ({error})"
+    else:
+        line = f"plan: {total_line(found)} (`overbrainer plan` shows how)"
+    return escape_controls(redact(line))

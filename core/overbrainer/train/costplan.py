@@ -103,16 +103,24 @@ class CostPlan:
 
 
 def build_plan(
-    project: Project, hook: Any, prices: PriceBook, max_usd: float | None = None
+    project: Project,
+    hook: Any,
+    prices: PriceBook,
+    max_usd: float | None = None,
+    *,
+    price_compare: bool = True,
 ) -> CostPlan:
     """The plan of ``project`` now. ``prices`` keeps what providers said (``run`` hands it
-    on to its stages, which then ask no more)."""
+    on to its stages, which then ask no more). ``price_compare``: ask the judge's price too
+    (``run``, which does not compare, asks nothing of a project with nothing left)."""
     settings = project.settings
     work = work_left(project.dir, settings)
     stages = ["subtopics", "questions", "answers"]
     roles = {name: _role(settings, name) for name in stages}
     wanted = {(roles[s].provider, roles[s].model) for s in stages if work[s].requests}
     judge = settings.roles.judge or settings.roles.parent
+    if price_compare and settings.training is not None:
+        wanted.add((judge.provider, judge.model))
     known = _prices(settings, project.env, prices, wanted)
     plans = []
     for stage in stages:
@@ -131,9 +139,7 @@ def build_plan(
                        EXPORT_HOURS * rate if priced else None,
                        _machine_basis(training, settings.export.after_training),
                        settings.export.after_training)  # fmt: skip
-        judge_price = table_price(settings, judge.provider, judge.model) or prices_of(
-            prices, settings, judge.provider, judge.model
-        )
+        judge_price = known.get((judge.provider, judge.model))
         compare = _compare(project, settings, judge, judge_price, rate if priced else None)
     limit = max_usd if max_usd is not None else settings.budget.max_usd
     return CostPlan(plans, training, export, compare, spent(project.dir), limit)
@@ -171,12 +177,6 @@ def _compare(
     hours = COMPARE_HOURS if rate else 0.0
     return Extra(examples, tokens_in, tokens_out, hours, usd,
                  "assumed (overbrainer compare, not part of run)", False)  # fmt: skip
-
-
-def prices_of(book: PriceBook, settings: Settings, provider: str, model: str) -> Price | None:
-    """What ``provider`` said of ``model`` earlier in this command, if it was asked."""
-    url = settings.providers[provider].base_url if provider in settings.providers else None
-    return book.price(provider, url.rstrip("/"), model) if url else None
 
 
 def _prices(
