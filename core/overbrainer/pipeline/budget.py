@@ -74,7 +74,18 @@ class Budget:
 
     def spent(self, report: Report) -> float:
         """The project's spend now: the history's and this stage's answered requests."""
-        return self.before + (report.cost() or 0.0)
+        return self.before + self.stage_spent(report)
+
+    @staticmethod
+    def stage_spent(report: Report) -> float:
+        """This stage's spend at the prices known (an embedder without one counts 0, where
+        ``Report.cost`` would make the whole unknown)."""
+        total = 0.0
+        for (provider, model), (tokens_in, tokens_out) in report.usage.items():
+            price = report.price_of(provider, model)
+            if price is not None:
+                total += tokens_in * price.prompt + tokens_out * price.completion
+        return total
 
     def stopped(self, report: Report) -> str:
         """What the stage ends with once the budget refused a request and the requests in
@@ -85,7 +96,7 @@ class Budget:
         return (
             f"budget: {self._stage} stopped before a request{upcoming} that would take the "
             f"project past max_usd {usd(self.max_usd)}: spent {usd(spent)} (this stage "
-            f"{usd(report.cost() or 0.0)}), {usd(left)} left; {GO_ON}"
+            f"{usd(self.stage_spent(report))}), {usd(left)} left; {GO_ON}"
         )
 
     def _per_request(
