@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         JobStatus,
         LogChunk,
         TargetInfo,
+        TargetPrice,
     )
     from overbrainer.project import Project
     from overbrainer.watch.summary import CycleSummary
@@ -70,6 +71,19 @@ def describe_target(executor: Any) -> TargetInfo | None:
 
     Called once per new run, after ``create_executor``; a probe (``nvidia-smi``) belongs
     here. Stops at the first non-None result.
+    """
+
+
+@hookspec(firstresult=True)
+def estimate_price(name: str, target: BaseModel, project: Project) -> TargetPrice | None:
+    """What a new run's machine on the target ``name`` (configured as ``target``) would
+    cost per hour, and its GPU type, before anything is created: ``overbrainer plan``'s
+    training estimate, and the budget's check before ``train`` creates a machine.
+
+    Return None for a target of a kind that is not yours, or one that costs nothing
+    (this machine, your own server). Ask the provider's price list, nothing more: no
+    machine is made here. Raise ``UserError`` when the price cannot be learnt (no key).
+    Stops at the first non-None result.
     """
 
 

@@ -11,7 +11,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
 - What hooks take and return: ``JobSpec``, ``JobPoll``, ``JobStatus`` (``RUNNING``,
   ``CANCELLED``, ``LOST``), ``ArtifactSpec``, ``TargetInfo``, ``SecretsChannel``,
   ``LogChunk``, ``JobHandle`` (with ``Container``), ``RunRecord``, ``Project``; for
-  ``open_shell``, ``TargetShell``; for the ``watch`` hooks, ``Settings`` and ``CycleSummary``.
+  ``open_shell``, ``TargetShell``; for ``estimate_price``, ``TargetPrice``; for the
+  ``watch`` hooks, ``Settings`` and ``CycleSummary``.
 - Settings models for ``register_targets``: ``TargetBase``, ``HostTarget`` and the field
   types ``NonEmpty``, ``Finite``, ``RemotePath``, ``EnvPattern``, ``comma_list``.
 - Helpers: ``layout`` (the job directory's file names), the manifest (``parse_manifest``,
@@ -73,6 +74,7 @@ from overbrainer.job.spec import (
     LogChunk,
     SecretsChannel,
     TargetInfo,
+    TargetPrice,
 )
 from overbrainer.project import Project
 from overbrainer.redact import LineRedactor, escape_controls, redact, register_secret
@@ -125,6 +127,7 @@ __all__ = [
     "StreamWatches",
     "TargetBase",
     "TargetInfo",
+    "TargetPrice",
     "TargetShell",
     "TransientError",
     "UserError",

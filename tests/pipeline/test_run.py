@@ -33,7 +33,7 @@ def test_run_goes_from_an_empty_project_to_train_and_eval(run_cli, project_dir, 
     result = run_cli("run")
     assert result.exit_code == 0, result.stderr
     assert [line.split(":")[0] for line in result.stdout.splitlines()] == [
-        "subtopics", "questions", "answers", "split"
+        "plan", "subtopics", "questions", "answers", "split"
     ]
     assert result.stdout.splitlines()[-1] == "split: 7 train, 1 eval, 0 excluded, 0 orphaned"
     assert len(lines(project_dir, "train.jsonl")) == 7
@@ -50,7 +50,7 @@ def test_a_stage_with_failures_stops_the_chain(run_cli, project_dir, provider):
     result = run_cli("run")
     assert result.exit_code == 1
     assert [line.split(":")[0] for line in result.stdout.splitlines()] == [
-        "subtopics", "questions"
+        "plan", "subtopics", "questions"
     ]
     assert result.stderr.endswith(
         "error: 1 questions item(s) failed; run the command again to retry them\n"
@@ -71,7 +71,7 @@ def test_a_model_changed_mid_run_is_used_by_the_next_stage(run_cli, project_dir,
     assert {r["meta"]["model"] for r in lines(project_dir, "answers.jsonl")} == {"parent-2"}
     # the stage that was running kept its settings: it finished with the generator it had
     assert "answers: 8 done" in result.stdout
-    assert result.stdout.splitlines()[2].endswith("; cost unknown")  # parent-2 has no price
+    assert result.stdout.splitlines()[3].endswith("; cost unknown")  # parent-2 has no price
 
 
 def test_a_changed_env_file_is_reloaded(run_cli, project_dir, provider):
@@ -99,7 +99,7 @@ def test_an_invalid_change_stops_the_run(run_cli, project_dir, provider):
         "  pipeline.concurrency: must be at least 1\n"
     )
     assert [line.split(":")[0] for line in result.stdout.splitlines()] == [
-        "subtopics", "questions"
+        "plan", "subtopics", "questions"
     ]
     assert provider.chats("parent-model") == []
 

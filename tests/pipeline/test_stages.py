@@ -58,6 +58,7 @@ def test_a_rerun_makes_no_request_and_needs_no_credentials(run_cli, project_dir,
     assert result.exit_code == 0, result.stderr
     assert len(provider.requests) == made
     assert result.stdout.splitlines() == [
+        "plan: $0.0000 to spend; spent so far $0.0012 (`overbrainer plan` shows how)",
         "subtopics: 0 done, 2 skipped, 0 failed, 0 excluded; tokens 0 in, 0 out; cost $0.0000",
         "questions: 0 done, 3 skipped, 0 failed, 0 excluded; tokens 0 in, 0 out; cost $0.0000",
         "answers: 0 done, 8 skipped, 0 failed, 0 excluded; tokens 0 in, 0 out; cost $0.0000",

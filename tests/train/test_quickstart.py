@@ -43,7 +43,9 @@ def test_the_quickstart_runs_with_no_provider_and_trains(quickstart, trainer):
     }
     result = run(quickstart, env)
     assert result.exit_code == 0, result.stderr
-    lines = result.stdout.splitlines()
+    plan, *lines = result.stdout.splitlines()
+    # Every stage done, training on this machine: nothing to pay for.
+    assert plan == "plan: $0.0000 to spend; spent so far $0.0000 (`overbrainer plan` shows how)"
     assert lines[:3] == [
         "subtopics: 0 done, 2 skipped, 0 failed, 0 excluded; tokens 0 in, 0 out; cost $0.0000",
         "questions: 0 done, 8 skipped, 0 failed, 0 excluded; tokens 0 in, 0 out; cost $0.0000",

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from overbrainer.cli.context import current_app
+
+if TYPE_CHECKING:
+    from overbrainer.cli.context import App
+    from overbrainer.providers.prices import PriceBook
 
 
 @click.command()
@@ -13,15 +19,24 @@ from overbrainer.cli.context import current_app
     is_flag=True,
     help="Train even when a succeeded run was made from the same inputs.",
 )
-def run(retrain: bool) -> None:
+@click.option(
+    "--max-usd",
+    type=click.FloatRange(min=0, min_open=True),
+    help="The budget of the project, in place of [budget] max_usd.",
+)
+def run(retrain: bool, max_usd: float | None) -> None:
     """Run subtopics, questions, answers and split, then train when [training] exists.
 
     Each stage does only the work not done yet, and training is skipped when a succeeded
     run was made from the same inputs (data, settings, base model, device). A stage with
     failed items stops the chain. Changes to overbrainer.toml and .env are picked up
     between stages and before training; the running stage keeps its settings.
+
+    The first line is the plan's total (`overbrainer plan` shows it whole). With a budget
+    no request starts that would take the project's spend past it.
     """
     from overbrainer.config.reload import Reloader
+    from overbrainer.providers.prices import PriceBook
     from overbrainer.watch.cycle import Cycle
     from overbrainer.watch.summary import CycleSummary
 
@@ -30,7 +45,11 @@ def run(retrain: bool) -> None:
         app.lock(),
         Reloader(app.project_dir, app.env, app.plugins.kinds, app.settings) as reloader,
     ):
-        cycle = Cycle(reloader, app.plugins.hook, app.runs, app.workspace().echo)
+        prices = PriceBook()
+        click.echo(plan_total(app, prices, max_usd))
+        cycle = Cycle(
+            reloader, app.plugins.hook, app.runs, app.workspace().echo, prices, max_usd=max_usd
+        )
         summary = cycle.run(
             CycleSummary(1, ("start",)),
             on_stage=lambda outcome: click.echo(outcome.summary),
@@ -40,3 +59,19 @@ def run(retrain: bool) -> None:
             from overbrainer.after.chain import after_training
 
             after_training(cycle.workspace().project, app.plugins.hook, app.runs, summary.run)
+
+
+def plan_total(app: App, prices: PriceBook, max_usd: float | None) -> str:
+    """``plan: …``, the plan's total line; what the plan could not learn makes it unknown."""
+    from overbrainer.cli.planlines import total_line
+    from overbrainer.errors import TransientError, UserError
+    from overbrainer.redact import escape_controls, redact
+    from overbrainer.train.costplan import build_plan
+
+    try:
+        found = build_plan(app.project, app.plugins.hook, prices, max_usd, price_compare=False)
+    except (UserError, TransientError) as error:
+        line = f"plan: cost unknown ({error})"
+    else:
+        line = f"plan: {total_line(found)} (`overbrainer plan` shows how)"
+    return escape_controls(redact(line))

@@ -47,6 +47,8 @@ def describe_settings(settings: Settings) -> Iterator[str]:
             note = SSH_CLIENT_NOTE if key == "ssh_client" else ""
             yield f"targets.{name}.{key} = {_value(value)}{note}"
     yield from _sections(settings)
+    for gpu, speed in sorted(settings.plan.throughput.items()):
+        yield f"plan.throughput.{gpu} = {_value(speed)} tokens/s"
     yield f"runpod.api_key = {_secret(settings.runpod.api_key)}"
     if settings.runpod.base_url:
         yield f"runpod.base_url = {_url(settings.runpod.base_url)}"

@@ -387,6 +387,14 @@ class BudgetSection(Section):
     max_usd: Finite | None = Field(default=None, gt=0)
 
 
+class PlanSection(Section):
+    """``[plan]``: ``overbrainer plan``'s training estimate. ``throughput``: training tokens
+    per second of ``training.base_model`` on a GPU type (``"NVIDIA A40" = 2500``), in place
+    of the built-in table's figure for its size."""
+
+    throughput: dict[str, Annotated[Finite, Field(gt=0)]] = Field(default_factory=dict)
+
+
 class WatchSection(Section):
     """``[watch]``: what ``overbrainer watch`` does when a change comes during a training:
     ``wait`` lets it finish, then cycles; ``snapshot`` asks it for a snapshot, then cycles
@@ -405,6 +413,7 @@ class Settings(Section):
     pipeline: Pipeline = Field(default_factory=Pipeline)
     training: Training | None = None
     budget: BudgetSection = Field(default_factory=BudgetSection)
+    plan: PlanSection = Field(default_factory=PlanSection)
     watch: WatchSection = Field(default_factory=WatchSection)
     export: ExportSection = Field(default_factory=ExportSection)
     hub: HubSection = Field(default_factory=HubSection)

@@ -96,6 +96,23 @@ class TargetInfo:
 
 
 @dataclass(frozen=True)
+class TargetPrice:
+    """What a target's machine would cost, from ``estimate_price``: the basis of ``plan``'s
+    training estimate and of the budget's check before a run.
+
+    Attributes:
+        usd_per_hour: the machine's price, all its GPUs together, in USD per hour.
+        gpu_type: the GPU type priced (``NVIDIA A40``): it picks the throughput of
+            ``plan``'s table.
+        gpu_count: how many of them the machine has.
+    """
+
+    usd_per_hour: float
+    gpu_type: str
+    gpu_count: int = 1
+
+
+@dataclass(frozen=True)
 class LogChunk:
     """Bytes of the job's log from an offset, and the offset to read from next time.
 

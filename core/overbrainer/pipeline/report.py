@@ -30,6 +30,8 @@ class Report:
         self.skipped = 0
         self.failed = 0
         self.excluded = 0
+        self.requests = 0
+        """Chat requests answered (embeddings not counted): the measured averages' divisor."""
         self.usage: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
         self._processed = 0
 
@@ -85,7 +87,11 @@ class Report:
         else:
             logger.debug(text)
 
-    def used(self, provider: str, model: str, input_tokens: int, output_tokens: int) -> None:
+    def used(
+        self, provider: str, model: str, input_tokens: int, output_tokens: int, requests: int = 1
+    ) -> None:
+        """Tokens of ``requests`` answered chat requests (0: an embedding) of ``model``."""
+        self.requests += requests
         tally = self.usage[(provider, model)]
         tally[0] += input_tokens
         tally[1] += output_tokens

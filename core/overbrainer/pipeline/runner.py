@@ -20,10 +20,12 @@ from overbrainer.config.model import Role, Settings, Topic
 from overbrainer.errors import Interrupted, Terminated, UserError, signal_of
 from overbrainer.events import publish
 from overbrainer.pipeline import split
+from overbrainer.pipeline.budget import Budget, BudgetExceeded
 from overbrainer.pipeline.history import STAGES, append_history, timestamp
 from overbrainer.pipeline.progress import Progress
 from overbrainer.pipeline.records import DataFiles
 from overbrainer.pipeline.report import Report
+from overbrainer.pipeline.requests import record_requests
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.prices import PriceBook
 
@@ -92,12 +94,15 @@ def run_stage(
     *,
     topic: str | None = None,
     force: bool = False,
+    max_usd: float | None = None,
 ) -> Outcome:
-    """Run ``stage`` to its end (or the first fatal error, or Ctrl-C) and record it in the
-    history. Raises ``UserError`` only for a ``--topic`` that names no topic."""
+    """Run ``stage`` to its end (or the first fatal error, the budget, or Ctrl-C) and record
+    it in the history. ``max_usd``: the budget, when not ``[budget] max_usd``. Raises
+    ``UserError`` only for a ``--topic`` that names no topic."""
     topics = select_topics(settings, topic)
     started = timestamp()
     report = Report(stage, Progress(stage))
+    budget = budget_of(stage, project_dir, settings, max_usd)
     result: split.SplitResult | None = None
     status: Status = "failed"
     error: str | None = None
@@ -109,7 +114,7 @@ def run_stage(
         else:
             # Imported here: split, which asks no provider, does not pay for aiohttp.
             body = importlib.import_module(f"overbrainer.pipeline.{stage}").run
-            context = StageContext(project_dir, settings, topics, force, report)
+            context = StageContext(project_dir, settings, topics, force, report, budget)
             _run_async(_run(body, context, env, prices))
         if report.failed:
             error = f"{report.failed} {stage} item(s) failed; run the command again to retry them"
@@ -119,6 +124,9 @@ def run_stage(
             status = "ok"
     except KeyboardInterrupt as interrupt:
         status, error, signum = "interrupted", INTERRUPTED, signal_of(interrupt)
+    except BudgetExceeded:
+        assert budget is not None
+        error = budget.stopped(report)  # now: the requests that were in flight are in
     except UserError as failure:
         error = failure.message
     finally:
@@ -128,6 +136,7 @@ def run_stage(
         publish("stage_end", stage=stage)
         entry = _entry(stage, started, status, settings, report=report, result=result)
         append_history(project_dir, entry)
+        record_requests(project_dir, stage, report)
     summary = result.summary() if result is not None else report.summary()
     if result is not None:
         brief = f"split {result.train}/{result.eval}" if result.written else ""
@@ -137,6 +146,19 @@ def run_stage(
         done = report.done
     cost = report.cost() or 0.0
     return Outcome(stage, status, summary, error, signum, done=done, cost=cost, brief=brief)
+
+
+def budget_of(
+    stage: str, project_dir: Path, settings: Settings, max_usd: float | None
+) -> Budget | None:
+    """The budget ``stage`` keeps: ``max_usd``, else ``[budget] max_usd``; None when
+    unset or for ``split``, which asks no provider."""
+    from overbrainer.pipeline.projection import spent
+
+    limit = max_usd if max_usd is not None else settings.budget.max_usd
+    if limit is None or stage == "split":
+        return None
+    return Budget(limit, spent(project_dir), project_dir, stage)
 
 
 def _run_async(main: Coroutine[Any, Any, None]) -> None:

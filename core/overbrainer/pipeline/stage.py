@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from loguru import logger
 
 from overbrainer.config.model import Role, Settings, Topic
+from overbrainer.pipeline.budget import Budget
 from overbrainer.pipeline.listreply import parse_list
 from overbrainer.pipeline.records import DataFiles
 from overbrainer.pipeline.report import Report
@@ -31,6 +32,8 @@ class StageContext:
     topics: list[Topic]
     force: bool
     report: Report
+    budget: Budget | None = None
+    """``[budget] max_usd`` kept: every request is admitted by it first."""
     providers: ProviderSet = field(init=False)
 
     @property
@@ -42,11 +45,19 @@ class StageContext:
         return {topic.name for topic in self.topics}
 
     async def chat(self, role: Role, messages: list[dict[str, str]], item: str) -> Completion:
-        """``role``'s reply, its tokens counted."""
+        """``role``'s reply, its tokens counted; refused (``BudgetExceeded``) when its
+        projected cost would take the project past its budget."""
         client = self.providers.client(role.provider)
-        completion = await client.chat(
-            role, messages, self.report.retrying(item), self.report.limited
-        )
+        reserved = 0.0
+        if self.budget is not None:
+            reserved = await self.budget.admit(self.providers, self.report, role, messages)
+        try:
+            completion = await client.chat(
+                role, messages, self.report.retrying(item), self.report.limited
+            )
+        finally:
+            if self.budget is not None:
+                self.budget.release(reserved)
         self.report.used(
             role.provider, role.model, completion.input_tokens, completion.output_tokens
         )
@@ -71,5 +82,5 @@ class StageContext:
         assert role is not None
         client = self.providers.client(role.provider)
         vectors, tokens = await client.embed(role.model, texts, self.report.retrying(item))
-        self.report.used(role.provider, role.model, tokens, 0)
+        self.report.used(role.provider, role.model, tokens, 0, requests=0)
         return vectors

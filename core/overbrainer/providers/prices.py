@@ -5,7 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from overbrainer.config.model import Settings
 
 
 @dataclass(frozen=True)
@@ -66,3 +69,18 @@ class PriceBook:
 
     def price(self, provider: str, base_url: str, model: str) -> Price | None:
         return (self._books.get((provider, base_url)) or {}).get(model)
+
+
+def table_price(settings: Settings, provider: str, model: str) -> Price | None:
+    """``model``'s price from the ``[providers.NAME.prices]`` table (USD per million
+    tokens there), per token; it comes before what the provider's ``/models`` says."""
+    table = settings.providers.get(provider)
+    price = table.prices.get(model) if table is not None else None
+    if price is None:
+        return None
+    return Price(price.input / 1_000_000, price.output / 1_000_000)
+
+
+def discounted(price: Price, discount: float) -> Price:
+    """``price`` less ``discount`` (a share: 0.5 is half price), as a batch API charges."""
+    return Price(price.prompt * (1 - discount), price.completion * (1 - discount))

@@ -11,7 +11,7 @@ from overbrainer.config.model import Settings
 from overbrainer.config.secrets import resolve_secret
 from overbrainer.errors import UserError
 from overbrainer.providers.client import Client, Halt
-from overbrainer.providers.prices import Price, PriceBook
+from overbrainer.providers.prices import Price, PriceBook, table_price
 from overbrainer.providers.retry import RetryPolicy
 
 
@@ -64,7 +64,11 @@ class ProviderSet:
         self._prices.store(client.name, client.base_url, prices)
 
     def price(self, provider: str, model: str) -> Price | None:
-        """The price of ``model`` when ``provider`` has told it already."""
+        """The price of ``model``: the ``[providers.NAME.prices]`` table's, else the one
+        ``provider`` has told already."""
+        table = table_price(self._settings, provider, model)
+        if table is not None:
+            return table
         client = self._clients.get(provider)
         if client is None:
             return None
@@ -75,6 +79,14 @@ class ProviderSet:
         the limit sets the pace; else None."""
         client = self._clients.get(provider)
         return client.limiter(model).pace() if client is not None else None
+
+    async def ask_price(self, provider: str, model: str) -> Price | None:
+        """The price of ``model``, waiting for ``provider``'s answer when it was asked for
+        (the budget needs it before a stage's first request)."""
+        if table_price(self._settings, provider, model) is None:
+            self.client(provider)
+            await self.settle_prices()
+        return self.price(provider, model)
 
     async def settle_prices(self) -> None:
         """Wait for the prices asked for (each ask gives up after 10 s)."""

@@ -119,9 +119,12 @@ def train(
     only_if_changed: bool = False,
     resume_if_same: str | None = None,
     stop_when: Callable[[], str | None] | None = None,
+    max_usd: float | None = None,
 ) -> Trained | None:
     """``overbrainer train``: start a run on ``target`` (default: training.target), follow
-    it to its end, report; the run.
+    it to its end, report; the run. ``max_usd``: the budget, when not ``[budget] max_usd``:
+    a run whose projected GPU spend exceeds what is left of it is refused before anything
+    is created.
 
     ``only_if_changed``: when a succeeded run was made from the same inputs, say so and
     train nothing. ``resume_if_same``: a stopped run to resume from if it was made from the
@@ -129,6 +132,7 @@ def train(
     snapshot (``watch``, when the configuration changes).
     """
     plan = plan_run(ws, target, resume_from, keep_pod)
+    check_budget(ws, plan.target, max_usd)
     hook = ws.hook
     ready = prepare(ws, plan, only_if_changed=only_if_changed, same_as=resume_if_same)
     if ready.up_to_date is not None:
@@ -170,6 +174,33 @@ def train(
         release(hook, executor, record, outcome or _ended(store, record))
     report(ws, record)
     return Trained(record) if record is not None else None
+
+
+def check_budget(ws: Workspace, target: str, max_usd: float | None) -> None:
+    """Refuse a run on a priced target whose projected GPU spend exceeds what is left of
+    the budget (``max_usd``, else ``[budget] max_usd``), before a machine is created."""
+    from overbrainer.pipeline.budget import RAISE, usd
+    from overbrainer.pipeline.projection import spent
+    from overbrainer.train.estimate import estimate_training
+
+    limit = max_usd if max_usd is not None else ws.settings.budget.max_usd
+    if limit is None:
+        return
+    estimate = estimate_training(ws.project, ws.hook, 0, target)
+    if estimate is None or estimate.price is None or estimate.usd is None:
+        return  # no price: nothing is paid for by the hour
+    so_far = spent(ws.project_dir)
+    left = max(limit - so_far, 0.0)
+    if estimate.usd <= left:
+        return
+    price = estimate.price
+    raise UserError(
+        f"budget: training on `{target}` would cost about {usd(estimate.usd)} "
+        f"({estimate.gpu_hours:.2f} GPU hours of {price.gpu_type} at "
+        f"${price.usd_per_hour:.2f}/h), more than the {usd(left)} left of max_usd "
+        f"{usd(limit)} ({usd(so_far)} spent); no machine was created: train on a cheaper "
+        f"target or fewer epochs, or {RAISE}"
+    )
 
 
 def prepare(

@@ -34,6 +34,8 @@ class Cycle:
     runs: RunStore
     echo: Callable[[str], None]
     prices: PriceBook = field(default_factory=PriceBook)
+    max_usd: float | None = None
+    """The budget, in place of ``[budget] max_usd`` (``run --max-usd``)."""
 
     def workspace(self) -> Workspace:
         """The training side's view, with the settings in force now."""
@@ -71,6 +73,7 @@ class Cycle:
                     self.reloader.settings,
                     self.reloader.env,
                     self.prices,
+                    max_usd=self.max_usd,
                 )
                 summary.cost += outcome.cost
                 if outcome.brief:
@@ -87,6 +90,7 @@ class Cycle:
                 only_if_changed=not retrain,
                 resume_if_same=resume_if_same,
                 stop_when=stop_when,
+                max_usd=self.max_usd,
             )
             if trained is not None:
                 summary.run = trained.record

@@ -26,6 +26,7 @@ from overbrainer.plugin import (
     RunRecord,
     TargetBase,
     TargetInfo,
+    TargetPrice,
     TargetShell,
     comma_list,
     hookimpl,
@@ -125,6 +126,15 @@ def rest_url(project: Project) -> str | None:
     the project's environment's."""
     url = project.settings.runpod.rest_url or project.env.get("OVERBRAINER_RUNPOD__REST_URL")
     return str(url) if url else None
+
+
+@hookimpl
+def estimate_price(name: str, target: BaseModel, project: Project) -> TargetPrice | None:
+    if not isinstance(target, RunpodTarget):
+        return None
+    from overbrainer_runpod.price import estimate
+
+    return estimate(target, project)
 
 
 @hookimpl

@@ -92,18 +92,31 @@ def stock_of(gpu: dict[str, Any]) -> str | None:
 
 def auto_gpu_types(api: RunpodApi, count: int, min_vram: int, max_price: float | None) -> list[str]:
     """Secure Cloud types in stock with ``min_vram`` GB, under ``max_price``, cheapest first."""
+    return [gpu for _, gpu in priced_types(api.gpus(count), min_vram, max_price)]
+
+
+def gpu_price(gpu: dict[str, Any]) -> float | None:
+    """A type's Secure Cloud price per GPU and hour, as ``pod gpus`` shows it."""
+    price = (gpu.get("lowestPrice") or {}).get("uninterruptablePrice") or gpu.get("securePrice")
+    return float(price) if isinstance(price, int | float) else None
+
+
+def priced_types(
+    gpus: list[dict[str, Any]], min_vram: int, max_price: float | None
+) -> list[tuple[float, str]]:
+    """(price, id) of the Secure Cloud types of ``gpus`` in stock with ``min_vram`` GB,
+    under ``max_price``, cheapest first."""
     chosen = []
-    for gpu in api.gpus(count):
-        price = (gpu.get("lowestPrice") or {}).get("uninterruptablePrice") or gpu.get("securePrice")
-        stock = stock_of(gpu)
-        if not gpu.get("secureCloud") or not stock or price is None:
+    for gpu in gpus:
+        price = gpu_price(gpu)
+        if not gpu.get("secureCloud") or not stock_of(gpu) or price is None:
             continue
         if (gpu.get("memoryInGb") or 0) < min_vram:
             continue
         if max_price is not None and price > max_price:
             continue
-        chosen.append((float(price), str(gpu["id"])))
-    return [gpu for _, gpu in sorted(chosen)]
+        chosen.append((price, str(gpu["id"])))
+    return sorted(chosen)
 
 
 class PodLife:

@@ -1,0 +1,217 @@
+"""``overbrainer plan``: what the rest of ``run`` will cost, before anything is spent.
+
+Each stage still to run (``pipeline.projection``), then training (``train.estimate``),
+then the export after training and an ``overbrainer compare``. Prices are the
+``[providers.NAME.prices]`` table's, else the provider's ``/models`` (asked only for a
+stage with requests left); the batch price when the parent answers in batch. A compare is
+not part of ``run``: it is shown, and left out of the total.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from overbrainer.config.model import Role, Settings
+from overbrainer.errors import UserError
+from overbrainer.pipeline.projection import (
+    CHARS_PER_TOKEN,
+    StagePlan,
+    assumed,
+    project_stage,
+    spent,
+    work_left,
+)
+from overbrainer.pipeline.records import ANSWERS, EVAL, DataFiles
+from overbrainer.project import Project
+from overbrainer.providers.prices import Price, PriceBook, discounted, table_price
+from overbrainer.train.estimate import TrainingPlan, estimate_training
+
+EXPORT_HOURS = 0.25
+"""The machine time an export to GGUF is assumed to take (download, convert, quantize)."""
+COMPARE_HOURS = 0.25
+"""The machine time a compare's child is assumed to be served for."""
+
+
+@dataclass(frozen=True)
+class Extra:
+    """The export or a compare: its requests (a compare's judge), machine hours, dollars."""
+
+    requests: int
+    tokens_in: int
+    tokens_out: int
+    gpu_hours: float
+    usd: float | None
+    basis: str
+    in_total: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "gpu_hours": round(self.gpu_hours, 4),
+            "usd": None if self.usd is None else round(self.usd, 6),
+            "basis": self.basis,
+            "in_total": self.in_total,
+        }
+
+
+@dataclass(frozen=True)
+class CostPlan:
+    """The projection of the rest of a run, and what the project spent so far."""
+
+    stages: list[StagePlan]
+    training: TrainingPlan | None
+    export: Extra | None
+    compare: Extra | None
+    spent: float
+    max_usd: float | None
+
+    @property
+    def total_usd(self) -> float | None:
+        """The stages', training's and the export's dollars; None when one is unknown."""
+        parts: list[float | None] = [stage.usd for stage in self.stages]
+        if self.training is not None:
+            parts.append(self.training.usd)
+        if self.export is not None and self.export.in_total:
+            parts.append(self.export.usd)
+        if any(part is None for part in parts):
+            return None
+        return sum(part or 0.0 for part in parts)
+
+    def unknown(self) -> list[str]:
+        """What has no price: ``answers (main/parent-2)``, ``training``."""
+        names = [f"{s.stage} ({s.provider}/{s.model})" for s in self.stages if s.usd is None]
+        if self.training is not None and self.training.usd is None:
+            names.append("training")
+        return names
+
+    def as_json(self) -> dict[str, Any]:
+        total = self.total_usd
+        return {
+            "stages": {stage.stage: stage.as_json() for stage in self.stages},
+            "training": self.training.as_json() if self.training is not None else None,
+            "export": self.export.as_json() if self.export is not None else None,
+            "compare": self.compare.as_json() if self.compare is not None else None,
+            "total_usd": None if total is None else round(total, 6),
+            "spent_usd": round(self.spent, 6),
+            "max_usd": self.max_usd,
+        }
+
+
+def build_plan(
+    project: Project,
+    hook: Any,
+    prices: PriceBook,
+    max_usd: float | None = None,
+    *,
+    price_compare: bool = True,
+) -> CostPlan:
+    """The plan of ``project`` now. ``prices`` keeps what providers said (``run`` hands it
+    on to its stages, which then ask no more). ``price_compare``: ask the judge's price too
+    (``run``, which does not compare, asks nothing of a project with nothing left)."""
+    settings = project.settings
+    work = work_left(project.dir, settings)
+    stages = ["subtopics", "questions", "answers"]
+    roles = {name: _role(settings, name) for name in stages}
+    wanted = {(roles[s].provider, roles[s].model) for s in stages if work[s].requests}
+    judge = settings.roles.judge or settings.roles.parent
+    if price_compare and settings.training is not None:
+        wanted.add((judge.provider, judge.model))
+    known = _prices(settings, project.env, prices, wanted)
+    plans = []
+    for stage in stages:
+        role = roles[stage]
+        price = known.get((role.provider, role.model))
+        if price is not None and stage == "answers" and role.batch:
+            price = discounted(price, settings.providers[role.provider].batch_discount)
+        plans.append(project_stage(project.dir, settings, stage, work[stage], price))
+    plans.append(StagePlan("split", 0, 0, 0, 0.0, "no requests"))
+    training = estimate_training(project, hook, work["answers"].requests)
+    export = compare = None
+    if training is not None:
+        rate = training.price.usd_per_hour if training.price is not None else 0.0
+        priced = training.usd is not None
+        export = Extra(0, 0, 0, EXPORT_HOURS if rate else 0.0,
+                       EXPORT_HOURS * rate if priced else None,
+                       _machine_basis(training, settings.export.after_training),
+                       settings.export.after_training)  # fmt: skip
+        judge_price = known.get((judge.provider, judge.model))
+        compare = _compare(project, settings, judge, judge_price, rate if priced else None)
+    limit = max_usd if max_usd is not None else settings.budget.max_usd
+    return CostPlan(plans, training, export, compare, spent(project.dir), limit)
+
+
+def _role(settings: Settings, stage: str) -> Role:
+    return settings.roles.parent if stage == "answers" else settings.roles.generator
+
+
+def _machine_basis(training: TrainingPlan, after_training: bool) -> str:
+    if not after_training:
+        return "not after training (export.after_training is false)"
+    if training.price is None:
+        return training.basis
+    return f"assumed ({EXPORT_HOURS:g} h of the target)"
+
+
+def _compare(
+    project: Project, settings: Settings, judge: Role, price: Price | None, rate: float | None
+) -> Extra:
+    """One judge request per eval example, the child served on the target meanwhile."""
+    data = DataFiles(project.dir)
+    examples = len(data.read(EVAL)) if data.path(EVAL).is_file() else 0
+    answers = data.read(ANSWERS) if data.path(ANSWERS).is_file() else []
+    chars = (
+        sum(len(r["messages"][-1].get("content", "")) for r in answers) // len(answers)
+        if answers
+        else settings.compare.max_tokens * CHARS_PER_TOKEN
+    )
+    each = assumed(3 * chars, 1, judge)  # the question and two answers
+    tokens_in, tokens_out = round(each.tokens_in * examples), round(each.tokens_out * examples)
+    usd = None
+    if price is not None and rate is not None:
+        usd = tokens_in * price.prompt + tokens_out * price.completion + COMPARE_HOURS * rate
+    hours = COMPARE_HOURS if rate else 0.0
+    return Extra(examples, tokens_in, tokens_out, hours, usd,
+                 "assumed (overbrainer compare, not part of run)", False)  # fmt: skip
+
+
+def _prices(
+    settings: Settings,
+    env: Mapping[str, str],
+    book: PriceBook,
+    wanted: set[tuple[str, str]],
+) -> dict[tuple[str, str], Price | None]:
+    """The price of each (provider, model): the table's, else asked of the provider once
+    (a provider that cannot be asked, no URL or no key, gives none)."""
+    found: dict[tuple[str, str], Price | None] = {}
+    ask = []
+    for provider, model in wanted:
+        price = table_price(settings, provider, model)
+        if price is None:
+            ask.append((provider, model))
+        found[(provider, model)] = price
+    if ask:
+        found.update(asyncio.run(_ask(settings, env, book, ask)))
+    return found
+
+
+async def _ask(
+    settings: Settings, env: Mapping[str, str], book: PriceBook, ask: list[tuple[str, str]]
+) -> dict[tuple[str, str], Price | None]:
+    from overbrainer.providers.registry import ProviderSet  # aiohttp: only to ask
+
+    providers = ProviderSet(settings, env, book)
+    found: dict[tuple[str, str], Price | None] = {}
+    try:
+        for provider, model in ask:
+            try:
+                found[(provider, model)] = await providers.ask_price(provider, model)
+            except UserError:
+                found[(provider, model)] = None
+    finally:
+        await providers.aclose()
+    return found

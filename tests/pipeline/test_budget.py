@@ -1,0 +1,128 @@
+"""``[budget] max_usd`` kept by the stages, against the loopback provider: no request starts
+past it, what was in flight is saved, and a rerun with a raised budget resumes."""
+
+from __future__ import annotations
+
+import json
+
+from fake_provider import Reply
+from pipeline_data import PIPELINE_CONFIG, lines, seed_questions
+
+# Every loopback answer costs 10 x $3e-6 + 20 x $4e-6 = $0.00011.
+EACH = 0.00011
+SMALL_REPLIES = PIPELINE_CONFIG.replace("reasoning = true", "reasoning = true\nmax_tokens = 20")
+
+
+def configure(project_dir, extra="", concurrency=1):
+    config = SMALL_REPLIES.replace("concurrency = 4", f"concurrency = {concurrency}")
+    (project_dir / "overbrainer.toml").write_text(config + extra, encoding="utf-8")
+
+
+def eight_questions(project_dir):
+    return seed_questions(project_dir, {("ownership", "moves"): [f"q{n}" for n in range(8)]})
+
+
+def jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def history(project_dir):
+    return jsonl(project_dir / ".overbrainer" / "history.jsonl")
+
+
+def test_answers_stop_before_the_request_that_would_cross_the_budget(
+    run_cli, project_dir, provider
+):
+    configure(project_dir, "\n[budget]\nmax_usd = 0.0005\n")
+    eight_questions(project_dir)
+    result = run_cli("answers")
+    assert result.exit_code == 1
+    assert len(provider.chats("parent-model")) == 4  # a fifth would make $0.00055
+    assert len(lines(project_dir, "answers.jsonl")) == 4
+    assert result.stdout.startswith("answers: 4 done, 0 skipped, 0 failed, 0 excluded;")
+    assert result.stderr.endswith(
+        "error: budget: answers stopped before a request (about $0.0001) that would take the "
+        "project past max_usd $0.0005: spent $0.0004 (this stage $0.0004), $0.0001 left; "
+        "raise the budget ([budget] max_usd in overbrainer.toml, or `overbrainer run "
+        "--max-usd`), then run again: it resumes where it stopped\n"
+    )
+    [entry] = history(project_dir)
+    assert entry["status"] == "failed" and round(entry["cost"], 8) == 4 * EACH
+    [counted] = jsonl(project_dir / ".overbrainer" / "requests.jsonl")
+    assert counted == {"stage": "answers", "model": "parent-model", "requests": 4,
+                       "input_tokens": 40, "output_tokens": 80}
+
+
+def test_a_raised_budget_resumes_where_it_stopped(run_cli, project_dir, provider):
+    configure(project_dir, "\n[budget]\nmax_usd = 0.0005\n")
+    eight_questions(project_dir)
+    assert run_cli("answers").exit_code == 1
+    # The spend so far counts: $0.00044 of the history, then $0.00011 an answer.
+    again = run_cli("answers", env={"OVERBRAINER_BUDGET__MAX_USD": "0.0008"})
+    assert again.exit_code == 1
+    assert again.stdout.startswith("answers: 3 done, 4 skipped,")
+    assert "spent $0.0008 (this stage $0.0003), $0.0000 left" in again.stderr
+    last = run_cli("answers", env={"OVERBRAINER_BUDGET__MAX_USD": "1"})
+    assert last.exit_code == 0, last.stderr
+    assert last.stdout.startswith("answers: 1 done, 7 skipped,")
+    assert len(provider.chats("parent-model")) == 8  # none asked twice
+
+
+def test_requests_in_flight_finish_and_are_saved(run_cli, project_dir, provider):
+    configure(project_dir, "\n[budget]\nmax_usd = 0.0005\n", concurrency=3)
+    eight_questions(project_dir)
+    provider.on(None, Reply(delay=0.2), times=None)
+    result = run_cli("answers")
+    assert result.exit_code == 1
+    asked = len(provider.chats("parent-model"))
+    # Three in flight reserve their projected cost: never more asked than the budget holds.
+    assert asked == len(lines(project_dir, "answers.jsonl")) == 4
+    assert "spent $0.0004 (this stage $0.0004)" in result.stderr
+
+
+def test_no_request_at_all_when_the_first_would_cross_it(run_cli, project_dir, provider):
+    # Assumed before any answer: the prompt's characters / 4 in, max_tokens (16384) out.
+    (project_dir / "overbrainer.toml").write_text(PIPELINE_CONFIG + "\n[budget]\nmax_usd = 0.01\n")
+    eight_questions(project_dir)
+    result = run_cli("answers")
+    assert result.exit_code == 1
+    assert provider.chats() == []
+    assert "answers stopped before a request (about $0.0656)" in result.stderr
+    assert "spent $0.0000 (this stage $0.0000), $0.0100 left" in result.stderr
+
+
+def test_the_prices_table_comes_before_the_providers(run_cli, project_dir, provider):
+    table = (
+        "\n[providers.main.prices]\n"
+        '"parent-model" = { input = 30.0, output = 40.0 }\n'  # ten times /models' price
+        "\n[budget]\nmax_usd = 0.0025\n"
+    )
+    configure(project_dir, table)
+    eight_questions(project_dir)
+    result = run_cli("answers")
+    assert result.exit_code == 1
+    assert result.stdout.startswith("answers: 2 done,")
+    assert result.stdout.rstrip().endswith("cost $0.0022")
+    assert "about $0.0011" in result.stderr
+
+
+def test_a_budget_needs_a_price(run_cli, project_dir, provider):
+    configure(project_dir, "\n[budget]\nmax_usd = 1\n")
+    provider.prices.clear()
+    eight_questions(project_dir)
+    result = run_cli("answers")
+    assert result.exit_code == 1
+    assert provider.chats() == []
+    assert result.stderr.endswith(
+        "error: budget: the price of main/parent-model is unknown, so max_usd cannot be kept: "
+        "set [providers.main.prices]\n"
+    )
+
+
+def test_run_max_usd_overrides_the_settings(run_cli, project_dir, provider):
+    configure(project_dir, "\n[budget]\nmax_usd = 100\n")
+    result = run_cli("run", "--max-usd", "0.0001")
+    assert result.exit_code == 1
+    assert "error: budget: subtopics stopped before a request" in result.stderr
+    assert "past max_usd $0.0001" in result.stderr
+    assert provider.chats() == []

@@ -1,0 +1,203 @@
+"""``overbrainer plan`` against the loopback provider: each stage's requests, tokens and
+dollars, assumed from the settings before a stage ran and measured once part of it did."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fake_provider import Reply, openai_completion
+from pipeline_data import PIPELINE_CONFIG, seed_questions
+
+LOCAL_TRAINING = """
+[training]
+target = "here"
+base_model = "Qwen/Qwen3-0.6B"
+adapter = "lora"
+epochs = 2
+
+[targets.here]
+kind = "local"
+"""
+
+
+ONE_SUBTOPIC = (
+    PIPELINE_CONFIG.replace("concurrency = 4", "concurrency = 1")
+    .replace("subtopics = 2\nquestions_per_subtopic = 3",
+             "subtopics = 1\nquestions_per_subtopic = 20")
+    .replace('[[topics]]\nname = "lifetimes"\nsubtopics = 1\nquestions_per_subtopic = 2\n', "")
+)
+"""One topic, one subtopic of 20 questions: all of them seeded."""
+
+
+def plan(run_cli, *args):
+    result = run_cli("plan", "--json", *args)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_an_empty_project_is_planned_from_its_settings(run_cli, project_dir, provider):
+    found = plan(run_cli)
+    stages = found["stages"]
+    # 2 topics' subtopics; 3 subtopics x ceil(questions / batch of 2); one answer each.
+    assert [stages[s]["requests"] for s in ("subtopics", "questions", "answers")] == [2, 5, 8]
+    assert {stages[s]["basis"] for s in ("subtopics", "questions", "answers")} == {"assumed"}
+    assert stages["answers"]["tokens_out"] == 8 * 16384  # max_tokens: an upper bound
+    assert stages["split"] == {"requests": 0, "tokens_in": 0, "tokens_out": 0, "usd": 0.0,
+                               "basis": "no requests"}
+    gen, parent = (1e-6, 2e-6), (3e-6, 4e-6)  # the loopback /models prices
+    for stage, (price_in, price_out) in (("questions", gen), ("answers", parent)):
+        item = stages[stage]
+        expected = item["tokens_in"] * price_in + item["tokens_out"] * price_out
+        assert item["usd"] == pytest.approx(expected, abs=1e-6)
+    assert found["total_usd"] == pytest.approx(sum(s["usd"] for s in stages.values()), abs=1e-5)
+    assert found["training"] is None and found["spent_usd"] == 0
+    assert provider.chats() == []  # nothing spent: only the prices asked
+    assert [s.path for s in provider.requests] == ["models?detailed=true"]
+
+
+def test_the_table_says_each_basis_and_the_total(run_cli, project_dir, provider):
+    result = run_cli("plan", "--max-usd", "0.5")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "stage       requests    tokens in   tokens out        usd  basis"
+    assert lines[1].startswith("subtopics          2 ") and lines[1].endswith("  assumed")
+    assert lines[4] == "split              0            0            0    $0.0000  no requests"
+    assert lines[-1] == (
+        "total      $0.7545 to spend; spent so far $0.0000; budget $0.5000, $0.5000 left: "
+        "the plan goes past it"
+    )
+
+
+def test_the_rest_of_a_half_done_stage_is_projected_from_its_measured_average(
+    run_cli, project_dir, provider
+):
+    """Replies whose size follows the question's: the average of the first half predicts
+    the second within 10%."""
+
+    def sized(seen):
+        n = len(seen.prompt)
+        return Reply(openai_completion("A" * n, reasoning="R", usage=(40 + n, 5 * n)))
+
+    texts = [f"question number {n} " + "x" * (n % 5) for n in range(20)]
+    provider.on(lambda s: s.model == "parent-model" and s.prompt == texts[10],
+                Reply({"error": {"message": "no"}}, status=401), times=1)
+    provider.on(lambda s: s.model == "parent-model", sized, times=None)
+    seed_questions(project_dir, {("ownership", "moves"): texts})
+    (project_dir / "overbrainer.toml").write_text(ONE_SUBTOPIC)
+    assert run_cli("answers").exit_code == 1  # ten answered, then stopped
+    found = plan(run_cli)["stages"]["answers"]
+    assert found["basis"] == "measured" and found["requests"] == 10
+    spent_before = plan(run_cli)["spent_usd"]
+    assert run_cli("answers").exit_code == 0
+    history = (project_dir / ".overbrainer" / "history.jsonl").read_text().splitlines()
+    actual = json.loads(history[-1])["cost"]
+    assert actual > 0 and abs(found["usd"] / actual - 1) < 0.10
+    assert plan(run_cli)["spent_usd"] == pytest.approx(spent_before + actual)
+
+
+def test_the_prices_table_and_the_batch_price(run_cli, project_dir, provider):
+    config = PIPELINE_CONFIG.replace("reasoning = true", "reasoning = true\nbatch = true") + (
+        "\n[providers.main.prices]\n"
+        '"parent-model" = { input = 30.0, output = 40.0 }\n'
+        '"gen-model" = { input = 1.0, output = 2.0 }\n'
+    )
+    (project_dir / "overbrainer.toml").write_text(config)
+    stages = plan(run_cli)["stages"]
+    answers = stages["answers"]
+    # Half the listed price (batch_discount 0.5); nothing asked of /models: the table has both.
+    expected = (answers["tokens_in"] * 30e-6 + answers["tokens_out"] * 40e-6) * 0.5
+    assert answers["usd"] == pytest.approx(expected, abs=1e-6)
+    assert provider.requests == []
+
+
+def test_a_model_without_a_price_leaves_the_total_unknown(run_cli, project_dir, provider):
+    provider.prices.pop("parent-model")
+    found = plan(run_cli)
+    assert found["stages"]["answers"]["usd"] is None and found["total_usd"] is None
+    table = run_cli("plan").stdout.splitlines()
+    assert table[3].split()[4:] == ["no", "price", "assumed"]
+    assert table[-1] == (
+        "total      cost unknown (no price: answers (main/parent-model)); spent so far $0.0000"
+    )
+
+
+def test_a_finished_project_plans_nothing_and_asks_nothing(run_cli, project_dir, provider):
+    assert run_cli("run").exit_code == 0
+    (project_dir / "overbrainer.toml").write_text(PIPELINE_CONFIG + LOCAL_TRAINING)
+    asked = len(provider.requests)
+    (project_dir / ".env").write_text(
+        (project_dir / ".env").read_text() + "OVERBRAINER_PROVIDERS__MAIN__API_KEY=vault:kv/x#y\n"
+    )
+    found = plan(run_cli)
+    assert len(provider.requests) == asked
+    assert {s["basis"] for s in found["stages"].values()} == {"done", "no requests"}
+    training = found["training"]
+    assert training["target"] == "here" and training["epochs"] == 2
+    assert training["tokens"] == 2 * training["tokens_per_epoch"] > 0
+    assert training["tokens_from"] == "data/train.jsonl"
+    assert (training["usd"], training["basis"], training["gpu_type"]) == (0.0, "no price", None)
+    assert found["total_usd"] == 0.0
+    line = run_cli("plan").stdout.splitlines()[5]
+    assert line.startswith("training   on `here`: ")
+    assert line.endswith(" tokens (assumed: data/train.jsonl, characters / 4); $0.0000, no price")
+
+
+def test_training_tokens_are_projected_from_the_answers_to_come(run_cli, project_dir, provider):
+    (project_dir / "overbrainer.toml").write_text(PIPELINE_CONFIG + LOCAL_TRAINING)
+    training = plan(run_cli)["training"]
+    assert training["tokens_from"] == "the answers, projected"
+    # 8 answers, 90% to train, each about max_tokens long.
+    assert training["tokens_per_epoch"] == pytest.approx(8 * 0.9 * 16384, rel=0.01)
+
+
+def test_run_shows_the_plan_total_first(run_cli, project_dir, provider):
+    result = run_cli("run", "--max-usd", "5")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == (
+        "plan: $0.7545 to spend; spent so far $0.0000; budget $5.0000, $5.0000 left "
+        "(`overbrainer plan` shows how)"
+    )
+
+
+def test_the_throughput_override_is_checked_and_shown(run_cli, project_dir, provider):
+    (project_dir / "overbrainer.toml").write_text(
+        PIPELINE_CONFIG + '\n[plan]\nthroughput = { "NVIDIA A40" = 2500 }\n'
+    )
+    result = run_cli("config", "check")
+    assert result.exit_code == 0, result.stderr
+    assert "plan.throughput.NVIDIA A40 = 2500.0 tokens/s" in result.stdout
+    (project_dir / "overbrainer.toml").write_text(
+        PIPELINE_CONFIG + '\n[plan]\nthroughput = { "NVIDIA A40" = 0 }\n'
+    )
+    bad = run_cli("config", "check")
+    assert bad.exit_code == 1
+    assert "plan.throughput.NVIDIA A40" in bad.stderr
+
+
+def test_a_plan_that_cannot_be_made_leaves_run_s_total_unknown(run_cli, project_dir, provider):
+    (project_dir / "prompts" / "subtopics.txt").write_text("subtopics|{{ nope }}")
+    result = run_cli("run")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[0] == (
+        "plan: cost unknown (invalid template subtopics.txt: undefined variable `nope`)"
+    )
+    assert provider.chats() == []
+
+
+def test_the_export_and_a_compare(run_cli, project_dir, provider):
+    (project_dir / "overbrainer.toml").write_text(
+        PIPELINE_CONFIG + LOCAL_TRAINING + "\n[export]\nafter_training = true\n"
+    )
+    assert run_cli("run").exit_code == 1  # split done; the local target has no Axolotl here
+    found = plan(run_cli)
+    assert found["export"] == {"requests": 0, "tokens_in": 0, "tokens_out": 0, "gpu_hours": 0,
+                               "usd": 0.0, "basis": "no price", "in_total": True}
+    compare = found["compare"]
+    assert compare["requests"] == 1 and not compare["in_total"]  # one eval example to judge
+    assert compare["basis"] == "assumed (overbrainer compare, not part of run)"
+    lines = run_cli("plan").stdout.splitlines()
+    assert lines[6] == "export     $0.0000, no price"
+    assert lines[7].startswith("compare    1 judge requests, $")
+    assert lines[7].endswith(", assumed (overbrainer compare, not part of run)")
