@@ -62,8 +62,8 @@ def test_help_lists_the_commands(run_cli):
     commands = re.findall(r"^  (\w+)\s", result.stdout.split("Commands:")[1], re.MULTILINE)
     assert commands == [
         "answers", "compare", "config", "dataset", "export", "history", "init", "migrate",
-        "plan", "plugins", "push", "questions", "run", "runs", "split", "subtopics", "train",
-        "tui", "watch",
+        "plan", "plugins", "providers", "push", "questions", "run", "runs", "split", "subtopics",
+        "train", "tui", "watch",
     ]
     assert "-C, --project-dir DIRECTORY" in result.stdout
 

@@ -21,6 +21,11 @@ ENV_EXAMPLE = """\
 # Keys and URLs live only here (or in the environment), never in overbrainer.toml.
 # A secret may also be a reference: vault:<mount>/<path>#<field> (needs VAULT_ADDR).
 
+# base_url is where the API starts, /v1 included: requests go to BASE_URL/chat/completions
+# (openai) or BASE_URL/messages (anthropic). OpenRouter: https://openrouter.ai/api/v1;
+# OpenAI: https://api.openai.com/v1; Anthropic: https://api.anthropic.com/v1;
+# a local vLLM or llama.cpp server: http://127.0.0.1:8000/v1 (no key needed).
+# `overbrainer providers check` sends one cheap request per role to try them.
 OVERBRAINER_PROVIDERS__OPENROUTER__BASE_URL=
 OVERBRAINER_PROVIDERS__OPENROUTER__API_KEY=
 

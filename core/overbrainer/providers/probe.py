@@ -1,0 +1,102 @@
+"""One cheap request per role, to see that each provider answers before anything is paid.
+
+A chat role is asked to reply ``ok`` with few tokens (a reasoning model still gets room to
+show whether its reasoning comes back raw); the embedder embeds one word. What comes back:
+how long it took, whether the provider gives prices for the model, and what kind of
+reasoning the reply carried.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from overbrainer.config.model import Role, Settings
+from overbrainer.providers.errors import ProviderError
+from overbrainer.providers.prices import Price, PriceBook
+from overbrainer.providers.registry import ProviderSet
+
+PROBE = [{"role": "user", "content": "Reply with the single word: ok"}]
+PROBE_TOKENS = 512
+ROLES = ("generator", "parent", "embedder", "judge")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What one role's request showed; ``error`` when it got no reply."""
+
+    role: str
+    provider: str
+    model: str
+    seconds: float
+    error: str | None = None
+    price: Price | None = None
+    reasoning: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def cost(self) -> float | None:
+        if self.price is None:
+            return None
+        return self.input_tokens * self.price.prompt + self.output_tokens * self.price.completion
+
+
+def probe_role(role: Role) -> Role:
+    """``role`` with a small token budget, room left for a thinking budget it has."""
+    tokens = min(role.max_tokens, PROBE_TOKENS)
+    if role.thinking_budget is not None:
+        tokens = role.thinking_budget + 64
+    return role.model_copy(update={"max_tokens": tokens})
+
+
+async def probe_all(settings: Settings, env: Mapping[str, str]) -> list[Probe]:
+    """Each configured role, one after the other (so that latencies mean something), each
+    on clients of its own: a refused key of one provider does not stop the others' probes."""
+    book = PriceBook()
+    found: list[Probe] = []
+    for name in ROLES:
+        role = getattr(settings.roles, name)
+        if role is None:
+            continue
+        providers = ProviderSet(settings, env, book)
+        try:
+            probe = await _probe(providers, name, role)
+            await providers.settle_prices()
+            price = providers.price(role.provider, role.model)
+        finally:
+            await providers.aclose()
+        found.append(replace(probe, price=price))
+    return found
+
+
+async def _probe(providers: ProviderSet, name: str, role: Role) -> Probe:
+    started = time.monotonic()
+
+    def failed(message: str) -> Probe:
+        return Probe(name, role.provider, role.model, time.monotonic() - started, message)
+
+    def no_retry(message: str, delay: float) -> None:
+        raise ProviderError(message)
+
+    try:
+        client = providers.client(role.provider)
+        if name == "embedder":
+            _, tokens = await client.embed(role.model, ["ok"], no_retry)
+            return Probe(name, role.provider, role.model, time.monotonic() - started,
+                         input_tokens=tokens)
+        completion = await client.chat(probe_role(role), PROBE, no_retry)
+    except ProviderError as error:
+        return failed(error.message)
+    except Exception as error:  # noqa: BLE001 - a UserError (no URL), shown as its message
+        return failed(getattr(error, "message", None) or type(error).__name__)
+    return Probe(
+        name,
+        role.provider,
+        role.model,
+        time.monotonic() - started,
+        reasoning=completion.reasoning_kind,
+        input_tokens=completion.input_tokens,
+        output_tokens=completion.output_tokens,
+    )
