@@ -14,7 +14,7 @@ class Clock:
         return self.now
 
 
-def test_step_lines_at_most_every_ten_seconds_and_every_phase(capsys):
+def test_step_lines_at_each_tenth_with_pace_and_every_phase(capsys):
     configure_logging()
     clock = Clock()
     progress = Progress(clock=clock, bar=False)
@@ -43,14 +43,33 @@ def test_step_lines_at_most_every_ten_seconds_and_every_phase(capsys):
     assert capsys.readouterr().err.splitlines() == [
         "train: job running",
         "train: step 1/40 (2%), epoch 0.08, loss 1.2345, lr 2.00e-04, grad_norm 0.812",
-        "train: step 6/40 (15%), epoch 0.45, loss 1.2345, lr 2.00e-04, grad_norm 0.812",
-        "train: step 11/40 (27%), epoch 0.83, loss 1.2345, lr 2.00e-04, grad_norm 0.812",
+        "train: step 4/40 (10%), epoch 0.30, loss 1.2345, lr 2.00e-04, grad_norm 0.812, "
+        "2.0 s/step, about 72 s left",
+        "train: step 8/40 (20%), epoch 0.60, loss 1.2345, lr 2.00e-04, grad_norm 0.812, "
+        "2.0 s/step, about 64 s left",
+        "train: step 12/40 (30%), epoch 0.90, loss 1.2345, lr 2.00e-04, grad_norm 0.812, "
+        "2.0 s/step, about 56 s left",
         "train: evaluating 1/120",
         "train: evaluating 60/120",
         "train: finalizing (saving model)",
         "train: merging adapter",
         "train: retrieving results",
     ]
+
+
+def test_a_long_run_has_a_step_line_at_least_every_thirty_seconds(capsys):
+    configure_logging()
+    clock = Clock()
+    progress = Progress(clock=clock, bar=False)
+    for step in range(1, 40):  # 10,000 steps: a tenth is far off; one step each 4 s
+        clock.now = step * 4.0
+        progress.event({"event": "log", "step": step, "max_steps": 10_000, "loss": 2.0})
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(",")[0] for line in lines] == [
+        "train: step 1/10000 (0%)", "train: step 9/10000 (0%)", "train: step 17/10000 (0%)",
+        "train: step 25/10000 (0%)", "train: step 33/10000 (0%)",
+    ]
+    assert lines[1].endswith("loss 2.0000, 4.0 s/step, about 11.1 h left")
 
 
 def test_the_summary_says_what_is_known():

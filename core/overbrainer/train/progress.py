@@ -1,8 +1,9 @@
 """What a followed run says while it trains: stderr lines, and a bar on a terminal.
 
-Training logs are printed at most one per ``LOG_EVERY_S``; phases (evaluating, finalizing,
-merging, retrieving) and job status changes always. On a terminal a rich progress bar
-shows step, loss and phase instead of the periodic step lines.
+Off a terminal a step line (loss, pace, time left) is printed at the first step, at each
+tenth of the run's steps, and whenever ``HEARTBEAT_S`` passed since the last one; phases
+(evaluating, finalizing, merging, retrieving) and job status changes always. On a terminal
+a rich progress bar shows step, loss and phase instead of the step lines.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from typing import Any
 from loguru import logger
 
 LOG_EVERY_S = 10.0
+"""How often an evaluation in progress is said again."""
+HEARTBEAT_S = 30.0
+"""The longest a training goes without a step line, while its steps come."""
+SHARES = 10
+"""A step line at each tenth of the run's steps."""
 
 
 @dataclass
@@ -60,7 +66,7 @@ class Summary:
             parts.append(f"eval_loss {self.eval_loss:.4f}")
         return ", ".join(parts) if parts else "no training step logged"
 
-    def step_line(self) -> str:
+    def step_line(self, pace: str | None = None) -> str:
         parts = []
         if self.step is not None and self.max_steps:
             percent = int(100 * self.step / self.max_steps)
@@ -75,6 +81,8 @@ class Summary:
             parts.append(f"lr {self.learning_rate:.2e}")
         if self.grad_norm is not None:
             parts.append(f"grad_norm {self.grad_norm:.3f}")
+        if pace:
+            parts.append(pace)
         return "train: " + ", ".join(parts)
 
 
@@ -87,6 +95,7 @@ class Progress:
         self.summary = Summary()
         self.clock = clock
         self._last_log: float | None = None
+        self._last_step: int | None = None
         self._phase_said = 0.0
         self._phase = "training"
         self._bar = _Bar() if (sys.stderr.isatty() if bar is None else bar) else None
@@ -131,12 +140,38 @@ class Progress:
         if event.get("loss") is None and event.get("eval_loss") is not None:
             self._say(f"train: step {self.summary.step}, eval_loss {self.summary.eval_loss:.4f}")
             return
-        now = self.clock()
-        if self._last_log is not None and now - self._last_log < LOG_EVERY_S:
+        now, step = self.clock(), self.summary.step
+        if not self._step_line_due(now, step):
             return
-        self._last_log = now
+        pace = self._pace(now, step)
+        self._last_log, self._last_step = now, step
         if self._bar is None:
-            self._say(self.summary.step_line())
+            self._say(self.summary.step_line(pace))
+
+    def _step_line_due(self, now: float, step: int | None) -> bool:
+        if self._last_log is None or self._last_step is None or step is None:
+            return True
+        if step <= self._last_step:
+            return False
+        total = self.summary.max_steps
+        if total and (step * SHARES) // total > (self._last_step * SHARES) // total:
+            return True
+        return now - self._last_log >= HEARTBEAT_S
+
+    def _pace(self, now: float, step: int | None) -> str | None:
+        """Steps a second (or seconds a step) since the last line, and the time left."""
+        if self._last_log is None or self._last_step is None or step is None:
+            return None
+        steps, seconds = step - self._last_step, now - self._last_log
+        if steps <= 0 or seconds <= 0:
+            return None
+        rate = steps / seconds
+        pace = f"{rate:.2f} steps/s" if rate >= 1 else f"{1 / rate:.1f} s/step"
+        total = self.summary.max_steps
+        if total and total > step:
+            left = (total - step) / rate
+            pace += f", about {_duration(left)} left"
+        return pace
 
     def _set_phase(self, phase: str, line: str) -> None:
         """Say ``line`` when the phase changes; while evaluating, again at most every
@@ -154,6 +189,14 @@ class Progress:
             self._bar.print(line)
         else:
             logger.info(line)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 class _Bar:
