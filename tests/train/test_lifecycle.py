@@ -56,6 +56,23 @@ def test_a_non_zero_exit_fails_the_run(trainer, run_cli, monkeypatch):
     assert trainer.run()["state"] == "failed" and trainer.run()["message"] == message
 
 
+def test_a_failed_job_says_its_last_error_line(trainer, run_cli, monkeypatch):
+    monkeypatch.setenv("FAKE_AXOLOTL_EXIT", "1")
+    monkeypatch.setenv(
+        "FAKE_AXOLOTL_ERROR",
+        "OSError: Can't load the configuration of 'models/nope' (token hf_abcdefghijklmnopqrstu)",
+    )
+    result = run_cli("train")
+    run_id = trainer.run()["id"]
+    assert result.exit_code == 1
+    message = (
+        "the job exited with code 1: OSError: Can't load the configuration of 'models/nope' "
+        f"(token ***) (see runs/{run_id}/job.log)"
+    )
+    assert result.stderr.endswith(f"error: {message}\n")
+    assert trainer.run()["message"] == message
+
+
 def test_a_job_without_metrics_fails_the_run(trainer, run_cli, monkeypatch):
     monkeypatch.setenv("FAKE_AXOLOTL_NO_PLUGIN", "1")
     result = run_cli("train")

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from loguru import logger
@@ -156,7 +159,47 @@ def _best_effort(
     except Exception as error:  # noqa: BLE001 - the state stands; the message says what is missing
         note = f"artifacts not retrieved: {error}"
         message = f"{message} ({note})" if message else note
+    else:
+        failed = state is RunState.FAILED
+        cause = last_error_line(store.run_dir(run.id) / JOB_LOG) if failed else None
+        if cause is not None and message is not None:
+            head, see, rest = message.partition(" (see ")
+            message = f"{head}: {cause}{see}{rest}"
     return _save(store, run, state, message)
+
+
+_ERROR_LINE = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?:: .+)?$"
+)
+ERROR_TAIL = 64 << 10
+ERROR_SHOWN = 300
+
+
+def last_error_line(path: Path) -> str | None:
+    """The last line of a job log that names an exception (a traceback's last line, such
+    as ``OSError: Can't load the configuration of 'models/nope'``), redacted and printable;
+    None when there is none, or no log."""
+    from overbrainer.redact import LineRedactor, printable
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            return None
+        size = os.fstat(file.fileno()).st_size
+        file.seek(max(size - ERROR_TAIL, 0))
+        text = file.read(ERROR_TAIL).decode("utf-8", "replace")
+    redactor = LineRedactor()
+    found = None
+    for raw in text.splitlines():
+        line = printable(redactor.line(raw)).strip()
+        if _ERROR_LINE.match(line):
+            found = line
+    if found is None:
+        return None
+    return found if len(found) <= ERROR_SHOWN else found[: ERROR_SHOWN - 1] + "…"
 
 
 def _save(
