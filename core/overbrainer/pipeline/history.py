@@ -34,7 +34,8 @@ def _is_entry(record: dict[str, Any]) -> bool:
 def append_history(project_dir: Path, entry: dict[str, Any]) -> None:
     """Add one stage execution:
     ``{stage, started_at, ended_at, status, provider, model, done, skipped, failed, excluded,
-    input_tokens, output_tokens, cost, split?}`` (``cost`` None when unknown)."""
+    input_tokens, output_tokens, cost, split?, batch?}`` (``cost`` None when unknown;
+    ``batch``: ``{batches, waiting}`` when the stage ran in batch)."""
     with JsonlWriter(project_dir / HISTORY, _is_entry, str(HISTORY)) as writer:
         writer.append(entry)
 
@@ -96,5 +97,10 @@ def execution_lines(entries: list[dict[str, Any]]) -> list[str]:
             )
         elif e.get("model"):
             line += f"; {e.get('provider')}/{e['model']}"
+        batch = e.get("batch")
+        if isinstance(batch, dict):
+            count = batch.get("batches", 0)
+            line += f"; in batch ({count} batch{'' if count == 1 else 'es'}"
+            line += f", {batch['waiting']} waiting)" if batch.get("waiting") else ")"
         lines.append(line)
     return lines

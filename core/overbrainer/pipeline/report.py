@@ -26,7 +26,12 @@ class Report:
         self.skipped = 0
         self.failed = 0
         self.excluded = 0
-        self.usage: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+        self.usage: dict[tuple[str, str, float], list[int]] = defaultdict(lambda: [0, 0])
+        """Tokens by (provider, model, discount): a batch's are priced less."""
+        self.batched: set[str] = set()
+        """The batches the stage sent or collected: it ran in batch when there are any."""
+        self.waiting = 0
+        """Items left in batches still running when the stage returned (``--no-wait``)."""
         self._processed = 0
 
     def start(self, total: int) -> None:
@@ -66,12 +71,21 @@ class Report:
 
         return warn
 
-    def used(self, provider: str, model: str, input_tokens: int, output_tokens: int) -> None:
-        tally = self.usage[(provider, model)]
+    def used(
+        self,
+        provider: str,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        *,
+        discount: float = 0.0,
+    ) -> None:
+        """Tokens paid for; ``discount``: the share of the price taken off (a batch's)."""
+        tally = self.usage[(provider, model, discount)]
         tally[0] += input_tokens
         tally[1] += output_tokens
         price = self.price_of(provider, model)
-        cost = input_tokens * price.prompt + output_tokens * price.completion if price else None
+        cost = _cost(price, input_tokens, output_tokens, discount) if price else None
         publish(
             "tokens",
             stage=self.stage,
@@ -93,14 +107,24 @@ class Report:
     def cost(self) -> float | None:
         """USD spent, or None when a model that was used has no known price."""
         total = 0.0
-        for (provider, model), (input_tokens, output_tokens) in self.usage.items():
+        for (provider, model, discount), (input_tokens, output_tokens) in self.usage.items():
             if not input_tokens and not output_tokens:
                 continue
             price = self.price_of(provider, model)
             if price is None:
                 return None
-            total += input_tokens * price.prompt + output_tokens * price.completion
+            total += _cost(price, input_tokens, output_tokens, discount)
         return total
+
+    def batch_note(self) -> str:
+        """What the summary line adds when the stage ran in batch, else nothing."""
+        if not self.batched:
+            return ""
+        count = len(self.batched)
+        note = f"; in batch ({count} batch{'es' if count > 1 else ''}"
+        if self.waiting:
+            note += f", {self.waiting} waiting: `overbrainer answers` collects them"
+        return note + ")"
 
     def summary(self) -> str:
         cost = self.cost()
@@ -108,7 +132,7 @@ class Report:
         return (
             f"{self.stage}: {self.done} done, {self.skipped} skipped, {self.failed} failed, "
             f"{self.excluded} excluded; tokens {self.input_tokens} in, {self.output_tokens} out; "
-            f"{spent}"
+            f"{spent}{self.batch_note()}"
         )
 
     def _advance(self) -> None:
@@ -118,3 +142,7 @@ class Report:
             self.progress.update(self._processed, *tokens, self.cost())
         else:
             self.progress.update(self._processed, 0, 0, None)
+
+
+def _cost(price: Price, input_tokens: int, output_tokens: int, discount: float) -> float:
+    return (input_tokens * price.prompt + output_tokens * price.completion) * (1 - discount)

@@ -92,9 +92,14 @@ def run_stage(
     *,
     topic: str | None = None,
     force: bool = False,
+    batch: bool | None = None,
+    wait: bool = True,
 ) -> Outcome:
     """Run ``stage`` to its end (or the first fatal error, or Ctrl-C) and record it in the
-    history. Raises ``UserError`` only for a ``--topic`` that names no topic."""
+    history. Raises ``UserError`` only for a ``--topic`` that names no topic.
+
+    ``batch``: send ``answers`` through the batch API or not, whatever the parent role
+    says; ``wait``: wait for the batches to end (else submit and return)."""
     topics = select_topics(settings, topic)
     started = timestamp()
     report = Report(stage, Progress(stage))
@@ -109,7 +114,9 @@ def run_stage(
         else:
             # Imported here: split, which asks no provider, does not pay for aiohttp.
             body = importlib.import_module(f"overbrainer.pipeline.{stage}").run
-            context = StageContext(project_dir, settings, topics, force, report)
+            context = StageContext(
+                project_dir, settings, topics, force, report, batch=batch, wait=wait
+            )
             _run_async(_run(body, context, env, prices))
         if report.failed:
             error = f"{report.failed} {stage} item(s) failed; run the command again to retry them"
@@ -219,6 +226,8 @@ def _entry(
         "output_tokens": report.output_tokens,
         "cost": report.cost(),
     }
+    if report.batched:
+        entry["batch"] = {"batches": len(report.batched), "waiting": report.waiting}
     if result is not None:
         # As the reference tool writes a split line: nothing "done" (the counts are in
         # `split`) and no cost (it asks no provider).

@@ -31,6 +31,10 @@ class StageContext:
     topics: list[Topic]
     force: bool
     report: Report
+    batch: bool | None = None
+    """Whether ``answers`` goes through the batch API; None: as the parent role says."""
+    wait: bool = True
+    """Whether a batch stage waits for its batches to end (``--no-wait``: it does not)."""
     providers: ProviderSet = field(init=False)
 
     @property
