@@ -194,6 +194,7 @@ class FakeBatchProvider(FakeProvider):
                 (err if to_errors else out).append(line)
             counts[kind if kind in counts else "succeeded"] += 1
         batch.counts = counts
+        batch.cancelled = batch.cancelled or fate == "cancelled"
         if fate == "failed":
             batch.errors = [{"code": "invalid_request", "message": "the input file is invalid"}]
         if batch.protocol == "anthropic":

@@ -84,6 +84,7 @@ class BatchStage:
         self.leftover: list[dict[str, Any]] = []
         """Items that failed in a batch, to be answered online (the stage runs online)."""
         self._tries: dict[str, int] = {}
+        self._pending: list[Batch] = []
         self._apis: dict[str, BatchAPI] = {}
         self._pipeline = ctx.settings.pipeline
 
@@ -96,24 +97,34 @@ class BatchStage:
             for question in batch.questions:
                 self._tries[question] = 1
             self.ctx.report.batched.add(batch.name)
-        pending = [b for b in [await self._found(b) for b in live] if b is not None]
-        retry: list[dict[str, Any]] = []
-        if pending:
-            pending, retry = await self._poll(pending)
-        if submit:
-            pending += await self.submit([*todo, *retry])
-        else:
-            self.leftover += retry
-        while pending and self.ctx.wait:
-            await asyncio.sleep(self._pipeline.batch_poll_s)
-            pending, retry = await self._poll(pending)
-            if submit:
-                pending += await self.submit(retry)
-            else:
-                self.leftover += retry
-        self.ctx.report.waiting = sum(
-            1 for b in pending for q in b.questions if q not in self.answered
-        )
+        self._pending = []
+        try:
+            retry: list[dict[str, Any]] = []
+            for batch in live:
+                if await self._found(batch):
+                    self._pending.append(batch)
+                else:  # never started: its questions are free to send
+                    retry += self._unanswered(batch.questions)
+            if self._pending:
+                self._pending, failed = await self._poll(self._pending)
+                retry += failed
+            while True:
+                if submit:
+                    self._pending += await self.submit([*todo, *retry])
+                else:
+                    self.leftover += retry
+                todo = []
+                if not self._pending or not self.ctx.wait:
+                    return
+                await asyncio.sleep(self._pipeline.batch_poll_s)
+                self._pending, retry = await self._poll(self._pending)
+        finally:
+            self.ctx.report.waiting = len(
+                {q for b in self._pending for q in b.questions} - self.answered
+            )
+
+    def _unanswered(self, ids: list[str]) -> list[dict[str, Any]]:
+        return [self.questions[q] for q in ids if q in self.questions and q not in self.answered]
 
     # -- sending ------------------------------------------------------------------------
 
@@ -180,11 +191,11 @@ class BatchStage:
         api = self._api(batch)
         return await api.find(batch.key, batch.prepared, len(batch.questions), batch.at, known)
 
-    async def _found(self, batch: Batch) -> Batch | None:
-        """``batch`` with its id, looked for when a crash came before it was recorded;
-        None when the provider never started it (its questions are free to send)."""
+    async def _found(self, batch: Batch) -> bool:
+        """Whether ``batch`` is live with its id, looked for when a crash came before it
+        was recorded; False when the provider never started it."""
         if batch.state is State.SUBMITTED:
-            return batch
+            return True
         found = await self._kept(batch, "looking for it", lambda: self._find(batch))
         if found is None:
             self.ledger.update(batch, State.ABANDONED)
@@ -195,12 +206,12 @@ class BatchStage:
                 f"answers: batch {batch.key} was never started by the provider: "
                 "its questions are sent again"
             )
-            return None
+            return False
         self.ctx.report.batched.discard(batch.name)
         self.ledger.update(batch, State.SUBMITTED, batch_id=found)
         self.ctx.report.batched.add(found)
         logger.info(f"answers: batch {found}: found again, recorded")
-        return batch
+        return True
 
     # -- collecting ---------------------------------------------------------------------
 
@@ -292,29 +303,28 @@ class BatchStage:
             else:
                 retry.append(question)
         if retry:
-            first = failed[retry[0]["id"]]
+            reasons = list(dict.fromkeys(failed[q["id"]] for q in retry))
+            shown = "; ".join(reasons[:3]) + ("; …" if len(reasons) > 3 else "")
             logger.warning(
                 f"answers: batch {batch.name}: {len(retry)} item(s) without an answer "
-                f"({first}{', …' if len(retry) > 1 else ''}): tried again"
+                f"({shown}): tried again"
             )
         return retry
 
     # -- plumbing -----------------------------------------------------------------------
 
     async def _retried(self, batch: Batch, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
-        """``attempt()``, tried again with backoff on a failure short of a fatal one;
-        the last failure is raised."""
+        """``attempt()``, tried again with backoff on a failure worth trying again (a
+        transport error, 408, 429, >= 500, a reply that is not JSON or not a batch);
+        any other failure, and the last, is raised."""
         policy = self._client(batch).retry
         for number in range(1, policy.attempts + 1):
             try:
                 return await attempt()
-            except FatalProviderError:
-                raise
-            except ProviderError as error:
+            except TransientError as error:
                 if number == policy.attempts:
                     raise
-                retry_after = error.retry_after if isinstance(error, TransientError) else None
-                delay = policy.delay(number, retry_after)
+                delay = policy.delay(number, error.retry_after)
                 logger.warning(
                     f"answers: batch {batch.name}: {what} failed ({error.message}); "
                     f"trying again in {delay:.1f}s"

@@ -50,9 +50,10 @@ def _totals(entries: list[dict[str, Any]]) -> str:
     failed = sum(e.get("failed", 0) for e in entries)
     tokens_in = sum(e.get("input_tokens", 0) for e in entries)
     tokens_out = sum(e.get("output_tokens", 0) for e in entries)
+    batched = sum(1 for e in entries if isinstance(e.get("batch"), dict))
     return (
         f"{runs} run(s), {done} done, {failed} failed; tokens {tokens_in} in, {tokens_out} out; "
-        f"{_cost(entries)}"
+        f"{_cost(entries)}" + (f"; {batched} in batch" if batched else "")
     )
 
 

@@ -22,7 +22,7 @@ from overbrainer.providers.batch_api import (
     same_origin,
 )
 from overbrainer.providers.client import Client
-from overbrainer.providers.errors import ProviderError
+from overbrainer.providers.errors import ProviderError, TransientError
 
 LIMITS = Limits(requests=100_000, bytes=250_000_000)
 """Under Anthropic's 100,000 requests or 256 MB a batch."""
@@ -79,7 +79,7 @@ class AnthropicBatches:
         data = await call(self._client, "GET", self._url(f"/{batch_id}"))
         status = member(data, "processing_status")
         if not isinstance(status, str):
-            raise ProviderError("the provider's reply is not a message batch")
+            raise TransientError("the provider's reply is not a message batch")
         url = member(data, "results_url")
         ended = status == "ended"
         if ended and url is not None and not (

@@ -23,7 +23,7 @@ from overbrainer.providers.batch_api import (
     reason,
 )
 from overbrainer.providers.client import Client
-from overbrainer.providers.errors import ProviderError
+from overbrainer.providers.errors import ProviderError, TransientError
 
 LIMITS = Limits(requests=50_000, bytes=190_000_000)
 """Under OpenAI's 50,000 requests or 200 MB a file (the margin: the multipart wrapping)."""
@@ -92,7 +92,7 @@ class OpenAIBatches:
         data = await call(self._client, "GET", self._url(f"batches/{batch_id}"))
         status = member(data, "status")
         if not isinstance(status, str):
-            raise ProviderError("the provider's reply is not a batch")
+            raise TransientError("the provider's reply is not a batch")
         why = None
         if status == "failed":
             errors = member(data, "errors")
