@@ -525,3 +525,22 @@ def test_ctrl_c_while_waiting_keeps_the_batch_and_the_next_run_collects(
     assert result.exit_code == 0, result.stderr
     assert len(provider.submitted()) == 1
     assert answered(project_dir) == sorted(q["id"] for q in questions)
+
+
+def test_force_in_batch_replaces_the_answers_once_the_batch_is_collected(
+    run_cli, project_dir, provider
+):
+    questions = six(project_dir)
+    assert run_cli("answers", "--no-batch").exit_code == 0
+    provider.hold = True
+    result = run_cli("answers", "--force", "--batch", "--no-wait")
+    assert result.exit_code == 0, result.stderr
+    # Until the batch ends, each question keeps its online answer.
+    assert [r["meta"].get("batch") for r in lines(project_dir, "answers.jsonl")] == [None] * 6
+    provider.hold = False
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    [batch] = provider.submitted()
+    records = lines(project_dir, "answers.jsonl")
+    assert sorted(r["id"] for r in records) == sorted(q["id"] for q in questions)
+    assert {r["meta"]["batch"] for r in records} == {batch.id}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,6 +132,15 @@ def _answering(ctx: StageContext, templates: Templates) -> Answering:
     return Answering(role, hidden, systems, ctx.settings.pipeline.include_system_prompt)
 
 
+async def _beside(online: Awaitable[None], batches: Awaitable[None]) -> None:
+    """Online answers while the live batches end; a failure of either waits for the end
+    of the other (the replies on their way are paid for)."""
+    ended = await asyncio.gather(online, batches, return_exceptions=True)
+    for outcome in ended:
+        if isinstance(outcome, BaseException):
+            raise outcome
+
+
 async def run(ctx: StageContext) -> None:
     """Answer each question of the selected topics that has no answer yet, online or in
     batch; a question in a live batch waits for that batch, whichever way the stage runs."""
@@ -140,7 +150,7 @@ async def run(ctx: StageContext) -> None:
     answers = data.read(ANSWERS)
     if ctx.force:
         answers = without(answers, ctx.topic_names)
-    answered = {answer["id"] for answer in answers}
+    answered = {answer["id"]: answer["meta"].get("batch") for answer in answers}
     live = Ledger(ctx.project_dir).live()
     in_batch = {question for batch in live for question in batch.questions}
     todo, seen = [], set()
@@ -154,14 +164,16 @@ async def run(ctx: StageContext) -> None:
             ctx.report.skip(topic=question["topic"])
         elif question["id"] not in in_batch:
             todo.append(question)
-    waiting = {q for q in in_batch if q in by_id and q not in answered}
-    ctx.report.start(len(todo) + len(waiting))
-    if not todo and not waiting:
+    # A live batch is collected even when its questions have answers (it replaces them:
+    # it was sent by --force): it is paid for, and it stays live until it is.
+    ctx.report.start(len(todo) + len(in_batch & by_id.keys()))
+    if not todo and not live:
         return
 
     answering = _answering(ctx, templates)
     role = answering.role
     in_batch_now = role.batch if ctx.batch is None else ctx.batch
+    batches: BatchStage | None = None
     try:
         with data.writer(ANSWERS) as writer:
 
@@ -183,10 +195,8 @@ async def run(ctx: StageContext) -> None:
             if in_batch_now:
                 await batches.run(todo, live, submit=True)
                 return
-            async with asyncio.TaskGroup() as group:  # online, while live batches end
-                group.create_task(for_each(todo, answer, concurrency))
-                group.create_task(batches.run([], live, submit=False))
+            await _beside(for_each(todo, answer, concurrency), batches.run([], live, submit=False))
             await for_each(batches.leftover, answer, concurrency)
     finally:
-        if ctx.force:
+        if ctx.force or (batches is not None and batches.replaced):
             data.latest(ANSWERS)  # each replaced answer's old line goes

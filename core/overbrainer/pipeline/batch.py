@@ -72,15 +72,19 @@ class BatchStage:
         ctx: StageContext,
         answering: Answering,
         writer: JsonlWriter,
-        answered: set[str],
+        answered: dict[str, str | None],
         questions: dict[str, dict[str, Any]],
     ) -> None:
+        """``answered``: the batch (or None) of each question's answer so far."""
         self.ctx = ctx
         self.answering = answering
         self.writer = writer
         self.answered = answered
         self.questions = questions
         self.ledger = Ledger(ctx.project_dir)
+        self.replaced = False
+        """Whether an answer was appended after an older one of its question (a batch
+        sent by ``--force``): the older line is to go."""
         self.leftover: list[dict[str, Any]] = []
         """Items that failed in a batch, to be answered online (the stage runs online)."""
         self._tries: dict[str, int] = {}
@@ -120,7 +124,7 @@ class BatchStage:
                 self._pending, retry = await self._poll(self._pending)
         finally:
             self.ctx.report.waiting = len(
-                {q for b in self._pending for q in b.questions} - self.answered
+                {q for b in self._pending for q in b.questions} - set(self.answered)
             )
 
     def _unanswered(self, ids: list[str]) -> list[dict[str, Any]]:
@@ -273,6 +277,8 @@ class BatchStage:
         return failed
 
     def _write(self, batch: Batch, question_id: str, completion: Any) -> None:
+        if question_id in self.answered and self.answered[question_id] == batch.batch_id:
+            return  # collected before this run was stopped, its tokens counted then
         report = self.ctx.report
         provider = self.ctx.settings.providers.get(batch.provider)
         discount = provider.batch_discount if provider is not None else 0.0
@@ -281,13 +287,14 @@ class BatchStage:
             discount=discount,
         )
         question = self.questions.get(question_id)
-        if question is None or question_id in self.answered:
-            return  # paid, but no longer asked for (or answered by an earlier collection)
+        if question is None:
+            return  # paid, but no longer asked for
         record = self.answering.record(question, completion)
         record["meta"]["model"] = batch.model
         record["meta"]["batch"] = batch.batch_id
+        self.replaced = self.replaced or question_id in self.answered
         self.writer.append(record)
-        self.answered.add(question_id)
+        self.answered[question_id] = batch.batch_id
         report.finish(excluded=record["meta"]["excluded"] is not None)
 
     def _again(self, batch: Batch, failed: dict[str, str]) -> list[dict[str, Any]]:
