@@ -544,3 +544,32 @@ def test_force_in_batch_replaces_the_answers_once_the_batch_is_collected(
     records = lines(project_dir, "answers.jsonl")
     assert sorted(r["id"] for r in records) == sorted(q["id"] for q in questions)
     assert {r["meta"]["batch"] for r in records} == {batch.id}
+
+
+def test_cancel_stops_the_live_batches_and_keeps_what_they_finished(
+    run_cli, project_dir, provider, protocol
+):
+    as_protocol(project_dir, protocol)
+    questions = six(project_dir)
+    provider.hold = True
+    assert run_cli("answers", "--no-wait").exit_code == 0
+    [batch] = provider.submitted()
+    result = run_cli("answers", "--cancel")
+    assert result.exit_code == 0, result.stderr
+    assert [s.path for s in provider.requests if s.path.endswith("/cancel")] == [
+        f"{'batches' if protocol == 'openai' else 'messages/batches'}/{batch.id}/cancel"
+    ]
+    assert f"answers: batch {batch.id}: cancelled" in result.stderr
+    assert (
+        f"answers: batch {batch.id}: 5 item(s) without an answer, left for a later "
+        "`overbrainer answers`"
+    ) in result.stderr
+    assert result.stdout.startswith("answers: 1 done, 0 skipped, 0 failed")
+    assert len(answered(project_dir)) == 1
+    assert len(provider.submitted()) == 1  # nothing sent again by --cancel
+
+    provider.hold = False
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    assert [len(b.items) for b in provider.submitted()] == [6, 5]
+    assert answered(project_dir) == sorted(q["id"] for q in questions)

@@ -22,6 +22,7 @@ def execute(
     *,
     batch: bool | None = None,
     wait: bool = True,
+    cancel: bool = False,
 ) -> None:
     """Run ``stage`` under the project lock; print its summary; fail as it failed.
 
@@ -57,6 +58,7 @@ def execute(
                 force=force and name == stage,
                 batch=batch,
                 wait=wait,
+                cancel=cancel,
             )
             click.echo(outcome.summary)
             outcome.check()
@@ -92,13 +94,20 @@ def questions(topic: str | None, force: bool) -> None:
     is_flag=True,
     help="Submit the batches and return; a later `answers` or `run` collects them.",
 )
-def answers(topic: str | None, force: bool, batch: bool | None, no_wait: bool) -> None:
+@click.option(
+    "--cancel",
+    is_flag=True,
+    help="Cancel the batches sent and not yet ended; what they finished is kept.",
+)
+def answers(
+    topic: str | None, force: bool, batch: bool | None, no_wait: bool, cancel: bool
+) -> None:
     """Ask the parent to answer every question that has no answer yet.
 
     Batches already sent are collected first, online or not: a question in one is never
     sent again.
     """
-    execute("answers", topic, force, batch=batch, wait=not no_wait)
+    execute("answers", topic, force, batch=batch, wait=not no_wait, cancel=cancel)
 
 
 @click.command()

@@ -141,6 +141,28 @@ async def _beside(online: Awaitable[None], batches: Awaitable[None]) -> None:
             raise outcome
 
 
+def _select(
+    ctx: StageContext,
+    questions: list[dict[str, Any]],
+    answered: dict[str, str | None],
+    in_batch: set[str],
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The questions to send (of the selected topics, with no answer, in no live batch),
+    and every question by id; the answered ones are counted skipped."""
+    todo, seen = [], set()
+    by_id: dict[str, dict[str, Any]] = {}
+    for question in questions:
+        by_id.setdefault(question["id"], question)
+        if question["topic"] not in ctx.topic_names or question["id"] in seen:
+            continue
+        seen.add(question["id"])
+        if question["id"] in answered:
+            ctx.report.skip(topic=question["topic"])
+        elif question["id"] not in in_batch:
+            todo.append(question)
+    return todo, by_id
+
+
 async def run(ctx: StageContext) -> None:
     """Answer each question of the selected topics that has no answer yet, online or in
     batch; a question in a live batch waits for that batch, whichever way the stage runs."""
@@ -153,20 +175,12 @@ async def run(ctx: StageContext) -> None:
     answered = {answer["id"]: answer["meta"].get("batch") for answer in answers}
     live = Ledger(ctx.project_dir).live()
     in_batch = {question for batch in live for question in batch.questions}
-    todo, seen = [], set()
-    by_id: dict[str, dict[str, Any]] = {}
-    for question in questions:
-        by_id.setdefault(question["id"], question)
-        if question["topic"] not in ctx.topic_names or question["id"] in seen:
-            continue
-        seen.add(question["id"])
-        if question["id"] in answered:
-            ctx.report.skip(topic=question["topic"])
-        elif question["id"] not in in_batch:
-            todo.append(question)
+    todo, by_id = _select(ctx, questions, answered, in_batch)
     # A live batch is collected even when its questions have answers (it replaces them:
     # it was sent by --force): it is paid for, and it stays live until it is.
     ctx.report.start(len(todo) + len(in_batch & by_id.keys()))
+    if ctx.cancel:
+        todo = []  # nothing is sent: the live batches are only cancelled
     if not todo and not live:
         return
 
@@ -192,6 +206,9 @@ async def run(ctx: StageContext) -> None:
                 await for_each(todo, answer, concurrency)
                 return
             batches = BatchStage(ctx, answering, writer, answered, by_id)
+            if ctx.cancel:
+                await batches.cancel(live)
+                return
             if in_batch_now:
                 await batches.run(todo, live, submit=True)
                 return

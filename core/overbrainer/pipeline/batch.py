@@ -127,6 +127,36 @@ class BatchStage:
                 {q for b in self._pending for q in b.questions} - set(self.answered)
             )
 
+    async def cancel(self, live: list[Batch]) -> None:
+        """Cancel ``live``: what they finished is collected (it is paid for), the rest is
+        neither paid nor tried again, until a later ``answers`` asks it anew."""
+        for batch in live:
+            self.ctx.report.batched.add(batch.name)
+        self._pending = []
+        try:
+            for batch in live:
+                if not await self._found(batch):
+                    continue
+                assert batch.batch_id is not None
+                api = self._api(batch)
+                await self._kept(batch, "cancelling it", self._cancel(api, batch.batch_id))
+                self.ledger.update(batch, cancelled=True)
+                self._pending.append(batch)
+                logger.info(f"answers: batch {batch.batch_id}: cancelled")
+            while self._pending:
+                self._pending, _ = await self._poll(self._pending)
+                if self._pending and self.ctx.wait:
+                    await asyncio.sleep(self._pipeline.batch_poll_s)
+                elif self._pending:
+                    return
+        finally:
+            self.ctx.report.waiting = len(
+                {q for b in self._pending for q in b.questions} - set(self.answered)
+            )
+
+    def _cancel(self, api: BatchAPI, batch_id: str) -> Callable[[], Awaitable[None]]:
+        return lambda: api.cancel(batch_id)
+
     def _unanswered(self, ids: list[str]) -> list[dict[str, Any]]:
         return [self.questions[q] for q in ids if q in self.questions and q not in self.answered]
 
@@ -299,6 +329,14 @@ class BatchStage:
 
     def _again(self, batch: Batch, failed: dict[str, str]) -> list[dict[str, Any]]:
         """The failed items to try again; those out of tries fail."""
+        if batch.cancelled:
+            left = [q for q in failed if q not in self.answered]
+            if left:
+                logger.info(
+                    f"answers: batch {batch.name}: {len(left)} item(s) without an answer, "
+                    "left for a later `overbrainer answers`"
+                )
+            return []
         retry = []
         attempts = self._pipeline.max_retries + 1
         for question_id, why in failed.items():

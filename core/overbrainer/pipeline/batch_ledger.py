@@ -57,6 +57,9 @@ class Batch:
     batch_id: str | None = None
     prepared: dict[str, str] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    cancelled: bool = False
+    """Cancelled by ``answers --cancel``: its items without an answer are not tried again
+    when it is collected (a later ``answers`` asks them anew)."""
 
     @property
     def live(self) -> bool:
@@ -138,4 +141,5 @@ def _batch(record: dict[str, Any]) -> Batch:
         batch_id=batch_id if isinstance(batch_id, str) else None,
         prepared=dict(record.get("prepared") or {}),
         failed=dict(record.get("failed") or {}),
+        cancelled=record.get("cancelled") is True,
     )

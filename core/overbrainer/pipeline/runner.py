@@ -94,12 +94,14 @@ def run_stage(
     force: bool = False,
     batch: bool | None = None,
     wait: bool = True,
+    cancel: bool = False,
 ) -> Outcome:
     """Run ``stage`` to its end (or the first fatal error, or Ctrl-C) and record it in the
     history. Raises ``UserError`` only for a ``--topic`` that names no topic.
 
     ``batch``: send ``answers`` through the batch API or not, whatever the parent role
-    says; ``wait``: wait for the batches to end (else submit and return)."""
+    says; ``wait``: wait for the batches to end (else submit and return); ``cancel``:
+    cancel the live batches instead, collecting what they finished."""
     topics = select_topics(settings, topic)
     started = timestamp()
     report = Report(stage, Progress(stage))
@@ -115,7 +117,8 @@ def run_stage(
             # Imported here: split, which asks no provider, does not pay for aiohttp.
             body = importlib.import_module(f"overbrainer.pipeline.{stage}").run
             context = StageContext(
-                project_dir, settings, topics, force, report, batch=batch, wait=wait
+                project_dir, settings, topics, force, report,
+                batch=batch, wait=wait, cancel=cancel,
             )
             _run_async(_run(body, context, env, prices))
         if report.failed:

@@ -35,6 +35,8 @@ class StageContext:
     """Whether ``answers`` goes through the batch API; None: as the parent role says."""
     wait: bool = True
     """Whether a batch stage waits for its batches to end (``--no-wait``: it does not)."""
+    cancel: bool = False
+    """``answers --cancel``: cancel the live batches, collect what they finished."""
     providers: ProviderSet = field(init=False)
 
     @property
