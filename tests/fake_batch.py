@@ -280,3 +280,21 @@ def _iso(seconds: float) -> str:
 
 def _json(body: Any, status: int = 200) -> web.Response:
     return _response(Reply(body, status))
+
+
+def main() -> None:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--process-s", type=float, default=0.05)
+    args = parser.parse_args()
+    server = FakeBatchProvider(latency=args.latency, process_s=args.process_s).start()
+    print(server.url, flush=True)
+    sys.stdin.read()  # serve until the parent closes our stdin
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()
