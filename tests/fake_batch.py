@@ -57,6 +57,8 @@ class FakeBatchProvider(FakeProvider):
         self.process_s = process_s
         self.hold = False
         self.hold_create = 0.0
+        self.lose_create_replies = 0
+        """How many batches are made and answered with a 500 instead of their id."""
         self.item_fate: Fate = lambda custom_id, body: None
         self.batch_fate: Callable[[FakeBatch], str | None] = lambda batch: None
         self.results_base: str | None = None
@@ -161,6 +163,9 @@ class FakeBatchProvider(FakeProvider):
             batch.status = "validating"
         self.batches[batch_id] = batch
         await asyncio.sleep(self.hold_create)
+        if self.lose_create_replies > 0:
+            self.lose_create_replies -= 1
+            return _json({"error": {"message": "upstream timeout"}}, 500)
         return _json(self._view(batch))
 
     # -- processing -------------------------------------------------------------------------

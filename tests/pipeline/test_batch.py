@@ -307,12 +307,43 @@ def test_a_poll_that_keeps_failing_stops_the_stage_and_the_next_run_collects(
     assert answered(project_dir) == sorted(q["id"] for q in questions)
 
 
-def test_a_poll_reply_that_is_not_json_is_retried(run_cli, project_dir, provider):
+@pytest.mark.parametrize(
+    ("body", "shown"),
+    [("{not json", "the provider's reply is not valid JSON"),
+     ({"id": "x"}, "the provider's reply is not a batch")],
+)
+def test_a_poll_reply_that_cannot_be_read_is_retried(run_cli, project_dir, provider, body, shown):
     six(project_dir)
-    provider.on(is_poll, Reply("{not json"), times=1)
+    provider.on(is_poll, Reply(body), times=1)
     result = run_cli("answers")
     assert result.exit_code == 0, result.stderr
-    assert "a poll failed (the provider's reply is not valid JSON); trying again" in result.stderr
+    assert f"a poll failed ({shown}); trying again" in result.stderr
+
+
+def test_a_batch_made_but_whose_reply_was_lost_is_found_not_made_again(
+    run_cli, project_dir, provider, protocol
+):
+    as_protocol(project_dir, protocol)
+    questions = six(project_dir)
+    provider.lose_create_replies = 1
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    [batch] = provider.submitted()
+    assert answered(project_dir) == sorted(q["id"] for q in questions)
+    assert f"answers: batch {batch.id}: 6 question(s) sent" in result.stderr
+
+
+def test_a_batch_not_made_is_tried_again(run_cli, project_dir, provider):
+    questions = six(project_dir)
+    provider.on(lambda s: s.method == "POST" and s.path == "batches",
+                Reply({"error": {"message": "overloaded"}}, status=503), times=1)
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    key = json.loads(ledger(project_dir).splitlines()[0])["key"]
+    assert f"answers: batch {key}: not started (HTTP 503: overloaded); trying again in" \
+        in result.stderr
+    assert len(provider.submitted()) == 1
+    assert answered(project_dir) == sorted(q["id"] for q in questions)
 
 
 def test_no_wait_submits_and_returns_and_a_later_run_collects(run_cli, project_dir, provider):

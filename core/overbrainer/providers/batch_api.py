@@ -136,7 +136,9 @@ async def _send(
     timeout: aiohttp.ClientTimeout | None,
 ) -> bytes:
     extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-    request = client.session.request(method, url, json=json_body, data=data, **extra)
+    request = client.session.request(
+        method, url, json=json_body, data=data, allow_redirects=False, **extra
+    )
     try:
         async with request as response:
             raw = await response.read()
@@ -155,7 +157,8 @@ async def lines(client: Client, url: str, read_timeout: float) -> AsyncIterator[
     """The lines of a results file as they download, however long each is."""
     timeout = aiohttp.ClientTimeout(total=None, sock_read=read_timeout)
     try:
-        async with client.session.get(url, timeout=timeout) as response:
+        # No redirect is followed: the key would go along to wherever it points.
+        async with client.session.get(url, timeout=timeout, allow_redirects=False) as response:
             if response.status != 200:
                 raw = await response.read()
                 raise http_error(response.status, raw, response.headers.get("Retry-After"))
