@@ -123,9 +123,7 @@ class BatchStage:
                 await asyncio.sleep(self._pipeline.batch_poll_s)
                 self._pending, retry = await self._poll(self._pending)
         finally:
-            self.ctx.report.waiting = len(
-                {q for b in self._pending for q in b.questions} - set(self.answered)
-            )
+            self._count_waiting()
 
     async def cancel(self, live: list[Batch]) -> None:
         """Cancel ``live``: what they finished is collected (it is paid for), the rest is
@@ -137,22 +135,25 @@ class BatchStage:
             for batch in live:
                 if not await self._found(batch):
                     continue
-                assert batch.batch_id is not None
-                api = self._api(batch)
-                await self._kept(batch, "cancelling it", self._cancel(api, batch.batch_id))
                 self.ledger.update(batch, cancelled=True)
                 self._pending.append(batch)
-                logger.info(f"answers: batch {batch.batch_id}: cancelled")
+                status = await self._kept(batch, "a poll", self._status(batch))
+                if not status.ended:  # one that ended is only collected
+                    api = self._api(batch)
+                    await self._kept(batch, "cancelling it", self._cancel(api, batch.name))
+                    logger.info(f"answers: batch {batch.name}: cancelled")
             while self._pending:
                 self._pending, _ = await self._poll(self._pending)
-                if self._pending and self.ctx.wait:
-                    await asyncio.sleep(self._pipeline.batch_poll_s)
-                elif self._pending:
+                if not self._pending or not self.ctx.wait:
                     return
+                await asyncio.sleep(self._pipeline.batch_poll_s)
         finally:
-            self.ctx.report.waiting = len(
-                {q for b in self._pending for q in b.questions} - set(self.answered)
-            )
+            self._count_waiting()
+
+    def _count_waiting(self) -> None:
+        self.ctx.report.waiting = len(
+            {q for b in self._pending for q in b.questions} - set(self.answered)
+        )
 
     def _cancel(self, api: BatchAPI, batch_id: str) -> Callable[[], Awaitable[None]]:
         return lambda: api.cancel(batch_id)
