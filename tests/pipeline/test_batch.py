@@ -119,13 +119,26 @@ def test_answers_in_batch_are_the_online_answers_at_half_price(
 def test_the_key_goes_only_into_headers(run_cli, project_dir, provider, protocol):
     as_protocol(project_dir, protocol)
     six(project_dir)
-    assert run_cli("answers").exit_code == 0
+    result = run_cli("answers")
+    assert result.exit_code == 0
+    assert API_KEY not in result.stdout + result.stderr
     for seen in provider.requests:
         sent = seen.headers.get("Authorization", "") + seen.headers.get("x-api-key", "")
         assert API_KEY in sent
         assert API_KEY not in json.dumps(seen.body, default=repr)
     assert all(API_KEY.encode() not in upload for upload in provider.uploads)
     assert API_KEY not in ledger(project_dir)
+
+
+def test_the_provider_s_batch_discount_sets_the_price(run_cli, project_dir, provider):
+    config = BATCH_CONFIG.replace(
+        'protocol = "openai"\n', 'protocol = "openai"\nbatch_discount = 0.25\n'
+    )
+    (project_dir / "overbrainer.toml").write_text(config)
+    six(project_dir)
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    assert history(project_dir)[-1]["cost"] == pytest.approx(SIX_ONLINE * 0.75)
 
 
 def test_the_openai_upload_is_a_jsonl_of_chat_requests(run_cli, project_dir, provider):
