@@ -15,7 +15,15 @@ _FORCE = click.option(
 )
 
 
-def execute(stage: str, topic: str | None, force: bool = False) -> None:
+def execute(
+    stage: str,
+    topic: str | None,
+    force: bool = False,
+    *,
+    batch: bool | None = None,
+    wait: bool = True,
+    cancel: bool = False,
+) -> None:
     """Run ``stage`` under the project lock; print its summary; fail as it failed.
 
     ``questions`` on a topic that has no subtopic yet makes them first, as ``run`` would
@@ -48,6 +56,9 @@ def execute(stage: str, topic: str | None, force: bool = False) -> None:
                 prices,
                 topic=topic,
                 force=force and name == stage,
+                batch=batch,
+                wait=wait,
+                cancel=cancel,
             )
             click.echo(outcome.summary)
             outcome.check()
@@ -72,9 +83,31 @@ def questions(topic: str | None, force: bool) -> None:
 @click.command()
 @_TOPIC
 @_FORCE
-def answers(topic: str | None, force: bool) -> None:
-    """Ask the parent to answer every question that has no answer yet."""
-    execute("answers", topic, force)
+@click.option(
+    "--batch/--no-batch",
+    default=None,
+    help="Send the questions through the provider's batch API (half price, within 24 h), "
+    "or not, whatever [roles.parent] batch says.",
+)
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Submit the batches and return; a later `answers` or `run` collects them.",
+)
+@click.option(
+    "--cancel",
+    is_flag=True,
+    help="Cancel the batches sent and not yet ended; what they finished is kept.",
+)
+def answers(
+    topic: str | None, force: bool, batch: bool | None, no_wait: bool, cancel: bool
+) -> None:
+    """Ask the parent to answer every question that has no answer yet.
+
+    Batches already sent are collected first, online or not: a question in one is never
+    sent again.
+    """
+    execute("answers", topic, force, batch=batch, wait=not no_wait, cancel=cancel)
 
 
 @click.command()

@@ -10,12 +10,17 @@ However it ends, each question keeps an answer: the new one, or else the old one
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 from overbrainer.config.model import Role
 from overbrainer.errors import UserError
 from overbrainer.events import set_topic
+from overbrainer.pipeline.batch import BatchStage
+from overbrainer.pipeline.batch_ledger import Ledger
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, without
@@ -86,28 +91,28 @@ def answer_record(
     }
 
 
-async def run(ctx: StageContext) -> None:
-    """Answer each question of the selected topics that has no answer yet."""
-    data = ctx.data
-    templates = Templates(ctx.project_dir, "answer_system.txt")
-    questions = data.read(QUESTIONS)
-    answers = data.read(ANSWERS)
-    if ctx.force:
-        answers = without(answers, ctx.topic_names)
-    answered = {answer["id"] for answer in answers}
-    todo, seen = [], set()
-    for question in questions:
-        if question["topic"] not in ctx.topic_names or question["id"] in seen:
-            continue
-        seen.add(question["id"])
-        if question["id"] in answered:
-            ctx.report.skip(topic=question["topic"])
-        else:
-            todo.append(question)
-    ctx.report.start(len(todo))
-    if not todo:
-        return
+@dataclass(frozen=True)
+class Answering:
+    """How a question becomes a request and its reply an answer: the same online and in
+    batch, so that a batch's answers are the online ones but for ``meta.batch``."""
 
+    role: Role
+    hidden: bool
+    systems: dict[str, str]
+    keep_system: bool
+
+    def messages(self, question: dict[str, Any]) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": self.systems[question["topic"]]},
+            {"role": "user", "content": question["text"]},
+        ]
+
+    def record(self, question: dict[str, Any], completion: Completion) -> dict[str, Any]:
+        system = self.systems[question["topic"]] if self.keep_system else None
+        return answer_record(question, completion, self.role, self.hidden, system)
+
+
+def _answering(ctx: StageContext, templates: Templates) -> Answering:
     from overbrainer.pipeline.preflight import reasoning_problem
 
     problem = reasoning_problem(ctx.settings)
@@ -116,34 +121,98 @@ async def run(ctx: StageContext) -> None:
     role = ctx.settings.roles.parent
     protocol = ctx.settings.providers[role.provider].protocol
     hidden = hides_reasoning(protocol, role.model)
-    topics = {topic.name: topic for topic in ctx.topics}
+    # Every topic's: a live batch may hold questions of a topic not selected.
     systems = {
-        name: templates.render("answer_system.txt", topic=name, description=topic.description)
-        for name, topic in topics.items()
+        topic.name: templates.render(
+            "answer_system.txt", topic=topic.name, description=topic.description
+        )
+        for topic in ctx.settings.topics
     }
-    keep_system = ctx.settings.pipeline.include_system_prompt
+    return Answering(role, hidden, systems, ctx.settings.pipeline.include_system_prompt)
+
+
+async def _beside(online: Awaitable[None], batches: Awaitable[None]) -> None:
+    """Online answers while the live batches end; a failure of either waits for the end
+    of the other (the replies on their way are paid for)."""
+    ended = await asyncio.gather(online, batches, return_exceptions=True)
+    for outcome in ended:
+        if isinstance(outcome, BaseException):
+            raise outcome
+
+
+def _select(
+    ctx: StageContext,
+    questions: list[dict[str, Any]],
+    answered: dict[str, str | None],
+    in_batch: set[str],
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The questions to send (of the selected topics, with no answer, in no live batch),
+    and every question by id; the answered ones are counted skipped."""
+    todo, seen = [], set()
+    by_id: dict[str, dict[str, Any]] = {}
+    for question in questions:
+        by_id.setdefault(question["id"], question)
+        if question["topic"] not in ctx.topic_names or question["id"] in seen:
+            continue
+        seen.add(question["id"])
+        if question["id"] in answered:
+            ctx.report.skip(topic=question["topic"])
+        elif question["id"] not in in_batch:
+            todo.append(question)
+    return todo, by_id
+
+
+async def run(ctx: StageContext) -> None:
+    """Answer each question of the selected topics that has no answer yet, online or in
+    batch; a question in a live batch waits for that batch, whichever way the stage runs."""
+    data = ctx.data
+    templates = Templates(ctx.project_dir, "answer_system.txt")
+    questions = data.read(QUESTIONS)
+    answers = data.read(ANSWERS)
+    if ctx.force:
+        answers = without(answers, ctx.topic_names)
+    answered = {answer["id"]: answer["meta"].get("batch") for answer in answers}
+    live = Ledger(ctx.project_dir).live()
+    in_batch = {question for batch in live for question in batch.questions}
+    todo, by_id = _select(ctx, questions, answered, in_batch)
+    # A live batch is collected even when its questions have answers (it replaces them:
+    # it was sent by --force): it is paid for, and it stays live until it is.
+    ctx.report.start(len(todo) + len(in_batch & by_id.keys()))
+    if ctx.cancel:
+        todo = []  # nothing is sent: the live batches are only cancelled
+    if not todo and not live:
+        return
+
+    answering = _answering(ctx, templates)
+    role = answering.role
+    in_batch_now = role.batch if ctx.batch is None else ctx.batch
+    batches: BatchStage | None = None
     try:
         with data.writer(ANSWERS) as writer:
 
             async def answer(question: dict[str, Any]) -> None:
                 set_topic(question["topic"])
-                system = systems[question["topic"]]
-                messages = [
-                    {"role": "system", "content": system},
-                    {"role": "user", "content": question["text"]},
-                ]
                 try:
-                    completion = await ctx.chat(role, messages, question["id"])
+                    completion = await ctx.chat(role, answering.messages(question), question["id"])
                 except ProviderError as error:
                     ctx.report.fail(question["id"], error.message)
                     return
-                record = answer_record(
-                    question, completion, role, hidden, system if keep_system else None
-                )
-                writer.append(record)
+                writer.append(record := answering.record(question, completion))
                 ctx.report.finish(excluded=record["meta"]["excluded"] is not None)
 
-            await for_each(todo, answer, ctx.settings.pipeline.concurrency)
+            concurrency = ctx.settings.pipeline.concurrency
+            if not live and not in_batch_now:
+                await for_each(todo, answer, concurrency)
+                return
+            batches = BatchStage(ctx, answering, writer, answered, by_id)
+            if ctx.cancel:
+                await batches.cancel(live)
+                return
+            if in_batch_now:
+                await batches.run(todo, live, submit=True)
+                return
+            await _beside(for_each(todo, answer, concurrency), batches.run([], live, submit=False))
+            await for_each(batches.leftover, answer, concurrency)
     finally:
-        if ctx.force:
+        if ctx.force or (batches is not None and batches.replaced):
             data.latest(ANSWERS)  # each replaced answer's old line goes

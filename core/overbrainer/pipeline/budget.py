@@ -80,12 +80,7 @@ class Budget:
     def stage_spent(report: Report) -> float:
         """This stage's spend at the prices known (an embedder without one counts 0, where
         ``Report.cost`` would make the whole unknown)."""
-        total = 0.0
-        for (provider, model), (tokens_in, tokens_out) in report.usage.items():
-            price = report.price_of(provider, model)
-            if price is not None:
-                total += tokens_in * price.prompt + tokens_out * price.completion
-        return total
+        return report.spent_at_known_prices()
 
     def stopped(self, report: Report) -> str:
         """What the stage ends with once the budget refused a request and the requests in
@@ -105,7 +100,7 @@ class Budget:
         if role.model not in self._history:
             self._history[role.model] = tally(self._project_dir, self._stage, role.model)
         requests, tokens_in, tokens_out = self._history[role.model]
-        now_in, now_out = report.usage.get((role.provider, role.model), (0, 0))
+        now_in, now_out = report.tokens_of(role.provider, role.model)
         found = average((requests + report.requests, tokens_in + now_in, tokens_out + now_out))
         if found is not None:
             return found

@@ -34,7 +34,8 @@ def _is_entry(record: dict[str, Any]) -> bool:
 def append_history(project_dir: Path, entry: dict[str, Any]) -> None:
     """Add one stage execution:
     ``{stage, started_at, ended_at, status, provider, model, done, skipped, failed, excluded,
-    input_tokens, output_tokens, cost, split?}`` (``cost`` None when unknown)."""
+    input_tokens, output_tokens, cost, split?, batch?}`` (``cost`` None when unknown;
+    ``batch``: ``{batches, waiting}`` when the stage ran in batch)."""
     with JsonlWriter(project_dir / HISTORY, _is_entry, str(HISTORY)) as writer:
         writer.append(entry)
 
@@ -49,9 +50,10 @@ def _totals(entries: list[dict[str, Any]]) -> str:
     failed = sum(e.get("failed", 0) for e in entries)
     tokens_in = sum(e.get("input_tokens", 0) for e in entries)
     tokens_out = sum(e.get("output_tokens", 0) for e in entries)
+    batched = sum(1 for e in entries if isinstance(e.get("batch"), dict))
     return (
         f"{runs} run(s), {done} done, {failed} failed; tokens {tokens_in} in, {tokens_out} out; "
-        f"{_cost(entries)}"
+        f"{_cost(entries)}" + (f"; {batched} in batch" if batched else "")
     )
 
 
@@ -96,5 +98,10 @@ def execution_lines(entries: list[dict[str, Any]]) -> list[str]:
             )
         elif e.get("model"):
             line += f"; {e.get('provider')}/{e['model']}"
+        batch = e.get("batch")
+        if isinstance(batch, dict):
+            count = batch.get("batches", 0)
+            line += f"; in batch ({count} batch{'' if count == 1 else 'es'}"
+            line += f", {batch['waiting']} waiting)" if batch.get("waiting") else ")"
         lines.append(line)
     return lines

@@ -24,15 +24,20 @@ class Report:
         self.stage = stage
         self.progress = progress or Progress(stage, live=False)
         self.price_of: PriceOf = lambda provider, model: None
-        self.pace_of: PaceOf = lambda: None
-        self.rate_limited = 0
         self.done = 0
         self.skipped = 0
         self.failed = 0
         self.excluded = 0
+        self.pace_of: PaceOf = lambda: None
+        self.rate_limited = 0
         self.requests = 0
         """Chat requests answered (embeddings not counted): the measured averages' divisor."""
-        self.usage: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+        self.usage: dict[tuple[str, str, float], list[int]] = defaultdict(lambda: [0, 0])
+        """Tokens by (provider, model, discount): a batch's are priced less."""
+        self.batched: set[str] = set()
+        """The batches the stage sent or collected: it ran in batch when there are any."""
+        self.waiting = 0
+        """Items left in batches still running when the stage returned (``--no-wait``)."""
         self._processed = 0
 
     def start(self, total: int) -> None:
@@ -88,15 +93,23 @@ class Report:
             logger.debug(text)
 
     def used(
-        self, provider: str, model: str, input_tokens: int, output_tokens: int, requests: int = 1
+        self,
+        provider: str,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        requests: int = 1,
+        *,
+        discount: float = 0.0,
     ) -> None:
-        """Tokens of ``requests`` answered chat requests (0: an embedding) of ``model``."""
+        """Tokens of ``requests`` answered chat requests (0: an embedding) of ``model``;
+        ``discount``: the share of the price taken off (a batch's)."""
         self.requests += requests
-        tally = self.usage[(provider, model)]
+        tally = self.usage[(provider, model, discount)]
         tally[0] += input_tokens
         tally[1] += output_tokens
         price = self.price_of(provider, model)
-        cost = input_tokens * price.prompt + output_tokens * price.completion if price else None
+        cost = _cost(price, input_tokens, output_tokens, discount) if price else None
         publish(
             "tokens",
             stage=self.stage,
@@ -118,14 +131,39 @@ class Report:
     def cost(self) -> float | None:
         """USD spent, or None when a model that was used has no known price."""
         total = 0.0
-        for (provider, model), (input_tokens, output_tokens) in self.usage.items():
+        for (provider, model, discount), (input_tokens, output_tokens) in self.usage.items():
             if not input_tokens and not output_tokens:
                 continue
             price = self.price_of(provider, model)
             if price is None:
                 return None
-            total += input_tokens * price.prompt + output_tokens * price.completion
+            total += _cost(price, input_tokens, output_tokens, discount)
         return total
+
+    def tokens_of(self, provider: str, model: str) -> tuple[int, int]:
+        """Tokens in and out of ``model`` at ``provider``, at every price (batch or not)."""
+        found = [used for (p, m, _), used in self.usage.items() if (p, m) == (provider, model)]
+        return sum(u[0] for u in found), sum(u[1] for u in found)
+
+    def spent_at_known_prices(self) -> float:
+        """USD spent at the prices known (a model without one counts 0, where ``cost``
+        would make the whole unknown)."""
+        total = 0.0
+        for (provider, model, discount), (input_tokens, output_tokens) in self.usage.items():
+            price = self.price_of(provider, model)
+            if price is not None:
+                total += _cost(price, input_tokens, output_tokens, discount)
+        return total
+
+    def batch_note(self) -> str:
+        """What the summary line adds when the stage ran in batch, else nothing."""
+        if not self.batched:
+            return ""
+        count = len(self.batched)
+        note = f"; in batch ({count} batch{'es' if count > 1 else ''}"
+        if self.waiting:
+            note += f", {self.waiting} waiting: `overbrainer answers` collects them"
+        return note + ")"
 
     def summary(self) -> str:
         cost = self.cost()
@@ -138,7 +176,7 @@ class Report:
         return (
             f"{self.stage}: {self.done} done, {self.skipped} skipped, {self.failed} failed, "
             f"{self.excluded} excluded; tokens {self.input_tokens} in, {self.output_tokens} out; "
-            f"{spent}{limited}"
+            f"{spent}{limited}{self.batch_note()}"
         )
 
     def _advance(self) -> None:
@@ -149,3 +187,7 @@ class Report:
             self.progress.update(self._processed, *tokens, self.cost(), pace)
         else:
             self.progress.update(self._processed, 0, 0, None, pace)
+
+
+def _cost(price: Price, input_tokens: int, output_tokens: int, discount: float) -> float:
+    return (input_tokens * price.prompt + output_tokens * price.completion) * (1 - discount)

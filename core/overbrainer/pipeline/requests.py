@@ -33,10 +33,12 @@ def record_requests(project_dir: Path, stage: str, report: Report) -> None:
     output_tokens}`` (one model: a stage asks one role; nothing when it asked nothing)."""
     if not report.requests:
         return
-    chats = [(model, used) for (_, model), used in report.usage.items() if used[1]]
-    if len(chats) != 1:
+    models = {model for (_, model, _), used in report.usage.items() if used[1]}
+    if len(models) != 1:
         return  # an embedder's tokens beside the chats': no average to take
-    model, (tokens_in, tokens_out) = chats[0]
+    [model] = models
+    tokens_in = sum(used[0] for (_, m, _), used in report.usage.items() if m == model)
+    tokens_out = sum(used[1] for (_, m, _), used in report.usage.items() if m == model)
     line = {"stage": stage, "model": model, "requests": report.requests,
             "input_tokens": tokens_in, "output_tokens": tokens_out}  # fmt: skip
     with JsonlWriter(project_dir / REQUESTS, _is_line, str(REQUESTS)) as writer:

@@ -95,10 +95,17 @@ def run_stage(
     topic: str | None = None,
     force: bool = False,
     max_usd: float | None = None,
+    batch: bool | None = None,
+    wait: bool = True,
+    cancel: bool = False,
 ) -> Outcome:
     """Run ``stage`` to its end (or the first fatal error, the budget, or Ctrl-C) and record
-    it in the history. ``max_usd``: the budget, when not ``[budget] max_usd``. Raises
-    ``UserError`` only for a ``--topic`` that names no topic."""
+    it in the history. Raises ``UserError`` only for a ``--topic`` that names no topic.
+
+    ``max_usd``: the budget, when not ``[budget] max_usd``; ``batch``: send ``answers``
+    through the batch API or not, whatever the parent role says; ``wait``: wait for the
+    batches to end (else submit and return); ``cancel``: cancel the live batches instead,
+    collecting what they finished."""
     topics = select_topics(settings, topic)
     started = timestamp()
     report = Report(stage, Progress(stage))
@@ -114,7 +121,10 @@ def run_stage(
         else:
             # Imported here: split, which asks no provider, does not pay for aiohttp.
             body = importlib.import_module(f"overbrainer.pipeline.{stage}").run
-            context = StageContext(project_dir, settings, topics, force, report, budget)
+            context = StageContext(
+                project_dir, settings, topics, force, report, budget,
+                batch=batch, wait=wait, cancel=cancel,
+            )
             _run_async(_run(body, context, env, prices))
         if report.failed:
             error = f"{report.failed} {stage} item(s) failed; run the command again to retry them"
@@ -246,6 +256,8 @@ def _entry(
     }
     if report.rate_limited:
         entry["rate_limited"] = report.rate_limited
+    if report.batched:
+        entry["batch"] = {"batches": len(report.batched), "waiting": report.waiting}
     if result is not None:
         # As the reference tool writes a split line: nothing "done" (the counts are in
         # `split`) and no cost (it asks no provider).

@@ -34,6 +34,12 @@ class StageContext:
     report: Report
     budget: Budget | None = None
     """``[budget] max_usd`` kept: every request is admitted by it first."""
+    batch: bool | None = None
+    """Whether ``answers`` goes through the batch API; None: as the parent role says."""
+    wait: bool = True
+    """Whether a batch stage waits for its batches to end (``--no-wait``: it does not)."""
+    cancel: bool = False
+    """``answers --cancel``: cancel the live batches, collect what they finished."""
     providers: ProviderSet = field(init=False)
 
     @property

@@ -1,0 +1,406 @@
+"""``answers`` through a provider's batch API, at the batch price.
+
+Each batch is in the ledger before the provider is asked to start it, so nothing stops the
+stage in a way that loses one: the next run finds a batch whose id never came back (by the
+project's key for it), polls the live ones, and never sends again a question a live batch
+holds. Results are written as answers as they download; an item that failed, expired, or
+came back unreadable goes into a new batch, up to ``max_retries`` times, then fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from loguru import logger
+
+from overbrainer.errors import UserError
+from overbrainer.pipeline.batch_ledger import Batch, Ledger, State
+from overbrainer.pipeline.jsonl import JsonlWriter
+from overbrainer.pipeline.stage import StageContext
+from overbrainer.providers.batch_anthropic import AnthropicBatches
+from overbrainer.providers.batch_api import BatchAPI, BatchStatus, Limits, Request
+from overbrainer.providers.batch_openai import OpenAIBatches, request_line
+from overbrainer.providers.client import PROTOCOLS, Client
+from overbrainer.providers.errors import FatalProviderError, ProviderError, TransientError
+
+if TYPE_CHECKING:
+    from overbrainer.pipeline.answers import Answering
+
+T = TypeVar("T")
+
+NO_PROVIDER = (
+    "batch {name} was sent to provider `{provider}`, which overbrainer.toml no longer has: "
+    "add it back to collect the batch"
+)
+GAVE_UP = (
+    "batch {name}: {what} failed ({error}); the batch stays recorded: "
+    "run `overbrainer answers` again to collect it"
+)
+NOT_STARTED = "cannot start a batch ({error}): its questions were not sent"
+
+
+def chunks(requests: list[Request], limits: Limits, size: Callable[[Request], int]
+           ) -> Iterator[list[Request]]:
+    """``requests`` cut into batches of at most ``limits.requests`` requests and
+    ``limits.bytes`` bytes (``size``: a request's bytes)."""
+    chunk: list[Request] = []
+    used = 0
+    for request in requests:
+        cost = size(request)
+        if chunk and (len(chunk) >= limits.requests or used + cost > limits.bytes):
+            yield chunk
+            chunk, used = [], 0
+        chunk.append(request)
+        used += cost
+    if chunk:
+        yield chunk
+
+
+def request_size(request: Request) -> int:
+    """A request's bytes in a batch: its line of the uploaded file (the JSON each
+    protocol sends differs from it by a few bytes)."""
+    return len(request_line(request))
+
+
+class BatchStage:
+    """The batches of one ``answers`` execution: those it finds live and those it sends."""
+
+    def __init__(
+        self,
+        ctx: StageContext,
+        answering: Answering,
+        writer: JsonlWriter,
+        answered: dict[str, str | None],
+        questions: dict[str, dict[str, Any]],
+    ) -> None:
+        """``answered``: the batch (or None) of each question's answer so far."""
+        self.ctx = ctx
+        self.answering = answering
+        self.writer = writer
+        self.answered = answered
+        self.questions = questions
+        self.ledger = Ledger(ctx.project_dir)
+        self.replaced = False
+        """Whether an answer was appended after an older one of its question (a batch
+        sent by ``--force``): the older line is to go."""
+        self.leftover: list[dict[str, Any]] = []
+        """Items that failed in a batch, to be answered online (the stage runs online)."""
+        self._tries: dict[str, int] = {}
+        self._pending: list[Batch] = []
+        self._apis: dict[str, BatchAPI] = {}
+        self._pipeline = ctx.settings.pipeline
+
+    # -- the whole ----------------------------------------------------------------------
+
+    async def run(self, todo: list[dict[str, Any]], live: list[Batch], *, submit: bool) -> None:
+        """Collect ``live`` and, when ``submit``, send ``todo``; wait for the end of every
+        batch unless the stage was told not to (``--no-wait``)."""
+        for batch in live:
+            for question in batch.questions:
+                self._tries[question] = 1
+            self.ctx.report.batched.add(batch.name)
+        self._pending = []
+        try:
+            retry: list[dict[str, Any]] = []
+            for batch in live:
+                if await self._found(batch):
+                    self._pending.append(batch)
+                else:  # never started: its questions are free to send
+                    retry += self._unanswered(batch.questions)
+            if self._pending:
+                self._pending, failed = await self._poll(self._pending)
+                retry += failed
+            while True:
+                if submit:
+                    self._pending += await self.submit([*todo, *retry])
+                else:
+                    self.leftover += retry
+                todo = []
+                if not self._pending or not self.ctx.wait:
+                    return
+                await asyncio.sleep(self._pipeline.batch_poll_s)
+                self._pending, retry = await self._poll(self._pending)
+        finally:
+            self._count_waiting()
+
+    async def cancel(self, live: list[Batch]) -> None:
+        """Cancel ``live``: what they finished is collected (it is paid for), the rest is
+        neither paid nor tried again, until a later ``answers`` asks it anew."""
+        for batch in live:
+            self.ctx.report.batched.add(batch.name)
+        self._pending = []
+        try:
+            for batch in live:
+                if not await self._found(batch):
+                    continue
+                self.ledger.update(batch, cancelled=True)
+                self._pending.append(batch)
+                status = await self._kept(batch, "a poll", self._status(batch))
+                if not status.ended:  # one that ended is only collected
+                    api = self._api(batch)
+                    await self._kept(batch, "cancelling it", self._cancel(api, batch.name))
+                    logger.info(f"answers: batch {batch.name}: cancelled")
+            while self._pending:
+                self._pending, _ = await self._poll(self._pending)
+                if not self._pending or not self.ctx.wait:
+                    return
+                await asyncio.sleep(self._pipeline.batch_poll_s)
+        finally:
+            self._count_waiting()
+
+    def _count_waiting(self) -> None:
+        self.ctx.report.waiting = len(
+            {q for b in self._pending for q in b.questions} - set(self.answered)
+        )
+
+    def _cancel(self, api: BatchAPI, batch_id: str) -> Callable[[], Awaitable[None]]:
+        return lambda: api.cancel(batch_id)
+
+    def _unanswered(self, ids: list[str]) -> list[dict[str, Any]]:
+        return [self.questions[q] for q in ids if q in self.questions and q not in self.answered]
+
+    # -- sending ------------------------------------------------------------------------
+
+    async def submit(self, questions: list[dict[str, Any]]) -> list[Batch]:
+        """Send ``questions`` in as many batches as the provider's limits take."""
+        if not questions:
+            return []
+        role = self.answering.role
+        wire = self._wire(role.provider)
+        limits = (OpenAIBatches if wire is PROTOCOLS["openai"] else AnthropicBatches).limits
+        requests = [
+            Request(q["id"], wire.chat_body(role, self.answering.messages(q))) for q in questions
+        ]
+        return [await self._submit_one(chunk) for chunk in chunks(requests, limits, request_size)]
+
+    async def _submit_one(self, requests: list[Request]) -> Batch:
+        role = self.answering.role
+        ids = [request.custom_id for request in requests]
+        batch = self.ledger.open(role.provider, role.model, ids)
+        for question in ids:
+            self._tries[question] = self._tries.get(question, 0) + 1
+        api = self._api(batch)
+        try:
+            prepared = await self._retried(
+                batch, "the upload", lambda: api.prepare(batch.key, requests)
+            )
+        except (ProviderError, FatalProviderError) as error:
+            self.ledger.update(batch, State.ABANDONED)
+            raise UserError(NOT_STARTED.format(error=error.message)) from None
+        self.ledger.update(batch, prepared=prepared)
+        batch_id = await self._create(api, batch, requests)
+        self.ledger.update(batch, State.SUBMITTED, batch_id=batch_id)
+        self.ctx.report.batched.add(batch_id)
+        logger.info(f"answers: batch {batch_id}: {len(ids)} question(s) sent")
+        return batch
+
+    async def _create(self, api: BatchAPI, batch: Batch, requests: list[Request]) -> str:
+        # Never simply tried again: a reply lost on the way may hide a batch that was made
+        # (and is paid for). The provider is asked first whether it has it.
+        policy = self._client(batch).retry
+        for attempt in range(1, policy.attempts + 1):
+            try:
+                return await api.create(batch.key, requests, batch.prepared)
+            except FatalProviderError as error:
+                self.ledger.update(batch, State.ABANDONED)
+                raise UserError(NOT_STARTED.format(error=error.message)) from None
+            except ProviderError as error:
+                found = await self._kept(batch, "looking for it", lambda: self._find(batch))
+                if found is not None:
+                    return found
+                if attempt == policy.attempts or not isinstance(error, TransientError):
+                    self.ledger.update(batch, State.ABANDONED)
+                    raise UserError(NOT_STARTED.format(error=error.message)) from None
+                delay = policy.delay(attempt, error.retry_after)
+                logger.warning(
+                    f"answers: batch {batch.key}: not started ({error.message}); "
+                    f"trying again in {delay:.1f}s"
+                )
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _find(self, batch: Batch) -> str | None:
+        known = {b.batch_id for b in self.ledger.batches() if b.batch_id}
+        api = self._api(batch)
+        return await api.find(batch.key, batch.prepared, len(batch.questions), batch.at, known)
+
+    async def _found(self, batch: Batch) -> bool:
+        """Whether ``batch`` is live with its id, looked for when a crash came before it
+        was recorded; False when the provider never started it."""
+        if batch.state is State.SUBMITTED:
+            return True
+        found = await self._kept(batch, "looking for it", lambda: self._find(batch))
+        if found is None:
+            self.ledger.update(batch, State.ABANDONED)
+            self.ctx.report.batched.discard(batch.name)
+            for question in batch.questions:
+                self._tries.pop(question, None)
+            logger.info(
+                f"answers: batch {batch.key} was never started by the provider: "
+                "its questions are sent again"
+            )
+            return False
+        self.ctx.report.batched.discard(batch.name)
+        self.ledger.update(batch, State.SUBMITTED, batch_id=found)
+        self.ctx.report.batched.add(found)
+        logger.info(f"answers: batch {found}: found again, recorded")
+        return True
+
+    # -- collecting ---------------------------------------------------------------------
+
+    async def _poll(self, pending: list[Batch]) -> tuple[list[Batch], list[dict[str, Any]]]:
+        """Look at each batch once; collect those that ended. Returns the batches still
+        running and the questions to try again."""
+        running, retry = [], []
+        for batch in pending:
+            assert batch.batch_id is not None
+            status = await self._kept(batch, "a poll", self._status(batch))
+            if not status.ended:
+                running.append(batch)
+                continue
+            failed = await self._kept(batch, "its results", self._results(batch, status))
+            retry += self._again(batch, failed)
+        return running, retry
+
+    def _status(self, batch: Batch) -> Callable[[], Awaitable[BatchStatus]]:
+        return lambda: self._api(batch).status(batch.batch_id or "")
+
+    def _results(
+        self, batch: Batch, status: BatchStatus
+    ) -> Callable[[], Awaitable[dict[str, str]]]:
+        return lambda: self._collect(batch, status)
+
+    async def _collect(self, batch: Batch, status: BatchStatus) -> dict[str, str]:
+        """Write the answers of an ended batch; the items with none, and why."""
+        if status.status not in ("completed", "ended") or status.reason:
+            why = status.reason or "no reason given"
+            logger.warning(
+                f"answers: batch {batch.name} {status.status} ({why}): "
+                "its items without an answer go into a new batch"
+            )
+        mine = set(batch.questions)
+        got: set[str] = set()
+        failed: dict[str, str] = {}
+        malformed = 0
+        async for result in self._api(batch).results(status):
+            question = result.custom_id
+            if question is None or question not in mine:
+                malformed += 1
+                logger.warning(
+                    f"answers: batch {batch.name}: a line of its results is malformed "
+                    f"({result.error or 'it names no item of the batch'}): the other lines "
+                    "are kept, and its item is tried again"
+                )
+                continue
+            if question in got:
+                continue
+            if result.completion is None:
+                failed.setdefault(question, result.error or "no result")
+                continue
+            got.add(question)
+            failed.pop(question, None)
+            self._write(batch, question, result.completion)
+        for question in mine - got - set(failed):
+            failed[question] = "no result"
+        self.ledger.update(batch, State.ENDED, failed=failed)
+        return failed
+
+    def _write(self, batch: Batch, question_id: str, completion: Any) -> None:
+        if question_id in self.answered and self.answered[question_id] == batch.batch_id:
+            return  # collected before this run was stopped, its tokens counted then
+        report = self.ctx.report
+        provider = self.ctx.settings.providers.get(batch.provider)
+        discount = provider.batch_discount if provider is not None else 0.0
+        report.used(
+            batch.provider, batch.model, completion.input_tokens, completion.output_tokens,
+            discount=discount,
+        )
+        question = self.questions.get(question_id)
+        if question is None:
+            return  # paid, but no longer asked for
+        record = self.answering.record(question, completion)
+        record["meta"]["model"] = batch.model
+        record["meta"]["batch"] = batch.batch_id
+        self.replaced = self.replaced or question_id in self.answered
+        self.writer.append(record)
+        self.answered[question_id] = batch.batch_id
+        report.finish(excluded=record["meta"]["excluded"] is not None)
+
+    def _again(self, batch: Batch, failed: dict[str, str]) -> list[dict[str, Any]]:
+        """The failed items to try again; those out of tries fail."""
+        if batch.cancelled:
+            left = [q for q in failed if q not in self.answered]
+            if left:
+                logger.info(
+                    f"answers: batch {batch.name}: {len(left)} item(s) without an answer, "
+                    "left for a later `overbrainer answers`"
+                )
+            return []
+        retry = []
+        attempts = self._pipeline.max_retries + 1
+        for question_id, why in failed.items():
+            question = self.questions.get(question_id)
+            if question is None or question_id in self.answered:
+                continue
+            if self._tries.get(question_id, 1) >= attempts:
+                self.ctx.report.fail(question_id, f"{why} (batch {batch.name})")
+            else:
+                retry.append(question)
+        if retry:
+            reasons = list(dict.fromkeys(failed[q["id"]] for q in retry))
+            shown = "; ".join(reasons[:3]) + ("; …" if len(reasons) > 3 else "")
+            logger.warning(
+                f"answers: batch {batch.name}: {len(retry)} item(s) without an answer "
+                f"({shown}): tried again"
+            )
+        return retry
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    async def _retried(self, batch: Batch, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()``, tried again with backoff on a failure worth trying again (a
+        transport error, 408, 429, >= 500, a reply that is not JSON or not a batch);
+        any other failure, and the last, is raised."""
+        policy = self._client(batch).retry
+        for number in range(1, policy.attempts + 1):
+            try:
+                return await attempt()
+            except TransientError as error:
+                if number == policy.attempts:
+                    raise
+                delay = policy.delay(number, error.retry_after)
+                logger.warning(
+                    f"answers: batch {batch.name}: {what} failed ({error.message}); "
+                    f"trying again in {delay:.1f}s"
+                )
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _kept(self, batch: Batch, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``_retried``, for a batch that may be live: when it gives up, the stage stops
+        and says the batch stays recorded."""
+        try:
+            return await self._retried(batch, what, attempt)
+        except (ProviderError, FatalProviderError) as error:
+            message = GAVE_UP.format(name=batch.name, what=what, error=error.message)
+            raise UserError(message) from None
+
+    def _client(self, batch: Batch) -> Client:
+        if batch.provider not in self.ctx.settings.providers:
+            raise UserError(NO_PROVIDER.format(name=batch.name, provider=batch.provider))
+        return self.ctx.providers.client(batch.provider)
+
+    def _wire(self, provider: str) -> Any:
+        return PROTOCOLS[self.ctx.settings.providers[provider].protocol]
+
+    def _api(self, batch: Batch) -> BatchAPI:
+        api = self._apis.get(batch.provider)
+        if api is None:
+            client = self._client(batch)
+            kind = OpenAIBatches if client.protocol == "openai" else AnthropicBatches
+            api = kind(client, self._pipeline.request_timeout_secs)
+            self._apis[batch.provider] = api
+        return api
+

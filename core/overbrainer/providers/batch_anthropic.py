@@ -1,0 +1,140 @@
+"""Anthropic's Message Batches: the requests sent in one body, then the JSONL at the
+batch's ``results_url`` once it has ended."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+from overbrainer.providers import anthropic_messages
+from overbrainer.providers.batch_api import (
+    BatchStatus,
+    ItemResult,
+    Limits,
+    Request,
+    call,
+    checked_id,
+    lines,
+    member,
+    parsed,
+    reason,
+    same_origin,
+)
+from overbrainer.providers.client import Client
+from overbrainer.providers.errors import ProviderError, TransientError
+
+LIMITS = Limits(requests=100_000, bytes=250_000_000)
+"""Under Anthropic's 100,000 requests or 256 MB a batch."""
+PATH = "messages/batches"
+CLOCK_SLACK = 300.0
+"""Seconds a batch's ``created_at`` may lie before the project recorded it (clock skew)."""
+FOREIGN_RESULTS = "the batch's results_url is not on the provider's host: not followed"
+
+
+class AnthropicBatches:
+    """The batches of one provider speaking the anthropic protocol."""
+
+    limits = LIMITS
+
+    def __init__(self, client: Client, read_timeout: float) -> None:
+        self._client = client
+        self._read_timeout = read_timeout
+
+    def _url(self, path: str = "") -> str:
+        return f"{self._client.base_url}/{PATH}{path}"
+
+    async def prepare(self, key: str, requests: list[Request]) -> dict[str, str]:
+        return {}
+
+    async def create(self, key: str, requests: list[Request], prepared: dict[str, str]) -> str:
+        body = {"requests": [{"custom_id": r.custom_id, "params": r.body} for r in requests]}
+        data = await call(
+            self._client, "POST", self._url(), json_body=body, read_timeout=self._read_timeout
+        )
+        return checked_id(member(data, "id"), "batch")
+
+    async def find(
+        self, key: str, prepared: dict[str, str], count: int, since: float, known: set[str]
+    ) -> str | None:
+        # Message Batches carry no metadata: the batch is the one made since the project
+        # recorded it, of as many requests, that no record names.
+        data = await call(self._client, "GET", self._url("?limit=100"))
+        found = member(data, "data")
+        candidates = []
+        for batch in found if isinstance(found, list) else []:
+            if not isinstance(batch, dict) or batch.get("id") in known:
+                continue
+            created = _time(batch.get("created_at"))
+            counts = batch.get("request_counts")
+            total = sum(
+                n for n in (counts.values() if isinstance(counts, dict) else [])
+                if isinstance(n, int)
+            )
+            if created is not None and created >= since - CLOCK_SLACK and total == count:
+                candidates.append((created, checked_id(batch.get("id"), "batch")))
+        return min(candidates)[1] if candidates else None
+
+    async def status(self, batch_id: str) -> BatchStatus:
+        data = await call(self._client, "GET", self._url(f"/{batch_id}"))
+        status = member(data, "processing_status")
+        if not isinstance(status, str):
+            raise TransientError("the provider's reply is not a message batch")
+        url = member(data, "results_url")
+        ended = status == "ended"
+        if ended and url is not None and not (
+            isinstance(url, str) and same_origin(url, self._client.base_url)
+        ):
+            raise ProviderError(FOREIGN_RESULTS)
+        why = "cancelled" if ended and member(data, "cancel_initiated_at") else None
+        return BatchStatus(ended=ended, status=status, reason=why, output=url or None)
+
+    async def results(self, status: BatchStatus) -> AsyncIterator[ItemResult]:
+        if status.output is None:
+            return
+        async for line in lines(self._client, status.output, self._read_timeout):
+            yield item(line)
+
+    async def cancel(self, batch_id: str) -> None:
+        await call(self._client, "POST", self._url(f"/{batch_id}/cancel"))
+
+
+def item(line: bytes) -> ItemResult:
+    """One line of a batch's results."""
+    try:
+        record = parsed(line)
+    except ProviderError as error:
+        return ItemResult(None, error=str(error))
+    custom_id = record.get("custom_id")
+    if not isinstance(custom_id, str):
+        return ItemResult(None, error="no custom_id")
+    result = record.get("result")
+    kind = member(result, "type")
+    if kind != "succeeded":
+        return ItemResult(custom_id, error=_failure(result, kind))
+    try:
+        return ItemResult(custom_id, anthropic_messages.parse_chat(member(result, "message")))
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+        return ItemResult(custom_id, error="the result is not a message")
+
+
+def _failure(result: Any, kind: Any) -> str:
+    """Why a result is not a message: errored (with the provider's error), canceled,
+    expired, or no result at all."""
+    if not isinstance(kind, str):
+        return "no result"
+    if kind == "errored":
+        problem = member(result, "error")
+        inner = member(problem, "error")
+        detail = inner if isinstance(inner, dict) else problem if isinstance(problem, dict) else {}
+        return reason(f"{detail.get('type', 'error')}: {detail.get('message', '')}")
+    return reason(kind)
+
+
+def _time(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

@@ -1,0 +1,207 @@
+"""A provider's batch API as both protocols reduce it, and the requests it is spoken with.
+
+The requests go through the stage's client session (its headers carry the key, nowhere
+else does); failures map to the errors of online requests (``http_error``), so a 401 stops
+the stage and a 500 is worth trying again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from overbrainer.providers.client import Client, http_error
+from overbrainer.providers.completion import Completion
+from overbrainer.providers.errors import ProviderError, TransientError
+from overbrainer.redact import redact
+
+REASON_LIMIT = 300
+NOT_JSON = "the provider's reply is not valid JSON"
+
+
+@dataclass(frozen=True)
+class Request:
+    """One chat request of a batch: ``custom_id`` is the question's id."""
+
+    custom_id: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The most requests, and bytes of requests, one batch may hold."""
+
+    requests: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    """Where a batch stands: ``ended`` once the provider will do no more of it; ``status``
+    in the provider's word; ``reason``: why it did not complete, when it did not."""
+
+    ended: bool
+    status: str
+    reason: str | None = None
+    output: str | None = None
+    """Where its results are: a file id (openai) or the results URL (anthropic)."""
+    errors: str | None = None
+    """The file id of its failed items (openai)."""
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """One line of a batch's results: a completion, or why there is none. ``custom_id``
+    is None for a line that names no item (a malformed line)."""
+
+    custom_id: str | None
+    completion: Completion | None = None
+    error: str | None = None
+
+
+class BatchAPI(Protocol):
+    """The batch API of one provider, for one stage."""
+
+    limits: Limits
+
+    async def prepare(self, key: str, requests: list[Request]) -> dict[str, str]:
+        """What ``create`` needs that costs nothing (the uploaded file): recorded first."""
+        ...
+
+    async def create(self, key: str, requests: list[Request], prepared: dict[str, str]) -> str:
+        """Start the batch (from here on it is paid for); its id."""
+        ...
+
+    async def find(self, key: str, prepared: dict[str, str], count: int, since: float,
+                   known: set[str]) -> str | None:
+        """The id of the batch that a ``create`` cut short (by a crash) may have started,
+        or None when the provider has none; ``known``: ids already recorded."""
+        ...
+
+    async def status(self, batch_id: str) -> BatchStatus: ...
+
+    def results(self, status: BatchStatus) -> AsyncIterator[ItemResult]:
+        """The results of an ended batch, line by line as they download."""
+        ...
+
+    async def cancel(self, batch_id: str) -> None: ...
+
+
+def reason(text: object) -> str:
+    """A provider's words, safe to show."""
+    return redact(" ".join(str(text).split()))[:REASON_LIMIT]
+
+
+def same_origin(url: str, base_url: str) -> bool:
+    """Whether ``url`` is on the provider's own scheme, host and port: the key is sent
+    with every request, so a URL taken from a reply is followed only there."""
+    a, b = urlsplit(url), urlsplit(base_url)
+    return (a.scheme, a.hostname, a.port) == (b.scheme, b.hostname, b.port)
+
+
+async def call(
+    client: Client,
+    method: str,
+    url: str,
+    *,
+    json_body: Any = None,
+    data: aiohttp.FormData | None = None,
+    read_timeout: float | None = None,
+) -> Any:
+    """One request's JSON reply; transport failures are ``TransientError``.
+    ``read_timeout``: no total limit, only between reads (an upload of 200 MB)."""
+    timeout = None if read_timeout is None else aiohttp.ClientTimeout(
+        total=None, sock_read=read_timeout
+    )
+    raw = await _send(client, method, url, json_body=json_body, data=data, timeout=timeout)
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise TransientError(NOT_JSON) from None
+
+
+async def _send(
+    client: Client,
+    method: str,
+    url: str,
+    *,
+    json_body: Any,
+    data: aiohttp.FormData | None,
+    timeout: aiohttp.ClientTimeout | None,
+) -> bytes:
+    extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+    request = client.session.request(
+        method, url, json=json_body, data=data, allow_redirects=False, **extra
+    )
+    try:
+        async with request as response:
+            raw = await response.read()
+            if not 200 <= response.status < 300:
+                raise http_error(
+                    response.status, raw, response.headers, provider=client.name, url=url
+                )
+            return raw
+    except TimeoutError:
+        raise TransientError("no reply in time") from None
+    except aiohttp.ClientConnectorError:
+        raise TransientError(f"cannot connect to provider `{client.name}`") from None
+    except (aiohttp.ClientError, OSError) as error:
+        raise TransientError(f"transport error ({type(error).__name__})") from None
+
+
+async def lines(client: Client, url: str, read_timeout: float) -> AsyncIterator[bytes]:
+    """The lines of a results file as they download, however long each is."""
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=read_timeout)
+    try:
+        # No redirect is followed: the key would go along to wherever it points.
+        async with client.session.get(url, timeout=timeout, allow_redirects=False) as response:
+            if response.status != 200:
+                raw = await response.read()
+                raise http_error(
+                    response.status, raw, response.headers, provider=client.name, url=url
+                )
+            rest = b""
+            async for chunk in response.content.iter_chunked(1 << 16):
+                rest += chunk
+                *whole, rest = rest.split(b"\n")
+                for line in whole:
+                    if line.strip():
+                        yield line
+            if rest.strip():
+                yield rest
+    except TimeoutError:
+        raise TransientError("no reply in time") from None
+    except (aiohttp.ClientError, OSError) as error:
+        raise TransientError(f"transport error ({type(error).__name__})") from None
+
+
+def parsed(line: bytes) -> dict[str, Any]:
+    """A results line as an object; ``ProviderError`` when it is not one."""
+    try:
+        record = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        raise ProviderError("not JSON") from None
+    if not isinstance(record, dict):
+        raise ProviderError("not a JSON object")
+    return record
+
+
+_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+
+
+def checked_id(value: object, what: str) -> str:
+    """An id from a reply, safe to put in a URL's path; ``ProviderError`` when it is not."""
+    if not isinstance(value, str) or not _ID.match(value):
+        raise ProviderError(f"the provider's reply names no {what}")
+    return value
+
+
+def member(data: Any, key: str) -> Any:
+    """``data[key]`` when ``data`` is an object, else None: replies are read defensively."""
+    return data.get(key) if isinstance(data, dict) else None
