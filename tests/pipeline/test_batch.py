@@ -617,3 +617,24 @@ def test_cancel_stops_the_live_batches_and_keeps_what_they_finished(
     assert result.exit_code == 0, result.stderr
     assert [len(b.items) for b in provider.submitted()] == [6, 5]
     assert answered(project_dir) == sorted(q["id"] for q in questions)
+
+
+def test_a_batch_sends_only_what_the_budget_leaves_room_for(run_cli, project_dir, provider):
+    (project_dir / "overbrainer.toml").write_text(
+        BATCH_CONFIG.replace("batch = true", "batch = true\nmax_tokens = 20")
+        + "\n[budget]\nmax_usd = 0.00015\n"
+    )
+    questions = six(project_dir)
+    result = run_cli("answers")
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    [batch] = provider.submitted()
+    sent = len(batch.items)
+    assert 0 < sent < 6  # about $0.00005 each at the batch price: not all six fit
+    assert len(answered(project_dir)) == sent  # the batch was waited for and collected
+    assert "error: budget: answers stopped before a request (about $" in result.stderr
+    assert "raise the budget" in result.stderr
+    again = run_cli("answers", env={"OVERBRAINER_BUDGET__MAX_USD": "1"})
+    assert again.exit_code == 0, again.stderr
+    assert answered(project_dir) == sorted(q["id"] for q in questions)
+    items = [item for b in provider.submitted() for item in dict(b.items)]
+    assert sorted(items) == sorted(q["id"] for q in questions)  # none sent twice

@@ -17,6 +17,7 @@ from loguru import logger
 
 from overbrainer.errors import UserError
 from overbrainer.pipeline.batch_ledger import Batch, Ledger, State
+from overbrainer.pipeline.budget import BudgetExceeded
 from overbrainer.pipeline.jsonl import JsonlWriter
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.batch_anthropic import AnthropicBatches
@@ -88,6 +89,10 @@ class BatchStage:
         self.leftover: list[dict[str, Any]] = []
         """Items that failed in a batch, to be answered online (the stage runs online)."""
         self._tries: dict[str, int] = {}
+        self._reserved: dict[str, float] = {}
+        """The budget's reservation of each question in a batch, until its result is in."""
+        self.over_budget = False
+        """Whether the budget kept questions from being sent: the stage ends with it."""
         self._pending: list[Batch] = []
         self._apis: dict[str, BatchAPI] = {}
         self._pipeline = ctx.settings.pipeline
@@ -96,13 +101,20 @@ class BatchStage:
 
     async def run(self, todo: list[dict[str, Any]], live: list[Batch], *, submit: bool) -> None:
         """Collect ``live`` and, when ``submit``, send ``todo``; wait for the end of every
-        batch unless the stage was told not to (``--no-wait``)."""
+        batch unless the stage was told not to (``--no-wait``). Raises ``BudgetExceeded``
+        at the end when the budget kept questions back."""
+        await self._run(todo, live, submit=submit)
+        if self.over_budget:
+            raise BudgetExceeded("budget: max_usd reached")
+
+    async def _run(self, todo: list[dict[str, Any]], live: list[Batch], *, submit: bool) -> None:
         for batch in live:
             for question in batch.questions:
                 self._tries[question] = 1
             self.ctx.report.batched.add(batch.name)
         self._pending = []
         try:
+            await self._reserve_live(live)
             retry: list[dict[str, Any]] = []
             for batch in live:
                 if await self._found(batch):
@@ -124,6 +136,34 @@ class BatchStage:
                 self._pending, retry = await self._poll(self._pending)
         finally:
             self._count_waiting()
+            self._release_all()
+
+    async def _reserve_live(self, live: list[Batch]) -> None:
+        """What the live batches will cost counts against the budget from the start."""
+        budget = self.ctx.budget
+        waiting = [q for batch in live for q in self._unanswered(batch.questions)]
+        if budget is None or not waiting:
+            return
+        role = self.answering.role
+        costs = await budget.admit_batch(
+            self.ctx.providers, self.ctx.report, role,
+            [self.answering.messages(q) for q in waiting],
+            self._discount(role.provider), refuse=False,
+        )
+        self._reserved.update(zip((q["id"] for q in waiting), costs, strict=True))
+
+    def _release(self, question_id: str) -> None:
+        cost = self._reserved.pop(question_id, None)
+        if cost is not None and self.ctx.budget is not None:
+            self.ctx.budget.release(cost)
+
+    def _release_all(self) -> None:
+        for question in list(self._reserved):
+            self._release(question)
+
+    def _discount(self, provider: str) -> float:
+        found = self.ctx.settings.providers.get(provider)
+        return found.batch_discount if found is not None else 0.0
 
     async def cancel(self, live: list[Batch]) -> None:
         """Cancel ``live``: what they finished is collected (it is paid for), the rest is
@@ -168,12 +208,32 @@ class BatchStage:
         if not questions:
             return []
         role = self.answering.role
+        questions = await self._within_budget(questions)
+        if not questions:
+            return []
         wire = self._wire(role.provider)
         limits = (OpenAIBatches if wire is PROTOCOLS["openai"] else AnthropicBatches).limits
         requests = [
             Request(q["id"], wire.chat_body(role, self.answering.messages(q))) for q in questions
         ]
         return [await self._submit_one(chunk) for chunk in chunks(requests, limits, request_size)]
+
+    async def _within_budget(self, questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The first of ``questions`` whose projected cost at the batch price fits in the
+        budget, reserved; the others are not sent, and the stage will say why."""
+        budget = self.ctx.budget
+        if budget is None:
+            return questions
+        role = self.answering.role
+        costs = await budget.admit_batch(
+            self.ctx.providers, self.ctx.report, role,
+            [self.answering.messages(q) for q in questions], self._discount(role.provider),
+        )
+        if len(costs) < len(questions):
+            self.over_budget = True
+        admitted = questions[: len(costs)]
+        self._reserved.update(zip((q["id"] for q in admitted), costs, strict=True))
+        return admitted
 
     async def _submit_one(self, requests: list[Request]) -> Batch:
         role = self.answering.role
@@ -311,8 +371,8 @@ class BatchStage:
         if question_id in self.answered and self.answered[question_id] == batch.batch_id:
             return  # collected before this run was stopped, its tokens counted then
         report = self.ctx.report
-        provider = self.ctx.settings.providers.get(batch.provider)
-        discount = provider.batch_discount if provider is not None else 0.0
+        discount = self._discount(batch.provider)
+        self._release(question_id)
         report.used(
             batch.provider, batch.model, completion.input_tokens, completion.output_tokens,
             discount=discount,

@@ -72,6 +72,37 @@ class Budget:
     def release(self, reserved: float) -> None:
         self._reserved -= reserved
 
+    async def admit_batch(
+        self,
+        providers: ProviderSet,
+        report: Report,
+        role: Role,
+        requests: list[list[dict[str, str]]],
+        discount: float,
+        *,
+        refuse: bool = True,
+    ) -> list[float]:
+        """Reserve the projected cost, at the batch price, of as many of ``requests`` (the
+        messages of each) as fit, in order: the reservations, one a request admitted
+        (release each as its result is paid for). With ``refuse`` false every one is
+        reserved (a batch already live: it is paid for whatever the budget says)."""
+        price = await providers.ask_price(role.provider, role.model)
+        if price is None:
+            raise FatalProviderError(
+                f"budget: the price of {role.provider}/{role.model} is unknown, so max_usd "
+                f"cannot be kept: set [providers.{role.provider}.prices]"
+            )
+        admitted: list[float] = []
+        for messages in requests:
+            cost = self._per_request(report, role, messages).cost(price) * (1 - discount)
+            if refuse and self.spent(report) + self._reserved + cost > self.max_usd:
+                if self.next_cost is None:
+                    self.next_cost = cost
+                break
+            self._reserved += cost
+            admitted.append(cost)
+        return admitted
+
     def spent(self, report: Report) -> float:
         """The project's spend now: the history's and this stage's answered requests."""
         return self.before + self.stage_spent(report)
