@@ -137,6 +137,14 @@ def test_an_unparsed_verdict_is_asked_twice_and_a_failed_answer_is_not_judged(
     assert len(judged) == 2
     assert all(judged_question(s) == "Question 0: what is ownership?" for s in judged)
     assert data["summary"]["win_or_tie"] == 0.0
+    [question] = [q["id"] for q in data["questions"] if q["verdict"] == "unparsed"]
+    assert (
+        f"warning: compare: {question}: the judge's verdict cannot be read (it began "
+        "'I cannot say.'): kept as unparsed" in result.stderr
+    )
+    logged = run_cli("log", "--failed", "--stage", "compare")
+    assert logged.stdout.count("failed: the judge's verdict cannot be read") == 2
+    assert "< I cannot say." in logged.stdout
 
 
 def test_compare_resumed_after_kill_9_does_not_ask_the_judge_twice(

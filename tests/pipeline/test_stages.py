@@ -347,12 +347,20 @@ def test_list_replies_are_asked_again_then_fail(run_cli, project_dir, provider):
                 Reply(openai_completion("I cannot list things.")), times=None)
     result = run_cli("subtopics")
     assert result.exit_code == 1
-    assert "subtopics: lifetimes: the answer is not a JSON array of strings; asking again" in (
-        result.stderr
+    assert (
+        "warning: subtopics: lifetimes: the answer is not a JSON array of strings (it began "
+        "'I cannot list things.'); asking again (`overbrainer log --failed` shows the replies)"
+        in result.stderr
     )
-    assert "subtopics: lifetimes failed: no JSON array of strings after all retries" in (
-        result.stderr
+    assert (
+        "subtopics: lifetimes failed: no JSON array of strings after all retries (the last "
+        "began 'I cannot list things.')" in result.stderr
     )
+    logged = run_cli("log", "--failed", "--stage", "subtopics")
+    assert logged.exit_code == 0, logged.stderr
+    assert logged.stdout.count("failed: the answer is not a JSON array of strings") == 3
+    assert "< I cannot list things." in logged.stdout
+    assert "> subtopics|lifetimes|" in logged.stdout
     # 1 + max_retries (2) asks for lifetimes, 1 for ownership: the tokens of each count.
     assert result.stdout == (
         "subtopics: 1 done, 0 skipped, 1 failed, 0 excluded; tokens 40 in, 80 out; "

@@ -36,6 +36,7 @@ from overbrainer.after.toolchain import target_file
 from overbrainer.errors import Interrupted, UserError, signal_of
 from overbrainer.job import scripts
 from overbrainer.job.layout import CONFIG_FILE, EVAL_FILE
+from overbrainer.pipeline.exchanges import ExchangeLog
 from overbrainer.project import RUNS_DIR, Project
 from overbrainer.replace import replace_file
 from overbrainer.runs.store import RunStore
@@ -313,6 +314,7 @@ def _judge_and_report(project: Project, directory: Path, setup: dict[str, Any]) 
                 VerdictLog(verdicts_file),
                 int(setup["seed"]),
                 setup["compare"],
+                exchanges=ExchangeLog(project.dir),
             )
         )
     except KeyboardInterrupt as interrupt:

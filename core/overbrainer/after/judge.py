@@ -21,6 +21,7 @@ from loguru import logger
 
 from overbrainer.config.model import Role, Settings
 from overbrainer.errors import UserError
+from overbrainer.pipeline.exchanges import ExchangeLog, first_line
 from overbrainer.providers.errors import ProviderError
 
 TEMPLATE = "judge.txt"
@@ -136,6 +137,9 @@ class VerdictLog:
             os.fsync(file.fileno())
 
 
+UNPARSED = "the judge's verdict cannot be read"
+
+
 async def judge_all(  # noqa: PLR0917 - one call site, every argument named there
     settings: Settings,
     env: dict[str, str],
@@ -145,8 +149,11 @@ async def judge_all(  # noqa: PLR0917 - one call site, every argument named ther
     log: VerdictLog,
     seed: int,
     compare_id: str,
+    *,
+    exchanges: ExchangeLog | None = None,
 ) -> None:
-    """Judge every question without a verdict in ``log``, ``pipeline.concurrency`` at a time."""
+    """Judge every question without a verdict in ``log``, ``pipeline.concurrency`` at a time;
+    each exchange with the judge is kept in ``exchanges`` (``overbrainer log``)."""
     from overbrainer.providers.prices import PriceBook
     from overbrainer.providers.registry import ProviderSet
 
@@ -180,11 +187,27 @@ async def judge_all(  # noqa: PLR0917 - one call site, every argument named ther
                         judge.role, [{"role": "user", "content": prompt}], on_retry
                     )
                 except ProviderError as error:
+                    if exchanges is not None:
+                        exchanges.record("compare", qid, judge.role.model,
+                                         [{"role": "user", "content": prompt}], None,
+                                         failure=error.message)
                     raise UserError(f"the judge failed on question {qid}: {error}") from None
                 parsed = parse_verdict(strip_reasoning(completion.content))
+                if exchanges is not None:
+                    exchanges.record(
+                        "compare", qid, judge.role.model, [{"role": "user", "content": prompt}],
+                        completion.content, completion.reasoning,
+                        None if parsed is not None else UNPARSED,
+                    )
                 if parsed is not None:
                     break
+                logger.debug(f"compare: {qid}: the judge's reply was:\n{completion.content}")
         if parsed is None:
+            logger.warning(
+                f"compare: {qid}: {UNPARSED} (it began "
+                f"{first_line(strip_reasoning(completion.content))!r}): kept as unparsed "
+                "(`overbrainer log --failed --stage compare` shows the replies)"
+            )
             log.append({"id": qid, "verdict": "unparsed", "reason": "", "child_first": first})
             return
         verdict, reason = parsed

@@ -193,7 +193,10 @@ async def run(ctx: StageContext) -> None:
             async def answer(question: dict[str, Any]) -> None:
                 set_topic(question["topic"])
                 try:
-                    completion = await ctx.chat(role, answering.messages(question), question["id"])
+                    completion = await ctx.chat(
+                        role, answering.messages(question), question["id"],
+                        lambda reply: answering.record(question, reply)["meta"]["excluded"],
+                    )
                 except ProviderError as error:
                     ctx.report.fail(question["id"], error.message)
                     return

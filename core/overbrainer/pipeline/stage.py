@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,6 +12,7 @@ from loguru import logger
 
 from overbrainer.config.model import Role, Settings, Topic
 from overbrainer.pipeline.budget import Budget
+from overbrainer.pipeline.exchanges import ExchangeLog, first_line
 from overbrainer.pipeline.listreply import parse_list
 from overbrainer.pipeline.records import DataFiles
 from overbrainer.pipeline.report import Report
@@ -50,9 +53,20 @@ class StageContext:
     def topic_names(self) -> set[str]:
         return {topic.name for topic in self.topics}
 
-    async def chat(self, role: Role, messages: list[dict[str, str]], item: str) -> Completion:
-        """``role``'s reply, its tokens counted; refused (``BudgetExceeded``) when its
-        projected cost would take the project past its budget."""
+    @cached_property
+    def exchanges(self) -> ExchangeLog:
+        return ExchangeLog(self.project_dir)
+
+    async def chat(
+        self,
+        role: Role,
+        messages: list[dict[str, str]],
+        item: str,
+        verdict: Callable[[Completion], str | None] | None = None,
+    ) -> Completion:
+        """``role``'s reply, its tokens counted, the exchange kept for ``overbrainer log``
+        (``verdict``: why the reply cannot be used, if so); refused (``BudgetExceeded``)
+        when its projected cost would take the project past its budget."""
         client = self.providers.client(role.provider)
         reserved = 0.0
         if self.budget is not None:
@@ -61,11 +75,20 @@ class StageContext:
             completion = await client.chat(
                 role, messages, self.report.retrying(item), self.report.limited
             )
+        except ProviderError as error:
+            self.exchanges.record(
+                self.report.stage, item, role.model, messages, None, failure=error.message
+            )
+            raise
         finally:
             if self.budget is not None:
                 self.budget.release(reserved)
         self.report.used(
             role.provider, role.model, completion.input_tokens, completion.output_tokens
+        )
+        self.exchanges.record(
+            self.report.stage, item, role.model, messages, completion.content,
+            completion.reasoning, verdict(completion) if verdict is not None else None,
         )
         return completion
 
@@ -73,14 +96,24 @@ class StageContext:
         """The strings ``role`` lists in reply to ``prompt``, asking again (up to
         ``max_retries`` times) while it lists none. Tokens of every attempt count."""
         attempts = self.settings.pipeline.max_retries + 1
+        def unlisted(completion: Completion) -> str | None:
+            return None if parse_list(completion.content) else NOT_A_LIST
+
         for attempt in range(1, attempts + 1):
-            completion = await self.chat(role, [{"role": "user", "content": prompt}], item)
+            completion = await self.chat(
+                role, [{"role": "user", "content": prompt}], item, unlisted
+            )
             items = parse_list(completion.content)
             if items:
                 return items
+            began = first_line(completion.content)
+            logger.debug(f"{self.report.stage}: {item}: the reply was:\n{completion.content}")
             if attempt < attempts:
-                logger.warning(f"{self.report.stage}: {item}: {NOT_A_LIST}; asking again")
-        raise ProviderError(NO_LIST)
+                logger.warning(
+                    f"{self.report.stage}: {item}: {NOT_A_LIST} (it began {began!r}); "
+                    "asking again (`overbrainer log --failed` shows the replies)"
+                )
+        raise ProviderError(f"{NO_LIST} (the last began {began!r})")
 
     async def embed(self, texts: list[str], item: str) -> list[list[float]]:
         """Vectors for ``texts`` from the embedder role, its tokens counted."""

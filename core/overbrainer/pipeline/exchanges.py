@@ -1,0 +1,114 @@
+"""``.overbrainer/exchanges.jsonl``: the prompts and replies of the last stages, for
+``overbrainer log``.
+
+One line an exchange: ``{at, stage, item, model, messages, reply, reasoning, failure}``
+(``failure``: why the reply could not be used, or why there was none). Texts are redacted
+before they are written; the file is made ``0600``, appended without following a link,
+and rotated past ``MAX_BYTES`` (the one before is kept as ``exchanges.1.jsonl``), so that a
+100,000-answer stage keeps its last tens of megabytes, not gigabytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from overbrainer.redact import redact
+
+EXCHANGES = Path(".overbrainer") / "exchanges.jsonl"
+ROTATED = Path(".overbrainer") / "exchanges.1.jsonl"
+MAX_BYTES = 16 << 20
+READ_LIMIT = 64 << 20
+
+
+class ExchangeLog:
+    """Appends exchanges to the project's log; a failure to write is a debug line, never
+    a failed stage."""
+
+    def __init__(self, project_dir: Path) -> None:
+        self.path = project_dir / EXCHANGES
+        self.rotated = project_dir / ROTATED
+        self._broken = False
+
+    def record(  # noqa: PLR0917 - an exchange has this many parts
+        self,
+        stage: str,
+        item: str,
+        model: str,
+        messages: list[dict[str, str]],
+        reply: str | None,
+        reasoning: str | None = None,
+        failure: str | None = None,
+    ) -> None:
+        if self._broken:
+            return
+        line = {
+            "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "stage": stage,
+            "item": item,
+            "model": model,
+            "messages": [{"role": m["role"], "content": redact(m["content"])} for m in messages],
+            "reply": redact(reply) if reply is not None else None,
+            "reasoning": redact(reasoning) if reasoning is not None else None,
+            "failure": redact(failure) if failure is not None else None,
+        }
+        data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
+        try:
+            self._append(data)
+        except OSError as error:
+            self._broken = True
+            logger.debug(f"{EXCHANGES} is not written ({error.strerror or error})")
+
+    def _append(self, data: bytes) -> None:
+        self.path.parent.mkdir(exist_ok=True)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(self.path, flags | os.O_NONBLOCK, 0o600)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise OSError(f"{EXCHANGES} is not a regular file")
+            if info.st_size + len(data) > MAX_BYTES and info.st_size:
+                os.close(fd)
+                fd = -1
+                os.replace(self.path, self.rotated)
+                fd = os.open(self.path, flags, 0o600)
+            os.write(fd, data)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+
+def read_exchanges(project_dir: Path) -> Iterator[dict[str, Any]]:
+    """The exchanges kept, oldest first (the rotated file's, then the current one's);
+    a line that cannot be read is skipped."""
+    for path in (project_dir / ROTATED, project_dir / EXCHANGES):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                continue
+            for raw in file.read(READ_LIMIT).splitlines():
+                try:
+                    found = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(found, dict) and isinstance(found.get("stage"), str):
+                    yield found
+
+
+def first_line(text: str, limit: int = 120) -> str:
+    """The first non-empty line of a reply, cut to ``limit`` characters, for a warning."""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line:
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return "(empty)"
