@@ -303,6 +303,7 @@ def _judge_and_report(project: Project, directory: Path, setup: dict[str, Any]) 
     def render(question: str, answer_a: str, answer_b: str) -> str:
         return templates.render(TEMPLATE, question=question, answer_a=answer_a, answer_b=answer_b)
 
+    exchanges = ExchangeLog(project.dir)
     try:
         asyncio.run(
             judge_all(
@@ -314,7 +315,7 @@ def _judge_and_report(project: Project, directory: Path, setup: dict[str, Any]) 
                 VerdictLog(verdicts_file),
                 int(setup["seed"]),
                 setup["compare"],
-                exchanges=ExchangeLog(project.dir),
+                exchanges=exchanges,
             )
         )
     except KeyboardInterrupt as interrupt:
@@ -323,6 +324,8 @@ def _judge_and_report(project: Project, directory: Path, setup: dict[str, Any]) 
             f"`overbrainer compare --rejudge {setup['compare']}`",
             signal_of(interrupt),
         ) from None
+    finally:
+        exchanges.close()
     verdicts = read_verdicts(verdicts_file)
     compare_settings = settings.compare
     child_price = compare_settings.child_price_per_hour

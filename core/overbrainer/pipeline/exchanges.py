@@ -26,16 +26,35 @@ EXCHANGES = Path(".overbrainer") / "exchanges.jsonl"
 ROTATED = Path(".overbrainer") / "exchanges.1.jsonl"
 MAX_BYTES = 16 << 20
 READ_LIMIT = 64 << 20
+PROMPTS_KEPT = 64
 
 
 class ExchangeLog:
     """Appends exchanges to the project's log; a failure to write is a debug line, never
-    a failed stage."""
+    a failed stage. The file stays open until ``close`` (a stage's requests come by the
+    thousand)."""
 
     def __init__(self, project_dir: Path) -> None:
         self.path = project_dir / EXCHANGES
         self.rotated = project_dir / ROTATED
         self._broken = False
+        self._fd = -1
+        self._size = 0
+        self._prompts: dict[str, str] = {}
+        """Prompts redacted already: a stage's system prompts repeat for every request."""
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _prompt(self, text: str) -> str:
+        shown = self._prompts.get(text)
+        if shown is None:
+            shown = redact(text)
+            if len(self._prompts) < PROMPTS_KEPT:
+                self._prompts[text] = shown
+        return shown
 
     def record(  # noqa: PLR0917 - an exchange has this many parts
         self,
@@ -54,7 +73,9 @@ class ExchangeLog:
             "stage": stage,
             "item": item,
             "model": model,
-            "messages": [{"role": m["role"], "content": redact(m["content"])} for m in messages],
+            "messages": [
+                {"role": m["role"], "content": self._prompt(m["content"])} for m in messages
+            ],
             "reply": redact(reply) if reply is not None else None,
             "reasoning": redact(reasoning) if reasoning is not None else None,
             "failure": redact(failure) if failure is not None else None,
@@ -67,22 +88,24 @@ class ExchangeLog:
             logger.debug(f"{EXCHANGES} is not written ({error.strerror or error})")
 
     def _append(self, data: bytes) -> None:
+        if self._fd < 0:
+            self._open()
+        if self._size and self._size + len(data) > MAX_BYTES:
+            self.close()
+            os.replace(self.path, self.rotated)
+            self._open()
+        os.write(self._fd, data)
+        self._size += len(data)
+
+    def _open(self) -> None:
         self.path.parent.mkdir(exist_ok=True)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(self.path, flags | os.O_NONBLOCK, 0o600)
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise OSError(f"{EXCHANGES} is not a regular file")
-            if info.st_size + len(data) > MAX_BYTES and info.st_size:
-                os.close(fd)
-                fd = -1
-                os.replace(self.path, self.rotated)
-                fd = os.open(self.path, flags, 0o600)
-            os.write(fd, data)
-        finally:
-            if fd >= 0:
-                os.close(fd)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            raise OSError(f"{EXCHANGES} is not a regular file")
+        self._fd, self._size = fd, info.st_size
 
 
 def read_exchanges(project_dir: Path) -> Iterator[dict[str, Any]]:

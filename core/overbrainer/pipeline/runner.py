@@ -227,6 +227,8 @@ async def _run(body: Body, context: StageContext, env: Environment, prices: Pric
                 await providers.settle_prices()
     finally:
         await providers.aclose()
+        if "exchanges" in vars(context):  # made on the first request
+            context.exchanges.close()
 
 
 def _entry(
