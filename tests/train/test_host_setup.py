@@ -175,7 +175,29 @@ def test_a_failed_setup_quotes_its_last_lines_and_creates_no_run(trainer, run_cl
     config.write_text(config.read_text() + "setup = \"echo 'cannot make the model' && exit 7\"\n")
     result = run_cli("train")
     assert result.exit_code == 1
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path(os.environ["HOME"]) / ".cache")
+    log = cache / "overbrainer" / "logs" / "setup-local.log"
     assert result.stderr.endswith(
         "error: targets.local.setup failed: exit code 7\n  cannot make the model\n"
+        f"  (the whole output: {log})\n"
     )
+    assert log.read_text() == "cannot make the model\n"
     assert trainer.runs() == []
+
+
+def test_pips_collecting_lines_are_one_count_and_its_lists_a_number(trainer, run_cli):
+    lines = "".join(f"echo 'Collecting package{n}'; " for n in range(60))
+    setup = (f"{lines}echo 'Installing collected packages: a, b, c, d, e'; "
+             "echo 'Successfully installed a-1 b-1 c-1 d-1 e-1'")
+    config = trainer.dir / "overbrainer.toml"
+    config.write_text(config.read_text() + f'setup = "{setup}"\n')
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    setup_lines = [line for line in result.stderr.splitlines() if line.startswith("setup: ")]
+    assert "Collecting" not in result.stderr
+    assert setup_lines[0] == "setup: 1 package(s) collected so far, 0 s"
+    assert "setup: Installing 5 collected packages" in setup_lines
+    assert "setup: Successfully installed 5 packages" in setup_lines
+    assert setup_lines[-1].startswith("setup: done in ")
+    assert setup_lines[-1].endswith(" (60 packages collected)")
+    assert len(setup_lines) <= 6

@@ -10,6 +10,8 @@ only ``register_targets`` and ``create_executor``.
 from __future__ import annotations
 
 import fnmatch
+import os
+import re
 import secrets as random_tokens
 import shlex
 import shutil
@@ -17,6 +19,7 @@ import time
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
+from typing import IO
 
 from loguru import logger
 
@@ -153,26 +156,43 @@ class HostExecutor:
     def _stream(self, what: str, script: str, failure: str) -> None:
         """Run ``script`` on the host, showing its progress as it comes.
 
-        Milestones (pip's) and the last line are shown; the rest is debug output, and the
-        last lines are quoted when the script fails.
+        Milestones (pip's and uv's) and the last line are shown, pip's ``Collecting`` lines
+        as one count at most every ``PROGRESS_S``; the whole output goes to a log file on
+        this machine (``install_log``), and its last lines are quoted when the script fails.
         """
         from collections import deque
 
         from overbrainer.redact import printable
 
         tail: deque[str] = deque(maxlen=15)
+        started = time.monotonic()
+        counted = _Count(what, started)
+        kept = _OutputLog(what, self.name)
         try:
             with self.host.stream_out(script) as stream:
                 for raw in stream:
                     line = printable(raw.decode("utf-8", "replace").rstrip("\n"))
-                    if line:
-                        tail.append(line)
-                        logger.log("INFO" if _milestone(line) else "DEBUG", f"{what}: {line}")
+                    if not line:
+                        continue
+                    tail.append(line)
+                    kept.write(line)
+                    if line.startswith("Collecting "):
+                        counted.collected()
+                        logger.debug(f"{what}: {line}")
+                        continue
+                    shown = _shortened(line)
+                    logger.log("INFO" if _milestone(line) else "DEBUG", f"{what}: {shown}")
         except HostError as error:
             shown = "".join(f"\n  {line}" for line in tail)
-            raise UserError(f"{failure}: {error}{shown}") from None
+            where = f"\n  (the whole output: {kept.path})" if kept.path else ""
+            raise UserError(f"{failure}: {error}{shown}{where}") from None
+        finally:
+            kept.close()
         if tail and not _milestone(tail[-1]):
-            logger.info(f"{what}: {tail[-1]}")
+            logger.info(f"{what}: {_shortened(tail[-1])}")
+        if counted.count:
+            logger.info(f"{what}: done in {_elapsed(time.monotonic() - started)} "
+                        f"({counted.count} packages collected)")
 
     # The job.
 
@@ -379,6 +399,74 @@ _MILESTONES = (
     # the install script's own
     "installing ",
 )  # fmt: skip
+
+
+PROGRESS_S = 15.0
+"""The longest an install goes without a line while pip collects packages."""
+
+
+class _Count:
+    """pip's ``Collecting`` lines as one progress line: the first, then at most one every
+    ``PROGRESS_S``."""
+
+    def __init__(self, what: str, started: float) -> None:
+        self.what = what
+        self.started = started
+        self.count = 0
+        self._said: float | None = None
+
+    def collected(self) -> None:
+        self.count += 1
+        now = time.monotonic()
+        if self._said is None or now - self._said >= PROGRESS_S:
+            self._said = now
+            logger.info(f"{self.what}: {self.count} package(s) collected so far, "
+                        f"{_elapsed(now - self.started)}")
+
+
+class _OutputLog:
+    """The whole output of an install or setup, in ``~/.cache/overbrainer/logs/`` (0600,
+    redacted; each run replaces the one before); none when it cannot be written."""
+
+    def __init__(self, what: str, target: str) -> None:
+        from overbrainer.redact import LineRedactor
+
+        self._redactor = LineRedactor()
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", target)
+        self.path: Path | None = base / "overbrainer" / "logs" / f"{what}-{safe}.log"
+        self._file: IO[str] | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            self._file = os.fdopen(os.open(self.path, flags, 0o600), "w", encoding="utf-8")
+        except OSError:
+            self.path = None
+
+    def write(self, line: str) -> None:
+        if self._file is not None:
+            self._file.write(self._redactor.line(line) + "\n")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _shortened(line: str) -> str:
+    """pip's one-line lists of every package, as a count."""
+    for head, said in (("Installing collected packages: ", "Installing {} collected packages"),
+                       ("Successfully installed ", "Successfully installed {} packages")):
+        if line.startswith(head):
+            names = line[len(head):].split(", " if "," in line else " ")
+            if len(names) > 3:
+                return said.format(len(names))
+    return line
+
+
+def _elapsed(seconds: float) -> str:
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes} min {rest:02d} s" if minutes else f"{rest} s"
 
 
 def _milestone(line: str) -> bool:
