@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 COMMANDS = {
     "init": "overbrainer.cli.init:init",
     "config": "overbrainer.cli.config:config",
+    "completion": "overbrainer.cli.completion:completion",
     "runs": "overbrainer.cli.runs:runs",
     "plugins": "overbrainer.cli.plugins:plugins",
     "providers": "overbrainer.cli.providers:providers",
@@ -44,6 +45,7 @@ COMMANDS = {
 SUMMARIES = {
     "init": "Create a project: overbrainer.toml, .env.example and the prompt templates.",
     "config": "Inspect the configuration.",
+    "completion": "Print the completion script of SHELL: commands, options, run ids and topics.",
     "runs": "List training runs and read their logs.",
     "plugins": "List the installed overbrainer plugins.",
     "providers": "Try the providers the roles use.",
