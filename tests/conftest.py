@@ -84,6 +84,14 @@ def isolated_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     root.setLevel(level)
 
 
+@pytest.fixture(autouse=True)
+def fresh_limiters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's providers start unthrottled: the limiters are the process's."""
+    from overbrainer.providers import limiter
+
+    monkeypatch.setattr(limiter, "_LIMITERS", {})
+
+
 @pytest.fixture
 def project_dir(tmp_path: Path) -> Path:
     """A project directory with a minimal, valid overbrainer.toml."""

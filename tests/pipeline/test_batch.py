@@ -353,7 +353,7 @@ def test_a_batch_not_made_is_tried_again(run_cli, project_dir, provider):
     result = run_cli("answers")
     assert result.exit_code == 0, result.stderr
     key = json.loads(ledger(project_dir).splitlines()[0])["key"]
-    assert f"answers: batch {key}: not started (HTTP 503: overloaded); trying again in" \
+    assert f"answers: batch {key}: not started (HTTP 503: overloaded); trying again" \
         in result.stderr
     assert len(provider.submitted()) == 1
     assert answered(project_dir) == sorted(q["id"] for q in questions)
@@ -638,3 +638,23 @@ def test_a_batch_sends_only_what_the_budget_leaves_room_for(run_cli, project_dir
     assert answered(project_dir) == sorted(q["id"] for q in questions)
     items = [item for b in provider.submitted() for item in dict(b.items)]
     assert sorted(items) == sorted(q["id"] for q in questions)  # none sent twice
+
+
+def test_a_batch_whose_making_got_no_reply_is_held_not_made_twice(
+    run_cli, project_dir, provider
+):
+    six(project_dir)
+    provider.on(lambda s: s.method == "POST" and s.path == "batches",
+                Reply({"error": {"message": "overloaded"}}, status=503), times=None)
+    result = run_cli("answers")
+    assert result.exit_code == 1
+    key = json.loads(ledger(project_dir).splitlines()[0])["key"]
+    assert result.stderr.endswith(
+        f"error: batch {key}: no reply to its making (HTTP 503: overloaded), and the provider "
+        "does not list it: it may have been made; its questions wait, and the next "
+        "`overbrainer answers` looks again\n"
+    )
+    assert '"state":"abandoned"' not in ledger(project_dir)
+    again = run_cli("answers")
+    assert f"batch {key} is not listed by the provider yet: its questions wait" in again.stderr
+    assert provider.submitted() == [] and provider.chats() == []  # nothing sent twice

@@ -13,7 +13,7 @@ from fake_provider import FakeProvider, Reply, go_duration
 from overbrainer.config.model import Role
 from overbrainer.providers import retry
 from overbrainer.providers.client import Client
-from overbrainer.providers.errors import ProviderError
+from overbrainer.providers.errors import FatalProviderError
 from overbrainer.providers.limiter import Limiter, Usage
 from overbrainer.providers.ratelimit import (
     Bucket,
@@ -254,14 +254,80 @@ def test_a_429_is_waited_out_without_using_a_retry(provider):
     assert len(provider.chats()) == 4
 
 
-def test_a_429_that_never_ends_fails_the_item_after_max_wait_s(provider):
+def test_a_429_that_never_ends_stops_the_stage_after_max_wait_s(provider):
     provider.on(None, Reply({"error": {"message": "slow down"}}, status=429,
                             headers={"retry-after-ms": "100"}), times=None)
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(FatalProviderError) as caught:
         chat(provider, max_wait_s=0.35)
-    assert caught.value.message.startswith("HTTP 429: slow down: still rate-limited after ")
-    assert caught.value.message.endswith(" s (pipeline.max_wait_s = 0.35)")
+    message = caught.value.message
+    assert message.startswith("providers.main: HTTP 429: slow down: still rate-limited after ")
+    assert message.endswith(" s more (pipeline.max_wait_s = 0.35); run again later")
     assert 3 <= len(provider.chats()) <= 5
+
+
+def test_an_account_out_of_credit_is_fatal_not_waited_out(provider):
+    provider.on(None, Reply({"error": {"message": "You exceeded your current quota",
+                                       "type": "insufficient_quota",
+                                       "code": "insufficient_quota"}}, status=429), times=None)
+    with pytest.raises(FatalProviderError) as caught:
+        chat(provider)
+    assert caught.value.message == (
+        "providers.main: HTTP 429: You exceeded your current quota (the account is out of "
+        "credit: no wait helps)"
+    )
+    assert len(provider.chats()) == 1
+
+
+def test_a_retry_after_of_zero_is_a_backoff_and_a_huge_one_is_capped(provider):
+    provider.on(None, Reply({"error": {"message": "now"}}, status=429,
+                            headers={"retry-after-ms": "0"}), times=2)
+    limited: list = []
+    chat(provider, limited=limited)
+    assert [pause > 0 for _, pause in limited] == [True, True]
+    assert limited[1][1] > limited[0][1]
+
+    async def go():
+        limiter = Limiter(4)
+        number = await limiter.acquire()
+        return limiter.refuse(number, RateInfo({}, 86_400.0))
+
+    assert asyncio.run(go()) == retry.RETRY_AFTER_CAP
+
+
+def test_a_waiter_cancelled_as_its_slot_is_granted_gives_it_back():
+    from overbrainer.providers.client import Halt
+
+    async def go():
+        limiter = Limiter(1)
+        held = await limiter.acquire()
+        halt = Halt()
+        waiting = asyncio.create_task(halt.slot(limiter))
+        await asyncio.sleep(0.01)
+        limiter.release(held, None, None)  # granted to the waiter in this turn...
+        waiting.cancel()  # ...which is cancelled before it runs
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await asyncio.sleep(0)
+        return limiter
+
+    assert asyncio.run(go()).in_flight == 0
+
+
+def test_a_fatal_error_wakes_the_requests_waiting_for_a_slot():
+    from overbrainer.providers.client import Halt
+
+    async def go():
+        limiter = Limiter(1)
+        await limiter.acquire()
+        halt = Halt()
+        waiting = asyncio.create_task(halt.slot(limiter))
+        await asyncio.sleep(0.01)
+        halt.stop(FatalProviderError("providers.main: the key was refused (401)"))
+        with pytest.raises(FatalProviderError):
+            await waiting
+        return limiter
+
+    assert asyncio.run(go()).in_flight == 1  # only the slot still held
 
 
 def test_a_429_without_a_wait_backs_off_and_goes_on(provider):

@@ -10,6 +10,7 @@ came back unreadable goes into a new batch, up to ``max_retries`` times, then fa
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -40,6 +41,12 @@ GAVE_UP = (
     "run `overbrainer answers` again to collect it"
 )
 NOT_STARTED = "cannot start a batch ({error}): its questions were not sent"
+MAYBE_STARTED = (
+    "batch {key}: no reply to its making ({error}), and the provider does not list it: it "
+    "may have been made; its questions wait, and the next `overbrainer answers` looks again"
+)
+LISTED_WITHIN_S = 600.0
+"""How long a batch made may take to show in the provider's list."""
 
 
 def chunks(requests: list[Request], limits: Limits, size: Callable[[Request], int]
@@ -117,9 +124,10 @@ class BatchStage:
             await self._reserve_live(live)
             retry: list[dict[str, Any]] = []
             for batch in live:
-                if await self._found(batch):
+                found = await self._found(batch)
+                if found:
                     self._pending.append(batch)
-                else:  # never started: its questions are free to send
+                elif found is False:  # never started: its questions are free to send
                     retry += self._unanswered(batch.questions)
             if self._pending:
                 self._pending, failed = await self._poll(self._pending)
@@ -224,6 +232,8 @@ class BatchStage:
         budget = self.ctx.budget
         if budget is None:
             return questions
+        for question in questions:
+            self._release(question["id"])  # a retried item's first reservation
         role = self.answering.role
         costs = await budget.admit_batch(
             self.ctx.providers, self.ctx.report, role,
@@ -267,18 +277,25 @@ class BatchStage:
                 self.ledger.update(batch, State.ABANDONED)
                 raise UserError(NOT_STARTED.format(error=error.message)) from None
             except ProviderError as error:
+                transient = isinstance(error, TransientError)
+                if isinstance(error, TransientError):
+                    # A batch made as the reply was lost takes a moment to be listed: it is
+                    # looked for after the wait, not before, and only then made again.
+                    await asyncio.sleep(policy.delay(attempt, error.retry_after))
                 found = await self._kept(batch, "looking for it", lambda: self._find(batch))
                 if found is not None:
                     return found
-                if attempt == policy.attempts or not isinstance(error, TransientError):
+                if not transient:
                     self.ledger.update(batch, State.ABANDONED)
                     raise UserError(NOT_STARTED.format(error=error.message)) from None
-                delay = policy.delay(attempt, error.retry_after)
+                if attempt == policy.attempts:
+                    # It may yet show: kept as being made, looked for again by the next run.
+                    raise UserError(
+                        MAYBE_STARTED.format(key=batch.key, error=error.message)
+                    ) from None
                 logger.warning(
-                    f"answers: batch {batch.key}: not started ({error.message}); "
-                    f"trying again in {delay:.1f}s"
+                    f"answers: batch {batch.key}: not started ({error.message}); trying again"
                 )
-                await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _find(self, batch: Batch) -> str | None:
@@ -286,12 +303,21 @@ class BatchStage:
         api = self._api(batch)
         return await api.find(batch.key, batch.prepared, len(batch.questions), batch.at, known)
 
-    async def _found(self, batch: Batch) -> bool:
+    async def _found(self, batch: Batch) -> bool | None:
         """Whether ``batch`` is live with its id, looked for when a crash came before it
-        was recorded; False when the provider never started it."""
+        was recorded; False when the provider never started it; None while it is too soon
+        to say (made less than ``LISTED_WITHIN_S`` ago: its questions stay held)."""
         if batch.state is State.SUBMITTED:
             return True
         found = await self._kept(batch, "looking for it", lambda: self._find(batch))
+        # On openai a batch needs its uploaded file: without one, none was ever asked for.
+        asked = bool(batch.prepared) or self._wire(batch.provider) is not PROTOCOLS["openai"]
+        if found is None and asked and time.time() - batch.at < LISTED_WITHIN_S:
+            logger.warning(
+                f"answers: batch {batch.key} is not listed by the provider yet: its questions "
+                "wait for the next run to look again"
+            )
+            return None
         if found is None:
             self.ledger.update(batch, State.ABANDONED)
             self.ctx.report.batched.discard(batch.name)

@@ -32,6 +32,10 @@ CLOCK_SLACK = 300.0
 FOREIGN_RESULTS = "the batch's results_url is not on the provider's host: not followed"
 
 
+FIND_PAGES = 20
+"""Pages of 100 batches looked through for one lost on its way (a workspace's recent ones)."""
+
+
 class AnthropicBatches:
     """The batches of one provider speaking the anthropic protocol."""
 
@@ -59,20 +63,28 @@ class AnthropicBatches:
     ) -> str | None:
         # Message Batches carry no metadata: the batch is the one made since the project
         # recorded it, of as many requests, that no record names.
-        data = await call(self._client, "GET", self._url("?limit=100"))
-        found = member(data, "data")
         candidates = []
-        for batch in found if isinstance(found, list) else []:
-            if not isinstance(batch, dict) or batch.get("id") in known:
-                continue
-            created = _time(batch.get("created_at"))
-            counts = batch.get("request_counts")
-            total = sum(
-                n for n in (counts.values() if isinstance(counts, dict) else [])
-                if isinstance(n, int)
-            )
-            if created is not None and created >= since - CLOCK_SLACK and total == count:
-                candidates.append((created, checked_id(batch.get("id"), "batch")))
+        after = ""
+        for _page in range(FIND_PAGES):  # newest first: down to the time it was recorded
+            data = await call(self._client, "GET", self._url(f"?limit=100{after}"))
+            found = member(data, "data")
+            batches = [b for b in (found if isinstance(found, list) else []) if isinstance(b, dict)]
+            older = False
+            for batch in batches:
+                created = _time(batch.get("created_at"))
+                older = older or (created is not None and created < since - CLOCK_SLACK)
+                if batch.get("id") in known:
+                    continue
+                counts = batch.get("request_counts")
+                total = sum(
+                    n for n in (counts.values() if isinstance(counts, dict) else [])
+                    if isinstance(n, int)
+                )
+                if created is not None and created >= since - CLOCK_SLACK and total == count:
+                    candidates.append((created, checked_id(batch.get("id"), "batch")))
+            if not batches or older or member(data, "has_more") is not True:
+                break
+            after = f"&after_id={checked_id(batches[-1].get('id'), 'batch')}"
         return min(candidates)[1] if candidates else None
 
     async def status(self, batch_id: str) -> BatchStatus:

@@ -42,6 +42,12 @@ def request_line(request: Request) -> bytes:
     return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
+FIND_PAGES = 20
+"""Pages of 100 batches looked through for one lost on its way (a key's recent ones)."""
+FIND_SLACK = 300.0
+"""Seconds of clock difference allowed between this machine and the provider."""
+
+
 class OpenAIBatches:
     """The batches of one provider speaking the openai protocol."""
 
@@ -77,15 +83,22 @@ class OpenAIBatches:
     async def find(
         self, key: str, prepared: dict[str, str], count: int, since: float, known: set[str]
     ) -> str | None:
-        data = await call(self._client, "GET", self._url("batches?limit=100"))
-        found = member(data, "data")
-        for batch in found if isinstance(found, list) else []:
-            if not isinstance(batch, dict):
-                continue
-            metadata = batch.get("metadata")
-            mine = isinstance(metadata, dict) and metadata.get(KEY_FIELD) == key
-            if mine or batch.get("input_file_id") == prepared.get("file_id"):
-                return checked_id(batch.get("id"), "batch")
+        file_id = prepared.get("file_id")
+        after = ""
+        for _page in range(FIND_PAGES):  # newest first: down to the time it was recorded
+            data = await call(self._client, "GET", self._url(f"batches?limit=100{after}"))
+            found = member(data, "data")
+            batches = [b for b in (found if isinstance(found, list) else []) if isinstance(b, dict)]
+            for batch in batches:
+                metadata = batch.get("metadata")
+                mine = isinstance(metadata, dict) and metadata.get(KEY_FIELD) == key
+                if mine or (file_id is not None and batch.get("input_file_id") == file_id):
+                    return checked_id(batch.get("id"), "batch")
+            created = [b.get("created_at") for b in batches]
+            older = any(isinstance(t, int | float) and t < since - FIND_SLACK for t in created)
+            if not batches or older or member(data, "has_more") is not True:
+                return None
+            after = f"&after={checked_id(batches[-1].get('id'), 'batch')}"
         return None
 
     async def status(self, batch_id: str) -> BatchStatus:

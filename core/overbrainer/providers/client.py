@@ -96,11 +96,17 @@ class Halt:
         halted = asyncio.ensure_future(self._set.wait())
         try:
             await asyncio.wait({taking, halted}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
+        except BaseException:  # cancelled: a slot granted meanwhile goes back
             halted.cancel()
             if not taking.done():
-                taking.cancel()
-                await asyncio.gather(taking, return_exceptions=True)
+                taking.cancel()  # acquire gives back a slot granted as it is cancelled
+            elif not taking.cancelled() and taking.exception() is None:
+                limiter.release(taking.result(), None, None)
+            raise
+        halted.cancel()
+        if not taking.done():
+            taking.cancel()
+            await asyncio.gather(taking, return_exceptions=True)
         if self.error is not None:
             if not taking.cancelled() and taking.exception() is None:
                 limiter.release(taking.result(), None, None)
@@ -242,10 +248,14 @@ class Client:
                 now = time.monotonic()
                 limited_since = now if limited_since is None else limited_since
                 if now + pause - limited_since > self.max_wait_s:
-                    raise ProviderError(
-                        f"{error.message}: still rate-limited after "
-                        f"{now - limited_since:.0f} s (pipeline.max_wait_s = {self.max_wait_s:g})"
-                    ) from None
+                    # Every other request of this model would wait as long: the stage stops.
+                    fatal = FatalProviderError(
+                        f"providers.{self.name}: {error.message}: still rate-limited after "
+                        f"{now - limited_since:.0f} s, the provider asking for {pause:.0f} s "
+                        f"more (pipeline.max_wait_s = {self.max_wait_s:g}); run again later"
+                    )
+                    self.halt.stop(fatal)
+                    raise fatal from None
                 logger.debug(f"providers.{self.name}: {error.message}; waiting {pause:.2f} s")
                 continue
             except FatalProviderError as error:
@@ -284,7 +294,9 @@ class Client:
         except (aiohttp.ClientError, OSError) as error:
             raise TransientError(f"transport error ({type(error).__name__})") from None
         except ValueError as error:  # aiohttp's own refusals: a key and a URL's password
-            raise FatalProviderError(f"providers.{self.name}: cannot send ({error})") from None
+            raise FatalProviderError(
+                redact(f"providers.{self.name}: cannot send ({error})")
+            ) from None
         if not 200 <= status < 300:
             raise http_error(
                 status, raw, headers, provider=self.name, url=f"{self.base_url}/{path}"
@@ -306,7 +318,7 @@ def _usage(data: Any) -> Usage:
     )
 
 
-def http_error(
+def http_error(  # noqa: PLR0911 - one return a kind of failure
     status: int,
     raw: bytes,
     headers: Mapping[str, str],
@@ -328,10 +340,26 @@ def http_error(
     if status in FATAL_STATUSES:
         return FatalProviderError(message)
     if status == 429:
+        if _out_of_credit(raw):
+            return FatalProviderError(
+                f"providers.{provider}: {message} (the account is out of credit: no wait helps)"
+            )
         return RateLimitedError(message, parse_rate_headers(headers))
     if status in RETRIED_STATUSES or status >= 500:
         return TransientError(message, parse_retry_after(headers.get("Retry-After")))
     return ProviderError(message)
+
+
+def _out_of_credit(raw: bytes) -> bool:
+    """Whether a 429 is OpenAI's ``insufficient_quota``: a refusal, not a queue."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return False
+    error = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(error, dict):
+        return False
+    return "insufficient_quota" in (error.get("code"), error.get("type"))
 
 
 def _provider_message(status: int, raw: bytes) -> str:

@@ -119,9 +119,10 @@ class Limiter:
         pause = info.retry_after
         if pause is None:
             pause = _refill_wait(info)
-        if pause is None:
+        if pause is None or pause <= 0:  # no word of when (or "now"): a backoff of ours
             pause = self._backoff * retry.BACKOFF_UNIT
             self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+        pause = min(pause, retry.RETRY_AFTER_CAP)
         self.paused_until = max(self.paused_until, now + pause)
         self._give_back()
         return pause
