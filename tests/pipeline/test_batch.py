@@ -658,3 +658,27 @@ def test_a_batch_whose_making_got_no_reply_is_held_not_made_twice(
     again = run_cli("answers")
     assert f"batch {key} is not listed by the provider yet: its questions wait" in again.stderr
     assert provider.submitted() == [] and provider.chats() == []  # nothing sent twice
+
+
+def test_a_batch_left_running_counts_against_every_budget_until_collected(
+    run_cli, project_dir, provider
+):
+    (project_dir / "overbrainer.toml").write_text(
+        BATCH_CONFIG.replace("batch = true", "batch = true\nmax_tokens = 20")
+        + "\n[budget]\nmax_usd = 1\n"
+    )
+    six(project_dir)
+    provider.hold = True
+    result = run_cli("answers", "--no-wait")
+    assert result.exit_code == 0, result.stderr
+    [line] = [json.loads(text) for text in ledger(project_dir).splitlines()
+              if '"projected_usd"' in text]
+    projected = line["projected_usd"]
+    assert projected > 0
+    plan = json.loads(run_cli("plan", "--json").stdout)
+    assert plan["spent_usd"] == pytest.approx(projected, abs=1e-4)
+    provider.hold = False
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    plan = json.loads(run_cli("plan", "--json").stdout)
+    assert plan["spent_usd"] == pytest.approx(SIX_ONLINE / 2, abs=1e-4)  # the real cost only

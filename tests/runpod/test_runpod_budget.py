@@ -123,3 +123,18 @@ def test_a_price_that_cannot_be_found_is_said(project, run_cli, fake_runpod):
     assert "cost unknown (no price: " in total and total.split("(no price: ")[1].startswith(
         "subtopics"
     )
+
+
+def test_a_budget_with_a_price_that_cannot_be_read_refuses_to_train(
+    project, run_cli, fake_runpod
+):
+    fake_runpod.stock = dict.fromkeys((gpu["id"] for gpu in GPU_TYPES), "None")
+    configure(project, '"auto"', extra="\n[budget]\nmax_usd = 5\n")
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: budget: the price of training on `gpu` cannot be known (gpu_types = \"auto\": "
+        "no Secure Cloud GPU type in stock with 16 GB), so max_usd cannot be kept: no machine "
+        "was created; try again once it can (or unset [budget] max_usd)\n"
+    )
+    assert fake_runpod.pods == {} and "create" not in fake_runpod.calls

@@ -149,8 +149,12 @@ class BatchStage:
     async def _reserve_live(self, live: list[Batch]) -> None:
         """What the live batches will cost counts against the budget from the start."""
         budget = self.ctx.budget
+        if budget is None:
+            return
+        # Counted as spent when the stage began: from now on, as reserved per question.
+        budget.before -= sum(batch.projected_usd for batch in live)
         waiting = [q for batch in live for q in self._unanswered(batch.questions)]
-        if budget is None or not waiting:
+        if not waiting:
             return
         role = self.answering.role
         costs = await budget.admit_batch(
@@ -248,7 +252,8 @@ class BatchStage:
     async def _submit_one(self, requests: list[Request]) -> Batch:
         role = self.answering.role
         ids = [request.custom_id for request in requests]
-        batch = self.ledger.open(role.provider, role.model, ids)
+        projected = sum(self._reserved.get(question, 0.0) for question in ids)
+        batch = self.ledger.open(role.provider, role.model, ids, projected)
         for question in ids:
             self._tries[question] = self._tries.get(question, 0) + 1
         api = self._api(batch)

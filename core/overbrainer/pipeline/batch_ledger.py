@@ -57,6 +57,9 @@ class Batch:
     batch_id: str | None = None
     prepared: dict[str, str] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    projected_usd: float = 0.0
+    """What the budget reserved for it when it was sent: spent, for every other stage's
+    budget, until it is collected."""
     cancelled: bool = False
     """Cancelled by ``answers --cancel``: its items without an answer are not tried again
     when it is collected (a later ``answers`` asks them anew)."""
@@ -93,7 +96,9 @@ class Ledger:
     def live(self) -> list[Batch]:
         return [batch for batch in self.batches() if batch.live]
 
-    def open(self, provider: str, model: str, questions: list[str]) -> Batch:
+    def open(
+        self, provider: str, model: str, questions: list[str], projected_usd: float = 0.0
+    ) -> Batch:
         """Record a new batch of ``questions``, before anything is sent."""
         batch = Batch(
             key=f"ob-{secrets.token_hex(8)}",
@@ -102,9 +107,13 @@ class Ledger:
             model=model,
             questions=questions,
             at=time.time(),
+            projected_usd=projected_usd,
         )
-        self._append({"key": batch.key, "state": batch.state.value, "provider": provider,
-                      "model": model, "questions": questions, "at": batch.at})
+        line = {"key": batch.key, "state": batch.state.value, "provider": provider,
+                "model": model, "questions": questions, "at": batch.at}  # fmt: skip
+        if projected_usd:
+            line["projected_usd"] = round(projected_usd, 6)
+        self._append(line)
         return batch
 
     def update(self, batch: Batch, state: State | None = None, **fields: Any) -> None:
@@ -142,4 +151,5 @@ def _batch(record: dict[str, Any]) -> Batch:
         prepared=dict(record.get("prepared") or {}),
         failed=dict(record.get("failed") or {}),
         cancelled=record.get("cancelled") is True,
+        projected_usd=float(record.get("projected_usd") or 0.0),
     )

@@ -196,5 +196,10 @@ def project_stage(
 
 
 def spent(project_dir: Path) -> float:
-    """USD the project's stages spent so far, as the history says (unknown costs: 0)."""
-    return sum(float(entry.get("cost") or 0.0) for entry in read_history(project_dir))
+    """USD the project's stages spent so far, as the history says (unknown costs: 0), and
+    what its live batches were projected to cost when they were sent (paid for once they
+    end, whatever the budget says then)."""
+    from overbrainer.pipeline.batch_ledger import Ledger
+
+    done = sum(float(entry.get("cost") or 0.0) for entry in read_history(project_dir))
+    return done + sum(batch.projected_usd for batch in Ledger(project_dir).live())

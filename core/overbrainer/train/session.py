@@ -187,6 +187,13 @@ def check_budget(ws: Workspace, target: str, max_usd: float | None) -> None:
     if limit is None:
         return
     estimate = estimate_training(ws.project, ws.hook, 0, target)
+    if estimate is not None and estimate.basis.startswith("unknown: "):
+        # A target with a price whose price could not be read is still paid for.
+        raise UserError(
+            f"budget: the price of training on `{target}` cannot be known "
+            f"({estimate.basis.removeprefix('unknown: ')}), so max_usd cannot be kept: no "
+            "machine was created; try again once it can (or unset [budget] max_usd)"
+        )
     if estimate is None or estimate.price is None or estimate.usd is None:
         return  # no price: nothing is paid for by the hour
     so_far = spent(ws.project_dir)
