@@ -66,3 +66,23 @@ def test_help_works_anywhere(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for args in (["--help"], ["runs", "--help"], ["runs", "ls", "--help"]):
         assert invoke(*args).exit_code == 0
+
+
+def test_a_project_above_that_belongs_to_another_user_is_not_used(tmp_path, monkeypatch):
+    import os
+
+    parent = tmp_path / "shared"
+    inside = parent / "mine"
+    inside.mkdir(parents=True)
+    config = parent / "overbrainer.toml"
+    config.write_text('[project]\nname = "planted"\n')
+    if os.getuid() != 0:
+        pytest.skip("giving a file another owner needs root (CI runs as root)")
+    os.chown(config, 12345, 12345)
+    monkeypatch.chdir(inside)
+    result = invoke("runs", "ls")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: {config} belongs to another user: not used as this directory's project; "
+        f"name it with -C {parent} if it is to be\n"
+    )

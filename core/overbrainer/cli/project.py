@@ -22,7 +22,15 @@ def find_project(given: Path, explicit: bool) -> Path:
         return given
     start = Path(os.path.abspath(given))
     for directory in (start, *start.parents):
-        if (directory / CONFIG_FILE).is_file():
+        config = directory / CONFIG_FILE
+        if config.is_file():
+            if directory != start and config.stat().st_uid != os.getuid():
+                # As git's safe.directory: a project above is used only if it is one's own
+                # (its .env could point the providers, and so their keys, anywhere).
+                raise UserError(
+                    f"{config} belongs to another user: not used as this directory's "
+                    f"project; name it with -C {directory} if it is to be"
+                )
             return Path(os.path.relpath(directory, start)) if directory != start else given
     raise UserError(
         f"no {CONFIG_FILE} in {start} or any directory above it: create a project with "

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from overbrainer.config.model import Role, Settings
+from overbrainer.errors import UserError
 from overbrainer.providers.errors import ProviderError
 from overbrainer.providers.prices import Price, PriceBook
 from overbrainer.providers.registry import ProviderSet
@@ -89,8 +90,8 @@ async def _probe(providers: ProviderSet, name: str, role: Role) -> Probe:
         completion = await client.chat(probe_role(role), PROBE, no_retry)
     except ProviderError as error:
         return failed(error.message)
-    except Exception as error:  # noqa: BLE001 - a UserError (no URL), shown as its message
-        return failed(getattr(error, "message", None) or type(error).__name__)
+    except UserError as error:  # no URL, a refused key (fatal): shown, the others go on
+        return failed(error.message)
     return Probe(
         name,
         role.provider,
