@@ -58,3 +58,13 @@ def test_a_wrong_path_names_the_url_asked(run_cli, project_dir, provider):
     result = run_cli("providers", "check")
     assert result.exit_code == 1
     assert f"HTTP 404 for http://127.0.0.1:{provider.port}/chat/completions" in result.stdout
+
+
+def test_a_rate_limit_is_said_not_waited_out(run_cli, provider):
+    provider.on(lambda seen: seen.model == "gen-model",
+                Reply({"error": {"message": "slow down"}}, status=429,
+                      headers={"retry-after": "30"}))
+    result = run_cli("providers", "check")
+    assert result.exit_code == 1
+    assert ("failed after" in result.stdout
+            and "HTTP 429: slow down (rate-limited: the provider asks for 30.0 s)" in result.stdout)

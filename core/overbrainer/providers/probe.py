@@ -81,13 +81,16 @@ async def _probe(providers: ProviderSet, name: str, role: Role) -> Probe:
     def no_retry(message: str, delay: float) -> None:
         raise ProviderError(message)
 
+    def limited(message: str, pause: float) -> None:  # a check waits out no rate limit
+        raise ProviderError(f"{message} (rate-limited: the provider asks for {pause:.1f} s)")
+
     try:
         client = providers.client(role.provider)
         if name == "embedder":
             _, tokens = await client.embed(role.model, ["ok"], no_retry)
             return Probe(name, role.provider, role.model, time.monotonic() - started,
                          input_tokens=tokens)
-        completion = await client.chat(probe_role(role), PROBE, no_retry)
+        completion = await client.chat(probe_role(role), PROBE, no_retry, limited)
     except ProviderError as error:
         return failed(error.message)
     except UserError as error:  # no URL, a refused key (fatal): shown, the others go on
