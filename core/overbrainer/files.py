@@ -46,6 +46,9 @@ def _kind(mode: int) -> str:
 
 
 def _refuse(shown: str, what: str, doing: str) -> UserError:
+    if what == "a directory":  # worded as the error of reading one always was
+        verb = "read" if doing == "read" else "write"
+        return UserError(f"cannot {verb} {shown}: {os.strerror(errno.EISDIR)}")
     if what == "not a regular file":
         return UserError(f"{shown} is not a regular file: refusing to {doing} it")
     return UserError(f"{shown} is {what}: refusing to {doing} it")
@@ -179,12 +182,6 @@ def write_atomic(path: Path, data: bytes | Callable[[BinaryIO], object], shown: 
     given): a temporary file beside it, synced, renamed over the name (a link there is
     replaced, never followed), in a directory made or checked without following links."""
     mkdir_nofollow(path.parent, _parent_shown(path, shown))
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        info = None
-    if info is not None and stat.S_ISDIR(info.st_mode):
-        raise _refuse(shown, "a directory", "write to")
     write = data if callable(data) else (lambda file: file.write(data))
     replace_file(path, write)
 

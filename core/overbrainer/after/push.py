@@ -175,6 +175,7 @@ def push_run(
     project_slug = re.sub(r"[^A-Za-z0-9.-]+", "-", settings.project.name).strip("-")
     gguf = [upload.path for upload in uploads if upload.path.endswith(".gguf")]
     hub_dir = accepted.dir / HUB_DIR
+    files.check_dir(hub_dir, f"{RUNS_DIR}/{run_id}/{HUB_DIR}")  # before anything is sent
     if dry_run:
         shown = chosen or check_repo(f"you/{project_slug}").replace("you/", "<you>/", 1)
         card = render(gather(settings, accepted.dir, shown, gguf, None), settings)
@@ -221,18 +222,18 @@ def push_run(
                 "push cancelled before its commit finished; run it again to resume",
                 signal_of(interrupt),
             ) from None
-    files = [operation.path_in_repo for operation in operations]
+    sent = [operation.path_in_repo for operation in operations]
     size = sum(upload.size for upload in uploads) + (len(sent_card.encode()) if sent_card else 0)
     record = {
         "repo": repo_id,
         "commit": commit.oid,
         "url": f"{endpoint}/{repo_id}",
-        "files": files,
+        "files": sent,
         "private": private if info is None else bool(info.private),
         "pushed": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    plural = "s" if len(files) != 1 else ""
-    echo(f"push: {record['url']} ({len(files)} file{plural}, {human_size(size)})")
+    plural = "s" if len(sent) != 1 else ""
+    echo(f"push: {record['url']} ({len(sent)} file{plural}, {human_size(size)})")
     _save_record(hub_dir, run_id, record)
     return record
 
