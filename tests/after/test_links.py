@@ -4,11 +4,15 @@ at, and never trust the run record's paths on this machine."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
-from tests.after.test_push import hub, pushable  # noqa: F401 - the loopback Hub and a run
+from tests.after import test_push
+
+hub = test_push.hub  # the loopback Hub
+pushable = test_push.pushable  # a finished run with something to push
 
 CARD_TARGET = b"my own notes, not a card"
 
@@ -64,8 +68,6 @@ def test_an_output_that_is_a_link_is_never_listed_nor_sent(pushable, hub, run_cl
 
 
 def test_only_regular_files_of_output_are_sent(pushable, run_cli, elsewhere):
-    import os
-
     output = pushable.run_dir / "output"
     os.mkfifo(output / "pipe.bin")
     (output / "key").symlink_to(elsewhere / "id_rsa")

@@ -49,9 +49,9 @@ def test_no_appended_data_file_is_written_through_a_link(project_dir, outside):
     data = project_dir / "data"
     data.mkdir()
     (data / "rejected.jsonl").symlink_to(outside)
+    writer = JsonlWriter(data / "rejected.jsonl", shown="data/rejected.jsonl")
     with pytest.raises(UserError) as refused:
-        with JsonlWriter(data / "rejected.jsonl", shown="data/rejected.jsonl") as writer:
-            writer.append({"id": "x"})
+        writer.append({"id": "x"})
     assert str(refused.value) == (
         "data/rejected.jsonl is a symbolic link: refusing to write through it"
     )
@@ -62,8 +62,8 @@ def test_a_data_directory_that_is_a_link_is_not_written_through(project_dir, tmp
     elsewhere = tmp_path / "elsewhere-data"
     elsewhere.mkdir()
     (project_dir / "data").symlink_to(elsewhere)
+    append_history(project_dir, entry())  # its own directory is fine
     with pytest.raises(UserError) as refused:
-        append_history(project_dir, entry())  # its own directory is fine
         rewrite_jsonl(project_dir / "data" / "questions.jsonl", [{"id": "q"}])
     assert "is a symbolic link: refusing to write through it" in str(refused.value)
     assert list(elsewhere.iterdir()) == []
