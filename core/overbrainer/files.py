@@ -13,6 +13,7 @@ a path taken from a record is used only when it is inside the project. Every ref
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 from collections.abc import Callable
@@ -83,7 +84,7 @@ def open_regular(path: Path, shown: str, *, follow: bool = True) -> int | None:
     return fd
 
 
-def open_read(path: Path, shown: str, *, follow: bool = True) -> BinaryIO | None:
+def open_read(path: Path, shown: str, *, follow: bool = True) -> io.BufferedReader | None:
     """``open_regular`` as a buffered binary file (None when missing)."""
     fd = open_regular(path, shown, follow=follow)
     return None if fd is None else os.fdopen(fd, "rb")

@@ -506,7 +506,9 @@ def resume_source(ws: Workspace, training: Training, run_id: str) -> Resume:
             f"cannot resume from run {run_id}: its snapshot is not in {RUNS_DIR}/{run_id}/"
             f"{checkpoint}; retrieve it with `overbrainer train attach {run_id}`"
         )
-    old_yaml = (run_dir / CONFIG_FILE).read_text(encoding="utf-8")
+    old_yaml = (
+        files.read_regular(run_dir / CONFIG_FILE, f"{RUNS_DIR}/{run_id}/{CONFIG_FILE}") or b""
+    ).decode("utf-8")
     differ = resume_mismatch(old_yaml, _config_like(ws, training, old_yaml))
     if differ:
         raise UserError(
