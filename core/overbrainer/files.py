@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from overbrainer.errors import UserError
+from overbrainer.redact import escape_controls
 from overbrainer.replace import replace_file
 
 READ_LIMIT = 1 << 30
@@ -103,7 +104,9 @@ def read_regular(
         if size > limit:
             raise UserError(f"{shown} is larger than {limit} bytes: refusing to read it")
         try:
-            data = file.read(limit + 1)
+            data = file.read(size + 1)  # read(n) allocates n bytes: the size, not the bound
+            if len(data) > size:  # it grew since: the rest, within the bound
+                data += file.read(limit + 1 - len(data))
         except OSError as error:
             raise UserError(f"cannot read {shown}: {error.strerror}") from None
     if len(data) > limit:
@@ -194,5 +197,6 @@ def own_path(path: str | Path, root: Path, shown: str) -> Path:
     candidate = Path(path)
     resolved = (candidate if candidate.is_absolute() else root / candidate).resolve()
     if not resolved.is_relative_to(root.resolve()):
-        raise UserError(f"{shown} ({path}) is not inside {root}: refusing to use it")
+        shown_path = escape_controls(str(path))  # a record's text: never a terminal control
+        raise UserError(f"{shown} ({shown_path}) is not inside {root}: refusing to use it")
     return resolved
