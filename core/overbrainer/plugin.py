@@ -24,6 +24,10 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
 - For a plugin's own commands (``register_commands``): ``current_project`` (the project of
   the running command), ``ProjectLock`` (the project's writer lock, a context manager) and
   ``check_run_id`` (refuses an id that is not a run id).
+- Project files, read and written as the core does (:mod:`overbrainer.files`):
+  ``read_regular`` (a regular file only, within a bound), ``write_atomic`` (rename, never
+  through a link), ``open_append`` (``O_NOFOLLOW``), ``mkdir_nofollow`` and ``own_path``
+  (a path from a record, checked to be inside a directory).
 - Redaction, for what a plugin prints or keeps of a machine's own logs: ``redact``,
   ``LineRedactor`` (a private key block across lines), ``register_secret`` and
   ``escape_controls`` (a line stays one line, with no terminal control).
@@ -43,6 +47,7 @@ from overbrainer.config.model import (
     comma_list,
 )
 from overbrainer.errors import ArtifactMismatch, MissingArtifact, TransientError, UserError
+from overbrainer.files import mkdir_nofollow, open_append, own_path, read_regular, write_atomic
 from overbrainer.job import layout
 from overbrainer.job.changes import StreamWatches
 from overbrainer.job.executor import HostExecutor
@@ -142,11 +147,16 @@ __all__ = [
     "job_environment",
     "layout",
     "manifest_of",
+    "mkdir_nofollow",
+    "open_append",
+    "own_path",
     "parse_event",
     "parse_manifest",
+    "read_regular",
     "redact",
     "register_secret",
     "select",
     "sha256_file",
     "verify",
+    "write_atomic",
 ]

@@ -172,3 +172,14 @@ def test_init_refuses_a_prompts_file_writing_nothing(tmp_path, run_cli):
     assert result.exit_code == 1
     assert result.stderr == f"error: {target / 'prompts'} exists and is not a directory\n"
     assert sorted(p.name for p in target.iterdir()) == ["prompts"]
+
+
+def test_init_in_a_clone_never_writes_through_a_link(run_cli, empty_dir, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("kept")
+    (empty_dir / ".gitignore").symlink_to(outside)
+    result = init(run_cli, empty_dir)
+    assert result.exit_code == 0, result.stderr
+    assert outside.read_text() == "kept"
+    assert not (empty_dir / ".gitignore").is_symlink()
+    assert (empty_dir / ".gitignore").read_text() == "kept\n.env\n/data/\n/runs/\n/.overbrainer/\n"

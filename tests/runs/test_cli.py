@@ -262,3 +262,12 @@ def test_run_id_completion_escapes_records_and_follows_no_link_out(project_dir, 
     (project_dir / "runs").rename(tmp_path / "elsewhere")
     (project_dir / "runs").symlink_to(tmp_path / "elsewhere")
     assert completions(project_dir) == []
+
+
+def test_a_tail_beyond_the_bound_is_an_option_error_not_a_crash(run_cli):
+    result = run_cli("runs", "logs", "demo-20260101-000000", "--tail", "99999999999999999999")
+    assert result.exit_code == 2
+    assert "Invalid value for '--tail': 99999999999999999999 is not in the range 1<=x<=1000000" in (
+        result.stderr
+    )
+    assert "Traceback" not in result.stderr and "OverflowError" not in result.stderr

@@ -378,3 +378,51 @@ def test_pod_spend_sums_a_run_s_pods_as_the_runpod_target_records_them(tmp_path)
         "gauge",
         pytest.approx(1.35),
     )
+
+
+def test_clients_that_reset_their_connection_leave_one_debug_line_each(tmp_path, capfd):
+    # Any local user can connect: a reset must never print a traceback into the command's
+    # terminal, only a debug line.
+    import struct
+
+    from loguru import logger
+
+    seen: list[str] = []
+    sink = logger.add(lambda message: seen.append(str(message)), level="DEBUG")
+    server = MetricsServer(ProjectMetrics(tmp_path).registry, "127.0.0.1", 0)
+    host, port = server.address.rsplit(":", 1)
+    try:
+        for _ in range(10):
+            client = socket.create_connection((host, int(port)))
+            client.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # the request unfinished
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            client.close()  # a reset (RST), not a clean close
+        deadline = time.monotonic() + 30
+        while sum("metrics: a request from" in line for line in seen) < 10:
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.05)
+        content_type, _ = scrape(f"http://{server.address}/metrics")
+        assert content_type == OPENMETRICS  # still serving
+    finally:
+        server.close()
+        logger.remove(sink)
+    errors = capfd.readouterr().err
+    assert "Traceback" not in errors and "ConnectionResetError" not in errors
+
+
+def test_a_fifo_as_pod_json_or_history_never_blocks_a_scrape(tmp_path):
+    import os
+
+    run_dir = tmp_path / "runs" / "demo_20260922-143005"
+    run_dir.mkdir(parents=True)
+    os.mkfifo(run_dir / "pod.json")
+    (tmp_path / ".overbrainer").mkdir()
+    os.mkfifo(tmp_path / ".overbrainer" / "history.jsonl")
+    metrics = ProjectMetrics(tmp_path, clock=lambda: 1100.0)  # seeds from the history
+    server = MetricsServer(metrics.registry, "127.0.0.1", 0)
+    try:
+        for _ in range(3):
+            _, samples = scrape(f"http://{server.address}/metrics")
+            assert not [key for key in samples if key[0] == "overbrainer_runpod_spend_usd"]
+    finally:
+        server.close()

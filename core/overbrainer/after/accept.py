@@ -7,6 +7,7 @@ from pathlib import Path
 
 from loguru import logger
 
+from overbrainer import files
 from overbrainer.errors import UserError
 from overbrainer.job.layout import CONFIG_FILE, OUTPUT_DIR
 from overbrainer.job.record import RunRecord, RunState
@@ -40,6 +41,10 @@ def accept_run(store: RunStore, run_id: str, verb: str) -> AcceptedRun:
             f"run {run_id} is {record.state.value}: only a succeeded or stopped run can be {done}"
         )
     checkpoint = record.snapshot.checkpoint if record.snapshot else None
+    files.check_dir(directory / OUTPUT_DIR, f"{RUNS_DIR}/{run_id}/{OUTPUT_DIR}")
+    if checkpoint is not None:  # a record's path: the run's own directory, not a link
+        files.own_path(checkpoint, directory, f"the snapshot of run {run_id}")
+        files.check_dir(directory / checkpoint, f"{RUNS_DIR}/{run_id}/{checkpoint}")
     retrieved = (directory / OUTPUT_DIR).is_dir() or (
         checkpoint is not None and (directory / checkpoint).is_dir()
     )

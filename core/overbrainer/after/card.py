@@ -15,7 +15,9 @@ from typing import Any
 import tomlkit
 import yaml
 
+from overbrainer import files
 from overbrainer.config.model import Settings
+from overbrainer.errors import UserError
 from overbrainer.job.layout import CONFIG_FILE, EVAL_FILE, METRICS_FILE, TRAIN_FILE
 
 MARKER = "<!-- overbrainer:card -->"
@@ -48,20 +50,32 @@ class CardFacts:
     compare: dict[str, Any] | None
 
 
+def _text(path: Path) -> str:
+    """The text of a run's file, "" when it is missing or not a regular file."""
+    try:
+        return files.read_text(path, path.name, files.READ_LIMIT) or ""
+    except UserError:
+        return ""
+
+
+def _lines(path: Path) -> list[str]:
+    return _text(path).splitlines()
+
+
 def _count_lines(path: Path) -> int:
     try:
-        with path.open("rb") as file:
-            return sum(1 for line in file if line.strip())
-    except OSError:
+        file = files.open_read(path, path.name)
+    except UserError:
         return 0
+    if file is None:
+        return 0
+    with file:
+        return sum(1 for line in file if line.strip())
 
 
 def _topics(path: Path) -> list[str]:
     topics: list[str] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return topics
+    lines = _lines(path)
     for line in lines:
         try:
             topic = json.loads(line).get("topic")
@@ -74,11 +88,7 @@ def _topics(path: Path) -> list[str]:
 
 def _losses(path: Path) -> tuple[float | None, float | None]:
     loss = eval_loss = None
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None, None
-    for line in lines:
+    for line in _lines(path):
         try:
             event = json.loads(line)
         except ValueError:
@@ -96,8 +106,8 @@ def newest_compare(run_dir: Path) -> dict[str, Any] | None:
     """The summary of the run's newest compare, if any."""
     for path in sorted(run_dir.glob("compares/*/compare.json"), reverse=True):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(_text(path))
+        except ValueError:
             continue
         summary = data.get("summary")
         if isinstance(summary, dict):
@@ -105,16 +115,27 @@ def newest_compare(run_dir: Path) -> dict[str, Any] | None:
     return None
 
 
+def public_model(name: str) -> str:
+    """``name`` as a card may publish it: a Hub repo as it is, a local path (absolute, from
+    home or here, or one that exists) by its last part, never this machine's directories."""
+    path = Path(name)
+    if path.is_absolute() or name.startswith(("~", ".")) or path.exists():
+        return path.name or name
+    return name
+
+
 def gather(
     settings: Settings, run_dir: Path, repo: str, gguf: list[str], license: str | None
 ) -> CardFacts:
     """The card's facts of the run in ``run_dir``."""
     try:
-        config = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
+        config = yaml.safe_load(_text(run_dir / CONFIG_FILE)) or {}
+    except yaml.YAMLError:
         config = {}
     training = settings.training
-    base = str(config.get("base_model") or (training.base_model if training else "unknown"))
+    base = public_model(
+        str(config.get("base_model") or (training.base_model if training else "unknown"))
+    )
     adapter = str(config.get("adapter") or (training.adapter if training else "full"))
     loss, eval_loss = _losses(run_dir / METRICS_FILE)
     return CardFacts(
@@ -152,8 +173,8 @@ def reproduce_toml(settings: Settings) -> str:
     document["pipeline"] = settings.pipeline.model_dump()
     if settings.training is not None:
         values = settings.training.model_dump(include=set(REPRODUCE_TRAINING), exclude_none=True)
-        if Path(values.get("base_model", "")).exists():
-            values["base_model"] = Path(values["base_model"]).name
+        if "base_model" in values:
+            values["base_model"] = public_model(values["base_model"])
         document["training"] = values
     return tomlkit.dumps(document)
 

@@ -9,6 +9,7 @@ from typing import Any
 import click
 from loguru import logger
 
+from overbrainer import files
 from overbrainer.config.model import Settings
 from overbrainer.errors import Interrupted, UserError
 from overbrainer.job.record import RunRecord, RunState
@@ -30,8 +31,8 @@ def _exported(runs: RunStore, record: RunRecord, quantize: str) -> bool:
     run_dir = runs.run_dir(record.id)
     for path in run_dir.glob("exports/*/export.json"):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(files.read_text(path, path.name, files.RECORD_LIMIT) or "")
+        except (UserError, ValueError):
             continue
         if isinstance(data, dict) and data.get("quantize") == quantize:
             file = data.get("file")

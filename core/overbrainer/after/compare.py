@@ -18,6 +18,7 @@ from typing import Any
 
 from loguru import logger
 
+from overbrainer import files
 from overbrainer.after.export import EXPORT_FILE, sequence_len
 from overbrainer.after.judge import (
     TEMPLATE,
@@ -38,7 +39,6 @@ from overbrainer.job import scripts
 from overbrainer.job.layout import CONFIG_FILE, EVAL_FILE
 from overbrainer.pipeline.exchanges import ExchangeLog
 from overbrainer.project import RUNS_DIR, Project
-from overbrainer.replace import replace_file
 from overbrainer.runs.store import RunStore
 
 COMPARES = "compares"
@@ -57,14 +57,25 @@ def compare_id(now: datetime | None = None) -> str:
 
 def _write_json(path: Path, data: Any) -> None:
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    replace_file(path, lambda file: file.write(text.encode("utf-8")))
+    files.write_atomic(path, text.encode("utf-8"), path.name)
 
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return json.loads(files.read_text(path, path.name, files.RECORD_LIMIT) or "")
+    except (UserError, ValueError):
         return None
+
+
+def _own_file(run_dir: Path, name: str) -> bool:
+    """Whether ``name``, a record's path, is a regular file of the run's own (no link out,
+    no ``..``): what compare hashes and uploads must be the run's."""
+    try:
+        files.own_path(name, run_dir, name)
+    except UserError:
+        return False
+    path = run_dir / name
+    return ".." not in Path(name).parts and path.is_file() and not path.is_symlink()
 
 
 def newest_export(run_dir: Path) -> dict[str, Any] | None:
@@ -74,7 +85,7 @@ def newest_export(run_dir: Path) -> dict[str, Any] | None:
         data = _read_json(path)
         if not isinstance(data, dict) or not isinstance(data.get("file"), str):
             continue
-        if (run_dir / data["file"]).is_file():
+        if _own_file(run_dir, data["file"]):
             found.append(data)
     return max(found, key=lambda data: str(data.get("created", "")), default=None)
 
@@ -104,8 +115,8 @@ def eval_questions(project: Project, run_dir: Path, limit: int | None) -> list[d
         path = project.dir / EVAL_FILE
     shown = path.relative_to(project.dir) if path.is_relative_to(project.dir) else path
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
+        lines = (files.read_text(path, str(shown), files.READ_LIMIT) or "").splitlines()
+    except UserError:
         lines = []
     questions: list[dict[str, Any]] = []
     for line in lines:
@@ -196,7 +207,7 @@ def compare(
         record = store.load(run_id)
         ident = compare_id()
         directory = run_dir / COMPARES / ident
-        directory.mkdir(parents=True)
+        files.mkdir_nofollow(directory, f"{COMPARES}/{ident}", levels=2)
         questions = eval_questions(project, run_dir, limit)
         setup = {
             "run": run_id,
@@ -211,10 +222,11 @@ def compare(
             "questions": questions,
         }
         _write_json(directory / SETUP, setup)
-        with (directory / QUESTIONS).open("w", encoding="utf-8") as file:
-            for question in questions:
-                file.write(json.dumps({"id": question["id"], "messages": question["messages"]}))
-                file.write("\n")
+        lines = [
+            json.dumps({"id": question["id"], "messages": question["messages"]}) + "\n"
+            for question in questions
+        ]
+        files.write_atomic(directory / QUESTIONS, "".join(lines).encode("utf-8"), QUESTIONS)
         logger.info(
             f"compare: {ident}: run {run_id}, {len(questions)} questions, child "
             f"{export['file']} on target `{record.target}`"
@@ -359,7 +371,7 @@ def _judge_and_report(project: Project, directory: Path, setup: dict[str, Any]) 
     }
     _write_json(directory / "compare.json", data)
     report = directory / "compare.md"
-    replace_file(report, lambda file: file.write(render_report(data).encode("utf-8")))
+    files.write_atomic(report, render_report(data).encode("utf-8"), report.name)
     return report
 
 

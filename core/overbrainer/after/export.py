@@ -18,6 +18,7 @@ from pathlib import Path
 
 from loguru import logger
 
+from overbrainer import files
 from overbrainer.after.accept import AcceptedRun, accept_run
 from overbrainer.after.target_run import TargetRun, open_target
 from overbrainer.after.toolchain import LLAMA_CPP, target_file
@@ -26,7 +27,6 @@ from overbrainer.job import scripts
 from overbrainer.job.layout import CONFIG_FILE, OUTPUT_DIR
 from overbrainer.job.manifest import sha256_file
 from overbrainer.project import RUNS_DIR, Project
-from overbrainer.replace import replace_file
 from overbrainer.runs.store import RunStore
 
 GGUF_DIR = f"{OUTPUT_DIR}/gguf"
@@ -76,8 +76,8 @@ def human_size(size: int) -> str:
 def sequence_len(run_dir: Path) -> int | None:
     """``sequence_len`` of the run's axolotl.yaml, when it has one."""
     try:
-        text = (run_dir / CONFIG_FILE).read_text(encoding="utf-8")
-    except OSError:
+        text = files.read_text(run_dir / CONFIG_FILE, CONFIG_FILE) or ""
+    except UserError:
         return None
     match = re.search(r"^sequence_len:\s*(\d+)\s*$", text, re.M)
     return int(match.group(1)) if match else None
@@ -148,7 +148,8 @@ def _export_on_target(  # noqa: PLR0917 - private, called once
     gguf_name = f"{run.id}-{kind}.gguf"
     host = target.shell.host
     local_job = accepted.dir / "exports" / job_id
-    local_job.mkdir(parents=True)
+    shown = f"{RUNS_DIR}/{run.id}/exports/{job_id}"
+    files.mkdir_nofollow(local_job, shown, levels=2)
     target.ensure_inputs(accepted.dir, (accepted.model, CONFIG_FILE))
     host.check(f"mkdir -p {q(job_dir)}\n")
     host.write_file(f"{job_dir}/{SCRIPT}", target_file(SCRIPT))
@@ -166,7 +167,7 @@ def _export_on_target(  # noqa: PLR0917 - private, called once
         _fetch_log(target, job_dir, local_job)
         raise UserError(f"export {job_id} of run {run.id} failed: {detail}")
     dest = accepted.dir / GGUF_DIR
-    dest.mkdir(parents=True, exist_ok=True)
+    files.mkdir_nofollow(dest, f"{RUNS_DIR}/{run.id}/{GGUF_DIR}", levels=2)
     if target.same_place(accepted.dir):
         source = accepted.dir / "exports" / job_id / "gguf" / gguf_name
         if not source.is_file():
@@ -179,7 +180,11 @@ def _export_on_target(  # noqa: PLR0917 - private, called once
     _fetch_log(target, job_dir, local_job)
     gguf = dest / gguf_name
     size = gguf.stat().st_size
-    (dest / MODELFILE).write_text(modelfile(gguf_name, sequence_len(accepted.dir)), "utf-8")
+    files.write_atomic(
+        dest / MODELFILE,
+        modelfile(gguf_name, sequence_len(accepted.dir)).encode("utf-8"),
+        f"{RUNS_DIR}/{run.id}/{GGUF_DIR}/{MODELFILE}",
+    )
     file = f"{GGUF_DIR}/{gguf_name}"
     record = {
         "quantize": kind,
@@ -190,7 +195,7 @@ def _export_on_target(  # noqa: PLR0917 - private, called once
         "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     text = json.dumps(record, indent=2) + "\n"
-    replace_file(local_job / EXPORT_FILE, lambda file: file.write(text.encode("utf-8")))
+    files.write_atomic(local_job / EXPORT_FILE, text.encode("utf-8"), f"{shown}/{EXPORT_FILE}")
     return Exported(run.id, kind, file, size, local_job / EXPORT_FILE)
 
 
@@ -230,7 +235,7 @@ def _fetch_log(target: TargetRun, job_dir: str, local_job: Path) -> None:
     if target.same_place(local_job.parents[1]):
         return
     data = target.shell.host.read_range(f"{job_dir}/export.log", 0, 1 << 20)
-    (local_job / "export.log").write_bytes(data)
+    files.write_atomic(local_job / "export.log", data, "export.log")
 
 
 def _ollama(

@@ -19,6 +19,7 @@ from typing import Any
 import xxhash
 from loguru import logger
 
+from overbrainer import files
 from overbrainer.config.model import Role, Settings
 from overbrainer.errors import UserError
 from overbrainer.pipeline.exchanges import ExchangeLog, first_line
@@ -106,10 +107,10 @@ def records_by_id(path: Path) -> dict[str, dict[str, Any]]:
     is empty and a torn last line ignored (both appended to as the compare goes)."""
     records: dict[str, dict[str, Any]] = {}
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
+        text = files.read_text(path, path.name, files.READ_LIMIT) or ""
+    except UserError:  # a FIFO, a device: nothing recorded
         return records
-    for line in lines:
+    for line in text.splitlines():
         try:
             record = json.loads(line)
         except ValueError:
@@ -131,7 +132,8 @@ class VerdictLog:
         self.path = path
 
     def append(self, record: dict[str, Any]) -> None:
-        with self.path.open("a", encoding="utf-8") as file:
+        fd = files.open_append(self.path, self.path.name)  # never through a link
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
             file.write(json.dumps(record) + "\n")
             file.flush()
             os.fsync(file.fileno())

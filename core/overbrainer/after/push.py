@@ -11,6 +11,7 @@ import ipaddress
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from overbrainer import __version__
+from overbrainer import __version__, files
 from overbrainer.after.accept import AcceptedRun, accept_run
 from overbrainer.after.card import gather, merge_card, render
 from overbrainer.after.export import human_size
@@ -27,7 +28,6 @@ from overbrainer.errors import Interrupted, UserError, signal_of
 from overbrainer.job.layout import OUTPUT_DIR
 from overbrainer.project import RUNS_DIR, Project
 from overbrainer.redact import register_secret
-from overbrainer.replace import replace_file
 from overbrainer.runs.store import RunStore
 
 DEFAULT_BASE_URL = "https://huggingface.co"
@@ -76,6 +76,7 @@ def files_of(run_dir: Path, run_id: str) -> list[Upload]:
     ``debug.log``, symlinks, nor a file landing on the root README.md; ``gguf/**`` goes to
     the repo's root."""
     output = run_dir / OUTPUT_DIR
+    files.check_dir(output, f"{RUNS_DIR}/{run_id}/{OUTPUT_DIR}")  # a link: files not the run's
     uploads: dict[str, Upload] = {}
     for root, dirs, names in os.walk(output):
         here = Path(root)
@@ -90,7 +91,10 @@ def files_of(run_dir: Path, run_id: str) -> list[Upload]:
         )
         for name in sorted(names):
             path = here / name
-            if name.startswith(".") or path.is_symlink() or (top and name == "debug.log"):
+            info = path.lstat()
+            if name.startswith(".") or not stat.S_ISREG(info.st_mode):
+                continue  # a link, a FIFO, a device: not the run's to send
+            if top and name == "debug.log":
                 continue
             inside = (relative / name).as_posix()
             repo_path = inside.removeprefix("gguf/") if inside.startswith("gguf/") else inside
@@ -102,7 +106,7 @@ def files_of(run_dir: Path, run_id: str) -> list[Upload]:
                     f"{uploads[repo_path].local.relative_to(output).as_posix()} both go to "
                     f"{repo_path} in the repo"
                 )
-            uploads[repo_path] = Upload(path, repo_path, path.stat().st_size)
+            uploads[repo_path] = Upload(path, repo_path, info.st_size)
     return sorted(uploads.values(), key=lambda upload: upload.path)
 
 
@@ -171,6 +175,7 @@ def push_run(
     project_slug = re.sub(r"[^A-Za-z0-9.-]+", "-", settings.project.name).strip("-")
     gguf = [upload.path for upload in uploads if upload.path.endswith(".gguf")]
     hub_dir = accepted.dir / HUB_DIR
+    files.check_dir(hub_dir, f"{RUNS_DIR}/{run_id}/{HUB_DIR}")  # before anything is sent
     if dry_run:
         shown = chosen or check_repo(f"you/{project_slug}").replace("you/", "<you>/", 1)
         card = render(gather(settings, accepted.dir, shown, gguf, None), settings)
@@ -217,19 +222,19 @@ def push_run(
                 "push cancelled before its commit finished; run it again to resume",
                 signal_of(interrupt),
             ) from None
-    files = [operation.path_in_repo for operation in operations]
+    sent = [operation.path_in_repo for operation in operations]
     size = sum(upload.size for upload in uploads) + (len(sent_card.encode()) if sent_card else 0)
     record = {
         "repo": repo_id,
         "commit": commit.oid,
         "url": f"{endpoint}/{repo_id}",
-        "files": files,
+        "files": sent,
         "private": private if info is None else bool(info.private),
         "pushed": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    plural = "s" if len(files) != 1 else ""
-    echo(f"push: {record['url']} ({len(files)} file{plural}, {human_size(size)})")
-    _save_record(hub_dir, record)
+    plural = "s" if len(sent) != 1 else ""
+    echo(f"push: {record['url']} ({len(sent)} file{plural}, {human_size(size)})")
+    _save_record(hub_dir, run_id, record)
     return record
 
 
@@ -285,22 +290,20 @@ def _dry_run(  # noqa: PLR0917 - private, called once
     card: str,
     echo: Callable[[str], None],
 ) -> None:
-    hub_dir.mkdir(exist_ok=True)
-    (hub_dir / README).write_text(card, encoding="utf-8")
+    shown = f"{RUNS_DIR}/{run_id}/{HUB_DIR}/{README}"
+    files.write_atomic(hub_dir / README, card.encode("utf-8"), shown)
     echo(f"push: {repo}, {visibility} when created; nothing is sent (--dry-run)")
     for upload in uploads:
         echo(f"{upload.path}  {human_size(upload.size)}")
     total = sum(upload.size for upload in uploads)
-    echo(
-        f"push: {len(uploads)} files, {human_size(total)}; card written to "
-        f"{RUNS_DIR}/{run_id}/{HUB_DIR}/{README}"
-    )
+    echo(f"push: {len(uploads)} files, {human_size(total)}; card written to {shown}")
 
 
-def _save_record(hub_dir: Path, record: dict[str, Any]) -> None:
-    hub_dir.mkdir(exist_ok=True)
+def _save_record(hub_dir: Path, run_id: str, record: dict[str, Any]) -> None:
     text = json.dumps(record, indent=2) + "\n"
-    replace_file(hub_dir / PUSH_FILE, lambda file: file.write(text.encode("utf-8")))
+    files.write_atomic(
+        hub_dir / PUSH_FILE, text.encode("utf-8"), f"{RUNS_DIR}/{run_id}/{HUB_DIR}/{PUSH_FILE}"
+    )
 
 
 def _readme(api: Any, repo_id: str, token: str) -> str | None:

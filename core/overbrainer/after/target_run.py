@@ -12,6 +12,7 @@ from typing import Any
 
 from loguru import logger
 
+from overbrainer import files
 from overbrainer.config.model import TargetBase
 from overbrainer.errors import UserError
 from overbrainer.job import scripts
@@ -174,4 +175,10 @@ def open_target(
         )
     if shell.run_dir is not None:  # a machine made for this command
         run = run.evolve(remote_dir=shell.run_dir)
+    elif shell.host.local:  # the record's path, on this machine: the project's own only
+        try:
+            files.own_path(run.remote_dir, Path(shell.workdir), f"remote_dir of run {run.id}")
+        except BaseException:
+            hook.release_executor(executor=executor, run=run, outcome=None)
+            raise
     return TargetRun(hook, executor, run, shell)

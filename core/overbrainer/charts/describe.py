@@ -3,12 +3,15 @@ timings and curves, read from its directory alone."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from overbrainer import files
 from overbrainer.charts.series import Curves, metrics_path, read_curves
 from overbrainer.charts.terminal import braille_chart, sparkline
+from overbrainer.errors import UserError
 from overbrainer.job.layout import CONFIG_FILE, METRICS_FILE
 from overbrainer.job.metrics import parse_event
 from overbrainer.job.record import RunRecord
@@ -115,8 +118,8 @@ def _settings(run_dir: Path) -> list[tuple[str, str]]:
     import yaml
 
     try:
-        config = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        config = yaml.safe_load(files.read_text(run_dir / CONFIG_FILE, CONFIG_FILE) or "")
+    except (UserError, yaml.YAMLError):
         return []
     if not isinstance(config, dict):
         return []
@@ -134,7 +137,10 @@ def _timings(run_dir: Path) -> list[str]:
     stages: list[tuple[str, float]] = []
     last: float | None = None
     try:
-        with metrics_path(run_dir).open(encoding="utf-8", errors="replace") as file:
+        source = files.open_read(metrics_path(run_dir), "metrics.jsonl")
+        if source is None:
+            return []
+        with io.TextIOWrapper(source, encoding="utf-8", errors="replace") as file:
             for line in file:
                 event = parse_event(line)
                 if event is None:
@@ -145,7 +151,7 @@ def _timings(run_dir: Path) -> list[str]:
                 last = float(when)
                 if event["event"] == "stage" and isinstance(event.get("name"), str):
                     stages.append((escape_controls(event["name"]), last))
-    except OSError:
+    except (OSError, UserError):
         return []
     if not stages or last is None:
         return []
@@ -170,8 +176,6 @@ def _duration(seconds: float) -> str:
 
 
 def _parent_step(store: RunStore, parent_id: str) -> int | None:
-    from overbrainer.errors import UserError
-
     try:
         parent = store.load(parent_id)
     except UserError:
@@ -208,8 +212,6 @@ def write_run_chart(store: RunStore, record: RunRecord) -> Path | None:
     parent's curves); None when there is no loss to draw or no matplotlib. Never raises
     for a chart: the training's outcome matters more."""
     from loguru import logger
-
-    from overbrainer.errors import UserError
 
     try:
         records = [record]

@@ -3,11 +3,14 @@ gradient norm against step, plus the figures a chart marks (snapshot, resume poi
 
 from __future__ import annotations
 
+import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from overbrainer import files
+from overbrainer.errors import UserError
 from overbrainer.job.layout import METRICS_FILE
 from overbrainer.job.metrics import parse_event
 
@@ -84,11 +87,13 @@ def read_curves(run_dir: Path, run_id: str) -> Curves | None:
     """The curves of the run in ``run_dir``; None when it has no ``metrics.jsonl`` yet."""
     path = metrics_path(run_dir)
     try:
-        file = path.open(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
+        source = files.open_read(path, path.name)
+    except UserError:  # a FIFO or a device: no curves, never a wait
+        return None
+    if source is None:
         return None
     curves = Curves(run_id)
-    with file:
+    with io.TextIOWrapper(source, encoding="utf-8", errors="replace") as file:
         for line in file:
             event = parse_event(line)
             if event is not None:

@@ -34,6 +34,7 @@ def complete_run_id(
     """Run ids, with their state and target as help (escaped: run.json is a file)."""
     import json
 
+    from overbrainer import files
     from overbrainer.errors import UserError
     from overbrainer.job.layout import RECORD
     from overbrainer.project import runs_dir
@@ -51,9 +52,10 @@ def complete_run_id(
         if not name.startswith(incomplete):
             continue
         try:
-            record = json.loads((runs / name / RECORD).read_text(encoding="utf-8"))
+            text = files.read_text(runs / name / RECORD, RECORD)  # a FIFO: no hanging shell
+            record = json.loads(text or "")
             help_text = escape_controls(f"{record.get('state')} on {record.get('target')}")
-        except (OSError, ValueError, AttributeError):
+        except (UserError, ValueError, AttributeError):
             continue
         items.append(CompletionItem(name, help=help_text))
     return items
@@ -62,9 +64,13 @@ def complete_run_id(
 def _config(ctx: click.Context) -> dict:
     import tomllib
 
+    from overbrainer import files
+    from overbrainer.errors import UserError
+
     try:
-        return tomllib.loads((_project_dir(ctx) / "overbrainer.toml").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        text = files.read_text(_project_dir(ctx) / "overbrainer.toml", "overbrainer.toml")
+        return tomllib.loads(text or "")
+    except (UserError, ValueError):
         return {}
 
 

@@ -48,6 +48,7 @@ def init(directory: Path | None) -> None:
     DIRECTORY defaults to the project directory (-C). Nothing is written when any of
     these files already exists.
     """
+    from overbrainer import files
     from overbrainer.errors import UserError
 
     root = directory if directory is not None else current_app().given
@@ -60,33 +61,35 @@ def init(directory: Path | None) -> None:
         if needed.exists() and not needed.is_dir():
             raise UserError(f"{needed} exists and is not a directory")
     root.mkdir(parents=True, exist_ok=True)
-    (root / "prompts").mkdir(exist_ok=True)
     name = root.resolve().name or "project"
-    (root / "overbrainer.toml").write_text(config_template(name), encoding="utf-8")
-    (root / ".env.example").write_text(ENV_EXAMPLE, encoding="utf-8")
+    # Every file by rename, no directory through a link: `init` may run in a clone.
+    config = config_template(name).encode()
+    files.write_atomic(root / "overbrainer.toml", config, "overbrainer.toml")
+    files.write_atomic(root / ".env.example", ENV_EXAMPLE.encode(), ".env.example")
     defaults = Path(__file__).parent.parent / "pipeline" / "prompts"
     for prompt in PROMPTS:
-        (root / "prompts" / prompt).write_text(
-            (defaults / prompt).read_text(encoding="utf-8"), encoding="utf-8"
+        files.write_atomic(
+            root / "prompts" / prompt, (defaults / prompt).read_bytes(), f"prompts/{prompt}"
         )
     _extend_gitignore(root / ".gitignore")
-    state = root / ".overbrainer"
-    state.mkdir(exist_ok=True)
-    (state / "version").write_text(STATE_VERSION + "\n", encoding="utf-8")
+    files.write_atomic(
+        root / ".overbrainer" / "version", (STATE_VERSION + "\n").encode(), ".overbrainer/version"
+    )
     click.echo(f"init: created a project in {root}")
     click.echo("next: copy .env.example to .env and set the provider's URL and key, then run")
     click.echo(f"  overbrainer -C {root} config check")
 
 
 def _extend_gitignore(path: Path) -> None:
-    present = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-    missing = [line for line in GITIGNORE if line not in present]
+    from overbrainer import files
+
+    text = (files.read_regular(path, ".gitignore", files.RECORD_LIMIT) or b"").decode()
+    missing = [line for line in GITIGNORE if line not in text.splitlines()]
     if not missing:
         return
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
     if text and not text.endswith("\n"):
         text += "\n"
-    path.write_text(text + "\n".join(missing) + "\n", encoding="utf-8")
+    files.write_atomic(path, (text + "\n".join(missing) + "\n").encode(), ".gitignore")
 
 
 def config_template(project_name: str) -> str:

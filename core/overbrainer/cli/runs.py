@@ -11,6 +11,9 @@ from overbrainer.cli.complete import complete_run_id
 from overbrainer.cli.context import current_app
 from overbrainer.job.layout import METRICS_FILE
 
+TAIL_MAX = 1_000_000
+"""The most lines ``--tail`` keeps: a bound, so a huge N is an option error, not a crash."""
+
 
 @click.group()
 @click.pass_context
@@ -52,7 +55,11 @@ def diff(before: str, after: str) -> None:
 
 @runs.command()
 @click.argument("run_id", shell_complete=complete_run_id)
-@click.option("--tail", type=click.IntRange(min=1), help="Only the last N lines.")
+@click.option(
+    "--tail",
+    type=click.IntRange(min=1, max=TAIL_MAX),
+    help=f"Only the last N lines (at most {TAIL_MAX:,}).",
+)
 @click.option(
     "--follow",
     "-f",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from overbrainer import files
 from overbrainer.errors import UserError
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*")
@@ -73,13 +74,11 @@ def _unescape(raw: str) -> str:
 
 def read_dotenv(path: Path) -> dict[str, str]:
     """The variables of the ``.env`` file at ``path``; none when it does not exist."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    data = files.read_regular(path, ".env", files.RECORD_LIMIT)  # a FIFO would block
+    if data is None:
         return {}
-    except OSError as error:
-        raise UserError(f"cannot read .env: {error.strerror}") from None
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        line = path.read_bytes()[: error.start].count(b"\n") + 1
-        raise DotenvError(line) from None
+        raise DotenvError(data[: error.start].count(b"\n") + 1) from None
     return parse_dotenv(text)

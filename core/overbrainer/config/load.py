@@ -13,6 +13,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from overbrainer import files
 from overbrainer.config.env import PREFIX, Environment
 from overbrainer.config.model import ENV_ONLY, Settings
 from overbrainer.errors import UserError
@@ -38,14 +39,13 @@ class ConfigError(UserError):
 def read_config_file(project_dir: Path) -> dict[str, Any]:
     """The TOML tables of the project's ``overbrainer.toml``."""
     path = project_dir / CONFIG_FILE
+    if path.is_dir():
+        raise UserError(f"{path} is a directory, not a file")
+    data = files.read_regular(path, CONFIG_FILE, files.RECORD_LIMIT)  # a FIFO would block
+    if data is None:
+        raise UserError(f"no {CONFIG_FILE} in {project_dir}: create one with `overbrainer init`")
     try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise UserError(
-            f"no {CONFIG_FILE} in {project_dir}: create one with `overbrainer init`"
-        ) from None
-    except IsADirectoryError:
-        raise UserError(f"{path} is a directory, not a file") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise UserError(f"{CONFIG_FILE} is not UTF-8 text") from None
     try:

@@ -17,6 +17,7 @@ from types import TracebackType
 from loguru import logger
 from pydantic import BaseModel
 
+from overbrainer import files
 from overbrainer.config.env import Environment
 from overbrainer.config.load import CONFIG_FILE, ConfigError, load_settings
 from overbrainer.config.model import Settings
@@ -107,8 +108,9 @@ class Reloader:
         contents: list[bytes | None] = []
         for name in WATCHED:
             try:
-                contents.append((self.project_dir / name).read_bytes())
-            except OSError:
+                path = self.project_dir / name
+                contents.append(files.read_regular(path, name, files.RECORD_LIMIT))
+            except UserError:
                 contents.append(None)
         return tuple(contents)
 

@@ -23,6 +23,7 @@ from typing import IO
 
 from loguru import logger
 
+from overbrainer import files
 from overbrainer.config.model import HostTarget
 from overbrainer.errors import MissingArtifact, UserError
 from overbrainer.job import layout, scripts
@@ -300,7 +301,7 @@ class HostExecutor:
         """One look at the job, with the metrics lines written since the last one."""
         offset = self._offsets.get(run.id, 0)
         token = run.job.token if run.job is not None else None
-        done = self.host.run(scripts.status_script(run.remote_dir, offset, token), timeout=60)
+        done = self.host.run(scripts.status_script(self.run_root(run), offset, token), timeout=60)
         if done.code != 0:
             raise HostError(done.stderr.decode("utf-8", "replace").strip() or "status failed")
         status, request, snapshot, size, chunk = _parse_status(done.stdout)
@@ -314,10 +315,10 @@ class HostExecutor:
 
     def wait(self, run: RunRecord, timeout: float) -> bool | None:
         """Until the job changes state or ``timeout`` passes; None: poll instead."""
-        return self.host.wait_for_change(run.remote_dir, timeout)
+        return self.host.wait_for_change(self.run_root(run), timeout)
 
     def request_snapshot(self, run: RunRecord, reason: str) -> None:
-        self.host.check(scripts.request_script(run.remote_dir, reason))
+        self.host.check(scripts.request_script(self.run_root(run), reason))
 
     def cancel(self, run: RunRecord) -> JobStatus:
         container = None
@@ -325,7 +326,7 @@ class HostExecutor:
             container = (run.job.container.engine, run.job.container.name)
         pid = run.job.pid if run.job is not None else None
         token = run.job.token if run.job is not None else None
-        script = scripts.cancel_script(run.remote_dir, pid, container, token)
+        script = scripts.cancel_script(self.run_root(run), pid, container, token)
         done = self.host.run(script, timeout=120)
         text = done.text().strip().splitlines()
         if done.code != 0:
@@ -337,7 +338,7 @@ class HostExecutor:
     def collect(self, run: RunRecord, artifacts: ArtifactSpec, dest: Path) -> list[str]:
         """Download ``artifacts`` into ``dest`` and verify them: against the runner's
         manifest for what it covers, against one computed now for the rest."""
-        root = run.remote_dir
+        root = self.run_root(run)
         manifest = self._manifest(root, artifacts)
         for required in artifacts.required:
             if not any(p == required or p.startswith(required + "/") for p in manifest):
@@ -371,8 +372,16 @@ class HostExecutor:
         return manifest
 
     def read_log(self, run: RunRecord, offset: int) -> LogChunk:
-        data = self.host.read_range(f"{run.remote_dir}/{layout.JOB_LOG}", offset, LOG_CHUNK)
+        data = self.host.read_range(f"{self.run_root(run)}/{layout.JOB_LOG}", offset, LOG_CHUNK)
         return LogChunk(data, offset + len(data))
+
+    def run_root(self, run: RunRecord) -> str:
+        """``run.remote_dir``, on this machine only when it lies in the work directory: a
+        record copied from another project, or edited, must not point polls, cancels and
+        downloads at any other directory here."""
+        if self.host.local:
+            files.own_path(run.remote_dir, Path(self.root), f"remote_dir of run {run.id}")
+        return run.remote_dir
 
     def shell(self) -> TargetShell:
         """The host with the runtime's Python, for export and compare (native runtimes

@@ -194,13 +194,23 @@ def cancel_script(
     job that already finished is never signalled (its pid may belong to another process by
     now), nor a live group none of whose processes carries ``token`` (a stale or edited
     record). Exit 3: no valid pid; exit 4: the group survived KILL (``cancelling`` stays, so
-    the status keeps reading running); exit 5: the group is not the job's.
+    the status keeps reading running); exit 5: the group is not the job's, or cannot be
+    tied to it (no ``token``).
     """
     stop = ""
     if container is not None:
         engine, name = container
         stop = f"{q(engine)} stop -t 30 {q(name)} >/dev/null 2>&1\n"
-    proof = ""
+    # No token (the reference tool's records, older or edited ones): nothing ties the
+    # group to the job, and a pid is reused; the group is never signalled.
+    proof = """\
+if group_alive "$pid"; then
+  echo "process group $pid cannot be tied to this job: its run record has no job token \
+(written by another tool or an older version); nothing was signalled. If it is the job, \
+stop it by hand: kill -TERM -$pid"
+  exit 5
+fi
+"""
     if token:
         proof = f"""\
 if group_alive "$pid" && ! proven "$pid" {q(token)}; then

@@ -23,8 +23,8 @@ from typing import Any, BinaryIO
 
 from loguru import logger
 
+from overbrainer import files
 from overbrainer.errors import UserError
-from overbrainer.replace import replace_file
 
 Check = Callable[[dict[str, Any]], bool]
 """Whether a parsed object is a valid record of its file."""
@@ -120,12 +120,9 @@ def read_jsonl(path: Path, shown: str, check: Check | None = None) -> list[dict[
     An invalid line is an error ("<shown>:<line>: invalid record"), except an unterminated
     last line cut short (not JSON), which is skipped with a warning.
     """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    data = files.read_regular(path, shown)
+    if data is None:
         return []
-    except OSError as error:
-        raise UserError(f"cannot read {shown}: {error.strerror}") from None
     lines = data.split(b"\n")
     terminated = lines[-1] == b""
     if terminated:
@@ -164,12 +161,9 @@ class Line:
 def scan_jsonl(path: Path, shown: str, check: Check | None = None) -> Iterator[Line]:
     """The records of ``path`` one at a time, as ``read_jsonl`` reads them (the same
     errors and warning), never holding more than a line."""
-    try:
-        file = path.open("rb")
-    except FileNotFoundError:
+    file = files.open_read(path, shown)
+    if file is None:
         return
-    except OSError as error:
-        raise UserError(f"cannot read {shown}: {error.strerror}") from None
     with file:
         yield from scan_lines(file, shown, check)
 
@@ -256,8 +250,7 @@ class JsonlWriter:
         self.close()
 
     def _open(self) -> int:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o666)
+        fd = files.open_append(self.path, self.shown)  # never through a link, only to a file
         try:
             _repair_tail(fd, self._check, self.shown)
         except BaseException:
@@ -302,11 +295,10 @@ def _line_number(fd: int, offset: int) -> int:
 
 def rewrite_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
     """Replace ``path`` with ``records``, atomically: temp file, fsync, rename; the file
-    keeps its mode."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    keeps its mode; a link at ``path`` is replaced, never written through."""
 
     def write(file: BinaryIO) -> None:
         for record in records:
             file.write((dumps(record) + "\n").encode())
 
-    replace_file(path, write)
+    files.write_atomic(path, write, str(path))

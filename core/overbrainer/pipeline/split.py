@@ -18,8 +18,8 @@ from typing import Any, BinaryIO
 
 from loguru import logger
 
+from overbrainer import files
 from overbrainer.config.model import Settings, Topic
-from overbrainer.errors import UserError
 from overbrainer.pipeline.ids import seeded_order
 from overbrainer.pipeline.jsonl import encode, loads, same_bytes, scan_jsonl, scan_lines
 from overbrainer.pipeline.records import (
@@ -35,7 +35,6 @@ from overbrainer.pipeline.records import (
     conversation_problem,
 )
 from overbrainer.redact import escape_controls
-from overbrainer.replace import replace_file
 
 REASONS = (*EXCLUSIONS, MALFORMED)
 
@@ -150,12 +149,7 @@ def run(data: DataFiles, settings: Settings, topics: list[Topic]) -> SplitResult
     by offset, from the same open file, as they are written: memory holds an index,
     never the records.
     """
-    try:
-        source: BinaryIO | None = data.path(ANSWERS).open("rb")
-    except FileNotFoundError:
-        source = None
-    except OSError as error:
-        raise UserError(f"cannot read {DATA_DIR}/{ANSWERS}: {error.strerror}") from None
+    source = files.open_read(data.path(ANSWERS), f"{DATA_DIR}/{ANSWERS}")
     collecting = gc.isenabled()
     gc.disable()  # 100,000 index entries survive: each full collection would walk them all
     try:
@@ -264,5 +258,4 @@ def _write(data: DataFiles, name: str, source: BinaryIO, answers: list[_Answer])
                 size = 0
         out.write(b"".join(pending))
 
-    data.path(name).parent.mkdir(parents=True, exist_ok=True)
-    replace_file(data.path(name), write)
+    files.write_atomic(data.path(name), write, f"{DATA_DIR}/{name}")

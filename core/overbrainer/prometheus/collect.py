@@ -15,11 +15,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from loguru import logger
 from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from overbrainer import __version__
+from overbrainer import __version__, files
+from overbrainer.errors import UserError
 from overbrainer.events import Event
 
 STAGES = ("subtopics", "questions", "answers", "split")
@@ -145,9 +147,11 @@ class ProjectMetrics:
     def seed(self) -> None:
         """Counters from the history of the project's stage executions."""
         try:
-            lines = (self.project_dir / HISTORY).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError):
+            text = files.read_text(self.project_dir / HISTORY, str(HISTORY), files.READ_LIMIT)
+        except UserError as error:  # a FIFO, a device: never read, never waited on
+            logger.debug(f"metrics: {error}")
             return
+        lines = text.splitlines() if text is not None else []
         for line in lines:
             try:
                 entry = json.loads(line)
@@ -320,8 +324,9 @@ def _pod_spend(project_dir: Path, now: float) -> Iterator[tuple[str, float]]:
 
 def _spend_of(path: Path, now: float) -> float | None:
     try:
-        pod = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        text = files.read_text(path, str(path), files.RECORD_LIMIT)
+        pod = json.loads(text) if text is not None else None
+    except (UserError, ValueError):  # a FIFO there would block every scrape
         return None
     if not isinstance(pod, dict):
         return None

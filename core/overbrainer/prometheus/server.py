@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from loguru import logger
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST, generate_latest
 
@@ -19,6 +21,12 @@ from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST, genera
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     registry: CollectorRegistry
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One debug line, not socketserver's traceback on the command's stderr: any local
+        user could reset connections to flood the terminal."""
+        error = sys.exception()
+        logger.debug(f"metrics: a request from {client_address[0]} ended: {error!r}")
 
 
 class _Server6(_Server):

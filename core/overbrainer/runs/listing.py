@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from overbrainer import files
 from overbrainer.errors import UserError
 from overbrainer.job.layout import OUTPUT_DIR, RECORD, TARGET_NOTE
 from overbrainer.redact import escape_controls
@@ -65,24 +66,17 @@ def read_listed(directory: str, run_id: str) -> Listed:
     cannot be read, worded as ``RunStore.load`` words it."""
     path = os.path.join(directory, RECORD)
     shown = f"runs/{run_id}/{RECORD}"
+    raw = files.read_regular(Path(path), shown, files.RECORD_LIMIT, follow=False)
+    if raw is None:
+        raise UserError(f"cannot read {shown}: {os.strerror(errno.ENOENT)}")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise UserError(f"{shown} is a symbolic link: refusing to read it") from None
-        raise UserError(f"cannot read {shown}: {error.strerror}") from None
-    try:
-        data = json.loads(_read_all(fd))
+        data = json.loads(raw)
     except json.JSONDecodeError as error:
         raise UserError(
             f"{shown} is not a valid run record (line {error.lineno}, column {error.colno})"
         ) from None
     except UnicodeDecodeError:
         raise UserError(f"{shown} is not a valid run record (not UTF-8)") from None
-    except OSError as error:
-        raise UserError(f"cannot read {shown}: {error.strerror}") from None
-    finally:
-        os.close(fd)
     if not isinstance(data, dict):
         raise UserError(f"{shown} is not a valid run record (record: not an object)")
     problem = _problem(data)
@@ -99,13 +93,6 @@ def read_listed(directory: str, run_id: str) -> Listed:
         snapshot["step"] if snapshot is not None else None,
         snapshot.get("reason", "requested") if snapshot is not None else "requested",
     )
-
-
-def _read_all(fd: int) -> bytes:
-    chunks = [os.read(fd, 1 << 16)]
-    while chunks[-1]:
-        chunks.append(os.read(fd, 1 << 16))
-    return b"".join(chunks)
 
 
 def _problem(data: dict[str, Any]) -> str | None:
@@ -184,8 +171,10 @@ def run_lines(store: RunStore | Path) -> Iterator[str]:
 def target_note(directory: Path) -> str:
     """The first line of the run's target note, or "" (none, a link, unreadable)."""
     try:
-        fd = os.open(directory / TARGET_NOTE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+        fd = files.open_regular(directory / TARGET_NOTE, TARGET_NOTE, follow=False)
+    except UserError:  # a link, a FIFO: no note
+        return ""
+    if fd is None:
         return ""
     try:
         head = os.read(fd, 512)

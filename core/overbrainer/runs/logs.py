@@ -6,6 +6,7 @@ import os
 from collections import deque
 from collections.abc import Iterator
 
+from overbrainer import files
 from overbrainer.errors import UserError
 from overbrainer.job.layout import JOB_LOG
 from overbrainer.redact import LineRedactor, printable
@@ -18,16 +19,9 @@ def read_job_log(store: RunStore, run_id: str, tail: int | None = None) -> Itera
     if not directory.is_dir():
         raise UserError(f"no run {run_id} in {RUNS_DIR}/")
     path = directory / JOB_LOG
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise UserError(f"runs: no job.log for run {run_id} yet") from None
-    except OSError as error:
-        if path.is_symlink():
-            raise UserError(
-                f"{RUNS_DIR}/{run_id}/{JOB_LOG} is a symbolic link: refusing to read it"
-            ) from None
-        raise UserError(f"cannot read {RUNS_DIR}/{run_id}/{JOB_LOG}: {error.strerror}") from None
+    fd = files.open_regular(path, f"{RUNS_DIR}/{run_id}/{JOB_LOG}", follow=False)
+    if fd is None:
+        raise UserError(f"runs: no job.log for run {run_id} yet")
     redactor = LineRedactor()
     with os.fdopen(fd, "rb") as file:
         # Every line goes through the redactor, even before the tail: a tail that starts

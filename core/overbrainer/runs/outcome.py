@@ -12,6 +12,7 @@ from typing import Any
 
 from loguru import logger
 
+from overbrainer import files
 from overbrainer.errors import MissingArtifact, UserError
 from overbrainer.job.layout import (
     CHECKPOINTS,
@@ -216,8 +217,10 @@ def output_lines(store: RunStore, record: RunRecord) -> list[str]:
     output = f"{RUNS_DIR}/{record.id}/{OUTPUT}"
     lines: list[str] = []
     try:
-        yaml_text = (directory / CONFIG_FILE).read_text(encoding="utf-8")
-    except OSError:
+        yaml_text = files.read_text(directory / CONFIG_FILE, CONFIG_FILE)
+    except UserError:
+        return lines
+    if yaml_text is None:
         return lines
     adapter = re.search(r"^adapter:", yaml_text, re.M) is not None
     lines.append(f"train: {'adapter' if adapter else 'model'} in {output}")

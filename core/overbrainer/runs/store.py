@@ -12,11 +12,11 @@ from pathlib import Path
 from loguru import logger
 from pydantic import ValidationError
 
+from overbrainer import files
 from overbrainer.errors import UserError
 from overbrainer.job.layout import RECORD
 from overbrainer.job.record import RunRecord
 from overbrainer.project import RUNS_DIR, runs_dir
-from overbrainer.replace import replace_file
 from overbrainer.runs.ids import base_id, candidates, check_run_id, is_valid_id
 
 
@@ -85,7 +85,9 @@ class RunStore:
         """Write ``run.json`` atomically: a unique temporary file, synced, then renamed."""
         directory = self.run_dir(record.id)
         text = json.dumps(record.to_json(), indent=2) + "\n"
-        replace_file(directory / RECORD, lambda file: file.write(text.encode("utf-8")))
+        files.write_atomic(
+            directory / RECORD, text.encode("utf-8"), f"{RUNS_DIR}/{record.id}/{RECORD}"
+        )
 
     def load(self, run_id: str) -> RunRecord:
         """The record of ``run_id``, or a ``UserError`` saying why there is none."""
@@ -94,18 +96,17 @@ class RunStore:
         shown = f"{RUNS_DIR}/{run_id}/{RECORD}"
         if not path.exists() and not path.is_symlink():
             raise UserError(f"no run {run_id} in {RUNS_DIR}/")
-        if path.is_symlink():
-            raise UserError(f"{shown} is a symbolic link: refusing to read it")
+        raw = files.read_regular(path, shown, files.RECORD_LIMIT, follow=False)
+        if raw is None:
+            raise UserError(f"no run {run_id} in {RUNS_DIR}/")
         try:
-            data = json.loads(path.read_bytes())
+            data = json.loads(raw)
         except json.JSONDecodeError as error:
             raise UserError(
                 f"{shown} is not a valid run record (line {error.lineno}, column {error.colno})"
             ) from None
         except UnicodeDecodeError:
             raise UserError(f"{shown} is not a valid run record (not UTF-8)") from None
-        except OSError as error:
-            raise UserError(f"cannot read {shown}: {error.strerror}") from None
         try:
             record = RunRecord.model_validate(data)
         except ValidationError as error:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from overbrainer import files
 from overbrainer.errors import UserError
 from overbrainer.job.layout import EVAL_FILE, INPUTS_FILE, TRAIN_FILE
 from overbrainer.train.axolotl import RESUME_IGNORED, is_local_path
@@ -61,8 +62,8 @@ class Inputs:
     def read(cls, path: Path) -> Inputs | None:
         """The inputs recorded at ``path``; None when there are none or they are unreadable."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(files.read_text(path, path.name, files.RECORD_LIMIT) or "")
+        except (UserError, ValueError):
             return None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             return None
@@ -109,9 +110,9 @@ def model_identity(base_model: str) -> str:
     if not root.is_dir():
         return f"path:{base_model}"  # not on this machine: only its name is known
     digest = hashlib.sha256()
-    for directory, dirs, files in os.walk(root):
+    for directory, dirs, names in os.walk(root):
         dirs.sort()
-        for name in sorted(files):
+        for name in sorted(names):
             path = Path(directory) / name
             stat = path.stat()
             digest.update(f"{path.relative_to(root)}\0{stat.st_size}\0".encode())
@@ -123,11 +124,11 @@ def model_identity(base_model: str) -> str:
 
 
 def _file_digest(path: Path) -> str:
-    try:
-        with path.open("rb") as file:
-            return hashlib.file_digest(file, "sha256").hexdigest()
-    except FileNotFoundError:
+    file = files.open_read(path, str(path))  # a FIFO among the inputs is refused, not waited on
+    if file is None:
         return "none"
+    with file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def differences(before: Inputs, after: Inputs) -> list[str]:

@@ -9,6 +9,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from overbrainer import files
 from overbrainer.config.model import Training
 from overbrainer.errors import UserError
 from overbrainer.job import layout
@@ -48,11 +49,11 @@ def check_train_data(source: Path, project_dir: Path) -> bool:
 
 
 def _has_example(path: Path) -> bool:
-    try:
-        with path.open("rb") as file:
-            return any(line.strip() for line in file)
-    except FileNotFoundError:
+    file = files.open_read(path, path.name)  # a FIFO would block the train command
+    if file is None:
         return False
+    with file:
+        return any(line.strip() for line in file)
 
 
 def _shown(path: Path, project_dir: Path) -> str:
@@ -98,10 +99,10 @@ def write_run_dir(
 
 def _link_tree(source: Path, dest: Path) -> None:
     """Hard-link every file of ``source`` into ``dest`` (copying across file systems)."""
-    for directory, _, files in os.walk(source):
+    for directory, _, names in os.walk(source):
         target = dest / Path(directory).relative_to(source)
         target.mkdir(parents=True, exist_ok=True)
-        for name in files:
+        for name in names:
             try:
                 os.link(Path(directory) / name, target / name)
             except OSError:

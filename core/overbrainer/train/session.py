@@ -7,7 +7,9 @@ calls :func:`train` after ``split`` while holding it already.
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from typing import IO, Any
 from loguru import logger
 from pydantic import BaseModel, SecretStr
 
+from overbrainer import files
 from overbrainer.config.model import Settings, TargetBase, Training
 from overbrainer.errors import TransientError, UserError
 from overbrainer.job.layout import INPUTS_FILE
@@ -408,9 +411,11 @@ def _followed_metrics(ws: Workspace, record: RunRecord) -> IO[str] | None:
     run_dir = ws.runs.run_dir(record.id)
     if Path(record.remote_dir) == run_dir or Path(record.remote_dir) == run_dir.resolve():
         return None  # the job writes metrics.jsonl right here
+    path = run_dir / FOLLOWED_METRICS
     try:
-        return (run_dir / FOLLOWED_METRICS).open("w", encoding="utf-8")
-    except OSError as error:
+        path.unlink(missing_ok=True)  # afresh, and a link there is removed, never followed
+        return os.fdopen(files.open_append(path, FOLLOWED_METRICS), "w", encoding="utf-8")
+    except (OSError, UserError) as error:
         logger.debug(f"no live copy of the metrics of run {record.id}: {error}")
         return None
 
@@ -501,15 +506,17 @@ def local_summary(store: RunStore, run_id: str) -> Summary:
     from overbrainer.job.metrics import parse_event
 
     summary = Summary()
+    path = store.run_dir(run_id) / METRICS_FILE
     try:
-        with (store.run_dir(run_id) / METRICS_FILE).open(
-            encoding="utf-8", errors="replace"
-        ) as file:
+        source = files.open_read(path, METRICS_FILE)
+        if source is None:
+            return summary
+        with io.TextIOWrapper(source, encoding="utf-8", errors="replace") as file:
             for line in file:
                 event = parse_event(line)
                 if event is not None and event["event"] in ("begin", "log", "end"):
                     summary.update(event)
-    except OSError:
+    except (OSError, UserError):
         pass
     return summary
 
@@ -537,7 +544,9 @@ def resume_source(ws: Workspace, training: Training, run_id: str) -> Resume:
             f"cannot resume from run {run_id}: its snapshot is not in {RUNS_DIR}/{run_id}/"
             f"{checkpoint}; retrieve it with `overbrainer train attach {run_id}`"
         )
-    old_yaml = (run_dir / CONFIG_FILE).read_text(encoding="utf-8")
+    old_yaml = (
+        files.read_regular(run_dir / CONFIG_FILE, f"{RUNS_DIR}/{run_id}/{CONFIG_FILE}") or b""
+    ).decode("utf-8")
     differ = resume_mismatch(old_yaml, _config_like(ws, training, old_yaml))
     if differ:
         raise UserError(

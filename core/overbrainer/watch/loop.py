@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from loguru import logger
 
+from overbrainer import files
 from overbrainer.config.env import Environment
 from overbrainer.config.load import CONFIG_FILE, ConfigError, load_settings
 from overbrainer.config.model import Settings
@@ -52,18 +53,23 @@ def inputs_state(project_dir: Path) -> State:
     for name in (CONFIG_FILE, ENV_FILE):
         path = project_dir / name
         try:
-            state[name] = hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError:
+            data = files.read_regular(path, name, files.RECORD_LIMIT)
+        except UserError:
             continue
+        if data is not None:
+            state[name] = hashlib.sha256(data).hexdigest()
     for (folder, pattern), by_content in ((PROMPTS, True), (DATA, False)):
         for path in sorted((project_dir / folder).glob(pattern)):
             try:
                 if by_content:
-                    value = hashlib.sha256(path.read_bytes()).hexdigest()
+                    data = files.read_regular(path, f"{folder}/{path.name}", files.RECORD_LIMIT)
+                    if data is None:
+                        continue
+                    value = hashlib.sha256(data).hexdigest()
                 else:
                     stat = path.stat()
                     value = f"{stat.st_size}:{stat.st_mtime_ns}"
-            except OSError:
+            except (OSError, UserError):
                 continue
             state[f"{folder}/{path.name}"] = value
     return state

@@ -34,6 +34,8 @@ from overbrainer.plugin import (
     TargetShell,
     TransientError,
     UserError,
+    mkdir_nofollow,
+    write_atomic,
 )
 from overbrainer_runpod import record
 from overbrainer_runpod.api import RunpodApi
@@ -397,14 +399,15 @@ class RunpodExecutor:
         """The pod's own logs, into ``runs/<id>/pod/``, and Runpod's log of it into
         ``runs/<id>/pod/pod.log``."""
         into = session.life.run_dir / "pod"
-        into.mkdir(exist_ok=True)
+        shown = f"runs/{session.life.run_dir.name}/pod"
+        mkdir_nofollow(into, shown)  # a link there would take the logs anywhere
         for name in POD_LOGS:
             try:
                 done = session.host.run(f'tail -c 4194304 "$HOME/{STATE_DIR}/{name}"')
             except HostError:
                 continue
             if done.code == 0:
-                (into / name).write_bytes(done.stdout)
+                write_atomic(into / name, done.stdout, f"{shown}/{name}")
         session.life.drain_log()  # Runpod's log of the pod too, before anything deletes it
 
 

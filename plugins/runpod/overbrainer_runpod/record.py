@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from overbrainer.plugin import UserError, layout
+from overbrainer.plugin import UserError, layout, mkdir_nofollow, read_regular
 
 POD_FILE = "pod.json"
 SSH_DIR = "ssh"
@@ -111,12 +111,11 @@ def pod_path(run_dir: Path) -> Path:
 def load(run_dir: Path) -> PodRecord | None:
     """The run's pod record; None when it has none."""
     path = pod_path(run_dir)
-    if not path.exists():
+    data = read_regular(path, str(path), 16 << 20, follow=False)  # no link, FIFO or device
+    if data is None:
         return None
-    if path.is_symlink():
-        raise UserError(f"{path} is a symbolic link: refusing to read it")
     try:
-        return PodRecord.model_validate(json.loads(path.read_bytes()))
+        return PodRecord.model_validate(json.loads(data))
     except (json.JSONDecodeError, UnicodeDecodeError, ValidationError):
         raise UserError(f"{path} is not a valid pod record") from None
 
@@ -124,7 +123,7 @@ def load(run_dir: Path) -> PodRecord | None:
 def save(run_dir: Path, record: PodRecord) -> None:
     """Write ``pod.json`` atomically (a temporary file, synced, renamed), then the run's
     ``runs ls`` note from it (and from the run's other pod: training's and the one after)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
+    mkdir_nofollow(run_dir, str(run_dir))
     _write(run_dir, POD_FILE, json.dumps(record.model_dump(mode="json"), indent=2) + "\n")
     after = run_dir.name == AFTER_DIR
     note_dir = run_dir.parent if after else run_dir
