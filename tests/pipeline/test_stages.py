@@ -264,7 +264,7 @@ def test_the_anthropic_protocol_is_named_as_the_cause(run_cli, project_dir, prov
     ],
 )
 def test_which_parents_hide_their_reasoning(protocol, model, hidden):
-    from overbrainer.pipeline.answers import hides_reasoning
+    from overbrainer.pipeline.preflight import hides_reasoning
 
     assert hides_reasoning(protocol, model) is hidden
 

@@ -24,6 +24,11 @@ NOT_SETTINGS = frozenset({
 """``OVERBRAINER_*`` variables that steer the tool itself rather than name a setting."""
 
 
+def provider_variable(provider: str, key: str) -> str:
+    """The variable that sets ``providers.PROVIDER.KEY``: a dash of the name is ``_``."""
+    return f"{PREFIX}PROVIDERS__{provider.upper().replace('-', '_')}__{key.upper()}"
+
+
 @dataclass(frozen=True)
 class Environment:
     """The shell's variables and the ``.env`` variables the shell does not export.

@@ -11,7 +11,6 @@ However it ends, each question keeps an answer: the new one, or else the old one
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
@@ -22,25 +21,12 @@ from overbrainer.events import set_topic
 from overbrainer.pipeline.batch import BatchStage
 from overbrainer.pipeline.batch_ledger import Ledger
 from overbrainer.pipeline.pool import for_each
+from overbrainer.pipeline.preflight import hides_reasoning
 from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, without
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.completion import Completion, ReasoningKind
 from overbrainer.providers.errors import ProviderError
-
-_HIDING_NAMES = re.compile(r"^(?:gpt-|claude|gemini|o\d)")
-
-
-def hides_reasoning(protocol: str, model: str) -> bool:
-    """Whether the parent shows only a summary of its reasoning, whatever it returns:
-    Anthropic, and OpenAI, Anthropic, Google and o-series models, but not gpt-oss."""
-    if protocol == "anthropic":
-        return True
-    name = model.lower()
-    base = name.rsplit("/", 1)[-1]
-    if base.startswith("gpt-oss"):
-        return False
-    return name.startswith(("openai/", "anthropic/")) or bool(_HIDING_NAMES.match(base))
 
 
 def exclusion(completion: Completion, kind: ReasoningKind, wants_reasoning: bool) -> str | None:
@@ -106,6 +92,13 @@ class Answering:
             {"role": "system", "content": self.systems[question["topic"]]},
             {"role": "user", "content": question["text"]},
         ]
+
+    def excluded(self, completion: Completion) -> str | None:
+        """Why the answer of ``completion`` would be set aside, as its record says."""
+        kind = completion.reasoning_kind
+        if self.hidden and kind == "raw":
+            kind = "summary"
+        return exclusion(completion, kind, self.role.reasoning)
 
     def record(self, question: dict[str, Any], completion: Completion) -> dict[str, Any]:
         system = self.systems[question["topic"]] if self.keep_system else None
@@ -195,7 +188,7 @@ async def run(ctx: StageContext) -> None:
                 try:
                     completion = await ctx.chat(
                         role, answering.messages(question), question["id"],
-                        lambda reply: answering.record(question, reply)["meta"]["excluded"],
+                        answering.excluded,
                     )
                 except ProviderError as error:
                     ctx.report.fail(question["id"], error.message)

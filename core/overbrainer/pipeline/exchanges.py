@@ -98,7 +98,13 @@ class ExchangeLog:
         self._size += len(data)
 
     def _open(self) -> None:
-        self.path.parent.mkdir(exist_ok=True)
+        from overbrainer.errors import UserError
+        from overbrainer.files import mkdir_nofollow
+
+        try:
+            mkdir_nofollow(self.path.parent, str(EXCHANGES.parent))
+        except UserError as error:  # a linked .overbrainer/: nothing is written through it
+            raise OSError(error.message) from None
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(self.path, flags | os.O_NONBLOCK, 0o600)
         info = os.fstat(fd)

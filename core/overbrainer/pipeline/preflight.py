@@ -6,13 +6,29 @@ that would pay for answers only to exclude them all.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
+from overbrainer.config.env import provider_variable
 from overbrainer.config.listen import is_loopback_url
 from overbrainer.config.model import Settings
-from overbrainer.pipeline.answers import hides_reasoning
 
 ROLES = ("generator", "parent", "embedder", "judge")
+
+_HIDING_NAMES = re.compile(r"^(?:gpt-|claude|gemini|o\d)")
+
+
+def hides_reasoning(protocol: str, model: str) -> bool:
+    """Whether the parent shows only a summary of its reasoning, whatever it returns:
+    Anthropic, and OpenAI, Anthropic, Google and o-series models, but not gpt-oss."""
+    if protocol == "anthropic":
+        return True
+    name = model.lower()
+    base = name.rsplit("/", 1)[-1]
+    if base.startswith("gpt-oss"):
+        return False
+    return name.startswith(("openai/", "anthropic/")) or bool(_HIDING_NAMES.match(base))
+
 
 
 def reasoning_problem(settings: Settings) -> str | None:
@@ -49,16 +65,15 @@ def provider_problems(settings: Settings) -> Iterator[str]:
             continue
         seen.add(role.provider)
         provider = settings.providers[role.provider]
-        variable = f"OVERBRAINER_PROVIDERS__{role.provider.upper().replace('-', '_')}"
         if not provider.base_url:
             yield (
                 f"providers.{role.provider} (used by roles.{name}) has no URL: set "
-                f"{variable}__BASE_URL"
+                f"{provider_variable(role.provider, 'base_url')}"
             )
         elif provider.api_key is None and not is_loopback_url(provider.base_url):
             yield (
                 f"providers.{role.provider} (used by roles.{name}) has no API key: set "
-                f"{variable}__API_KEY"
+                f"{provider_variable(role.provider, 'api_key')}"
             )
 
 

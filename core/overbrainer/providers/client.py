@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 from loguru import logger
 
+from overbrainer.config.env import provider_variable
 from overbrainer.config.model import Role
 from overbrainer.providers import anthropic_messages, openai_chat
 from overbrainer.providers.completion import Completion, token_count
@@ -328,7 +329,7 @@ def http_error(  # noqa: PLR0911 - one return a kind of failure
 ) -> Exception:
     """The error an HTTP failure status stands for, naming ``provider`` (and for a 404 the
     ``url`` asked, masked: it is the likeliest mistake of a first setup)."""
-    variable = f"OVERBRAINER_PROVIDERS__{provider.upper().replace('-', '_')}__API_KEY"
+    variable = provider_variable(provider, "api_key")
     if status in (401, 403):  # the provider's text is dropped: it can quote the key
         refused = AUTHENTICATION_FAILED if status == 401 else PERMISSION_DENIED
         return FatalProviderError(refused.format(name=provider, variable=variable))

@@ -14,13 +14,13 @@ from dataclasses import dataclass, replace
 
 from overbrainer.config.model import Role, Settings
 from overbrainer.errors import UserError
+from overbrainer.pipeline.preflight import ROLES
 from overbrainer.providers.errors import ProviderError
 from overbrainer.providers.prices import Price, PriceBook
 from overbrainer.providers.registry import ProviderSet
 
 PROBE = [{"role": "user", "content": "Reply with the single word: ok"}]
 PROBE_TOKENS = 512
-ROLES = ("generator", "parent", "embedder", "judge")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from loguru import logger
 
+from overbrainer.config.env import provider_variable
 from overbrainer.config.model import Settings
 from overbrainer.config.secrets import resolve_secret
 from overbrainer.errors import UserError
@@ -35,7 +36,7 @@ class ProviderSet:
         if not provider.base_url:
             raise UserError(
                 f"providers.{name}.base_url is not set: set "
-                f"OVERBRAINER_PROVIDERS__{name.upper().replace('-', '_')}__BASE_URL"
+                f"{provider_variable(name, 'base_url')}"
             )
         key = None
         if provider.api_key is not None:

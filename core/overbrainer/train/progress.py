@@ -21,6 +21,8 @@ LOG_EVERY_S = 10.0
 """How often an evaluation in progress is said again."""
 HEARTBEAT_S = 30.0
 """The longest a training goes without a step line, while its steps come."""
+PACE_AFTER_S = 1.0
+"""The shortest time a pace is measured over."""
 SHARES = 10
 """A step line at each tenth of the run's steps."""
 
@@ -163,7 +165,7 @@ class Progress:
         if self._last_log is None or self._last_step is None or step is None:
             return None
         steps, seconds = step - self._last_step, now - self._last_log
-        if steps <= 0 or seconds <= 0:
+        if steps <= 0 or seconds < PACE_AFTER_S:  # steps logged in a burst (the last ones)
             return None
         rate = steps / seconds
         pace = f"{rate:.2f} steps/s" if rate >= 1 else f"{1 / rate:.1f} s/step"
