@@ -23,7 +23,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   host's ``wait_for_change`` (one long-lived script a job directory).
 - For a plugin's own commands (``register_commands``): ``current_project`` (the project of
   the running command), ``ProjectLock`` (the project's writer lock, a context manager) and
-  ``check_run_id`` (refuses an id that is not a run id).
+  ``check_run_id`` (refuses an id that is not a run id), ``resolve_run_id`` (``latest``
+  or a unique prefix to the run id, as the core's commands take them).
 - Redaction, for what a plugin prints or keeps of a machine's own logs: ``redact``,
   ``LineRedactor`` (a private key block across lines), ``register_secret`` and
   ``escape_controls`` (a line stays one line, with no terminal control).
@@ -80,6 +81,7 @@ from overbrainer.project import Project
 from overbrainer.redact import LineRedactor, escape_controls, redact, register_secret
 from overbrainer.runs.ids import check_run_id
 from overbrainer.runs.lock import ProjectLock
+from overbrainer.runs.resolve import resolve_run_id
 from overbrainer.watch.summary import CycleSummary
 
 
@@ -146,6 +148,7 @@ __all__ = [
     "parse_manifest",
     "redact",
     "register_secret",
+    "resolve_run_id",
     "select",
     "sha256_file",
     "verify",

@@ -37,10 +37,11 @@ def list_runs() -> None:
 @click.argument("after", metavar="RUN_B", shell_complete=complete_run_id)
 def diff(before: str, after: str) -> None:
     """Which inputs of training differ between RUN_A and RUN_B: data, settings, base
-    model, device."""
+    model, device. Each may be `latest` or any unique prefix of an id."""
     from overbrainer.train.inputs import differences, recorded
 
     store = current_app().runs
+    before, after = store.resolve(before), store.resolve(after)
     a = recorded(store.run_dir(before), before)
     b = recorded(store.run_dir(after), after)
     lines = differences(a, b)
@@ -51,7 +52,7 @@ def diff(before: str, after: str) -> None:
 
 
 @runs.command()
-@click.argument("run_id", shell_complete=complete_run_id)
+@click.argument("run_id", required=False, shell_complete=complete_run_id)
 @click.option("--tail", type=click.IntRange(min=1), help="Only the last N lines.")
 @click.option(
     "--follow",
@@ -69,12 +70,14 @@ def diff(before: str, after: str) -> None:
     help="With --pod: only the container's lines, or only Runpod's system lines.",
 )
 def logs(
-    run_id: str, tail: int | None, keep_following: bool, pod: bool, source: str | None
+    run_id: str | None, tail: int | None, keep_following: bool, pod: bool, source: str | None
 ) -> None:
     """Print the job log of RUN_ID, redacted; a running job's is read from its target.
-    With --pod, the logs of the pod it ran on."""
+    With --pod, the logs of the pod it ran on. RUN_ID may be `latest` (the default) or
+    any unique prefix of an id."""
     if source is not None and not pod:
         raise click.UsageError("--source applies only to --pod")
+    run_id = current_app().runs.resolve(run_id)
     if pod:
         from overbrainer.cli.podlog import print_pod_log
 
@@ -91,8 +94,7 @@ def logs(
 
 
 @runs.command()
-@click.argument("run_ids", metavar="RUN_ID [RUN_ID]...", nargs=-1, required=True,
-                shell_complete=complete_run_id)
+@click.argument("run_ids", metavar="[RUN_ID]...", nargs=-1, shell_complete=complete_run_id)
 @click.option(
     "--plot",
     "plot",
@@ -104,12 +106,13 @@ def logs(
 )
 def show(run_ids: tuple[str, ...], plot: str | None) -> None:
     """Show a run: record, settings, outcome, snapshot, timings and curves; with two or
-    more, overlay them (a resumed run continues its parent)."""
+    more, overlay them (a resumed run continues its parent). A RUN_ID may be `latest`
+    (the default) or any unique prefix of an id."""
     from overbrainer.charts.describe import chain, show_lines
 
     app = current_app()
     store = app.runs
-    records = [store.load(run_id) for run_id in run_ids]
+    records = [store.load(store.resolve(run_id)) for run_id in run_ids or (None,)]
     width = max(min(shutil.get_terminal_size().columns - 16, 100), 20)
     for record in records:
         for line in show_lines(store, record, width):
