@@ -18,7 +18,7 @@ from loguru import logger
 from pydantic import BaseModel, SecretStr
 
 from overbrainer.config.model import Settings, TargetBase, Training
-from overbrainer.errors import TransientError, UserError
+from overbrainer.errors import DetachedRun, TransientError, UserError
 from overbrainer.job.layout import INPUTS_FILE
 from overbrainer.job.record import RunRecord, RunState, SnapshotReason
 from overbrainer.job.spec import JobSpec, JobState, JobStatus, TargetInfo
@@ -440,13 +440,14 @@ def release(hook: Any, executor: Any, run: RunRecord | None, outcome: str | None
 
 
 def detached(store: RunStore, record: RunRecord | None) -> None:
-    """After Ctrl-C while following: say how to follow again, and exit non-zero."""
+    """After Ctrl-C while following: a detach, which says how to follow again (on stdout,
+    exit 0: the reference exited 1, but nothing failed); before the job, an error."""
     if record is None:
         raise UserError("interrupted before the run started")
     record = store.load(record.id)
     if record.job is None:
         raise UserError(f"interrupted: run {record.id} has no job")
-    raise UserError(
+    raise DetachedRun(
         f"interrupted: run {record.id} keeps running on target `{record.target}`; "
         f"{reattach(record.id)}"
     )
