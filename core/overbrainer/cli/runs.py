@@ -23,12 +23,29 @@ def runs(ctx: click.Context) -> None:
 
 
 @runs.command("ls")
-def list_runs() -> None:
-    """List the runs, oldest first: id, state, target, creation time, snapshot."""
+@click.option("--json", "as_json", is_flag=True, help="A JSON list, one object a run.")
+def list_runs(as_json: bool) -> None:
+    """List the runs, oldest first: id, state, target, creation time, snapshot, a pod's
+    note, then how long it took (to its last metric), its last loss and eval_loss, and
+    `exported` / `compared` when it was.
+
+    \b
+    --json: a list of {id, state, target, created, snapshot: null | {step, reason},
+    note: null | str, duration_s, loss, eval_loss: null | number, exports, compares: int}.
+    """
     from overbrainer.project import runs_dir
+
+    root = runs_dir(current_app().project_dir)
+    if as_json:
+        import json
+
+        from overbrainer.runs.listing import runs_json
+
+        click.echo(json.dumps(runs_json(root), indent=2))
+        return
     from overbrainer.runs.listing import run_lines
 
-    for line in run_lines(runs_dir(current_app().project_dir)):
+    for line in run_lines(root, header=True):
         click.echo(line)
 
 
@@ -104,15 +121,28 @@ def logs(
     metavar="[PATH]",
     help="Also write a PNG loss chart (default runs/<id>/loss.png).",
 )
-def show(run_ids: tuple[str, ...], plot: str | None) -> None:
-    """Show a run: record, settings, outcome, snapshot, timings and curves; with two or
-    more, overlay them (a resumed run continues its parent). A RUN_ID may be `latest`
-    (the default) or any unique prefix of an id."""
+@click.option("--json", "as_json", is_flag=True, help="A JSON list, one object a run.")
+def show(run_ids: tuple[str, ...], plot: str | None, as_json: bool) -> None:
+    """Show a run: record, settings, outcome, snapshot, timings, exports, compares and
+    curves; with two or more, overlay them (a resumed run continues its parent). A RUN_ID
+    may be `latest` (the default) or any unique prefix of an id.
+
+    \b
+    --json: a list of {record: run.json, duration_s, step, max_steps, epoch, loss,
+    eval_loss: null | number, exports, compares: [id]}.
+    """
     from overbrainer.charts.describe import chain, show_lines
 
     app = current_app()
     store = app.runs
     records = [store.load(store.resolve(run_id)) for run_id in run_ids or (None,)]
+    if as_json:
+        import json
+
+        from overbrainer.charts.describe import show_json
+
+        click.echo(json.dumps([show_json(store, record) for record in records], indent=2))
+        return
     width = max(min(shutil.get_terminal_size().columns - 16, 100), 20)
     for record in records:
         for line in show_lines(store, record, width):
