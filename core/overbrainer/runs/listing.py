@@ -216,7 +216,8 @@ def runs_json(root: Path) -> list[dict[str, Any]]:
 def target_note(directory: Path | str) -> str:
     """The first line of the run's target note, or "" (none, a link, unreadable)."""
     try:
-        fd = os.open(os.path.join(directory, TARGET_NOTE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        path = os.path.join(directory, TARGET_NOTE)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return ""
     try:
