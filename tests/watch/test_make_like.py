@@ -76,3 +76,15 @@ def test_diff_of_a_run_without_recorded_inputs_says_so(run_cli, project_dir):
     result = run_cli("runs", "diff", run["id"], run["id"])
     assert result.exit_code == 1
     assert result.stderr == f"error: run {run['id']} has no record of its inputs (inputs.json)\n"
+
+
+def test_the_chat_template_warning_comes_only_with_a_run_that_trains(run_cli, project_dir):
+    config = project_dir / "overbrainer.toml"
+    save(config, config.read_text().replace('"Qwen/Qwen3-0.6B"', '"meta-llama/Llama-3.2-1B"'))
+    warning = "training.chat_template is not set and the base model meta-llama/Llama-3.2-1B"
+    first = run_cli("run")
+    assert first.exit_code == 0, first.stderr
+    assert warning in first.stderr
+    again = run_cli("run")
+    assert again.stdout.splitlines()[-1].startswith("train: up to date with run ")
+    assert warning not in again.stderr

@@ -94,7 +94,6 @@ def plan_run(
     """Check what a new run needs from the settings and the data, or refuse."""
     from overbrainer.config.load import ConfigError
     from overbrainer.train.axolotl import extra_problems
-    from overbrainer.train.reasoning import reasoning_template_warning
 
     training = training_of(ws.settings)
     name = target or training.target
@@ -103,9 +102,6 @@ def plan_run(
     if problems:
         raise ConfigError(problems)
     resume = resume_source(ws, training, resume_from) if resume_from else None
-    warning = reasoning_template_warning(training)
-    if warning:
-        logger.warning(warning)
     has_eval = check_train_data(data_source(ws.project_dir, resume), ws.project_dir)
     return Plan(training, name, target_model, resume, has_eval, keep_machine=keep_pod)
 
@@ -138,6 +134,12 @@ def train(
     if ready.up_to_date is not None:
         ws.echo(f"train: up to date with run {ready.up_to_date.id}")
         return Trained(ready.up_to_date, up_to_date=True)
+    # Only for a run that trains: an up-to-date `run` trains nothing it could warn about.
+    from overbrainer.train.reasoning import reasoning_template_warning
+
+    warning = reasoning_template_warning(plan.training)
+    if warning:
+        logger.warning(warning)
     if ready.same_as is not None:
         try:
             plan = plan_run(ws, target, ready.same_as, keep_pod)
