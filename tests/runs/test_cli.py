@@ -249,7 +249,7 @@ def test_a_run_directory_that_is_a_link_is_refused(run_cli, project_dir, tmp_pat
         ), args
 
 
-def completions(project_dir):
+def completions(project_dir, incomplete="demo"):
     import click
 
     from overbrainer.cli import cli
@@ -257,7 +257,7 @@ def completions(project_dir):
 
     ctx = click.Context(cli)
     ctx.params = {"project_dir": str(project_dir)}
-    return [(item.value, item.help) for item in complete_run_id(ctx, None, "demo")]
+    return [(item.value, item.help) for item in complete_run_id(ctx, None, incomplete)]
 
 
 def test_run_id_completion_escapes_records_and_follows_no_link_out(project_dir, tmp_path):
@@ -266,3 +266,13 @@ def test_run_id_completion_escapes_records_and_follows_no_link_out(project_dir, 
     (project_dir / "runs").rename(tmp_path / "elsewhere")
     (project_dir / "runs").symlink_to(tmp_path / "elsewhere")
     assert completions(project_dir) == []
+
+
+def test_run_id_completion_offers_latest(project_dir):
+    assert completions(project_dir, "l") == []  # no run: nothing to name
+    write_run(project_dir, "demo_20260101-000000", "2026-01-01T00:00:00Z")
+    assert completions(project_dir, "l") == [("latest", "the newest run")]
+    assert completions(project_dir, "") == [
+        ("latest", "the newest run"),
+        ("demo_20260101-000000", "succeeded on gpu"),
+    ]
