@@ -394,7 +394,7 @@ def test_pod_rm_refuses_results_not_home_unless_forced(trainer, run_cli):
     run_id = trainer.run()["id"]
     path = trainer.dir / "runs" / run_id / "pod.json"
     path.write_text(json.dumps({**trainer.pod(run_id), "state": "awaiting_retrieval"}))
-    refused = run_cli("pod", "rm", run_id)
+    refused = run_cli("pod", "rm", "latest")  # a run name as every command takes one
     assert refused.exit_code == 1
     assert f"error: the results of run {run_id} are still on pod" in refused.stderr
     assert f"overbrainer train attach {run_id}" in refused.stderr
