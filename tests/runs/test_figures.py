@@ -102,10 +102,29 @@ def test_runs_show_json(run_cli, project_dir):
     [shown] = json.loads(result.stdout)
     assert shown["record"]["id"] == RUN and shown["record"]["state"] == "succeeded"
     assert (shown["step"], shown["max_steps"], shown["loss"], shown["eval_loss"]) == (
-        40, 40, 2.6, 2.7
+        40,
+        40,
+        2.6,
+        2.7,
     )
     assert shown["exports"] == ["20260922-150000"] and shown["compares"] == ["c1"]
     assert set(shown) == {
-        "record", "duration_s", "step", "max_steps", "epoch", "loss", "eval_loss", "exports",
+        "record",
+        "duration_s",
+        "step",
+        "max_steps",
+        "epoch",
+        "loss",
+        "eval_loss",
+        "exports",
         "compares",
     }
+
+
+def test_runs_show_json_hides_a_secret_in_the_record_s_message(run_cli, project_dir):
+    write_run(
+        project_dir, RUN, CREATED, "failed", message="upload refused: hf_abcdefghijklmnopqrstuv"
+    )
+    result = run_cli("runs", "show", "--json")
+    assert "hf_abcdefghijklmnopqrstuv" not in result.stdout
+    assert json.loads(result.stdout)[0]["record"]["message"] == "upload refused: ***"

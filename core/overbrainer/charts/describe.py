@@ -13,7 +13,7 @@ from overbrainer.job.layout import CONFIG_FILE, METRICS_FILE
 from overbrainer.job.metrics import parse_event
 from overbrainer.job.record import RunRecord
 from overbrainer.project import RUNS_DIR
-from overbrainer.redact import escape_controls
+from overbrainer.redact import escape_controls, redact
 from overbrainer.runs.figures import made_of
 from overbrainer.runs.listing import run_line
 from overbrainer.runs.store import RunStore
@@ -83,8 +83,11 @@ def show_json(store: RunStore, record: RunRecord) -> dict[str, Any]:
 
     run_dir = str(store.run_dir(record.id))
     curves = curves_of(store, record) or Curves(record.id)
+    data = record.to_json()
+    if data.get("message"):  # an error may quote what a server said
+        data["message"] = redact(data["message"])
     return {
-        "record": record.to_json(),
+        "record": data,
         "duration_s": figures_of(run_dir, record.created).to_json()["duration_s"],
         "step": curves.step,
         "max_steps": curves.max_steps,

@@ -1,8 +1,8 @@
 """What ``runs ls`` adds to the reference tool's line: how long the run took, its last
 loss and eval loss, and whether it was exported or compared.
 
-Read cheaply, since ``runs ls`` lists a thousand runs in about the time of ``--help``: the
-one read of the run's directory, the tail of ``metrics.jsonl`` (only the lines that hold
+Read cheaply, since ``runs ls`` lists a thousand runs in about the time of ``--help``: one
+read of the run's directory, the tail of ``metrics.jsonl`` (only the lines that hold
 a figure are parsed), and a look into ``exports/`` and ``compares/`` where they exist.
 """
 
@@ -15,10 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from overbrainer.charts.series import FOLLOWED_METRICS
 from overbrainer.job.layout import METRICS_FILE
-
-FOLLOWED = "metrics.followed.jsonl"
-"""``charts.series.FOLLOWED_METRICS``: the lines a follower saw of a job running elsewhere."""
 
 TAIL_BYTES = 32 << 10
 """How much of the end of ``metrics.jsonl`` is read: the last figures are there."""
@@ -80,7 +78,7 @@ def figures_of(directory: str, created: str) -> Figures:
     except OSError:
         return Figures()
     last = loss = eval_loss = None
-    for metrics in (METRICS_FILE, FOLLOWED):
+    for metrics in (METRICS_FILE, FOLLOWED_METRICS):
         if metrics in names:
             last, loss, eval_loss = _metrics(os.path.join(directory, metrics))
             break

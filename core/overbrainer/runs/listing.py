@@ -193,12 +193,14 @@ def run_lines(store: RunStore | Path, header: bool = False) -> Iterator[str]:
 
 
 def runs_json(root: Path) -> list[dict[str, Any]]:
-    """``runs ls --json``: a dict a run, oldest first (keys in ``cli.runs.LS_JSON``)."""
+    """``runs ls --json``: a dict a run, oldest first (its keys: ``runs ls --help``)."""
+    from overbrainer.redact import redact
     from overbrainer.runs.figures import figures_of
 
     listed = []
     for run in listed_runs(root, _warner()):
         snapshot = None if run.step is None else {"step": run.step, "reason": run.reason}
+        note = target_note(root / run.id)
         listed.append(
             {
                 "id": run.id,
@@ -206,7 +208,7 @@ def runs_json(root: Path) -> list[dict[str, Any]]:
                 "target": run.target,
                 "created": run.created,
                 "snapshot": snapshot,
-                "note": target_note(root / run.id) or None,
+                "note": redact(note) if note else None,
                 **figures_of(str(root / run.id), run.created).to_json(),
             }
         )
