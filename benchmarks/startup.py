@@ -73,6 +73,18 @@ def make_project(root: Path, runs: int) -> None:
                 "reason": "requested",
             }
         (directory / "run.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        # What `runs ls` reads beyond the record: the tail of a 200-step metrics file.
+        at = created.timestamp()
+        lines = [json.dumps({"event": "begin", "time": at, "max_steps": 200})]
+        lines += [
+            json.dumps({"event": "log", "time": at + step, "step": step, "epoch": step / 100,
+                        "max_steps": 200, "loss": 2.0 - step / 400, "learning_rate": 2e-4,
+                        "grad_norm": 0.8})
+            for step in range(1, 201)
+        ]
+        lines.append(json.dumps({"event": "log", "time": at + 200, "step": 200,
+                                 "eval_loss": 1.6}))
+        (directory / "metrics.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
@@ -119,7 +131,7 @@ def main() -> None:
             text=True,
             check=True,
         )
-        assert len(listed.stdout.splitlines()) == args.runs, listed.stderr
+        assert len(listed.stdout.splitlines()) == args.runs + 1, listed.stderr  # and the header
         times: dict[str, list[float]] = {name: [] for name in commands}
         cpus: dict[str, list[float]] = {name: [] for name in commands}
         for argv in commands.values():

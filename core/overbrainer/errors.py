@@ -57,6 +57,14 @@ class Interrupted(UserError):
         self.exit_code = 128 + signum
 
 
+class DetachedRun(UserError):
+    """Ctrl-C (or SIGTERM) while a started run was followed: not a failure, the job keeps
+    running. The CLI prints the message on stdout and exits 0; what sits above a run
+    (``watch``, ``run``) stops as it does for any error it does not retry."""
+
+    exit_code = 0
+
+
 def signal_of(interrupt: KeyboardInterrupt) -> int:
     """The signal behind ``interrupt``: SIGTERM for ``Terminated``, else SIGINT."""
     return signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT

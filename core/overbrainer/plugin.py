@@ -23,7 +23,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   host's ``wait_for_change`` (one long-lived script a job directory).
 - For a plugin's own commands (``register_commands``): ``current_project`` (the project of
   the running command), ``ProjectLock`` (the project's writer lock, a context manager) and
-  ``check_run_id`` (refuses an id that is not a run id).
+  ``check_run_id`` (refuses an id that is not a run id), ``resolve_run_id`` (``latest``
+  or a unique prefix to the run id, as the core's commands take them).
 - Project files, read and written as the core does (:mod:`overbrainer.files`):
   ``read_regular`` (a regular file only, within a bound), ``write_atomic`` (rename, never
   through a link), ``open_append`` (``O_NOFOLLOW``), ``mkdir_nofollow`` and ``own_path``
@@ -85,6 +86,7 @@ from overbrainer.project import Project
 from overbrainer.redact import LineRedactor, escape_controls, redact, register_secret
 from overbrainer.runs.ids import check_run_id
 from overbrainer.runs.lock import ProjectLock
+from overbrainer.runs.resolve import resolve_run_id
 from overbrainer.watch.summary import CycleSummary
 
 
@@ -155,6 +157,7 @@ __all__ = [
     "read_regular",
     "redact",
     "register_secret",
+    "resolve_run_id",
     "select",
     "sha256_file",
     "verify",

@@ -183,3 +183,30 @@ def test_init_in_a_clone_never_writes_through_a_link(run_cli, empty_dir, tmp_pat
     assert outside.read_text() == "kept"
     assert not (empty_dir / ".gitignore").is_symlink()
     assert (empty_dir / ".gitignore").read_text() == "kept\n.env\n/data/\n/runs/\n/.overbrainer/\n"
+
+
+def test_init_says_what_the_local_target_and_the_base_model_need(run_cli, empty_dir):
+    init(run_cli, empty_dir)
+    text = (empty_dir / "overbrainer.toml").read_text()
+    assert "# Without venv, `axolotl` must be on PATH" in text
+    assert '# venv = "~/.cache/overbrainer/axolotl-0.19.0"' in text
+    assert "# Qwen/Qwen3-0.6B is sized for a GPU" in text
+
+
+def test_a_first_run_of_an_init_project_stops_before_paying_when_it_cannot_train(
+    run_cli, empty_dir, provider, monkeypatch
+):
+    init(run_cli, empty_dir)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no axolotl anywhere
+    env = {
+        "OVERBRAINER_PROVIDERS__OPENROUTER__BASE_URL": provider.url,
+        "OVERBRAINER_PROVIDERS__OPENROUTER__API_KEY": "sk-or-test-0123456789",
+    }
+    result = run_cli("run", env=env)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        "error: training.target `local` cannot train: target `local`: `axolotl` is not on "
+        "PATH: set targets.local.venv to a venv that holds Axolotl; nothing was paid for yet"
+    )
+    assert [r.path for r in provider.requests if r.method != "GET"] == []  # a price list only
+    assert not (empty_dir / "data").exists()

@@ -73,7 +73,7 @@ def test_help_lists_the_commands(run_cli):
     ("args", "message"),
     [
         (["frobnicate"], "Error: No such command 'frobnicate'."),
-        (["runs", "logs"], "Error: Missing argument 'RUN_ID'."),
+        (["train", "attach"], "Error: Missing argument 'RUN_ID'."),
         (["config", "check", "--bogus"], "Error: No such option '--bogus'."),
         (["runs", "logs", "x", "--tail", "many"], "Error: Invalid value for '--tail'"),
     ],

@@ -45,6 +45,20 @@ def test_pod_rm_of_a_run_without_pod(project, run_cli):
     assert "error: run demo_20260101-000000 has no pod" in result.stderr
 
 
+def test_pod_rm_takes_latest_and_a_prefix_of_this_project_s_runs(project, run_cli):
+    assert run_cli("pod", "rm", "latest").stderr == (
+        "error: no run in runs/ yet: `latest` names none\n"
+    )
+    run_dir = project / "runs" / "demo_20260101-000000"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(
+        '{"id": "demo_20260101-000000", "target": "pod", "created": "2026-01-01T00:00:00Z", '
+        '"remote_dir": "/workspace/r", "state": "failed"}'
+    )
+    result = run_cli("pod", "rm", "demo_2026")
+    assert "error: run demo_20260101-000000 has no pod" in result.stderr
+
+
 def test_a_create_is_escaped_by_graphql_rules(fake_runpod: FakeRunpod):
     tricky = 'sh -c \'echo "a\\\\b"\n}) { id } mutation { podTerminate(input: {podId: "x"}) }'
     spec = {"name": 'n"1', "dockerArgs": tricky, "env": [{"key": "K", "value": "é\t\u2028"}]}

@@ -40,6 +40,7 @@ def test_runs_ls_lists_oldest_first_padded(run_cli, project_dir):
     assert result.exit_code == 0, result.stderr
     assert result.stderr == ""
     assert result.stdout == (
+        "RUN                      STATE      TARGET  CREATED\n"
         "demo_20260921-080000     cancelled  local  2026-09-21T08:00:00Z\n"
         "demo_20260921-080000_12  failed     gpu  2026-09-21T08:00:00Z\n"
         "demo_20260922-090000     stopped    gpu  2026-09-22T09:00:00Z"
@@ -58,7 +59,10 @@ def test_runs_ls_skips_unreadable_records_with_a_warning(run_cli, project_dir):
     (project_dir / "runs" / "a file").write_text("")
     result = run_cli("runs", "ls")
     assert result.exit_code == 0
-    assert result.stdout == "good_20260922-143005  succeeded  gpu  2026-09-22T14:30:05Z\n"
+    assert result.stdout == (
+        "RUN                   STATE      TARGET  CREATED\n"
+        "good_20260922-143005  succeeded  gpu  2026-09-22T14:30:05Z\n"
+    )
     assert result.stderr == (
         "warning: skipping run bad_20260922-143005: runs/bad_20260922-143005/run.json "
         "is not a valid run record (line 1, column 15)\n"
@@ -75,7 +79,7 @@ def test_runs_ls_needs_no_valid_configuration(run_cli, project_dir):
     write_run(project_dir, "good_20260922-143005", "2026-09-22T14:30:05Z")
     result = run_cli("runs", "ls")
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.startswith("good_20260922-143005  succeeded")
+    assert result.stdout.splitlines()[1].startswith("good_20260922-143005  succeeded")
 
 
 RUN = "demo_20260922-143005"
@@ -226,7 +230,7 @@ def test_a_runs_directory_linked_inside_the_project_is_used(run_cli, project_dir
     (project_dir / "runs").symlink_to(project_dir / "store" / "runs")
     result = run_cli("runs", "ls")
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.startswith("demo_20260101-000000  succeeded")
+    assert result.stdout.splitlines()[1].startswith("demo_20260101-000000  succeeded")
 
 
 def test_a_run_directory_that_is_a_link_is_refused(run_cli, project_dir, tmp_path):
@@ -245,7 +249,7 @@ def test_a_run_directory_that_is_a_link_is_refused(run_cli, project_dir, tmp_pat
         ), args
 
 
-def completions(project_dir):
+def completions(project_dir, incomplete="demo"):
     import click
 
     from overbrainer.cli import cli
@@ -253,7 +257,7 @@ def completions(project_dir):
 
     ctx = click.Context(cli)
     ctx.params = {"project_dir": str(project_dir)}
-    return [(item.value, item.help) for item in complete_run_id(ctx, None, "demo")]
+    return [(item.value, item.help) for item in complete_run_id(ctx, None, incomplete)]
 
 
 def test_run_id_completion_escapes_records_and_follows_no_link_out(project_dir, tmp_path):
@@ -271,3 +275,13 @@ def test_a_tail_beyond_the_bound_is_an_option_error_not_a_crash(run_cli):
         result.stderr
     )
     assert "Traceback" not in result.stderr and "OverflowError" not in result.stderr
+
+
+def test_run_id_completion_offers_latest(project_dir):
+    assert completions(project_dir, "l") == []  # no run: nothing to name
+    write_run(project_dir, "demo_20260101-000000", "2026-01-01T00:00:00Z")
+    assert completions(project_dir, "l") == [("latest", "the newest run")]
+    assert completions(project_dir, "") == [
+        ("latest", "the newest run"),
+        ("demo_20260101-000000", "succeeded on gpu"),
+    ]

@@ -56,7 +56,10 @@ def test_records_wrong_in_what_is_printed_are_skipped_with_why(run_cli, project_
     write(project_dir, "bad_20260101-000004", "2026-01-01T00:00:04Z", id="other")
     result = run_cli("runs", "ls")
     assert result.exit_code == 0
-    assert result.stdout == "good_20260101-000000  failed     gpu  2026-01-01T00:00:00Z\n"
+    assert result.stdout == (
+        "RUN                   STATE      TARGET  CREATED\n"
+        "good_20260101-000000  failed     gpu  2026-01-01T00:00:00Z\n"
+    )
     shown = "warning: skipping run {0}: runs/{0}/run.json is not a valid run record ({1})"
     assert sorted(result.stderr.splitlines()) == sorted([
         shown.format("bad_20260101-000001", "state: Input should be " + ", ".join(

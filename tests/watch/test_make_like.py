@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from tests.watch.conftest import save
 
@@ -76,3 +77,48 @@ def test_diff_of_a_run_without_recorded_inputs_says_so(run_cli, project_dir):
     result = run_cli("runs", "diff", run["id"], run["id"])
     assert result.exit_code == 1
     assert result.stderr == f"error: run {run['id']} has no record of its inputs (inputs.json)\n"
+
+
+def test_the_chat_template_warning_comes_only_with_a_run_that_trains(run_cli, project_dir):
+    config = project_dir / "overbrainer.toml"
+    save(config, config.read_text().replace('"Qwen/Qwen3-0.6B"', '"meta-llama/Llama-3.2-1B"'))
+    warning = "training.chat_template is not set and the base model meta-llama/Llama-3.2-1B"
+    first = run_cli("run")
+    assert first.exit_code == 0, first.stderr
+    assert warning in first.stderr
+    again = run_cli("run")
+    assert again.stdout.splitlines()[-1].startswith("train: up to date with run ")
+    assert warning not in again.stderr
+
+
+CPU_WARNING = (
+    "warning: target `local` trains on a CPU: Qwen/Qwen3-0.6B (0.6B parameters) would take "
+    "hours an epoch there; set training.base_model to a tiny model (as examples/quickstart "
+    "does) or training.target to a GPU target"
+)
+
+
+def test_run_warns_before_the_stages_when_a_cpu_target_gets_a_gpu_sized_model(
+    run_cli, project_dir, provider
+):
+    config = project_dir / "overbrainer.toml"
+    save(config, config.read_text().replace('kind = "local"', 'kind = "local"\ndevice = "cpu"'))
+    result = run_cli("run")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert CPU_WARNING in lines
+    first_stage = next(i for i, line in enumerate(lines) if "subtopics" in line)
+    assert lines.index(CPU_WARNING) < first_stage
+
+
+def test_run_stops_before_the_stages_when_the_target_cannot_train(run_cli, project_dir, provider):
+    config = project_dir / "overbrainer.toml"
+    save(config, re.sub(r'venv = ".*"', 'venv = "/nonexistent/venv"', config.read_text()))
+    result = run_cli("run")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        "error: training.target `local` cannot train: targets.local.venv: /nonexistent/venv has "
+        "no bin/axolotl: install Axolotl there, or set targets.local.install to have it "
+        "installed; nothing was paid for yet"
+    )
+    assert [r for r in provider.requests if r.method != "GET"] == []

@@ -15,7 +15,9 @@ from overbrainer.errors import UserError
 from overbrainer.job.layout import CONFIG_FILE, METRICS_FILE
 from overbrainer.job.metrics import parse_event
 from overbrainer.job.record import RunRecord
-from overbrainer.redact import escape_controls
+from overbrainer.project import RUNS_DIR
+from overbrainer.redact import escape_controls, redact
+from overbrainer.runs.figures import made_of
 from overbrainer.runs.listing import run_line
 from overbrainer.runs.store import RunStore
 
@@ -68,10 +70,35 @@ def show_lines(store: RunStore, record: RunRecord, width: int = 60) -> Iterator[
     timings = _timings(run_dir)
     if timings:
         yield "  timings: " + ", ".join(timings)
+    for kind, ids in made_of(str(run_dir)).items():
+        if ids:
+            where = [f"{RUNS_DIR}/{record.id}" + ("" if i == "." else f"/{kind}/{i}") for i in ids]
+            yield escape_controls(f"  {kind}: {', '.join(where)}")
     if curves is None:
         yield f"runs: no {METRICS_FILE} for run {record.id} yet"
         return
     yield from curve_lines(curves, width)
+
+
+def show_json(store: RunStore, record: RunRecord) -> dict[str, Any]:
+    """``runs show --json`` of one run (keys in ``cli.runs.show``'s help)."""
+    from overbrainer.runs.figures import figures_of
+
+    run_dir = str(store.run_dir(record.id))
+    curves = curves_of(store, record) or Curves(record.id)
+    data = record.to_json()
+    if data.get("message"):  # an error may quote what a server said
+        data["message"] = redact(data["message"])
+    return {
+        "record": data,
+        "duration_s": figures_of(run_dir, record.created).to_json()["duration_s"],
+        "step": curves.step,
+        "max_steps": curves.max_steps,
+        "epoch": curves.epoch,
+        "loss": curves.last("loss"),
+        "eval_loss": curves.last("eval_loss"),
+        **made_of(run_dir),
+    }
 
 
 def curve_lines(curves: Curves, width: int = 60) -> Iterator[str]:

@@ -175,10 +175,15 @@ class LazyGroup(click.Group):
         return found
 
     def invoke(self, ctx: click.Context) -> Any:
-        from overbrainer.errors import UserError, signal_of
+        from overbrainer.errors import DetachedRun, UserError, signal_of
 
         try:
             return super().invoke(ctx)
+        except DetachedRun as detached:
+            from overbrainer.redact import escape_controls
+
+            click.echo(escape_controls(detached.message))
+            ctx.exit(0)
         except UserError as error:
             raise CliError(error.message, error.exit_code) from None
         except KeyboardInterrupt as interrupt:

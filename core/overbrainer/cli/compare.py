@@ -14,7 +14,8 @@ from overbrainer.cli.context import current_app
     "run_id",
     metavar="RUN_ID",
     shell_complete=complete_run_id,
-    help="The run whose GGUF to compare (default: the newest with one).",
+    help="The run whose GGUF to compare: an id, a prefix, `latest` (default: the newest "
+    "with one).",
 )
 @click.option(
     "--limit", type=click.IntRange(min=1), metavar="N", help="Ask only the first N eval questions."
@@ -36,6 +37,8 @@ def compare(run_id: str | None, limit: int | None, rejudge: str | None, keep_pod
     if rejudge is not None and keep_pod:
         raise click.UsageError("--rejudge makes no pod: --keep-pod does not apply")
     app = current_app()
+    if run_id is not None:
+        run_id = app.runs.resolve(run_id)
     with app.lock():
         report = run_compare(
             app.project,

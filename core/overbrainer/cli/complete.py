@@ -31,7 +31,8 @@ def _project_dir(ctx: click.Context) -> Path:
 def complete_run_id(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
-    """Run ids, with their state and target as help (escaped: run.json is a file)."""
+    """Run ids, with their state and target as help (escaped: run.json is a file), and
+    ``latest`` when there is a run."""
     import json
 
     from overbrainer import files
@@ -58,6 +59,8 @@ def complete_run_id(
         except (UserError, ValueError, AttributeError):
             continue
         items.append(CompletionItem(name, help=help_text))
+    if names and "latest".startswith(incomplete):
+        items.insert(0, CompletionItem("latest", help="the newest run"))
     return items
 
 

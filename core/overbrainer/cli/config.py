@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 import click
 
 from overbrainer.cli.context import current_app
+
+if TYPE_CHECKING:
+    from overbrainer.config.model import Settings
 
 
 @click.group()
@@ -14,12 +20,18 @@ def config() -> None:
 
 @config.command()
 @click.option("--resolve", is_flag=True, help="Resolve every secret (vault references too).")
-def check(resolve: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="JSON on stdout (keys below).")
+def check(resolve: bool, as_json: bool) -> None:
     """Print the configuration as loaded, environment included, secrets masked.
 
     Exits 1 with every problem listed when the configuration cannot be used: invalid
     settings, a provider a role uses with no URL (or no key, unless it is on this
     machine), a parent whose reasoning would never be raw while reasoning = true.
+
+    \b
+    --json: {settings: {KEY: VALUE as printed, secrets masked}, problems: [str],
+    secrets: {KEY: "resolved" | why not} (with --resolve, else {}), ok: bool}; the exit
+    status is the same. Settings that cannot be loaded are an error on stderr, as without.
     """
     from overbrainer.config.describe import describe_settings, secret_fields
     from overbrainer.config.secrets import resolve_secret
@@ -29,6 +41,9 @@ def check(resolve: bool) -> None:
 
     app = current_app()
     settings = app.settings
+    if as_json:
+        _check_json(settings, resolve, app.env.merged)
+        return
     for line in describe_settings(settings):
         click.echo(escape_controls(line))
     found = problems(settings)
@@ -54,5 +69,41 @@ def check(resolve: bool) -> None:
             f"{failed - len(found)} secret(s) could not be resolved"
             + (f"; {len(found)} other problem(s)" if found else "")
         )
+    if found:
+        raise UserError(f"{len(found)} problem(s): the configuration cannot run as it is")
+
+
+def _check_json(settings: Settings, resolve: bool, env: Mapping[str, str]) -> None:
+    """``config check --json``: what the lines say, then the same exit status."""
+    import json
+
+    from overbrainer.config.describe import describe_settings, secret_fields
+    from overbrainer.config.secrets import resolve_secret
+    from overbrainer.errors import UserError
+    from overbrainer.pipeline.preflight import problems
+    from overbrainer.redact import redact
+
+    found = problems(settings)
+    secrets: dict[str, str] = {}
+    for key, secret in secret_fields(settings) if resolve else ():
+        if secret is None:
+            continue
+        try:
+            resolve_secret(secret, key, env)
+        except UserError as error:
+            secrets[key] = redact(str(error))
+        else:
+            secrets[key] = "resolved"
+    failed = sum(value != "resolved" for value in secrets.values())
+    pairs = (line.partition(" = ") for line in describe_settings(settings))
+    shown = {
+        "settings": {key: value for key, _, value in pairs},
+        "problems": found,
+        "secrets": secrets,
+        "ok": not found and not failed,
+    }
+    click.echo(json.dumps(shown, indent=2))
+    if failed:
+        raise UserError(f"{failed} secret(s) could not be resolved")
     if found:
         raise UserError(f"{len(found)} problem(s): the configuration cannot run as it is")

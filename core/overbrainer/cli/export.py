@@ -22,7 +22,7 @@ QUANTIZE_TYPES = (
 
 
 @click.command()
-@click.argument("run_id", shell_complete=complete_run_id)
+@click.argument("run_id", required=False, shell_complete=complete_run_id)
 @click.option(
     "--quantize",
     type=click.Choice(QUANTIZE_TYPES, case_sensitive=False),
@@ -32,12 +32,15 @@ QUANTIZE_TYPES = (
 @click.option(
     "--keep-pod", is_flag=True, help="Keep a pod made for this export (a later command reuses it)."
 )
-def export(run_id: str, quantize: str | None, ollama: str | None, keep_pod: bool) -> None:
-    """Export RUN_ID's model to a GGUF file and an Ollama Modelfile, on its target."""
+def export(run_id: str | None, quantize: str | None, ollama: str | None, keep_pod: bool) -> None:
+    """Export RUN_ID's model to a GGUF file and an Ollama Modelfile, on its target.
+
+    RUN_ID may be `latest` (the default) or any unique prefix of an id."""
     from overbrainer.after.export import check_ollama_name, export_run
     from overbrainer.redact import escape_controls
 
     app = current_app()
+    run_id = app.runs.resolve(run_id)
     if ollama is not None:
         check_ollama_name(ollama)
     with app.lock():

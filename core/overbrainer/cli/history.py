@@ -9,11 +9,25 @@ from overbrainer.cli.context import current_app
 
 @click.command()
 @click.option("--all", "every", is_flag=True, help="One line per stage execution.")
-def history(every: bool) -> None:
-    """Runs, items, tokens and cost per stage, and their total."""
+@click.option("--json", "as_json", is_flag=True, help="JSON on stdout (keys below).")
+def history(every: bool, as_json: bool) -> None:
+    """Runs, items, tokens and cost per stage, and their total.
+
+    \b
+    --json: {stages: {STAGE: TOTALS}, total: TOTALS}, TOTALS = {runs, done, skipped,
+    failed, excluded, input_tokens, output_tokens, cost: null | dollars, cost_unknown};
+    with --all, a list of the history's entries as recorded, oldest first.
+    """
     from overbrainer.pipeline.history import execution_lines, read_history, summary_lines
     from overbrainer.redact import escape_controls
 
     entries = read_history(current_app().project_dir)
+    if as_json:
+        import json
+
+        from overbrainer.pipeline.history import summary_json
+
+        click.echo(json.dumps(entries if every else summary_json(entries), indent=2))
+        return
     for line in execution_lines(entries) if every else summary_lines(entries):
         click.echo(escape_controls(line))

@@ -149,11 +149,27 @@ def config_template(project_name: str) -> str:
 
     training = _table({"target": "local", "base_model": "Qwen/Qwen3-0.6B", "adapter": "lora"})
     training.comment("the child model; `overbrainer run` trains it after split")
+    doc.add(tomlkit.nl())
+    for line in (
+        "Qwen/Qwen3-0.6B is sized for a GPU: on this machine's CPU it trains for hours an",
+        "epoch. Train it on a GPU target (ssh, runpod below), or set base_model to a tiny",
+        "model for a first try on the CPU (examples/quickstart does). `run` checks the target",
+        "before the first paid request, and stops there when it cannot train.",
+    ):
+        doc.add(tomlkit.comment(line))
     doc.add("training", training)
 
     targets = tomlkit.table(is_super_table=True)
     local = _table({"kind": "local", "runtime": "native"})
-    local.comment("this machine; set venv to a directory holding bin/axolotl")
+    local.comment("this machine: needs Axolotl, see venv below")
+    for line in (
+        "Without venv, `axolotl` must be on PATH, or `run` stops before its first paid",
+        "request. Set venv to a directory holding bin/axolotl; with install too, Axolotl is",
+        "installed there on first use (several minutes), as examples/quickstart does:",
+        'venv = "~/.cache/overbrainer/axolotl-0.19.0"',
+        'install = "torch==2.13.0 axolotl==0.19.0"',
+    ):
+        local.add(tomlkit.comment(line))
     targets.add("local", local)
     doc.add("targets", targets)
 

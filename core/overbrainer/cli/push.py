@@ -19,13 +19,16 @@ from overbrainer.cli.context import current_app
 )
 @click.option("--dry-run", is_flag=True, help="Say what would be sent; send nothing.")
 def push(run_id: str, repo: str | None, public: bool, overwrite_card: bool, dry_run: bool) -> None:
-    """Push RUN_ID's output/ (and its GGUF) to the Hugging Face Hub with a model card."""
+    """Push RUN_ID's output/ (and its GGUF) to the Hugging Face Hub with a model card.
+
+    RUN_ID may be `latest` or any unique prefix of an id."""
     from loguru import logger
 
     from overbrainer.after.push import push_run
     from overbrainer.redact import escape_controls
 
     app = current_app()
+    run_id = app.runs.resolve(run_id)
     with app.lock():
         push_run(
             app.project,

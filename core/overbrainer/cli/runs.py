@@ -26,12 +26,29 @@ def runs(ctx: click.Context) -> None:
 
 
 @runs.command("ls")
-def list_runs() -> None:
-    """List the runs, oldest first: id, state, target, creation time, snapshot."""
+@click.option("--json", "as_json", is_flag=True, help="A JSON list, one object a run.")
+def list_runs(as_json: bool) -> None:
+    """List the runs, oldest first: id, state, target, creation time, snapshot, a pod's
+    note, then how long it took (to its last metric), its last loss and eval_loss, and
+    `exported` / `compared` when it was.
+
+    \b
+    --json: a list of {id, state, target, created, snapshot: null | {step, reason},
+    note: null | str, duration_s, loss, eval_loss: null | number, exports, compares: int}.
+    """
     from overbrainer.project import runs_dir
+
+    root = runs_dir(current_app().project_dir)
+    if as_json:
+        import json
+
+        from overbrainer.runs.listing import runs_json
+
+        click.echo(json.dumps(runs_json(root), indent=2))
+        return
     from overbrainer.runs.listing import run_lines
 
-    for line in run_lines(runs_dir(current_app().project_dir)):
+    for line in run_lines(root, header=True):
         click.echo(line)
 
 
@@ -40,10 +57,11 @@ def list_runs() -> None:
 @click.argument("after", metavar="RUN_B", shell_complete=complete_run_id)
 def diff(before: str, after: str) -> None:
     """Which inputs of training differ between RUN_A and RUN_B: data, settings, base
-    model, device."""
+    model, device. Each may be `latest` or any unique prefix of an id."""
     from overbrainer.train.inputs import differences, recorded
 
     store = current_app().runs
+    before, after = store.resolve(before), store.resolve(after)
     a = recorded(store.run_dir(before), before)
     b = recorded(store.run_dir(after), after)
     lines = differences(a, b)
@@ -54,7 +72,7 @@ def diff(before: str, after: str) -> None:
 
 
 @runs.command()
-@click.argument("run_id", shell_complete=complete_run_id)
+@click.argument("run_id", required=False, shell_complete=complete_run_id)
 @click.option(
     "--tail",
     type=click.IntRange(min=1, max=TAIL_MAX),
@@ -76,12 +94,14 @@ def diff(before: str, after: str) -> None:
     help="With --pod: only the container's lines, or only Runpod's system lines.",
 )
 def logs(
-    run_id: str, tail: int | None, keep_following: bool, pod: bool, source: str | None
+    run_id: str | None, tail: int | None, keep_following: bool, pod: bool, source: str | None
 ) -> None:
     """Print the job log of RUN_ID, redacted; a running job's is read from its target.
-    With --pod, the logs of the pod it ran on."""
+    With --pod, the logs of the pod it ran on. RUN_ID may be `latest` (the default) or
+    any unique prefix of an id."""
     if source is not None and not pod:
         raise click.UsageError("--source applies only to --pod")
+    run_id = current_app().runs.resolve(run_id)
     if pod:
         from overbrainer.cli.podlog import print_pod_log
 
@@ -98,8 +118,7 @@ def logs(
 
 
 @runs.command()
-@click.argument("run_ids", metavar="RUN_ID [RUN_ID]...", nargs=-1, required=True,
-                shell_complete=complete_run_id)
+@click.argument("run_ids", metavar="[RUN_ID]...", nargs=-1, shell_complete=complete_run_id)
 @click.option(
     "--plot",
     "plot",
@@ -109,14 +128,28 @@ def logs(
     metavar="[PATH]",
     help="Also write a PNG loss chart (default runs/<id>/loss.png).",
 )
-def show(run_ids: tuple[str, ...], plot: str | None) -> None:
-    """Show a run: record, settings, outcome, snapshot, timings and curves; with two or
-    more, overlay them (a resumed run continues its parent)."""
+@click.option("--json", "as_json", is_flag=True, help="A JSON list, one object a run.")
+def show(run_ids: tuple[str, ...], plot: str | None, as_json: bool) -> None:
+    """Show a run: record, settings, outcome, snapshot, timings, exports, compares and
+    curves; with two or more, overlay them (a resumed run continues its parent). A RUN_ID
+    may be `latest` (the default) or any unique prefix of an id.
+
+    \b
+    --json: a list of {record: run.json, duration_s, step, max_steps, epoch, loss,
+    eval_loss: null | number, exports, compares: [id]}.
+    """
     from overbrainer.charts.describe import chain, show_lines
 
     app = current_app()
     store = app.runs
-    records = [store.load(run_id) for run_id in run_ids]
+    records = [store.load(store.resolve(run_id)) for run_id in run_ids or (None,)]
+    if as_json:
+        import json
+
+        from overbrainer.charts.describe import show_json
+
+        click.echo(json.dumps([show_json(store, record) for record in records], indent=2))
+        return
     width = max(min(shutil.get_terminal_size().columns - 16, 100), 20)
     for record in records:
         for line in show_lines(store, record, width):

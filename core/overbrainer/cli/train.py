@@ -21,7 +21,7 @@ from overbrainer.cli.context import current_app
     "--resume-from",
     metavar="RUN_ID",
     shell_complete=complete_run_id,
-    help="Continue from the snapshot of this stopped run.",
+    help="Continue from the snapshot of this stopped run (an id, a prefix, or `latest`).",
 )
 @click.pass_context
 def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: str | None) -> None:
@@ -38,6 +38,8 @@ def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: s
     from overbrainer.train import session
 
     app = current_app()
+    if resume_from is not None:
+        resume_from = app.runs.resolve(resume_from)
     with app.lock():
         warn_before_training(app.settings)
         trained = session.train(
@@ -50,10 +52,13 @@ def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: s
 @train.command()
 @click.argument("run_id", shell_complete=complete_run_id)
 def attach(run_id: str) -> None:
-    """Follow RUN_ID again until it ends (or report it, if it already has)."""
+    """Follow RUN_ID again until it ends (or report it, if it already has).
+
+    RUN_ID may be `latest` or any unique prefix of an id."""
     from overbrainer.train import session
 
     app = current_app()
+    run_id = app.runs.resolve(run_id)
     with app.lock():
         session.attach(app.workspace(), run_id)
 
@@ -64,12 +69,14 @@ def stop(run_id: str) -> None:
     """Ask RUN_ID's job to save a snapshot and stop; resume later with --resume-from.
 
     While another overbrainer process holds the project (following the run, most
-    likely), only the request is written: that process collects the snapshot.
+    likely), only the request is written: that process collects the snapshot. RUN_ID
+    may be `latest` or any unique prefix of an id.
     """
     from overbrainer.runs.lock import LockHeld
     from overbrainer.train import session
 
     app = current_app()
+    run_id = app.runs.resolve(run_id)
     lock = app.lock()
     try:
         lock.acquire()
@@ -85,9 +92,12 @@ def stop(run_id: str) -> None:
 @train.command()
 @click.argument("run_id", shell_complete=complete_run_id)
 def cancel(run_id: str) -> None:
-    """Cancel RUN_ID: stop its job (TERM, then KILL) and keep what it wrote."""
+    """Cancel RUN_ID: stop its job (TERM, then KILL) and keep what it wrote.
+
+    RUN_ID may be `latest` or any unique prefix of an id."""
     from overbrainer.train import session
 
     app = current_app()
+    run_id = app.runs.resolve(run_id)
     with app.lock():
         session.cancel(app.workspace(), run_id)

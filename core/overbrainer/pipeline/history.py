@@ -68,6 +68,32 @@ def _cost(entries: Iterable[dict[str, Any]]) -> str:
     return f"${total:.4f}" + (" + unknown" if unknown else "")
 
 
+def _totals_json(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """What ``_totals`` says, as numbers; ``cost`` to the micro-dollar, None when no
+    entry's is known, and ``cost_unknown`` when some tokens have no price."""
+    known = [e["cost"] for e in entries if e.get("cost") is not None]
+    return {
+        "runs": len(entries),
+        **{key: sum(e.get(key, 0) for e in entries) for key in _NUMBERS},
+        "cost": round(sum(known), 6) if known else None,
+        "cost_unknown": any(
+            e.get("cost") is None and (e.get("input_tokens") or e.get("output_tokens"))
+            for e in entries
+        ),
+    }
+
+
+def summary_json(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """``history --json``: ``{stages: {name: totals}, total: totals}``, stages in pipeline
+    order, totals as ``_totals_json`` gives them."""
+    names = [s for s in STAGES if any(e["stage"] == s for e in entries)]
+    names += sorted({e["stage"] for e in entries} - set(STAGES))
+    return {
+        "stages": {n: _totals_json([e for e in entries if e["stage"] == n]) for n in names},
+        "total": _totals_json(entries),
+    }
+
+
 def summary_lines(entries: list[dict[str, Any]]) -> list[str]:
     """One line per stage, in pipeline order, then the total."""
     if not entries:

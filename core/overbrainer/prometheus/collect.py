@@ -23,19 +23,22 @@ from prometheus_client.registry import Collector
 from overbrainer import __version__, files
 from overbrainer.errors import UserError
 from overbrainer.events import Event
+from overbrainer.prometheus.dollars import DECIMALS, DollarCounter
 
 STAGES = ("subtopics", "questions", "answers", "split")
 RESULTS = ("done", "skipped", "failed", "excluded")
 PHASES = ("training", "evaluating", "finalizing", "merging", "exporting", "retrieving")
 HISTORY = Path(".overbrainer") / "history.jsonl"
 RUN_GAUGES = {
-    "loss": "train_loss",
-    "eval_loss": "eval_loss",
-    "learning_rate": "learning_rate",
-    "epoch": "train_epoch",
-    "grad_norm": "train_grad_norm",
+    "loss": ("train_loss",),
+    "eval_loss": ("train_eval_loss", "eval_loss"),
+    "learning_rate": ("train_learning_rate", "learning_rate"),
+    "epoch": ("train_epoch",),
+    "grad_norm": ("train_grad_norm",),
 }
-"""metrics.jsonl field -> gauge attribute."""
+"""metrics.jsonl field -> gauge attributes: every figure of a run is ``overbrainer_train_*``;
+``overbrainer_eval_loss`` and ``overbrainer_learning_rate`` are the reference tool's names,
+kept beside them so its dashboards still work (docs/seeing.md)."""
 
 
 class ProjectMetrics:
@@ -62,7 +65,7 @@ class ProjectMetrics:
             ["stage", "model", "direction"],
             registry=r,
         )
-        self.cost = Counter(
+        self.cost = DollarCounter(
             "overbrainer_cost_usd",
             "Provider cost in US dollars, known prices only.",
             ["stage", "model"],
@@ -97,7 +100,7 @@ class ProjectMetrics:
             ["stage", "topic", "direction"],
             registry=r,
         )
-        self.topic_cost = Counter(
+        self.topic_cost = DollarCounter(
             "overbrainer_topic_cost_usd",
             "Provider cost in US dollars by stage and topic, this command, known prices only.",
             ["stage", "topic"],
@@ -125,9 +128,23 @@ class ProjectMetrics:
         self.train_loss = Gauge(
             "overbrainer_train_loss", "Last training loss.", ["run_id"], registry=r
         )
-        self.eval_loss = Gauge("overbrainer_eval_loss", "Last eval loss.", ["run_id"], registry=r)
+        self.train_eval_loss = Gauge(
+            "overbrainer_train_eval_loss", "Last eval loss.", ["run_id"], registry=r
+        )
+        self.train_learning_rate = Gauge(
+            "overbrainer_train_learning_rate", "Last learning rate.", ["run_id"], registry=r
+        )
+        self.eval_loss = Gauge(
+            "overbrainer_eval_loss",
+            "overbrainer_train_eval_loss, as the reference named it.",
+            ["run_id"],
+            registry=r,
+        )
         self.learning_rate = Gauge(
-            "overbrainer_learning_rate", "Last learning rate.", ["run_id"], registry=r
+            "overbrainer_learning_rate",
+            "overbrainer_train_learning_rate, as the reference named it.",
+            ["run_id"],
+            registry=r,
         )
         self.train_epoch = Gauge(
             "overbrainer_train_epoch", "Last epoch (fractional).", ["run_id"], registry=r
@@ -173,7 +190,7 @@ class ProjectMetrics:
                     self.tokens.labels(stage=stage, model=model, direction=direction).inc(count)
             cost = entry.get("cost")
             if isinstance(cost, int | float) and not isinstance(cost, bool) and cost > 0:
-                self.cost.labels(stage=stage, model=model).inc(cost)
+                self.cost.inc(cost, stage=stage, model=model)
 
     def __call__(self, event: Event) -> None:
         """Take one event of the bus."""
@@ -204,7 +221,7 @@ class ProjectMetrics:
                             )
                     cost = f.get("cost")
                     if isinstance(cost, int | float) and cost > 0:
-                        self.cost.labels(stage=stage, model=model).inc(cost)
+                        self.cost.inc(cost, stage=stage, model=model)
                 case "train_event":
                     self._train_event(str(f["run_id"]), f.get("event") or {})
                     self._set_phase(str(f["run_id"]), f.get("phase"))
@@ -229,15 +246,18 @@ class ProjectMetrics:
                     )
             cost = f.get("cost")
             if isinstance(cost, int | float) and cost > 0:
-                self.topic_cost.labels(stage=stage, topic=topic).inc(cost)
+                self.topic_cost.inc(cost, stage=stage, topic=topic)
 
     def _train_event(self, run_id: str, event: dict[str, Any]) -> None:
-        when = event.get("time")
-        self._last_line[run_id] = (
-            float(when)
-            if isinstance(when, int | float) and not isinstance(when, bool)
-            else self.clock()
-        )
+        # The age starts with the first metric (a `log` line): before it the model loads,
+        # and a stage or begin line aging for minutes would read as a stalled run.
+        if event.get("event") == "log" or run_id in self._last_line:
+            when = event.get("time")
+            self._last_line[run_id] = (
+                float(when)
+                if isinstance(when, int | float) and not isinstance(when, bool)
+                else self.clock()
+            )
         total = event.get("max_steps")
         if _is_count(total) and total:
             self.max_steps.labels(run_id=run_id).set(total)
@@ -246,10 +266,11 @@ class ProjectMetrics:
             self.step.labels(run_id=run_id).set(step)
         if event.get("event") != "log":
             return
-        for key, attribute in RUN_GAUGES.items():
+        for key, attributes in RUN_GAUGES.items():
             value = event.get(key)
             if isinstance(value, int | float) and not isinstance(value, bool):
-                getattr(self, attribute).labels(run_id=run_id).set(value)
+                for attribute in attributes:
+                    getattr(self, attribute).labels(run_id=run_id).set(value)
 
     def _set_phase(self, run_id: str, phase: Any) -> None:
         if not isinstance(phase, str) or phase not in PHASES or self._phase.get(run_id) == phase:
@@ -296,7 +317,7 @@ class _ScrapeTime(Collector):
             labels=["run_id"],
         )
         for run_id, dollars in _pod_spend(self.metrics.project_dir, self.metrics.clock()):
-            spend.add_metric([run_id], dollars)
+            spend.add_metric([run_id], round(dollars, DECIMALS))
         yield spend
 
 

@@ -1,9 +1,13 @@
-"""``runs ls``: one line a run, from the records alone (no network).
+"""``runs ls``: one line a run, from the run directories alone (no network).
 
 A listing reads of each ``run.json`` only the fields it prints (id, state, target,
 creation time, snapshot) and checks only those: no pydantic, no full validation of a
 thousand records, and nothing cached, so a state is never stale. What a target adds (a
 pod's state) it keeps in a one-line note beside the record: listing loads no plugin.
+
+The line starts as the reference tool's (``id  state  target  created{snapshot}{pod}``,
+fixed by the spec); what this version adds (``runs.figures``: duration, losses, exports,
+compares) follows it, each field labelled, and a header names the fixed columns.
 """
 
 from __future__ import annotations
@@ -157,21 +161,51 @@ def _warner() -> Callable[[str], None]:
     return warn
 
 
-def run_lines(store: RunStore | Path) -> Iterator[str]:
+def run_lines(store: RunStore | Path, header: bool = False) -> Iterator[str]:
     """The lines of ``runs ls`` for a ``RunStore`` or a ``runs/`` directory, each with the
-    note its target keeps (``layout.TARGET_NOTE``: a pod's state and spend)."""
+    note its target keeps (``layout.TARGET_NOTE``: a pod's state and spend) and its
+    figures; with ``header``, a line naming the columns first (when there is a run)."""
+    from overbrainer.runs.figures import figures_of
+
     root = store if isinstance(store, Path) else store.root
     runs = listed_runs(root, _warner())
     width = max((len(run.id) for run in runs), default=0)
+    if header and runs:
+        yield f"{'RUN':<{width}}  {'STATE':<9}  TARGET  CREATED"
     for run in runs:
+        directory = os.path.join(root, run.id)  # a str: pathlib costs a thousand runs
+        note = target_note(directory)
+        figures = figures_of(directory, run.created)
+        yield run_line(run, width, (f"  {note}" if note else "") + figures.text())
+
+
+def runs_json(root: Path) -> list[dict[str, Any]]:
+    """``runs ls --json``: a dict a run, oldest first (its keys: ``runs ls --help``)."""
+    from overbrainer.redact import redact
+    from overbrainer.runs.figures import figures_of
+
+    listed = []
+    for run in listed_runs(root, _warner()):
+        snapshot = None if run.step is None else {"step": run.step, "reason": run.reason}
         note = target_note(root / run.id)
-        yield run_line(run, width, f"  {note}" if note else "")
+        listed.append(
+            {
+                "id": run.id,
+                "state": run.state,
+                "target": run.target,
+                "created": run.created,
+                "snapshot": snapshot,
+                "note": redact(note) if note else None,
+                **figures_of(str(root / run.id), run.created).to_json(),
+            }
+        )
+    return listed
 
 
-def target_note(directory: Path) -> str:
+def target_note(directory: Path | str) -> str:
     """The first line of the run's target note, or "" (none, a link, unreadable)."""
     try:
-        fd = files.open_regular(directory / TARGET_NOTE, TARGET_NOTE, follow=False)
+        fd = files.open_regular(Path(directory) / TARGET_NOTE, TARGET_NOTE, follow=False)
     except UserError:  # a link, a FIFO: no note
         return ""
     if fd is None:

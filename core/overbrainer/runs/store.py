@@ -33,6 +33,12 @@ class RunStore:
             raise UserError(f"{RUNS_DIR}/{run_id} is a symbolic link: refusing to use it")
         return path
 
+    def resolve(self, text: str | None, *, known_only: bool = True) -> str:
+        """The run id ``text`` names (``latest``, an id, a unique prefix); None: the latest."""
+        from overbrainer.runs.resolve import LATEST, resolve_run_id
+
+        return resolve_run_id(self.root, text or LATEST, known_only=known_only)
+
     def create(
         self,
         project_name: str,

@@ -21,7 +21,7 @@ from pydantic import BaseModel, SecretStr
 
 from overbrainer import files
 from overbrainer.config.model import Settings, TargetBase, Training
-from overbrainer.errors import TransientError, UserError
+from overbrainer.errors import DetachedRun, TransientError, UserError
 from overbrainer.job.layout import INPUTS_FILE
 from overbrainer.job.record import RunRecord, RunState, SnapshotReason
 from overbrainer.job.spec import JobSpec, JobState, JobStatus, TargetInfo
@@ -97,7 +97,6 @@ def plan_run(
     """Check what a new run needs from the settings and the data, or refuse."""
     from overbrainer.config.load import ConfigError
     from overbrainer.train.axolotl import extra_problems
-    from overbrainer.train.reasoning import reasoning_template_warning
 
     training = training_of(ws.settings)
     name = target or training.target
@@ -106,9 +105,6 @@ def plan_run(
     if problems:
         raise ConfigError(problems)
     resume = resume_source(ws, training, resume_from) if resume_from else None
-    warning = reasoning_template_warning(training)
-    if warning:
-        logger.warning(warning)
     has_eval = check_train_data(data_source(ws.project_dir, resume), ws.project_dir)
     return Plan(training, name, target_model, resume, has_eval, keep_machine=keep_pod)
 
@@ -141,6 +137,12 @@ def train(
     if ready.up_to_date is not None:
         ws.echo(f"train: up to date with run {ready.up_to_date.id}")
         return Trained(ready.up_to_date, up_to_date=True)
+    # Only for a run that trains: an up-to-date `run` trains nothing it could warn about.
+    from overbrainer.train.reasoning import reasoning_template_warning
+
+    warning = reasoning_template_warning(plan.training)
+    if warning:
+        logger.warning(warning)
     if ready.same_as is not None:
         try:
             plan = plan_run(ws, target, ready.same_as, keep_pod)
@@ -452,13 +454,14 @@ def release(hook: Any, executor: Any, run: RunRecord | None, outcome: str | None
 
 
 def detached(store: RunStore, record: RunRecord | None) -> None:
-    """After Ctrl-C while following: say how to follow again, and exit non-zero."""
+    """After Ctrl-C while following: a detach, which says how to follow again (on stdout,
+    exit 0: the reference exited 1, but nothing failed); before the job, an error."""
     if record is None:
         raise UserError("interrupted before the run started")
     record = store.load(record.id)
     if record.job is None:
         raise UserError(f"interrupted: run {record.id} has no job")
-    raise UserError(
+    raise DetachedRun(
         f"interrupted: run {record.id} keeps running on target `{record.target}`; "
         f"{reattach(record.id)}"
     )

@@ -58,6 +58,7 @@ class Cycle:
         ``resume_if_same``: a stopped run to resume from when the inputs did not change.
         """
         from overbrainer.pipeline.preflight import reasoning_problem
+        from overbrainer.train.preflight import check_training_target
         from overbrainer.train.session import train
 
         started = time.monotonic()
@@ -65,6 +66,7 @@ class Cycle:
             problem = reasoning_problem(self.reloader.settings)
             if problem is not None:
                 raise UserError(problem)
+            check_training_target(self.workspace())
             for stage in STAGES:
                 self.reloader.changed()
                 outcome = run_stage(

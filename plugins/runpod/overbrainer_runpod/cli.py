@@ -50,15 +50,16 @@ def list_pods() -> None:
 @click.argument("run_id")
 @click.option("--force", is_flag=True, help="Delete it even while its run is still running.")
 def remove(run_id: str, force: bool) -> None:
-    """Delete the pod of RUN_ID and confirm it is gone."""
-    from overbrainer.plugin import ProjectLock, UserError, check_run_id, current_project
+    """Delete the pod of RUN_ID and confirm it is gone. RUN_ID may be `latest` or any
+    unique prefix of a run of this project, or the id of a run of none."""
+    from overbrainer.plugin import ProjectLock, UserError, current_project, resolve_run_id
     from overbrainer_runpod import record
     from overbrainer_runpod.pods import PodLife
     from overbrainer_runpod.record import PodState
     from overbrainer_runpod.timing import timing
 
-    check_run_id(run_id)
     project = current_project()
+    run_id = resolve_run_id(project.runs_dir, run_id, known_only=False)
     with ProjectLock(project.dir):
         run_dir = project.runs_dir / run_id
         known = run_dir.is_dir() and record.load(run_dir) is not None

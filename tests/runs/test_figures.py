@@ -1,0 +1,130 @@
+"""`runs ls` and `runs show`: duration, last losses, exports and compares, and `--json`."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from tests.fixtures.seeing_runs import START, write_metrics
+from tests.runs.test_cli import write_run
+
+RUN = "demo_20260922-143005"
+CREATED = datetime.fromtimestamp(START - 100, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+"""100 s before the run's first metric; its last metric line comes at START + 60."""
+
+
+def _trained(project_dir, run_id=RUN, created=CREATED):
+    directory = write_run(project_dir, run_id, created)
+    write_metrics(directory, range(0, 41), max_steps=40, evals=(20, 40))
+    return directory
+
+
+def _made(directory):
+    (directory / "exports" / "20260922-150000").mkdir(parents=True)
+    (directory / "exports" / "20260922-150000" / "export.json").write_text("{}")
+    (directory / "compares" / "c1").mkdir(parents=True)
+    (directory / "compares" / "c1" / "compare.json").write_text("{}")
+    (directory / "compares" / "unfinished").mkdir()  # no compare.json: not one
+
+
+def test_runs_ls_has_a_header_duration_losses_and_marks(run_cli, project_dir):
+    _made(_trained(project_dir))
+    write_run(project_dir, "demo_20260923-000000", "2026-09-23T00:00:00Z", "failed")
+    result = run_cli("runs", "ls")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "RUN                   STATE      TARGET  CREATED",
+        f"{RUN}  succeeded  gpu  {CREATED}  took 2m40s  loss 2.6000  eval_loss 2.7000"
+        "  exported  compared",
+        "demo_20260923-000000  failed     gpu  2026-09-23T00:00:00Z",
+    ]
+
+
+def test_runs_ls_json(run_cli, project_dir):
+    directory = _trained(project_dir)
+    _made(directory)
+    write_run(
+        project_dir,
+        "demo_20260923-000000",
+        "2026-09-23T00:00:00Z",
+        "stopped",
+        snapshot={"checkpoint": "output/checkpoint-7", "step": 7, "reason": "cost"},
+    )
+    (project_dir / "runs" / "demo_20260923-000000" / "target.note").write_text("pod deleted\n")
+    result = run_cli("runs", "ls", "--json")
+    assert result.exit_code == 0, result.stderr
+    listed = json.loads(result.stdout)
+    assert listed[1] == {
+        "id": "demo_20260923-000000",
+        "state": "stopped",
+        "target": "gpu",
+        "created": "2026-09-23T00:00:00Z",
+        "snapshot": {"step": 7, "reason": "cost"},
+        "note": "pod deleted",
+        "duration_s": None,
+        "loss": None,
+        "eval_loss": None,
+        "exports": 0,
+        "compares": 0,
+    }
+    assert listed[0]["id"] == RUN
+    assert (listed[0]["loss"], listed[0]["eval_loss"]) == (2.6, 2.7)
+    assert (listed[0]["exports"], listed[0]["compares"]) == (1, 1)
+    assert listed[0]["duration_s"] == 160.0
+
+
+def test_runs_ls_json_with_no_runs(run_cli):
+    result = run_cli("runs", "ls", "--json")
+    assert (result.exit_code, json.loads(result.stdout)) == (0, [])
+
+
+def test_runs_ls_reads_only_the_tail_of_a_long_metrics_file(run_cli, project_dir):
+    directory = _trained(project_dir)
+    lines = (directory / "metrics.jsonl").read_text().splitlines()
+    filler = [lines[2]] * 5000  # ~750 KiB of old log lines before the end
+    (directory / "metrics.jsonl").write_text("\n".join(lines[:2] + filler + lines[2:]) + "\n")
+    listed = json.loads(run_cli("runs", "ls", "--json").stdout)[0]
+    assert (listed["loss"], listed["eval_loss"]) == (2.6, 2.7)
+
+
+def test_runs_show_lists_exports_and_compares(run_cli, project_dir):
+    _made(_trained(project_dir))
+    result = run_cli("runs", "show", RUN)
+    assert result.exit_code == 0, result.stderr
+    assert f"  exports: runs/{RUN}/exports/20260922-150000" in result.stdout.splitlines()
+    assert f"  compares: runs/{RUN}/compares/c1" in result.stdout.splitlines()
+
+
+def test_runs_show_json(run_cli, project_dir):
+    _made(_trained(project_dir))
+    result = run_cli("runs", "show", "--json")
+    assert result.exit_code == 0, result.stderr
+    [shown] = json.loads(result.stdout)
+    assert shown["record"]["id"] == RUN and shown["record"]["state"] == "succeeded"
+    assert (shown["step"], shown["max_steps"], shown["loss"], shown["eval_loss"]) == (
+        40,
+        40,
+        2.6,
+        2.7,
+    )
+    assert shown["exports"] == ["20260922-150000"] and shown["compares"] == ["c1"]
+    assert set(shown) == {
+        "record",
+        "duration_s",
+        "step",
+        "max_steps",
+        "epoch",
+        "loss",
+        "eval_loss",
+        "exports",
+        "compares",
+    }
+
+
+def test_runs_show_json_hides_a_secret_in_the_record_s_message(run_cli, project_dir):
+    write_run(
+        project_dir, RUN, CREATED, "failed", message="upload refused: hf_abcdefghijklmnopqrstuv"
+    )
+    result = run_cli("runs", "show", "--json")
+    assert "hf_abcdefghijklmnopqrstuv" not in result.stdout
+    assert json.loads(result.stdout)[0]["record"]["message"] == "upload refused: ***"
