@@ -169,3 +169,48 @@ class RecordCache:
                 continue
         self._seen = fresh
         return sorted((record for _, record in fresh.values()), key=lambda r: (r.created, r.id))
+
+
+EXCLUDED_WHY = {
+    "truncated": "the parent's answer hit its output token limit (finish_reason length)",
+    "refused": "the parent refused, or its content filter stopped the answer",
+    "empty": "the parent's answer is empty",
+    "no_raw_reasoning": "the parent returned no raw reasoning, and roles.parent.reasoning wants it",
+}
+
+
+def excluded_reason(answer: dict[str, Any]) -> str:
+    """Why ``split`` leaves this answer out, from its ``meta.excluded``, for the detail."""
+    from overbrainer.redact import escape_controls
+
+    reason = escape_controls(str(answer.get("meta", {}).get("excluded") or "unknown"))
+    why = EXCLUDED_WHY.get(reason)
+    return f"{reason}: {why}" if why else reason
+
+
+def fit_label(text: str, width: int) -> str:
+    """``text`` in ``width`` cells, its middle elided (``…``): questions of a subtopic often
+    share their start, so cutting the end would leave identical labels."""
+    if len(text) <= width:
+        return text
+    if width < 8:
+        return text[: max(width - 1, 0)] + "…"
+    head = (width - 1) // 2
+    tail = width - 1 - head
+    return f"{text[:head].rstrip()}…{text[-tail:].lstrip()}"
+
+
+def data_key(project_dir: Path) -> tuple[tuple[int, int] | None, ...]:
+    """The size and time of the dataset's files: the Dataset view reads them again only when
+    this changes, whoever wrote them (the TUI, another shell)."""
+    from overbrainer.pipeline.records import ANSWERS, DATA_DIR, QUESTIONS, SUBTOPICS
+
+    key: list[tuple[int, int] | None] = []
+    for name in (SUBTOPICS, QUESTIONS, ANSWERS):
+        try:
+            stat = (project_dir / DATA_DIR / name).stat()
+        except OSError:
+            key.append(None)
+        else:
+            key.append((stat.st_mtime_ns, stat.st_size))
+    return tuple(key)
