@@ -34,7 +34,7 @@ def screen(app) -> list[str]:
 
 
 def shown(app, widget: str) -> str:
-    return str(app.query_one(widget).render())
+    return str(app.screen.query_one(widget).render())
 
 
 def notices(app) -> str:
@@ -239,7 +239,12 @@ def newest_state(project_dir: Path) -> str | None:
 async def train_and_compare(project_dir: Path) -> None:
     app = OverbrainerApp(project_dir, refresh_s=0.3)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("4", "t", "n")  # the default is no
+        await pilot.press("4", "t")
+        await pilot.pause()
+        question = shown(app, "#question")
+        assert "start a training run? target `local`, Qwen/Qwen3-0.6B (lora)" in question
+        assert "10 train examples; it may cost" in question
+        await pilot.press("n")  # the default is no
         await pilot.pause(0.3)
         assert not app.runner.jobs
         await pilot.press("t", "y")

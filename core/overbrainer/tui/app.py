@@ -28,6 +28,7 @@ from overbrainer.tui.data import (
     read_dataset,
     runs_by_state,
     stage_lines,
+    training_line,
 )
 
 VIEWS = ("project", "dataset", "pipeline", "training", "logs")
@@ -123,7 +124,7 @@ class OverbrainerApp(App[None]):
     #tree { overflow-x: hidden; }
     #help { width: 80; height: auto; border: thick $accent; padding: 1 2; background: $panel; }
     Help { align: center middle; }
-    #question { width: 60; height: 5; border: thick $error; padding: 1 2; background: $panel; }
+    #question { width: 64; height: auto; border: thick $error; padding: 1 2; background: $panel; }
     Confirm { align: center middle; }
     .problem { color: $error; }
     """
@@ -203,7 +204,7 @@ class OverbrainerApp(App[None]):
         table.add_columns("run", "state", "target", "created")
         self.load_all()
         self._show_level()
-        self.set_interval(self.refresh_s, self.refresh_live)
+        self.set_interval(self.refresh_s, lambda: self._closing_safe(self.refresh_live))
         self._check_size()
 
     def on_resize(self) -> None:
@@ -533,7 +534,8 @@ class OverbrainerApp(App[None]):
             self.run_command("attach", ["train", "attach", run_id])
 
     def action_train(self) -> None:
-        self._paid("train", ["train"], "start a training run (overbrainer train)? it may cost")
+        line = training_line(self.project_dir)
+        self._paid("train", ["train"], f"start a training run? {line}; it may cost")
 
     def action_export_run(self) -> None:
         run_id = self.selected_run()
@@ -646,7 +648,13 @@ class OverbrainerApp(App[None]):
 
     def _exit_from_thread(self, job: Job, code: int) -> None:
         with contextlib.suppress(RuntimeError):  # the app is gone
-            self.call_from_thread(self._exited, job, code)
+            self.call_from_thread(self._closing_safe, self._exited, job, code)
+
+    def _closing_safe(self, call: Callable[..., None], *args: object) -> None:
+        """``call``, unless the app is closing: its widgets are gone by then, and a command
+        stopped on quit or a last timer tick has nothing left to update."""
+        with contextlib.suppress(NoMatches):
+            call(*args)
 
     def _exited(self, job: Job, code: int) -> None:
         self.add_log("info" if code == 0 else "error", f"{job.name}: exited with code {code}")

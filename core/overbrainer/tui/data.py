@@ -19,21 +19,49 @@ class ConfigView:
     problems: list[str] = field(default_factory=list)
 
 
+def _settings(project_dir: Path) -> Any:
+    from overbrainer.config.env import Environment
+    from overbrainer.config.load import load_settings
+    from overbrainer.plugins import load_plugins
+
+    env = Environment.load(project_dir)
+    return load_settings(project_dir, env, load_plugins(env.merged).kinds)
+
+
 def read_config(project_dir: Path) -> ConfigView:
     from overbrainer.config.describe import describe_settings
-    from overbrainer.config.env import Environment
-    from overbrainer.config.load import ConfigError, load_settings
-    from overbrainer.plugins import load_plugins
+    from overbrainer.config.load import ConfigError
     from overbrainer.redact import escape_controls
 
     try:
-        env = Environment.load(project_dir)
-        settings = load_settings(project_dir, env, load_plugins(env.merged).kinds)
+        settings = _settings(project_dir)
     except ConfigError as error:
         return ConfigView(problems=list(error.problems))
     except UserError as error:
         return ConfigView(problems=[escape_controls(line) for line in str(error).splitlines()])
     return ConfigView(lines=[escape_controls(line) for line in describe_settings(settings)])
+
+
+def training_line(project_dir: Path) -> str:
+    """What ``train`` would start (target, base model, examples), for its confirmation; the
+    command itself says what is wrong when the configuration is."""
+    from overbrainer.pipeline.records import DATA_DIR, TRAIN
+    from overbrainer.redact import escape_controls
+
+    try:
+        training = _settings(project_dir).training
+    except UserError:
+        return ""
+    if training is None:
+        return "no [training] in overbrainer.toml"
+    try:
+        with (project_dir / DATA_DIR / TRAIN).open("rb") as file:
+            examples = f", {sum(1 for _ in file)} train examples"
+    except OSError:
+        examples = ", no data/train.jsonl"
+    return escape_controls(
+        f"target `{training.target}`, {training.base_model} ({training.adapter}){examples}"
+    )
 
 
 @dataclass
