@@ -13,7 +13,6 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, RichLog, Static, TabbedContent, TabPane, Tree
 
 from overbrainer.tui.commands import CommandRunner, Job
@@ -30,6 +29,7 @@ from overbrainer.tui.data import (
     stage_lines,
     training_line,
 )
+from overbrainer.tui.dialogs import Confirm, Help
 
 VIEWS = ("project", "dataset", "pipeline", "training", "logs")
 LEVELS = ("error", "warning", "info", "debug", "trace")
@@ -48,43 +48,6 @@ def tree_nodes(node: Any) -> list[Any]:
         found.append(child)
         found.extend(tree_nodes(child))
     return found
-
-
-class Confirm(ModalScreen[bool]):
-    """A yes/no question; anything but ``y`` answers no."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer(True)", "yes"),
-        Binding("n,escape,enter", "answer(False)", "no"),
-    ]
-
-    def __init__(self, question: str, destructive: bool = False) -> None:
-        super().__init__()
-        self.question = question
-        self.destructive = destructive
-
-    def compose(self) -> ComposeResult:
-        style = "bold red" if self.destructive else "bold"
-        yield Static(Text.assemble((self.question, style), "  [y/N]"), id="question")
-
-    def action_answer(self, answer: bool) -> None:
-        self.dismiss(answer)
-
-
-class Help(ModalScreen[None]):
-    """The keys of the view the TUI is on."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "close", "close")]
-
-    def __init__(self, lines: list[str]) -> None:
-        super().__init__()
-        self.lines = lines
-
-    def compose(self) -> ComposeResult:
-        yield Static(Text("\n".join(self.lines)), id="help")
-
-    def action_close(self) -> None:
-        self.dismiss(None)
 
 
 HELP: dict[str, list[str]] = {
