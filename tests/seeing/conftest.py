@@ -13,6 +13,7 @@ from contextlib import suppress
 from pathlib import Path
 
 import pytest
+from tests.after.conftest import finished  # noqa: F401 - a run to export, stand-in llama.cpp
 from tests.fixtures.run_dirs import write_examples
 
 from overbrainer.testing.fake_axolotl import make_fake_venv

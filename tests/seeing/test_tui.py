@@ -174,8 +174,6 @@ def test_the_pipeline_view_runs_the_stages_and_shows_their_progress(tmp_path, pr
 
 
 async def run_the_stages(project_dir):
-    from textual.widgets import Log
-
     app = OverbrainerApp(project_dir, refresh_s=0.5)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("3", "r")
@@ -187,7 +185,7 @@ async def run_the_stages(project_dir):
         await pilot.pause(0.5)
         chain = str(app.query_one("#chain").render())
         stages = str(app.query_one("#stages").render())
-        stage_log = "\n".join(app.query_one("#stage-log", Log).lines)
+        stage_log = "\n".join(strip.text for strip in app.query_one("#stage-log").lines)
         await pilot.press("q")
     assert "subtopics ✓ → questions ✓ → answers ✓ → split ✓" in chain
     assert "subtopics  1 run(s), 2 done" in stages

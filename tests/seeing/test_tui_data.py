@@ -8,7 +8,7 @@ import os
 from tests.fixtures.seeing_runs import write_run
 
 from overbrainer.runs.store import RunStore
-from overbrainer.tui.data import RecordCache, read_config
+from overbrainer.tui.data import RecordCache, fit_label, read_config
 
 
 def test_records_are_read_again_only_when_they_change(project_dir, monkeypatch):
@@ -38,3 +38,10 @@ def test_the_config_view_lists_every_problem(project_dir):
     assert view.lines == []
     assert any("roles" in problem for problem in view.problems)
     assert any("pipeline.seed" in problem for problem in view.problems)
+
+
+def test_fit_label_keeps_the_start_and_the_end():
+    assert fit_label("short", 10) == "short"
+    assert fit_label("What is the difference, for an integer?", 21) == "What is th…n integer?"
+    assert len(fit_label("x" * 100, 21)) == 21
+    assert fit_label("abcdefghij", 5) == "abcd…"

@@ -101,8 +101,9 @@ def show_json(store: RunStore, record: RunRecord) -> dict[str, Any]:
     }
 
 
-def curve_lines(curves: Curves, width: int = 60) -> Iterator[str]:
-    """The last figures, a Braille chart of the losses, and sparklines of lr and grad_norm."""
+def curve_lines(curves: Curves, width: int = 60, height: int = 10) -> Iterator[str]:
+    """The last figures, a Braille chart of the losses (``height`` rows and 2 of axis), and
+    sparklines of lr and grad_norm."""
     last = []
     if curves.step is not None:
         last.append(
@@ -121,7 +122,7 @@ def curve_lines(curves: Curves, width: int = 60) -> Iterator[str]:
         return
     yield f"  loss (line: train, {'•'}: eval) against step"
     for row in braille_chart(
-        [curves.loss], curves.eval_loss, width=width, height=10, x_max=curves.max_steps
+        [curves.loss], curves.eval_loss, width=width, height=height, x_max=curves.max_steps
     ):
         yield "  " + row
     for name, label in (("learning_rate", "lr"), ("grad_norm", "grad_norm")):

@@ -13,61 +13,41 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
-from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Log, Static, TabbedContent, TabPane, Tree
+from textual.widgets import DataTable, Footer, RichLog, Static, TabbedContent, TabPane, Tree
 
 from overbrainer.tui.commands import CommandRunner, Job
 from overbrainer.tui.data import (
     Dataset,
     RecordCache,
     answer_text,
+    data_key,
+    excluded_reason,
+    fit_label,
     read_config,
     read_dataset,
     runs_by_state,
     stage_lines,
+    training_line,
 )
+from overbrainer.tui.dialogs import Confirm, Help
 
 VIEWS = ("project", "dataset", "pipeline", "training", "logs")
 LEVELS = ("error", "warning", "info", "debug", "trace")
 STAGES = ("subtopics", "questions", "answers", "split")
+WORK = (*STAGES, "train", "export", "compare")
+"""Commands of which one runs at a time: each takes the project lock, most of them cost."""
 MIN_SIZE = (80, 24)
+SMALL_HEIGHT = 30
+"""Below this many rows the runs table and the loss chart shrink, so the chart fits."""
 
 
-class Confirm(ModalScreen[bool]):
-    """A yes/no question; anything but ``y`` answers no."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer(True)", "yes"),
-        Binding("n,escape,enter", "answer(False)", "no"),
-    ]
-
-    def __init__(self, question: str, destructive: bool = False) -> None:
-        super().__init__()
-        self.question = question
-        self.destructive = destructive
-
-    def compose(self) -> ComposeResult:
-        style = "bold red" if self.destructive else "bold"
-        yield Static(Text.assemble((self.question, style), "  [y/N]"), id="question")
-
-    def action_answer(self, answer: bool) -> None:
-        self.dismiss(answer)
-
-
-class Help(ModalScreen[None]):
-    """The keys of the view the TUI is on."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "close", "close")]
-
-    def __init__(self, lines: list[str]) -> None:
-        super().__init__()
-        self.lines = lines
-
-    def compose(self) -> ComposeResult:
-        yield Static(Text("\n".join(self.lines)), id="help")
-
-    def action_close(self) -> None:
-        self.dismiss(None)
+def tree_nodes(node: Any) -> list[Any]:
+    """Every node under ``node``, in the order of the tree's lines."""
+    found = []
+    for child in node.children:
+        found.append(child)
+        found.extend(tree_nodes(child))
+    return found
 
 
 HELP: dict[str, list[str]] = {
@@ -81,6 +61,8 @@ HELP: dict[str, list[str]] = {
         "up/down  select a run",
         "s  snapshot stop (train stop)   c  cancel (train cancel, asks)",
         "a  attach (train attach): follow it from here",
+        "t  start a run (train, asks)   e  export the run (export, asks)",
+        "C  compare the run with the parent (compare --run, asks)",
     ],
     "logs": [
         "f  lowest level shown: error, warning, info, debug, trace",
@@ -102,9 +84,10 @@ class OverbrainerApp(App[None]):
     .pane-left { width: 1fr; }
     .pane-right { width: 1fr; }
     #runs { height: 8; }
+    #tree { overflow-x: hidden; }
     #help { width: 80; height: auto; border: thick $accent; padding: 1 2; background: $panel; }
     Help { align: center middle; }
-    #question { width: 60; height: 5; border: thick $error; padding: 1 2; background: $panel; }
+    #question { width: 64; height: auto; border: thick $error; padding: 1 2; background: $panel; }
     Confirm { align: center middle; }
     .problem { color: $error; }
     """
@@ -122,13 +105,16 @@ class OverbrainerApp(App[None]):
         Binding("s", "stop_run", "snapshot stop"),
         Binding("c", "cancel", "cancel"),
         Binding("a", "attach", "attach"),
+        Binding("t", "train", "train"),
+        Binding("e", "export_run", "export"),
+        Binding("C", "compare", "compare"),
         Binding("f", "level", "level"),
         Binding("x", "export", "export"),
     ]
     VIEW_KEYS: ClassVar[dict[str, tuple[str, ...]]] = {
         "dataset": ("delete",),
         "pipeline": ("run_stages", "cancel"),
-        "training": ("stop_run", "cancel", "attach"),
+        "training": ("stop_run", "cancel", "attach", "train", "export_run", "compare"),
         "logs": ("level", "export"),
     }
 
@@ -149,6 +135,8 @@ class OverbrainerApp(App[None]):
         self.chain_done: list[str] = []
         self._run_ids: list[str] = []
         self._chart_key: Any = None
+        self._data_key: Any = None
+        self._errors: dict[str, str] = {}
         self.records = RecordCache(project_dir)
 
     # Layout.
@@ -165,13 +153,13 @@ class OverbrainerApp(App[None]):
             with TabPane("3 Pipeline", id="pipeline"), Vertical():
                 yield Static(id="chain")
                 yield Static(id="stages")
-                yield Log(id="stage-log", max_lines=200)
+                yield RichLog(id="stage-log", max_lines=200, wrap=True)
             with TabPane("4 Training", id="training"), Vertical():
                 yield DataTable(id="runs", cursor_type="row")
                 yield VerticalScroll(Static(id="curves"))
             with TabPane("5 Logs", id="logs"), Vertical():
                 yield Static(id="level")
-                yield Log(id="log", max_lines=5000)
+                yield RichLog(id="log", max_lines=5000, wrap=True)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -179,15 +167,22 @@ class OverbrainerApp(App[None]):
         table.add_columns("run", "state", "target", "created")
         self.load_all()
         self._show_level()
-        self.set_interval(self.refresh_s, self.refresh_live)
+        self.set_interval(self.refresh_s, lambda: self._closing_safe(self.refresh_live))
         self._check_size()
 
     def on_resize(self) -> None:
         self._check_size()
+        self.call_after_refresh(self._label_questions)
+        self.draw_curves()
 
     def _check_size(self) -> None:
         small = self.size.width < MIN_SIZE[0] or self.size.height < MIN_SIZE[1]
         self.screen.set_class(small, "too-small")
+        self.query_one("#runs").styles.height = self._runs_height
+
+    @property
+    def _runs_height(self) -> int:
+        return 5 if self.size.height < SMALL_HEIGHT else 8
 
     # Views and keys.
 
@@ -196,9 +191,14 @@ class OverbrainerApp(App[None]):
         return self.query_one(TabbedContent).active
 
     def action_view(self, name: str) -> None:
+        # Focus off the pane left first: TabbedContent brings back the pane that holds the
+        # focus, so a view with nothing to focus (Project, Pipeline) never showed.
+        self.set_focus(None)
         self.query_one(TabbedContent).active = name
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "view":  # not from behind a dialog
+            return self.screen is self.screen_stack[0]
         views = [view for view, actions in self.VIEW_KEYS.items() if action in actions]
         return not views or self.view in views
 
@@ -252,14 +252,20 @@ class OverbrainerApp(App[None]):
         self.query_one("#summary", Static).update(Text("\n".join(lines)))
 
     def load_dataset(self) -> None:
+        """Read the dataset again and rebuild the tree, the cursor kept on the same item (its
+        detail drawn anew) or, when that item is gone, the detail cleared."""
+        self._data_key = data_key(self.project_dir)
         self.dataset = read_dataset(self.project_dir)
         tree = self.query_one("#tree", Tree)
+        selected = self._item_key(tree.cursor_node.data if tree.cursor_node else None)
         tree.clear()
         tree.show_root = False
         tree.root.expand()
         if self.dataset.problem:
             tree.root.add_leaf(Text(self.dataset.problem, style="red"))
+            self.show_detail(None)
             return
+        found = None
         for topic in self.dataset.topics:
             topic_node = tree.root.add(Text(topic.name), data=("topic", topic), expand=True)
             for subtopic in topic.subtopics:
@@ -268,9 +274,38 @@ class OverbrainerApp(App[None]):
                     node.add_leaf(
                         Text(f"[{question.status}] {question.text}"), data=("question", question)
                     )
+        for line, node in enumerate(tree_nodes(tree.root)):  # all expanded: one a line
+            if selected is not None and self._item_key(node.data) == selected:
+                found = node
+                tree.move_cursor_to_line(line)
+        self.show_detail(found.data if found is not None else None)
+        self.call_after_refresh(self._label_questions)
+
+    @staticmethod
+    def _item_key(data: Any) -> tuple[str, str] | None:
+        if not data:
+            return None
+        kind, item = data
+        return kind, item.name if kind == "topic" else item.id
+
+    def _label_questions(self) -> None:
+        """Each question in the width of the tree, its middle elided when too long, so that
+        questions with the same start stay apart."""
+        with contextlib.suppress(NoMatches):
+            tree = self.query_one("#tree", Tree)
+            # the guides of the topic and the subtopic, "[a] " and the cursor's end
+            width = tree.scrollable_content_region.width - 2 * tree.guide_depth - 5
+            if width <= 0:
+                return
+            for node in tree_nodes(tree.root):
+                if node.data and node.data[0] == "question":
+                    question = node.data[1]
+                    node.set_label(Text(f"[{question.status}] {fit_label(question.text, width)}"))
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:
-        data = event.node.data
+        self.show_detail(event.node.data)
+
+    def show_detail(self, data: Any) -> None:
         detail = self.query_one("#detail", Static)
         if not data:
             detail.update("")
@@ -287,6 +322,8 @@ class OverbrainerApp(App[None]):
             )
         else:
             status = {"a": "answered", "x": "excluded", " ": "unanswered"}[item.status]
+            if item.status == "x" and item.answer is not None:
+                status += f" ({excluded_reason(item.answer)})"
             text = Text(f"{item.text}\n\nid {item.id}\nstatus {status}\n")
             if item.answer is not None:
                 meta = item.answer.get("meta", {})
@@ -344,12 +381,14 @@ class OverbrainerApp(App[None]):
             return
         store = RunStore(self.project_dir)
         metrics = metrics_path(store.run_dir(run_id))
-        key: tuple[str, int | None, int | None, int]
+        # its state too: a run that stops writes no more metrics, but is no longer running
+        state = self.query_one("#runs", DataTable).get_row(run_id)[1]
+        key: tuple[object, ...]
         try:
             stat = metrics.stat()
-            key = (run_id, stat.st_size, stat.st_mtime_ns, self.size.width)
+            key = (run_id, state, stat.st_size, stat.st_mtime_ns, self.size)
         except OSError:
-            key = (run_id, None, None, self.size.width)
+            key = (run_id, state, None, None, self.size)
         if key == self._chart_key:
             return  # nothing new: no redraw, no CPU
         self._chart_key = key
@@ -364,8 +403,9 @@ class OverbrainerApp(App[None]):
         if curves is None:
             widget.update(Text(f"{head}\nno metrics yet"))
             return
-        width = max(min(self.size.width - 20, 100), 20)
-        body = "\n".join(curve_lines(curves, width))
+        # the sparklines' label and range take about 36 columns beside the chart's width
+        width = max(min(self.size.width - 36, 100), 20)
+        body = "\n".join(curve_lines(curves, width, self._chart_height))
         elapsed = (
             curves.last_time - curves.started
             if curves.last_time is not None
@@ -374,7 +414,13 @@ class OverbrainerApp(App[None]):
             else None
         )
         progress = progress_line(curves.step, curves.max_steps, elapsed)
-        widget.update(Text(f"{head}\n{progress}\n{body}"))
+        widget.update(Text(f"{head}\n{progress}\n{body}", no_wrap=True, overflow="crop"))
+
+    @property
+    def _chart_height(self) -> int:
+        """Rows of the loss chart: what is left under the tabs, the runs table and the
+        footer once the 8 lines around the chart are drawn, 3 to 10."""
+        return min(max(self.size.height - 3 - self._runs_height - 8, 3), 10)
 
     def load_pipeline(self) -> None:
         self.query_one("#stages", Static).update(
@@ -393,16 +439,18 @@ class OverbrainerApp(App[None]):
         )
 
     def refresh_live(self) -> None:
-        """Every ``refresh_s``: runs and curves; the rest only while a command runs."""
+        """Every ``refresh_s``: runs and curves; the dataset when its files changed (a stat
+        of three files); the pipeline while a command runs."""
         self.load_runs()
+        if data_key(self.project_dir) != self._data_key:
+            self.load_dataset()
         if self.runner.running():
             self.load_pipeline()
-            if self.view == "dataset":
-                self.load_dataset()
 
     # Commands.
 
     def run_command(self, name: str, args: list[str]) -> Job:
+        self._errors.pop(name, None)
         self._line(name, "info", f"$ overbrainer {' '.join(args)}")
         return self.runner.start(name, args)
 
@@ -448,6 +496,42 @@ class OverbrainerApp(App[None]):
         if run_id and not self.runner.running("attach"):
             self.run_command("attach", ["train", "attach", run_id])
 
+    def action_train(self) -> None:
+        line = training_line(self.project_dir)
+        self._paid("train", ["train"], f"start a training run? {line}; it may cost")
+
+    def action_export_run(self) -> None:
+        run_id = self.selected_run()
+        if run_id is None:
+            self.notify("no run to export", severity="warning")
+            return
+        self._paid("export", ["export", run_id], f"export run {run_id} to GGUF? it may cost")
+
+    def action_compare(self) -> None:
+        run_id = self.selected_run()
+        if run_id is None:
+            self.notify("no run to compare", severity="warning")
+            return
+        self._paid(
+            "compare",
+            ["compare", "--run", run_id],
+            f"compare run {run_id} with its parent? it costs",
+        )
+
+    def _paid(self, name: str, args: list[str], question: str) -> None:
+        """Run a command that may cost (a pod, the parent's tokens) after a ``y``; refused
+        while another of `WORK` runs: it would only find the project locked."""
+        busy = [job.name for job in self.runner.running() if job.name in WORK]
+        if busy:
+            self.notify(f"✗ {busy[0]} is running: {name} waits for it to end", severity="warning")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_command(name, args)
+
+        self.push_screen(Confirm(question), answered)
+
     def action_cancel(self) -> None:
         if self.view == "pipeline":
             jobs = [job for job in self.runner.running() if job.name in STAGES]
@@ -470,11 +554,11 @@ class OverbrainerApp(App[None]):
     def action_level(self) -> None:
         self.level = LEVELS[(LEVELS.index(self.level) + 1) % len(LEVELS)]
         self._show_level()
-        log = self.query_one("#log", Log)
+        log = self.query_one("#log", RichLog)
         log.clear()
         for level, text in self.log_entries:
             if self._shown(level):
-                log.write_line(text)
+                log.write(Text(text))
 
     def action_export(self) -> None:
         """The lines shown, in a new ``.overbrainer/logs-<UTC time>.log``."""
@@ -505,7 +589,7 @@ class OverbrainerApp(App[None]):
         self.log_entries.append((level, text))
         if self._shown(level):
             with contextlib.suppress(NoMatches):  # not mounted yet: shown on `f`
-                self.query_one("#log", Log).write_line(text)
+                self.query_one("#log", RichLog).write(Text(text))
 
     def log_sink(self, level: str, text: str) -> None:
         """Where the TUI's own log lines go, from whichever thread logs them."""
@@ -520,15 +604,26 @@ class OverbrainerApp(App[None]):
 
     def _line(self, name: str, level: str, text: str) -> None:
         self.add_log(level, text)
+        if level == "error":
+            self._errors[name] = text
         if name in STAGES:
-            self.query_one("#stage-log", Log).write_line(text)
+            self.query_one("#stage-log", RichLog).write(Text(text))
 
     def _exit_from_thread(self, job: Job, code: int) -> None:
         with contextlib.suppress(RuntimeError):  # the app is gone
-            self.call_from_thread(self._exited, job, code)
+            self.call_from_thread(self._closing_safe, self._exited, job, code)
+
+    def _closing_safe(self, call: Callable[..., None], *args: object) -> None:
+        """``call``, unless the app is closing: its widgets are gone by then, and a command
+        stopped on quit or a last timer tick has nothing left to update."""
+        with contextlib.suppress(NoMatches):
+            call(*args)
 
     def _exited(self, job: Job, code: int) -> None:
         self.add_log("info" if code == 0 else "error", f"{job.name}: exited with code {code}")
+        if code != 0:  # where the user is, not only in the Logs view
+            error = self._errors.pop(job.name, f"exited with code {code}")
+            self.notify(f"✗ {error.removeprefix('error: ')}", severity="error", timeout=10)
         if job.name in STAGES:
             if code == 0:
                 self.chain_done.append(job.name)

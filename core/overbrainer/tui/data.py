@@ -19,21 +19,49 @@ class ConfigView:
     problems: list[str] = field(default_factory=list)
 
 
+def _settings(project_dir: Path) -> Any:
+    from overbrainer.config.env import Environment
+    from overbrainer.config.load import load_settings
+    from overbrainer.plugins import load_plugins
+
+    env = Environment.load(project_dir)
+    return load_settings(project_dir, env, load_plugins(env.merged).kinds)
+
+
 def read_config(project_dir: Path) -> ConfigView:
     from overbrainer.config.describe import describe_settings
-    from overbrainer.config.env import Environment
-    from overbrainer.config.load import ConfigError, load_settings
-    from overbrainer.plugins import load_plugins
+    from overbrainer.config.load import ConfigError
     from overbrainer.redact import escape_controls
 
     try:
-        env = Environment.load(project_dir)
-        settings = load_settings(project_dir, env, load_plugins(env.merged).kinds)
+        settings = _settings(project_dir)
     except ConfigError as error:
         return ConfigView(problems=list(error.problems))
     except UserError as error:
         return ConfigView(problems=[escape_controls(line) for line in str(error).splitlines()])
     return ConfigView(lines=[escape_controls(line) for line in describe_settings(settings)])
+
+
+def training_line(project_dir: Path) -> str:
+    """What ``train`` would start (target, base model, examples), for its confirmation; the
+    command itself says what is wrong when the configuration is."""
+    from overbrainer.pipeline.records import DATA_DIR, TRAIN
+    from overbrainer.redact import escape_controls
+
+    try:
+        training = _settings(project_dir).training
+    except UserError:
+        return ""
+    if training is None:
+        return "no [training] in overbrainer.toml"
+    try:
+        with (project_dir / DATA_DIR / TRAIN).open("rb") as file:
+            examples = f", {sum(1 for _ in file)} train examples"
+    except OSError:
+        examples = ", no data/train.jsonl"
+    return escape_controls(
+        f"target `{training.target}`, {training.base_model} ({training.adapter}){examples}"
+    )
 
 
 @dataclass
@@ -169,3 +197,48 @@ class RecordCache:
                 continue
         self._seen = fresh
         return sorted((record for _, record in fresh.values()), key=lambda r: (r.created, r.id))
+
+
+EXCLUDED_WHY = {
+    "truncated": "the parent's answer hit its output token limit (finish_reason length)",
+    "refused": "the parent refused, or its content filter stopped the answer",
+    "empty": "the parent's answer is empty",
+    "no_raw_reasoning": "the parent returned no raw reasoning, and roles.parent.reasoning wants it",
+}
+
+
+def excluded_reason(answer: dict[str, Any]) -> str:
+    """Why ``split`` leaves this answer out, from its ``meta.excluded``, for the detail."""
+    from overbrainer.redact import escape_controls
+
+    reason = escape_controls(str(answer.get("meta", {}).get("excluded") or "unknown"))
+    why = EXCLUDED_WHY.get(reason)
+    return f"{reason}: {why}" if why else reason
+
+
+def fit_label(text: str, width: int) -> str:
+    """``text`` in ``width`` cells, its middle elided (``…``): questions of a subtopic often
+    share their start, so cutting the end would leave identical labels."""
+    if len(text) <= width:
+        return text
+    if width < 8:
+        return text[: max(width - 1, 0)] + "…"
+    head = (width - 1) // 2
+    tail = width - 1 - head
+    return f"{text[:head].rstrip()}…{text[-tail:].lstrip()}"
+
+
+def data_key(project_dir: Path) -> tuple[tuple[int, int] | None, ...]:
+    """The size and time of the dataset's files: the Dataset view reads them again only when
+    this changes, whoever wrote them (the TUI, another shell)."""
+    from overbrainer.pipeline.records import ANSWERS, DATA_DIR, QUESTIONS, SUBTOPICS
+
+    key: list[tuple[int, int] | None] = []
+    for name in (SUBTOPICS, QUESTIONS, ANSWERS):
+        try:
+            stat = (project_dir / DATA_DIR / name).stat()
+        except OSError:
+            key.append(None)
+        else:
+            key.append((stat.st_mtime_ns, stat.st_size))
+    return tuple(key)
