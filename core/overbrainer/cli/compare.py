@@ -29,7 +29,10 @@ from overbrainer.cli.context import current_app
     "--keep-pod", is_flag=True, help="Keep a pod made for this compare (a later command reuses it)."
 )
 def compare(run_id: str | None, limit: int | None, rejudge: str | None, keep_pod: bool) -> None:
-    """Compare the child (its GGUF, served on the run's target) with its parent."""
+    """Compare the child (its GGUF, served on the run's target) with its parent.
+
+    Example: overbrainer compare --run latest --limit 20
+    """
     from overbrainer.after.compare import compare as run_compare
 
     if rejudge is not None and (run_id is not None or limit is not None):

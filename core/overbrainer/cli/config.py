@@ -32,6 +32,8 @@ def check(resolve: bool, as_json: bool) -> None:
     --json: {settings: {KEY: VALUE as printed, secrets masked}, problems: [str],
     secrets: {KEY: "resolved" | why not} (with --resolve, else {}), ok: bool}; the exit
     status is the same. Settings that cannot be loaded are an error on stderr, as without.
+
+    Example: overbrainer config check --resolve
     """
     from overbrainer.config.describe import describe_settings, secret_fields
     from overbrainer.config.secrets import resolve_secret

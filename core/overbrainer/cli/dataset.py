@@ -17,7 +17,10 @@ def dataset() -> None:
 @click.option("--answer-only", is_flag=True, help="Delete only the answer of question ID.")
 def remove(item_id: str, answer_only: bool) -> None:
     """Delete subtopic or question ID with what depends on it, for good (it goes to
-    data/rejected.jsonl, so no stage makes it again); then split again."""
+    data/rejected.jsonl, so no stage makes it again); then split again.
+
+    Example: overbrainer dataset rm 3f2a9c1e0b7d4e55 --answer-only
+    """
     from loguru import logger
 
     from overbrainer.pipeline.remove import remove_item

@@ -35,7 +35,10 @@ QUANTIZE_TYPES = (
 def export(run_id: str | None, quantize: str | None, ollama: str | None, keep_pod: bool) -> None:
     """Export RUN_ID's model to a GGUF file and an Ollama Modelfile, on its target.
 
-    RUN_ID may be `latest` (the default) or any unique prefix of an id."""
+    RUN_ID may be `latest` (the default) or any unique prefix of an id.
+
+    Example: overbrainer export latest --quantize Q8_0 --ollama my-child
+    """
     from overbrainer.after.export import check_ollama_name, export_run
     from overbrainer.redact import escape_controls
 

@@ -17,6 +17,8 @@ def history(every: bool, as_json: bool) -> None:
     --json: {stages: {STAGE: TOTALS}, total: TOTALS}, TOTALS = {runs, done, skipped,
     failed, excluded, input_tokens, output_tokens, cost: null | dollars, cost_unknown};
     with --all, a list of the history's entries as recorded, oldest first.
+
+    Example: overbrainer history --all
     """
     from overbrainer.pipeline.history import execution_lines, read_history, summary_lines
     from overbrainer.redact import escape_controls

@@ -47,6 +47,8 @@ def init(directory: Path | None) -> None:
 
     DIRECTORY defaults to the project directory (-C). Nothing is written when any of
     these files already exists.
+
+    Example: overbrainer init my-project
     """
     from overbrainer import files
     from overbrainer.errors import UserError

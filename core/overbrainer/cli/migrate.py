@@ -16,6 +16,8 @@ def migrate(dry_run: bool) -> None:
     rewrites what differs (rejected.jsonl, history split lines, the deprecated
     training.hub_model_id, .gitignore, the format version). Running it again changes
     nothing.
+
+    Example: overbrainer migrate
     """
     from overbrainer.pipeline.migrate import migrate as run
 

@@ -19,6 +19,8 @@ def plan(as_json: bool, max_usd: float | None) -> None:
     requests so far or assumed from the settings (max_tokens), then training's tokens,
     GPU hours and dollars on a target with a price. Nothing is spent: only the providers'
     price lists (and the target's) are asked.
+
+    Example: overbrainer plan --json
     """
     import json
 

@@ -10,7 +10,10 @@ from overbrainer.cli.context import current_app
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of lines.")
 def plugins(as_json: bool) -> None:
-    """List the installed overbrainer plugins."""
+    """List the installed overbrainer plugins.
+
+    Example: overbrainer plugins --json
+    """
     import dataclasses
     import json
 

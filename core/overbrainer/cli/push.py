@@ -21,7 +21,10 @@ from overbrainer.cli.context import current_app
 def push(run_id: str, repo: str | None, public: bool, overwrite_card: bool, dry_run: bool) -> None:
     """Push RUN_ID's output/ (and its GGUF) to the Hugging Face Hub with a model card.
 
-    RUN_ID may be `latest` or any unique prefix of an id."""
+    RUN_ID may be `latest` or any unique prefix of an id.
+
+    Example: overbrainer push latest --repo me/my-child --dry-run
+    """
     from loguru import logger
 
     from overbrainer.after.push import push_run

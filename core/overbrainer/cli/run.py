@@ -34,6 +34,8 @@ def run(retrain: bool, max_usd: float | None) -> None:
 
     The first line is the plan's total (`overbrainer plan` shows it whole). With a budget
     no request starts that would take the project's spend past it.
+
+    Example: overbrainer run --max-usd 20
     """
     from overbrainer.config.reload import Reloader
     from overbrainer.providers.prices import PriceBook

@@ -35,6 +35,8 @@ def list_runs(as_json: bool) -> None:
     \b
     --json: a list of {id, state, target, created, snapshot: null | {step, reason},
     note: null | str, duration_s, loss, eval_loss: null | number, exports, compares: int}.
+
+    Example: overbrainer runs ls --json
     """
     from overbrainer.project import runs_dir
 
@@ -57,7 +59,10 @@ def list_runs(as_json: bool) -> None:
 @click.argument("after", metavar="RUN_B", shell_complete=complete_run_id)
 def diff(before: str, after: str) -> None:
     """Which inputs of training differ between RUN_A and RUN_B: data, settings, base
-    model, device. Each may be `latest` or any unique prefix of an id."""
+    model, device. Each may be `latest` or any unique prefix of an id.
+
+    Example: overbrainer runs diff latest demo_2026
+    """
     from overbrainer.train.inputs import differences, recorded
 
     store = current_app().runs
@@ -98,7 +103,10 @@ def logs(
 ) -> None:
     """Print the job log of RUN_ID, redacted; a running job's is read from its target.
     With --pod, the logs of the pod it ran on. RUN_ID may be `latest` (the default) or
-    any unique prefix of an id."""
+    any unique prefix of an id.
+
+    Example: overbrainer runs logs latest --tail 50 --follow
+    """
     if source is not None and not pod:
         raise click.UsageError("--source applies only to --pod")
     run_id = current_app().runs.resolve(run_id)
@@ -137,6 +145,8 @@ def show(run_ids: tuple[str, ...], plot: str | None, as_json: bool) -> None:
     \b
     --json: a list of {record: run.json, duration_s, step, max_steps, epoch, loss,
     eval_loss: null | number, exports, compares: [id]}.
+
+    Example: overbrainer runs show latest --plot
     """
     from overbrainer.charts.describe import chain, show_lines
 

@@ -68,7 +68,10 @@ def execute(
 @_TOPIC
 @_FORCE
 def subtopics(topic: str | None, force: bool) -> None:
-    """Ask the generator for the subtopics each topic is missing."""
+    """Ask the generator for the subtopics each topic is missing.
+
+    Example: overbrainer subtopics --topic ownership
+    """
     execute("subtopics", topic, force)
 
 
@@ -76,7 +79,10 @@ def subtopics(topic: str | None, force: bool) -> None:
 @_TOPIC
 @_FORCE
 def questions(topic: str | None, force: bool) -> None:
-    """Ask the generator for the questions each subtopic is missing."""
+    """Ask the generator for the questions each subtopic is missing.
+
+    Example: overbrainer questions --topic ownership
+    """
     execute("questions", topic, force)
 
 
@@ -106,6 +112,8 @@ def answers(
 
     Batches already sent are collected first, online or not: a question in one is never
     sent again.
+
+    Example: overbrainer answers --batch --no-wait
     """
     execute("answers", topic, force, batch=batch, wait=not no_wait, cancel=cancel)
 
@@ -113,5 +121,8 @@ def answers(
 @click.command()
 @_TOPIC
 def split(topic: str | None) -> None:
-    """Split the usable answers into data/train.jsonl and data/eval.jsonl."""
+    """Split the usable answers into data/train.jsonl and data/eval.jsonl.
+
+    Example: overbrainer split
+    """
     execute("split", topic)

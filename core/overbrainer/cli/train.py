@@ -29,6 +29,8 @@ def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: s
 
     Ctrl-C while following only detaches: the job keeps running, and
     `overbrainer train attach RUN_ID` follows it again.
+
+    Example: overbrainer train --target gpu --resume-from latest
     """
     if ctx.invoked_subcommand is not None:
         if target or keep_pod or resume_from:
@@ -54,7 +56,10 @@ def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: s
 def attach(run_id: str) -> None:
     """Follow RUN_ID again until it ends (or report it, if it already has).
 
-    RUN_ID may be `latest` or any unique prefix of an id."""
+    RUN_ID may be `latest` or any unique prefix of an id.
+
+    Example: overbrainer train attach latest
+    """
     from overbrainer.train import session
 
     app = current_app()
@@ -71,6 +76,8 @@ def stop(run_id: str) -> None:
     While another overbrainer process holds the project (following the run, most
     likely), only the request is written: that process collects the snapshot. RUN_ID
     may be `latest` or any unique prefix of an id.
+
+    Example: overbrainer train stop latest
     """
     from overbrainer.runs.lock import LockHeld
     from overbrainer.train import session
@@ -94,7 +101,10 @@ def stop(run_id: str) -> None:
 def cancel(run_id: str) -> None:
     """Cancel RUN_ID: stop its job (TERM, then KILL) and keep what it wrote.
 
-    RUN_ID may be `latest` or any unique prefix of an id."""
+    RUN_ID may be `latest` or any unique prefix of an id.
+
+    Example: overbrainer train cancel latest
+    """
     from overbrainer.train import session
 
     app = current_app()

@@ -11,7 +11,10 @@ from overbrainer.cli.context import current_app
 
 @click.command()
 def tui() -> None:
-    """Browse the project, its dataset, pipeline, runs and logs in a terminal UI."""
+    """Browse the project, its dataset, pipeline, runs and logs in a terminal UI.
+
+    Example: overbrainer tui
+    """
     from overbrainer.errors import UserError
 
     if not sys.stdout.isatty():

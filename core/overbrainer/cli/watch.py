@@ -17,6 +17,8 @@ def watch() -> None:
     the next one. A change during a training follows [watch] on_change: "wait" (the
     default) lets it finish, "snapshot" stops it with a snapshot. Ctrl-C stops watching; a
     training in progress keeps running (`overbrainer train attach RUN_ID`).
+
+    Example: cd my-project && overbrainer watch
     """
     from overbrainer.watch.loop import Loop
 

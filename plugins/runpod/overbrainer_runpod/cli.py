@@ -28,7 +28,10 @@ def pod() -> None:
 @pod.command("ls")
 def list_pods() -> None:
     """List overbrainer's pods on the account: id, state, $/h, run (and whether the run is
-    of this project)."""
+    of this project).
+
+    Example: overbrainer pod ls
+    """
     from overbrainer.plugin import current_project
     from overbrainer_runpod.pods import AFTER_TAG
 
@@ -51,7 +54,10 @@ def list_pods() -> None:
 @click.option("--force", is_flag=True, help="Delete it even while its run is still running.")
 def remove(run_id: str, force: bool) -> None:
     """Delete the pod of RUN_ID and confirm it is gone. RUN_ID may be `latest` or any
-    unique prefix of a run of this project, or the id of a run of none."""
+    unique prefix of a run of this project, or the id of a run of none.
+
+    Example: overbrainer pod rm latest
+    """
     from overbrainer.plugin import ProjectLock, UserError, current_project, resolve_run_id
     from overbrainer_runpod import record
     from overbrainer_runpod.pods import PodLife
@@ -130,7 +136,10 @@ def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
 @click.option("--max-price", type=click.FloatRange(min=0), help="At most this many $/h.")
 @click.option("--in-stock", is_flag=True, help="Only types in stock on Secure Cloud.")
 def gpus(min_vram: int | None, max_price: float | None, in_stock: bool) -> None:
-    """List the GPU types of Secure Cloud: id, VRAM, $/h, stock; cheapest first."""
+    """List the GPU types of Secure Cloud: id, VRAM, $/h, stock; cheapest first.
+
+    Example: overbrainer pod gpus --min-vram 48 --in-stock
+    """
     from overbrainer_runpod.pods import stock_of
 
     rows = []
@@ -153,14 +162,20 @@ def gpus(min_vram: int | None, max_price: float | None, in_stock: bool) -> None:
 
 @pod.command("datacenters")
 def datacenters() -> None:
-    """List Runpod's data centers (for data_center_ids)."""
+    """List Runpod's data centers (for data_center_ids).
+
+    Example: overbrainer pod datacenters
+    """
     for center in _api().datacenters():
         click.echo(f"{center.get('id')}  {center.get('location') or center.get('name') or ''}")
 
 
 @pod.command("volumes")
 def volumes() -> None:
-    """List the account's network volumes (for network_volume_id)."""
+    """List the account's network volumes (for network_volume_id).
+
+    Example: overbrainer pod volumes
+    """
     found = _api().volumes()
     if not found:
         click.echo("pod: no network volume on this account")
