@@ -141,9 +141,29 @@ def load_plugins(env: Mapping[str, str] | None = None) -> Plugins:
             )
             if entry.name in dict(plugins.pm.list_name_plugin()):
                 plugins.unregister(entry.name)
+    _remember_commands(plugins, env)
     if env.get("OVERBRAINER_TRACE_PLUGINS", "") not in ("", "0"):
         trace(plugins.pm)
     return plugins
+
+
+def _remember_commands(plugins: Plugins, env: Mapping[str, str]) -> None:
+    """Keep the plugins' command names and summaries for ``--help`` (see plugincmds)."""
+    from overbrainer.plugincmds import remember
+
+    found: dict[str, str] = {}
+
+    def register(command: Any) -> None:
+        name = getattr(command, "name", None)
+        if isinstance(name, str) and not getattr(command, "hidden", False):
+            found.setdefault(name, (command.help or "").split("\n\n")[0].strip())
+
+    try:
+        plugins.hook.register_commands(register=register)
+    except Exception as error:  # noqa: BLE001 - a plugin's commands: listed when they run
+        logger.debug(f"the plugins' commands are not listed by --help: {error}")
+        return
+    remember(found, env)
 
 
 def trace(pm: pluggy.PluginManager) -> None:

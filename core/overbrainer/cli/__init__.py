@@ -137,11 +137,19 @@ class LazyGroup(click.Group):
         names = self.list_commands(ctx)
         if not names:
             return
+        extra: dict[str, str] = {}
+        if ctx.parent is None:  # the plugins' commands, as the last load of them left them
+            from overbrainer.plugincmds import remembered
+
+            extra = {k: v for k, v in remembered().items() if k not in names}
+            names = sorted([*names, *extra])
         limit = formatter.width - 6 - max(len(name) for name in names)
         rows = []
         for name in names:
-            if name in self.lazy and name not in self.commands and name in SUMMARIES:
-                summary = click.Command(name, help=SUMMARIES[name])
+            if name in extra or (
+                name in self.lazy and name not in self.commands and name in SUMMARIES
+            ):
+                summary = click.Command(name, help=extra.get(name) or SUMMARIES[name])
                 rows.append((name, summary.get_short_help_str(limit)))
                 continue
             command = self.get_command(ctx, name)
