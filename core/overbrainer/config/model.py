@@ -175,6 +175,10 @@ class Role(Section):
         return self
 
 
+ROLE_NAMES = ("generator", "parent", "embedder", "judge")
+"""The roles, in the order the pipeline first uses them."""
+
+
 class Roles(Section):
     generator: Role
     parent: Role

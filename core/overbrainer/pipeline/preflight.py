@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 from overbrainer.config.env import provider_variable
 from overbrainer.config.listen import is_loopback_url
-from overbrainer.config.model import Settings
+from overbrainer.config.model import ROLE_NAMES, Settings
 
-ROLES = ("generator", "parent", "embedder", "judge")
+ROLES = ROLE_NAMES
 
 _HIDING_NAMES = re.compile(r"^(?:gpt-|claude|gemini|o\d)")
 

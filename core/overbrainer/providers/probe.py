@@ -12,9 +12,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from overbrainer.config.model import ROLE_NAMES as ROLES
 from overbrainer.config.model import Role, Settings
 from overbrainer.errors import UserError
-from overbrainer.pipeline.preflight import ROLES
 from overbrainer.providers.errors import ProviderError
 from overbrainer.providers.prices import Price, PriceBook
 from overbrainer.providers.registry import ProviderSet
