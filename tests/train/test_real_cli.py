@@ -60,6 +60,10 @@ def real(trainer, venv, tiny_model, monkeypatch):
 
 
 def _log_steps(trainer, run_id: str) -> list[int]:
+    """The steps logged so far: none while the job has not made its metrics.jsonl yet (a
+    run is `running` once its job is spawned, before Axolotl has loaded)."""
+    if not (trainer.dir / "runs" / run_id / "metrics.jsonl").exists():
+        return []
     return [e["step"] for e in trainer.metrics(run_id) if e["event"] == "log" and "loss" in e]
 
 
