@@ -20,6 +20,7 @@ from overbrainer.providers.errors import FatalProviderError
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from overbrainer.providers.prices import Price
     from overbrainer.providers.registry import ProviderSet
 
 RAISE = (
@@ -55,12 +56,7 @@ class Budget:
     ) -> float:
         """Reserve the projected cost of ``role``'s request of ``messages``, or refuse it
         (``BudgetExceeded``); :meth:`release` the amount returned once it is answered."""
-        price = await providers.ask_price(role.provider, role.model)
-        if price is None:
-            raise FatalProviderError(
-                f"budget: the price of {role.provider}/{role.model} is unknown, so max_usd "
-                f"cannot be kept: set [providers.{role.provider}.prices]"
-            )
+        price = await _price(providers, role)
         cost = self._per_request(report, role, messages).cost(price)
         if self.spent(report) + self._reserved + cost > self.max_usd:
             if self.next_cost is None:
@@ -86,12 +82,7 @@ class Budget:
         messages of each) as fit, in order: the reservations, one a request admitted
         (release each as its result is paid for). With ``refuse`` false every one is
         reserved (a batch already live: it is paid for whatever the budget says)."""
-        price = await providers.ask_price(role.provider, role.model)
-        if price is None:
-            raise FatalProviderError(
-                f"budget: the price of {role.provider}/{role.model} is unknown, so max_usd "
-                f"cannot be kept: set [providers.{role.provider}.prices]"
-            )
+        price = await _price(providers, role)
         admitted: list[float] = []
         for messages in requests:
             cost = self._per_request(report, role, messages).cost(price) * (1 - discount)
@@ -137,3 +128,14 @@ class Budget:
             return found
         chars = sum(len(message["content"]) for message in messages)
         return assumed(chars, len(messages), role)
+
+
+async def _price(providers: ProviderSet, role: Role) -> Price:
+    """The price of ``role``'s model: a budget cannot be kept without one."""
+    price = await providers.ask_price(role.provider, role.model)
+    if price is None:
+        raise FatalProviderError(
+            f"budget: the price of {role.provider}/{role.model} is unknown, so max_usd "
+            f"cannot be kept: set [providers.{role.provider}.prices]"
+        )
+    return price

@@ -17,7 +17,7 @@ from overbrainer.providers.batch_api import (
     checked_id,
     lines,
     member,
-    parsed,
+    opened,
     reason,
     same_origin,
 )
@@ -113,13 +113,10 @@ class AnthropicBatches:
 
 def item(line: bytes) -> ItemResult:
     """One line of a batch's results."""
-    try:
-        record = parsed(line)
-    except ProviderError as error:
-        return ItemResult(None, error=str(error))
-    custom_id = record.get("custom_id")
-    if not isinstance(custom_id, str):
-        return ItemResult(None, error="no custom_id")
+    found = opened(line)
+    if isinstance(found, ItemResult):
+        return found
+    record, custom_id = found
     result = record.get("result")
     kind = member(result, "type")
     if kind != "succeeded":

@@ -192,6 +192,19 @@ def parsed(line: bytes) -> dict[str, Any]:
     return record
 
 
+def opened(line: bytes) -> tuple[dict[str, Any], str] | ItemResult:
+    """A results line and its ``custom_id``, or the failed item it is when it has none
+    (not JSON, not an object, no id): the opening both protocols' lines share."""
+    try:
+        record = parsed(line)
+    except ProviderError as error:
+        return ItemResult(None, error=str(error))
+    custom_id = record.get("custom_id")
+    if not isinstance(custom_id, str):
+        return ItemResult(None, error="no custom_id")
+    return record, custom_id
+
+
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 
 

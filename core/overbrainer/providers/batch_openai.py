@@ -19,11 +19,11 @@ from overbrainer.providers.batch_api import (
     checked_id,
     lines,
     member,
-    parsed,
+    opened,
     reason,
 )
 from overbrainer.providers.client import Client
-from overbrainer.providers.errors import ProviderError, TransientError
+from overbrainer.providers.errors import TransientError
 
 LIMITS = Limits(requests=50_000, bytes=190_000_000)
 """Under OpenAI's 50,000 requests or 200 MB a file (the margin: the multipart wrapping)."""
@@ -143,13 +143,10 @@ class OpenAIBatches:
 
 def item(line: bytes) -> ItemResult:
     """One line of an output or error file."""
-    try:
-        record = parsed(line)
-    except ProviderError as error:
-        return ItemResult(None, error=str(error))
-    custom_id = record.get("custom_id")
-    if not isinstance(custom_id, str):
-        return ItemResult(None, error="no custom_id")
+    found = opened(line)
+    if isinstance(found, ItemResult):
+        return found
+    record, custom_id = found
     failure = _failure(record)
     if failure is not None:
         return ItemResult(custom_id, error=failure)
