@@ -9,6 +9,8 @@ from typing import Any
 
 from overbrainer.providers import anthropic_messages
 from overbrainer.providers.batch_api import (
+    CLOCK_SLACK,
+    FIND_PAGES,
     BatchStatus,
     ItemResult,
     Limits,
@@ -27,13 +29,7 @@ from overbrainer.providers.errors import ProviderError, TransientError
 LIMITS = Limits(requests=100_000, bytes=250_000_000)
 """Under Anthropic's 100,000 requests or 256 MB a batch."""
 PATH = "messages/batches"
-CLOCK_SLACK = 300.0
-"""Seconds a batch's ``created_at`` may lie before the project recorded it (clock skew)."""
 FOREIGN_RESULTS = "the batch's results_url is not on the provider's host: not followed"
-
-
-FIND_PAGES = 20
-"""Pages of 100 batches looked through for one lost on its way (a workspace's recent ones)."""
 
 
 class AnthropicBatches:

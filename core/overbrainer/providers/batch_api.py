@@ -192,6 +192,12 @@ def parsed(line: bytes) -> dict[str, Any]:
     return record
 
 
+FIND_PAGES = 20
+"""Pages of 100 batches looked through for one lost on its way (a key's recent ones)."""
+CLOCK_SLACK = 300.0
+"""Seconds a batch's ``created_at`` may lie before the project recorded it (clock skew)."""
+
+
 def opened(line: bytes) -> tuple[dict[str, Any], str] | ItemResult:
     """A results line and its ``custom_id``, or the failed item it is when it has none
     (not JSON, not an object, no id): the opening both protocols' lines share."""

@@ -11,6 +11,8 @@ import aiohttp
 
 from overbrainer.providers import openai_chat
 from overbrainer.providers.batch_api import (
+    CLOCK_SLACK,
+    FIND_PAGES,
     BatchStatus,
     ItemResult,
     Limits,
@@ -40,12 +42,6 @@ def request_line(request: Request) -> bytes:
     line = {"custom_id": request.custom_id, "method": "POST", "url": ENDPOINT,
             "body": request.body}
     return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-
-
-FIND_PAGES = 20
-"""Pages of 100 batches looked through for one lost on its way (a key's recent ones)."""
-FIND_SLACK = 300.0
-"""Seconds of clock difference allowed between this machine and the provider."""
 
 
 class OpenAIBatches:
@@ -95,7 +91,7 @@ class OpenAIBatches:
                 if mine or (file_id is not None and batch.get("input_file_id") == file_id):
                     return checked_id(batch.get("id"), "batch")
             created = [b.get("created_at") for b in batches]
-            older = any(isinstance(t, int | float) and t < since - FIND_SLACK for t in created)
+            older = any(isinstance(t, int | float) and t < since - CLOCK_SLACK for t in created)
             if not batches or older or member(data, "has_more") is not True:
                 return None
             after = f"&after={checked_id(batches[-1].get('id'), 'batch')}"
