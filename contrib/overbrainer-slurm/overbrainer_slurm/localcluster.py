@@ -22,6 +22,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -118,7 +119,7 @@ KillWait={self.kill_wait_s}
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=1
 MinJobAge=600
-NodeName={NODE} NodeHostname={host} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory=1000 State=UNKNOWN
+NodeName={NODE} NodeHostname={host} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory=1000
 PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
 """,
             encoding="utf-8",
@@ -133,14 +134,18 @@ PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
         self._spawn(
             "munged",
             [
-                self._program("munged"), "--foreground", "--force",
-                f"--socket={munge / 'munge.socket'}", f"--key-file={munge / 'munge.key'}",
-                f"--pid-file={munge / 'munged.pid'}", f"--log-file={logs / 'munged.log'}",
+                self._program("munged"),
+                "--foreground",
+                "--force",
+                f"--socket={munge / 'munge.socket'}",
+                f"--key-file={munge / 'munge.key'}",
+                f"--pid-file={munge / 'munged.pid'}",
+                f"--log-file={logs / 'munged.log'}",
                 f"--seed-file={munge / 'munged.seed'}",
             ],
             env,
         )
-        self._wait(lambda: (munge / "munge.socket").exists(), "munged's socket")
+        self._wait((munge / "munge.socket").exists, "munged's socket")
         self._spawn("slurmctld", [self._program("slurmctld"), "-D", "-i"], env)
         self._spawn("slurmd", [self._program("slurmd"), "-D", "-N", NODE], env)
         self._wait(self._idle, "the node to be idle")
@@ -149,13 +154,17 @@ PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
     def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         with (self.root / "log" / f"{name}.out").open("ab") as out:
             self.processes[name] = subprocess.Popen(
-                argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
 
-    def _wait(self, ready: object, what: str) -> None:
+    def _wait(self, ready: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not ready():  # type: ignore[operator]
+        while not ready():
             for name, process in self.processes.items():
                 if process.poll() is not None:
                     raise RuntimeError(
@@ -170,7 +179,10 @@ PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
         """A Slurm command's output, run against this cluster."""
         done = subprocess.run(
             [self._program(argv[0]), *argv[1:]],
-            env={**os.environ, **self.env}, capture_output=True, text=True, timeout=30,
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=30,
             check=False,
         )
         if check and done.returncode != 0:
@@ -180,7 +192,10 @@ PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
     def _idle(self) -> bool:
         done = subprocess.run(
             [self._program("sinfo"), "-h", "-n", NODE, "-o", "%T"],
-            env={**os.environ, **self.env}, capture_output=True, text=True, timeout=30,
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=30,
             check=False,
         )
         return done.returncode == 0 and done.stdout.strip() in ("idle", "mixed", "allocated")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from slurm_fixtures import slurm_cluster  # noqa: F401 - the fixture
 from overbrainer_slurm.localcluster import LocalSlurm
+from slurm_fixtures import slurm_cluster  # noqa: F401 - the fixture
 
 
 def _state(cluster: LocalSlurm, job: str) -> str:
