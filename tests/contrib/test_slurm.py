@@ -8,10 +8,17 @@ cancel, the time limit) are collected here too.
 from __future__ import annotations
 
 import importlib.util
+import os
+import secrets
+import signal
 import sys
+import time
 from pathlib import Path
 
+import pytest
 from tests.train.conftest import trainer  # noqa: F401 - the fixture
+
+from overbrainer.runs.lock import ProjectLock
 
 PACKAGE = Path(__file__).parents[2] / "contrib" / "overbrainer-slurm"
 
@@ -37,3 +44,201 @@ test_a_batch_job_runs_and_a_held_one_is_cancelled_before_it_starts = _tests[
     "test_cluster"
 ].test_a_batch_job_runs_and_a_held_one_is_cancelled_before_it_starts
 slurm_cluster = _tests["test_contract"].slurm_cluster
+
+
+def slurm_target(spool: Path, venv: Path, more: str = "") -> str:
+    return (
+        f'\n[targets.cluster]\nkind = "slurm"\nspool = "{spool}"\nvenv = "{venv}"\n'
+        f'device = "cpu"\nlocal_paths = true\npass_env = ["FAKE_AXOLOTL_*"]\n{more}'
+    )
+
+
+@pytest.fixture
+def on_slurm(trainer, slurm_cluster, slurm_installed, tmp_path, monkeypatch):  # noqa: F811
+    """The trainer project with its training on the test Slurm; ``configure(more, **knobs)``
+    adds lines to the target's table and sets the fake trainer's knobs (they reach the job
+    through ``pass_env``)."""
+    monkeypatch.setenv("OVERBRAINER_LOAD_PLUGINS", "local,slurm")
+    monkeypatch.setenv("SLURM_CONF", slurm_cluster.env["SLURM_CONF"])
+    spool = tmp_path / "spool"
+
+    def configure(more: str = "", **knobs: str) -> None:
+        text = (trainer.dir / "overbrainer.toml").read_text().split("\n[targets.cluster]")[0]
+        text = text.replace('target = "local"', 'target = "cluster"')
+        target = slurm_target(spool, trainer.venv, more)
+        (trainer.dir / "overbrainer.toml").write_text(text + target)
+        for name in [name for name in os.environ if name.startswith("FAKE_AXOLOTL_")]:
+            monkeypatch.delenv(name)
+        for name, value in {"FAKE_AXOLOTL_STEP_SECONDS": "0.05", **knobs}.items():
+            monkeypatch.setenv(name, value)
+
+    def wait_training() -> dict:
+        """The newest run once it is recorded running and its job logged a step."""
+
+        def started() -> bool:
+            runs = trainer.runs()
+            if not runs or runs[-1]["state"] != "running":
+                return False
+            metrics = spool / runs[-1]["id"] / "metrics.jsonl"
+            return metrics.exists() and '"log"' in metrics.read_text()
+
+        trainer.wait_for(started, timeout=60, what="a running job on Slurm")
+        return trainer.run()
+
+    trainer.configure_slurm = configure
+    trainer.wait_training = wait_training
+    trainer.spool = spool
+    configure()
+    return trainer
+
+
+def _job(run: dict) -> str:
+    return run["job"]["data"]["job_id"]
+
+
+def test_train_on_slurm_then_logs_and_listing(on_slurm, slurm_cluster, run_cli, monkeypatch):
+    on_slurm.configure_slurm(FAKE_AXOLOTL_STEPS="4")
+    secret = "hf_" + secrets.token_hex(16)
+    monkeypatch.setenv("OVERBRAINER_HF_TOKEN", secret)
+    assert "slurm  overbrainer-slurm 0.1.0  kinds: slurm" in run_cli("plugins").stdout
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    run = on_slurm.run()
+    assert run["state"] == "succeeded"
+    assert run["remote_dir"] == str(on_slurm.spool / run["id"])
+    assert run["job"]["data"] == {"job_id": _job(run), "directory": run["remote_dir"]}
+    home = on_slurm.dir / "runs" / run["id"]
+    assert (home / "output" / "adapter_model.safetensors").read_bytes() == b"fake adapter weights"
+    assert result.stdout.splitlines()[0].startswith(f"train: run {run['id']} succeeded; step 4/4")
+    steps = [e["step"] for e in on_slurm.metrics(run["id"]) if e["event"] == "log" and "loss" in e]
+    assert steps == [1, 2, 3, 4]
+    logs = run_cli("runs", "logs", run["id"])
+    assert logs.exit_code == 0, logs.stderr
+    assert "fake axolotl: training completed" in logs.stdout
+    listing = run_cli("runs", "ls").stdout
+    assert f"succeeded  cluster  {run['created']}" in listing
+    note = (home / "target.note").read_text()
+    assert note in (f"slurm job {_job(run)} RUNNING\n", f"slurm job {_job(run)} COMPLETED\n")
+    assert note.strip() in listing
+    # The token reached the job by file: nothing Slurm keeps or shows holds it.
+    for shown in (
+        slurm_cluster.command("scontrol", "show", "job", "-dd", _job(run)),
+        slurm_cluster.command("squeue", "-o", "%all"),
+    ):
+        assert secret not in shown
+    for place in (on_slurm.dir, on_slurm.spool, slurm_cluster.root):
+        for path in place.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                assert secret.encode() not in path.read_bytes(), f"the secret is in {path}"
+
+
+def test_ctrl_c_detaches_attach_follows_stop_snapshots_and_resume_continues(on_slurm, run_cli):
+    on_slurm.configure_slurm(FAKE_AXOLOTL_HANG="1")
+    process = on_slurm.spawn("train")
+    run = on_slurm.wait_training()
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert out.endswith(
+        f"interrupted: run {run['id']} keeps running on target `cluster`; follow it "
+        f"again with `overbrainer train attach {run['id']}`\n"
+    )
+    assert f"slurm job {_job(run)} RUNNING" in run_cli("runs", "ls").stdout
+    attached = on_slurm.spawn("train", "attach", run["id"])
+    lock = ProjectLock(on_slurm.dir)
+    on_slurm.wait_for(lambda: lock.holder() == attached.pid, 60, "attach to follow the run")
+    running = run_cli("runs", "logs", run["id"])  # the log of a running job, from the spool
+    assert running.exit_code == 0, running.stderr
+    assert "fake axolotl: step" in running.stdout
+    stopped = run_cli("train", "stop", run["id"])
+    assert stopped.exit_code == 0, stopped.stderr
+    out, err = attached.communicate(timeout=120)
+    assert attached.returncode == 0, err
+    assert f"train: run {run['id']} stopped at step" in out
+    record = on_slurm.run()
+    step = record["snapshot"]["step"]
+    assert record["state"] == "stopped"
+    assert (on_slurm.dir / "runs" / run["id"] / "output" / f"checkpoint-{step}").is_dir()
+
+    on_slurm.configure_slurm(FAKE_AXOLOTL_STEPS=str(step + 3))
+    resumed = run_cli("train", "--resume-from", run["id"])
+    assert resumed.exit_code == 0, resumed.stderr
+    new = on_slurm.run()
+    assert new["resumed_from"] == run["id"] and new["state"] == "succeeded"
+    steps = [e["step"] for e in on_slurm.metrics(new["id"]) if e["event"] == "log" and "loss" in e]
+    assert steps == [step + 1, step + 2, step + 3]
+
+
+def test_slurms_own_stop_of_the_batch_shell_is_a_snapshot_that_attach_records(
+    on_slurm, slurm_cluster, run_cli
+):
+    on_slurm.configure_slurm(FAKE_AXOLOTL_HANG="1")
+    process = on_slurm.spawn("train")
+    run = on_slurm.wait_training()
+    process.kill()  # kill -9 of the CLI: the job keeps running on Slurm
+    process.wait()
+    slurm_cluster.command("scancel", "--signal=TERM", "--batch", _job(run))
+    result = run_cli("train", "attach", run["id"])
+    assert result.exit_code == 0, result.stderr
+    record = on_slurm.run()
+    assert record["state"] == "stopped"
+    assert record["snapshot"]["reason"] == "requested"
+
+
+def test_cancel_kills_the_job_on_slurm_at_once_and_logs_stay_readable(
+    on_slurm, slurm_cluster, run_cli
+):
+    on_slurm.configure_slurm(FAKE_AXOLOTL_HANG="1", FAKE_AXOLOTL_CHILD="1")
+    process = on_slurm.spawn("train")
+    run = on_slurm.wait_training()
+    process.kill()  # kill -9 of the CLI: the job keeps running on Slurm
+    process.wait()
+    child_file = on_slurm.spool / run["id"] / "fake_axolotl.child"
+    on_slurm.wait_for(child_file.exists, 30, "the fake trainer's child")
+    child = int(child_file.read_text())
+    started = time.monotonic()
+    result = run_cli("train", "cancel", run["id"])
+    assert result.exit_code == 0, result.stderr
+    assert time.monotonic() - started < slurm_cluster.kill_wait_s / 2
+    assert result.stdout == f"train: run {run['id']} cancelled\n"
+    assert on_slurm.run()["state"] == "cancelled"
+    assert not Path(f"/proc/{child}").exists() or _zombie(child)
+    assert _job(run) not in slurm_cluster.jobs()
+    again = run_cli("train", "cancel", run["id"])
+    assert again.exit_code == 1
+    assert again.stderr == f"error: run {run['id']} already ended: cancelled\n"
+    logs = run_cli("runs", "logs", run["id"])
+    assert logs.exit_code == 0, logs.stderr
+    assert "overbrainer: stage train:" in logs.stdout
+
+
+def test_a_job_sbatch_refuses_fails_the_run_and_leaves_no_secret(on_slurm, run_cli, monkeypatch):
+    on_slurm.configure_slurm('partition = "nosuch"\n')
+    monkeypatch.setenv("OVERBRAINER_HF_TOKEN", "hf_" + secrets.token_hex(16))
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: target `cluster`: sbatch refused the job: "
+        "sbatch: error: Batch job submission failed: Invalid partition name specified\n"
+    )
+    run = on_slurm.run()
+    assert run["state"] == "failed"
+    assert not (on_slurm.spool / run["id"] / ".secrets.json").exists()
+
+
+def test_without_slurm_here_the_error_says_to_set_login(on_slurm, run_cli, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: `sbatch` is not on this machine's PATH: run overbrainer on a node of the "
+        'cluster, or set login = "user@host" (a login node) in the target\n'
+    )
+    assert not on_slurm.runs(), "a run was created for a target that cannot start it"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
