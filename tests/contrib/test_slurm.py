@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.ssh.conftest import client_config, ssh_alias, ssh_keys, sshd  # noqa: F401
 from tests.train.conftest import trainer  # noqa: F401 - the fixture
 
 from overbrainer.runs.lock import ProjectLock
@@ -242,3 +243,53 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_login_submits_through_ssh_and_cancels_there(
+    on_slurm,
+    slurm_cluster,
+    sshd,  # noqa: F811
+    ssh_alias,  # noqa: F811
+    run_cli,
+    monkeypatch,
+):
+    # Only the login node (sshd on 127.0.0.1) knows the cluster: Slurm's commands run
+    # here would find no configuration.
+    sshd.stop()
+    sshd.env["SLURM_CONF"] = slurm_cluster.env["SLURM_CONF"]
+    sshd.start()
+    monkeypatch.delenv("SLURM_CONF")
+    on_slurm.configure_slurm(f'login = "{ssh_alias}"\n', FAKE_AXOLOTL_STEPS="2")
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    run = on_slurm.run()
+    assert run["state"] == "succeeded"
+    assert "Accepted publickey" in sshd.log.read_text()
+    shown = slurm_cluster.command("scontrol", "show", "job", "-o", _job(run))
+    assert f"JobName=overbrainer-{run['id']} " in shown
+
+    on_slurm.configure_slurm(f'login = "{ssh_alias}"\n', FAKE_AXOLOTL_HANG="1")
+    process = on_slurm.spawn("train")
+    hanging = on_slurm.wait_training()
+    process.kill()
+    process.wait()
+    cancelled = run_cli("train", "cancel", hanging["id"])
+    assert cancelled.exit_code == 0, cancelled.stderr
+    assert on_slurm.run()["state"] == "cancelled"
+    assert _job(hanging) not in slurm_cluster.jobs()
+
+
+def test_a_login_node_ssh_cannot_trust_is_refused_with_ssh_s_reason(
+    on_slurm,
+    client_config,  # noqa: F811
+    run_cli,
+):
+    alias = client_config(alias="stranger", known=False)
+    on_slurm.configure_slurm(f'login = "{alias}"\n')
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: target `cluster`: cannot reach login node stranger by ssh: Host key "
+        "verification failed.\n"
+    )
+    assert not on_slurm.runs()

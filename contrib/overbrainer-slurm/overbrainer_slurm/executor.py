@@ -32,6 +32,7 @@ from overbrainer.plugin import (
     RunRecord,
     SecretsChannel,
     TargetInfo,
+    TransientError,
     UserError,
     collect_directory,
     complete_lines,
@@ -129,7 +130,10 @@ class SlurmExecutor:
             raise UserError(
                 f"target `{self.name}`: cannot create spool {self.target.spool}: {error.strerror}"
             ) from None
-        done = self.slurm.commands.run(["sbatch", "--version"])
+        try:
+            done = self.slurm.commands.run(["sbatch", "--version"])
+        except TransientError as error:
+            raise UserError(f"target `{self.name}`: {error}") from None
         if done.code != 0:
             raise UserError(
                 f"target `{self.name}`: `sbatch --version` failed on "

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from overbrainer.plugin import TransientError, UserError
@@ -82,9 +83,13 @@ class SshCommands:
         ssh = shutil.which("ssh", path=self.env.get("PATH", os.defpath))
         if ssh is None:
             raise UserError("`ssh` (the OpenSSH client) is not installed on this machine")
-        remote = shlex.join(argv)
+        options = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=20"]
+        config = Path(self.env.get("HOME", "~")).expanduser() / ".ssh" / "config"
+        if config.is_file():
+            # ssh reads the passwd entry's home, not $HOME: overbrainer's HOME decides.
+            options[:0] = ["-F", str(config)]
         done = _run(
-            [ssh, "-o", "BatchMode=yes", "-o", "ConnectTimeout=20", "--", self.login, remote],
+            [ssh, *options, "--", self.login, shlex.join(argv)],
             input,
             command_environment(self.env),
             argv[0],
