@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.fixtures.real import REAL_TIMEOUT
 from tests.ssh.conftest import client_config, ssh_alias, ssh_keys, sshd  # noqa: F401
 from tests.train.conftest import trainer  # noqa: F401 - the fixture
 
@@ -293,3 +294,51 @@ def test_a_login_node_ssh_cannot_trust_is_refused_with_ssh_s_reason(
         "verification failed.\n"
     )
     assert not on_slurm.runs()
+
+
+REAL_TRAINING = """
+[training]
+target = "cluster"
+base_model = "{model}"
+adapter = "lora"
+chat_template = "tokenizer_default"
+epochs = 1
+sequence_len = 384
+sample_packing = false
+micro_batch_size = 1
+gradient_accumulation_steps = 1
+evals_per_epoch = 1
+saves_per_epoch = 1
+"""
+QUICKSTART_DATA = Path(__file__).parents[2] / "examples" / "quickstart" / "data" / "answers.jsonl"
+
+
+@pytest.mark.real
+@pytest.mark.timeout(REAL_TIMEOUT)
+def test_a_real_axolotl_run_on_slurm_succeeds_with_an_adapter(
+    on_slurm, venv, tiny_model, hf_home, slurm_cluster, run_cli, monkeypatch
+):
+    lines = QUICKSTART_DATA.read_text().splitlines()
+    (on_slurm.dir / "data" / "train.jsonl").write_text("\n".join(lines[:16]) + "\n")
+    (on_slurm.dir / "data" / "eval.jsonl").write_text("\n".join(lines[16:19]) + "\n")
+    text = (on_slurm.dir / "overbrainer.toml").read_text().split("\n[training]")[0]
+    for name, value in {"HF_HOME": hf_home, "HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AXOLOTL_DO_NOT_TRACK", "1")
+    target = slurm_target(on_slurm.spool, venv).replace(
+        'pass_env = ["FAKE_AXOLOTL_*"]',
+        'pass_env = ["HF_HOME", "HF_HUB_OFFLINE", "DO_NOT_TRACK", "AXOLOTL_DO_NOT_TRACK"]',
+    )
+    (on_slurm.dir / "overbrainer.toml").write_text(
+        text + REAL_TRAINING.format(model=tiny_model) + target
+    )
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    run = on_slurm.run()
+    assert run["state"] == "succeeded"
+    output = on_slurm.dir / "runs" / run["id"] / "output"
+    assert (output / "adapter_model.safetensors").is_file()
+    steps = [e["step"] for e in on_slurm.metrics(run["id"]) if e["event"] == "log" and "loss" in e]
+    assert steps == list(range(1, 17))
+    shown = slurm_cluster.command("scontrol", "show", "job", "-o", _job(run))
+    assert f"JobName=overbrainer-{run['id']} " in shown
