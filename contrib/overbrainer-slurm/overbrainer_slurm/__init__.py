@@ -82,6 +82,11 @@ def poll_job(executor: object, run: RunRecord) -> JobPoll | None:
 
 
 @hookimpl
+def wait_for_job(executor: object, run: RunRecord, timeout: float) -> bool | None:
+    return executor.wait(run, timeout) if isinstance(executor, SlurmExecutor) else None
+
+
+@hookimpl
 def request_snapshot(executor: object, run: RunRecord, reason: str) -> bool | None:
     return executor.request_snapshot(run, reason) if isinstance(executor, SlurmExecutor) else None
 

@@ -27,6 +27,7 @@ from overbrainer.plugin import (
     JobSpec,
     JobState,
     JobStatus,
+    LocalHost,
     LogChunk,
     Project,
     RunRecord,
@@ -90,6 +91,7 @@ class SlurmExecutor:
     offsets: dict[str, int] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     warned: set[str] = field(default_factory=set)
+    watcher: LocalHost | None = None
 
     @classmethod
     def create(cls, name: str, target: SlurmTarget, project: Project) -> SlurmExecutor:
@@ -226,6 +228,14 @@ class SlurmExecutor:
             snapshot=snapshot.decode("utf-8", "replace") if snapshot else None,
         )
 
+    def wait(self, run: RunRecord, timeout: float) -> bool | None:
+        """Until the runner's files say the job changed (inotify on the job directory), or
+        ``timeout``. On a network filesystem a node's writes may raise no event here: the
+        wait then ends at ``timeout``, as a poll would."""
+        if self.watcher is None:
+            self.watcher = LocalHost(self.project.env)
+        return self.watcher.wait_for_change(str(self.job_dir(run)), timeout)
+
     def request_snapshot(self, run: RunRecord, reason: str) -> bool:
         # The request file carries the reason; Slurm's own signal (the time limit's
         # --signal, `scancel --signal=TERM --batch`) reaches the same request through the
@@ -280,6 +290,9 @@ class SlurmExecutor:
 
     def release(self) -> None:
         self.offsets.clear()
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
 
     def _note(self, run_id: str, text: str) -> None:
         """``runs ls``'s word on the run: its Slurm job and state, kept when it changes."""

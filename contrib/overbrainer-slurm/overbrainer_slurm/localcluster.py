@@ -79,6 +79,7 @@ class LocalSlurm:
 
     def _write_config(self) -> None:
         root = self.root
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
         for name in ("munge", "state", "spool", "log"):
             (root / name).mkdir(mode=0o700, exist_ok=True)
         key = root / "munge" / "munge.key"
