@@ -154,6 +154,23 @@ class TestSlurmExecutor(ExecutorContract):
         assert driver.cancel(run).state is JobState.CANCELLED
         assert note.read_text() == f"slurm job {job_id(run)} CANCELLED\n"
 
+    @pytest.mark.parametrize("table_more", [{"sbatch_args": ["--hold"]}])
+    def test_a_stop_asked_while_queued_is_a_snapshot_at_the_first_step(
+        self,
+        slurm_cluster: LocalSlurm,  # noqa: F811
+        table: dict,
+        table_more: dict,
+        request: pytest.FixtureRequest,
+    ) -> None:
+        table.update(table_more)
+        driver = request.getfixturevalue("driver")
+        run = driver.launch(knobs={"FAKE_AXOLOTL_HANG": "1"})
+        assert driver.hook.request_snapshot(executor=driver.executor, run=run, reason="deadline")
+        slurm_cluster.command("scontrol", "release", job_id(run))
+        poll, _ = driver.follow(run)
+        assert poll.status == JobStatus.exited(0)
+        assert poll.snapshot is not None and '"reason": "deadline"' in poll.snapshot
+
     def test_cancel_ends_every_process_at_once_not_after_killwait(
         self,
         driver: Driver,
