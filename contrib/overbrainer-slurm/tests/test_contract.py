@@ -14,11 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
+from loguru import logger
 
 import overbrainer_slurm
-from overbrainer.plugin import JobState, JobStatus, RunRecord
+from overbrainer.plugin import LOST, JobHandle, JobState, JobStatus, RunRecord, TransientError
 from overbrainer.testing import ContractTarget, Driver, ExecutorContract, make_fake_venv
 from overbrainer_slurm.localcluster import LocalSlurm
+from overbrainer_slurm.transport import LocalCommands
 from slurm_fixtures import slurm_cluster  # noqa: F401 - the fixture
 
 SECRET_NAME = "HF_TOKEN"
@@ -214,6 +216,63 @@ class TestSlurmExecutor(ExecutorContract):
             assert time.monotonic() < deadline, "Slurm never saw the job end"
             time.sleep(0.1)
         assert state == "COMPLETED", "the job ran into its time limit"
+
+    @pytest.mark.parametrize("table_more", [{"venv": None, "python": "/no/such/python"}])
+    def test_a_batch_script_that_cannot_start_the_runner_is_its_exit_code(
+        self, table: dict, table_more: dict, request: pytest.FixtureRequest
+    ) -> None:
+        table.update(table_more)
+        driver = request.getfixturevalue("driver")
+        run = driver.launch(secrets={SECRET_NAME: "hf_" + tokens.token_hex(8)})
+        poll, _ = driver.follow(run)
+        assert poll.status == JobStatus.exited(127)
+        assert b"/no/such/python" in driver.whole_log(run)
+        assert not (Path(run.remote_dir) / ".secrets.json").exists()
+
+    def test_a_job_slurm_does_not_know_without_an_exit_code_is_lost_with_a_warning(
+        self, driver: Driver
+    ) -> None:
+        run = driver.new_run()
+        handle = JobHandle().with_data(
+            overbrainer_slurm.SlurmJob(job_id="999999", directory=run.remote_dir)
+        )
+        warnings: list[str] = []
+        sink = logger.add(lambda message: warnings.append(str(message)), level="WARNING")
+        try:
+            assert driver.poll(run.evolve(job=handle)).status == LOST
+            assert driver.poll(run.evolve(job=handle)).status == LOST
+        finally:
+            logger.remove(sink)
+        assert len(warnings) == 1, "warned once a run"
+        assert (
+            "target `contract`: Slurm ended job 999999 before its runner finished: "
+            "forgotten by the controller" in warnings[0]
+        )
+
+    def test_a_controller_out_of_reach_is_a_transient_error_naming_scontrol(
+        self,
+        driver: Driver,
+        slurm_cluster: LocalSlurm,  # noqa: F811
+        tmp_path: Path,
+    ) -> None:
+        run = driver.launch(knobs={"FAKE_AXOLOTL_HANG": "1"})
+        driver.training(run)
+        conf = slurm_cluster.conf.read_text()
+        port = next(line for line in conf.splitlines() if line.startswith("SlurmctldPort="))
+        elsewhere = tmp_path / "slurm.conf"
+        # Nothing listens there; the client gives up after its connect retries (about 2 s).
+        elsewhere.write_text(conf.replace(port, "SlurmctldPort=9\nTCPTimeout=1\nMessageTimeout=1"))
+        reachable = driver.executor.slurm.commands
+        driver.executor.slurm.commands = LocalCommands({**os.environ, "SLURM_CONF": str(elsewhere)})
+        try:
+            with pytest.raises(
+                TransientError,
+                match=r"^target `contract`: scontrol on this machine: .*Unable to contact slurm",
+            ):
+                driver.poll(run)
+        finally:
+            driver.executor.slurm.commands = reachable
+        assert driver.cancel(run).state is JobState.CANCELLED
 
 
 def _alive(pid: int) -> bool:
