@@ -19,7 +19,7 @@ from loguru import logger
 import overbrainer_slurm
 from overbrainer.plugin import LOST, JobHandle, JobState, JobStatus, RunRecord, TransientError
 from overbrainer.testing import ContractTarget, Driver, ExecutorContract, make_fake_venv
-from overbrainer_slurm.localcluster import LocalSlurm
+from overbrainer_slurm.localcluster import LocalSlurm, find_program
 from overbrainer_slurm.transport import LocalCommands
 from slurm_fixtures import slurm_cluster  # noqa: F401 - the fixture
 
@@ -84,10 +84,23 @@ class TestSlurmExecutor(ExecutorContract):
         tmp_path: Path,
     ) -> None:
         secret = "hf_" + tokens.token_hex(16)
-        # In overbrainer's own environment too, as OVERBRAINER_HF_TOKEN is: never exported.
+        # sbatch as called, its environment and argv kept: a shim first on PATH.
+        shim, seen = tmp_path / "shim", tmp_path / "sbatch.seen"
+        shim.mkdir()
+        real = find_program("sbatch")
+        (shim / "sbatch").write_text(
+            f'#!/bin/sh\n{{ env; printf "%s\\n" "$@"; }} > {seen}\nexec {real} "$@"\n'
+        )
+        (shim / "sbatch").chmod(0o755)
+        # The secret in overbrainer's own environment too, as OVERBRAINER_HF_TOKEN is.
         project = driver.executor.project
-        env = {**project.env, "OVERBRAINER_HF_TOKEN": secret}
+        env = {
+            **project.env,
+            "OVERBRAINER_HF_TOKEN": secret,
+            "PATH": f"{shim}:{project.env['PATH']}",
+        }
         driver.executor.project = dataclasses.replace(project, env=env)
+        driver.executor.slurm.commands = LocalCommands(env)
         run = driver.launch(
             knobs={"FAKE_AXOLOTL_HANG": "1", "FAKE_AXOLOTL_SHOW_SECRET": SECRET_NAME},
             secrets={SECRET_NAME: secret},
@@ -101,6 +114,8 @@ class TestSlurmExecutor(ExecutorContract):
             slurm_cluster.command("scontrol", "write", "batch_script", job, "-"),
             slurm_cluster.command("squeue", "-j", job, "-o", "%all"),
         ]
+        assert "--export=NONE" in seen.read_text().splitlines()
+        assert secret not in seen.read_text()
         assert "run_job.py" in shown[1]
         assert f"overbrainer-{run.id}" in shown[2]
         for text in shown:
