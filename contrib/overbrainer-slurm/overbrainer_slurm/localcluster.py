@@ -45,14 +45,6 @@ def find_program(name: str) -> str | None:
     return shutil.which(name, path=path)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 class LocalSlurm:
     """One controller and one node (``node1``, partition ``debug``) with ``cpus`` CPUs."""
 

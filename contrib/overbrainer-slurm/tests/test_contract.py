@@ -77,6 +77,12 @@ class TestSlurmExecutor(ExecutorContract):
             signal_runner=term_the_batch_shell(slurm_cluster),
         )
 
+    @pytest.fixture
+    def held_driver(self, table: dict, request: pytest.FixtureRequest) -> Driver:
+        """A driver whose jobs are submitted held (``--hold``): queued until released."""
+        table["sbatch_args"] = ["--hold"]
+        return request.getfixturevalue("driver")
+
     def test_no_secret_in_what_slurm_stores_or_shows(
         self,
         driver: Driver,
@@ -148,16 +154,12 @@ class TestSlurmExecutor(ExecutorContract):
         log = driver.whole_log(run)
         assert b"fake axolotl: training completed" in log
 
-    @pytest.mark.parametrize("table_more", [{"sbatch_args": ["--hold"]}])
     def test_a_queued_job_is_cancelled_before_it_starts(
         self,
         slurm_cluster: LocalSlurm,  # noqa: F811
-        table: dict,
-        table_more: dict,
-        request: pytest.FixtureRequest,
+        held_driver: Driver,
     ) -> None:
-        table.update(table_more)
-        driver = request.getfixturevalue("driver")
+        driver = held_driver
         run = driver.launch(knobs={"FAKE_AXOLOTL_STEPS": "1"}, secrets={SECRET_NAME: "hf_x"})
         where = Path(run.remote_dir)
         assert driver.poll(run).status.state is JobState.RUNNING  # queued counts as running
@@ -171,16 +173,12 @@ class TestSlurmExecutor(ExecutorContract):
         assert driver.cancel(run).state is JobState.CANCELLED
         assert note.read_text() == f"slurm job {job_id(run)} CANCELLED\n"
 
-    @pytest.mark.parametrize("table_more", [{"sbatch_args": ["--hold"]}])
     def test_a_stop_asked_while_queued_is_a_snapshot_at_the_first_step(
         self,
         slurm_cluster: LocalSlurm,  # noqa: F811
-        table: dict,
-        table_more: dict,
-        request: pytest.FixtureRequest,
+        held_driver: Driver,
     ) -> None:
-        table.update(table_more)
-        driver = request.getfixturevalue("driver")
+        driver = held_driver
         run = driver.launch(knobs={"FAKE_AXOLOTL_HANG": "1"})
         assert driver.hook.request_snapshot(executor=driver.executor, run=run, reason="deadline")
         slurm_cluster.command("scontrol", "release", job_id(run))
