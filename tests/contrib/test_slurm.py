@@ -313,25 +313,29 @@ saves_per_epoch = 1
 QUICKSTART_DATA = Path(__file__).parents[2] / "examples" / "quickstart" / "data" / "answers.jsonl"
 
 
+def real_project(on_slurm, venv, tiny_model, hf_home, monkeypatch, epochs: int = 1) -> None:
+    """The project trains the tiny model with the real Axolotl on the test Slurm."""
+    lines = QUICKSTART_DATA.read_text().splitlines()
+    (on_slurm.dir / "data" / "train.jsonl").write_text("\n".join(lines[:16]) + "\n")
+    (on_slurm.dir / "data" / "eval.jsonl").write_text("\n".join(lines[16:19]) + "\n")
+    text = (on_slurm.dir / "overbrainer.toml").read_text().split("\n[training]")[0]
+    variables = {"HF_HOME": hf_home, "HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1"}
+    for name, value in {**variables, "AXOLOTL_DO_NOT_TRACK": "1"}.items():
+        monkeypatch.setenv(name, value)
+    target = slurm_target(on_slurm.spool, venv).replace(
+        'pass_env = ["FAKE_AXOLOTL_*"]',
+        'pass_env = ["HF_HOME", "HF_HUB_OFFLINE", "DO_NOT_TRACK", "AXOLOTL_DO_NOT_TRACK"]',
+    )
+    training = REAL_TRAINING.format(model=tiny_model).replace("epochs = 1", f"epochs = {epochs}")
+    (on_slurm.dir / "overbrainer.toml").write_text(text + training + target)
+
+
 @pytest.mark.real
 @pytest.mark.timeout(REAL_TIMEOUT)
 def test_a_real_axolotl_run_on_slurm_succeeds_with_an_adapter(
     on_slurm, venv, tiny_model, hf_home, slurm_cluster, run_cli, monkeypatch
 ):
-    lines = QUICKSTART_DATA.read_text().splitlines()
-    (on_slurm.dir / "data" / "train.jsonl").write_text("\n".join(lines[:16]) + "\n")
-    (on_slurm.dir / "data" / "eval.jsonl").write_text("\n".join(lines[16:19]) + "\n")
-    text = (on_slurm.dir / "overbrainer.toml").read_text().split("\n[training]")[0]
-    for name, value in {"HF_HOME": hf_home, "HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1"}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AXOLOTL_DO_NOT_TRACK", "1")
-    target = slurm_target(on_slurm.spool, venv).replace(
-        'pass_env = ["FAKE_AXOLOTL_*"]',
-        'pass_env = ["HF_HOME", "HF_HUB_OFFLINE", "DO_NOT_TRACK", "AXOLOTL_DO_NOT_TRACK"]',
-    )
-    (on_slurm.dir / "overbrainer.toml").write_text(
-        text + REAL_TRAINING.format(model=tiny_model) + target
-    )
+    real_project(on_slurm, venv, tiny_model, hf_home, monkeypatch)
     result = run_cli("train")
     assert result.exit_code == 0, result.stderr
     run = on_slurm.run()
@@ -342,3 +346,25 @@ def test_a_real_axolotl_run_on_slurm_succeeds_with_an_adapter(
     assert steps == list(range(1, 17))
     shown = slurm_cluster.command("scontrol", "show", "job", "-o", _job(run))
     assert f"JobName=overbrainer-{run['id']} " in shown
+
+
+@pytest.mark.real
+@pytest.mark.timeout(REAL_TIMEOUT)
+def test_a_time_limit_stops_a_real_axolotl_run_with_a_snapshot(
+    on_slurm, venv, tiny_model, hf_home, slurm_cluster, run_cli, monkeypatch
+):
+    """Slurm signals the runner ``snapshot_margin_s`` before the limit (at its first check,
+    here, a margin nearly the whole limit): Axolotl saves a checkpoint and the run stops."""
+    real_project(on_slurm, venv, tiny_model, hf_home, monkeypatch, epochs=20)
+    config = on_slurm.dir / "overbrainer.toml"
+    config.write_text(config.read_text() + 'time_limit = "3"\nsnapshot_margin_s = 170\n')
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    run = on_slurm.run()
+    assert run["state"] == "stopped", result.stderr
+    step = run["snapshot"]["step"]
+    assert run["snapshot"]["reason"] == "requested"
+    assert (on_slurm.dir / "runs" / run["id"] / "output" / f"checkpoint-{step}").is_dir()
+    assert "JobState=COMPLETED " in slurm_cluster.command(
+        "scontrol", "show", "job", "-o", _job(run)
+    )
