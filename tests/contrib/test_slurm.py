@@ -16,18 +16,26 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.fixtures.real import REAL_TIMEOUT
-from tests.ssh.conftest import client_config, ssh_alias, ssh_keys, sshd  # noqa: F401
-from tests.train.conftest import trainer  # noqa: F401 - the fixture
 
-from overbrainer.runs.lock import ProjectLock
+ROOT = Path(__file__).parents[2]
+PACKAGE = ROOT / "contrib" / "overbrainer-slurm"
+# `tests` is a namespace package: a module that put a contrib package's directory (which
+# holds a `tests` folder of its own) first on sys.path hides this checkout's subpackages
+# not imported yet (`tests.ssh`). The checkout's root, last on sys.path, keeps them found.
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
 
-PACKAGE = Path(__file__).parents[2] / "contrib" / "overbrainer-slurm"
+from tests.fixtures.real import REAL_TIMEOUT  # noqa: E402
+from tests.ssh.conftest import client_config, ssh_alias, ssh_keys, sshd  # noqa: E402, F401
+from tests.train.conftest import trainer  # noqa: E402, F401 - the fixture
+
+from overbrainer.runs.lock import ProjectLock  # noqa: E402
 
 
 def _package_tests():
-    """The package's own tests, collected here too (they import its package)."""
-    sys.path[:0] = [str(PACKAGE), str(PACKAGE / "tests")]
+    """The package's own tests, collected here too (they import its package). Last on
+    sys.path: its `tests` folder must not hide this checkout's."""
+    sys.path += [str(PACKAGE), str(PACKAGE / "tests")]
     modules = {}
     for name in ("test_cluster", "test_contract"):
         spec = importlib.util.spec_from_file_location(
