@@ -31,7 +31,7 @@ def test_bad_slurm_settings_are_each_named(slurm_installed, run_cli):
     _configure(
         run_cli,
         'time_limit = "four hours"\ngpus = -1\nlogin = "-oProxyCommand=x"\n'
-        'sbatch_args = ["--export=ALL", "--mem=4G", "-o/tmp/x"]\n'
+        'sbatch_args = ["--export=ALL", "--mem=4G", "-o/tmp/x", "--requeue"]\n'
         'pass_env = ["HF_HOME", "WANDB_API_KEY"]\nvenv = "/a"\npython = "/b"\n',
     )
     result = run_cli("config", "check", env=ENV)
@@ -41,7 +41,9 @@ def test_bad_slurm_settings_are_each_named(slurm_installed, run_cli):
     assert "targets.cluster.time_limit: must be in Slurm's --time format" in error
     assert "targets.cluster.gpus: must be at least 0" in error
     assert "targets.cluster.login: must be user@host or an ssh alias" in error
-    assert "targets.cluster.sbatch_args: --export=ALL, -o/tmp/x: set by the slurm target" in error
+    assert (
+        "targets.cluster.sbatch_args: --export=ALL, -o/tmp/x, --requeue: set by the slurm target"
+    ) in error
     assert "targets.cluster.pass_env: WANDB_API_KEY looks like a secret" in error
 
 
@@ -77,6 +79,7 @@ def test_the_batch_script_and_options_hold_the_targets_settings_and_no_secret(sl
         "--output=/shared/ob/r1/job.log",
         "--open-mode=append",
         "--export=NONE",
+        "--no-requeue",
         "--signal=B:TERM@300",
         "--partition=gpu",
         "--account=lab",

@@ -29,6 +29,9 @@ def sbatch_options(target: SlurmTarget, run_id: str, where: str) -> list[str]:
         f"--output={where}/{layout.JOB_LOG}",
         "--open-mode=append",
         "--export=NONE",
+        # A requeued job would run the runner again in a directory it already wrote (its
+        # secrets read and gone): a node's failure ends the run instead.
+        "--no-requeue",
         # Before the time limit (and Slurm's TERM to every process, then KILL after its
         # KillWait), the runner alone is asked to stop: it saves a snapshot.
         f"--signal=B:TERM@{target.snapshot_margin_s}",

@@ -21,7 +21,7 @@ days-hours, days-hours:minutes, days-hours:minutes:seconds."""
 
 MANAGED_OPTIONS = (
     "--export", "--output", "--error", "--chdir", "--signal", "--parsable", "--wrap",
-    "--job-name", "--open-mode", "-o", "-e", "-D", "-J",
+    "--job-name", "--open-mode", "--requeue", "--no-requeue", "-o", "-e", "-D", "-J",
 )  # fmt: skip
 """sbatch options this target sets itself: ``sbatch_args`` may not change them."""
 
