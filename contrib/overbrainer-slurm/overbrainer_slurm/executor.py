@@ -215,6 +215,7 @@ class SlurmExecutor:
         status = self.status(run)
         if status.state is not JobState.RUNNING:
             _forget_secrets(where)
+            self._note_end(run, status)
         offset = self.offsets.get(run.id, 0)
         chunk = _read(where / layout.METRICS_FILE, offset)
         lines, used = complete_lines(chunk, capped=len(chunk) >= CAP)
@@ -260,6 +261,7 @@ class SlurmExecutor:
                 return JobStatus.exited(code)  # it ended on its own first
         _forget_secrets(where)
         (where / layout.CANCELLED).touch()
+        self._note_end(run, CANCELLED)
         return CANCELLED
 
     def _wait_ended(self, run: RunRecord, job_id: str) -> None:
@@ -276,8 +278,6 @@ class SlurmExecutor:
                 self.slurm.kill(job_id)  # it had not started yet at the first KILL
                 again = time.monotonic() + KILL_AGAIN_S
             time.sleep(0.1)
-        ended = state.state if state is not None else "ended"
-        self._note(run.id, f"slurm job {job_id} {ended}")
 
     # After it.
 
@@ -293,6 +293,15 @@ class SlurmExecutor:
         if self.watcher is not None:
             self.watcher.close()
             self.watcher = None
+
+    def _note_end(self, run: RunRecord, status: JobStatus) -> None:
+        """The note of an ended job, from the runner's word (Slurm may still be finishing
+        the batch step): its exit code, or its cancel."""
+        job_id = self.job(run).job_id
+        if status.state is JobState.EXITED:
+            self._note(run.id, f"slurm job {job_id} ended, exit code {status.exit_code}")
+        elif status.state is JobState.CANCELLED:
+            self._note(run.id, f"slurm job {job_id} CANCELLED")
 
     def _note(self, run_id: str, text: str) -> None:
         """``runs ls``'s word on the run: its Slurm job and state, kept when it changes."""
