@@ -376,3 +376,60 @@ def test_a_time_limit_stops_a_real_axolotl_run_with_a_snapshot(
     assert "JobState=COMPLETED " in slurm_cluster.command(
         "scontrol", "show", "job", "-o", _job(run)
     )
+
+
+def _shim_sbatch(directory: Path, body: str) -> None:
+    """A ``sbatch`` of ``body`` first on PATH (the other Slurm commands stay real)."""
+    directory.mkdir()
+    (directory / "sbatch").write_text(f"#!/bin/sh\n{body}")
+    (directory / "sbatch").chmod(0o755)
+
+
+def test_an_sbatch_that_fails_its_version_check_is_refused_before_a_run(
+    on_slurm, run_cli, monkeypatch, tmp_path
+):
+    _shim_sbatch(tmp_path / "shim", 'echo "sbatch: error: cannot load libslurm" >&2\nexit 1\n')
+    monkeypatch.setenv("PATH", f"{tmp_path / 'shim'}:{os.environ['PATH']}")
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: target `cluster`: `sbatch --version` failed on this machine: "
+        "sbatch: error: cannot load libslurm\n"
+    )
+    assert not on_slurm.runs()
+
+
+def test_an_answer_of_sbatch_without_a_job_id_fails_the_run(
+    on_slurm, run_cli, monkeypatch, tmp_path
+):
+    _shim_sbatch(
+        tmp_path / "shim",
+        '[ "$1" = --version ] && { echo "slurm 22.05.8"; exit 0; }\ncat >/dev/null\n'
+        'echo "Submitted to the moon"\n',
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path / 'shim'}:{os.environ['PATH']}")
+    monkeypatch.setenv("OVERBRAINER_HF_TOKEN", "hf_" + secrets.token_hex(16))
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: target `cluster`: sbatch answered no job id: 'Submitted to the moon'\n"
+    )
+    run = on_slurm.run()
+    assert run["state"] == "failed"
+    assert not (on_slurm.spool / run["id"] / ".secrets.json").exists()
+
+
+def test_a_login_node_without_slurm_is_named(
+    on_slurm,
+    sshd,  # noqa: F811
+    ssh_alias,  # noqa: F811
+    run_cli,
+):
+    sshd.stop()
+    sshd.env["PATH"] = "/nonexistent"
+    sshd.start()
+    on_slurm.configure_slurm(f'login = "{ssh_alias}"\n')
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(f"error: `sbatch` is not on the PATH of login node {ssh_alias}\n")
+    assert not on_slurm.runs()
