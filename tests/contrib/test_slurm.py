@@ -27,6 +27,7 @@ if str(ROOT) not in sys.path:
 
 from tests.fixtures.real import REAL_TIMEOUT  # noqa: E402
 from tests.ssh.conftest import client_config, ssh_alias, ssh_keys, sshd  # noqa: E402, F401
+from tests.tools import need  # noqa: E402
 from tests.train.conftest import trainer  # noqa: E402, F401 - the fixture
 
 from overbrainer.runs.lock import ProjectLock  # noqa: E402
@@ -433,3 +434,26 @@ def test_a_login_node_without_slurm_is_named(
     assert result.exit_code == 1
     assert result.stderr.endswith(f"error: `sbatch` is not on the PATH of login node {ssh_alias}\n")
     assert not on_slurm.runs()
+
+
+def test_a_job_submitted_whose_answer_was_lost_is_cancelled(
+    on_slurm, slurm_cluster, run_cli, monkeypatch, tmp_path
+):
+    real = need("sbatch")
+    _shim_sbatch(
+        tmp_path / "shim",
+        f'[ "$1" = --version ] && exec {real} "$@"\n{real} "$@" >/dev/null\n'
+        'echo "sbatch: error: Socket timed out on send/recv operation" >&2\nexit 1\n',
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path / 'shim'}:{os.environ['PATH']}")
+    on_slurm.configure_slurm(FAKE_AXOLOTL_HANG="1")
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: target `cluster`: sbatch refused the job: "
+        "sbatch: error: Socket timed out on send/recv operation\n"
+    )
+    run = on_slurm.run()
+    name = f"overbrainer-{run['id']}"
+    listed = slurm_cluster.command("squeue", "-h", f"--name={name}", "-t", "all", "-o", "%T")
+    assert listed.split() == ["CANCELLED"], "the job submitted runs on unseen"

@@ -171,7 +171,7 @@ class SlurmExecutor:
             # The answer may be what was lost (a dropped ssh): a job submitted but not
             # recorded would run unseen, so the run's jobs are cancelled by name.
             with contextlib.suppress(Exception):
-                self.slurm.commands.run(["scancel", f"--name=overbrainer-{run.id}"])
+                self.slurm.commands.run(["scancel", "--me", f"--name=overbrainer-{run.id}"])
             secrets.unlink(missing_ok=True)  # never left behind by a job that did not start
             raise
         self._note(run.id, f"slurm job {job_id} submitted")
