@@ -92,6 +92,7 @@ def test_the_batch_script_and_options_hold_the_targets_settings_and_no_secret(sl
     assert batch_script(target, "r1", "/shared/ob/r1", env) == (
         "#!/bin/sh\n"
         "# overbrainer run r1: the job's runner, in its directory on the node.\n"
+        'export PATH="${PATH:-/usr/local/bin:/usr/bin:/bin}"\n'
         "export HF_HOME='/cache/hf it'\"'\"'s'\n"
         "cd /shared/ob/r1 || exit 1\n"
         'exec "$HOME"/venvs/axolotl/bin/python run_job.py\n'

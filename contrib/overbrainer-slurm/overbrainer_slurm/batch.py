@@ -59,6 +59,8 @@ def batch_script(target: SlurmTarget, run_id: str, where: str, env: Mapping[str,
     return (
         "#!/bin/sh\n"
         f"# overbrainer run {run_id}: the job's runner, in its directory on the node.\n"
+        # A slurmd that is not root cannot load the user's environment: no PATH at all.
+        'export PATH="${PATH:-/usr/local/bin:/usr/bin:/bin}"\n'
         f"{exports}"
         f"cd {shlex.quote(where)} || exit 1\n"
         f"exec {node_path(target.interpreter)} {layout.RUNNER}\n"
