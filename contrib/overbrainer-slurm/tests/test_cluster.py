@@ -27,11 +27,14 @@ def test_a_batch_job_runs_and_a_held_one_is_cancelled_before_it_starts(
 ) -> None:
     script = tmp_path / "job.sh"
     script.write_text(f"#!/bin/sh\necho ran $SLURM_JOB_ID > {tmp_path}/out\n")
-    job = slurm_cluster.command("sbatch", "--parsable", "--export=NONE", str(script)).strip()
+    out = f"--output={tmp_path}/slurm-%j.out"  # not the submitting directory (the checkout)
+    job = slurm_cluster.command(
+        "sbatch", "--parsable", "--export=NONE", out, str(script)
+    ).strip()
     assert _wait_state(slurm_cluster, job, {"COMPLETED", "FAILED"}) == "COMPLETED"
     assert (tmp_path / "out").read_text() == f"ran {job}\n"
 
-    held = slurm_cluster.command("sbatch", "--parsable", "--hold", str(script)).strip()
+    held = slurm_cluster.command("sbatch", "--parsable", "--hold", out, str(script)).strip()
     assert held in slurm_cluster.command("squeue", "-h", "-o", "%i").split()
     slurm_cluster.command("scancel", held)
     assert _wait_state(slurm_cluster, held, {"CANCELLED"}) == "CANCELLED"
