@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from overbrainer.config.model import Settings
+    from overbrainer.cycles import CycleSummary
     from overbrainer.job.record import JobHandle, RunRecord
     from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import (
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
         TargetPrice,
     )
     from overbrainer.project import Project
-    from overbrainer.watch.summary import CycleSummary
 
 hookspec = pluggy.HookspecMarker("overbrainer")
 

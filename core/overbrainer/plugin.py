@@ -47,6 +47,7 @@ from overbrainer.config.model import (
     TargetBase,
     comma_list,
 )
+from overbrainer.cycles import CycleSummary
 from overbrainer.errors import ArtifactMismatch, MissingArtifact, TransientError, UserError
 from overbrainer.files import mkdir_nofollow, open_append, own_path, read_regular, write_atomic
 from overbrainer.job import layout
@@ -87,7 +88,6 @@ from overbrainer.redact import LineRedactor, escape_controls, redact, register_s
 from overbrainer.runs.ids import check_run_id
 from overbrainer.runs.lock import ProjectLock
 from overbrainer.runs.resolve import resolve_run_id
-from overbrainer.watch.summary import CycleSummary
 
 
 def current_project() -> Project:

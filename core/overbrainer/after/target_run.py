@@ -8,16 +8,16 @@ from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from loguru import logger
 
 from overbrainer import files
 from overbrainer.config.model import TargetBase
 from overbrainer.errors import UserError
+from overbrainer.hookcalls import Hooks
 from overbrainer.job import scripts
 from overbrainer.job.host import Completed
-from overbrainer.job.record import RunRecord
+from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.shell import TargetShell
 from overbrainer.project import Project
 
@@ -29,8 +29,8 @@ class TargetRun:
     """A shell on the target of ``run``, with the executor it came from (released by
     :meth:`close`)."""
 
-    hook: Any
-    executor: Any
+    hook: Hooks
+    executor: object
     run: RunRecord
     shell: TargetShell
 
@@ -136,7 +136,7 @@ class TargetRun:
             )
         return directory
 
-    def close(self, outcome: str | None = None) -> None:
+    def close(self, outcome: RunState | None = None) -> None:
         try:
             self.hook.release_executor(executor=self.executor, run=self.run, outcome=outcome)
         except Exception as error:  # noqa: BLE001 - releasing must not hide the real outcome
@@ -151,7 +151,7 @@ def _link_or_copy(source: str, dest: str) -> None:
 
 
 def open_target(
-    project: Project, hook: Any, run: RunRecord, *, purpose: str = "", keep: bool = False
+    project: Project, hook: Hooks, run: RunRecord, *, purpose: str = "", keep: bool = False
 ) -> TargetRun:
     """The target of ``run`` with a shell on it, or a ``UserError`` saying why not.
     ``purpose`` names the command, ``keep`` is its ``--keep-pod``."""

@@ -2,9 +2,9 @@
 
 A transport supplies a :class:`~overbrainer.job.host.Host`; ``HostExecutor`` does the rest
 (preparation, claim, spawn of the runner, status, snapshot request, cancel, verified
-retrieval, logs), and the built-in hook implementations in :mod:`overbrainer.job.hooks`
-route every hook call for a ``HostExecutor`` here. A target kind on a POSIX host so needs
-only ``register_targets`` and ``create_executor``.
+retrieval, logs); it is an :class:`~overbrainer.job.interface.Executor`, and the core's
+built-in plugin (:mod:`overbrainer.job.hooks`) routes every hook call for one here. A
+target kind on a POSIX host so needs only ``register_targets`` and ``create_executor``.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from overbrainer.config.model import HostTarget
 from overbrainer.errors import MissingArtifact, UserError
 from overbrainer.job import layout, scripts
 from overbrainer.job.host import Host, HostError
+from overbrainer.job.interface import Executor
 from overbrainer.job.manifest import Manifest, covered, parse_manifest, select, verify
 from overbrainer.job.metrics import complete_lines
-from overbrainer.job.record import Container, JobHandle, RunRecord
+from overbrainer.job.record import Container, JobHandle, RunRecord, RunState
 from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import (
     CANCELLED,
@@ -51,7 +52,7 @@ MANIFEST_CAP = 64 << 20
 LOG_CHUNK = 1 << 20
 
 
-class HostExecutor:
+class HostExecutor(Executor):
     """Runs jobs of the target ``name`` on ``host``, in run directories under ``workdir``.
 
     ``setup_dir``: where ``setup`` runs (default: the work directory); ``env``:
@@ -396,8 +397,14 @@ class HostExecutor:
         )
         return TargetShell(self.host, python, self.root)
 
+    def open_shell(self, purpose: str, keep_machine: bool) -> TargetShell:
+        return self.shell()
+
     def close(self) -> None:
         self.host.close()
+
+    def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
+        self.close()
 
 
 _MILESTONES = (

@@ -22,6 +22,7 @@ from pydantic import BaseModel, SecretStr
 from overbrainer import files
 from overbrainer.config.model import Settings, TargetBase, Training
 from overbrainer.errors import DetachedRun, TransientError, UserError
+from overbrainer.hookcalls import Hooks
 from overbrainer.job.layout import INPUTS_FILE
 from overbrainer.job.record import RunRecord, RunState, SnapshotReason
 from overbrainer.job.spec import JobSpec, JobState, JobStatus, TargetInfo
@@ -75,7 +76,7 @@ class Prepared:
     """The target reached and ready for a new run, and the job's secrets; or, when asked
     to train only if something changed, the run that is already ``up_to_date``."""
 
-    executor: Any
+    executor: object
     info: TargetInfo
     secrets: dict[str, SecretStr]
     up_to_date: RunRecord | None = None
@@ -151,7 +152,7 @@ def train(
     executor = ready.executor
     store = ws.runs
     record: RunRecord | None = None
-    outcome: str | None = None
+    outcome: RunState | None = None
     try:
         record = store.create(
             ws.settings.project.name,
@@ -172,7 +173,7 @@ def train(
         if noted.caught:
             raise noted.interrupt()
         record = follow_to_end(ws, executor, record, stop_when=stop_when)
-        outcome = record.state.value
+        outcome = record.state
     except KeyboardInterrupt:
         detached(store, record)
     finally:
@@ -250,7 +251,7 @@ def prepare(
     return Prepared(executor, info, secrets, same_as=resumable)
 
 
-def _ended(store: RunStore, record: RunRecord | None) -> str | None:
+def _ended(store: RunStore, record: RunRecord | None) -> RunState | None:
     """The final state of ``record`` as saved, or None while it may still run."""
     if record is None:
         return None
@@ -258,7 +259,7 @@ def _ended(store: RunStore, record: RunRecord | None) -> str | None:
         state = store.load(record.id).state
     except UserError:
         return None
-    return state.value if state.ended else None
+    return state if state.ended else None
 
 
 def job_config(ws: Workspace, plan: Plan, info: TargetInfo) -> tuple[str, dict[str, Any]]:
@@ -358,7 +359,7 @@ def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared) -> RunR
 
 def follow_to_end(
     ws: Workspace,
-    executor: Any,
+    executor: object,
     record: RunRecord,
     asked_at: float | None = None,
     stop_when: Callable[[], str | None] | None = None,
@@ -444,7 +445,7 @@ def create_executor(ws: Workspace, name: str, target: BaseModel, run: RunRecord 
     return executor
 
 
-def release(hook: Any, executor: Any, run: RunRecord | None, outcome: str | None) -> None:
+def release(hook: Hooks, executor: object, run: RunRecord | None, outcome: RunState | None) -> None:
     if executor is None:
         return
     try:
@@ -605,7 +606,7 @@ def attach(ws: Workspace, run_id: str) -> None:
 
 
 def follow_existing(
-    ws: Workspace, record: RunRecord, asked_at: float | None = None, executor: Any = None
+    ws: Workspace, record: RunRecord, asked_at: float | None = None, executor: object = None
 ) -> None:
     """Follow a started run to its end and report it."""
     hook = ws.hook
@@ -614,7 +615,7 @@ def follow_existing(
     outcome = None
     try:
         record = follow_to_end(ws, executor, record, asked_at=asked_at)
-        outcome = record.state.value
+        outcome = record.state
     except KeyboardInterrupt:
         release(hook, executor, record, None)
         detached(ws.runs, record)
@@ -708,7 +709,7 @@ def cancel(ws: Workspace, run_id: str) -> None:
 
                 record = settle(hook, executor, store, record, Followed(status=status))
     finally:
-        release(hook, executor, record, record.state.value if record.state.ended else None)
+        release(hook, executor, record, record.state if record.state.ended else None)
     if record.state is not RunState.CANCELLED:
         ws.echo(
             f"train: the job of run {run_id} had already ended ({status.describe()}): collect it "
