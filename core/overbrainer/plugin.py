@@ -5,7 +5,9 @@ module only; the rest of the core is private and may change (import-linter enfor
 CI). ``docs/plugins.md`` explains the contract: the hooks (:mod:`overbrainer.hookspecs`),
 the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of the calls.
 
-- Hooks: ``hookimpl``.
+- Executors as objects: subclass ``Executor`` (one method per operation) and register
+  an ``ExecutorHooks`` object, which turns the class into the hooks; or write the hooks
+  with ``hookimpl``.
 - Errors: ``UserError`` (a message for the user), ``TransientError`` (worth retrying),
   ``MissingArtifact``, ``ArtifactMismatch``.
 - What hooks take and return: ``JobSpec``, ``JobPoll``, ``JobStatus`` (``RUNNING``,
@@ -51,9 +53,11 @@ from overbrainer.cycles import CycleSummary
 from overbrainer.errors import ArtifactMismatch, MissingArtifact, TransientError, UserError
 from overbrainer.files import mkdir_nofollow, open_append, own_path, read_regular, write_atomic
 from overbrainer.job import layout
+from overbrainer.job.adapter import ExecutorHooks
 from overbrainer.job.changes import StreamWatches
 from overbrainer.job.executor import HostExecutor
 from overbrainer.job.host import Completed, Host, HostError
+from overbrainer.job.interface import Executor
 from overbrainer.job.localhost import LocalHost, job_environment
 from overbrainer.job.manifest import (
     Entry,
@@ -108,6 +112,8 @@ __all__ = [
     "CycleSummary",
     "Entry",
     "EnvPattern",
+    "Executor",
+    "ExecutorHooks",
     "Finite",
     "Host",
     "HostError",

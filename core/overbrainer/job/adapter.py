@@ -11,6 +11,7 @@ plugins and adapted ones live side by side.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -58,7 +59,9 @@ class ExecutorHooks(Generic[T]):
 
     Args:
         executors: the classes whose instances these hooks serve; an instance of a
-            subclass is served by the adapter that names that subclass.
+            subclass is served by the adapter that names that subclass. A class may be
+            named ``"module:Class"``: it is looked for only once that module is loaded,
+            so a plugin imports its executor's module when it first creates one.
         targets: the target kinds to register, each with its settings model.
         create: builds the executor for a target of one of those kinds (``name``, its
             validated table, the project, and the run record of a later command).
@@ -71,7 +74,7 @@ class ExecutorHooks(Generic[T]):
 
     def __init__(
         self,
-        *executors: type[Executor],
+        *executors: type[Executor] | str,
         targets: Mapping[str, type[T]] | None = None,
         create: Callable[[str, T, Project, RunRecord | None], Executor] | None = None,
         price: Callable[[str, T, Project], TargetPrice | None] | None = None,
@@ -110,7 +113,11 @@ class ExecutorHooks(Generic[T]):
                 setattr(self, name, mark(_function(getattr(self, "_" + name))))
 
     def _mine(self, executor: object) -> Executor | None:
-        return executor if type(executor) in self._executors else None  # type: ignore[return-value]
+        kind = type(executor)
+        for served in self._executors:
+            if served is kind or (isinstance(served, str) and _named(served) is kind):
+                return executor  # type: ignore[return-value]
+        return None
 
     def _describe_target(self, executor: object) -> TargetInfo | None:
         return mine.describe() if (mine := self._mine(executor)) else None
@@ -158,9 +165,20 @@ class ExecutorHooks(Generic[T]):
             mine.release(run, None if outcome is None else RunState(outcome))
 
     def __repr__(self) -> str:
-        names = ", ".join(cls.__name__ for cls in self._executors) or "no executor"
+        names = ", ".join(
+            served if isinstance(served, str) else served.__name__ for served in self._executors
+        )
+        names = names or "no executor"
         kinds = ", ".join(self._targets) or "no kind"
         return f"ExecutorHooks({names}; {kinds})"
+
+
+def _named(path: str) -> type | None:
+    """The class ``module:Class`` when its module is loaded, else None."""
+    module, _, name = path.partition(":")
+    loaded = sys.modules.get(module)
+    found = getattr(loaded, name, None) if loaded is not None else None
+    return found if isinstance(found, type) else None
 
 
 def _function(method: Callable[..., object]) -> Callable[..., object]:

@@ -20,6 +20,7 @@ from loguru import logger
 from overbrainer.plugin import (
     LOST,
     ArtifactSpec,
+    Executor,
     HostError,
     HostExecutor,
     HostTarget,
@@ -30,6 +31,7 @@ from overbrainer.plugin import (
     LogChunk,
     Project,
     RunRecord,
+    RunState,
     TargetInfo,
     TargetShell,
     TransientError,
@@ -71,7 +73,9 @@ class PodSession:
 
 
 @dataclass
-class RunpodExecutor:
+class RunpodExecutor(Executor):
+    """A pod per run on Runpod, its job driven over the ssh target's transport."""
+
     name: str
     target: Any
     project: Project
@@ -96,6 +100,9 @@ class RunpodExecutor:
             self.api.rest_url = rest_url(self.project)
 
     # Starting.
+
+    def prepare(self) -> None:
+        self.warn_orphans()
 
     def warn_orphans(self) -> None:
         """Warn about overbrainer pods whose run of this project is over, or unknown."""
@@ -337,13 +344,13 @@ class RunpodExecutor:
 
     # Ending.
 
-    def open_shell(self, purpose: str, keep: bool) -> TargetShell:
+    def open_shell(self, purpose: str, keep_machine: bool) -> TargetShell:
         """A pod for a command after training (``overbrainer_runpod.after``)."""
         from overbrainer_runpod import after
 
-        return after.open_shell(self, purpose, keep)
+        return after.open_shell(self, purpose, keep_machine)
 
-    def release(self, run: RunRecord | None, outcome: str | None) -> None:
+    def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
         if self.shell_pod is not None:
             from overbrainer_runpod import after
 

@@ -6,19 +6,16 @@ transport lives in :mod:`overbrainer_ssh.host`, loaded by ``create_executor``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel
-
 from overbrainer.plugin import (
+    ExecutorHooks,
     HostExecutor,
     HostTarget,
     Project,
     RemotePath,
     RunRecord,
     UserError,
-    hookimpl,
 )
 
 DEFAULT_WORKDIR = "overbrainer"
@@ -34,17 +31,10 @@ class SshTarget(HostTarget):
     """The reference tool's choice of client; here fabric serves both."""
 
 
-@hookimpl
-def register_targets(register: Callable[[str, type[BaseModel]], None]) -> None:
-    register("ssh", SshTarget)
-
-
-@hookimpl
 def create_executor(
-    name: str, target: BaseModel, project: Project, run: RunRecord | None
-) -> HostExecutor | None:
-    if not isinstance(target, SshTarget):
-        return None
+    name: str, target: SshTarget, project: Project, run: RunRecord | None
+) -> HostExecutor:
+    """A ``HostExecutor`` over SSH: the core's built-in plugin serves its hooks."""
     if not target.host:
         raise UserError(
             f"targets.{name}.host is not set: set OVERBRAINER_TARGETS__{name.upper()}__HOST"
@@ -54,3 +44,7 @@ def create_executor(
     host = SshHost(name, target.host)
     host.connect()
     return HostExecutor(name, target, host, target.workdir, env=project.env)
+
+
+plugin = ExecutorHooks(targets={"ssh": SshTarget}, create=create_executor)
+"""What the entry point names: the ``ssh`` kind and its executors."""
