@@ -1,17 +1,7 @@
-"""The executor template: a target that is not a shell host, written as one class.
-
-``kind = "spool"`` runs each job on this machine from a spool directory, with plain Python
-(files and a process), the way a scheduler plugin talks to its API: it copies the job
-directory where jobs live, starts the job's one command (``JobSpec.command()``, the stdlib
-runner), finds the job again from what ``launch`` returned, and reads its files for the
-rest. Replace the file and process calls with your scheduler's (submit, status, logs,
-stop) and keep the rest. It imports only ``overbrainer.plugin``; ``plugin`` below is what
-its entry point names.
-
-    [targets.queue]
-    kind = "spool"
-    directory = "/var/spool/overbrainer"
-    python = "~/axolotl-venv/bin/python"
+"""The executor template: ``kind = "spool"`` runs each job on this machine from a spool
+directory with files and a process, the way a scheduler plugin talks to its API (submit,
+status, logs, stop): replace those calls with your scheduler's and keep the rest. It
+imports only ``overbrainer.plugin``; its entry point names ``plugin``, at the end.
 """
 
 from __future__ import annotations
@@ -29,40 +19,20 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+# isort: off
 from overbrainer.plugin import (
-    CANCELLED,
-    LOST,
-    RUNNING,
-    ArtifactSpec,
-    Executor,
-    ExecutorHooks,
-    JobHandle,
-    JobPoll,
-    JobSpec,
-    JobState,
-    JobStatus,
-    LogChunk,
-    Project,
-    RemotePath,
-    RunRecord,
-    RunState,
-    SecretsChannel,
-    TargetBase,
-    TargetInfo,
-    UserError,
-    collect_directory,
-    complete_lines,
-    layout,
+    CANCELLED, LOST, RUNNING, ArtifactSpec, Executor, ExecutorHooks, JobHandle, JobPoll,
+    JobSpec, JobState, JobStatus, LogChunk, Project, RemotePath, RunRecord, SecretsChannel,
+    TargetBase, TargetInfo, UserError, collect_directory, complete_lines, layout,
 )  # fmt: skip
+# isort: on
 
-CAP = 1 << 20
-"""The most bytes of metrics or log one call reads."""
+CAP = 1 << 20  # the most bytes of metrics or log one call reads
 KILL_WAIT_S = 10.0
 
 
 class SpoolTarget(TargetBase):
-    """``[targets.NAME]`` with ``kind = "spool"``: where jobs live, and the Python that runs
-    them (its ``bin/`` holds ``axolotl``)."""
+    """``[targets.NAME]``: where jobs live, the Python that runs them (``bin/axolotl``)."""
 
     kind: Literal["spool"]
     directory: RemotePath
@@ -87,23 +57,14 @@ def _read(path: Path, offset: int, length: int = CAP) -> bytes:
 
 @dataclass
 class SpoolExecutor(Executor):
-    """The target ``name``: its settings and what it read of each job so far. ``env`` (the
-    project's environment, secrets included) stays out of the repr that traces print."""
+    """The target ``name``: its settings and what it read of each job so far (``release``,
+    ``wait``, ``prepare``, ``open_shell``: the defaults). ``env`` (the project's, secrets
+    included) stays out of the repr that ``OVERBRAINER_TRACE_PLUGINS`` prints."""
 
     name: str
     target: SpoolTarget
     env: Mapping[str, str] = field(repr=False)
     offsets: dict[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def create(
-        cls, name: str, target: SpoolTarget, project: Project, run: RunRecord | None
-    ) -> SpoolExecutor:
-        return cls(name, target, project.env)
-
-    @property
-    def root(self) -> Path:
-        return Path(self.target.directory).expanduser()
 
     def job(self, run: RunRecord) -> SpoolJob:
         if run.job is None:
@@ -111,17 +72,17 @@ class SpoolExecutor(Executor):
         return run.job.data_as(SpoolJob)
 
     def describe(self) -> TargetInfo:
-        # A real scheduler says what its nodes have; this one trains on this machine's CPU.
-        # Secrets travel as a 0600 file the runner deletes: nothing lands in a process table.
+        # This machine's CPU; secrets as a 0600 file the runner deletes (no process table).
         return TargetInfo(device="cpu", local_paths=True, secrets=SecretsChannel.FILE)
 
     def claim(self, run_id: str) -> str:
-        self.root.mkdir(parents=True, exist_ok=True)
+        where = Path(self.target.directory).expanduser() / run_id
+        where.parent.mkdir(parents=True, exist_ok=True)
         try:
-            (self.root / run_id).mkdir()  # exclusive: a second owner gets FileExistsError
+            where.mkdir()  # exclusive: a second owner gets FileExistsError
         except FileExistsError:
             return ""
-        return str(self.root / run_id)
+        return str(where)
 
     def launch(self, run: RunRecord, job: JobSpec) -> JobHandle:
         where = Path(run.remote_dir)
@@ -168,14 +129,12 @@ class SpoolExecutor(Executor):
         self.offsets[run.id] = offset + used
         request = _read(where / layout.SNAPSHOT_REQUEST, 0, 64).decode("ascii", "replace")
         snapshot = _read(where / layout.SNAPSHOT_FILE, 0, (64 << 10) + 1)
-        return JobPoll(
-            status, tuple(lines), snapshot_request=request.strip() or None,
-            snapshot=snapshot.decode("utf-8", "replace") if snapshot else None,
-        )  # fmt: skip
+        text = snapshot.decode("utf-8", "replace") if snapshot else None
+        return JobPoll(status, tuple(lines), snapshot_request=request.strip() or None,
+                       snapshot=text)  # fmt: skip
 
     def request_snapshot(self, run: RunRecord, reason: str) -> None:
-        # A scheduler that cannot write into the job directory sends its graceful stop
-        # (SIGTERM) instead: the runner turns it into this same request.
+        # Or send the runner SIGTERM (a scheduler's graceful stop): it writes this request.
         request = Path(self.job(run).directory) / layout.SNAPSHOT_REQUEST
         temporary = request.with_name(request.name + ".tmp")
         temporary.write_text(reason + "\n", encoding="utf-8")
@@ -203,8 +162,9 @@ class SpoolExecutor(Executor):
         data = _read(Path(self.job(run).directory) / layout.JOB_LOG, offset)
         return LogChunk(data, offset + len(data))
 
-    def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
-        self.offsets.clear()  # nothing held: a scheduler client would close here
+
+def create(name: str, target: SpoolTarget, project: Project, run: RunRecord | None) -> Executor:
+    return SpoolExecutor(name, target, project.env)
 
 
-plugin = ExecutorHooks(SpoolExecutor, targets={"spool": SpoolTarget}, create=SpoolExecutor.create)
+plugin = ExecutorHooks(SpoolExecutor, targets={"spool": SpoolTarget}, create=create)

@@ -409,7 +409,7 @@ def _followed_metrics(ws: Workspace, record: RunRecord) -> IO[str] | None:
     """For a job running away from its run directory, the file at home its metrics lines
     are copied to as they come (``runs show`` and the TUI chart them live); started afresh
     by each follower, which reads the job's lines from the first."""
-    from overbrainer.charts.series import FOLLOWED_METRICS
+    from overbrainer.job.layout import FOLLOWED_METRICS
 
     run_dir = ws.runs.run_dir(record.id)
     if Path(record.remote_dir) == run_dir or Path(record.remote_dir) == run_dir.resolve():

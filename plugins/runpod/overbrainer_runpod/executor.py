@@ -208,11 +208,9 @@ class RunpodExecutor(Executor):
             )
 
     def _connect(self, run_id: str, config: Path) -> Any:
-        from overbrainer_ssh.host import SshHost
+        from overbrainer_ssh import open_host
 
-        host = SshHost(self.name, alias(run_id), ssh_config=config)
-        host._transport()
-        return host
+        return open_host(self.name, alias(run_id), ssh_config=config)
 
     def _session(self, life: PodLife, host: Any) -> PodSession:
         inner_target = HostTarget(kind="runpod", venv=self.target.venv, device="gpu")
@@ -245,9 +243,9 @@ class RunpodExecutor(Executor):
         if pod.pod_id is None or pod.state is PodState.DELETED or pod.workdir is None:
             return None
         config = life.ssh_dir / "config"
-        from overbrainer_ssh.host import SshHost
+        from overbrainer_ssh import open_host
 
-        host = SshHost(self.name, alias(run_id), ssh_config=config)
+        host = open_host(self.name, alias(run_id), ssh_config=config, connect=False)
         session = self._session(life, host)
         session.launched = True
         self.sessions[run_id] = session

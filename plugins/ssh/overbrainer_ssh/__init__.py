@@ -1,15 +1,19 @@
 """The ``ssh`` target: training on a machine reached over SSH, with fabric.
 
 fabric (and paramiko) are imported only when a target of this kind is used: the
-transport lives in :mod:`overbrainer_ssh.host`, loaded by ``create_executor``.
+transport lives in :mod:`overbrainer_ssh.host`, loaded by ``create_executor``. Another
+plugin reaches a machine over SSH through :func:`open_host` only (its public face; the
+import contracts forbid the rest of this package to other plugins).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from overbrainer.plugin import (
     ExecutorHooks,
+    Host,
     HostExecutor,
     HostTarget,
     Project,
@@ -29,6 +33,21 @@ class SshTarget(HostTarget):
     workdir: RemotePath = DEFAULT_WORKDIR
     ssh_client: Literal["openssh", "builtin"] = "openssh"
     """The reference tool's choice of client; here fabric serves both."""
+
+
+def open_host(
+    name: str, address: str, *, ssh_config: Path | None = None, connect: bool = True
+) -> Host:
+    """The machine ``address`` (an SSH config alias, ``user@host[:port]``) as a ``Host`` of
+    the target ``name``, read with ``ssh_config`` instead of the user's SSH config when
+    given (a machine made for one run); connected now when ``connect``, raising
+    ``HostError`` with the reason when it cannot be. fabric is imported here."""
+    from overbrainer_ssh.host import SshHost
+
+    host = SshHost(name, address, ssh_config=ssh_config)
+    if connect:
+        host.open()
+    return host
 
 
 def create_executor(
