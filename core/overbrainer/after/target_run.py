@@ -12,7 +12,6 @@ from pathlib import Path
 from loguru import logger
 
 from overbrainer import files
-from overbrainer.config.model import TargetBase
 from overbrainer.errors import UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.job import scripts
@@ -155,30 +154,17 @@ def open_target(
 ) -> TargetRun:
     """The target of ``run`` with a shell on it, or a ``UserError`` saying why not.
     ``purpose`` names the command, ``keep`` is its ``--keep-pod``."""
-    table = project.settings.targets.get(run.target)
-    if table is None:
-        raise UserError(f"target `{run.target}` of run {run.id} is no longer in overbrainer.toml")
-    executor = hook.create_executor(name=run.target, target=table, project=project, run=run)
-    if executor is None:
-        kind = table.kind if isinstance(table, TargetBase) else "?"
-        raise UserError(f"no installed plugin can run target `{run.target}` (kind `{kind}`)")
-    try:
-        shell = hook.open_shell(executor=executor, purpose=purpose, keep_machine=keep)
-    except BaseException:
-        hook.release_executor(executor=executor, run=run, outcome=None)
-        raise
-    if shell is None:
-        hook.release_executor(executor=executor, run=run, outcome=None)
-        raise UserError(
-            f"target `{run.target}` of run {run.id} cannot run commands after training "
-            "(its plugin gives no shell)"
-        )
-    if shell.run_dir is not None:  # a machine made for this command
-        run = run.evolve(remote_dir=shell.run_dir)
-    elif shell.host.local:  # the record's path, on this machine: the project's own only
-        try:
+    from overbrainer.train.executors import held_executor
+
+    with held_executor(project, hook, run) as held:
+        shell = hook.open_shell(executor=held.executor, purpose=purpose, keep_machine=keep)
+        if shell is None:
+            raise UserError(
+                f"target `{run.target}` of run {run.id} cannot run commands after training "
+                "(its plugin gives no shell)"
+            )
+        if shell.run_dir is not None:  # a machine made for this command
+            run = run.evolve(remote_dir=shell.run_dir)
+        elif shell.host.local:  # the record's path, on this machine: the project's own only
             files.own_path(run.remote_dir, Path(shell.workdir), f"remote_dir of run {run.id}")
-        except BaseException:
-            hook.release_executor(executor=executor, run=run, outcome=None)
-            raise
-    return TargetRun(hook, executor, run, shell)
+        return TargetRun(hook, held.hand_on(), run, shell)
