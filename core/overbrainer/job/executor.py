@@ -54,7 +54,8 @@ class HostExecutor(Executor):
 
     ``setup_dir``: where ``setup`` runs (default: the work directory); ``env``:
     overbrainer's environment, from which ``pass_env`` takes what the job gets besides its
-    secrets.
+    secrets; ``home_only``: names of the run directory the target keeps at home besides
+    ``layout.HOME_ONLY`` (its own records of the machine), never uploaded.
     """
 
     def __init__(
@@ -66,6 +67,7 @@ class HostExecutor(Executor):
         *,
         setup_dir: str | None = None,
         env: Mapping[str, str] | None = None,
+        home_only: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.target = target
@@ -73,6 +75,7 @@ class HostExecutor(Executor):
         self.workdir = workdir
         self.setup_dir = setup_dir
         self.env = dict(env or {})
+        self.home_only = (*layout.HOME_ONLY, *home_only)
         self._offsets: dict[str, int] = {}
 
     @cached_property
@@ -201,7 +204,7 @@ class HostExecutor(Executor):
         (job.local_dir / "job.sh").write_text(self.job_script(run, job), encoding="utf-8")
         self.host.check(scripts.clear_stale_script(root))
         if not self.host.same_place(job.local_dir, root):
-            self.host.upload(job.local_dir, root, skip=layout.HOME_ONLY)
+            self.host.upload(job.local_dir, root, skip=self.home_only)
         token = random_tokens.token_hex(16)
         env = {name: value.get_secret_value() for name, value in job.secrets.items()}
         env.update(self._passed_env())

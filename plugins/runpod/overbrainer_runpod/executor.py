@@ -52,7 +52,9 @@ from overbrainer_runpod.pods import (
 from overbrainer_runpod.record import PodState
 from overbrainer_runpod.timing import Timing, timing
 
-ENDED = ("succeeded", "failed", "cancelled", "stopped")
+ENDED = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.STOPPED)
+HOME_ONLY = ("pod.json", "ssh")
+"""What the run directory keeps of its pods: never uploaded to one."""
 POD_LOGS = ("boot.log", "watchdog.log", "sshd.log")
 
 
@@ -216,7 +218,7 @@ class RunpodExecutor(Executor):
         inner_target = HostTarget(kind="runpod", venv=self.target.venv, device="gpu")
         inner = HostExecutor(
             self.name, inner_target, host, life.pod.workdir or "/workspace/overbrainer",
-            env=self.project.env,
+            env=self.project.env, home_only=HOME_ONLY,
         )  # fmt: skip
         return PodSession(life, host, inner)
 
@@ -364,13 +366,13 @@ class RunpodExecutor(Executor):
             for session in self.sessions.values():
                 session.host.close()
 
-    def end(self, session: PodSession, run: RunRecord, outcome: str) -> None:
+    def end(self, session: PodSession, run: RunRecord, outcome: RunState) -> None:
         life = session.life
         pod = life.pod
         if pod.state is PodState.DELETED:
             return
-        retrieved = (outcome in ("succeeded", "stopped")) or (
-            outcome in ("failed", "cancelled")
+        retrieved = (outcome in (RunState.SUCCEEDED, RunState.STOPPED)) or (
+            outcome in (RunState.FAILED, RunState.CANCELLED)
             and "artifacts not retrieved" not in (run.message or "")
         )
         if run.job is None and outcome in ENDED:
