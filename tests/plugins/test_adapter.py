@@ -128,3 +128,14 @@ def test_a_class_named_by_its_path_is_served_once_its_module_is_loaded(monkeypat
     lazy = module.Lazy()  # type: ignore[attr-defined]
     assert plugins.hook.claim_run_dir(executor=lazy, run_id=RUN.id) == f"/toy/{RUN.id}"
     assert repr(adapter) == "ExecutorHooks(toy_executors:Lazy; no kind)"
+
+
+def test_an_optional_hook_is_implemented_only_where_a_class_overrides_it():
+    plugins = _manager(ExecutorHooks(Toy))
+    (listed,) = [info.hooks for info in plugins.info()]
+    assert "release_executor" in listed  # Toy has its own release
+    assert not {"prepare_target", "wait_for_job", "open_shell"} & set(listed)
+    assert "poll_job" in listed
+    lazy = _manager(ExecutorHooks("not_loaded_yet:Toy"))  # unknown until loaded: all of them
+    (listed,) = [info.hooks for info in lazy.info()]
+    assert {"prepare_target", "wait_for_job", "open_shell", "release_executor"} <= set(listed)

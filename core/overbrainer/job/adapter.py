@@ -53,6 +53,15 @@ OPERATIONS = (
 )
 """The hooks an adapter answers for its executors."""
 
+OPTIONAL = {
+    "prepare_target": "prepare",
+    "wait_for_job": "wait",
+    "open_shell": "open_shell",
+    "release_executor": "release",
+}
+"""The hooks whose ``Executor`` method has a default: implemented only where a class
+overrides it, so that ``overbrainer plugins`` lists what the plugin really does."""
+
 
 class ExecutorHooks(Generic[T]):
     """The hook implementations of a plugin written as classes.
@@ -68,8 +77,8 @@ class ExecutorHooks(Generic[T]):
         price: ``estimate_price`` for a target of those kinds.
         trylast: answer after every other plugin (the core's built-in one does).
 
-    Only the hooks given something to do are implemented, so ``overbrainer plugins``
-    lists what the plugin really provides.
+    Only the hooks given something to do are implemented (an optional method, one the
+    classes override), so ``overbrainer plugins`` lists what the plugin really provides.
     """
 
     def __init__(
@@ -108,9 +117,10 @@ class ExecutorHooks(Generic[T]):
             self.create_executor = mark(create_executor)
         if price is not None:
             self.estimate_price = mark(estimate_price)
-        if executors:
-            for name in OPERATIONS:
-                setattr(self, name, mark(_function(getattr(self, "_" + name))))
+        for name in OPERATIONS if executors else ():
+            if name in OPTIONAL and not any(_overrides(cls, OPTIONAL[name]) for cls in executors):
+                continue
+            setattr(self, name, mark(_function(getattr(self, "_" + name))))
 
     def _mine(self, executor: object) -> Executor | None:
         kind = type(executor)
@@ -171,6 +181,13 @@ class ExecutorHooks(Generic[T]):
         names = names or "no executor"
         kinds = ", ".join(self._targets) or "no kind"
         return f"ExecutorHooks({names}; {kinds})"
+
+
+def _overrides(served: type[Executor] | str, method: str) -> bool:
+    """Whether ``served`` has its own ``method`` (a class not loaded yet may have)."""
+    if isinstance(served, str):
+        return True
+    return getattr(served, method) is not getattr(Executor, method)
 
 
 def _named(path: str) -> type | None:

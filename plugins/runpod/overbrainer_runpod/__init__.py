@@ -82,7 +82,6 @@ def create_executor(
     name: str, target: RunpodTarget, project: Project, run: RunRecord | None
 ) -> Executor:
     from overbrainer_runpod.api import api_of
-    from overbrainer_runpod.executor import RunpodExecutor
 
     return RunpodExecutor(name, target, project, api_of(*account(project)), run=run)
 
@@ -114,8 +113,8 @@ def estimate_price(name: str, target: RunpodTarget, project: Project) -> TargetP
 
 
 class RunpodHooks(ExecutorHooks[RunpodTarget]):
-    """The adapter's hooks for ``RunpodExecutor`` (its module loaded with the first one),
-    with the plugin's own: ``overbrainer pod`` and the pods' logs."""
+    """The adapter's hooks for ``RunpodExecutor``, with the plugin's own: ``overbrainer
+    pod`` and the pods' logs."""
 
     @hookimpl
     def register_commands(self, register: Callable[[Any], None]) -> None:
@@ -149,8 +148,10 @@ class RunpodHooks(ExecutorHooks[RunpodTarget]):
         return True
 
 
+from overbrainer_runpod.executor import RunpodExecutor  # noqa: E402 - it needs RunpodTarget's module
+
 plugin = RunpodHooks(
-    "overbrainer_runpod.executor:RunpodExecutor",
+    RunpodExecutor,
     targets={"runpod": RunpodTarget},
     create=create_executor,
     price=estimate_price,
