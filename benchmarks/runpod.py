@@ -116,11 +116,11 @@ def main() -> None:
         kinds: collections.Counter[str] = collections.Counter()
         for index in range(args.runs):
             ssh_table = {"kind": "ssh", "host": alias, "venv": str(venv)}
-            ssh_times.append(first_metric("ssh", overbrainer_ssh, ssh_table, root, index)[0])
+            ssh_times.append(first_metric("ssh", overbrainer_ssh.plugin, ssh_table, root, index)[0])
             pod_table = {"kind": "runpod", "gpu_types": ["NVIDIA A40"], "max_hours": 1,
                          "venv": str(venv)}  # fmt: skip
             before = len(fake.calls)
-            elapsed, _ = first_metric("runpod", overbrainer_runpod, pod_table, root, index)
+            elapsed, _ = first_metric("runpod", overbrainer_runpod.plugin, pod_table, root, index)
             pod_times.append(elapsed)
             calls.append(len(fake.calls) - before)
             kinds = collections.Counter(fake.calls[before:])

@@ -77,11 +77,12 @@ def main() -> None:
         kinds: collections.Counter[str] = collections.Counter()
         for index in range(args.commands):
             ssh_table = {"kind": "ssh", "host": alias, "venv": str(venv)}
-            ssh_times.append(one_command("ssh", overbrainer_ssh, ssh_table, root, index))
+            ssh_times.append(one_command("ssh", overbrainer_ssh.plugin, ssh_table, root, index))
             pod_table = {"kind": "runpod", "gpu_types": ["NVIDIA A40"], "max_hours": 1,
                          "venv": str(venv), "boot_grace_minutes": 10}  # fmt: skip
             before = len(fake.calls)
-            pod_times.append(one_command("runpod", overbrainer_runpod, pod_table, root, index))
+            elapsed = one_command("runpod", overbrainer_runpod.plugin, pod_table, root, index)
+            pod_times.append(elapsed)
             calls.append(len(fake.calls) - before)
             kinds = collections.Counter(fake.calls[before:])
         left = len(fake.alive())

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from overbrainer.config.model import Settings
+    from overbrainer.cycles import CycleSummary
     from overbrainer.job.record import JobHandle, RunRecord
     from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import (
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
         TargetPrice,
     )
     from overbrainer.project import Project
-    from overbrainer.watch.summary import CycleSummary
 
 hookspec = pluggy.HookspecMarker("overbrainer")
 
@@ -212,9 +212,9 @@ def open_shell(executor: Any, purpose: str, keep_machine: bool) -> TargetShell |
     their own scripts there, in the run's directory, and fetch what they made.
 
     ``purpose`` names the command (for progress lines); ``keep_machine`` is its
-    ``--keep-pod``: a machine made for this command is kept at ``release_executor``
-    instead of deleted. A target whose machine is gone after training may make one here
-    (``TargetShell.run_dir`` then says where the run's directory is on it).
+    ``--keep-machine`` (alias ``--keep-pod``): a machine made for this command is kept at
+    ``release_executor`` instead of deleted. A target whose machine is gone after training
+    may make one here (``TargetShell.run_dir`` then says where the run's directory is on it).
 
     Return None when the target cannot give one (those commands then refuse it). Stops at
     the first non-None result.
@@ -226,7 +226,8 @@ def release_executor(executor: Any, run: RunRecord | None, outcome: str | None) 
     """Close what ``executor`` holds; for a machine made for one run, delete it once its
     results are home (unless the job asked to keep it).
 
-    ``outcome`` is the run's state when the command ends, or None when it only detached.
+    ``outcome`` is the run's state when the command ends (a ``RunState``, a ``str``), or
+    None when it only detached.
     Every plugin's implementation is called; ignore executors that are not your own.
     """
 

@@ -5,7 +5,9 @@ module only; the rest of the core is private and may change (import-linter enfor
 CI). ``docs/plugins.md`` explains the contract: the hooks (:mod:`overbrainer.hookspecs`),
 the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of the calls.
 
-- Hooks: ``hookimpl``.
+- Executors as objects: subclass ``Executor`` (one method per operation) and register
+  an ``ExecutorHooks`` object, which turns the class into the hooks; or write the hooks
+  with ``hookimpl``.
 - Errors: ``UserError`` (a message for the user), ``TransientError`` (worth retrying),
   ``MissingArtifact``, ``ArtifactMismatch``.
 - What hooks take and return: ``JobSpec``, ``JobPoll``, ``JobStatus`` (``RUNNING``,
@@ -47,12 +49,15 @@ from overbrainer.config.model import (
     TargetBase,
     comma_list,
 )
+from overbrainer.cycles import CycleSummary
 from overbrainer.errors import ArtifactMismatch, MissingArtifact, TransientError, UserError
 from overbrainer.files import mkdir_nofollow, open_append, own_path, read_regular, write_atomic
 from overbrainer.job import layout
+from overbrainer.job.adapter import ExecutorHooks
 from overbrainer.job.changes import StreamWatches
 from overbrainer.job.executor import HostExecutor
 from overbrainer.job.host import Completed, Host, HostError
+from overbrainer.job.interface import Executor
 from overbrainer.job.localhost import LocalHost, job_environment
 from overbrainer.job.manifest import (
     Entry,
@@ -87,7 +92,6 @@ from overbrainer.redact import LineRedactor, escape_controls, redact, register_s
 from overbrainer.runs.ids import check_run_id
 from overbrainer.runs.lock import ProjectLock
 from overbrainer.runs.resolve import resolve_run_id
-from overbrainer.watch.summary import CycleSummary
 
 
 def current_project() -> Project:
@@ -108,6 +112,8 @@ __all__ = [
     "CycleSummary",
     "Entry",
     "EnvPattern",
+    "Executor",
+    "ExecutorHooks",
     "Finite",
     "Host",
     "HostError",

@@ -20,6 +20,7 @@ from loguru import logger
 from pydantic import BaseModel
 
 from overbrainer import hookspecs
+from overbrainer.hookcalls import Hooks
 
 GROUP = "overbrainer"
 
@@ -45,8 +46,9 @@ class Plugins:
     distributions: dict[str, metadata.Distribution | None] = field(default_factory=dict)
 
     @property
-    def hook(self) -> Any:
-        return self.pm.hook
+    def hook(self) -> Hooks:
+        """The hooks, called with their types (:class:`~overbrainer.hookcalls.Hooks`)."""
+        return Hooks(self.pm)
 
     def register(
         self, plugin: object, name: str, dist: metadata.Distribution | None = None
@@ -111,12 +113,12 @@ BUILTIN = "host"
 
 def new_manager() -> Plugins:
     """A manager knowing the overbrainer hook specs, with the built-in plugin registered."""
-    from overbrainer.job import hooks
+    from overbrainer.job.hooks import plugin
 
     pm = pluggy.PluginManager(GROUP)
     pm.add_hookspecs(hookspecs)
     plugins = Plugins(pm)
-    plugins.register(hooks, name=BUILTIN)
+    plugins.register(plugin, name=BUILTIN)
     return plugins
 
 
@@ -153,10 +155,11 @@ def _remember_commands(plugins: Plugins, env: Mapping[str, str]) -> None:
 
     found: dict[str, str] = {}
 
-    def register(command: Any) -> None:
+    def register(command: object) -> None:
         name = getattr(command, "name", None)
         if isinstance(name, str) and not getattr(command, "hidden", False):
-            found.setdefault(name, (command.help or "").split("\n\n")[0].strip())
+            text = getattr(command, "help", None) or ""
+            found.setdefault(name, str(text).split("\n\n")[0].strip())
 
     try:
         plugins.hook.register_commands(register=register)

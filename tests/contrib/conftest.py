@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +24,10 @@ def installed(
     (info / "METADATA").write_text(
         f"Metadata-Version: 2.1\nName: overbrainer-{name}\nVersion: 0.1.0\n"
     )
-    (info / "entry_points.txt").write_text(f"[overbrainer]\n{name} = {module}\n")
+    project = tomllib.loads((CONTRIB / template / "pyproject.toml").read_text())["project"]
+    entry = project["entry-points"]["overbrainer"][name]  # the package's own entry point
+    assert entry.split(":")[0] == module
+    (info / "entry_points.txt").write_text(f"[overbrainer]\n{name} = {entry}\n")
     monkeypatch.syspath_prepend(str(CONTRIB / template))
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     importlib.invalidate_caches()

@@ -54,3 +54,32 @@ def test_the_template_trains_and_is_read_through_the_cli(
     logs = run_cli("runs", "logs", run["id"])
     assert "fake axolotl: training completed" in logs.stdout
     assert json.loads((home / "metrics.jsonl").read_text().splitlines()[0])["event"] == "stage"
+
+
+def test_a_traced_hook_call_shows_the_executor_without_the_environment(tmp_path, capsys):
+    import overbrainer_spool  # on sys.path through the template's contract tests above
+    from overbrainer.plugins import trace
+    from overbrainer.project import Project
+    from overbrainer.testing.jobs import contract_settings, manager_with
+
+    plugins = manager_with(overbrainer_spool.plugin)
+    target = plugins.kinds["spool"].model_validate({"kind": "spool", "directory": str(tmp_path)})
+    secret = "plain-words-no-redactor-knows-7f3a"
+    env = {"PATH": "/usr/bin:/bin", "MY_SERVICE_PASSWORD": secret}
+    project = Project(tmp_path, contract_settings("queue", target), env)
+    trace(plugins.pm)
+    hooks = plugins.hook
+    executor = hooks.create_executor(name="queue", target=target, project=project, run=None)
+    hooks.describe_target(executor=executor)
+    printed = capsys.readouterr().err
+    assert "trace: describe_target(executor=SpoolExecutor(name='queue', target=" in printed
+    assert secret not in printed
+    assert "MY_SERVICE_PASSWORD" not in printed
+
+
+def test_the_plugin_guide_shows_the_whole_template_and_it_is_short():
+    source = (TEMPLATE / "overbrainer_spool" / "__init__.py").read_text()
+    guide = (TEMPLATE.parents[1] / "docs" / "plugins.md").read_text()
+    assert f"```python\n{source}```" in guide
+    executor = source.split("# isort: on\n", 1)[1]  # what follows the imports
+    assert len(executor.splitlines()) < 150

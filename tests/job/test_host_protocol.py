@@ -278,3 +278,20 @@ def test_a_group_of_zombies_only_is_not_alive(bench):
         assert bench.executor.poll(run).status.state is JobState.LOST
     finally:
         zombie.wait()
+
+
+def test_what_stays_at_home_is_never_uploaded(bench):
+    bench.executor.home_only = (*bench.executor.home_only, "pod.json", "ssh")  # as runpod's
+    run = bench.new_run()
+    local = bench.tmp / "runs" / run.id
+    (local / "run.json").write_text("{}")
+    (local / "target.note").write_text("pod running\n")
+    (local / "pod.json").write_text("{}")
+    (local / "ssh").mkdir()
+    (local / "ssh" / "id").write_text("a key")
+    run = bench.launch(run, "exit 0")
+    bench.wait(run)
+    remote = Path(run.remote_dir)
+    assert (remote / "job.json").is_file()
+    assert not any((remote / name).exists() for name in ("run.json", "target.note", "pod.json"))
+    assert not (remote / "ssh").exists()

@@ -17,7 +17,7 @@ class TestLocalTargetWithAWorkdir(ExecutorContract):
     def contract_target(self, tmp_path: Path) -> ContractTarget:
         venv = make_fake_venv(tmp_path / "venv")
         return ContractTarget(
-            plugin=overbrainer_local,
+            plugin=overbrainer_local.plugin,
             table={"kind": "local", "venv": str(venv), "workdir": str(tmp_path / "work")},
             job_dir=lambda run: Path(run.remote_dir),
             signal_runner=runner_signaller,
@@ -31,7 +31,7 @@ class TestLocalTargetInTheProject(ExecutorContract):
     def contract_target(self, tmp_path: Path) -> ContractTarget:
         venv = make_fake_venv(tmp_path / "venv")
         return ContractTarget(
-            plugin=overbrainer_local,
+            plugin=overbrainer_local.plugin,
             table={"kind": "local", "venv": str(venv)},
             job_dir=lambda run: Path(run.remote_dir),
             signal_runner=runner_signaller,

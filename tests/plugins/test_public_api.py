@@ -60,3 +60,22 @@ def test_targets_and_contrib_import_only_the_public_face():
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     assert not alias.name.startswith("overbrainer."), source
+
+
+def test_every_core_package_is_in_the_layers():
+    # A package added to the core later must find its place among the layers.
+    packages = {
+        f"overbrainer.{path.name}"
+        for path in CORE.iterdir()
+        if path.is_dir() and (path / "__init__.py").exists()
+    }
+    layers = _contract("The core is layered")["layers"]
+    placed = {name.strip() for layer in layers for name in layer.split("|")}
+    assert placed == packages
+
+
+def test_the_hook_contract_is_below_every_feature():
+    forbidden = set(_contract("The hook contract depends on nothing above")["forbidden_modules"])
+    layers = _contract("The core is layered")["layers"]
+    above_job = {name.strip() for layer in layers[:-2] for name in layer.split("|")}
+    assert above_job <= forbidden

@@ -187,7 +187,7 @@ def _executor(pod_run: PodRun):
     from overbrainer.plugin import Project
     from overbrainer.testing.jobs import contract_settings, manager_with
 
-    plugins = manager_with(overbrainer_runpod)
+    plugins = manager_with(overbrainer_runpod.plugin)
     table = {"kind": "runpod", "gpu_types": ["NVIDIA A40"], "max_hours": 4,
              "venv": str(pod_run.finished.venv), "boot_grace_minutes": 10}  # fmt: skip
     model = plugins.kinds["runpod"].model_validate(table)

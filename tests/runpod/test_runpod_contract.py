@@ -23,7 +23,7 @@ class TestRunpodTarget(ExecutorContract):
     def contract_target(self, fake_runpod: FakeRunpod, tmp_path: Path) -> ContractTarget:
         venv = make_fake_venv(tmp_path / "venv")
         return ContractTarget(
-            plugin=overbrainer_runpod,
+            plugin=overbrainer_runpod.plugin,
             table={
                 "kind": "runpod",
                 "gpu_types": ["NVIDIA A40"],

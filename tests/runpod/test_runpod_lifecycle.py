@@ -573,7 +573,7 @@ def test_results_not_home_leave_the_pod_awaiting_retrieval_for_its_watchdog(
     from overbrainer.plugin import JobSpec, Project, RunRecord
     from overbrainer.testing.jobs import contract_settings, manager_with, prepare_job
 
-    plugins = manager_with(overbrainer_runpod)
+    plugins = manager_with(overbrainer_runpod.plugin)
     table = {"kind": "runpod", "gpu_types": ["NVIDIA A40"], "max_hours": 1,
              "venv": str(trainer.venv), "retrieve_grace_minutes": 1}  # fmt: skip
     model = plugins.kinds["runpod"].model_validate(table)

@@ -17,7 +17,7 @@ class TestSshTarget(ExecutorContract):
         # reachable from here, for the tests that alter or scan the target's files.
         venv = make_fake_venv(tmp_path / "venv")
         return ContractTarget(
-            plugin=overbrainer_ssh,
+            plugin=overbrainer_ssh.plugin,
             table={"kind": "ssh", "host": ssh_alias, "venv": str(venv)},
             job_dir=lambda run: Path(run.remote_dir),
             signal_runner=runner_signaller,

@@ -140,7 +140,7 @@ def test_pip_installs_when_its_settings_name_several_indexes(
 
 def test_uv_gets_pips_find_links_and_constraints(tmp_path, monkeypatch):
     """What a host's pip settings say reaches uv as its own variables."""
-    from overbrainer.job.scripts import install_script
+    from overbrainer.job.install import install_script
 
     need("uv")
     need("python3")

@@ -94,6 +94,14 @@ def test_a_start_is_refused_before_any_run_exists(trainer, run_cli, setup, messa
     assert trainer.runs() == []
 
 
+def test_keep_machine_is_keep_pod(trainer, run_cli):
+    # The generic name and the reference tool's: one flag, refused alike on a local target.
+    result = run_cli("train", "--keep-machine")
+    assert result.exit_code == 1
+    assert result.stderr == "error: --keep-pod only applies to a runpod target\n"
+    assert trainer.runs() == []
+
+
 def test_a_venv_without_axolotl_is_refused(trainer, run_cli, tmp_path):
     trainer.venv = tmp_path / "empty-venv"
     (trainer.venv / "bin").mkdir(parents=True)

@@ -25,7 +25,7 @@ class TestSpoolExecutor(ExecutorContract):
     def contract_target(self, tmp_path: Path) -> ContractTarget:
         venv = make_fake_venv(tmp_path / "venv")  # its bin/ holds the fake axolotl
         return ContractTarget(
-            plugin=overbrainer_spool,
+            plugin=overbrainer_spool.plugin,
             table={
                 "kind": "spool",
                 "directory": str(tmp_path / "spool"),

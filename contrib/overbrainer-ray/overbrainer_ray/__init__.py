@@ -23,18 +23,18 @@ import secrets as tokens
 import shlex
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from loguru import logger
-from pydantic import BaseModel
 
 from overbrainer.plugin import (
     CANCELLED,
     LOST,
     RUNNING,
     ArtifactSpec,
+    Executor,
+    ExecutorHooks,
     JobHandle,
     JobPoll,
     JobSpec,
@@ -43,12 +43,12 @@ from overbrainer.plugin import (
     LogChunk,
     Project,
     RunRecord,
+    RunState,
     SecretsChannel,
     TargetInfo,
     UserError,
     collect_directory,
     complete_lines,
-    hookimpl,
     layout,
 )
 from overbrainer_ray.client import JobNotFound, RayClient, RayJobInfo
@@ -64,7 +64,7 @@ STOP_WAIT_VARIABLE = "RAY_JOB_STOP_WAIT_TIME_S"
 
 
 @dataclass
-class RayExecutor:
+class RayExecutor(Executor):
     """The target ``name``: its settings, its Jobs client, and what it read of each job."""
 
     name: str
@@ -85,64 +85,141 @@ class RayExecutor:
     def job_dir(self, run: RunRecord) -> Path:
         return Path(self.job(run).directory)
 
-
-@hookimpl
-def register_targets(register: Callable[[str, type[BaseModel]], None]) -> None:
-    register("ray", RayTarget)
-
-
-@hookimpl
-def create_executor(
-    name: str, target: BaseModel, project: Project, run: RunRecord | None
-) -> RayExecutor | None:
-    if not isinstance(target, RayTarget):
-        return None
-    return RayExecutor(name, target, RayClient(name, target.address))
-
-
-@hookimpl
-def describe_target(executor: object) -> TargetInfo | None:
-    if not isinstance(executor, RayExecutor):
-        return None
-    # The dashboard serves every job's entrypoint, runtime_env and metadata without
-    # authentication: secrets go as a 0600 file in the job directory, read and deleted by
-    # the runner as it starts.
-    return TargetInfo(
-        device=executor.target.device,
-        local_paths=executor.target.local_paths,
-        secrets=SecretsChannel.FILE,
-    )
-
-
-@hookimpl
-def prepare_target(executor: object) -> None:
-    if not isinstance(executor, RayExecutor):
-        return
-    if executor.target.workers > 1 and executor.target.device == "cpu":
-        logger.warning(
-            f"target `{executor.name}`: workers = {executor.target.workers} on the CPU: "
-            "Axolotl 0.19 asks Ray Train for one GPU per worker whatever the device "
-            "(use_gpu=True), so on a cluster without GPUs the workers never start"
+    def describe(self) -> TargetInfo:
+        # The dashboard serves every job's entrypoint, runtime_env and metadata without
+        # authentication: secrets go as a 0600 file in the job directory, read and deleted by
+        # the runner as it starts.
+        return TargetInfo(
+            device=self.target.device,
+            local_paths=self.target.local_paths,
+            secrets=SecretsChannel.FILE,
         )
-    try:
-        executor.storage.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UserError(
-            f"target `{executor.name}`: cannot create storage {executor.target.storage}: "
-            f"{error.strerror}"
-        ) from None
 
+    def prepare(self) -> None:
+        if self.target.workers > 1 and self.target.device == "cpu":
+            logger.warning(
+                f"target `{self.name}`: workers = {self.target.workers} on the CPU: "
+                "Axolotl 0.19 asks Ray Train for one GPU per worker whatever the device "
+                "(use_gpu=True), so on a cluster without GPUs the workers never start"
+            )
+        try:
+            self.storage.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UserError(
+                f"target `{self.name}`: cannot create storage {self.target.storage}: "
+                f"{error.strerror}"
+            ) from None
 
-@hookimpl
-def claim_run_dir(executor: object, run_id: str) -> str | None:
-    if not isinstance(executor, RayExecutor):
-        return None
-    executor.storage.mkdir(parents=True, exist_ok=True)
-    try:
-        (executor.storage / run_id).mkdir()  # exclusive: a second owner gets FileExistsError
-    except FileExistsError:
-        return ""
-    return str(executor.storage / run_id)
+    def claim(self, run_id: str) -> str:
+        self.storage.mkdir(parents=True, exist_ok=True)
+        try:
+            (self.storage / run_id).mkdir()  # exclusive: a second owner gets FileExistsError
+        except FileExistsError:
+            return ""
+        return str(self.storage / run_id)
+
+    def launch(self, run: RunRecord, job: JobSpec) -> JobHandle:
+        target = self.target
+        where = Path(run.remote_dir)
+        ignore = shutil.ignore_patterns(*layout.HOME_ONLY)
+        shutil.copytree(job.local_dir, where, dirs_exist_ok=True, ignore=ignore)
+        if target.workers > 1:
+            config = where / layout.CONFIG_FILE
+            with config.open("a", encoding="utf-8") as file:
+                file.write(ray_train_settings(target.workers, target.device))
+        secrets = where / layout.SECRETS_FILE
+        if job.secrets:
+            _write_private(secrets, job.secrets_file())
+        submission_id = f"overbrainer-{run.id}-{tokens.token_hex(4)}"
+        try:
+            self.client.submit(
+                submission_id=submission_id,
+                entrypoint=entrypoint(target, str(where)),
+                runtime_env=_runtime_env(target),
+                metadata={"overbrainer_run": run.id, "overbrainer_target": self.name},
+                num_cpus=target.num_cpus,
+                num_gpus=target.num_gpus,
+            )
+        except BaseException:
+            # The answer may be what was lost: a job submitted but not recorded would run on
+            # unseen, so it is stopped (best effort: the cluster may be what failed).
+            with contextlib.suppress(Exception):
+                self.client.stop(submission_id)
+            secrets.unlink(missing_ok=True)  # never left behind by a job that did not start
+            raise
+        return JobHandle().with_data(RayJob(submission_id=submission_id, directory=str(where)))
+
+    def poll(self, run: RunRecord) -> JobPoll:
+        where = self.job_dir(run)
+        status = _status(self, run)
+        if status.state is not JobState.RUNNING:
+            _forget_secrets(where)
+        offset = self.offsets.get(run.id, 0)
+        chunk = _read(where / layout.METRICS_FILE, offset)
+        lines, used = complete_lines(chunk, capped=len(chunk) >= CAP)
+        self.offsets[run.id] = offset + used
+        request = _read(where / layout.SNAPSHOT_REQUEST, 0, 64).decode("ascii", "replace").strip()
+        snapshot = _read(where / layout.SNAPSHOT_FILE, 0, (64 << 10) + 1)
+        return JobPoll(
+            status,
+            tuple(lines),
+            snapshot_request=request or None,
+            snapshot=snapshot.decode("utf-8", "replace") if snapshot else None,
+        )
+
+    def request_snapshot(self, run: RunRecord, reason: str) -> None:
+        # The request file carries the reason and leaves Ray's stop free for a cancel; Ray's
+        # own stop (SIGTERM to the runner) reaches the same request, with reason `requested`.
+        _write_atomically(self.job_dir(run) / layout.SNAPSHOT_REQUEST, reason + "\n")
+
+    def cancel(self, run: RunRecord) -> JobStatus:
+        status = _status(self, run)
+        if status.state in (JobState.EXITED, JobState.CANCELLED):
+            return status  # a finished job is never signalled
+        where = self.job_dir(run)
+        submission_id = self.job(run).submission_id
+        if status.state is JobState.RUNNING:
+            # The marker turns the SIGTERM of Ray's stop into "kill the job's process group".
+            (where / layout.CANCELLING).touch()
+            self.client.stop(submission_id)
+            deadline = time.monotonic() + CANCEL_WAIT_S
+            while True:
+                try:
+                    if self.client.info(submission_id).terminal:
+                        break
+                except JobNotFound:
+                    break
+                if time.monotonic() > deadline:
+                    raise UserError(
+                        f"run {run.id}: Ray has not stopped job {submission_id} after "
+                        f"{CANCEL_WAIT_S:.0f} s (a stop asked earlier through Ray waits up to "
+                        f"stop_wait_s = {self.target.stop_wait_s} s); try again later"
+                    )
+                time.sleep(0.2)
+            if (code := _exit_code(where)) is not None:
+                return JobStatus.exited(code)  # it ended on its own first
+        _forget_secrets(where)
+        (where / layout.CANCELLED).touch()
+        return CANCELLED
+
+    def collect(self, run: RunRecord, artifacts: ArtifactSpec, dest: Path) -> list[str]:
+        where = self.job_dir(run)
+        if layout.JOB_LOG in artifacts.paths:
+            # Ray keeps the entrypoint's output on the head node: put it beside the results.
+            log = where / layout.JOB_LOG
+            temporary = log.with_name(f"{log.name}.tmp.{os.getpid()}")
+            temporary.write_bytes(_final_log(self, run))
+            temporary.replace(log)
+        return collect_directory(where, dest, artifacts)
+
+    def read_log(self, run: RunRecord, offset: int) -> LogChunk:
+        # Ray's API returns the whole log: fine for a training log (a few MiB at most).
+        data = _job_log(self, run)[offset : offset + CAP]
+        return LogChunk(data, offset + len(data))
+
+    def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
+        self.offsets.clear()
+        self.client.close()
 
 
 def _node_path(path: str) -> str:
@@ -176,42 +253,6 @@ def _write_private(path: Path, data: bytes) -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "wb") as file:
         file.write(data)
-
-
-@hookimpl
-def launch_job(executor: object, run: RunRecord, job: JobSpec) -> JobHandle | None:
-    if not isinstance(executor, RayExecutor):
-        return None
-    target = executor.target
-    where = Path(run.remote_dir)
-    shutil.copytree(
-        job.local_dir, where, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*layout.HOME_ONLY)
-    )
-    if target.workers > 1:
-        config = where / layout.CONFIG_FILE
-        with config.open("a", encoding="utf-8") as file:
-            file.write(ray_train_settings(target.workers, target.device))
-    secrets = where / layout.SECRETS_FILE
-    if job.secrets:
-        _write_private(secrets, job.secrets_file())
-    submission_id = f"overbrainer-{run.id}-{tokens.token_hex(4)}"
-    try:
-        executor.client.submit(
-            submission_id=submission_id,
-            entrypoint=entrypoint(target, str(where)),
-            runtime_env=_runtime_env(target),
-            metadata={"overbrainer_run": run.id, "overbrainer_target": executor.name},
-            num_cpus=target.num_cpus,
-            num_gpus=target.num_gpus,
-        )
-    except BaseException:
-        # The answer may be what was lost: a job submitted but not recorded would run on
-        # unseen, so it is stopped (best effort: the cluster may be what failed).
-        with contextlib.suppress(Exception):
-            executor.client.stop(submission_id)
-        secrets.unlink(missing_ok=True)  # never left behind by a job that did not start
-        raise
-    return JobHandle().with_data(RayJob(submission_id=submission_id, directory=str(where)))
 
 
 def _read(path: Path, offset: int, length: int = CAP) -> bytes:
@@ -266,28 +307,6 @@ def _reason(info: RayJobInfo) -> str:
     return " ".join(lines[:3])[:500] or f"status {info.status}, no message"
 
 
-@hookimpl
-def poll_job(executor: object, run: RunRecord) -> JobPoll | None:
-    if not isinstance(executor, RayExecutor):
-        return None
-    where = executor.job_dir(run)
-    status = _status(executor, run)
-    if status.state is not JobState.RUNNING:
-        _forget_secrets(where)
-    offset = executor.offsets.get(run.id, 0)
-    chunk = _read(where / layout.METRICS_FILE, offset)
-    lines, used = complete_lines(chunk, capped=len(chunk) >= CAP)
-    executor.offsets[run.id] = offset + used
-    request = _read(where / layout.SNAPSHOT_REQUEST, 0, 64).decode("ascii", "replace").strip()
-    snapshot = _read(where / layout.SNAPSHOT_FILE, 0, (64 << 10) + 1)
-    return JobPoll(
-        status,
-        tuple(lines),
-        snapshot_request=request or None,
-        snapshot=snapshot.decode("utf-8", "replace") if snapshot else None,
-    )
-
-
 def _forget_secrets(where: Path) -> None:
     """A job that ended before its runner started (never scheduled, a runtime_env Ray could
     not build, cancelled while pending) left its secrets file: it goes too."""
@@ -298,50 +317,6 @@ def _write_atomically(path: Path, text: str) -> None:
     temporary = path.with_name(f"{path.name}.tmp.{os.getpid()}")
     temporary.write_text(text, encoding="utf-8")
     temporary.replace(path)
-
-
-@hookimpl
-def request_snapshot(executor: object, run: RunRecord, reason: str) -> bool | None:
-    if not isinstance(executor, RayExecutor):
-        return None
-    # The request file carries the reason and leaves Ray's stop free for a cancel; Ray's
-    # own stop (SIGTERM to the runner) reaches the same request, with reason `requested`.
-    _write_atomically(executor.job_dir(run) / layout.SNAPSHOT_REQUEST, reason + "\n")
-    return True
-
-
-@hookimpl
-def cancel_job(executor: object, run: RunRecord) -> JobStatus | None:
-    if not isinstance(executor, RayExecutor):
-        return None
-    status = _status(executor, run)
-    if status.state in (JobState.EXITED, JobState.CANCELLED):
-        return status  # a finished job is never signalled
-    where = executor.job_dir(run)
-    submission_id = executor.job(run).submission_id
-    if status.state is JobState.RUNNING:
-        # The marker turns the SIGTERM of Ray's stop into "kill the job's process group".
-        (where / layout.CANCELLING).touch()
-        executor.client.stop(submission_id)
-        deadline = time.monotonic() + CANCEL_WAIT_S
-        while True:
-            try:
-                if executor.client.info(submission_id).terminal:
-                    break
-            except JobNotFound:
-                break
-            if time.monotonic() > deadline:
-                raise UserError(
-                    f"run {run.id}: Ray has not stopped job {submission_id} after "
-                    f"{CANCEL_WAIT_S:.0f} s (a stop asked earlier through Ray waits up to "
-                    f"stop_wait_s = {executor.target.stop_wait_s} s); try again later"
-                )
-            time.sleep(0.2)
-        if (code := _exit_code(where)) is not None:
-            return JobStatus.exited(code)  # it ended on its own first
-    _forget_secrets(where)
-    (where / layout.CANCELLED).touch()
-    return CANCELLED
 
 
 def _job_log(executor: RayExecutor, run: RunRecord) -> bytes:
@@ -365,33 +340,9 @@ def _final_log(executor: RayExecutor, run: RunRecord) -> bytes:
     return log
 
 
-@hookimpl
-def collect_artifacts(
-    executor: object, run: RunRecord, artifacts: ArtifactSpec, dest: Path
-) -> list[str] | None:
-    if not isinstance(executor, RayExecutor):
-        return None
-    where = executor.job_dir(run)
-    if layout.JOB_LOG in artifacts.paths:
-        # Ray keeps the entrypoint's output on the head node: put it beside the results.
-        log = where / layout.JOB_LOG
-        temporary = log.with_name(f"{log.name}.tmp.{os.getpid()}")
-        temporary.write_bytes(_final_log(executor, run))
-        temporary.replace(log)
-    return collect_directory(where, dest, artifacts)
+def _create(name: str, target: RayTarget, project: Project, run: RunRecord | None) -> RayExecutor:
+    return RayExecutor(name, target, RayClient(name, target.address))
 
 
-@hookimpl
-def read_job_log(executor: object, run: RunRecord, offset: int) -> LogChunk | None:
-    if not isinstance(executor, RayExecutor):
-        return None
-    # Ray's API returns the whole log: fine for a training log (a few MiB at most).
-    data = _job_log(executor, run)[offset : offset + CAP]
-    return LogChunk(data, offset + len(data))
-
-
-@hookimpl
-def release_executor(executor: object, run: RunRecord | None, outcome: str | None) -> None:
-    if isinstance(executor, RayExecutor):
-        executor.offsets.clear()
-        executor.client.close()
+plugin = ExecutorHooks(RayExecutor, targets={"ray": RayTarget}, create=_create)
+"""What the entry point names: the hooks of every ``RayExecutor``."""

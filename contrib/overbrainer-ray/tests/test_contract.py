@@ -75,7 +75,7 @@ class TestRayExecutor(ExecutorContract):
     def contract_target(self, ray_cluster: LocalCluster, tmp_path: Path) -> ContractTarget:
         venv = make_fake_venv(tmp_path / "venv")  # its bin/ holds the fake axolotl
         return ContractTarget(
-            plugin=overbrainer_ray,
+            plugin=overbrainer_ray.plugin,
             table=ray_table(ray_cluster, tmp_path, venv),
             job_dir=lambda run: Path(run.remote_dir),
             signal_runner=stop_through_ray(ray_cluster.address),

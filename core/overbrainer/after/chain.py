@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 import click
 from loguru import logger
@@ -12,6 +11,7 @@ from loguru import logger
 from overbrainer import files
 from overbrainer.config.model import Settings
 from overbrainer.errors import Interrupted, UserError
+from overbrainer.hookcalls import Hooks
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.project import Project
 from overbrainer.runs.store import RunStore
@@ -43,7 +43,7 @@ def _exported(runs: RunStore, record: RunRecord, quantize: str) -> bool:
 
 def after_training(
     project: Project,
-    hook: Any,
+    hook: Hooks,
     runs: RunStore,
     record: RunRecord,
     *,

@@ -35,6 +35,7 @@ from overbrainer.after.report import render as render_report
 from overbrainer.after.target_run import TargetRun, open_target
 from overbrainer.after.toolchain import target_file
 from overbrainer.errors import Interrupted, UserError, signal_of
+from overbrainer.hookcalls import Hooks
 from overbrainer.job import scripts
 from overbrainer.job.layout import CONFIG_FILE, EVAL_FILE
 from overbrainer.pipeline.exchanges import ExchangeLog
@@ -186,7 +187,7 @@ def find_compare(store: RunStore, compare: str) -> Path:
 
 def compare(
     project: Project,
-    hook: Any,
+    hook: Hooks,
     store: RunStore,
     *,
     run_id: str | None = None,

@@ -23,6 +23,7 @@ from overbrainer.after.accept import AcceptedRun, accept_run
 from overbrainer.after.target_run import TargetRun, open_target
 from overbrainer.after.toolchain import LLAMA_CPP, target_file
 from overbrainer.errors import Interrupted, UserError, signal_of
+from overbrainer.hookcalls import Hooks
 from overbrainer.job import scripts
 from overbrainer.job.layout import CONFIG_FILE, OUTPUT_DIR
 from overbrainer.job.manifest import sha256_file
@@ -94,7 +95,7 @@ def modelfile(gguf_name: str, num_ctx: int | None) -> str:
 
 def export_run(
     project: Project,
-    hook: object,
+    hook: Hooks,
     store: RunStore,
     run_id: str,
     *,

@@ -8,16 +8,15 @@ from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from loguru import logger
 
 from overbrainer import files
-from overbrainer.config.model import TargetBase
 from overbrainer.errors import UserError
+from overbrainer.hookcalls import Hooks
 from overbrainer.job import scripts
 from overbrainer.job.host import Completed
-from overbrainer.job.record import RunRecord
+from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.shell import TargetShell
 from overbrainer.project import Project
 
@@ -29,8 +28,8 @@ class TargetRun:
     """A shell on the target of ``run``, with the executor it came from (released by
     :meth:`close`)."""
 
-    hook: Any
-    executor: Any
+    hook: Hooks
+    executor: object
     run: RunRecord
     shell: TargetShell
 
@@ -136,7 +135,7 @@ class TargetRun:
             )
         return directory
 
-    def close(self, outcome: str | None = None) -> None:
+    def close(self, outcome: RunState | None = None) -> None:
         try:
             self.hook.release_executor(executor=self.executor, run=self.run, outcome=outcome)
         except Exception as error:  # noqa: BLE001 - releasing must not hide the real outcome
@@ -151,34 +150,21 @@ def _link_or_copy(source: str, dest: str) -> None:
 
 
 def open_target(
-    project: Project, hook: Any, run: RunRecord, *, purpose: str = "", keep: bool = False
+    project: Project, hook: Hooks, run: RunRecord, *, purpose: str = "", keep: bool = False
 ) -> TargetRun:
     """The target of ``run`` with a shell on it, or a ``UserError`` saying why not.
     ``purpose`` names the command, ``keep`` is its ``--keep-pod``."""
-    table = project.settings.targets.get(run.target)
-    if table is None:
-        raise UserError(f"target `{run.target}` of run {run.id} is no longer in overbrainer.toml")
-    executor = hook.create_executor(name=run.target, target=table, project=project, run=run)
-    if executor is None:
-        kind = table.kind if isinstance(table, TargetBase) else "?"
-        raise UserError(f"no installed plugin can run target `{run.target}` (kind `{kind}`)")
-    try:
-        shell = hook.open_shell(executor=executor, purpose=purpose, keep_machine=keep)
-    except BaseException:
-        hook.release_executor(executor=executor, run=run, outcome=None)
-        raise
-    if shell is None:
-        hook.release_executor(executor=executor, run=run, outcome=None)
-        raise UserError(
-            f"target `{run.target}` of run {run.id} cannot run commands after training "
-            "(its plugin gives no shell)"
-        )
-    if shell.run_dir is not None:  # a machine made for this command
-        run = run.evolve(remote_dir=shell.run_dir)
-    elif shell.host.local:  # the record's path, on this machine: the project's own only
-        try:
+    from overbrainer.train.executors import held_executor
+
+    with held_executor(project, hook, run) as held:
+        shell = hook.open_shell(executor=held.executor, purpose=purpose, keep_machine=keep)
+        if shell is None:
+            raise UserError(
+                f"target `{run.target}` of run {run.id} cannot run commands after training "
+                "(its plugin gives no shell)"
+            )
+        if shell.run_dir is not None:  # a machine made for this command
+            run = run.evolve(remote_dir=shell.run_dir)
+        elif shell.host.local:  # the record's path, on this machine: the project's own only
             files.own_path(run.remote_dir, Path(shell.workdir), f"remote_dir of run {run.id}")
-        except BaseException:
-            hook.release_executor(executor=executor, run=run, outcome=None)
-            raise
-    return TargetRun(hook, executor, run, shell)
+        return TargetRun(hook, held.hand_on(), run, shell)

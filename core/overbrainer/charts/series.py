@@ -11,14 +11,11 @@ from typing import Any
 
 from overbrainer import files
 from overbrainer.errors import UserError
-from overbrainer.job.layout import METRICS_FILE
+from overbrainer.job.layout import FOLLOWED_METRICS, METRICS_FILE
 from overbrainer.job.metrics import parse_event
 
 Point = tuple[int, float]
 
-FOLLOWED_METRICS = "metrics.followed.jsonl"
-"""The metrics lines a follower saw of a job running elsewhere (ssh, a pod), written at home
-as they come, so that charts are live before ``metrics.jsonl`` is brought home."""
 
 
 def metrics_path(run_dir: Path) -> Path:

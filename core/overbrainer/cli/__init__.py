@@ -175,7 +175,9 @@ class LazyGroup(click.Group):
 
         found: dict[str, click.Command] = {}
 
-        def register(command: click.Command) -> None:
+        def register(command: object) -> None:
+            if not isinstance(command, click.Command):
+                raise TypeError(f"register_commands takes a click command, not {command!r}")
             if command.name and command.name not in self.commands and command.name not in self.lazy:
                 found.setdefault(command.name, command)
 

@@ -26,7 +26,11 @@ from overbrainer.cli.context import current_app
     help="Judge this compare again (resumes its verdicts); serves nothing.",
 )
 @click.option(
-    "--keep-pod", is_flag=True, help="Keep a pod made for this compare (a later command reuses it)."
+    "--keep-machine",
+    "--keep-pod",
+    "keep_pod",
+    is_flag=True,
+    help="Keep a pod made for this compare (a later command reuses it).",
 )
 def compare(run_id: str | None, limit: int | None, rejudge: str | None, keep_pod: bool) -> None:
     """Compare the child (its GGUF, served on the run's target) with its parent.

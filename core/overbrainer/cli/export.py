@@ -30,7 +30,11 @@ QUANTIZE_TYPES = (
 )
 @click.option("--ollama", "ollama", metavar="NAME", help="Create this Ollama model from the GGUF.")
 @click.option(
-    "--keep-pod", is_flag=True, help="Keep a pod made for this export (a later command reuses it)."
+    "--keep-machine",
+    "--keep-pod",
+    "keep_pod",
+    is_flag=True,
+    help="Keep a pod made for this export (a later command reuses it).",
 )
 def export(run_id: str | None, quantize: str | None, ollama: str | None, keep_pod: bool) -> None:
     """Export RUN_ID's model to a GGUF file and an Ollama Modelfile, on its target.

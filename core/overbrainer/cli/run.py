@@ -38,9 +38,9 @@ def run(retrain: bool, max_usd: float | None) -> None:
     Example: overbrainer run --max-usd 20
     """
     from overbrainer.config.reload import Reloader
+    from overbrainer.cycles import CycleSummary
     from overbrainer.providers.prices import PriceBook
     from overbrainer.watch.cycle import Cycle
-    from overbrainer.watch.summary import CycleSummary
 
     app = current_app()
     with (

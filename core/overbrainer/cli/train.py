@@ -15,7 +15,11 @@ from overbrainer.cli.context import current_app
     help="Train on this target instead of training.target.",
 )
 @click.option(
-    "--keep-pod", is_flag=True, help="Keep the Runpod pod after the run (runpod targets)."
+    "--keep-machine",
+    "--keep-pod",
+    "keep_pod",
+    is_flag=True,
+    help="Keep the machine made for this run after it (a runpod pod); same as --keep-pod.",
 )
 @click.option(
     "--resume-from",

@@ -2,9 +2,9 @@
 
 A transport supplies a :class:`~overbrainer.job.host.Host`; ``HostExecutor`` does the rest
 (preparation, claim, spawn of the runner, status, snapshot request, cancel, verified
-retrieval, logs), and the built-in hook implementations in :mod:`overbrainer.job.hooks`
-route every hook call for a ``HostExecutor`` here. A target kind on a POSIX host so needs
-only ``register_targets`` and ``create_executor``.
+retrieval, logs); it is an :class:`~overbrainer.job.interface.Executor`, and the core's
+built-in plugin (:mod:`overbrainer.job.hooks`) routes every hook call for one here. A
+target kind on a POSIX host so needs only ``register_targets`` and ``create_executor``.
 """
 
 from __future__ import annotations
@@ -26,16 +26,14 @@ from loguru import logger
 from overbrainer import files
 from overbrainer.config.model import HostTarget
 from overbrainer.errors import MissingArtifact, UserError
-from overbrainer.job import layout, scripts
+from overbrainer.job import install, layout, scripts, wire
 from overbrainer.job.host import Host, HostError
+from overbrainer.job.interface import Executor
 from overbrainer.job.manifest import Manifest, covered, parse_manifest, select, verify
 from overbrainer.job.metrics import complete_lines
-from overbrainer.job.record import Container, JobHandle, RunRecord
+from overbrainer.job.record import Container, JobHandle, RunRecord, RunState
 from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import (
-    CANCELLED,
-    LOST,
-    RUNNING,
     ArtifactSpec,
     JobPoll,
     JobSpec,
@@ -51,12 +49,13 @@ MANIFEST_CAP = 64 << 20
 LOG_CHUNK = 1 << 20
 
 
-class HostExecutor:
+class HostExecutor(Executor):
     """Runs jobs of the target ``name`` on ``host``, in run directories under ``workdir``.
 
     ``setup_dir``: where ``setup`` runs (default: the work directory); ``env``:
     overbrainer's environment, from which ``pass_env`` takes what the job gets besides its
-    secrets.
+    secrets; ``home_only``: names of the run directory the target keeps at home besides
+    ``layout.HOME_ONLY`` (its own records of the machine), never uploaded.
     """
 
     def __init__(
@@ -68,6 +67,7 @@ class HostExecutor:
         *,
         setup_dir: str | None = None,
         env: Mapping[str, str] | None = None,
+        home_only: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.target = target
@@ -75,6 +75,7 @@ class HostExecutor:
         self.workdir = workdir
         self.setup_dir = setup_dir
         self.env = dict(env or {})
+        self.home_only = (*layout.HOME_ONLY, *home_only)
         self._offsets: dict[str, int] = {}
 
     @cached_property
@@ -139,7 +140,7 @@ class HostExecutor:
         return scripts.home_path(self.target.venv or "")
 
     def _install_script(self) -> str:
-        return scripts.install_script(
+        return install.install_script(
             self._venv_path(),
             str(self.target.venv),
             [shlex.quote(part) for part in shlex.split(self.target.install or "")],
@@ -203,11 +204,11 @@ class HostExecutor:
         (job.local_dir / "job.sh").write_text(self.job_script(run, job), encoding="utf-8")
         self.host.check(scripts.clear_stale_script(root))
         if not self.host.same_place(job.local_dir, root):
-            self.host.upload(job.local_dir, root, skip=layout.HOME_ONLY)
+            self.host.upload(job.local_dir, root, skip=self.home_only)
         token = random_tokens.token_hex(16)
         env = {name: value.get_secret_value() for name, value in job.secrets.items()}
         env.update(self._passed_env())
-        env[scripts.TOKEN_VAR] = token
+        env[wire.TOKEN_VAR] = token
         self.host.spawn(
             scripts.wrapper(root), cwd=root, log=f"{root}/{layout.JOB_LOG}", secrets=env
         )
@@ -301,15 +302,15 @@ class HostExecutor:
         """One look at the job, with the metrics lines written since the last one."""
         offset = self._offsets.get(run.id, 0)
         token = run.job.token if run.job is not None else None
-        done = self.host.run(scripts.status_script(self.run_root(run), offset, token), timeout=60)
+        done = self.host.run(wire.status_script(self.run_root(run), offset, token), timeout=60)
         if done.code != 0:
             raise HostError(done.stderr.decode("utf-8", "replace").strip() or "status failed")
-        status, request, snapshot, size, chunk = _parse_status(done.stdout)
+        status, request, snapshot, size, chunk = wire.parse_status(done.stdout)
         if size < offset:
             # metrics.jsonl shrank (rewritten): start over rather than skip lines.
             offset = 0
             chunk = b""
-        lines, used = complete_lines(chunk, capped=len(chunk) >= scripts.METRICS_CAP)
+        lines, used = complete_lines(chunk, capped=len(chunk) >= wire.METRICS_CAP)
         self._offsets[run.id] = offset + used
         return JobPoll(status, tuple(lines), request, snapshot)
 
@@ -318,7 +319,7 @@ class HostExecutor:
         return self.host.wait_for_change(self.run_root(run), timeout)
 
     def request_snapshot(self, run: RunRecord, reason: str) -> None:
-        self.host.check(scripts.request_script(self.run_root(run), reason))
+        self.host.check(wire.request_script(self.run_root(run), reason))
 
     def cancel(self, run: RunRecord) -> JobStatus:
         container = None
@@ -326,14 +327,14 @@ class HostExecutor:
             container = (run.job.container.engine, run.job.container.name)
         pid = run.job.pid if run.job is not None else None
         token = run.job.token if run.job is not None else None
-        script = scripts.cancel_script(self.run_root(run), pid, container, token)
+        script = wire.cancel_script(self.run_root(run), pid, container, token)
         done = self.host.run(script, timeout=120)
         text = done.text().strip().splitlines()
         if done.code != 0:
             raise UserError(
                 f"cannot cancel the job of run {run.id}: {text[-1] if text else done.code}"
             )
-        return _status(text[-1])
+        return wire.status_line(text[-1])
 
     def collect(self, run: RunRecord, artifacts: ArtifactSpec, dest: Path) -> list[str]:
         """Download ``artifacts`` into ``dest`` and verify them: against the runner's
@@ -396,8 +397,14 @@ class HostExecutor:
         )
         return TargetShell(self.host, python, self.root)
 
+    def open_shell(self, purpose: str, keep_machine: bool) -> TargetShell:
+        return self.shell()
+
     def close(self) -> None:
         self.host.close()
+
+    def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
+        self.close()
 
 
 _MILESTONES = (
@@ -488,39 +495,3 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     elif path.exists() or path.is_symlink():
         path.unlink()
-
-
-def _status(line: str) -> JobStatus:
-    words = line.split()
-    if len(words) >= 2 and words[0] == "status":
-        match words[1:]:
-            case ["running"]:
-                return RUNNING
-            case ["cancelled"]:
-                return CANCELLED
-            case ["exited", code] if code.lstrip("-").isdigit():
-                return JobStatus.exited(int(code))
-            case ["lost"]:
-                return LOST
-    raise HostError("the status script answered something unexpected")
-
-
-def _parse_status(output: bytes) -> tuple[JobStatus, str | None, str | None, int, bytes]:
-    """Split the status script's output into its parts (see ``scripts.status_script``)."""
-    rest = output
-    line, _, rest = rest.partition(b"\n")
-    status = _status(line.decode("ascii", "replace"))
-    request = snapshot = None
-    size = 0
-    while rest:
-        line, _, rest = rest.partition(b"\n")
-        word, _, value = line.decode("ascii", "replace").partition(" ")
-        if word == "request":
-            request = value.strip()
-        elif word == "snapshot":
-            length = int(value)
-            snapshot, rest = rest[:length].decode("utf-8", "replace"), rest[length:]
-        elif word == "metrics":
-            size = int(value) if value.strip().isdigit() else 0
-            return status, request, snapshot, size, rest
-    return status, request, snapshot, size, b""

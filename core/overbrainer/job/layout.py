@@ -50,8 +50,12 @@ INPUTS_FILE = "inputs.json"
 TARGET_NOTE = "target.note"
 """One line a target may keep in a run directory (a pod's state and spend): ``runs ls``
 prints it after the run's line, read as a file so that listing loads no plugin."""
-HOME_ONLY = (RECORD, INPUTS_FILE, TARGET_NOTE, "pod.json", "ssh", CLAIM, SECRETS_FILE)
-"""Names of a run directory that stay at home: records and credentials of the run."""
+FOLLOWED_METRICS = "metrics.followed.jsonl"
+"""The metrics lines a follower saw of a job running elsewhere (ssh, a pod), written at home
+as they come, so that charts are live before ``metrics.jsonl`` is brought home."""
+HOME_ONLY = (RECORD, INPUTS_FILE, TARGET_NOTE, CLAIM, SECRETS_FILE)
+"""Names of a run directory that stay at home: records and credentials of the run. A target
+keeps its own records there too (a pod's): its executor skips those names as well."""
 MANIFEST_ROOTS = (OUTPUT_DIR, METRICS_FILE, SNAPSHOT_FILE)
 """What the runner's manifest covers: everything the job wrote that is brought home, but
 ``job.log``, which the job is still writing when it hashes."""

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from overbrainer.charts.series import FOLLOWED_METRICS
-from overbrainer.job.layout import METRICS_FILE
+from overbrainer.job.layout import FOLLOWED_METRICS, METRICS_FILE
 
 TAIL_BYTES = 32 << 10
 """How much of the end of ``metrics.jsonl`` is read: the last figures are there."""

@@ -10,6 +10,7 @@ from typing import Any
 from loguru import logger
 
 from overbrainer.errors import UserError
+from overbrainer.hookcalls import Hooks
 from overbrainer.job.metrics import parse_event
 from overbrainer.job.record import RunRecord
 from overbrainer.job.spec import JobState, JobStatus
@@ -59,8 +60,8 @@ class Follower:
     the clock), as ``train stop`` would.
     """
 
-    hook: Any
-    executor: Any
+    hook: Hooks
+    executor: object
     run: RunRecord
     on_event: Callable[[dict[str, Any]], None]
     limits: StopLimits = STOP_LIMITS

@@ -14,6 +14,7 @@ from loguru import logger
 
 from overbrainer import files
 from overbrainer.errors import MissingArtifact, UserError
+from overbrainer.hookcalls import Hooks
 from overbrainer.job.layout import (
     CHECKPOINTS,
     CONFIG_FILE,
@@ -68,8 +69,8 @@ def parse_snapshot(text: str | None) -> Snapshot | str | None:
 
 
 def settle(
-    hook: Any,
-    executor: Any,
+    hook: Hooks,
+    executor: object,
     store: RunStore,
     run: RunRecord,
     seen: Followed,

@@ -32,6 +32,7 @@ import pytest
 from pydantic import SecretStr
 
 from overbrainer.errors import ArtifactMismatch, MissingArtifact
+from overbrainer.hookcalls import Hooks
 from overbrainer.job import layout
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobState, JobStatus, TargetInfo
@@ -76,8 +77,8 @@ class ContractTarget:
 class Driver:
     """Drives one executor through the hooks, as the training commands do."""
 
-    hook: Any
-    executor: Any
+    hook: Hooks
+    executor: object
     target: ContractTarget
     project: Path
     info: TargetInfo

@@ -16,6 +16,7 @@ from typing import Any
 
 from overbrainer.config.model import Role, Settings
 from overbrainer.errors import UserError
+from overbrainer.hookcalls import Hooks
 from overbrainer.pipeline.projection import (
     CHARS_PER_TOKEN,
     StagePlan,
@@ -104,7 +105,7 @@ class CostPlan:
 
 def build_plan(
     project: Project,
-    hook: Any,
+    hook: Hooks,
     prices: PriceBook,
     max_usd: float | None = None,
     *,

@@ -17,6 +17,7 @@ from typing import Any
 
 from overbrainer.config.model import Settings
 from overbrainer.errors import UserError
+from overbrainer.hookcalls import Hooks
 from overbrainer.job.spec import TargetPrice
 from overbrainer.pipeline.projection import CHARS_PER_TOKEN, QUESTION_CHARS
 from overbrainer.pipeline.records import ANSWERS, TRAIN, DataFiles
@@ -125,7 +126,7 @@ class TrainingPlan:
 
 
 def estimate_training(
-    project: Project, hook: Any, answers_left: int, target: str | None = None
+    project: Project, hook: Hooks, answers_left: int, target: str | None = None
 ) -> TrainingPlan | None:
     """Training on ``target`` (default ``training.target``), or None without ``[training]``.
 

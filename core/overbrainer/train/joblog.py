@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from overbrainer.errors import UserError
 from overbrainer.job.layout import RECORD
@@ -49,7 +48,7 @@ def log_lines(
 
 
 def _live(
-    ws: Workspace, executor: Any, record: RunRecord, tail: int | None, keep_following: bool
+    ws: Workspace, executor: object, record: RunRecord, tail: int | None, keep_following: bool
 ) -> Iterator[str]:
     hook = ws.hook
     redactor = LineRedactor()

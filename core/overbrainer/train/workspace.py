@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from overbrainer.config.model import Settings
+    from overbrainer.hookcalls import Hooks
     from overbrainer.project import Project
     from overbrainer.runs.store import RunStore
 
@@ -21,7 +22,7 @@ class Workspace:
     """
 
     project: Project
-    hook: Any
+    hook: Hooks
     runs: RunStore
     echo: Callable[[str], None]
 

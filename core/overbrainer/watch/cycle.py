@@ -10,18 +10,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from loguru import logger
 
 from overbrainer.config.reload import Reloader
+from overbrainer.cycles import CycleSummary
 from overbrainer.errors import UserError
+from overbrainer.hookcalls import Hooks
 from overbrainer.pipeline.runner import STAGES, Outcome, run_stage
 from overbrainer.project import Project
 from overbrainer.providers.prices import PriceBook
 from overbrainer.runs.store import RunStore
 from overbrainer.train.workspace import Workspace
-from overbrainer.watch.summary import CycleSummary
 
 
 @dataclass
@@ -30,7 +30,7 @@ class Cycle:
     plugins' hooks, the run store, and where lines go."""
 
     reloader: Reloader
-    hook: Any
+    hook: Hooks
     runs: RunStore
     echo: Callable[[str], None]
     prices: PriceBook = field(default_factory=PriceBook)

@@ -27,12 +27,13 @@ from overbrainer.config.env import Environment
 from overbrainer.config.load import CONFIG_FILE, ConfigError, load_settings
 from overbrainer.config.model import Settings
 from overbrainer.config.reload import Reloader
+from overbrainer.cycles import CycleSummary
 from overbrainer.errors import Interrupted, UserError, signal_of
+from overbrainer.hookcalls import Hooks
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.pipeline.runner import Outcome
 from overbrainer.runs.store import RunStore
 from overbrainer.watch.cycle import Cycle
-from overbrainer.watch.summary import CycleSummary
 
 ENV_FILE = ".env"
 PROMPTS = ("prompts", "*.txt")
@@ -169,7 +170,7 @@ class Loop:
     env: Environment
     kinds: Mapping[str, Any]
     settings: Settings
-    hook: Any
+    hook: Hooks
     runs: RunStore
     lock: Callable[[], AbstractContextManager[Any]]
     echo: Callable[[str], None]

@@ -6,19 +6,16 @@ so nothing is copied and the job's files are home as soon as they are written.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel
-
 from overbrainer.plugin import (
+    ExecutorHooks,
     HostExecutor,
     HostTarget,
     LocalHost,
     Project,
     RemotePath,
     RunRecord,
-    hookimpl,
 )
 
 
@@ -30,17 +27,10 @@ class LocalTarget(HostTarget):
     workdir: RemotePath | None = None
 
 
-@hookimpl
-def register_targets(register: Callable[[str, type[BaseModel]], None]) -> None:
-    register("local", LocalTarget)
-
-
-@hookimpl
 def create_executor(
-    name: str, target: BaseModel, project: Project, run: RunRecord | None
-) -> HostExecutor | None:
-    if not isinstance(target, LocalTarget):
-        return None
+    name: str, target: LocalTarget, project: Project, run: RunRecord | None
+) -> HostExecutor:
+    """A ``HostExecutor`` on this machine: the core's built-in plugin serves its hooks."""
     workdir = target.workdir or str(project.runs_dir.resolve())
     return HostExecutor(
         name,
@@ -50,3 +40,7 @@ def create_executor(
         setup_dir=str(project.dir.resolve()),
         env=project.env,
     )
+
+
+plugin = ExecutorHooks(targets={"local": LocalTarget}, create=create_executor)
+"""What the entry point names: the ``local`` kind and its executors."""

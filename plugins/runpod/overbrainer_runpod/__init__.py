@@ -7,27 +7,20 @@ this kind imports it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from overbrainer.plugin import (
-    ArtifactSpec,
+    Executor,
+    ExecutorHooks,
     Finite,
-    JobHandle,
-    JobPoll,
-    JobSpec,
-    JobStatus,
-    LogChunk,
     NonEmpty,
     Project,
     RemotePath,
     RunRecord,
     TargetBase,
-    TargetInfo,
     TargetPrice,
-    TargetShell,
     comma_list,
     hookimpl,
 )
@@ -85,25 +78,10 @@ class RunpodTarget(TargetBase):
         return self
 
 
-@hookimpl
-def register_targets(register: Callable[[str, type[BaseModel]], None]) -> None:
-    register("runpod", RunpodTarget)
-
-
-def _mine(executor: Any) -> Any:
-    """``executor`` when it is a runpod one (its module loaded only once one exists)."""
-    import sys
-
-    module = sys.modules.get("overbrainer_runpod.executor")
-    return executor if module is not None and isinstance(executor, module.RunpodExecutor) else None
-
-
-@hookimpl
-def create_executor(name: str, target: BaseModel, project: Project, run: RunRecord | None) -> Any:
-    if not isinstance(target, RunpodTarget):
-        return None
+def create_executor(
+    name: str, target: RunpodTarget, project: Project, run: RunRecord | None
+) -> Executor:
     from overbrainer_runpod.api import api_of
-    from overbrainer_runpod.executor import RunpodExecutor
 
     return RunpodExecutor(name, target, project, api_of(*account(project)), run=run)
 
@@ -128,104 +106,54 @@ def rest_url(project: Project) -> str | None:
     return str(url) if url else None
 
 
-@hookimpl
-def estimate_price(name: str, target: BaseModel, project: Project) -> TargetPrice | None:
-    if not isinstance(target, RunpodTarget):
-        return None
+def estimate_price(name: str, target: RunpodTarget, project: Project) -> TargetPrice | None:
     from overbrainer_runpod.price import estimate
 
     return estimate(target, project)
 
 
-@hookimpl
-def describe_target(executor: Any) -> TargetInfo | None:
-    return mine.describe() if (mine := _mine(executor)) else None
+class RunpodHooks(ExecutorHooks[RunpodTarget]):
+    """The adapter's hooks for ``RunpodExecutor``, with the plugin's own: ``overbrainer
+    pod`` and the pods' logs."""
+
+    @hookimpl
+    def register_commands(self, register: Callable[[Any], None]) -> None:
+        from overbrainer_runpod.cli import pod
+
+        register(pod)
+
+    @hookimpl
+    def read_pod_log(  # noqa: PLR0917 - pluggy passes keywords; the hook names them all
+        self,
+        project: Project,
+        run: RunRecord,
+        source: str | None,
+        tail: int | None,
+        follow: bool,
+        echo: Callable[[str], None],
+        note: Callable[[str], None],
+    ) -> bool | None:
+        run_dir = project.runs_dir / run.id
+        target = project.settings.targets.get(run.target)
+        ours = (run_dir / "pod.json").exists() or (run_dir / "pod").is_dir()
+        if not ours and not isinstance(target, RunpodTarget):
+            return None
+        from overbrainer_runpod.api import api_of
+        from overbrainer_runpod.podlog import show_pod_log
+
+        def client() -> Any:
+            return api_of(*account(project), rest_url(project)).log_client()
+
+        show_pod_log(project, client, run.id, source, tail, follow, echo, note)
+        return True
 
 
-@hookimpl
-def prepare_target(executor: Any) -> None:
-    if mine := _mine(executor):
-        mine.warn_orphans()
+from overbrainer_runpod.executor import RunpodExecutor  # noqa: E402 - it needs RunpodTarget's module
 
-
-@hookimpl
-def claim_run_dir(executor: Any, run_id: str) -> str | None:
-    return mine.claim(run_id) if (mine := _mine(executor)) else None
-
-
-@hookimpl
-def launch_job(executor: Any, run: RunRecord, job: JobSpec) -> JobHandle | None:
-    return mine.launch(run, job) if (mine := _mine(executor)) else None
-
-
-@hookimpl
-def poll_job(executor: Any, run: RunRecord) -> JobPoll | None:
-    return mine.poll(run) if (mine := _mine(executor)) else None
-
-
-@hookimpl
-def request_snapshot(executor: Any, run: RunRecord, reason: str) -> bool | None:
-    if not (mine := _mine(executor)):
-        return None
-    mine.request_snapshot(run, reason)
-    return True
-
-
-@hookimpl
-def cancel_job(executor: Any, run: RunRecord) -> JobStatus | None:
-    return mine.cancel(run) if (mine := _mine(executor)) else None
-
-
-@hookimpl
-def collect_artifacts(
-    executor: Any, run: RunRecord, artifacts: ArtifactSpec, dest: Path
-) -> list[str] | None:
-    return mine.collect(run, artifacts, dest) if (mine := _mine(executor)) else None
-
-
-@hookimpl
-def read_job_log(executor: Any, run: RunRecord, offset: int) -> LogChunk | None:
-    return mine.read_log(run, offset) if (mine := _mine(executor)) else None
-
-
-@hookimpl
-def open_shell(executor: Any, purpose: str, keep_machine: bool) -> TargetShell | None:
-    return mine.open_shell(purpose, keep_machine) if (mine := _mine(executor)) else None
-
-
-@hookimpl
-def release_executor(executor: Any, run: RunRecord | None, outcome: str | None) -> None:
-    if mine := _mine(executor):
-        mine.release(run, outcome)
-
-
-@hookimpl
-def register_commands(register: Callable[[Any], None]) -> None:
-    from overbrainer_runpod.cli import pod
-
-    register(pod)
-
-
-@hookimpl
-def read_pod_log(  # noqa: PLR0917 - pluggy passes keywords; the hook names them all
-    project: Project,
-    run: RunRecord,
-    source: str | None,
-    tail: int | None,
-    follow: bool,
-    echo: Callable[[str], None],
-    note: Callable[[str], None],
-) -> bool | None:
-    run_dir = project.runs_dir / run.id
-    target = project.settings.targets.get(run.target)
-    ours = (run_dir / "pod.json").exists() or (run_dir / "pod").is_dir()
-    if not ours and not isinstance(target, RunpodTarget):
-        return None
-    from overbrainer_runpod.api import api_of
-    from overbrainer_runpod.podlog import show_pod_log
-
-    def client() -> Any:
-        return api_of(*account(project), rest_url(project)).log_client()
-
-    show_pod_log(project, client, run.id, source, tail, follow, echo, note)
-    return True
+plugin = RunpodHooks(
+    RunpodExecutor,
+    targets={"runpod": RunpodTarget},
+    create=create_executor,
+    price=estimate_price,
+)
+"""What the entry point names."""

@@ -246,11 +246,9 @@ def _forget(life: PodLife, label: str) -> None:
 
 
 def _connect(name: str, run_id: str, config: Path, tag: str = AFTER_TAG) -> Any:
-    from overbrainer_ssh.host import SshHost
+    from overbrainer_ssh import open_host
 
-    host = SshHost(name, alias(run_id, tag), ssh_config=config)
-    host._transport()
-    return host
+    return open_host(name, alias(run_id, tag), ssh_config=config)
 
 
 def _connector(name: str, ssh_dir: Path, shell_pod: ShellPod) -> Any:

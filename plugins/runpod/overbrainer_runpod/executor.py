@@ -20,6 +20,7 @@ from loguru import logger
 from overbrainer.plugin import (
     LOST,
     ArtifactSpec,
+    Executor,
     HostError,
     HostExecutor,
     HostTarget,
@@ -30,6 +31,7 @@ from overbrainer.plugin import (
     LogChunk,
     Project,
     RunRecord,
+    RunState,
     TargetInfo,
     TargetShell,
     TransientError,
@@ -50,7 +52,9 @@ from overbrainer_runpod.pods import (
 from overbrainer_runpod.record import PodState
 from overbrainer_runpod.timing import Timing, timing
 
-ENDED = ("succeeded", "failed", "cancelled", "stopped")
+ENDED = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.STOPPED)
+HOME_ONLY = ("pod.json", "ssh")
+"""What the run directory keeps of its pods: never uploaded to one."""
 POD_LOGS = ("boot.log", "watchdog.log", "sshd.log")
 
 
@@ -71,7 +75,9 @@ class PodSession:
 
 
 @dataclass
-class RunpodExecutor:
+class RunpodExecutor(Executor):
+    """A pod per run on Runpod, its job driven over the ssh target's transport."""
+
     name: str
     target: Any
     project: Project
@@ -96,6 +102,9 @@ class RunpodExecutor:
             self.api.rest_url = rest_url(self.project)
 
     # Starting.
+
+    def prepare(self) -> None:
+        self.warn_orphans()
 
     def warn_orphans(self) -> None:
         """Warn about overbrainer pods whose run of this project is over, or unknown."""
@@ -201,17 +210,15 @@ class RunpodExecutor:
             )
 
     def _connect(self, run_id: str, config: Path) -> Any:
-        from overbrainer_ssh.host import SshHost
+        from overbrainer_ssh import open_host
 
-        host = SshHost(self.name, alias(run_id), ssh_config=config)
-        host._transport()
-        return host
+        return open_host(self.name, alias(run_id), ssh_config=config)
 
     def _session(self, life: PodLife, host: Any) -> PodSession:
         inner_target = HostTarget(kind="runpod", venv=self.target.venv, device="gpu")
         inner = HostExecutor(
             self.name, inner_target, host, life.pod.workdir or "/workspace/overbrainer",
-            env=self.project.env,
+            env=self.project.env, home_only=HOME_ONLY,
         )  # fmt: skip
         return PodSession(life, host, inner)
 
@@ -238,9 +245,9 @@ class RunpodExecutor:
         if pod.pod_id is None or pod.state is PodState.DELETED or pod.workdir is None:
             return None
         config = life.ssh_dir / "config"
-        from overbrainer_ssh.host import SshHost
+        from overbrainer_ssh import open_host
 
-        host = SshHost(self.name, alias(run_id), ssh_config=config)
+        host = open_host(self.name, alias(run_id), ssh_config=config, connect=False)
         session = self._session(life, host)
         session.launched = True
         self.sessions[run_id] = session
@@ -337,13 +344,13 @@ class RunpodExecutor:
 
     # Ending.
 
-    def open_shell(self, purpose: str, keep: bool) -> TargetShell:
+    def open_shell(self, purpose: str, keep_machine: bool) -> TargetShell:
         """A pod for a command after training (``overbrainer_runpod.after``)."""
         from overbrainer_runpod import after
 
-        return after.open_shell(self, purpose, keep)
+        return after.open_shell(self, purpose, keep_machine)
 
-    def release(self, run: RunRecord | None, outcome: str | None) -> None:
+    def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
         if self.shell_pod is not None:
             from overbrainer_runpod import after
 
@@ -359,13 +366,13 @@ class RunpodExecutor:
             for session in self.sessions.values():
                 session.host.close()
 
-    def end(self, session: PodSession, run: RunRecord, outcome: str) -> None:
+    def end(self, session: PodSession, run: RunRecord, outcome: RunState) -> None:
         life = session.life
         pod = life.pod
         if pod.state is PodState.DELETED:
             return
-        retrieved = (outcome in ("succeeded", "stopped")) or (
-            outcome in ("failed", "cancelled")
+        retrieved = (outcome in (RunState.SUCCEEDED, RunState.STOPPED)) or (
+            outcome in (RunState.FAILED, RunState.CANCELLED)
             and "artifacts not retrieved" not in (run.message or "")
         )
         if run.job is None and outcome in ENDED:

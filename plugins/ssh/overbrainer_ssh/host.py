@@ -74,9 +74,13 @@ class SshHost(Host):
     def connect(self) -> None:
         """Open the connection now; ``UserError`` says why it cannot be."""
         try:
-            self._transport()
+            self.open()
         except HostError as error:
             raise UserError(str(error)) from None
+
+    def open(self) -> None:
+        """Open the connection now; ``HostError`` says why it cannot be."""
+        self._transport()
 
     def close(self) -> None:
         with self._lock:

@@ -1,4 +1,7 @@
-"""What a cycle of ``watch`` did: its summary line, and what the ``on_cycle_end`` hook gets."""
+"""What a cycle of ``watch`` did: its summary line, and what the ``on_cycle_end`` hook gets.
+
+Below the watch loop, so that the hook specs name it without depending on ``watch``.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,149 @@
+"""Typed calls of the plugins' hooks: the only place the core touches pluggy's relay.
+
+pluggy's relay takes and returns ``Any``, so a call site there is unchecked. Each method
+here calls one hook with typed keyword arguments and gives its result its type, so mypy
+checks every call the core makes (this module is checked with ``disallow_any_expr``:
+the relay's untyped results are cast here and nowhere else).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    import pluggy
+    from pydantic import BaseModel
+
+    from overbrainer.config.model import Settings
+    from overbrainer.cycles import CycleSummary
+    from overbrainer.job.record import JobHandle, RunRecord, RunState
+    from overbrainer.job.shell import TargetShell
+    from overbrainer.job.spec import (
+        ArtifactSpec,
+        JobPoll,
+        JobSpec,
+        JobStatus,
+        LogChunk,
+        TargetInfo,
+        TargetPrice,
+    )
+    from overbrainer.project import Project
+
+
+class Hooks:
+    """The hooks of one plugin manager, one typed method each (the hooks' own names and
+    keywords: ``hookspecs`` documents them). An executor is an ``object``: any type its
+    plugin's hooks recognise."""
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self._relay = pm.hook
+
+    def create_executor(
+        self, *, name: str, target: BaseModel, project: Project, run: RunRecord | None
+    ) -> object | None:
+        return cast(
+            "object | None",
+            self._relay.create_executor(name=name, target=target, project=project, run=run),
+        )
+
+    def describe_target(self, *, executor: object) -> TargetInfo | None:
+        return cast("TargetInfo | None", self._relay.describe_target(executor=executor))
+
+    def estimate_price(
+        self, *, name: str, target: BaseModel, project: Project
+    ) -> TargetPrice | None:
+        return cast(
+            "TargetPrice | None",
+            self._relay.estimate_price(name=name, target=target, project=project),
+        )
+
+    def prepare_target(self, *, executor: object) -> None:
+        self._relay.prepare_target(executor=executor)
+
+    def claim_run_dir(self, *, executor: object, run_id: str) -> str | None:
+        return cast("str | None", self._relay.claim_run_dir(executor=executor, run_id=run_id))
+
+    def launch_job(self, *, executor: object, run: RunRecord, job: JobSpec) -> JobHandle | None:
+        return cast("JobHandle | None", self._relay.launch_job(executor=executor, run=run, job=job))
+
+    def poll_job(self, *, executor: object, run: RunRecord) -> JobPoll | None:
+        return cast("JobPoll | None", self._relay.poll_job(executor=executor, run=run))
+
+    def wait_for_job(self, *, executor: object, run: RunRecord, timeout: float) -> bool | None:
+        return cast(
+            "bool | None", self._relay.wait_for_job(executor=executor, run=run, timeout=timeout)
+        )
+
+    def request_snapshot(self, *, executor: object, run: RunRecord, reason: str) -> bool:
+        """True once the job was asked; False when no plugin took the request."""
+        asked = cast(
+            "bool | None",
+            self._relay.request_snapshot(executor=executor, run=run, reason=reason),
+        )
+        return asked is True
+
+    def cancel_job(self, *, executor: object, run: RunRecord) -> JobStatus | None:
+        return cast("JobStatus | None", self._relay.cancel_job(executor=executor, run=run))
+
+    def collect_artifacts(
+        self, *, executor: object, run: RunRecord, artifacts: ArtifactSpec, dest: Path
+    ) -> list[str] | None:
+        return cast(
+            "list[str] | None",
+            self._relay.collect_artifacts(
+                executor=executor, run=run, artifacts=artifacts, dest=dest
+            ),
+        )
+
+    def read_job_log(self, *, executor: object, run: RunRecord, offset: int) -> LogChunk | None:
+        return cast(
+            "LogChunk | None", self._relay.read_job_log(executor=executor, run=run, offset=offset)
+        )
+
+    def open_shell(
+        self, *, executor: object, purpose: str, keep_machine: bool
+    ) -> TargetShell | None:
+        return cast(
+            "TargetShell | None",
+            self._relay.open_shell(executor=executor, purpose=purpose, keep_machine=keep_machine),
+        )
+
+    def release_executor(
+        self, *, executor: object, run: RunRecord | None, outcome: RunState | None
+    ) -> None:
+        self._relay.release_executor(executor=executor, run=run, outcome=outcome)
+
+    def on_config_change(self, *, old: Settings, new: Settings, changed_keys: list[str]) -> None:
+        self._relay.on_config_change(old=old, new=new, changed_keys=changed_keys)
+
+    def on_cycle_end(self, *, summary: CycleSummary) -> None:
+        self._relay.on_cycle_end(summary=summary)
+
+    def register_commands(self, *, register: Callable[[object], None]) -> None:
+        self._relay.register_commands(register=register)
+
+    def read_pod_log(
+        self,
+        *,
+        project: Project,
+        run: RunRecord,
+        source: str | None,
+        tail: int | None,
+        follow: bool,
+        echo: Callable[[str], None],
+        note: Callable[[str], None],
+    ) -> bool | None:
+        return cast(
+            "bool | None",
+            self._relay.read_pod_log(
+                project=project,
+                run=run,
+                source=source,
+                tail=tail,
+                follow=follow,
+                echo=echo,
+                note=note,
+            ),
+        )

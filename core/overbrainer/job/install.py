@@ -1,0 +1,95 @@
+"""The install of Axolotl into a target's venv: uv where the host has it, else pip.
+
+uv reads no pip configuration, so the script hands pip's settings (find-links, index,
+constraints, certificates) over to uv's variables first, and falls back to pip where those
+settings name several indexes (the two resolvers would pick different wheels).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+q = shlex.quote
+
+
+# pip's settings that decide which wheels an install gets (a machine's find-links holding
+# the CPU torch wheel, its index, constraints, certificates), and the variables uv reads
+# for each: uv reads no pip configuration of its own. pip weighs every file of every index;
+# uv takes a version's files from the first index that has it, so with several indexes it
+# can install another wheel than pip would (a py310 build on 3.11): pip installs then.
+_PIP_TO_UV = """\
+import configparser, os, shlex, sys
+names = {"find-links": "UV_FIND_LINKS", "index-url": "UV_INDEX_URL",
+         "extra-index-url": "UV_EXTRA_INDEX_URL", "constraint": "UV_CONSTRAINT",
+         "no-index": "UV_NO_INDEX", "cert": "SSL_CERT_FILE"}
+home = os.path.expanduser("~")
+chosen = os.environ.get("PIP_CONFIG_FILE")
+files = []
+if chosen != os.devnull:  # as pip: global, user (unless PIP_CONFIG_FILE), site, that file
+    xdg = os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg"
+    files += [os.path.join(d, "pip", "pip.conf") for d in reversed(xdg.split(":"))]
+    files.append("/etc/pip.conf")
+    if not (chosen and os.path.exists(chosen)):
+        user = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+        files += [os.path.join(home, ".pip", "pip.conf"), os.path.join(user, "pip", "pip.conf")]
+    if os.environ.get("VIRTUAL_ENV"):
+        files.append(os.path.join(os.environ["VIRTUAL_ENV"], "pip.conf"))
+    if chosen:
+        files.append(chosen)
+settings = {}
+for path in files:
+    parser = configparser.RawConfigParser()
+    try:
+        parser.read(path)
+    except Exception:
+        continue
+    for section in ("global", "install"):
+        if parser.has_section(section):
+            for key, value in parser.items(section):
+                settings[key.replace("_", "-")] = value
+for name in names:
+    value = os.environ.get("PIP_" + name.upper().replace("-", "_"))
+    if value:
+        settings[name] = value
+if settings.get("extra-index-url", "").split():
+    print("echo 'installing with pip: its settings name several package indexes'")
+    sys.exit()
+print("installer=uv")
+for name, value in settings.items():
+    if name not in names:
+        continue
+    if name == "no-index":
+        value = "1" if value.strip().lower() in ("1", "true", "yes", "on") else ""
+    else:
+        value = ("," if name == "find-links" else " ").join(value.split())
+    if value:
+        print(f'[ -n "${{{names[name]}:-}}" ] || export {names[name]}={shlex.quote(value)}')
+"""
+
+
+def install_script(venv: str, shown: str, requirements: list[str]) -> str:
+    """Install ``requirements`` (quoted already) into the venv ``venv`` (a shell path):
+    with uv where the host has it (its venv, ``uv pip install``, pip's settings handed
+    over), with pip otherwise or where pip's settings name several indexes.
+    ``shown``: the venv as the user wrote it."""
+    wanted = " ".join(requirements)
+    return f"""\
+set -e
+echo {q(f"installing Axolotl into {shown} (first use; this takes minutes)")}
+installer=pip
+if command -v uv >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
+  eval "$(python3 - <<'PIP_TO_UV'
+{_PIP_TO_UV}PIP_TO_UV
+)"
+fi
+if [ "$installer" = uv ]; then
+  echo 'installing with uv'
+  # pip takes the best version over every source (a local +cpu wheel over PyPI's): so does uv.
+  [ -n "${{UV_INDEX_STRATEGY:-}}" ] || export UV_INDEX_STRATEGY=unsafe-best-match
+  [ -x {venv}/bin/python ] || uv venv --python "$(command -v python3)" {venv} 2>&1
+  uv pip install --python {venv}/bin/python {wanted} 2>&1
+else
+  [ -x {venv}/bin/pip ] || python3 -m venv {venv}
+  {venv}/bin/pip install --progress-bar off {wanted} 2>&1
+fi
+"""

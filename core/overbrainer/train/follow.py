@@ -1,0 +1,132 @@
+"""Following a started job to its end (``train``, ``train attach``), or until detached."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from loguru import logger
+
+from overbrainer import files
+from overbrainer.errors import DetachedRun, UserError
+from overbrainer.job.record import RunRecord
+from overbrainer.runs import follow
+from overbrainer.runs.follow import Detached, Follower
+from overbrainer.runs.outcome import settle
+from overbrainer.runs.store import RunStore
+from overbrainer.train.executors import release, run_executor
+from overbrainer.train.progress import Progress
+from overbrainer.train.report import reattach, report
+from overbrainer.train.workspace import Workspace
+
+
+def follow_to_end(
+    ws: Workspace,
+    executor: object,
+    record: RunRecord,
+    asked_at: float | None = None,
+    stop_when: Callable[[], str | None] | None = None,
+) -> RunRecord:
+    """Follow the job of ``record`` until it ends, then settle and save its state."""
+    from overbrainer.events import publish
+
+    progress = Progress()
+    mirror = _followed_metrics(ws, record)
+
+    def on_event(event: dict[str, Any]) -> None:
+        progress.event(event)
+        if mirror is not None:
+            mirror.write(json.dumps(event) + "\n")
+            mirror.flush()
+        publish("train_event", run_id=record.id, event=event, phase=progress.current_phase)
+
+    def on_phase(name: str) -> None:
+        progress.phase(name)
+        publish("train_phase", run_id=record.id, phase=progress.current_phase)
+
+    publish("train_phase", run_id=record.id, phase=progress.current_phase)
+    try:
+        follower = Follower(
+            ws.hook,
+            executor,
+            record,
+            on_event=on_event,
+            asked_at=asked_at,
+            poll_s=follow.POLL_S,
+            limits=follow.STOP_LIMITS,
+            stop_when=stop_when,
+        )
+        seen = follower.follow()
+        progress.status(seen.status.describe())
+        return settle(ws.hook, executor, ws.runs, record, seen, on_phase=on_phase)
+    except Detached as error:
+        raise UserError(str(error)) from None
+    finally:
+        progress.close()
+        if mirror is not None:
+            mirror.close()
+        publish("train_end", run_id=record.id)
+
+
+def _followed_metrics(ws: Workspace, record: RunRecord) -> IO[str] | None:
+    """For a job running away from its run directory, the file at home its metrics lines
+    are copied to as they come (``runs show`` and the TUI chart them live); started afresh
+    by each follower, which reads the job's lines from the first."""
+    from overbrainer.job.layout import FOLLOWED_METRICS
+
+    run_dir = ws.runs.run_dir(record.id)
+    if Path(record.remote_dir) == run_dir or Path(record.remote_dir) == run_dir.resolve():
+        return None  # the job writes metrics.jsonl right here
+    path = run_dir / FOLLOWED_METRICS
+    try:
+        path.unlink(missing_ok=True)  # afresh, and a link there is removed, never followed
+        return os.fdopen(files.open_append(path, FOLLOWED_METRICS), "w", encoding="utf-8")
+    except (OSError, UserError) as error:
+        logger.debug(f"no live copy of the metrics of run {record.id}: {error}")
+        return None
+
+
+def attach(ws: Workspace, run_id: str) -> None:
+    """``train attach``: follow a run again (or report an ended one from its files)."""
+    record = ws.runs.load(run_id)
+    if record.state.ended:
+        report(ws, record)
+        return
+    follow_existing(ws, record)
+
+
+def follow_existing(
+    ws: Workspace, record: RunRecord, asked_at: float | None = None, executor: object = None
+) -> None:
+    """Follow a started run to its end and report it."""
+    hook = ws.hook
+    if executor is None:
+        executor = run_executor(ws, record)
+    outcome = None
+    try:
+        record = follow_to_end(ws, executor, record, asked_at=asked_at)
+        outcome = record.state
+    except KeyboardInterrupt:
+        release(hook, executor, record, None)
+        detached(ws.runs, record)
+    finally:
+        if outcome is not None:
+            release(hook, executor, record, outcome)
+    report(ws, record)
+
+
+def detached(store: RunStore, record: RunRecord | None) -> None:
+    """After Ctrl-C while following: a detach, which says how to follow again (on stdout,
+    exit 0: the reference exited 1, but nothing failed); before the job, an error."""
+    if record is None:
+        raise UserError("interrupted before the run started")
+    record = store.load(record.id)
+    if record.job is None:
+        raise UserError(f"interrupted: run {record.id} has no job")
+    raise DetachedRun(
+        f"interrupted: run {record.id} keeps running on target `{record.target}`; "
+        f"{reattach(record.id)}"
+    )

@@ -1,0 +1,210 @@
+"""What a new run needs before anything is made: its plan, the budget, the resume checks,
+and whether an earlier run already trained on the same inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, SecretStr
+
+from overbrainer import files
+from overbrainer.config.model import Settings, Training
+from overbrainer.errors import UserError
+from overbrainer.job.layout import INPUTS_FILE
+from overbrainer.job.record import RunRecord, RunState
+from overbrainer.job.spec import TargetInfo
+from overbrainer.runs.store import RUNS_DIR, RunStore
+from overbrainer.train.inputs import Inputs, inputs_of
+from overbrainer.train.prepare import Resume, check_train_data, data_source
+from overbrainer.train.workspace import Workspace
+
+
+def training_of(settings: Settings) -> Training:
+    if settings.training is None:
+        raise UserError("no [training] section in overbrainer.toml")
+    return settings.training
+
+
+def target_of(settings: Settings, name: str) -> BaseModel:
+    target = settings.targets.get(name)
+    if target is None:
+        raise UserError(f"unknown target `{name}`")
+    return target
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A new run, checked before anything is reached or created."""
+
+    training: Training
+    target: str
+    target_model: BaseModel
+    resume: Resume | None
+    has_eval: bool
+    keep_machine: bool = False
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The target reached and ready for a new run, and the job's secrets; or, when asked
+    to train only if something changed, the run that is already ``up_to_date``."""
+
+    executor: object
+    info: TargetInfo
+    secrets: dict[str, SecretStr]
+    up_to_date: RunRecord | None = None
+    same_as: str | None = None
+    """A stopped run made from the very inputs of this one: resume from its snapshot."""
+
+
+def plan_run(
+    ws: Workspace, target: str | None, resume_from: str | None, keep_pod: bool = False
+) -> Plan:
+    """Check what a new run needs from the settings and the data, or refuse."""
+    from overbrainer.config.load import ConfigError
+    from overbrainer.train.axolotl import extra_problems
+
+    training = training_of(ws.settings)
+    name = target or training.target
+    target_model = target_of(ws.settings, name)
+    problems = extra_problems(training)
+    if problems:
+        raise ConfigError(problems)
+    resume = resume_source(ws, training, resume_from) if resume_from else None
+    has_eval = check_train_data(data_source(ws.project_dir, resume), ws.project_dir)
+    return Plan(training, name, target_model, resume, has_eval, keep_machine=keep_pod)
+
+
+def check_budget(ws: Workspace, target: str, max_usd: float | None) -> None:
+    """Refuse a run on a priced target whose projected GPU spend exceeds what is left of
+    the budget (``max_usd``, else ``[budget] max_usd``), before a machine is created."""
+    from overbrainer.pipeline.budget import RAISE, usd
+    from overbrainer.pipeline.projection import spent
+    from overbrainer.train.estimate import estimate_training
+
+    limit = max_usd if max_usd is not None else ws.settings.budget.max_usd
+    if limit is None:
+        return
+    estimate = estimate_training(ws.project, ws.hook, 0, target)
+    if estimate is not None and estimate.basis.startswith("unknown: "):
+        # A target with a price whose price could not be read is still paid for.
+        raise UserError(
+            f"budget: the price of training on `{target}` cannot be known "
+            f"({estimate.basis.removeprefix('unknown: ')}), so max_usd cannot be kept: no "
+            "machine was created; try again once it can (or unset [budget] max_usd)"
+        )
+    if estimate is None or estimate.price is None or estimate.usd is None:
+        return  # no price: nothing is paid for by the hour
+    so_far = spent(ws.project_dir)
+    left = max(limit - so_far, 0.0)
+    if estimate.usd <= left:
+        return
+    price = estimate.price
+    raise UserError(
+        f"budget: training on `{target}` would cost about {usd(estimate.usd)} "
+        f"({estimate.gpu_hours:.2f} GPU hours of {price.gpu_type} at "
+        f"${price.usd_per_hour:.2f}/h), more than the {usd(left)} left of max_usd "
+        f"{usd(limit)} ({usd(so_far)} spent); no machine was created: train on a cheaper "
+        f"target or fewer epochs, or {RAISE}"
+    )
+
+
+def job_config(ws: Workspace, plan: Plan, info: TargetInfo) -> tuple[str, dict[str, Any]]:
+    """The base model as the job sees it, and the run's axolotl configuration."""
+    from overbrainer.train.axolotl import axolotl_config
+    from overbrainer.train.prepare import resolve_base_model
+
+    resume = plan.resume
+    base_model = resolve_base_model(plan.training, ws.project_dir, info.local_paths)
+    config = axolotl_config(
+        plan.training.model_copy(update={"base_model": base_model}),
+        has_eval=plan.has_eval,
+        resume_checkpoint=f"resume/{resume.name}" if resume else None,
+        cpu=info.cpu,
+    )
+    return base_model, config
+
+
+def job_inputs(ws: Workspace, plan: Plan, info: TargetInfo) -> Inputs:
+    """What a new run of ``plan`` on this target would be made from."""
+    base_model, config = job_config(ws, plan, info)
+    return inputs_of(
+        config,
+        data_source(ws.project_dir, plan.resume),
+        base_model,
+        device=info.device,
+        merge=plan.training.merge,
+    )
+
+
+def up_to_date_run(store: RunStore, fingerprint: str) -> RunRecord | None:
+    """The newest succeeded run made from the inputs ``fingerprint`` stands for, whose
+    output is home."""
+    from overbrainer.job.layout import OUTPUT_DIR
+
+    for record in reversed(store.list()):
+        if record.state is not RunState.SUCCEEDED:
+            continue
+        run_dir = store.run_dir(record.id)
+        inputs = Inputs.read(run_dir / INPUTS_FILE)
+        same = inputs is not None and inputs.fingerprint == fingerprint
+        if same and (run_dir / OUTPUT_DIR).is_dir():
+            return record
+    return None
+
+
+def resume_source(ws: Workspace, training: Training, run_id: str) -> Resume:
+    """The stopped run ``run_id`` to resume from, checked: stopped with its snapshot here,
+    trained with the same settings."""
+    from overbrainer.job.layout import CONFIG_FILE
+    from overbrainer.train.axolotl import resume_mismatch
+
+    store = ws.runs
+    source = store.load(run_id)
+    if source.state is not RunState.STOPPED or source.snapshot is None:
+        raise UserError(
+            f"cannot resume from run {run_id}: it is {source.state.value}, not stopped with a "
+            "snapshot (see `overbrainer train stop`)"
+        )
+    run_dir = store.run_dir(run_id)
+    checkpoint = source.snapshot.checkpoint
+    if not (run_dir / checkpoint).is_dir():
+        raise UserError(
+            f"cannot resume from run {run_id}: its snapshot is not in {RUNS_DIR}/{run_id}/"
+            f"{checkpoint}; retrieve it with `overbrainer train attach {run_id}`"
+        )
+    old_yaml = (
+        files.read_regular(run_dir / CONFIG_FILE, f"{RUNS_DIR}/{run_id}/{CONFIG_FILE}") or b""
+    ).decode("utf-8")
+    differ = resume_mismatch(old_yaml, _config_like(ws, training, old_yaml))
+    if differ:
+        raise UserError(
+            f"cannot resume from run {run_id}: the training settings differ from the ones it "
+            f"ran with ({', '.join(differ)}); set them back to resume, or start a new run"
+        )
+    return Resume(run_id=run_id, run_dir=run_dir, checkpoint=checkpoint)
+
+
+def _config_like(ws: Workspace, training: Training, old_yaml: str) -> dict[str, Any]:
+    """Today's axolotl.yaml as the stopped run would have had it: the same device, the same
+    paths (relative, or absolute under its old root) and the same form of ``base_model``."""
+    import yaml
+
+    from overbrainer.train.axolotl import axolotl_config
+    from overbrainer.train.prepare import resolve_base_model
+
+    old = yaml.safe_load(old_yaml) or {}
+    output_dir = str(old.get("output_dir", ""))
+    root = output_dir.removesuffix("/output") if output_dir.startswith("/") else ""
+    cpu = old.get("lora_mlp_kernel") is False and old.get("bf16") is False
+    # A path relative to the project was made absolute for a target that sees this machine.
+    forms = {training.base_model, resolve_base_model(training, ws.project_dir, True)}
+    base_model = old.get("base_model") if old.get("base_model") in forms else training.base_model
+    return axolotl_config(
+        training.model_copy(update={"base_model": base_model}),
+        has_eval="test_datasets" in old,
+        cpu=cpu,
+        root=root,
+    )

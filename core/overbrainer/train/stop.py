@@ -1,0 +1,112 @@
+"""``train stop`` and ``train cancel``: a snapshot asked for, or the job stopped now."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from loguru import logger
+
+from overbrainer.errors import UserError
+from overbrainer.job.record import RunRecord, RunState, SnapshotReason
+from overbrainer.job.spec import JobState, JobStatus
+from overbrainer.runs.interrupt import deferred_sigint
+from overbrainer.runs.outcome import settle
+from overbrainer.train.executors import release, run_executor
+from overbrainer.train.follow import follow_existing
+from overbrainer.train.workspace import Workspace
+
+
+def stoppable(record: RunRecord) -> None:
+    """Refuse a snapshot request for a run whose job cannot give one."""
+    run_id = record.id
+    if record.job is None or record.state is RunState.PREPARING:
+        raise UserError(f"run {run_id} has not started: there is no job to snapshot yet")
+    if record.state.ended:
+        raise UserError(f"run {run_id} already ended: {record.state.value}")
+    if not record.snapshots:
+        raise UserError(
+            f"run {run_id} was started by an overbrainer older than 0.5.0: its job cannot save "
+            f"a snapshot; cancel it with `overbrainer train cancel {run_id}`, or let it finish"
+        )
+
+
+def stop_requested(run_id: str) -> str:
+    return (
+        f"train: snapshot of run {run_id} requested: its job saves a checkpoint at the end of "
+        "its current step, then stops"
+    )
+
+
+def request_stop(ws: Workspace, record: RunRecord) -> Any:
+    """Ask the job for a snapshot through its target; the executor used."""
+    stoppable(record)
+    executor = run_executor(ws, record)
+    hook = ws.hook
+    try:
+        done = hook.request_snapshot(
+            executor=executor, run=record, reason=SnapshotReason.REQUESTED.value
+        )
+        if not done:
+            raise UserError(f"no plugin can ask the job of run {record.id} for a snapshot")
+    except BaseException:
+        release(hook, executor, record, None)
+        raise
+    ws.echo(stop_requested(record.id))
+    return executor
+
+
+def stop(ws: Workspace, run_id: str) -> None:
+    """``train stop``: ask for a snapshot, then follow the run to its end with the limits."""
+    record = ws.runs.load(run_id)
+    executor = request_stop(ws, record)
+    follow_existing(ws, record, asked_at=time.monotonic(), executor=executor)
+
+
+def stop_for_holder(ws: Workspace, run_id: str, holder: int) -> None:
+    """``train stop`` while another process holds the project: only ask for the snapshot."""
+    record = ws.runs.load(run_id)
+    executor = request_stop(ws, record)
+    release(ws.hook, executor, record, None)
+    who = f"overbrainer (pid {holder})" if holder else "another overbrainer"
+    ws.echo(
+        f"train: {who} is using this project: if it follows run {run_id}, it collects the "
+        f"snapshot; if not, collect it with `overbrainer train attach {run_id}`"
+    )
+
+
+def cancel(ws: Workspace, run_id: str) -> None:
+    """``train cancel``: stop the job of a run, record it cancelled, bring its files home."""
+    store = ws.runs
+    record = store.load(run_id)
+    if record.state is RunState.CANCELLED:
+        raise UserError(f"run {run_id} already ended: cancelled")
+    if record.job is None:
+        raise UserError(f"run {run_id} has not started")
+    if record.state.ended:
+        # A container that outlived its wrapper would keep the GPU: stop what is left.
+        logger.info(
+            f"train: run {run_id} already ended: {record.state.value}; stopping any job left "
+            "on the target"
+        )
+    hook = ws.hook
+    executor = run_executor(ws, record)
+    try:
+        with deferred_sigint():
+            status: JobStatus | None = hook.cancel_job(executor=executor, run=record)
+            if status is None:
+                raise UserError(f"no plugin can cancel the job of run {run_id}")
+            if status.state is JobState.CANCELLED:
+                from overbrainer.runs.follow import Followed
+
+                record = settle(hook, executor, store, record, Followed(status=status))
+    finally:
+        release(hook, executor, record, record.state if record.state.ended else None)
+    if record.state is not RunState.CANCELLED:
+        ws.echo(
+            f"train: the job of run {run_id} had already ended ({status.describe()}): collect it "
+            f"with `overbrainer train attach {run_id}`"
+        )
+        return
+    suffix = f" ({record.message})" if record.message else ""
+    ws.echo(f"train: run {run_id} cancelled{suffix}")

@@ -1,0 +1,68 @@
+"""The job's wire protocol: each script's answer read back by its parser, exit codes by name."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from overbrainer.job import wire
+from overbrainer.job.host import HostError
+from overbrainer.job.spec import CANCELLED, LOST, RUNNING, JobStatus
+
+
+def _sh(script: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize(
+    ("line", "status"),
+    [
+        ("status running", RUNNING),
+        ("status cancelled", CANCELLED),
+        ("status lost", LOST),
+        ("status exited 3", JobStatus.exited(3)),
+        ("status exited -9", JobStatus.exited(-9)),
+    ],
+)
+def test_each_status_line_is_read(line, status):
+    assert wire.status_line(line) == status
+
+
+@pytest.mark.parametrize("line", ["", "status", "status exited x", "running", "status gone"])
+def test_another_answer_is_refused(line):
+    with pytest.raises(HostError, match="the status script answered something unexpected"):
+        wire.status_line(line)
+
+
+def test_the_status_script_is_read_by_its_parser(tmp_path):
+    (tmp_path / "exit_code").write_text("0\n")
+    (tmp_path / "snapshot.request").write_text("deadline\n")
+    (tmp_path / "metrics.jsonl").write_text('{"a": 1}\n{"b": 2}\n')
+    done = _sh(wire.status_script(str(tmp_path), offset=9))
+    status, request, snapshot, size, rest = wire.parse_status(done.stdout.encode())
+    assert (status, request, snapshot, size, rest) == (
+        JobStatus.exited(0), "deadline", None, 18, b'{"b": 2}\n'
+    )
+
+
+def test_a_cancel_without_a_pid_exits_with_its_named_code(tmp_path):
+    done = _sh(wire.cancel_script(str(tmp_path), None, None, token="t"))
+    assert done.returncode == wire.CANCEL_NO_PID
+    assert done.stdout.strip() == "no job.pid"
+    (tmp_path / "job.pid").write_text("1\n")
+    done = _sh(wire.cancel_script(str(tmp_path), None, None, token="t"))
+    assert (done.returncode, done.stdout.strip()) == (wire.CANCEL_NO_PID, "invalid job.pid")
+
+
+def test_a_group_that_is_not_the_job_is_never_signalled(tmp_path):
+    other = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        done = _sh(wire.cancel_script(str(tmp_path), other.pid, None, token="not-its-token"))
+        assert done.returncode == wire.CANCEL_NOT_THE_JOB
+        assert "is not this job's" in done.stdout
+        assert other.poll() is None
+        assert not (tmp_path / "cancelled").exists()
+    finally:
+        other.kill()
+        other.wait()

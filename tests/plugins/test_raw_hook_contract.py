@@ -1,0 +1,131 @@
+"""The conformance suite drives a plugin written as raw, guarded hooks as well as one
+written against ``Executor``: both styles stay the contract."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel
+
+from overbrainer.plugin import (
+    ArtifactSpec,
+    HostExecutor,
+    HostTarget,
+    JobHandle,
+    JobPoll,
+    JobSpec,
+    JobStatus,
+    LocalHost,
+    LogChunk,
+    Project,
+    RunRecord,
+    TargetInfo,
+    hookimpl,
+)
+from overbrainer.testing import ContractTarget, ExecutorContract, make_fake_venv, runner_signaller
+
+
+class RawTarget(HostTarget):
+    kind: Literal["raw"]
+    workdir: str
+
+
+@dataclass
+class RawExecutor:
+    """Not an ``Executor``: only this module's hooks know it (the built-in plugin does not)."""
+
+    inner: HostExecutor
+
+
+def _mine(executor: object) -> HostExecutor | None:
+    return executor.inner if isinstance(executor, RawExecutor) else None
+
+
+@hookimpl
+def register_targets(register: Callable[[str, type[BaseModel]], None]) -> None:
+    register("raw", RawTarget)
+
+
+@hookimpl
+def create_executor(
+    name: str, target: BaseModel, project: Project, run: RunRecord | None
+) -> RawExecutor | None:
+    if not isinstance(target, RawTarget):
+        return None
+    env = dict(os.environ)
+    return RawExecutor(HostExecutor(name, target, LocalHost(env), target.workdir, env=env))
+
+
+@hookimpl
+def describe_target(executor: object) -> TargetInfo | None:
+    return mine.describe() if (mine := _mine(executor)) else None
+
+
+@hookimpl
+def prepare_target(executor: object) -> None:
+    if mine := _mine(executor):
+        mine.prepare()
+
+
+@hookimpl
+def claim_run_dir(executor: object, run_id: str) -> str | None:
+    return mine.claim(run_id) if (mine := _mine(executor)) else None
+
+
+@hookimpl
+def launch_job(executor: object, run: RunRecord, job: JobSpec) -> JobHandle | None:
+    return mine.launch(run, job) if (mine := _mine(executor)) else None
+
+
+@hookimpl
+def poll_job(executor: object, run: RunRecord) -> JobPoll | None:
+    return mine.poll(run) if (mine := _mine(executor)) else None
+
+
+@hookimpl
+def request_snapshot(executor: object, run: RunRecord, reason: str) -> bool | None:
+    if not (mine := _mine(executor)):
+        return None
+    mine.request_snapshot(run, reason)
+    return True
+
+
+@hookimpl
+def cancel_job(executor: object, run: RunRecord) -> JobStatus | None:
+    return mine.cancel(run) if (mine := _mine(executor)) else None
+
+
+@hookimpl
+def collect_artifacts(
+    executor: object, run: RunRecord, artifacts: ArtifactSpec, dest: Path
+) -> list[str] | None:
+    return mine.collect(run, artifacts, dest) if (mine := _mine(executor)) else None
+
+
+@hookimpl
+def read_job_log(executor: object, run: RunRecord, offset: int) -> LogChunk | None:
+    return mine.read_log(run, offset) if (mine := _mine(executor)) else None
+
+
+@hookimpl
+def release_executor(executor: object, run: RunRecord | None, outcome: str | None) -> None:
+    if mine := _mine(executor):
+        mine.close()
+
+
+class TestRawHookExecutor(ExecutorContract):
+    @pytest.fixture
+    def contract_target(self, tmp_path: Path) -> ContractTarget:
+        venv = make_fake_venv(tmp_path / "venv")
+        return ContractTarget(
+            plugin=sys.modules[__name__],
+            table={"kind": "raw", "venv": str(venv), "workdir": str(tmp_path / "work")},
+            job_dir=lambda run: Path(run.remote_dir),
+            signal_runner=runner_signaller,
+        )
