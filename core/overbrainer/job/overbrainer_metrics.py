@@ -13,10 +13,10 @@ file's directory on ``PYTHONPATH``. Its trainer callback, on the main process on
   end of this step, then stop", and once the checkpoint is saved writes ``snapshot.json``
   beside the request: ``{"checkpoint": "output/checkpoint-<step>", "step", "time",
   "reason"}``. A request at the last step changes nothing: the run ends as it would have;
-* keeps SIGTERM blocked in the trainer while ``$OVERBRAINER_SNAPSHOT`` is set (the job's
-  runner turns a TERM into that request), on every process: the processes the trainer starts
-  after (torch's DataLoader workers) inherit the mask, and a TERM sent to every process of the
-  job (a scheduler's stop) reaches none of them.
+* keeps SIGTERM blocked in a trainer the job's runner started shielded from it (TERM ignored
+  and blocked: the runner turns a TERM into a snapshot request), on every process: what the
+  trainer starts (torch's DataLoader workers) inherits the mask, so a TERM sent to every
+  process of the job (a scheduler's stop) reaches none of them.
 
 Its plugin also seeds Python, NumPy and torch with the configuration's ``seed`` before the
 model loads, so that a LoRA adapter's initial weights follow the run's seed.
@@ -269,15 +269,27 @@ class OverbrainerMetricsCallback(TrainerCallback):
         write_atomically(path, json.dumps(snapshot) + "\n")
 
 
-def hold_term() -> None:
-    """Block SIGTERM in this thread when the job's runner owns it (``$OVERBRAINER_SNAPSHOT``).
+def _started_shielded() -> bool:
+    """Whether this process started with SIGTERM ignored or blocked, as the runner starts a
+    stage (Axolotl imports this module before it prepares the data)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return False
+    blocked = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    return blocked or signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
 
-    The runner starts the trainer with TERM blocked, but Python's resource tracker unblocks
-    it in the thread that starts one (the datasets library's worker pools do, while the data
-    is prepared), and a DataLoader worker forked after that installs a TERM handler of its
-    own: a scheduler's TERM to every process of the job would kill it and fail the trainer.
+
+SHIELDED = _started_shielded()
+
+
+def hold_term() -> None:
+    """Block SIGTERM again in this thread, when the process started shielded from it.
+
+    Python's resource tracker unblocks TERM in the thread that starts one (the datasets
+    library's worker pools do, while the data is prepared), and a DataLoader worker forked
+    after that installs a TERM handler of its own: a scheduler's TERM to every process of
+    the job would kill it and fail the trainer.
     """
-    if os.environ.get(SNAPSHOT_ENV) and hasattr(signal, "pthread_sigmask"):
+    if SHIELDED:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
 
