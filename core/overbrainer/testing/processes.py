@@ -16,7 +16,7 @@ ANNOUNCED = re.compile(rb"fake axolotl: (child|worker) pid (\d+)")
 """How the fake trainer names the processes it starts, in the job's log."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class Process:
     """One process: ``started`` is its start time in clock ticks since boot."""
 
