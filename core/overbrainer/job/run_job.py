@@ -250,7 +250,9 @@ def _shield_from_term() -> None:
     """A stage starts with SIGTERM ignored and blocked. Ignoring covers the stage's own
     process; blocking covers every process it starts, since a mask is inherited across fork
     and exec while a disposition is not kept by a process that installs its own handler:
-    torch's DataLoader workers do (they die on TERM, and the trainer fails with them)."""
+    torch's DataLoader workers do (they die on TERM, and the trainer fails with them). Some
+    code clears the mask (dash at its start, Python's resource tracker): the trainer's
+    plugin blocks TERM again before the workers start."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
