@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -198,3 +199,85 @@ def test_the_child_of_a_fake_dies_with_its_process_group(start, root):
     os.killpg(process.pid, signal.SIGTERM)
     assert finish(process) == -signal.SIGTERM
     wait_for(lambda: not alive(child))
+
+
+def _worker_pids(process: subprocess.Popen[bytes], count: int) -> tuple[list[int], bytes]:
+    """The pids the fake announces for its workers, read from its output as they come."""
+    seen, pids = b"", []
+    while len(pids) < count:
+        line = process.stdout.readline()  # type: ignore[union-attr]
+        assert line, f"the fake ended before starting {count} workers:\n{seen.decode()}"
+        seen += line
+        if line.startswith(b"fake axolotl: worker pid "):
+            pids.append(int(line.split()[-1]))
+    return pids, seen
+
+
+def test_the_workers_start_with_the_epoch_and_end_with_it(start, root):
+    process = train(start, FAKE_AXOLOTL_STEPS="3", FAKE_AXOLOTL_WORKERS="2")
+    workers, _ = _worker_pids(process, 2)
+    assert all(os.getpgid(pid) == process.pid for pid in workers)
+    assert finish(process) == 0
+    assert not any(alive(pid) for pid in workers)
+    assert [e["step"] for e in events(root) if e["event"] == "log" and "loss" in e] == [1, 2, 3]
+
+
+# Exec ARGV with SIGTERM ignored and blocked, as the job's runner starts a stage.
+SHIELDED = (
+    "import os, signal, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
+@pytest.fixture
+def shielded(venv: Path, root: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Starts the hanging fake with workers as the runner starts a stage (TERM ignored and
+    blocked), with or without the metrics plugin; killed at the end."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def launch(plugin: bool) -> subprocess.Popen[bytes]:
+        env = job_environ(root, TRAINING, FAKE_AXOLOTL_STEP_SECONDS="0.01",
+                          FAKE_AXOLOTL_HANG="1", FAKE_AXOLOTL_WORKERS="2",
+                          FAKE_AXOLOTL_NO_PLUGIN="" if plugin else "1")
+        argv = [str(venv / "bin" / "axolotl"), "train", "axolotl.yaml", "--launcher", "python"]
+        process = subprocess.Popen(
+            [sys.executable, "-c", SHIELDED, *argv], cwd=root, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        started.append(process)
+        return process
+
+    yield launch
+    for process in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        process.stdout.close()  # type: ignore[union-attr]
+
+
+def test_a_worker_killed_by_sigterm_fails_the_fake_as_torchs_fail_the_trainer(shielded):
+    # Without the plugin holding TERM blocked, the fake's unblocking (as preparing the data
+    # does) reaches its workers, which die of a TERM whatever they inherited.
+    process = shielded(plugin=False)
+    workers, _ = _worker_pids(process, 2)
+    os.killpg(process.pid, signal.SIGTERM)
+    out = process.stdout.read().decode()  # type: ignore[union-attr]
+    assert finish(process) == 1
+    assert "RuntimeError: DataLoader worker (pid " in out
+    assert any(
+        f"DataLoader worker (pid {pid}) is killed by signal: Terminated." in out for pid in workers
+    )
+
+
+def test_under_the_plugin_the_workers_outlive_a_term_to_every_process(shielded, root):
+    process = shielded(plugin=True)
+    workers, _ = _worker_pids(process, 2)
+    os.killpg(process.pid, signal.SIGTERM)
+    time.sleep(0.3)
+    assert process.poll() is None and all(alive(pid) for pid in workers)
+    (root / "snapshot.request").write_text("requested\n")
+    out = process.stdout.read().decode()  # type: ignore[union-attr]
+    assert finish(process) == 0, out
+    assert (root / "snapshot.json").is_file()
+    assert not any(alive(pid) for pid in workers)

@@ -183,6 +183,38 @@ def test_cancel_refuses_a_recorded_pid_that_is_not_the_job(bench):
     assert bench.executor.cancel(run).state is JobState.CANCELLED
 
 
+def test_without_a_token_a_group_is_the_jobs_only_when_it_runs_in_the_jobs_directory(bench):
+    # The reference tool's records and older ones carry no token: the directory ties them.
+    run = bench.launch(bench.new_run(), "sleep 300")
+    bench.wait(run, until=lambda p: p.status.state is JobState.RUNNING)
+    untied = run.evolve(job=run.job.model_copy(update={"token": None}))
+    assert bench.executor.poll(untied).status.state is JobState.RUNNING
+    elsewhere = bench.tmp / "elsewhere"
+    elsewhere.mkdir()
+    other = _foreign_group(elsewhere)
+    try:
+        time.sleep(0.2)
+        stale = untied.evolve(job=untied.job.model_copy(update={"pid": other.pid}))
+        with pytest.raises(UserError) as refused:
+            bench.executor.cancel(stale)
+        assert str(refused.value) == (
+            f"cannot cancel the job of run {run.id}: process group {other.pid} is not this "
+            "job's: its run record has no job token and none of its processes runs in the "
+            f"job's directory (they run in {elsewhere.resolve()}); nothing was signalled"
+        )
+        assert group_alive(other.pid)
+        assert not Path(run.remote_dir, "cancelling").exists()
+        pid_file = Path(run.remote_dir, "job.pid")
+        pid_file.write_text(f"{other.pid}\n")
+        assert bench.executor.poll(untied).status.state is JobState.LOST
+        pid_file.write_text(f"{run.job.pid}\n")
+    finally:
+        os.killpg(other.pid, signal.SIGKILL)
+        other.wait()
+    assert bench.executor.cancel(untied).state is JobState.CANCELLED
+    assert not group_alive(run.job.pid)
+
+
 def test_cancel_never_signals_a_finished_job(bench):
     run = bench.launch(bench.new_run(), "exit 0")
     bench.wait(run)

@@ -387,3 +387,56 @@ def test_the_plugin_needs_nothing_but_the_standard_library(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "[]\n"
+
+
+# Run in a child: a signal mask is the thread's, and pytest's must stay as it is.
+HOLD = """\
+import signal, sys
+if sys.argv[2] == "shielded":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+sys.path.insert(0, sys.argv[1])
+import overbrainer_metrics as m
+from types import SimpleNamespace
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # as Python's resource tracker
+(callback,) = m.OverbrainerMetricsPlugin().add_callbacks_post_trainer({}, None)
+state = SimpleNamespace(max_steps=9, global_step=1, is_world_process_zero=True)
+control = SimpleNamespace(should_training_stop=False, should_save=False)
+for event in sys.argv[3:]:
+    getattr(callback, event)(None, state, control)
+print(signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, ()))
+"""
+
+
+@pytest.mark.parametrize("event", ["on_train_begin", "on_epoch_begin", "on_step_end"])
+def test_a_trainer_started_shielded_from_term_blocks_it_again(tmp_path, event):
+    (tmp_path / plugin_file().name).write_bytes(plugin_file().read_bytes())
+    for started, blocked in (("shielded", "True"), ("plain", "False")):
+        result = subprocess.run(
+            [sys.executable, "-S", "-c", HOLD, str(tmp_path), started, event],
+            capture_output=True, text=True, check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == f"{blocked}\n", (started, event)
+
+
+def test_the_plugin_seeds_the_generators_before_the_model_loads(tmp_path):
+    # A stand-in for transformers: what set_seed is given is what matters here.
+    (tmp_path / plugin_file().name).write_bytes(plugin_file().read_bytes())
+    (tmp_path / "transformers.py").write_text(
+        "class TrainerCallback:\n    pass\n"
+        "def set_seed(seed):\n    print('seeded', seed)\n"
+    )
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import overbrainer_metrics as m\n"
+        "plugin = m.OverbrainerMetricsPlugin()\n"
+        "plugin.pre_model_load({'seed': 7})\n"
+        "plugin.pre_model_load({})\n"
+        "plugin.pre_model_load({'seed': True})\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", script, str(tmp_path)], capture_output=True, text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "seeded 7\n"

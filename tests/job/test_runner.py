@@ -17,7 +17,7 @@ from tests.fixtures.jobs import write_job
 from tests.train.conftest import group_alive
 
 from overbrainer.errors import ArtifactMismatch
-from overbrainer.job.layout import EXIT_CODE, MANIFEST_FILE, MANIFEST_ROOTS, RUNNER
+from overbrainer.job.layout import EXIT_CODE, JOB_FILE, MANIFEST_FILE, MANIFEST_ROOTS, RUNNER
 from overbrainer.job.manifest import parse_manifest, verify
 from overbrainer.job.scripts import runner_source
 
@@ -182,6 +182,74 @@ def test_sigterm_to_the_whole_group_reaches_the_runner_not_the_trainer(tmp_path)
         time.sleep(0.2)
         os.killpg(runner.pid, signal.SIGTERM)
         assert runner.wait(timeout=20) == 0
+        assert (job / "snapshot.json").exists()
+    finally:
+        runner.kill()
+        runner.wait()
+        runner.stdout.close()
+
+
+TERM_BIT = 1 << (signal.SIGTERM - 1)
+
+
+def python_job(job: Path, code: str, *args: str) -> None:
+    """A job whose one stage is this Python running ``code`` (``stage.py``), started without
+    a shell between (dash clears the signal mask it starts with; the trainer's plugin blocks
+    TERM again)."""
+    write_job(job, "")
+    (job / "stage.py").write_text(code)
+    description = json.loads((job / JOB_FILE).read_text())
+    description["stages"][0]["argv"] = [sys.executable, "stage.py", *args]
+    (job / JOB_FILE).write_text(json.dumps(description))
+
+
+# Writes its signal masks to the file named ARGV[1], then has a child of its own do the same.
+MASKS = """\
+import subprocess, sys
+masks = [line for line in open('/proc/self/status') if line.startswith(('SigBlk', 'SigIgn'))]
+open(sys.argv[1], 'w').writelines(masks)
+if sys.argv[1] == 'own':
+    subprocess.run([sys.executable, 'stage.py', 'child'], check=True)
+"""
+
+
+def _masks(path: Path) -> dict[str, int]:
+    return {
+        name: int(value, 16)
+        for name, value in (line.split(":") for line in path.read_text().splitlines())
+    }
+
+
+def test_a_stage_and_what_it_starts_have_sigterm_ignored_and_blocked(tmp_path):
+    job = tmp_path / "job"
+    python_job(job, MASKS, "own")
+    done = run(job)
+    assert done.returncode == 0, done.stdout
+    for name in ("own", "child"):
+        masks = _masks(job / name)
+        assert masks["SigBlk"] & TERM_BIT and masks["SigIgn"] & TERM_BIT, name
+
+
+# A process that sets a TERM handler of its own (torch's DataLoader workers do), then
+# serves the snapshot request as a trainer would.
+OWN_HANDLER = """\
+import os, signal, time
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+open('ready', 'w').close()
+while not os.path.exists('snapshot.request'):
+    time.sleep(0.02)
+open('snapshot.json', 'w').write('{}')
+"""
+
+
+def test_a_term_to_the_group_spares_a_process_with_a_term_handler_of_its_own(tmp_path):
+    job = tmp_path / "job"
+    python_job(job, OWN_HANDLER)
+    runner = start(job)
+    try:
+        wait_for((job / "ready").exists)
+        os.killpg(runner.pid, signal.SIGTERM)
+        assert runner.wait(timeout=20) == 0, runner.stdout.read()
         assert (job / "snapshot.json").exists()
     finally:
         runner.kill()

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 import overbrainer_local
-from overbrainer.testing import ContractTarget, ExecutorContract, make_fake_venv, runner_signaller
+from overbrainer.testing import (
+    ContractTarget,
+    ExecutorContract,
+    job_signaller,
+    make_fake_venv,
+    runner_signaller,
+)
 
 
 class TestLocalTargetWithAWorkdir(ExecutorContract):
@@ -21,6 +27,7 @@ class TestLocalTargetWithAWorkdir(ExecutorContract):
             table={"kind": "local", "venv": str(venv), "workdir": str(tmp_path / "work")},
             job_dir=lambda run: Path(run.remote_dir),
             signal_runner=runner_signaller,
+            signal_job=job_signaller,
         )
 
 
@@ -35,4 +42,5 @@ class TestLocalTargetInTheProject(ExecutorContract):
             table={"kind": "local", "venv": str(venv)},
             job_dir=lambda run: Path(run.remote_dir),
             signal_runner=runner_signaller,
+            signal_job=job_signaller,
         )

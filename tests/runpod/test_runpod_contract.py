@@ -13,6 +13,7 @@ import overbrainer_runpod
 from overbrainer.testing import (
     ContractTarget,
     ExecutorContract,
+    job_signaller,
     make_fake_venv,
     runner_signaller,
 )
@@ -33,4 +34,5 @@ class TestRunpodTarget(ExecutorContract):
             env=dict(os.environ),
             job_dir=lambda run: Path(run.remote_dir),
             signal_runner=runner_signaller,
+            signal_job=job_signaller,
         )

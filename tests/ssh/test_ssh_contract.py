@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 import overbrainer_ssh
-from overbrainer.testing import ContractTarget, ExecutorContract, make_fake_venv, runner_signaller
+from overbrainer.testing import (
+    ContractTarget,
+    ExecutorContract,
+    job_signaller,
+    make_fake_venv,
+    runner_signaller,
+)
 
 
 class TestSshTarget(ExecutorContract):
@@ -21,4 +27,5 @@ class TestSshTarget(ExecutorContract):
             table={"kind": "ssh", "host": ssh_alias, "venv": str(venv)},
             job_dir=lambda run: Path(run.remote_dir),
             signal_runner=runner_signaller,
+            signal_job=job_signaller,
         )

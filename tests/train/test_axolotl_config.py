@@ -65,6 +65,7 @@ def test_a_lora_run_with_eval_data_gets_every_key_of_the_spec_in_order():
         "warmup_ratio": 0.1,
         "gradient_checkpointing": True,
         "logging_steps": 1,
+        "seed": 42,
         "output_dir": f"{ROOT}/output",
         "dataset_prepared_path": f"{ROOT}/prepared",
         "plugins": ["overbrainer_metrics.OverbrainerMetricsPlugin"],
@@ -201,6 +202,7 @@ def test_axolotl_extra_refuses_every_problem_at_once():
         "plugins": [],
         "save_only_model": True,
         "seed": 7,
+        "dataloader_num_workers": 2,
     }
     with pytest.raises(UserError) as caught:
         axolotl_config(training(axolotl_extra=extra), root=ROOT, has_eval=False)
@@ -212,6 +214,7 @@ def test_axolotl_extra_refuses_every_problem_at_once():
         "training.axolotl_extra.plugins: overbrainer sets it for each run; remove it",
         "training.axolotl_extra.save_only_model: true would save checkpoints without the "
         "optimizer state, so a snapshot could not be resumed; remove it",
+        "training.axolotl_extra.seed: set training.seed instead",
     ]
 
 
@@ -369,10 +372,19 @@ def test_the_settings_that_changed_are_named_in_the_config_order():
 
 def test_keys_present_on_one_side_only_differ():
     old = axolotl_config(training(), root=ROOT, has_eval=True)
-    new = axolotl_config(training(axolotl_extra={"seed": 3}), root=ROOT, has_eval=True)
+    new = axolotl_config(training(axolotl_extra={"use_rslora": True}), root=ROOT, has_eval=True)
     del old["warmup_ratio"]
-    assert resume_mismatch(dump_yaml(old), new) == ["warmup_ratio", "seed"]
-    assert resume_mismatch(dump_yaml(new), old) == ["warmup_ratio", "seed"]
+    assert resume_mismatch(dump_yaml(old), new) == ["warmup_ratio", "use_rslora"]
+    assert resume_mismatch(dump_yaml(new), old) == ["warmup_ratio", "use_rslora"]
+
+
+def test_a_changed_seed_differs_and_a_run_made_before_seeds_resumes_with_any():
+    old = axolotl_config(training(), root=ROOT, has_eval=True)
+    new = axolotl_config(training(seed=7), root=ROOT, has_eval=True)
+    assert new["seed"] == 7
+    assert resume_mismatch(dump_yaml(old), new) == ["seed"]
+    del old["seed"]  # Axolotl shuffled such a run at random: nothing to keep to
+    assert resume_mismatch(dump_yaml(old), new) == []
 
 
 def test_settings_that_do_not_change_the_model_may_differ():
@@ -456,4 +468,4 @@ def test_the_shipped_plugin_imports_nothing_but_the_standard_library_unguarded()
         statement.module.split(".")[0] for statement in tree.body
         if isinstance(statement, ast.ImportFrom) and statement.module
     }
-    assert top <= {"__future__", "json", "math", "os", "sys", "time", "typing"}
+    assert top <= {"__future__", "json", "math", "os", "signal", "sys", "time", "typing"}

@@ -7,64 +7,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 from tests.fixtures.real import REAL_TIMEOUT
 from tests.tools import need
-from tests.train.conftest import group_alive
+from tests.train.conftest import group_alive, log_steps
 
 pytestmark = pytest.mark.real
-
-QUICKSTART_DATA = Path(__file__).parents[2] / "examples" / "quickstart" / "data" / "answers.jsonl"
-
-REAL_TRAINING = """
-[training]
-target = "local"
-base_model = "{model}"
-adapter = "lora"
-chat_template = "tokenizer_default"
-epochs = {epochs}
-sequence_len = 384
-sample_packing = false
-micro_batch_size = 1
-gradient_accumulation_steps = 1
-evals_per_epoch = 1
-saves_per_epoch = 1
-
-[targets.local]
-kind = "local"
-venv = "{venv}"
-device = "cpu"
-"""
-
-
-@pytest.fixture
-def real(trainer, venv, tiny_model, monkeypatch):
-    """The trainer project, pointed at the real Axolotl and the tiny model."""
-    lines = QUICKSTART_DATA.read_text().splitlines()
-    (trainer.dir / "data" / "train.jsonl").write_text("\n".join(lines[:16]) + "\n")
-    (trainer.dir / "data" / "eval.jsonl").write_text("\n".join(lines[16:19]) + "\n")
-    monkeypatch.setenv("AXOLOTL_DO_NOT_TRACK", "1")
-    monkeypatch.setenv("DO_NOT_TRACK", "1")
-
-    def configure(epochs: int = 1) -> None:
-        text = (trainer.dir / "overbrainer.toml").read_text().split("\n[training]")[0]
-        (trainer.dir / "overbrainer.toml").write_text(
-            text + REAL_TRAINING.format(model=tiny_model, epochs=epochs, venv=venv)
-        )
-
-    trainer.configure_real = configure
-    configure()
-    return trainer
-
-
-def _log_steps(trainer, run_id: str) -> list[int]:
-    """The steps logged so far: none while the job has not made its metrics.jsonl yet (a
-    run is `running` once its job is spawned, before Axolotl has loaded)."""
-    if not (trainer.dir / "runs" / run_id / "metrics.jsonl").exists():
-        return []
-    return [e["step"] for e in trainer.metrics(run_id) if e["event"] == "log" and "loss" in e]
 
 
 def test_a_real_run_succeeds_with_an_adapter(real, run_cli):
@@ -76,7 +25,7 @@ def test_a_real_run_succeeds_with_an_adapter(real, run_cli):
     assert (output / "adapter_model.safetensors").is_file()
     assert (output / "adapter_config.json").is_file()
     assert result.stdout.splitlines()[1] == f"train: adapter in runs/{run['id']}/output"
-    assert _log_steps(real, run["id"]) == list(range(1, 17))
+    assert log_steps(real, run["id"]) == list(range(1, 17))
     yaml_text = (real.dir / "runs" / run["id"] / "axolotl.yaml").read_text()
     assert "lora_mlp_kernel: false" in yaml_text and "bf16: false" in yaml_text
 
@@ -86,7 +35,7 @@ def test_a_real_run_stops_with_a_snapshot_and_resumes_after_it(real, run_cli):
     process = real.spawn("train")
     real.wait_for(lambda: real.runs() and real.run()["state"] == "running", REAL_TIMEOUT, "a run")
     run = real.run()
-    real.wait_for(lambda: len(_log_steps(real, run["id"])) >= 2, REAL_TIMEOUT, "two steps")
+    real.wait_for(lambda: len(log_steps(real, run["id"])) >= 2, REAL_TIMEOUT, "two steps")
     stop = run_cli("train", "stop", run["id"])  # the spawned process holds the lock
     assert stop.exit_code == 0, stop.stderr
     out, err = process.communicate(timeout=REAL_TIMEOUT)
@@ -102,7 +51,7 @@ def test_a_real_run_stops_with_a_snapshot_and_resumes_after_it(real, run_cli):
     assert resumed.exit_code == 0, resumed.stderr
     new = real.run()
     assert new["state"] == "succeeded" and new["resumed_from"] == run["id"]
-    steps = _log_steps(real, new["id"])
+    steps = log_steps(real, new["id"])
     assert steps[0] == step + 1 and steps[-1] == 48
 
 
@@ -111,7 +60,7 @@ def test_a_real_run_is_cancelled_with_no_process_left(real, run_cli):
     process = real.spawn("train")
     real.wait_for(lambda: real.runs() and real.run()["state"] == "running", REAL_TIMEOUT, "a run")
     run = real.run()
-    real.wait_for(lambda: len(_log_steps(real, run["id"])) >= 1, REAL_TIMEOUT, "a step")
+    real.wait_for(lambda: len(log_steps(real, run["id"])) >= 1, REAL_TIMEOUT, "a step")
     process.kill()
     process.wait()
     result = run_cli("train", "cancel", run["id"])

@@ -122,3 +122,15 @@ def test_run_stops_before_the_stages_when_the_target_cannot_train(run_cli, proje
         "installed; nothing was paid for yet"
     )
     assert [r for r in provider.requests if r.method != "GET"] == []
+
+
+def test_a_changed_training_seed_trains_again_and_diff_names_it(run_cli, project_dir):
+    assert run_cli("run").exit_code == 0
+    config = project_dir / "overbrainer.toml"
+    save(config, config.read_text().replace('adapter = "lora"', 'adapter = "lora"\nseed = 7'))
+    result = run_cli("run")
+    assert result.exit_code == 0, result.stderr
+    assert not result.stdout.splitlines()[-1].startswith("train: up to date")
+    first, second = runs_of(project_dir)
+    diff = run_cli("runs", "diff", first["id"], second["id"])
+    assert diff.stdout == "seed: 42 -> 7\n"

@@ -186,6 +186,10 @@ class Roles(Section):
     judge: Role | None = None
 
 
+DEFAULT_SEED = 42
+"""``pipeline.seed`` unset, and with it ``training.seed``."""
+
+
 class Pipeline(Section):
     concurrency: int = Field(default=8, ge=1, le=1024)
     max_retries: int = Field(default=5, ge=0, le=100)
@@ -194,7 +198,7 @@ class Pipeline(Section):
     question_batch_size: int = Field(default=10, ge=1)
     request_timeout_secs: int = Field(default=600, ge=1)
     eval_ratio: Finite = Field(default=0.1, gt=0, lt=1)
-    seed: int = Field(default=42, ge=0)
+    seed: int = Field(default=DEFAULT_SEED, ge=0)
     include_system_prompt: bool = False
     max_wait_s: Finite = Field(default=600, ge=0)
     """The longest a request waits out a provider's rate limit (429s) in all, before failing."""
@@ -223,7 +227,16 @@ class Training(Section):
     chat_template: NonEmpty | None = None
     chat_template_jinja: NonEmpty | None = None
     hub_model_id: NonEmpty | None = None
+    seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
+    """Seeds the data's shuffle, the adapter's initial weights, dropout and the sampler:
+    the same inputs train the same model (on a CPU; see docs/targets.md for GPUs). Unset:
+    ``pipeline.seed``."""
     axolotl_extra: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def effective_seed(self) -> int:
+        """The seed the run trains with (``pipeline.seed`` fills it in settings)."""
+        return DEFAULT_SEED if self.seed is None else self.seed
 
     @model_validator(mode="after")
     def _merge_needs_adapter(self) -> Training:
@@ -427,3 +440,22 @@ class Settings(Section):
     runpod: RunpodAccount = Field(default_factory=RunpodAccount)
     hf_token: SecretStr | None = Field(default=None)
     log: str | None = Field(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _training_seed_from_pipeline(cls, data: Any) -> Any:
+        """``training.seed`` unset takes ``pipeline.seed`` (modulo 2**32, NumPy's limit): one
+        number reproduces the project. A pipeline seed that is not valid is left to its own
+        error, not copied into a second."""
+        if not isinstance(data, dict) or not isinstance(data.get("training"), dict):
+            return data
+        training = data["training"]
+        if training.get("seed") is not None:
+            return data
+        pipeline = data.get("pipeline")
+        seed = pipeline.get("seed", DEFAULT_SEED) if isinstance(pipeline, dict) else (
+            getattr(pipeline, "seed", DEFAULT_SEED)
+        )
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            return data
+        return {**data, "training": {**training, "seed": seed % 2**32}}

@@ -12,7 +12,14 @@ file's directory on ``PYTHONPATH``. Its trainer callback, on the main process on
 * turns ``$OVERBRAINER_SNAPSHOT`` (a file holding a reason word) into "save a checkpoint at the
   end of this step, then stop", and once the checkpoint is saved writes ``snapshot.json``
   beside the request: ``{"checkpoint": "output/checkpoint-<step>", "step", "time",
-  "reason"}``. A request at the last step changes nothing: the run ends as it would have.
+  "reason"}``. A request at the last step changes nothing: the run ends as it would have;
+* keeps SIGTERM blocked in a trainer the job's runner started shielded from it (TERM ignored
+  and blocked: the runner turns a TERM into a snapshot request), on every process: what the
+  trainer starts (torch's DataLoader workers) inherits the mask, so a TERM sent to every
+  process of the job (a scheduler's stop) reaches none of them.
+
+Its plugin also seeds Python, NumPy and torch with the configuration's ``seed`` before the
+model loads, so that a LoRA adapter's initial weights follow the run's seed.
 
 This file travels alone to the target, so it imports nothing of overbrainer, and it imports
 neither Axolotl, transformers nor torch unless they are there: without them the plugin and its
@@ -24,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import sys
 import time
 from typing import Any
@@ -36,6 +44,9 @@ except ImportError:  # driven by something other than Axolotl
         """What Axolotl's plugin manager calls, doing nothing."""
 
         def register(self, cfg: Any) -> None:
+            return None
+
+        def pre_model_load(self, cfg: Any) -> None:
             return None
 
         def add_callbacks_pre_trainer(self, cfg: Any, model: Any) -> list[Any]:
@@ -172,8 +183,12 @@ class OverbrainerMetricsCallback(TrainerCallback):
                 print(f"overbrainer_metrics: cannot write {self.metrics}: {error}", file=sys.stderr)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        hold_term()
         if _main(state):
             self.emit("begin", max_steps=state.max_steps)
+
+    def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        hold_term()  # before the epoch's DataLoader starts its workers
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
         if not _main(state):
@@ -212,6 +227,7 @@ class OverbrainerMetricsCallback(TrainerCallback):
     # snapshots
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        hold_term()  # before an evaluation starts its DataLoader's workers
         if self.snapshot_request is None or self.snapshot_pending:
             return None
         requested = _main(state) and os.path.exists(self.snapshot_request)
@@ -253,12 +269,54 @@ class OverbrainerMetricsCallback(TrainerCallback):
         write_atomically(path, json.dumps(snapshot) + "\n")
 
 
+def _started_shielded() -> bool:
+    """Whether this process started with SIGTERM ignored or blocked, as the runner starts a
+    stage (Axolotl imports this module before it prepares the data)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return False
+    blocked = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    return blocked or signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+
+
+SHIELDED = _started_shielded()
+
+
+def hold_term() -> None:
+    """Block SIGTERM again in this thread, when the process started shielded from it.
+
+    Python's resource tracker unblocks TERM in the thread that starts one (the datasets
+    library's worker pools do, while the data is prepared), and a DataLoader worker forked
+    after that installs a TERM handler of its own: a scheduler's TERM to every process of
+    the job would kill it and fail the trainer.
+    """
+    if SHIELDED:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+def seeded(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's generators, as the transformers Trainer does."""
+    try:
+        from transformers import set_seed
+    except ImportError:
+        return
+    set_seed(seed)
+
+
 def _main(state: Any) -> bool:
     return bool(getattr(state, "is_world_process_zero", True))
 
 
 class OverbrainerMetricsPlugin(BasePlugin):
-    """The Axolotl plugin: adds :class:`OverbrainerMetricsCallback` to the trainer."""
+    """The Axolotl plugin: seeds the model's initialisation and adds
+    :class:`OverbrainerMetricsCallback` to the trainer."""
+
+    def pre_model_load(self, cfg: Any) -> None:
+        # The trainer seeds itself once it exists, after the model and its adapter are made:
+        # without this, a LoRA adapter's initial weights would not follow the run's seed.
+        hold_term()
+        seed = cfg.get("seed") if hasattr(cfg, "get") else None
+        if isinstance(seed, int) and not isinstance(seed, bool):
+            seeded(seed)
 
     def add_callbacks_post_trainer(self, cfg: Any, trainer: Any) -> list[Any]:
         # Added after the trainer's own callbacks, so the snapshot decision at a step's end

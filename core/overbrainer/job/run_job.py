@@ -16,8 +16,9 @@ a scheduler starts), so any target runs the same job with one command:
    ``snapshot.json``) and ``exit_code``, then exits with the outcome: 0, or the exit status
    of the stage that failed (128 + N for a signal).
 
-The stages run with SIGTERM ignored, so a scheduler that signals the whole process group
-(Slurm, Ray) reaches the runner, which decides, rather than killing the trainer mid-step.
+The stages run with SIGTERM ignored and blocked, inherited by every process they start, so
+a scheduler that signals every process of the job (Slurm, systemd, Ray) reaches the runner
+alone, which decides, rather than killing the trainer or its DataLoader workers mid-step.
 
 ``python run_job.py manifest COUNT PATH... PATTERN...`` prints the manifest records of the
 COUNT paths (skipping names matching the patterns) to stdout: the host targets hash with it.
@@ -206,7 +207,7 @@ class Runner:
                 cwd=self.root,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=_ignore_term,  # noqa: PLW1509 - the runner has no threads
+                preexec_fn=_shield_from_term,  # noqa: PLW1509 - the runner has no threads
             )
         except OSError as error:
             say(f"stage {name} could not start: {error}")
@@ -245,8 +246,15 @@ class Runner:
         write_atomically(self.path(EXIT_CODE), f"{code}\n".encode())
 
 
-def _ignore_term() -> None:
+def _shield_from_term() -> None:
+    """A stage starts with SIGTERM ignored and blocked. Ignoring covers the stage's own
+    process; blocking covers every process it starts, since a mask is inherited across fork
+    and exec while a disposition is not kept by a process that installs its own handler:
+    torch's DataLoader workers do (they die on TERM, and the trainer fails with them). Some
+    code clears the mask (dash at its start, Python's resource tracker): the trainer's
+    plugin blocks TERM again before the workers start."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
 
 def main(argv: list) -> int:

@@ -24,7 +24,7 @@ CANCEL_NO_PID = 3
 CANCEL_SURVIVED_KILL = 4
 """``cancel_script``: the group survived KILL (``cancelling`` stays: the status reads running)."""
 CANCEL_NOT_THE_JOB = 5
-"""``cancel_script``: the group is not the job's, or cannot be tied to it (no token)."""
+"""``cancel_script``: the group is not the job's, or cannot be tied to it (no ``/proc``)."""
 
 q = shlex.quote
 
@@ -60,13 +60,34 @@ proven() {{
 """
 
 
+# Without a token (the reference tool's records, older or edited ones), a group is the
+# job's only if a live member runs in the job's directory, the one the script runs in.
+# `group_dirs` prints the directory of each live member of group $1, a line each.
+_TIED = """\
+group_dirs() {
+  for f in /proc/[0-9]*/stat; do
+    read -r line 2>/dev/null < "$f" || continue
+    set -- "$1" ${line##*) }
+    [ "$4" = "$1" ] && [ "$2" != Z ] || continue
+    readlink "${f%/stat}/cwd" 2>/dev/null || echo "(a directory it cannot read)"
+  done
+}
+tied() {
+  group_dirs "$1" | grep -qxF -- "$(pwd -P)"
+}
+"""
+
+
 def _alive(token: str | None) -> str:
-    """``alive``: the job of ``job.pid`` runs (proven by ``token`` when there is one and
-    ``/proc`` can tell)."""
-    proof = f' && {{ [ ! -r /proc/self/environ ] || proven "$pid" {q(token)}; }}' if token else ""
+    """``alive``: the job of ``job.pid`` runs (proven by ``token`` when there is one, tied by
+    its directory otherwise, where ``/proc`` can tell)."""
+    proof = f' && {{ [ ! -r /proc/self/environ ] || proven "$pid" {q(token)}; }}' if token else (
+        ' && { [ ! -r /proc/self/stat ] || tied "$pid"; }'
+    )
     return (
         _GROUP_ALIVE
         + _PROVEN
+        + _TIED
         + f"""\
 alive() {{
   pid=$(cat job.pid 2>/dev/null) || return 1
@@ -84,7 +105,8 @@ def status_script(root: str, offset: int, token: str | None = None) -> str:
     ``snapshot <n>`` followed by n bytes of ``snapshot.json`` (at most 64 KiB + 1, so a
     larger file shows as too large); ``metrics <size>`` then the bytes of
     ``metrics.jsonl`` from ``offset`` (at most 1 MiB) to the end of the output. A group
-    that does not carry ``token`` is not the job's: without an exit code, it is lost.
+    that does not carry ``token`` (without one: none of whose processes runs in ``root``)
+    is not the job's: without an exit code, it is lost.
     """
     return f"""\
 if ! cd {q(root)} 2>/dev/null; then echo "status lost"; exit 0; fi
@@ -124,20 +146,27 @@ def cancel_script(
     Prints the final status line. ``pid`` is the recorded one (``job.pid`` when None). A
     job that already finished is never signalled (its pid may belong to another process by
     now), nor a live group none of whose processes carries ``token`` (a stale or edited
-    record). Exits ``CANCEL_NO_PID``, ``CANCEL_SURVIVED_KILL`` or ``CANCEL_NOT_THE_JOB`` (above)
+    record) or, without a token, runs in the job's directory. Exits ``CANCEL_NO_PID``, ``CANCEL_SURVIVED_KILL`` or ``CANCEL_NOT_THE_JOB`` (above)
     when it cannot.
     """
     stop = ""
     if container is not None:
         engine, name = container
         stop = f"{q(engine)} stop -t 30 {q(name)} >/dev/null 2>&1\n"
-    # No token (the reference tool's records, older or edited ones): nothing ties the
-    # group to the job, and a pid is reused; the group is never signalled.
-    proof = """\
-if group_alive "$pid"; then
-  echo "process group $pid cannot be tied to this job: its run record has no job token \
-(written by another tool or an older version); nothing was signalled. If it is the job, \
-stop it by hand: kill -TERM -$pid"
+    # No token (the reference tool's records, older or edited ones): a pid is reused, so
+    # the group is signalled only if one of its processes runs in the job's directory.
+    proof = _TIED + f"""\
+if group_alive "$pid" && ! {{ [ -r /proc/self/stat ] && tied "$pid"; }}; then
+  if [ -r /proc/self/stat ]; then
+    where=$(group_dirs "$pid" | sort -u | head -n 5 \\
+      | {{ w=; while IFS= read -r d; do w="${{w:+$w, }}$d"; done; printf '%s' "$w"; }})
+    echo "process group $pid is not this job's: its run record has no job token and none \\
+of its processes runs in the job's directory (they run in $where); nothing was signalled"
+  else
+    echo "process group $pid cannot be tied to this job: its run record has no job token \\
+and /proc is not readable; nothing was signalled. If it is the job, stop it by hand: \\
+kill -TERM -$pid"
+  fi
   exit {CANCEL_NOT_THE_JOB}
 fi
 """

@@ -63,6 +63,9 @@ class ContractTarget:
             tests that alter or scan the target's files are skipped without it).
         signal_runner: sends the job's runner SIGTERM as the platform would (a scheduler's
             stop); the graceful-stop-by-signal test is skipped without it.
+        signal_job: sends SIGTERM to every process of the job at once, as Slurm (at a time
+            limit, on ``scancel``), systemd and Ray's ``stop_job`` do; the test that this is a
+            graceful stop too is skipped without it.
     """
 
     plugin: object
@@ -71,6 +74,7 @@ class ContractTarget:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     job_dir: Callable[[RunRecord], Path | None] | None = None
     signal_runner: Callable[[RunRecord], None] | None = None
+    signal_job: Callable[[RunRecord], None] | None = None
 
 
 @dataclass
@@ -307,11 +311,28 @@ class ExecutorContract:
     def test_sigterm_to_the_runner_is_a_graceful_snapshot(self, driver: Driver) -> None:
         if driver.target.signal_runner is None:
             pytest.skip("no way to signal the job's runner given")
-        run = driver.launch(knobs={"FAKE_AXOLOTL_HANG": "1"})
+        run = driver.launch(knobs={"FAKE_AXOLOTL_HANG": "1", "FAKE_AXOLOTL_WORKERS": "2"})
         driver.training(run)
         driver.target.signal_runner(run)
         poll, _ = driver.follow(run)
         assert poll.status == JobStatus.exited(0)
+        assert _snapshot(poll)["reason"] == "requested"
+
+    def test_sigterm_to_every_process_of_the_job_is_a_graceful_snapshot(
+        self, driver: Driver
+    ) -> None:
+        # The fake's workers die of TERM as torch's DataLoader workers do, and fail the
+        # trainer: such a stop must still end in a snapshot.
+        if driver.target.signal_job is None:
+            pytest.skip("no way to signal every process of the job given")
+        run = driver.launch(knobs={"FAKE_AXOLOTL_HANG": "1", "FAKE_AXOLOTL_WORKERS": "2"})
+        driver.training(run)
+        _wait_announced(driver, run, worker=2)
+        driver.target.signal_job(run)
+        poll, _ = driver.follow(run)
+        log = driver.whole_log(run)
+        assert poll.status == JobStatus.exited(0), log[-2000:].decode("utf-8", "replace")
+        assert b"DataLoader worker" not in log
         assert _snapshot(poll)["reason"] == "requested"
 
     def test_a_run_resumes_from_a_snapshot(self, driver: Driver) -> None:
@@ -343,6 +364,39 @@ class ExecutorContract:
         before = len(driver.whole_log(run))
         time.sleep(0.5)
         assert len(driver.whole_log(run)) == before, "the job still writes after its cancel"
+
+    def test_cancel_ends_every_process_of_the_job_and_again_does_nothing(
+        self, driver: Driver
+    ) -> None:
+        from overbrainer.testing.processes import carrying, with_their_runners
+
+        token = tokens.token_hex(8)
+        mark = f"{MARK_VARIABLE}={token}"
+        knobs = {"FAKE_AXOLOTL_HANG": "1", "FAKE_AXOLOTL_CHILD": "1", "FAKE_AXOLOTL_WORKERS": "2"}
+        run = driver.launch(knobs={**knobs, MARK_VARIABLE: token})
+        driver.training(run)
+        named = _wait_announced(driver, run, child=1, worker=2)
+        seen = with_their_runners(carrying(mark))
+        if seen:
+            missing = set(named) - {process.pid for process in seen}
+            assert not missing, f"the fake's child and workers {sorted(missing)} do not run"
+        assert driver.cancel(run).state is JobState.CANCELLED
+        deadline = time.monotonic() + KILL_GRACE_S  # a KILL sent is not yet a KILL served
+        while left := {process for process in seen if process.running()} | carrying(mark):
+            assert time.monotonic() < deadline, (
+                f"processes of the job outlived its cancel: {sorted(left)}"
+            )
+            time.sleep(POLL_S)
+
+        before = (_files(driver, run), driver.whole_log(run))
+        assert driver.cancel(run).state is JobState.CANCELLED
+        assert (_files(driver, run), driver.whole_log(run)) == before, (
+            "a second cancel changed the job's files or log"
+        )
+        assert driver.poll(run).status.state is JobState.CANCELLED
+        if not seen:
+            pytest.skip("the job's processes are not visible from this machine: only the "
+                        "second cancel was checked")
 
     def test_cancel_never_signals_a_finished_job(self, driver: Driver) -> None:
         run = driver.launch(knobs={"FAKE_AXOLOTL_STEPS": "2"})
@@ -402,6 +456,41 @@ class ExecutorContract:
         run = driver.new_run()
         again = driver.hook.claim_run_dir(executor=driver.executor, run_id=run.id)
         assert again == ""
+
+
+KILL_GRACE_S = 2.0
+"""How long after ``cancel_job`` returned a process of the job may still be dying."""
+MARK_VARIABLE = "CONTRACT_JOB_MARK"
+"""A variable of the job's environment that every process of the job inherits: how the
+cancel test finds them on this machine."""
+
+
+def _wait_announced(driver: Driver, run: RunRecord, **counts: int) -> list[int]:
+    """The pids of the processes the fake trainer started, once it named ``counts`` of them
+    (``child=1, worker=2``) in the job's log."""
+    from overbrainer.testing.processes import announced
+
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        named = announced(driver.whole_log(run))
+        if all(len(named.get(kind, [])) >= count for kind, count in counts.items()):
+            return [pid for kind in counts for pid in named[kind]]
+        assert time.monotonic() < deadline, f"the fake never named its {counts} in the log"
+        time.sleep(POLL_S)
+
+
+def _files(driver: Driver, run: RunRecord) -> dict[str, tuple[int, int]]:
+    """Every file of the job directory with its size and modification time; empty when
+    this machine cannot read the directory."""
+    where = driver.target.job_dir(run) if driver.target.job_dir else None
+    if where is None or not where.is_dir():
+        return {}
+    files = {}
+    for path in sorted(where.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            stat = path.stat()
+            files[str(path.relative_to(where))] = (stat.st_size, stat.st_mtime_ns)
+    return files
 
 
 def _cmdlines_holding(secret: bytes) -> list[str]:

@@ -1,4 +1,5 @@
-"""SIGTERM to a job's runner alone, as a scheduler's graceful stop would send it."""
+"""SIGTERM to a job's runner alone, or to every process of the job, as a scheduler's stop
+sends it."""
 
 from __future__ import annotations
 
@@ -29,3 +30,10 @@ def runner_signaller(run: RunRecord) -> None:
     pid = runner_pid(run.job.pid)
     assert pid is not None, f"no runner in process group {run.job.pid}"
     os.kill(pid, signal.SIGTERM)
+
+
+def job_signaller(run: RunRecord) -> None:
+    """Send SIGTERM to every process of ``run``'s job at once (its process group, a POSIX
+    host job on this machine), as Slurm, systemd and Ray's stop_job do."""
+    assert run.job is not None and run.job.pid is not None, "the run has no process group"
+    os.killpg(run.job.pid, signal.SIGTERM)

@@ -51,6 +51,7 @@ TYPED_KEYS: Mapping[str, str] = {
     "chat_template": "chat_template",
     "chat_template_jinja": "chat_template_jinja",
     "hub_model_id": "hub_model_id",
+    "seed": "seed",
 }
 """axolotl.yaml keys that ``[training]`` sets, by the ``[training]`` key that sets them."""
 
@@ -143,6 +144,9 @@ def axolotl_config(
         "warmup_ratio": 0.1,
         "gradient_checkpointing": True,
         "logging_steps": 1,
+        # Axolotl's own default leaves the datasets' shuffles unseeded: every run would
+        # see the examples in another order.
+        "seed": training.effective_seed,
         "output_dir": at(OUTPUT_DIR),
         "dataset_prepared_path": at(PREPARED_DIR),
         "plugins": [PLUGIN],
@@ -293,6 +297,8 @@ def resume_mismatch(old_yaml: str, new_config: Mapping[str, Any]) -> list[str]:
         for key in keys
         if not any(fnmatch.fnmatchcase(str(key), pattern) for pattern in RESUME_IGNORED)
         and old.get(key, missing) != new_config.get(key, missing)
+        # A run made before overbrainer set a seed shuffled at random: any seed resumes it.
+        and not (key == "seed" and key not in old)
     ]
 
 
