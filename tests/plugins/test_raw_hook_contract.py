@@ -28,7 +28,13 @@ from overbrainer.plugin import (
     TargetInfo,
     hookimpl,
 )
-from overbrainer.testing import ContractTarget, ExecutorContract, make_fake_venv, runner_signaller
+from overbrainer.testing import (
+    ContractTarget,
+    ExecutorContract,
+    job_signaller,
+    make_fake_venv,
+    runner_signaller,
+)
 
 
 class RawTarget(HostTarget):
@@ -128,4 +134,5 @@ class TestRawHookExecutor(ExecutorContract):
             table={"kind": "raw", "venv": str(venv), "workdir": str(tmp_path / "work")},
             job_dir=lambda run: Path(run.remote_dir),
             signal_runner=runner_signaller,
+            signal_job=job_signaller,
         )

@@ -20,6 +20,16 @@ def signal_runner(run: RunRecord) -> None:
     os.kill(run.job.data_as(overbrainer_spool.SpoolJob).pid, signal.SIGTERM)
 
 
+def signal_job(run: RunRecord) -> None:
+    """SIGTERM to every process of the job at once (the runner's session), as a scheduler's
+    stop does."""
+    import os
+    import signal
+
+    assert run.job is not None
+    os.killpg(run.job.data_as(overbrainer_spool.SpoolJob).pid, signal.SIGTERM)
+
+
 class TestSpoolExecutor(ExecutorContract):
     @pytest.fixture
     def contract_target(self, tmp_path: Path) -> ContractTarget:
@@ -33,4 +43,5 @@ class TestSpoolExecutor(ExecutorContract):
             },
             job_dir=lambda run: Path(run.remote_dir),
             signal_runner=signal_runner,
+            signal_job=signal_job,
         )

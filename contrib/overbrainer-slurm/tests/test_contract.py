@@ -51,6 +51,16 @@ def term_the_batch_shell(cluster: LocalSlurm):
     return stop
 
 
+def term_every_process(cluster: LocalSlurm):
+    """Slurm's stop of every process of a job at once (``scancel --signal=TERM --full``, as at
+    a time limit without ``B:``)."""
+
+    def stop(run: RunRecord) -> None:
+        cluster.command("scancel", "--signal=TERM", "--full", job_id(run))
+
+    return stop
+
+
 def slurm_state(cluster: LocalSlurm, job: str) -> str:
     line = cluster.command("scontrol", "show", "job", "-o", job)
     return line.split("JobState=", 1)[1].split()[0]
@@ -75,6 +85,7 @@ class TestSlurmExecutor(ExecutorContract):
             env={**os.environ, **slurm_cluster.env},
             job_dir=lambda run: Path(run.remote_dir),
             signal_runner=term_the_batch_shell(slurm_cluster),
+            signal_job=term_every_process(slurm_cluster),
         )
 
     @pytest.fixture
