@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from overbrainer.errors import UserError
 from overbrainer.job.layout import TARGET_NOTE
 from overbrainer.job.record import RunState, SnapshotReason
 from overbrainer.runs.listing import REASONS, STATES, run_line, run_lines
@@ -84,3 +87,29 @@ def test_a_targets_note_ends_its_runs_line(project_dir):
         "demo_20260101-000000  running    gpu  2026-01-01T00:00:00Z  pod running k3x $0.44/h",
         "demo_20260101-000001  running    gpu  2026-01-01T00:00:01Z",
     ]
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ('{"id": "x",', "line 1, column 12"),
+        ("[1, 2]", "record: not an object"),
+        (b'{"id": "\xff"}', "not UTF-8"),
+    ],
+)
+def test_the_listing_and_the_store_word_an_unreadable_record_alike(
+    run_cli, project_dir, content, why
+):
+    run_id = "demo_20260101-000000"
+    directory = project_dir / "runs" / run_id
+    directory.mkdir(parents=True)
+    path = directory / "run.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    message = f"runs/{run_id}/run.json is not a valid run record ({why})"
+    with pytest.raises(UserError) as caught:
+        RunStore(project_dir).load(run_id)
+    assert str(caught.value) == message
+    result = run_cli("runs", "ls")
+    assert result.exit_code == 0
+    assert result.stdout == ""
+    assert result.stderr == f"warning: skipping run {run_id}: {message}\n"

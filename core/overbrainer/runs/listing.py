@@ -13,7 +13,6 @@ compares) follows it, each field labelled, and a header names the fixed columns.
 from __future__ import annotations
 
 import errno
-import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from overbrainer.errors import UserError
 from overbrainer.job.layout import OUTPUT_DIR, RECORD, TARGET_NOTE
 from overbrainer.redact import escape_controls
 from overbrainer.runs.ids import is_valid_id
+from overbrainer.runs.record_file import not_this_run, record_data
 
 if TYPE_CHECKING:
     from overbrainer.job.record import RunRecord
@@ -68,26 +68,14 @@ def run_line(record: RunRecord | Listed, width: int, extra: str = "") -> str:
 def read_listed(directory: str, run_id: str) -> Listed:
     """The printed fields of ``directory``'s ``run.json``; ``UserError`` saying why they
     cannot be read, worded as ``RunStore.load`` words it."""
-    path = os.path.join(directory, RECORD)
     shown = f"runs/{run_id}/{RECORD}"
-    raw = files.read_regular(Path(path), shown, files.RECORD_LIMIT, follow=False)
-    if raw is None:
-        raise UserError(f"cannot read {shown}: {os.strerror(errno.ENOENT)}")
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as error:
-        raise UserError(
-            f"{shown} is not a valid run record (line {error.lineno}, column {error.colno})"
-        ) from None
-    except UnicodeDecodeError:
-        raise UserError(f"{shown} is not a valid run record (not UTF-8)") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{shown} is not a valid run record (record: not an object)")
+    missing = f"cannot read {shown}: {os.strerror(errno.ENOENT)}"
+    data = record_data(Path(directory, RECORD), shown, missing)
     problem = _problem(data)
     if problem is not None:
         raise UserError(f"{shown} is not a valid run record ({problem})")
     if data["id"] != run_id:
-        raise UserError(f"{shown} is not a valid run record (id: names another run)")
+        raise not_this_run(shown)
     snapshot = data.get("snapshot")
     return Listed(
         data["id"],
