@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import random
 import subprocess
 import sys
@@ -114,6 +115,7 @@ async def fill(
     """Admit ``total`` questions ``batch`` at a time; progress every ``every``."""
     probe = Probe()
     task = asyncio.create_task(probe.run())
+    gc.freeze()  # as the questions stage does: what was held before is never walked again
     began = time.process_time()
     for start in range(0, total, batch):
         admitted, _ = await dedup.admit(texts_unique(start, batch), batch)
@@ -123,6 +125,7 @@ async def fill(
             stall = probe.worst * 1e3
             print(f"  {start + batch:>7} held: {spent:6.1f} s CPU, loop stall {stall:.0f} ms")
     cpu = time.process_time() - began - embedder.cpu
+    gc.unfreeze()
     probe.stop()
     await task
     return cpu, probe
