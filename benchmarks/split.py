@@ -5,7 +5,9 @@
 A project with N generated answers (about 64 MiB at the defaults) is split by the real
 console script, and by a naive script doing the same work with the standard library (read
 every record, keep the latest of each id, rank by the seeded hash, write train and eval).
-Both run in fresh processes, interleaved; printed: the median CPU seconds of each, the ratio
+Both run in fresh processes, interleaved, after one unmeasured run of ``split`` that writes
+the bytecode caches (``PYTHONDONTWRITEBYTECODE`` is dropped: an installed package has them);
+printed: the median CPU seconds of each, the ratio
 (goal: 0.5 or less), and the peak RSS of `split` against the size of answers.jsonl (goal:
 2x or less).
 """
@@ -68,11 +70,17 @@ print(usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, done.returncode)
 """
 
 
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+"""Installed packages have their bytecode compiled (pip does it): the first, unmeasured,
+run writes it here, as ``startup.py`` does."""
+
+
 def measure(argv: list[str]) -> tuple[float, float]:
     """CPU seconds and peak RSS (MiB) of ``argv`` alone (a fresh parent, so ru_maxrss is
     the child's)."""
     out = subprocess.run(
-        [sys.executable, "-c", MEASURE, *argv], capture_output=True, text=True, check=True
+        [sys.executable, "-c", MEASURE, *argv], capture_output=True, text=True, check=True,
+        env=ENV,
     ).stdout.split()
     if out[2] != "0":
         raise SystemExit(f"{argv[0]} failed")
@@ -93,6 +101,7 @@ def main() -> None:
         print(f"split of {args.answers} answers ({size:.0f} MiB), {args.n} runs each, medians")
         split_runs, naive_runs = [], []
         env_note = os.environ.get("OVERBRAINER_LOG", "")
+        measure([overbrainer, "-C", str(project), "split"])  # warm-up: bytecode, page cache
         for _ in range(args.n):
             split_runs.append(measure([overbrainer, "-C", str(project), "split"]))
             naive_runs.append(measure([sys.executable, "-c", NAIVE, str(project)]))

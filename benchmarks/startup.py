@@ -4,7 +4,10 @@ Each command runs N times in a fresh process (interleaved, after one unmeasured 
 that also writes the bytecode caches); the median wall time and CPU time (user + system) are
 compared with `python -c pass` and `python -c "import click"` measured in the same session,
 and the issue's two rows are printed as ratios: `--help` against a bare click group's
-`--help` (goal 1.10 or less) and `runs ls` against `--help` (goal 1.5 or less), in CPU.
+`--help` (goal 1.10 or less) and `runs ls` against `--help` (goal 1.3 or less), in CPU.
+The runs' files are dated to their end, and the warm-up run fills the listing cache
+(``runs/.listing.json``); `runs ls` with that cache removed before each run is measured too
+(the first listing after many runs changed).
 
     uv run python benchmarks/startup.py [-n 21] [--runs 1000]
 """
@@ -85,6 +88,11 @@ def make_project(root: Path, runs: int) -> None:
         lines.append(json.dumps({"event": "log", "time": at + 200, "step": 200,
                                  "eval_loss": 1.6}))
         (directory / "metrics.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        # Dated as a real run's files are: last changed when it ended (the listing keeps
+        # what it read of a run whose files have been still for a while).
+        ended = (at + 200, at + 200)
+        for path in (directory / "run.json", directory / "metrics.jsonl", directory):
+            os.utime(path, ended)
 
 
 def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
@@ -122,7 +130,9 @@ def main() -> None:
             "bare click group --help": [sys.executable, "-c", CLICK_HELP],
             "overbrainer --help": [str(script), "--help"],
             f"overbrainer runs ls ({args.runs} runs)": [str(script), "runs", "ls"],
+            "runs ls, no listing cache": [str(script), "runs", "ls"],
         }
+        cache = project / "runs" / ".listing.json"
         listed = subprocess.run(
             commands[f"overbrainer runs ls ({args.runs} runs)"],
             cwd=project,
@@ -138,6 +148,8 @@ def main() -> None:
             timed(argv, project, env)  # warm-up: bytecode caches, file system caches
         for _ in range(args.n):
             for name, argv in commands.items():
+                if name == "runs ls, no listing cache":
+                    cache.unlink()
                 wall, cpu = timed(argv, project, env)
                 times[name].append(wall)
                 cpus[name].append(cpu)
@@ -159,7 +171,8 @@ def main() -> None:
         f"{cpu['overbrainer --help'] / cpu['bare click group --help']:.2f} (goal <= 1.10)"
     )
     print(
-        f"runs ls CPU / --help: {cpu[ls] / cpu['overbrainer --help']:.2f} (goal <= 1.5)"
+        f"runs ls CPU / --help: {cpu[ls] / cpu['overbrainer --help']:.2f} (goal <= 1.3); "
+        f"with no listing cache {cpu['runs ls, no listing cache'] / cpu['overbrainer --help']:.2f}"
     )
 
 

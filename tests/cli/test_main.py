@@ -28,6 +28,9 @@ HEAVY = (
     "matplotlib",
     "textual",
     "prometheus_client",
+    "numpy",
+    "usearch",
+    "numkong",
 )
 
 

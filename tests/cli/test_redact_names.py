@@ -1,6 +1,8 @@
 """Secret-named assignments are masked; ordinary words that contain "token" or "key" are not."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from overbrainer.redact import redact
 
@@ -20,3 +22,28 @@ from overbrainer.redact import redact
 )
 def test_assignments(text, shown):
     assert redact(text) == shown
+
+
+def _redact_every_pattern(text: str) -> str:
+    """``redact`` as it was before its screens: every pattern searched in every text."""
+    from overbrainer import redact as module
+
+    for value in sorted(module._known, key=len, reverse=True):
+        text = text.replace(value, module.MASK)
+    for pattern, replacement in module._PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+SECRETISH = [
+    "sk-", "pk-", "rk-", "hf_", "rpa_", "Bearer ", "BEARER\t", "bearer", "API_KEY=", "token=",
+    "my_secret_key=", "PASSWORD='a b'", "-----BEGIN RSA PRIVATE KEY-----",
+    "-----END RSA PRIVATE KEY-----", "abcdefghijklmnopqrstuvwxyz0123", "=", " ", "\n", "_", "k",
+]  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(SECRETISH) | st.text(max_size=6), max_size=12))
+def test_the_screened_redaction_masks_what_every_pattern_would(parts):
+    text = "".join(parts)
+    assert redact(text) == _redact_every_pattern(text)

@@ -9,6 +9,7 @@ import hashlib
 import random
 
 import pytest
+from tests.pipeline.labelled_vectors import LabelledTopic
 from tests.pipeline.reference_dedup import Deduplicator as Reference
 
 from overbrainer.pipeline.dedup import Deduplicator
@@ -85,3 +86,96 @@ def test_texts_seeded_after_vectors_were_made_are_embedded_at_the_next_batch():
         results.append((first, second))
     assert results[0] == results[1]
     assert results[1][1][0][1] == [("why is batch size large", "embedding")]
+
+
+@pytest.fixture
+def small_graph(monkeypatch):
+    """The graph from 200 held vectors on, added 128 rows a step: the graph's path on sets
+    small enough for a test."""
+    from overbrainer.pipeline import vectors
+
+    monkeypatch.setattr(vectors, "EXACT_UP_TO", 200)
+    monkeypatch.setattr(vectors, "CHUNK", 128)
+
+
+def screen_all(dedup, texts: list[str], batch: int = 10) -> list[tuple[list[str], list]]:
+    return run(dedup, [texts[i : i + batch] for i in range(0, len(texts), batch)], batch)
+
+
+def kept_by_text(results) -> dict[str, bool]:
+    kept: dict[str, bool] = {}
+    for admitted, rejected in results:
+        kept |= dict.fromkeys(admitted, True) | {text: False for text, _ in rejected}
+    return kept
+
+
+def test_the_graph_screen_agrees_with_the_exact_one_on_the_labelled_set(small_graph):
+    from overbrainer.pipeline import vectors
+
+    topic = LabelledTopic(3000, 768)
+    graph = Deduplicator(1.0, topic.embed, 0.9)
+    with_graph = kept_by_text(screen_all(graph, topic.texts))
+    assert graph._vectors._graphed > 2000  # the graph did the work
+    vectors.EXACT_UP_TO = 10**9
+    exact = Deduplicator(1.0, topic.embed, 0.9)
+    exact_kept = kept_by_text(screen_all(exact, topic.texts))
+    assert exact._vectors._graphed == 0
+    same = sum(with_graph[text] == exact_kept[text] for text in topic.texts)
+    assert same >= 0.99 * len(topic.texts)
+    assert 0.05 * len(topic.texts) < list(exact_kept.values()).count(False)  # duplicates exist
+
+
+def test_every_text_the_graph_screen_drops_has_an_exact_cosine_at_the_threshold(small_graph):
+    import numpy as np
+
+    topic = LabelledTopic(2000, 768, seed=5)
+    dedup = Deduplicator(1.0, topic.embed, 0.9)
+    held: list[int] = []
+    dropped = 0
+    for start in range(0, len(topic.texts), 10):
+        batch = topic.texts[start : start + 10]
+        admitted, rejected = run(dedup, [batch], 10)[0]
+        assert admitted == [text for text in batch if text in set(admitted)]  # order kept
+        reasons = dict(rejected)
+        kept_before: list[int] = []
+        for text in batch:
+            number = int(text[1:])
+            if text in reasons:
+                assert reasons[text] == "embedding"
+                others = topic.vectors[held + kept_before]
+                assert (others @ topic.vectors[number]).max() >= 0.9 - 1e-6, text
+                dropped += 1
+            else:
+                kept_before.append(number)
+        held += [int(text[1:]) for text in admitted]
+    assert dropped > 100
+    assert np.isfinite(topic.vectors).all()
+
+
+def test_a_resumed_screen_builds_its_graph_from_what_is_held_and_decides_the_same(small_graph):
+    topic = LabelledTopic(2400, 768, seed=9)
+    first, rest = topic.texts[:1200], topic.texts[1200:]
+    straight = Deduplicator(1.0, topic.embed, 0.9)
+    before = screen_all(straight, first)
+    straight_rest = kept_by_text(screen_all(straight, rest))
+    resumed = Deduplicator(1.0, topic.embed, 0.9)
+    resumed.seed(text for admitted, _ in before for text in admitted)
+    resumed.seed(text for _, rejected in before for text, _ in rejected)
+    resumed_rest = kept_by_text(screen_all(resumed, rest))
+    assert resumed._vectors._graphed > 1200
+    same = sum(straight_rest[text] == resumed_rest[text] for text in rest)
+    assert same >= 0.99 * len(rest)
+    assert not all(resumed_rest.values())
+
+
+def test_an_embedder_changing_its_dimensions_is_an_error_that_says_so():
+    async def changing(texts: list[str]) -> list[list[float]]:
+        changing.calls += 1
+        return [[1.0, float(n)] + [0.0] * changing.calls for n in range(len(texts))]
+
+    changing.calls = 0
+    dedup = Deduplicator(0.9, changing, 0.9)
+    run(dedup, [["how does the learning rate work"]], 5)
+    with pytest.raises(ValueError) as raised:
+        run(dedup, [["what is a gradient"]], 5)
+    assert str(raised.value) == "the embedder answered 4 dimensions, after 3 before"

@@ -94,3 +94,16 @@ def test_log_with_nothing_kept_says_so(run_cli):
     result = run_cli("log", "--failed", "--stage", "answers")
     assert result.exit_code == 0
     assert result.stdout == "no exchange kept that failed for stage answers\n"
+
+
+def test_a_reply_orjson_refuses_is_written_as_the_standard_library_writes_it(project_dir):
+    log = exchanges.ExchangeLog(project_dir)
+    log.record("answers", "q1", "m", [{"role": "user", "content": "é?"}], "half \ud800 pair")
+    log.record("answers", "q2", "m", [{"role": "user", "content": "é?"}], "API_KEY=abc é")
+    log.close()
+    first, second = kept(project_dir)
+    assert first["reply"] == "half ? pair"
+    assert first["messages"] == [{"role": "user", "content": "é?"}]
+    assert second["reply"] == "API_KEY=*** é"
+    path = project_dir / ".overbrainer" / "exchanges.jsonl"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -6,6 +6,8 @@ import json
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from overbrainer.errors import UserError
 from overbrainer.pipeline.jsonl import JsonlWriter, read_jsonl, rewrite_jsonl
@@ -154,3 +156,15 @@ def test_a_stage_refuses_an_invalid_last_answer_and_keeps_it(run_cli, project_di
     assert result.stderr.endswith("error: data/answers.jsonl:1: invalid record\n")
     assert (project_dir / "data" / "answers.jsonl").read_text() == text
     assert provider.chats() == []
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet="0123456789e-.,:\"x ", max_size=40))
+def test_the_small_float_screen_is_the_regex_it_replaced(text):
+    import re
+
+    from overbrainer.pipeline.jsonl import _small_float
+
+    out = text.encode()
+    regex = re.compile(rb"[0-9]e-[0-9](?![0-9])")
+    assert _small_float(out) == (b"0.0000" in out or regex.search(out) is not None)

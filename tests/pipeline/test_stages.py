@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 
@@ -45,6 +46,7 @@ def test_subtopics_then_questions_fill_every_target(run_cli, project_dir, provid
     counts = [int(s.prompt.split("|")[3]) for s in provider.chats("gen-model")
               if s.prompt.startswith("questions|")]
     assert sorted(counts) == [1, 1, 2, 2, 2]
+    assert gc.get_freeze_count() == 0  # what the stage froze is collectable again
 
 
 def test_a_rerun_makes_no_request_and_needs_no_credentials(run_cli, project_dir, provider):

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from overbrainer.errors import UserError
 from overbrainer.job.layout import TARGET_NOTE
 from overbrainer.job.record import RunState, SnapshotReason
 from overbrainer.runs.listing import REASONS, STATES, run_line, run_lines
@@ -84,3 +87,95 @@ def test_a_targets_note_ends_its_runs_line(project_dir):
         "demo_20260101-000000  running    gpu  2026-01-01T00:00:00Z  pod running k3x $0.44/h",
         "demo_20260101-000001  running    gpu  2026-01-01T00:00:01Z",
     ]
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ('{"id": "x",', "line 1, column 12"),
+        ("[1, 2]", "record: not an object"),
+        (b'{"id": "\xff"}', "not UTF-8"),
+    ],
+)
+def test_the_listing_and_the_store_word_an_unreadable_record_alike(
+    run_cli, project_dir, content, why
+):
+    run_id = "demo_20260101-000000"
+    directory = project_dir / "runs" / run_id
+    directory.mkdir(parents=True)
+    path = directory / "run.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    message = f"runs/{run_id}/run.json is not a valid run record ({why})"
+    with pytest.raises(UserError) as caught:
+        RunStore(project_dir).load(run_id)
+    assert str(caught.value) == message
+    result = run_cli("runs", "ls")
+    assert result.exit_code == 0
+    assert result.stdout == ""
+    assert result.stderr == f"warning: skipping run {run_id}: {message}\n"
+
+
+def backdate(project_dir, seconds=3600):
+    """Every file and directory of the runs, as last changed ``seconds`` ago."""
+    import os
+    import time
+
+    then = time.time() - seconds
+    for path in sorted((project_dir / "runs").rglob("*"), reverse=True):
+        os.utime(path, (then, then), follow_symlinks=False)
+
+
+def test_a_listing_kept_in_the_cache_follows_every_change_to_the_files(project_dir):
+    write(project_dir, "demo_20260101-000000", "2026-01-01T00:00:00Z", state="succeeded")
+    write(project_dir, "demo_20260101-000001", "2026-01-01T00:00:01Z", state="running")
+    metrics = project_dir / "runs" / "demo_20260101-000001" / "metrics.jsonl"
+    metrics.write_text(json.dumps({"event": "log", "time": 1767225661.0, "loss": 2.5}) + "\n")
+    backdate(project_dir)
+    root = RunStore(project_dir).root
+    first = list(run_lines(root))
+    cache = json.loads((root / ".listing.json").read_text())
+    assert sorted(cache["runs"]) == ["demo_20260101-000000", "demo_20260101-000001"]
+    assert list(run_lines(root)) == first  # from the cache
+    assert "loss 2.5000" in first[1]
+    with metrics.open("a") as file:  # the running run's metrics grow in place
+        file.write(json.dumps({"event": "log", "time": 1767225700.0, "loss": 1.25}) + "\n")
+    record = root / "demo_20260101-000000" / "run.json"
+    record.write_text(record.read_text().replace("succeeded", "cancelled"))  # same size
+    lines = list(run_lines(root))
+    assert "cancelled" in lines[0]
+    assert "loss 1.2500" in lines[1]
+    (root / "demo_20260101-000000" / "target.note").write_text("pod gone\n")
+    (root / "demo_20260101-000001").rename(root / "x")
+    assert list(run_lines(root)) == [lines[0] + "  pod gone"]
+
+
+def test_a_cache_that_is_not_the_listings_is_ignored(project_dir):
+    write(project_dir, "demo_20260101-000000", "2026-01-01T00:00:00Z", state="succeeded")
+    backdate(project_dir)
+    root = RunStore(project_dir).root
+    fresh = list(run_lines(root))
+    cache = root / ".listing.json"
+    for text in ("not json", "[]", '{"version": 2, "runs": {"demo_20260101-000000": [1, 2]}}'):
+        cache.write_text(text)
+        assert list(run_lines(root)) == fresh
+    data = json.loads(cache.read_text())
+    key = data["runs"]["demo_20260101-000000"][0]
+    data["runs"]["demo_20260101-000000"] = [key, [["x"], "", [], "  forged"]]
+    cache.write_text(json.dumps(data))
+    assert list(run_lines(root)) == fresh
+
+
+def test_runs_just_changed_or_with_exports_are_not_kept(project_dir):
+    write(project_dir, "demo_20260101-000000", "2026-01-01T00:00:00Z", state="succeeded")
+    write(project_dir, "demo_20260101-000001", "2026-01-01T00:00:01Z", state="succeeded")
+    (project_dir / "runs" / "demo_20260101-000001" / "exports").mkdir()
+    backdate(project_dir)
+    write(project_dir, "demo_20260101-000002", "2026-01-01T00:00:02Z", state="succeeded")
+    root = RunStore(project_dir).root
+    list(run_lines(root))
+    cache = json.loads((root / ".listing.json").read_text())
+    assert sorted(cache["runs"]) == ["demo_20260101-000000"]
+    export = root / "demo_20260101-000001" / "exports" / "e1"
+    export.mkdir()
+    (export / "export.json").write_text("{}")
+    assert "exported" in list(run_lines(root))[1]

@@ -201,3 +201,41 @@ def test_pips_collecting_lines_are_one_count_and_its_lists_a_number(trainer, run
     assert setup_lines[-1].startswith("setup: done in ")
     assert setup_lines[-1].endswith(" (60 packages collected)")
     assert len(setup_lines) <= 6
+
+
+def test_an_axolotl_release_named_exactly_installs_with_its_shipped_constraints(tmp_path):
+    """pip and uv are handed the exact versions: nothing left to resolve."""
+    from overbrainer.job.install import constraints_of, install_script
+
+    need("python3")
+    shipped = constraints_of(["torch==2.13.0", "axolotl==0.19.0"])
+    assert "\ntransformers==" in shipped
+    assert "\ntorch==" not in shipped and "axolotl==0.19.0\n" in shipped
+    for installer in ("uv", "pip"):
+        script = install_script(str(tmp_path / "v"), "v", ["torch==2.13.0", "axolotl==0.19.0"])
+        script = script.replace("\ninstaller=pip\n", f"\ninstaller={installer}\n").replace(
+            "if command -v uv", "if false"
+        )
+        fake = tmp_path / "bin"
+        fake.mkdir(exist_ok=True)
+        for name in ("uv", "pip"):  # each says what it was given, and the constraints' lines
+            (fake / name).write_text(
+                "#!/bin/sh\n[ \"$1\" = venv ] && exit 0\necho \"$@\"\n"
+                'while [ "$1" != -c ]; do shift; done; grep -c == "$2"\n'
+            )
+            (fake / name).chmod(0o755)
+        (tmp_path / "v" / "bin").mkdir(parents=True, exist_ok=True)
+        for name in ("python", "pip"):
+            target = tmp_path / "v" / "bin" / name
+            target.unlink(missing_ok=True)
+            target.symlink_to(fake / "pip")
+        done = subprocess.run(
+            ["sh", "-c", script.replace("uv pip install", f"{fake}/uv pip install")],
+            capture_output=True, text=True, check=True,
+        )
+        said = done.stdout.splitlines()
+        assert said[-2].endswith("torch==2.13.0 axolotl==0.19.0 -c " + said[-2].split()[-1])
+        assert int(said[-1]) == sum("==" in line for line in shipped.splitlines())
+    assert constraints_of(["axolotl==0.20.0"]) == ""
+    assert constraints_of(["axolotl"]) == ""
+    assert " -c " not in install_script("v", "v", ["axolotl==0.20.0"])

@@ -50,8 +50,9 @@ def list_runs(as_json: bool) -> None:
         return
     from overbrainer.runs.listing import run_lines
 
-    for line in run_lines(root, header=True):
-        click.echo(line)
+    lines = list(run_lines(root, header=True))
+    if lines:  # one write: a thousand echoes are a thousand flushes
+        click.echo("\n".join(lines))
 
 
 @runs.command()

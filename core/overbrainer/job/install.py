@@ -8,6 +8,7 @@ settings name several indexes (the two resolvers would pick different wheels).
 from __future__ import annotations
 
 import shlex
+from importlib import resources
 
 q = shlex.quote
 
@@ -67,16 +68,40 @@ for name, value in settings.items():
 """
 
 
+CONSTRAINTS = "constraints"
+"""In this package, ``axolotl-VERSION.txt``: the exact versions an Axolotl release
+installs, shipped so that pip and uv install them without resolving its tree."""
+
+
+def constraints_of(requirements: list[str]) -> str:
+    """The shipped constraints for the ``axolotl==VERSION`` of ``requirements``, or ""."""
+    for word in requirements:
+        if word.startswith("axolotl=="):
+            name = f"axolotl-{word.removeprefix('axolotl==')}.txt"
+            path = resources.files("overbrainer.job").joinpath(CONSTRAINTS, name)
+            if "/" not in word and path.is_file():
+                return path.read_text(encoding="utf-8")
+    return ""
+
+
 def install_script(venv: str, shown: str, requirements: list[str]) -> str:
     """Install ``requirements`` (quoted already) into the venv ``venv`` (a shell path):
     with uv where the host has it (its venv, ``uv pip install``, pip's settings handed
-    over), with pip otherwise or where pip's settings name several indexes.
+    over), with pip otherwise or where pip's settings name several indexes; with the
+    shipped constraints of an Axolotl release named exactly (``constraints_of``).
     ``shown``: the venv as the user wrote it."""
     wanted = " ".join(requirements)
+    pins = constraints_of(requirements)
+    if pins:
+        wanted += ' -c "$pins"'
+        pins = (
+            'pins=$(mktemp)\ntrap \'rm -f "$pins"\' EXIT\n'
+            f"cat > \"$pins\" <<'CONSTRAINTS'\n{pins.rstrip()}\nCONSTRAINTS\n"
+        )
     return f"""\
 set -e
 echo {q(f"installing Axolotl into {shown} (first use; this takes minutes)")}
-installer=pip
+{pins}installer=pip
 if command -v uv >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
   eval "$(python3 - <<'PIP_TO_UV'
 {_PIP_TO_UV}PIP_TO_UV

@@ -7,18 +7,22 @@ event loop: at 100,000 questions a topic it is seconds of work a batch.
 Lexical matching is exact: an inverted index of bigrams, searched through the rarest
 bigrams of a candidate only (a text sharing a Jaccard of ``t`` with it shares at least
 ``t * len`` of its bigrams, so at least one of its ``len - t * len + 1`` rarest), then the
-exact Jaccard of each text found. Embedding vectors are rows of one matrix (numpy,
-float32), normalised once as they arrive: a batch is one matrix product against it.
+exact Jaccard of each text found. Embedding vectors are screened by
+``overbrainer.pipeline.vectors``: exact cosines, the candidates found by a
+nearest-neighbour graph once a topic holds thousands.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+from array import array
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from itertools import pairwise
 from typing import TYPE_CHECKING
+
+from overbrainer.pipeline.vectors import Vectors
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,55 +51,6 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return shared / (len(a) + len(b) - shared) if a or b else 1.0
 
 
-class Vectors:
-    """Unit vectors as the rows of one growing float32 matrix."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._rows: npt.NDArray[np.float32] | None = None
-
-    @staticmethod
-    def units(vectors: list[list[float]]) -> npt.NDArray[np.float32]:
-        """``vectors`` as unit rows (a zero vector stays zero: it is like nothing)."""
-        import numpy as np
-
-        matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.ndim != 2:
-            matrix = matrix.reshape(len(vectors), -1)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        norms[norms == 0] = 1
-        return matrix / norms
-
-    def append(self, units: npt.NDArray[np.float32]) -> None:
-        import numpy as np
-
-        if not len(units):
-            return
-        if self._rows is None or self._rows.shape[1] != units.shape[1]:
-            if self._rows is not None and self.count:
-                raise ValueError(
-                    f"the embedder answered {units.shape[1]} dimensions, "
-                    f"after {self._rows.shape[1]} before"
-                )
-            self._rows = np.empty((max(64, len(units)), units.shape[1]), dtype=np.float32)
-        needed = self.count + len(units)
-        if needed > len(self._rows):
-            grown = np.empty((max(needed, 2 * len(self._rows)), self._rows.shape[1]), np.float32)
-            grown[: self.count] = self._rows[: self.count]
-            self._rows = grown
-        self._rows[self.count : needed] = units
-        self.count = needed
-
-    def closest(self, units: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        """The highest cosine of each of ``units`` to a held vector (-inf with none)."""
-        import numpy as np
-
-        if self._rows is None or not self.count:
-            return np.full(len(units), -np.inf, dtype=np.float32)
-        best: npt.NDArray[np.float32] = (self._rows[: self.count] @ units.T).max(axis=0)
-        return best
-
-
 class Deduplicator:
     """Admits texts unlike every text it holds: Jaccard below ``threshold`` and, with
     ``embed``, cosine below ``embedding_threshold``."""
@@ -107,8 +62,10 @@ class Deduplicator:
         self.embedding_threshold = embedding_threshold
         self._embed = embed
         self._texts: list[str] = []
-        self._grams: list[frozenset[str]] = []
-        self._index: dict[str, list[int]] = defaultdict(list)
+        # Held as tuples and arrays, which the garbage collector does not track: at
+        # 100,000 texts, sets and lists made each full collection a 250 ms loop stall.
+        self._grams: list[tuple[str, ...]] = []
+        self._index: dict[str, array[int]] = defaultdict(lambda: array("l"))
         self._vectors = Vectors()  # of _texts[: _vectors.count]
 
     def seed(self, texts: Iterable[str]) -> None:
@@ -134,6 +91,8 @@ class Deduplicator:
             if missing:
                 held = await self._embed(missing)
                 await asyncio.to_thread(lambda: self._vectors.append(Vectors.units(held)))
+            while self._vectors.graph_behind:
+                await asyncio.to_thread(self._vectors.add_to_graph)
             found = await self._embed([text for text, _ in survivors])
             kept, units = await asyncio.to_thread(self._screen_vectors, found)
             pairs = list(zip(survivors, kept, strict=True))
@@ -193,7 +152,7 @@ class Deduplicator:
             found.update(posting)
         for number in found:
             other = self._grams[number]
-            shared = len(grams & other)
+            shared = len(grams.intersection(other))
             if shared / (size + len(other) - shared) >= self.threshold:
                 return True
         return False
@@ -201,6 +160,6 @@ class Deduplicator:
     def _add(self, text: str, grams: frozenset[str]) -> None:
         number = len(self._texts)
         self._texts.append(text)
-        self._grams.append(grams)
+        self._grams.append(tuple(grams))
         for gram in grams:
             self._index[gram].append(number)

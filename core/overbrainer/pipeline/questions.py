@@ -7,6 +7,7 @@ topic at a time; what it rejects goes to ``rejected.jsonl`` so it is never asked
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections import defaultdict
 from typing import Any
 
@@ -67,12 +68,19 @@ async def run(ctx: StageContext) -> None:
     ctx.report.start(len(todo))
     if not todo:
         return
-    with (
-        data.writer(QUESTIONS) as filler.questions,
-        data.writer(REJECTED) as filler.rejects,
-        data.writer(REJECTED_REASONS) as filler.reasons,
-    ):
-        await for_each(todo, filler.fill, ctx.settings.pipeline.concurrency)
+    # What is held so far (modules, settings, the topics' questions) lives as long as the
+    # stage: frozen, a full collection no longer walks it. At 100,000 questions a topic,
+    # those collections were loop stalls of 60-80 ms.
+    gc.freeze()
+    try:
+        with (
+            data.writer(QUESTIONS) as filler.questions,
+            data.writer(REJECTED) as filler.rejects,
+            data.writer(REJECTED_REASONS) as filler.reasons,
+        ):
+            await for_each(todo, filler.fill, ctx.settings.pipeline.concurrency)
+    finally:
+        gc.unfreeze()
 
 
 class _Filler:

@@ -2,8 +2,10 @@
 
 A listing reads of each ``run.json`` only the fields it prints (id, state, target,
 creation time, snapshot) and checks only those: no pydantic, no full validation of a
-thousand records, and nothing cached, so a state is never stale. What a target adds (a
-pod's state) it keeps in a one-line note beside the record: listing loads no plugin.
+thousand records. What a finished run's files gave is kept in ``runs/.listing.json``
+(``runs.listing_cache``), used only while the files are unchanged: a state is never stale.
+What a target adds (a pod's state) it keeps in a one-line note beside the record: listing
+loads no plugin.
 
 The line starts as the reference tool's (``id  state  target  created{snapshot}{pod}``,
 fixed by the spec); what this version adds (``runs.figures``: duration, losses, exports,
@@ -13,7 +15,6 @@ compares) follows it, each field labelled, and a header names the fixed columns.
 from __future__ import annotations
 
 import errno
-import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,9 +26,11 @@ from overbrainer.errors import UserError
 from overbrainer.job.layout import OUTPUT_DIR, RECORD, TARGET_NOTE
 from overbrainer.redact import escape_controls
 from overbrainer.runs.ids import is_valid_id
+from overbrainer.runs.record_file import not_this_run, record_data
 
 if TYPE_CHECKING:
     from overbrainer.job.record import RunRecord
+    from overbrainer.runs.figures import Figures
     from overbrainer.runs.store import RunStore
 
 STATES = ("preparing", "running", "succeeded", "failed", "cancelled", "stopped")
@@ -51,6 +54,11 @@ class Listed:
 def run_line(record: RunRecord | Listed, width: int, extra: str = "") -> str:
     """``id  state  target  created``, then the snapshot of a stopped run and ``extra``;
     what the record holds is escaped (it is a file anyone may have written)."""
+    return f"{record.id:<{width}}{line_tail(record, extra)}"
+
+
+def line_tail(record: RunRecord | Listed, extra: str = "") -> str:
+    """What follows the id in ``run_line``, escaped."""
     if isinstance(record, Listed):
         state, step, reason = record.state, record.step, record.reason
     else:
@@ -60,34 +68,20 @@ def run_line(record: RunRecord | Listed, width: int, extra: str = "") -> str:
     snapshot = ""
     if step is not None:
         snapshot = f"  step {step} ({reason}): partial model in {OUTPUT_DIR}/"
-    return escape_controls(
-        f"{record.id:<{width}}  {state:<9}  {record.target}  {record.created}{snapshot}{extra}"
-    )
+    return escape_controls(f"  {state:<9}  {record.target}  {record.created}{snapshot}{extra}")
 
 
 def read_listed(directory: str, run_id: str) -> Listed:
     """The printed fields of ``directory``'s ``run.json``; ``UserError`` saying why they
     cannot be read, worded as ``RunStore.load`` words it."""
-    path = os.path.join(directory, RECORD)
     shown = f"runs/{run_id}/{RECORD}"
-    raw = files.read_regular(Path(path), shown, files.RECORD_LIMIT, follow=False)
-    if raw is None:
-        raise UserError(f"cannot read {shown}: {os.strerror(errno.ENOENT)}")
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as error:
-        raise UserError(
-            f"{shown} is not a valid run record (line {error.lineno}, column {error.colno})"
-        ) from None
-    except UnicodeDecodeError:
-        raise UserError(f"{shown} is not a valid run record (not UTF-8)") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{shown} is not a valid run record (record: not an object)")
+    missing = f"cannot read {shown}: {os.strerror(errno.ENOENT)}"
+    data = record_data(Path(directory, RECORD), shown, missing)
     problem = _problem(data)
     if problem is not None:
         raise UserError(f"{shown} is not a valid run record ({problem})")
     if data["id"] != run_id:
-        raise UserError(f"{shown} is not a valid run record (id: names another run)")
+        raise not_this_run(shown)
     snapshot = data.get("snapshot")
     return Listed(
         data["id"],
@@ -142,6 +136,96 @@ def listed_runs(root: Path, warn: Callable[[str], None]) -> list[Listed]:
     return sorted(runs, key=lambda run: (run.created, run.id))
 
 
+@dataclass(slots=True)  # not frozen: its __init__ is half the cost of a cached run
+class Row:
+    """A run as ``runs ls`` shows it, as kept in the listing cache: its record's fields,
+    its target's note, its figures, and its line after the id (made once)."""
+
+    id: str
+    created: str
+    fields: list[Any]
+
+    @classmethod
+    def of(cls, listed: Listed, note: str, figures: Figures) -> Row:
+        extra = (f"  {note}" if note else "") + figures.text()
+        fields = [list(_fields(listed)), note, list(_fields(figures)), line_tail(listed, extra)]
+        return cls(listed.id, listed.created, fields)
+
+    @property
+    def listed(self) -> Listed:
+        return Listed(*self.fields[0])
+
+    @property
+    def note(self) -> str:
+        note: str = self.fields[1]
+        return note
+
+    @property
+    def figures(self) -> Figures:
+        from overbrainer.runs.figures import Figures
+
+        return Figures(*self.fields[2])
+
+    @property
+    def tail(self) -> str:
+        tail: str = self.fields[3]
+        return tail
+
+
+def listed_rows(root: Path, warn: Callable[[str], None]) -> list[Row]:
+    """Every readable run under ``root`` with its note and figures, oldest first (read
+    from the listing cache where the run's files are as they were); ``warn`` says why one
+    is skipped."""
+    from overbrainer.runs.figures import figures_of
+    from overbrainer.runs.listing_cache import FINISHED, ListingCache, key_of, metrics_key, settled
+
+    if not root.is_dir():
+        return []
+    cache = ListingCache(root)
+    rows = []
+    kept: set[str] = set()
+    held = cache.entries
+    for entry in os.scandir(root):
+        name = entry.name
+        if name not in held and not is_valid_id(name):  # the cache holds valid ids only
+            continue
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        key = key_of(entry.path, f"{entry.path}/{RECORD}")  # not os.path.join: 1,000 runs
+        if key is None:  # no run.json
+            continue
+        fields = cache.get(entry.name, entry.path, key)
+        if fields is not None:
+            rows.append(Row(entry.name, fields[0][3], fields))
+            kept.add(entry.name)
+            continue
+        try:
+            listed = read_listed(entry.path, entry.name)
+        except UserError as error:
+            warn(f"skipping run {entry.name}: {error}")
+            continue
+        row = Row.of(listed, target_note(entry.path), figures_of(entry.path, listed.created))
+        rows.append(row)
+        if listed.state not in FINISHED:
+            key += metrics_key(entry.path)
+        if settled(key) and not _made_since(entry.path):
+            cache.put(entry.name, key, row.fields)
+            kept.add(entry.name)
+    cache.keep_only(kept)
+    cache.save()
+    return sorted(rows, key=lambda row: (row.created, row.id))
+
+
+def _fields(item: Listed | Figures) -> tuple[Any, ...]:
+    return tuple(getattr(item, name) for name in item.__slots__)
+
+
+def _made_since(directory: str) -> bool:
+    """Whether the run has directories of exports or compares, whose records can appear
+    without the run's own directory changing."""
+    return any(os.path.lexists(os.path.join(directory, kind)) for kind in ("exports", "compares"))
+
+
 def _warner() -> Callable[[str], None]:
     """``logger.warning``, with logging configured at the first warning: the CLI
     deferred it, so that a listing with nothing to warn about never imports loguru."""
@@ -165,29 +249,23 @@ def run_lines(store: RunStore | Path, header: bool = False) -> Iterator[str]:
     """The lines of ``runs ls`` for a ``RunStore`` or a ``runs/`` directory, each with the
     note its target keeps (``layout.TARGET_NOTE``: a pod's state and spend) and its
     figures; with ``header``, a line naming the columns first (when there is a run)."""
-    from overbrainer.runs.figures import figures_of
-
     root = store if isinstance(store, Path) else store.root
-    runs = listed_runs(root, _warner())
-    width = max((len(run.id) for run in runs), default=0)
-    if header and runs:
+    rows = listed_rows(root, _warner())
+    width = max((len(row.id) for row in rows), default=0)
+    if header and rows:
         yield f"{'RUN':<{width}}  {'STATE':<9}  TARGET  CREATED"
-    for run in runs:
-        directory = os.path.join(root, run.id)  # a str: pathlib costs a thousand runs
-        note = target_note(directory)
-        figures = figures_of(directory, run.created)
-        yield run_line(run, width, (f"  {note}" if note else "") + figures.text())
+    for row in rows:
+        yield f"{row.id:<{width}}{row.tail}"
 
 
 def runs_json(root: Path) -> list[dict[str, Any]]:
     """``runs ls --json``: a dict a run, oldest first (its keys: ``runs ls --help``)."""
     from overbrainer.redact import redact
-    from overbrainer.runs.figures import figures_of
 
     listed = []
-    for run in listed_runs(root, _warner()):
+    for row in listed_rows(root, _warner()):
+        run, note = row.listed, row.note
         snapshot = None if run.step is None else {"step": run.step, "reason": run.reason}
-        note = target_note(root / run.id)
         listed.append(
             {
                 "id": run.id,
@@ -196,7 +274,7 @@ def runs_json(root: Path) -> list[dict[str, Any]]:
                 "created": run.created,
                 "snapshot": snapshot,
                 "note": redact(note) if note else None,
-                **figures_of(str(root / run.id), run.created).to_json(),
+                **row.figures.to_json(),
             }
         )
     return listed

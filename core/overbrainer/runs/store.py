@@ -18,6 +18,7 @@ from overbrainer.job.layout import RECORD
 from overbrainer.job.record import RunRecord
 from overbrainer.project import RUNS_DIR, runs_dir
 from overbrainer.runs.ids import base_id, candidates, check_run_id, is_valid_id
+from overbrainer.runs.record_file import not_this_run, record_data
 
 
 class RunStore:
@@ -102,17 +103,7 @@ class RunStore:
         shown = f"{RUNS_DIR}/{run_id}/{RECORD}"
         if not path.exists() and not path.is_symlink():
             raise UserError(f"no run {run_id} in {RUNS_DIR}/")
-        raw = files.read_regular(path, shown, files.RECORD_LIMIT, follow=False)
-        if raw is None:
-            raise UserError(f"no run {run_id} in {RUNS_DIR}/")
-        try:
-            data = json.loads(raw)
-        except json.JSONDecodeError as error:
-            raise UserError(
-                f"{shown} is not a valid run record (line {error.lineno}, column {error.colno})"
-            ) from None
-        except UnicodeDecodeError:
-            raise UserError(f"{shown} is not a valid run record (not UTF-8)") from None
+        data = record_data(path, shown, f"no run {run_id} in {RUNS_DIR}/")
         try:
             record = RunRecord.model_validate(data)
         except ValidationError as error:
@@ -122,7 +113,7 @@ class RunStore:
                 f"{shown} is not a valid run record ({where}: {first['msg']})"
             ) from None
         if record.id != run_id:
-            raise UserError(f"{shown} is not a valid run record (id: names another run)")
+            raise not_this_run(shown)
         return record
 
     def list(self) -> list[RunRecord]:
