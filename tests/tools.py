@@ -25,6 +25,7 @@ PACKAGES: dict[str, str] = {
     "dash": "dash",
     "curl": "curl",
     "ps": "procps",
+    "go": "golang-go",
 }
 """Each program the tests run and the Debian package that has it."""
 

@@ -1,11 +1,13 @@
 """Export a run's model to one GGUF file, on the target, with the runtime's Python.
 
-Usage: python export_gguf.py MODEL_DIR AXOLOTL_YAML TYPE OUT_FILE TOOLCHAIN_DIR
+Usage: python export_gguf.py MODEL_DIR AXOLOTL_YAML TYPE OUT_FILE TOOLCHAIN_DIR [NAME]
 
 Run in the export's job directory. The HF model is ``MODEL_DIR/merged`` when there is one,
 else the adapter merged into its base (peft, on the CPU), else ``MODEL_DIR`` itself as a full
-model. llama.cpp's converter writes it (``--outtype auto``, or f16/bf16 straight), then
-``llama_model_quantize`` of the toolchain's ``llama_cpp`` quantizes it. The result is written
+model. Its chat template loses transformers' training-only ``{% generation %}`` tags (a copy
+in ``export-work/``: the model itself is not changed), which llama.cpp's server and Ollama
+cannot read. llama.cpp's converter writes it (``general.name`` = NAME; ``--outtype auto``,
+or f16/bf16 straight), then ``llama_model_quantize`` of the toolchain's ``llama_cpp`` quantizes it. The result is written
 as ``OUT_FILE.part`` and renamed last; ``export-work/`` and any ``.part`` are removed on exit,
 failures included. Errors end with one line ``error: MESSAGE`` on stderr and exit 1. Stdlib
 only: the work that needs torch runs in child processes.
@@ -13,12 +15,16 @@ only: the work that needs torch runs in child processes.
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 
 WORK = "export-work"
+TEMPLATE_FILES = ("tokenizer_config.json", "chat_template.jinja")
+# overbrainer.after.chat_template holds the same (this script cannot import it).
+TAG = re.compile(r"\{%(-?)\s*(end)?generation\s*(-?)%\}")
 CONVERTER_MODULES = ("torch", "numpy", "transformers", "yaml")
 
 QUANTIZE = """
@@ -83,6 +89,57 @@ def hf_model(model, config):
     raise Failure(f"{model} holds neither an adapter nor a model")
 
 
+def without_training_tags(template):
+    def replace(match):
+        left, end, right = match.groups()
+        if not left and not right:
+            return ""
+        return "{%" + left + (" endif " if end else " if true ") + right + "%}"
+
+    return TAG.sub(replace, template)
+
+
+def _json_without_tags(text):
+    config = json.loads(text)
+    template = config.get("chat_template")
+    if isinstance(template, str):
+        config["chat_template"] = without_training_tags(template)
+    elif isinstance(template, list):
+        for item in template:
+            if isinstance(item, dict) and isinstance(item.get("template"), str):
+                item["template"] = without_training_tags(item["template"])
+    return json.dumps(config, indent=2, ensure_ascii=False)
+
+
+def inference_view(source):
+    """``source``, or a directory of links to its files with the chat template's training
+    tags removed, when it has them."""
+    changed = {}
+    for name in TEMPLATE_FILES:
+        path = os.path.join(source, name)
+        if not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+        if TAG.search(text) is None:
+            continue
+        changed[name] = (
+            _json_without_tags(text) if name.endswith(".json") else (without_training_tags(text))
+        )
+    if not changed:
+        return source
+    print("removing the {% generation %} tags from the chat template", flush=True)
+    view = os.path.join(WORK, "inference-model")
+    os.makedirs(view, exist_ok=True)
+    for name in os.listdir(source):
+        if name not in changed:
+            os.symlink(os.path.abspath(os.path.join(source, name)), os.path.join(view, name))
+    for name, text in changed.items():
+        with open(os.path.join(view, name), "w", encoding="utf-8") as file:
+            file.write(text)
+    return view
+
+
 def check_modules():
     probe = (
         "import importlib.util, sys; "
@@ -99,7 +156,7 @@ def check_modules():
         )
 
 
-def export(model, config, kind, out, toolchain):
+def export(model, config, kind, out, toolchain, name=None):  # noqa: PLR0917 - the argv
     converter = os.path.join(toolchain, "llama.cpp", "convert_hf_to_gguf.py")
     tool_python = os.path.join(toolchain, "bin", "python")
     if not os.path.isfile(converter) or not os.path.isfile(tool_python):
@@ -108,7 +165,7 @@ def export(model, config, kind, out, toolchain):
             "install_llama_cpp.sh (see docs/after-training.md)"
         )
     os.makedirs(WORK, exist_ok=True)
-    source = hf_model(model, config)
+    source = inference_view(hf_model(model, config))
     check_modules()
     env = dict(os.environ)
     gguf_py = os.path.join(toolchain, "llama.cpp", "gguf-py")
@@ -120,8 +177,9 @@ def export(model, config, kind, out, toolchain):
     else:
         convert_to, outtype = os.path.join(WORK, "model.gguf"), "auto"
     print(f"converting {source} to GGUF ({outtype})", flush=True)
+    named = ["--model-name", name] if name else []
     run(
-        [sys.executable, converter, source, "--outfile", convert_to, "--outtype", outtype],
+        [sys.executable, converter, source, "--outfile", convert_to, "--outtype", outtype, *named],
         "llama.cpp's converter",
         env=env,
     )
@@ -140,8 +198,9 @@ def _terminated(signum, frame):
 def main():
     signal.signal(signal.SIGTERM, _terminated)
     model, config, kind, out, toolchain = sys.argv[1:6]
+    name = sys.argv[6] if len(sys.argv) > 6 else None
     try:
-        export(model, config, kind, out, os.path.expanduser(toolchain))
+        export(model, config, kind, out, os.path.expanduser(toolchain), name)
     except Failure as failure:
         sys.stderr.write(f"error: {failure}\n")
         return 1
