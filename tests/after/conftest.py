@@ -43,6 +43,11 @@ args = sys.argv[1:]
 out = args[args.index("--outfile") + 1]
 outtype = args[args.index("--outtype") + 1]
 import gguf  # the toolchain's gguf-py must be on PYTHONPATH
+import json
+config = os.path.join(args[0], "tokenizer_config.json")
+seen = json.load(open(config)).get("chat_template") if os.path.exists(config) else None
+with open("converter.json", "w") as f:
+    json.dump({"argv": args, "chat_template": seen}, f)
 with open(out, "wb") as f:
     f.write(b"GGUF " + f"converted {outtype} from {args[0]}".encode())
 print("converted")

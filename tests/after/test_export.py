@@ -21,7 +21,8 @@ def test_export_writes_the_gguf_the_modelfile_and_export_json(finished, run_cli)
     gguf_dir = finished.run_dir / "output" / "gguf"
     gguf = gguf_dir / f"{finished.run_id}-Q4_K_M.gguf"
     assert gguf.read_bytes().startswith(b"GGUF converted auto from ../../output quantized 15")
-    assert (gguf_dir / "Modelfile").read_text() == (f"FROM ./{gguf.name}\nPARAMETER num_ctx 384\n")
+    modelfile_text = (gguf_dir / f"{finished.run_id}-Q4_K_M.Modelfile").read_text()
+    assert modelfile_text == f"FROM ./{gguf.name}\nPARAMETER num_ctx 384\n"
     [record_file] = finished.run_dir.glob("exports/export_*/export.json")
     record = json.loads(record_file.read_text())
     assert record["quantize"] == "Q4_K_M"
@@ -35,7 +36,14 @@ def test_export_writes_the_gguf_the_modelfile_and_export_json(finished, run_cli)
         f"export: GGUF in runs/{finished.run_id}/output/gguf/{gguf.name} (Q4_K_M, "
         f"{human_size(gguf.stat().st_size)}), Modelfile beside it"
     )
-    assert "ollama create <name> -f Modelfile" in lines[2]
+    assert f"ollama create <name> -f {finished.run_id}-Q4_K_M.Modelfile`" in lines[2]
+    assert (
+        f"export: the model has no chat template; {finished.run_id}-Q4_K_M.Modelfile has no "
+        "TEMPLATE, so Ollama uses the template it recognizes in the GGUF, or else the bare prompt"
+    ) in result.stderr
+    [converted] = finished.run_dir.glob("exports/export_*/converter.json")
+    argv = json.loads(converted.read_text())["argv"]
+    assert argv[argv.index("--model-name") + 1] == "Demo Project"  # general.name
     assert not list(finished.run_dir.glob("exports/*/export-work"))
     assert not list(finished.run_dir.glob("exports/*/gguf"))
 
@@ -45,6 +53,55 @@ def test_f16_is_converted_without_quantizing(finished, run_cli):
     assert result.exit_code == 0, result.stderr
     gguf = finished.run_dir / "output" / "gguf" / f"{finished.run_id}-F16.gguf"
     assert gguf.read_bytes() == b"GGUF converted f16 from ../../output"
+
+
+def test_each_type_keeps_its_own_modelfile(finished, run_cli):
+    assert run_cli("export", finished.run_id).exit_code == 0
+    assert run_cli("export", finished.run_id, "--quantize", "Q8_0").exit_code == 0
+    names = sorted(p.name for p in (finished.run_dir / "output" / "gguf").glob("*.Modelfile"))
+    assert names == [f"{finished.run_id}-Q4_K_M.Modelfile", f"{finished.run_id}-Q8_0.Modelfile"]
+    text = (finished.run_dir / "output" / "gguf" / names[1]).read_text()
+    assert text.startswith(f"FROM ./{finished.run_id}-Q8_0.gguf\n")
+
+
+def test_the_modelfile_carries_the_training_chat_format_without_generation_tags(
+    finished, run_cli
+):
+    source = (Path(__file__).parent / "chat_templates" / "chatml_reasoning.jinja").read_text()
+    assert "{%- generation %}" in source
+    config = {"chat_template": source, "eos_token": "<|im_end|>", "bos_token": None}
+    (finished.run_dir / "output" / "tokenizer_config.json").write_text(json.dumps(config))
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 0, result.stderr
+    assert "has no TEMPLATE" not in result.stderr
+    text = (finished.run_dir / "output" / "gguf" / f"{finished.run_id}-Q4_K_M.Modelfile").read_text()
+    assert 'TEMPLATE """{{ range $i, $m := .Messages }}' in text
+    assert "{{ if $m.Thinking }}<think>\n{{ $m.Thinking }}\n</think>\n\n{{ end }}" in text
+    assert text.endswith(
+        '<|im_start|>assistant\n"""\nPARAMETER stop "<|im_end|>"\nPARAMETER stop '
+        '"<|im_start|>"\nPARAMETER num_ctx 384\n'
+    )
+    # The converter saw the template without the tags, the run's own file is unchanged.
+    [converted] = finished.run_dir.glob("exports/export_*/converter.json")
+    seen = json.loads(converted.read_text())["chat_template"]
+    assert "generation %}" not in seen and "endgeneration" not in seen
+    assert "{%- if true %}" in seen and "{%- endif %}" in seen
+    kept = json.loads((finished.run_dir / "output" / "tokenizer_config.json").read_text())
+    assert kept["chat_template"] == source
+
+
+def test_an_untranslatable_chat_template_is_said_so(finished, run_cli):
+    source = (Path(__file__).parent / "chat_templates" / "numbered.jinja").read_text()
+    (finished.run_dir / "output" / "chat_template.jinja").write_text(source)
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 0, result.stderr
+    assert (
+        f"export: the chat template of runs/{finished.run_id}/output/chat_template.jinja cannot "
+        "be written for Ollama: "
+    ) in result.stderr
+    assert "has no TEMPLATE, so Ollama uses the template it recognizes in the GGUF" in (
+        result.stderr
+    )
 
 
 @pytest.mark.parametrize(
@@ -92,7 +149,7 @@ def test_ollama_not_installed_says_how_to_create_the_model(finished, run_cli, mo
     result = run_cli("export", finished.run_id, "--ollama", "demo:latest")
     assert result.exit_code == 0, result.stderr
     assert "ollama is not on PATH: create the model with `cd runs/" in result.stderr
-    assert "ollama create demo:latest -f Modelfile`" in result.stderr
+    assert f"ollama create demo:latest -f {finished.run_id}-Q4_K_M.Modelfile`" in result.stderr
 
 
 def test_ollama_create_runs_when_installed(finished, run_cli, monkeypatch, tmp_path):
@@ -106,7 +163,7 @@ def test_ollama_create_runs_when_installed(finished, run_cli, monkeypatch, tmp_p
     assert result.exit_code == 0, result.stderr
     assert "export: Ollama model demo created: `ollama run demo`" in result.stdout
     args = finished.run_dir / "output" / "gguf" / "ollama.args"
-    assert args.read_text() == "create demo -f Modelfile\n"
+    assert args.read_text() == f"create demo -f {finished.run_id}-Q4_K_M.Modelfile\n"
 
 
 def test_an_invalid_ollama_name_is_refused(finished, run_cli):

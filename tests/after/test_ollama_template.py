@@ -97,9 +97,10 @@ def test_the_go_template_renders_each_family_as_its_jinja_template(go_renderer, 
     from overbrainer.after.ollama_template import _jinja
 
     jinja = _jinja(template)
-    for messages in CONVERSATIONS:
+    for conversation in CONVERSATIONS:
+        messages = conversation
         if found.trims:  # Llama 3 and Gemma trim each message; Go templates cannot
-            messages = tuple(dict(m, content=m["content"].strip()) for m in messages)
+            messages = tuple(dict(m, content=m["content"].strip()) for m in conversation)
         expected = jinja(messages)
         assert found.bos + go_render(go_renderer, go, messages) == expected, messages
 

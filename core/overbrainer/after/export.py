@@ -20,6 +20,8 @@ from loguru import logger
 
 from overbrainer import files
 from overbrainer.after.accept import AcceptedRun, accept_run
+from overbrainer.after.chat_template import read_chat_template
+from overbrainer.after.ollama_template import OllamaChat
 from overbrainer.after.target_run import TargetRun, open_target
 from overbrainer.after.toolchain import LLAMA_CPP, target_file
 from overbrainer.errors import Interrupted, UserError, signal_of
@@ -31,7 +33,6 @@ from overbrainer.runs.store import RunStore
 
 GGUF_DIR = f"{OUTPUT_DIR}/gguf"
 EXPORT_FILE = "export.json"
-MODELFILE = "Modelfile"
 SCRIPT = "export_gguf.py"
 HOUR_S = 3600
 HF_TOKEN = "HF_TOKEN"  # noqa: S105 - the variable's name, not a secret
@@ -46,6 +47,10 @@ class Exported:
     file: str
     size: int
     record: Path
+    modelfile: str
+    """The Modelfile's name, beside the GGUF."""
+    chat_problem: str | None
+    """Why the Modelfile has no TEMPLATE, when it has none."""
 
 
 def check_ollama_name(name: str) -> None:
@@ -83,13 +88,35 @@ def sequence_len(run_dir: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def modelfile(gguf_name: str, num_ctx: int | None) -> str:
-    """An Ollama Modelfile for the GGUF beside it. The chat template needs no TEMPLATE:
-    the converter stores the tokenizer's in the GGUF, and Ollama reads it from there."""
+def modelfile_name(gguf_name: str) -> str:
+    """The Modelfile of one GGUF: ``<id>-<TYPE>.Modelfile``, so each type keeps its own."""
+    return gguf_name.removesuffix(".gguf") + ".Modelfile"
+
+
+def modelfile(gguf_name: str, num_ctx: int | None, chat: OllamaChat | None = None) -> str:
+    """An Ollama Modelfile for the GGUF beside it: the chat format the child was trained
+    with (``TEMPLATE`` and ``PARAMETER stop``), when it could be written, and its context."""
     lines = [f"FROM ./{gguf_name}"]
+    if chat is not None and chat.template is not None:
+        lines.append(f'TEMPLATE """{chat.template}"""')
+        lines += [f"PARAMETER stop {json.dumps(stop, ensure_ascii=False)}" for stop in chat.stops]
     if num_ctx:
         lines.append(f"PARAMETER num_ctx {num_ctx}")
     return "\n".join(lines) + "\n"
+
+
+def chat_lines(run_dir: Path, model: str) -> OllamaChat:
+    """The Modelfile's chat format, from the chat template of the run's model (its
+    ``merged/`` first: what was converted)."""
+    from overbrainer.after.ollama_template import ollama_chat
+
+    shown = f"{RUNS_DIR}/{run_dir.name}/{model}"
+    template = None
+    for sub, where in (("merged", f"{shown}/merged"), ("", shown)):
+        template = read_chat_template(run_dir / model / sub if sub else run_dir / model, where)
+        if template is not None:
+            break
+    return ollama_chat(template)
 
 
 def export_run(
@@ -130,7 +157,12 @@ def export_run(
         f"{label}: GGUF in {RUNS_DIR}/{run_id}/{exported.file} ({kind}, "
         f"{human_size(exported.size)}), Modelfile beside it"
     )
-    _ollama(gguf.parent, run_id, name, echo, label)
+    if exported.chat_problem is not None:
+        logger.warning(
+            f"{label}: {exported.chat_problem}; {exported.modelfile} has no TEMPLATE, so Ollama "
+            "uses the template it recognizes in the GGUF, or else the bare prompt"
+        )
+    _ollama(gguf.parent, run_id, name, exported.modelfile, echo, label)
     return exported
 
 
@@ -156,7 +188,8 @@ def _export_on_target(  # noqa: PLR0917 - private, called once
     toolchain = target.ensure_toolchain(dict(project.env))
     command = (
         f"{target.shell.python} {SCRIPT} {q('../../' + accepted.model)} "
-        f"{q('../../' + CONFIG_FILE)} {q(kind)} {q('gguf/' + gguf_name)} {q(toolchain)}"
+        f"{q('../../' + CONFIG_FILE)} {q(kind)} {q('gguf/' + gguf_name)} {q(toolchain)} "
+        f"{q(project.settings.project.name)}"
     )
     logger.info(f"export: {job_id}: merging, converting and quantizing on the target (export.log)")
     done = target.run_script(job_dir, command, "export.log", timeout=6 * HOUR_S, secrets=secrets)
@@ -180,10 +213,12 @@ def _export_on_target(  # noqa: PLR0917 - private, called once
     _fetch_log(target, job_dir, local_job)
     gguf = dest / gguf_name
     size = gguf.stat().st_size
+    chat = chat_lines(accepted.dir, accepted.model)
+    modelfile_file = modelfile_name(gguf_name)
     files.write_atomic(
-        dest / MODELFILE,
-        modelfile(gguf_name, sequence_len(accepted.dir)).encode("utf-8"),
-        f"{RUNS_DIR}/{run.id}/{GGUF_DIR}/{MODELFILE}",
+        dest / modelfile_file,
+        modelfile(gguf_name, sequence_len(accepted.dir), chat).encode("utf-8"),
+        f"{RUNS_DIR}/{run.id}/{GGUF_DIR}/{modelfile_file}",
     )
     file = f"{GGUF_DIR}/{gguf_name}"
     record = {
@@ -196,7 +231,9 @@ def _export_on_target(  # noqa: PLR0917 - private, called once
     }
     text = json.dumps(record, indent=2) + "\n"
     files.write_atomic(local_job / EXPORT_FILE, text.encode("utf-8"), f"{shown}/{EXPORT_FILE}")
-    return Exported(run.id, kind, file, size, local_job / EXPORT_FILE)
+    return Exported(
+        run.id, kind, file, size, local_job / EXPORT_FILE, modelfile_file, chat.problem
+    )
 
 
 def _hub_secrets(project: Project) -> dict[str, str]:
@@ -238,21 +275,29 @@ def _fetch_log(target: TargetRun, job_dir: str, local_job: Path) -> None:
     files.write_atomic(local_job / "export.log", data, "export.log")
 
 
-def _ollama(
-    gguf_dir: Path, run_id: str, name: str | None, echo: Callable[[str], None], label: str
+def _ollama(  # noqa: PLR0917 - private, called once
+    gguf_dir: Path,
+    run_id: str,
+    name: str | None,
+    modelfile_file: str,
+    echo: Callable[[str], None],
+    label: str,
 ) -> None:
     where = f"{RUNS_DIR}/{run_id}/{GGUF_DIR}"
     if name is None:
-        echo(f"{label}: run it with Ollama after `cd {where} && ollama create <name> -f Modelfile`")
+        echo(
+            f"{label}: run it with Ollama after `cd {where} && ollama create <name> -f "
+            f"{modelfile_file}`"
+        )
         return
-    command = f"ollama create {name} -f Modelfile"
+    command = f"ollama create {name} -f {modelfile_file}"
     shown = f"cd {where} && {command}"
     ollama = shutil.which("ollama")
     if ollama is None:
         logger.warning(f"ollama is not on PATH: create the model with `{shown}`")
         return
     done = subprocess.run(
-        [ollama, "create", name, "-f", MODELFILE],
+        [ollama, "create", name, "-f", modelfile_file],
         cwd=gguf_dir,
         capture_output=True,
         text=True,
