@@ -74,7 +74,8 @@ def test_the_modelfile_carries_the_training_chat_format_without_generation_tags(
     result = run_cli("export", finished.run_id)
     assert result.exit_code == 0, result.stderr
     assert "has no TEMPLATE" not in result.stderr
-    text = (finished.run_dir / "output" / "gguf" / f"{finished.run_id}-Q4_K_M.Modelfile").read_text()
+    gguf_dir = finished.run_dir / "output" / "gguf"
+    text = (gguf_dir / f"{finished.run_id}-Q4_K_M.Modelfile").read_text()
     assert 'TEMPLATE """{{ range $i, $m := .Messages }}' in text
     assert "{{ if $m.Thinking }}<think>\n{{ $m.Thinking }}\n</think>\n\n{{ end }}" in text
     assert text.endswith(

@@ -144,3 +144,25 @@ def test_a_template_that_does_not_render_is_said_so():
 
 def test_no_template_is_said_so():
     assert ollama_chat(None).problem == "the model has no chat template"
+
+
+def test_the_target_script_strips_the_training_tags_as_the_core_does():
+    import importlib.util
+
+    from overbrainer.after import target
+
+    spec = importlib.util.spec_from_file_location(
+        "export_gguf", Path(target.__file__).parent / "export_gguf.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    for source in (
+        (TEMPLATES / "chatml_reasoning.jinja").read_text(),
+        "a{% generation %}b{% endgeneration %}c{%- generation -%} d {%- endgeneration %}",
+    ):
+        assert script.without_training_tags(source) == without_training_tags(source)
+    assert without_training_tags("a{% generation %}b{% endgeneration %}c") == "abc"
+    assert without_training_tags("{%- generation -%}x{%- endgeneration %}") == (
+        "{%- if true -%}x{%- endif %}"
+    )

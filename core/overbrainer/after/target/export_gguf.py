@@ -8,9 +8,10 @@ model. Its chat template loses transformers' training-only ``{% generation %}`` 
 in ``export-work/``: the model itself is not changed), which llama.cpp's server and Ollama
 cannot read. llama.cpp's converter writes it (``general.name`` = NAME; ``--outtype auto``,
 or f16/bf16 straight), then ``llama_model_quantize`` of the toolchain's ``llama_cpp``
-quantizes it. The result is written as ``OUT_FILE.part`` and renamed last; ``export-work/`` and any ``.part`` are removed on exit,
-failures included. Errors end with one line ``error: MESSAGE`` on stderr and exit 1. Stdlib
-only: the work that needs torch runs in child processes.
+quantizes it. The result is written as ``OUT_FILE.part`` and renamed last; ``export-work/``
+and any ``.part`` are removed on exit, failures included. Errors end with one line ``error:
+MESSAGE`` on stderr and exit 1. Stdlib only: the work that needs torch runs in child
+processes.
 """
 
 import json
