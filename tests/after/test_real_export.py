@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from tests.after.test_compare import eval_record
+from tests.after.test_ollama_template import TEMPLATES
 from tests.fixtures.real import REAL_TIMEOUT
 
 from fake_provider import openai_completion
@@ -35,6 +36,16 @@ model = AutoModelForCausalLM.from_pretrained(base)
 config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
 get_peft_model(model, config).save_pretrained(out)
 AutoTokenizer.from_pretrained(base).save_pretrained(out)
+"""
+
+METADATA = """
+import json, sys
+from gguf import GGUFReader
+reader = GGUFReader(sys.argv[1])
+def text(key):
+    field = reader.fields[key]
+    return bytes(field.parts[field.data[0]]).decode()
+print(json.dumps({"name": text("general.name"), "template": text("tokenizer.chat_template")}))
 """
 
 GENERATE = """
@@ -69,6 +80,12 @@ def test_export_then_llama_cpp_loads_the_gguf_and_generates_then_compare_serves_
         check=True,
         timeout=REAL_TIMEOUT,
     )
+    # A training template with transformers' {% generation %} tags, which llama.cpp's server
+    # cannot read: the export removes them from what it converts.
+    tokenizer_config = output / "tokenizer_config.json"
+    config = json.loads(tokenizer_config.read_text())
+    config["chat_template"] = (TEMPLATES / "chatml_reasoning.jinja").read_text()
+    tokenizer_config.write_text(json.dumps(config))
     (finished.run_dir / "axolotl.yaml").write_text(
         f"base_model: {tiny_model}\nadapter: lora\nsequence_len: 384\n"
     )
@@ -86,6 +103,19 @@ def test_export_then_llama_cpp_loads_the_gguf_and_generates_then_compare_serves_
         timeout=REAL_TIMEOUT,
     )
     assert generated.stdout.strip() == "1"
+    metadata = subprocess.run(
+        [str(toolchain / "bin" / "python"), "-c", METADATA, str(gguf)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=REAL_TIMEOUT,
+        env={**os.environ, "PYTHONPATH": str(toolchain / "llama.cpp" / "gguf-py")},
+    )
+    seen = json.loads(metadata.stdout)
+    assert seen["name"] == "Demo Project"
+    assert "generation %}" not in seen["template"] and "<|im_start|>" in seen["template"]
+    modelfile = gguf.with_suffix(".Modelfile").read_text()
+    assert 'TEMPLATE """' in modelfile and 'PARAMETER stop "<|im_end|>"' in modelfile
 
     # The child served by llama.cpp's own server on loopback, judged by the loopback provider.
     monkeypatch.setenv("OVERBRAINER_PROVIDERS__MAIN__BASE_URL", provider.url)
