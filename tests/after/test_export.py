@@ -64,9 +64,7 @@ def test_each_type_keeps_its_own_modelfile(finished, run_cli):
     assert text.startswith(f"FROM ./{finished.run_id}-Q8_0.gguf\n")
 
 
-def test_the_modelfile_carries_the_training_chat_format_without_generation_tags(
-    finished, run_cli
-):
+def test_the_modelfile_carries_the_training_chat_format_without_generation_tags(finished, run_cli):
     source = (Path(__file__).parent / "chat_templates" / "chatml_reasoning.jinja").read_text()
     assert "{%- generation %}" in source
     config = {"chat_template": source, "eos_token": "<|im_end|>", "bos_token": None}

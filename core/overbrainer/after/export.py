@@ -231,9 +231,7 @@ def _export_on_target(  # noqa: PLR0917 - private, called once
     }
     text = json.dumps(record, indent=2) + "\n"
     files.write_atomic(local_job / EXPORT_FILE, text.encode("utf-8"), f"{shown}/{EXPORT_FILE}")
-    return Exported(
-        run.id, kind, file, size, local_job / EXPORT_FILE, modelfile_file, chat.problem
-    )
+    return Exported(run.id, kind, file, size, local_job / EXPORT_FILE, modelfile_file, chat.problem)
 
 
 def _hub_secrets(project: Project) -> dict[str, str]:

@@ -55,9 +55,7 @@ def child_first(seed: int, question_id: str) -> bool:
 def verdicts_key(provider: str, model: str, template: str) -> str:
     """16 hex digits naming the judge (provider, model and template): another judge writes
     another verdicts file (and so did the one-order judging of earlier versions)."""
-    return xxhash.xxh3_64_hexdigest(
-        f"{provider}\x1f{model}\x1f{template}\x1fboth orders".encode()
-    )
+    return xxhash.xxh3_64_hexdigest(f"{provider}\x1f{model}\x1f{template}\x1fboth orders".encode())
 
 
 def parse_verdict(text: str) -> tuple[str, str] | None:

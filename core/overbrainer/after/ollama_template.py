@@ -198,7 +198,6 @@ def _system_wrapping(
     return system, merged, default
 
 
-
 def _infer(render: Any, bos_token: str) -> ChatFormat:
     user, user2, asst = (
         {"role": "user", "content": USER},
