@@ -40,6 +40,10 @@ if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
         f.write(str(os.getpid()))
     time.sleep(120)
 args = sys.argv[1:]
+if os.path.exists(os.path.join(args[0], "unknown-tokenizer")):
+    print("Traceback (most recent call last):")
+    print("NotImplementedError: BPE pre-tokenizer was not recognized - update get_vocab_base_pre()")
+    sys.exit(1)
 out = args[args.index("--outfile") + 1]
 outtype = args[args.index("--outtype") + 1]
 import gguf  # the toolchain's gguf-py must be on PYTHONPATH

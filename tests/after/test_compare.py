@@ -291,3 +291,36 @@ def test_nearest_rank_and_order():
     assert nearest_rank([], 50) is None
     assert child_first(42, "q0001") == child_first(42, "q0001")
     assert len({child_first(7, f"q{i}") for i in range(20)}) == 2
+
+
+def test_a_judge_set_to_the_parents_model_is_warned_of(comparable, provider, run_cli, monkeypatch):
+    use_provider(monkeypatch, provider)
+    config = comparable.dir / "overbrainer.toml"
+    config.write_text(
+        config.read_text() + '\n[roles.judge]\nprovider = "main"\nmodel = "parent-model"\n'
+    )
+    result = run_cli("compare", "--limit", "1")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "warning: compare: the judge main/parent-model is the parent's model: a judge prefers "
+        "its own answers, so the child's rate may be low; set roles.judge to another model"
+    ) in result.stderr
+    [directory] = comparable.run_dir.glob("compares/compare_*")
+    assert json.loads((directory / "compare.json").read_text())["judge_is_parent"] is True
+    config.write_text(config.read_text().replace(
+        '[roles.judge]\nprovider = "main"\nmodel = "parent-model"',
+        '[roles.judge]\nprovider = "main"\nmodel = "judge-model"',
+    ))  # fmt: skip
+    result = run_cli("compare", "--limit", "1")
+    assert result.exit_code == 0, result.stderr
+    assert "is the parent's model" not in result.stderr
+
+
+def test_the_report_shows_answers_without_reasoning_tags_or_runs_of_blank_lines():
+    from overbrainer.after.report import shown_answer
+
+    assert shown_answer("<think>plan</think>\n\nFirst.\n\n\n\n  \nSecond.  \n") == (
+        "First.\n\nSecond."
+    )
+    assert shown_answer("leaked</think>Answer</think>") == "Answer"
+    assert shown_answer(None) == ""

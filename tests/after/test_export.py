@@ -143,6 +143,21 @@ def test_a_missing_converter_module_is_named(finished, run_cli):
     )
 
 
+def test_an_unsupported_tokenizer_says_what_to_do_and_where_the_log_is(finished, run_cli):
+    (finished.run_dir / "output" / "unknown-tokenizer").write_text("")
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 1
+    [job] = finished.run_dir.glob("exports/export_*")
+    assert (
+        "failed: llama.cpp's converter does not know this model's tokenizer (it recognizes a "
+        "byte-level BPE pre-tokenizer by its hash, and llama-cpp-python==0.3.16 has no hash "
+        "for this one): train from a base model whose tokenizer llama.cpp supports (a "
+        "byte-fallback BPE, as the quickstart's tiny model has, or a known family); the job's "
+        f"log is runs/{finished.run_id}/exports/{job.name}/export.log"
+    ) in result.stderr
+    assert "pre-tokenizer was not recognized" in (job / "export.log").read_text()
+
+
 def test_ollama_not_installed_says_how_to_create_the_model(finished, run_cli, monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     result = run_cli("export", finished.run_id, "--ollama", "demo:latest")

@@ -36,6 +36,8 @@ EXPORT_FILE = "export.json"
 SCRIPT = "export_gguf.py"
 HOUR_S = 3600
 HF_TOKEN = "HF_TOKEN"  # noqa: S105 - the variable's name, not a secret
+UNKNOWN_TOKENIZER = "pre-tokenizer was not recognized"
+"""What llama.cpp's converter says of a tokenizer it does not know."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,17 @@ def _export_on_target(  # noqa: PLR0917 - private, called once
         errors = [line[len("error: ") :] for line in lines if line.startswith("error: ")]
         detail = errors[-1] if errors else (lines[-1] if lines else f"exit {done.code}")
         _fetch_log(target, job_dir, local_job)
-        raise UserError(f"export {job_id} of run {run.id} failed: {detail}")
+        if UNKNOWN_TOKENIZER in detail:
+            detail = (
+                "llama.cpp's converter does not know this model's tokenizer (it recognizes a "
+                f"byte-level BPE pre-tokenizer by its hash, and {LLAMA_CPP} has no hash for "
+                "this one): train from a base model whose tokenizer llama.cpp supports (a "
+                "byte-fallback BPE, as the quickstart's tiny model has, or a known family)"
+            )
+        raise UserError(
+            f"export {job_id} of run {run.id} failed: {detail}; the job's log is "
+            f"{shown}/export.log"
+        )
     dest = accepted.dir / GGUF_DIR
     files.mkdir_nofollow(dest, f"{RUNS_DIR}/{run.id}/{GGUF_DIR}", levels=2)
     if target.same_place(accepted.dir):
