@@ -365,3 +365,122 @@ def test_a_token_with_a_line_break_is_refused_before_the_export(finished, run_cl
     assert "HF_TOKEN cannot be handed to the target: it holds a line break" in result.stderr
     assert "rm -rf" not in result.stderr
     assert not (finished.run_dir / "output" / "gguf").exists()
+
+
+def with_eval(finished, count: int = 3) -> None:
+    from tests.after.test_compare import eval_record
+
+    (finished.run_dir / "data").mkdir(exist_ok=True)
+    (finished.run_dir / "data" / "eval.jsonl").write_text(
+        "".join(json.dumps(eval_record(i)) + "\n" for i in range(count))
+    )
+
+
+def export_record(finished) -> dict:
+    [record_file] = finished.run_dir.glob("exports/export_*/export.json")
+    return json.loads(record_file.read_text())
+
+
+def test_the_gguf_is_verified_against_the_merged_model_on_eval_prompts(finished, run_cli):
+    with_eval(finished, 10)
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 0, result.stderr
+    check = export_record(finished)["verify"]
+    assert check["quantize"] == "Q4_K_M"
+    assert check["prompts"] == 8 and check["tokens"] == 32  # the first 8, 4 tokens each
+    assert check["token_agreement"] == 1.0
+    assert check["mean_logprob_drift"] == pytest.approx(0.9909, abs=1e-4)
+    assert (
+        "export: verified on 8 eval prompts (32 tokens, greedy): token agreement 100.0%, mean "
+        "log-prob drift 0.9909 nats a token (GGUF under llama.cpp against the merged model "
+        "under transformers)"
+    ) in result.stdout
+    [job] = finished.run_dir.glob("exports/export_*")
+    prompts = [json.loads(line) for line in (job / "verify_prompts.jsonl").read_text().splitlines()]
+    assert [p["id"] for p in prompts] == [f"q{i:04d}" for i in range(8)]
+    assert prompts[0]["messages"] == [{"role": "user", "content": "Question 0: what is ownership?"}]
+
+
+def test_verify_takes_n_prompts_or_none(finished, run_cli):
+    with_eval(finished)
+    result = run_cli("export", finished.run_id, "--verify", "2")
+    assert result.exit_code == 0, result.stderr
+    assert export_record(finished)["verify"]["prompts"] == 2
+    for path in finished.run_dir.glob("exports/*"):
+        shutil.rmtree(path)
+    result = run_cli("export", finished.run_id, "--verify", "0")
+    assert result.exit_code == 0, result.stderr
+    assert export_record(finished)["verify"] is None
+    assert "verified on" not in result.stdout
+
+
+def test_no_eval_data_exports_unverified_with_a_warning(finished, run_cli):
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "warning: export: data/eval.jsonl has no question with an answer: the GGUF is not verified"
+    ) in result.stderr
+    assert export_record(finished)["verify"] is None
+
+
+def test_max_drift_fails_the_export_past_it(finished, run_cli):
+    with_eval(finished)
+    result = run_cli("export", finished.run_id, "--max-drift", "0.5")
+    assert result.exit_code == 1
+    assert (
+        "failed: the Q4_K_M GGUF drifts from the merged model by 0.9909 nats a token on average "
+        "(token agreement 100.0%), past --max-drift 0.5: export a larger type (Q8_0, F16) or "
+        "allow more; the job's log is runs/"
+    ) in result.stderr
+    assert not list((finished.run_dir / "output" / "gguf").glob("*.gguf"))
+    assert not list(finished.run_dir.glob("exports/*/gguf/*"))
+    result = run_cli("export", finished.run_id, "--max-drift", "1.0")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_quantize_auto_takes_the_smallest_type_within_the_drift(finished, run_cli):
+    with_eval(finished)
+    result = run_cli("export", finished.run_id, "--quantize", "auto", "--max-drift", "0.2")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "to GGUF auto (the smallest of Q4_K_M, Q5_K_M, Q6_K, Q8_0 within --max-drift 0.2)"
+    ) in result.stdout
+    record = export_record(finished)
+    assert record["quantize"] == "Q6_K"
+    assert record["file"] == f"output/gguf/{finished.run_id}-Q6_K.gguf"
+    assert [t["quantize"] for t in record["auto"]["tried"]] == ["Q4_K_M", "Q5_K_M", "Q6_K"]
+    assert record["auto"]["max_drift"] == 0.2
+    assert record["verify"]["mean_logprob_drift"] < 0.2
+    gguf_dir = finished.run_dir / "output" / "gguf"
+    assert sorted(p.name for p in gguf_dir.iterdir()) == [
+        f"{finished.run_id}-Q6_K.Modelfile", f"{finished.run_id}-Q6_K.gguf",
+    ]  # fmt: skip
+    assert f"GGUF in runs/{finished.run_id}/output/gguf/{finished.run_id}-Q6_K.gguf (Q6_K, " in (
+        result.stdout
+    )
+
+
+def test_quantize_auto_refusals(finished, run_cli):
+    result = run_cli("export", finished.run_id, "--quantize", "auto")
+    assert result.exit_code == 1
+    assert (
+        "error: --quantize auto needs --max-drift X: the most mean log-probability drift (nats "
+        "a token) a type of the ladder may show"
+    ) in result.stderr
+    result = run_cli("export", finished.run_id, "--quantize", "auto", "--max-drift", "0.2")
+    assert (
+        "error: data/eval.jsonl has no question with an answer: --quantize auto and --max-drift "
+        "verify the GGUF on eval prompts"
+    ) in result.stderr
+    with_eval(finished)
+    result = run_cli("export", finished.run_id, "--max-drift", "0.2", "--verify", "0")
+    assert (
+        "error: --quantize auto and --max-drift verify the GGUF: --verify 0 cannot"
+    ) in result.stderr
+    result = run_cli("export", finished.run_id, "--quantize", "auto", "--max-drift", "0.01")
+    assert result.exit_code == 1
+    assert (
+        "failed: no type of the ladder is within --max-drift 0.01 (mean log-prob drift: Q4_K_M 0.99"
+    ) in result.stderr
+    assert ", Q8_0 0.02" in result.stderr and "): export F16, or allow more drift" in result.stderr
+    assert not list(finished.run_dir.glob("exports/*/gguf/*.part"))

@@ -292,18 +292,14 @@ def choose(options, tool_python, converted, reference, prompts):
         check = verify(tool_python, part, reference, prompts, candidate) if reference else None
         if check is not None:
             tried.append(check)
-            print(
-                f"verified {candidate}: token agreement {check['token_agreement']}, mean "
-                f"log-prob drift {check['mean_logprob_drift']}",
-                flush=True,
-            )
+            print(f"verified {candidate}: {json.dumps(check)}", flush=True)
         if check is None or within(check, options.max_drift):
             chosen = (candidate, part, check)
             break
         if kind == "AUTO":
             os.remove(part)
     if chosen is None:
-        figures = ", ".join(f"{c['quantize']} {c['mean_logprob_drift']}" for c in tried)
+        figures = ", ".join(f"{c['quantize']} {c['mean_logprob_drift']:.4f}" for c in tried)
         if kind == "AUTO":
             raise Failure(
                 f"no type of the ladder is within --max-drift {options.max_drift} (mean "
@@ -311,8 +307,9 @@ def choose(options, tool_python, converted, reference, prompts):
             )
         check = tried[-1]
         raise Failure(
-            f"the {kind} GGUF drifts from the merged model by {check['mean_logprob_drift']} "
-            f"nats a token on average (token agreement {check['token_agreement']}), past "
+            f"the {kind} GGUF drifts from the merged model by "
+            f"{check['mean_logprob_drift']:.4f} nats a token on average (token agreement "
+            f"{check['token_agreement']:.1%}), past "
             f"--max-drift {options.max_drift}: export a larger type (Q8_0, F16) or allow more"
         )
     return (*chosen, tried)
