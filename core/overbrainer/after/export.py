@@ -156,7 +156,7 @@ def export_run(
             "--quantize auto needs --max-drift X: the most mean log-probability drift (nats "
             "a token) a type of the ladder may show"
         )
-    prompts = _verify_prompts(project, accepted.dir, verify, kind, max_drift)
+    prompts, unverified = _verify_prompts(project, accepted.dir, verify, kind, max_drift)
     job_id = export_id()
     secrets = _hub_secrets(project)  # a token that cannot be handed over fails before a pod
     target = open_target(project, hook, accepted.record, purpose=label, keep=keep_pod)
@@ -170,6 +170,8 @@ def export_run(
             f"export: {job_id}: {RUNS_DIR}/{run_id}/{accepted.model} to GGUF {shown_kind} on "
             f"target `{accepted.record.target}`"
         )
+        if unverified is not None:
+            logger.warning(f"export: {unverified}: the GGUF is not verified")
         try:
             exported = _export_on_target(
                 project, target, accepted, job_id, kind, secrets, prompts, max_drift
@@ -210,13 +212,13 @@ def verified_line(check: dict[str, Any]) -> str:
 
 def _verify_prompts(
     project: Project, run_dir: Path, count: int, kind: str, max_drift: float | None
-) -> bytes | None:
+) -> tuple[bytes | None, str | None]:
     """The ``{id, messages}`` lines of the first ``count`` eval prompts, or None when the
-    export is not verified (``count`` 0, or no eval data: said, unless a check needs it)."""
+    export is not verified (``count`` 0, or no eval data: why, unless a check needs it)."""
     if count <= 0:
         if kind == AUTO or max_drift is not None:
             raise UserError("--quantize auto and --max-drift verify the GGUF: --verify 0 cannot")
-        return None
+        return None, None
     from overbrainer.after.compare import eval_questions
 
     try:
@@ -227,13 +229,12 @@ def _verify_prompts(
                 f"{error.message.split(': run ')[0]}: --quantize auto and --max-drift verify "
                 "the GGUF on eval prompts"
             ) from None
-        logger.warning(f"export: {error.message.split(': run ')[0]}: the GGUF is not verified")
-        return None
+        return None, error.message.split(": run ")[0]
     lines = [
         json.dumps({"id": q["id"], "messages": q["messages"]}, ensure_ascii=False) + "\n"
         for q in questions
     ]
-    return "".join(lines).encode("utf-8")
+    return "".join(lines).encode("utf-8"), None
 
 
 def _export_on_target(  # noqa: PLR0917 - private, called once
