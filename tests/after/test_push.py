@@ -321,3 +321,14 @@ def test_a_local_base_model_is_named_as_such_never_by_its_path(pushable, hub, ru
     assert "secret-dir" not in card
     assert "base_model:" not in card.split("---")[1]
     assert "into a local model (`my-base`) with [overbrainer]" in card
+
+
+def test_the_card_gives_the_latest_compares_rate_with_its_interval(pushable, run_cli):
+    summary = {"questions": 12, "win_or_tie": 0.75, "intervals": {"win_or_tie": [0.468, 0.911]}}
+    write_compare(pushable.run_dir, "compare_20260101-000000", summary)
+    assert run_cli("push", pushable.run_id, "--dry-run").exit_code == 0
+    card = (pushable.run_dir / "hub" / "README.md").read_text()
+    assert (
+        "- Compared with the parent: win-or-tie rate 75% (95% interval 47%-91%, each question "
+        "judged in both orders) over 12 questions (judged)"
+    ) in card

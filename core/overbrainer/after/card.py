@@ -262,8 +262,15 @@ def render(facts: CardFacts, settings: Settings) -> str:
     if facts.compare:
         rate = facts.compare.get("win_or_tie")
         shown = f"{rate:.0%}" if isinstance(rate, int | float) else "-"
+        bounds = (facts.compare.get("intervals") or {}).get("win_or_tie")
+        between = (
+            f" (95% interval {bounds[0]:.0%}-{bounds[1]:.0%}, each question judged in both "
+            "orders)"
+            if isinstance(bounds, list) and len(bounds) == 2
+            else ""
+        )
         lines.append(
-            f"- Compared with the parent: win-or-tie rate {shown} over "
+            f"- Compared with the parent: win-or-tie rate {shown}{between} over "
             f"{facts.compare.get('questions', '-')} questions (judged)"
         )
     lines += ["", "## Reproduce", "", "```toml", reproduce_toml(settings).strip(), "```", ""]

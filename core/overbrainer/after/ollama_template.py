@@ -286,8 +286,9 @@ def chat_format(template: ChatTemplate) -> ChatFormat:
         try:
             expected = render(messages)
         except TemplateError as error:
-            if any(m["role"] == "system" for m in messages) and found.merged_system is None:
-                continue  # it refuses a system message; so does the derived one (no wrapping)
+            refuses_system = found.system is None and found.merged_system is None
+            if refuses_system and any(m["role"] == "system" for m in messages):
+                continue  # it refuses a system message; the derived one leaves it out
             raise Untranslatable(f"it does not render: {error}") from None
         if found.render(messages) != expected:
             raise Untranslatable("it renders a conversation in a way no pattern here matches")
