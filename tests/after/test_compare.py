@@ -143,6 +143,10 @@ def test_a_verdict_that_flips_with_the_order_is_a_tie(comparable, provider, run_
         ("win", "loss"), ("loss", "win"),
     }  # fmt: skip
     assert data["summary"]["flipped"] == 4 and data["summary"]["ties"] == 4
+    assert data["questions"][0]["reason"].startswith(
+        "the verdict flipped with the order, so a tie: child "
+    )
+    assert "(It is clearer.)" in data["questions"][0]["reason"]
     assert "4 ties (4 flipped with the order)" in result.stdout
 
 

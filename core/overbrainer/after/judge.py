@@ -242,11 +242,18 @@ async def judge_all(  # noqa: PLR0915, PLR0917 - one call site; its closures sha
                 if orders[0]["outcome"] == "unparsed":
                     break  # unparsed whatever the other order says
         verdict = combined(orders[0]["outcome"], orders[-1]["outcome"])
+        flipped = verdict == "tie" and orders[0]["outcome"] != orders[-1]["outcome"]
         reason = next((order["reason"] for order in orders if order["reason"]), "")
+        if flipped:
+            said = "; ".join(
+                f"child {'first' if o['child_first'] else 'second'}: {o['outcome']}"
+                + (f" ({o['reason']})" if o["reason"] else "")
+                for o in orders
+            )
+            reason = f"the verdict flipped with the order, so a tie: {said}"
         log.append({
             "id": qid, "verdict": verdict, "reason": reason, "child_first": first,
-            "flipped": verdict == "tie" and orders[0]["outcome"] != orders[-1]["outcome"],
-            "orders": orders,
+            "flipped": flipped, "orders": orders,
         })  # fmt: skip
 
     try:
