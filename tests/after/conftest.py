@@ -112,12 +112,20 @@ class no_grad:
         return self
     def __exit__(self, *exc):
         return False
+import math
+class Scalar(float):
+    def item(self):
+        return float(self)
 class Tensor:
     def __init__(self, data):
         self.data = data
     def __getitem__(self, index):
         found = self.data[index]
-        return Tensor(found) if isinstance(found, list) else found
+        return Tensor(found) if isinstance(found, list) else Scalar(found)
+    def log_softmax(self, dim):
+        top = max(self.data)
+        total = top + math.log(sum(math.exp(x - top) for x in self.data))
+        return Tensor([x - total for x in self.data])
     def to(self, device):
         return self
     def float(self):

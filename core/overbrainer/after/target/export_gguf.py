@@ -171,7 +171,7 @@ PARTS: list[str] = []
 """The ``.part`` files written so far: removed on exit unless renamed."""
 
 HF_SIDE = """
-import json, math, sys
+import json, sys
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 model_dir, prompts, count, new_tokens, out = sys.argv[1:6]
@@ -179,9 +179,6 @@ tokenizer = AutoTokenizer.from_pretrained(model_dir)
 model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 model = model.to(device).eval()
-def log_softmax_at(row, token):
-    top = max(row)
-    return row[token] - top - math.log(sum(math.exp(x - top) for x in row))
 results = []
 with open(prompts, encoding="utf-8") as file:
     records = [json.loads(line) for line in file if line.strip()][: int(count)]
@@ -198,8 +195,7 @@ for record in records:
         )
     tokens = done.sequences[0][len(ids):].tolist()
     logprobs = [
-        log_softmax_at(step[0].float().tolist(), token)
-        for step, token in zip(done.logits, tokens)
+        step[0].float().log_softmax(-1)[token].item() for step, token in zip(done.logits, tokens)
     ]
     results.append({"id": record.get("id"), "prompt": ids, "tokens": tokens, "logprobs": logprobs})
 with open(out, "w", encoding="utf-8") as file:
@@ -207,7 +203,8 @@ with open(out, "w", encoding="utf-8") as file:
 """
 
 GGUF_SIDE = """
-import json, math, sys
+import json, sys
+import numpy
 from llama_cpp import Llama
 gguf, reference, out = sys.argv[1:4]
 with open(reference, encoding="utf-8") as file:
@@ -223,13 +220,13 @@ for result in results:
     model.reset()
     model.eval(result["prompt"] + tokens)
     start = len(result["prompt"]) - 1
-    for index, token in enumerate(tokens):
-        row = model.scores[start + index].tolist()
-        top = max(row)
-        logprob = row[token] - top - math.log(sum(math.exp(x - top) for x in row))
-        agree += row.index(top) == token
-        drift += abs(logprob - result["logprobs"][index])
-        total += 1
+    rows = numpy.asarray(model.scores[start : start + len(tokens)], dtype=numpy.float64)
+    top = rows.max(axis=1, keepdims=True)
+    logprobs = rows - top - numpy.log(numpy.exp(rows - top).sum(axis=1, keepdims=True))
+    chosen = logprobs[numpy.arange(len(tokens)), tokens]
+    agree += int((rows.argmax(axis=1) == numpy.asarray(tokens)).sum())
+    drift += float(numpy.abs(chosen - numpy.asarray(result["logprobs"])).sum())
+    total += len(tokens)
 with open(out, "w", encoding="utf-8") as file:
     json.dump({"tokens": total, "agree": agree, "drift": drift}, file)
 """
