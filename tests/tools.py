@@ -25,6 +25,10 @@ PACKAGES: dict[str, str] = {
     "dash": "dash",
     "curl": "curl",
     "ps": "procps",
+    "munged": "munge",
+    "slurmctld": "slurmctld",
+    "slurmd": "slurmd",
+    "sbatch": "slurm-client",
     "go": "golang-go",
 }
 """Each program the tests run and the Debian package that has it."""

@@ -45,3 +45,11 @@ def spool_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
 def ray_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The ray target's package (it imports Ray only when it talks to a cluster)."""
     yield from installed("overbrainer-ray", "ray", tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def slurm_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The slurm target's package, seen by this process and the CLI processes it starts."""
+    for path in installed("overbrainer-slurm", "slurm", tmp_path, monkeypatch):
+        monkeypatch.setenv("PYTHONPATH", path)
+        yield path

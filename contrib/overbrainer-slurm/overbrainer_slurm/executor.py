@@ -1,0 +1,320 @@
+"""The Slurm executor: each hook of the contract is one method of :class:`SlurmExecutor`.
+
+A run's job directory is copied to ``spool/<run id>/`` and submitted with ``sbatch`` as a
+batch script that ``exec``s the runner there. Status is the runner's own word first (its
+``exit_code``, written last), then Slurm's (``scontrol show job``); metric lines,
+snapshots, the log (sbatch's ``--output``) and the results are read from the spool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loguru import logger
+
+from overbrainer.plugin import (
+    CANCELLED,
+    LOST,
+    RUNNING,
+    ArtifactSpec,
+    JobHandle,
+    JobPoll,
+    JobSpec,
+    JobState,
+    JobStatus,
+    LocalHost,
+    LogChunk,
+    Project,
+    RunRecord,
+    SecretsChannel,
+    TargetInfo,
+    TransientError,
+    UserError,
+    collect_directory,
+    complete_lines,
+    layout,
+    write_atomic,
+)
+from overbrainer_slurm.batch import batch_script, sbatch_options
+from overbrainer_slurm.scheduler import Slurm, SlurmState
+from overbrainer_slurm.target import SlurmJob, SlurmTarget
+from overbrainer_slurm.transport import LocalCommands, SshCommands
+
+CAP = 1 << 20
+"""The most bytes of metrics or log one call reads."""
+CANCEL_WAIT_S = 60.0
+KILL_AGAIN_S = 1.0
+
+
+def _read(path: Path, offset: int, length: int = CAP) -> bytes:
+    try:
+        with path.open("rb") as file:
+            file.seek(offset)
+            return file.read(length)
+    except FileNotFoundError:
+        return b""
+
+
+def _exit_code(where: Path) -> int | None:
+    text = _read(where / layout.EXIT_CODE, 0, 64).decode("ascii", "replace").strip()
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(data)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(path)
+
+
+@dataclass
+class SlurmExecutor:
+    """The target ``name``: its settings, its cluster, and what it read of each job."""
+
+    name: str
+    target: SlurmTarget
+    project: Project
+    slurm: Slurm
+    offsets: dict[str, int] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    warned: set[str] = field(default_factory=set)
+    watcher: LocalHost | None = None
+
+    @classmethod
+    def create(cls, name: str, target: SlurmTarget, project: Project) -> SlurmExecutor:
+        env = project.env
+        commands = (
+            SshCommands(target.login, env) if target.login is not None else LocalCommands(env)
+        )
+        return cls(name, target, project, Slurm(name, commands))
+
+    @property
+    def spool(self) -> Path:
+        return Path(self.target.spool).expanduser()
+
+    def job(self, run: RunRecord) -> SlurmJob:
+        if run.job is None:
+            raise UserError(f"run {run.id} has no job on target `{self.name}`")
+        return run.job.data_as(SlurmJob)
+
+    def job_dir(self, run: RunRecord) -> Path:
+        return Path(self.job(run).directory)
+
+    # Before a run.
+
+    def describe(self) -> TargetInfo:
+        # `scontrol show job` and sbatch's stored environment are readable by others on
+        # many clusters: secrets go as a 0600 file in the job directory, which the runner
+        # reads and deletes as it starts.
+        return TargetInfo(
+            device=self.target.device,
+            local_paths=self.target.local_paths,
+            secrets=SecretsChannel.FILE,
+        )
+
+    def prepare(self) -> None:
+        try:
+            self.spool.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UserError(
+                f"target `{self.name}`: cannot create spool {self.target.spool}: {error.strerror}"
+            ) from None
+        try:
+            done = self.slurm.commands.run(["sbatch", "--version"])
+        except TransientError as error:
+            raise UserError(f"target `{self.name}`: {error}") from None
+        if done.code != 0:
+            raise UserError(
+                f"target `{self.name}`: `sbatch --version` failed on "
+                f"{self.slurm.commands.where}: {(done.err or done.out).strip()[:300]}"
+            )
+
+    def claim(self, run_id: str) -> str:
+        self.spool.mkdir(parents=True, exist_ok=True)
+        try:
+            (self.spool / run_id).mkdir()  # exclusive: a second owner gets FileExistsError
+        except FileExistsError:
+            return ""
+        return str(self.spool / run_id)
+
+    # The job.
+
+    def launch(self, run: RunRecord, job: JobSpec) -> JobHandle:
+        where = Path(run.remote_dir)
+        shutil.copytree(
+            job.local_dir,
+            where,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns(*layout.HOME_ONLY),
+        )
+        secrets = where / layout.SECRETS_FILE
+        if job.secrets:
+            _write_private(secrets, job.secrets_file())
+        options = sbatch_options(self.target, run.id, str(where))
+        script = batch_script(self.target, run.id, str(where), self.project.env)
+        try:
+            job_id = self.slurm.submit(options, script)
+        except BaseException:
+            # The answer may be what was lost (a dropped ssh): a job submitted but not
+            # recorded would run unseen, so the run's jobs are cancelled by name.
+            with contextlib.suppress(Exception):
+                self.slurm.commands.run(["scancel", "--me", f"--name=overbrainer-{run.id}"])
+            secrets.unlink(missing_ok=True)  # never left behind by a job that did not start
+            raise
+        self._note(run.id, f"slurm job {job_id} submitted")
+        return JobHandle().with_data(SlurmJob(job_id=job_id, directory=str(where)))
+
+    def status(self, run: RunRecord) -> JobStatus:
+        """The runner's own word first (``exit_code``), then Slurm's."""
+        where = self.job_dir(run)
+        if (where / layout.CANCELLED).exists():
+            return CANCELLED
+        if (code := _exit_code(where)) is not None:
+            return JobStatus.exited(code)
+        job_id = self.job(run).job_id
+        state = self.slurm.show(job_id)
+        if state is not None:
+            self._note(run.id, f"slurm job {job_id} {state.describe()}")
+            if state.active:
+                return RUNNING
+        code = _exit_code(where)  # written just before Slurm saw the runner end
+        if code is not None:
+            return JobStatus.exited(code)
+        return self._ended_early(run, state)
+
+    def _ended_early(self, run: RunRecord, state: SlurmState | None) -> JobStatus:
+        """A job Slurm ended (or forgot) before its runner wrote ``exit_code``."""
+        if state is not None and state.state == "CANCELLED":
+            return CANCELLED  # scancel'ed, queued or running, outside overbrainer
+        if state is not None and state.state == "FAILED" and state.exit_code and not state.signal:
+            return JobStatus.exited(state.exit_code)  # the batch script failed: no python
+        if run.id not in self.warned:
+            self.warned.add(run.id)
+            why = state.describe() if state is not None else "forgotten by the controller"
+            logger.warning(
+                f"target `{self.name}`: Slurm ended job {self.job(run).job_id} before its "
+                f"runner finished: {why}"
+            )
+        return LOST
+
+    def poll(self, run: RunRecord) -> JobPoll:
+        where = self.job_dir(run)
+        status = self.status(run)
+        if status.state is not JobState.RUNNING:
+            _forget_secrets(where)
+            self._note_end(run, status)
+        offset = self.offsets.get(run.id, 0)
+        chunk = _read(where / layout.METRICS_FILE, offset)
+        lines, used = complete_lines(chunk, capped=len(chunk) >= CAP)
+        self.offsets[run.id] = offset + used
+        request = _read(where / layout.SNAPSHOT_REQUEST, 0, 64).decode("ascii", "replace")
+        snapshot = _read(where / layout.SNAPSHOT_FILE, 0, (64 << 10) + 1)
+        return JobPoll(
+            status,
+            tuple(lines),
+            snapshot_request=request.strip() or None,
+            snapshot=snapshot.decode("utf-8", "replace") if snapshot else None,
+        )
+
+    def wait(self, run: RunRecord, timeout: float) -> bool | None:
+        """Until the runner's files say the job changed (inotify on the job directory), or
+        ``timeout``. On a network filesystem a node's writes may raise no event here: the
+        wait then ends at ``timeout``, as a poll would."""
+        if self.watcher is None:
+            self.watcher = LocalHost(self.project.env)
+        return self.watcher.wait_for_change(str(self.job_dir(run)), timeout)
+
+    def request_snapshot(self, run: RunRecord, reason: str) -> bool:
+        # The request file carries the reason; Slurm's own signal (the time limit's
+        # --signal, `scancel --signal=TERM --batch`) reaches the same request through the
+        # runner, with reason `requested`.
+        _write_atomically(self.job_dir(run) / layout.SNAPSHOT_REQUEST, reason + "\n")
+        return True
+
+    def cancel(self, run: RunRecord) -> JobStatus:
+        status = self.status(run)
+        if status.state in (JobState.EXITED, JobState.CANCELLED):
+            return status  # a finished job is never signalled
+        where = self.job_dir(run)
+        job_id = self.job(run).job_id
+        if status.state is JobState.RUNNING:
+            # The marker turns a TERM that reaches the runner meanwhile (a job that just
+            # started, Slurm's plain cancel) into "kill the job's process group".
+            (where / layout.CANCELLING).touch()
+            self.slurm.kill(job_id)  # every process now, not after KillWait
+            self.slurm.cancel(job_id)  # and a queued job never starts
+            self._wait_ended(run, job_id)
+            if (code := _exit_code(where)) is not None:
+                return JobStatus.exited(code)  # it ended on its own first
+        _forget_secrets(where)
+        (where / layout.CANCELLED).touch()
+        self._note_end(run, CANCELLED)
+        return CANCELLED
+
+    def _wait_ended(self, run: RunRecord, job_id: str) -> None:
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        again = time.monotonic() + KILL_AGAIN_S
+        while (state := self.slurm.show(job_id)) is not None and state.active:
+            self._note(run.id, f"slurm job {job_id} {state.describe()}")
+            if time.monotonic() > deadline:
+                raise UserError(
+                    f"run {run.id}: Slurm job {job_id} is still {state.describe()} "
+                    f"{CANCEL_WAIT_S:.0f} s after its cancel; try again later"
+                )
+            if time.monotonic() > again and state.state == "RUNNING":
+                self.slurm.kill(job_id)  # it had not started yet at the first KILL
+                again = time.monotonic() + KILL_AGAIN_S
+            time.sleep(0.1)
+
+    # After it.
+
+    def collect(self, run: RunRecord, artifacts: ArtifactSpec, dest: Path) -> list[str]:
+        return collect_directory(self.job_dir(run), dest, artifacts)
+
+    def read_log(self, run: RunRecord, offset: int) -> LogChunk:
+        data = _read(self.job_dir(run) / layout.JOB_LOG, offset)
+        return LogChunk(data, offset + len(data))
+
+    def release(self) -> None:
+        self.offsets.clear()
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
+
+    def _note_end(self, run: RunRecord, status: JobStatus) -> None:
+        """The note of an ended job, from the runner's word (Slurm may still be finishing
+        the batch step): its exit code, or its cancel."""
+        job_id = self.job(run).job_id
+        if status.state is JobState.EXITED:
+            self._note(run.id, f"slurm job {job_id} ended, exit code {status.exit_code}")
+        elif status.state is JobState.CANCELLED:
+            self._note(run.id, f"slurm job {job_id} CANCELLED")
+
+    def _note(self, run_id: str, text: str) -> None:
+        """``runs ls``'s word on the run: its Slurm job and state, kept when it changes."""
+        if self.notes.get(run_id) == text:
+            return
+        home = self.project.runs_dir / run_id
+        if not home.is_dir():
+            return  # a run this project does not keep (the kit's runs live elsewhere)
+        write_atomic(home / layout.TARGET_NOTE, (text + "\n").encode(), f"runs/{run_id}")
+        self.notes[run_id] = text
+
+
+def _forget_secrets(where: Path) -> None:
+    """A job that ended before its runner started (cancelled while queued, a node that
+    failed) left its secrets file: it goes too."""
+    (where / layout.SECRETS_FILE).unlink(missing_ok=True)
