@@ -1,5 +1,5 @@
-"""Export time and GGUF size of the quickstart's tiny model; compare throughput against the
-child's llama.cpp server.
+"""Export time and GGUF size of the quickstart's tiny model, what the export's verification
+adds to it; compare throughput against the child's llama.cpp server.
 
     OVERBRAINER_AXOLOTL_VENV=... uv run python benchmarks/after.py [--questions 20]
 
@@ -7,7 +7,8 @@ Needs the Axolotl venv (peft, transformers) and the llama.cpp toolchain
 (``OVERBRAINER_LLAMA_CPP``, default ``~/.cache/overbrainer/llama-cpp-python-0.3.16``).
 
 Baselines, measured in the same run: for export, the converter and ``llama_model_quantize``
-called directly on the same merged model (no overbrainer, no merge); for compare, a bare
+called directly on the same merged model (no overbrainer, no merge), and the same export
+without its verification (``--verify 0``) for what the verification adds; for compare, a bare
 client asking the same llama.cpp server the same questions one at a time (no judge). Printed:
 seconds, sizes, questions per minute, and the ratios to the baselines.
 """
@@ -192,12 +193,27 @@ def main() -> None:
         run_dir = project / "runs" / RUN_ID
 
         print("export of the tiny model (LoRA adapter on a 2-layer, 64-wide Llama)")
+        verified: dict[str, float] = {}
         for kind in ("Q4_K_M", "F16"):
             seconds, _ = timed(
                 lambda kind=kind: cli_run(project, "export", RUN_ID, "--quantize", kind)
             )
+            verified[kind] = seconds
             size = (run_dir / "output" / "gguf" / f"{RUN_ID}-{kind}.gguf").stat().st_size
-            print(f"  overbrainer export {kind:7s} {seconds:6.2f} s  GGUF {size / 1000:8.1f} kB")
+            print(
+                f"  overbrainer export {kind:7s} {seconds:6.2f} s  GGUF {size / 1000:8.1f} kB "
+                "(verified on 8 eval prompts)"
+            )
+        for kind in ("Q4_K_M", "F16"):
+            plain = timed(
+                lambda kind=kind: cli_run(
+                    project, "export", RUN_ID, "--quantize", kind, "--verify", "0"
+                )
+            )[0]
+            print(
+                f"  overbrainer export {kind:7s} --verify 0 {plain:6.2f} s: the verification "
+                f"adds {verified[kind] - plain:.2f} s, ratio {verified[kind] / plain:.2f}"
+            )
         # Baseline: the same conversion and quantization, straight, on the merged model the
         # export made (kept by merging again here with peft, outside overbrainer).
         merged = root / "merged"
@@ -210,10 +226,13 @@ def main() -> None:
         argv = [str(venv / "bin" / "python"), "-c", merge, str(run_dir / "output"), str(merged)]
         merge_s, _ = timed(lambda: subprocess.run(argv, check=True, capture_output=True))
         bare_s, _ = timed(lambda: bare_export(venv, toolchain, merged, root / "bare.gguf"))
-        q4 = timed(lambda: cli_run(project, "export", RUN_ID, "--quantize", "Q4_K_M"))[0]
+        q4 = timed(
+            lambda: cli_run(project, "export", RUN_ID, "--quantize", "Q4_K_M", "--verify", "0")
+        )[0]
         print(f"  baseline: merge {merge_s:.2f} s + convert/quantize {bare_s:.2f} s")
         print(
-            f"  ratio export Q4_K_M / (merge + convert + quantize): {q4 / (merge_s + bare_s):.2f}"
+            f"  ratio export Q4_K_M --verify 0 / (merge + convert + quantize): "
+            f"{q4 / (merge_s + bare_s):.2f}"
         )
 
         provider = FakeProvider().start()

@@ -29,6 +29,7 @@ PACKAGES: dict[str, str] = {
     "slurmctld": "slurmctld",
     "slurmd": "slurmd",
     "sbatch": "slurm-client",
+    "go": "golang-go",
 }
 """Each program the tests run and the Debian package that has it."""
 

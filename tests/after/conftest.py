@@ -40,9 +40,18 @@ if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
         f.write(str(os.getpid()))
     time.sleep(120)
 args = sys.argv[1:]
+if os.path.exists(os.path.join(args[0], "unknown-tokenizer")):
+    print("Traceback (most recent call last):")
+    print("NotImplementedError: BPE pre-tokenizer was not recognized - update get_vocab_base_pre()")
+    sys.exit(1)
 out = args[args.index("--outfile") + 1]
 outtype = args[args.index("--outtype") + 1]
 import gguf  # the toolchain's gguf-py must be on PYTHONPATH
+import json
+config = os.path.join(args[0], "tokenizer_config.json")
+seen = json.load(open(config)).get("chat_template") if os.path.exists(config) else None
+with open("converter.json", "w") as f:
+    json.dump({"argv": args, "chat_template": seen}, f)
 with open(out, "wb") as f:
     f.write(b"GGUF " + f"converted {outtype} from {args[0]}".encode())
 print("converted")
@@ -56,6 +65,8 @@ class _Params(ctypes.Structure):
 def llama_model_quantize_default_params():
     return _Params()
 LLAMA_FTYPE_MOSTLY_Q4_K_M = 15
+LLAMA_FTYPE_MOSTLY_Q5_K_M = 17
+LLAMA_FTYPE_MOSTLY_Q6_K = 18
 LLAMA_FTYPE_MOSTLY_Q8_0 = 7
 def llama_supports_gpu_offload():
     return False
@@ -63,6 +74,92 @@ def llama_model_quantize(source, dest, params):
     with open(source, "rb") as f, open(dest, "wb") as g:
         g.write(f.read() + b" quantized %d" % params._obj.ftype)
     return 0
+
+# The smaller the type, the lower its logit for the token the merged model chose.
+PENALTY = {15: 1.5, 17: 0.8, 18: 0.3, 7: 0.05}
+VOCAB = 8
+
+class _Row(list):
+    def tolist(self):
+        return list(self)
+
+class Llama:
+    def __init__(self, path, n_ctx=0, logits_all=False, verbose=True, n_gpu_layers=0):
+        import re
+        with open(path, "rb") as f:
+            found = re.search(rb"quantized (\\d+)", f.read())
+        self.penalty = PENALTY.get(int(found.group(1)), 0.0) if found else 0.0
+        self.scores = []
+    def reset(self):
+        self.scores = []
+    def eval(self, tokens):
+        following = list(tokens[1:]) + [0]
+        self.scores = [
+            _Row([2.0 - self.penalty if j == t else 0.0 for j in range(VOCAB)]) for t in following
+        ]
+"""
+
+# Stand-ins for torch and transformers: the merged model answers 4 tokens, each with logit 2
+# over a vocabulary of 8 (the GGUF stand-in above scores the same tokens).
+FAKE_TORCH = """\
+float32 = "float32"
+class cuda:
+    @staticmethod
+    def is_available():
+        return False
+class no_grad:
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        return False
+import math
+class Scalar(float):
+    def item(self):
+        return float(self)
+class Tensor:
+    def __init__(self, data):
+        self.data = data
+    def __getitem__(self, index):
+        found = self.data[index]
+        return Tensor(found) if isinstance(found, list) else Scalar(found)
+    def log_softmax(self, dim):
+        top = max(self.data)
+        total = top + math.log(sum(math.exp(x - top) for x in self.data))
+        return Tensor([x - total for x in self.data])
+    def to(self, device):
+        return self
+    def float(self):
+        return self
+    def tolist(self):
+        return self.data
+def tensor(data):
+    return Tensor(data)
+"""
+
+FAKE_TRANSFORMERS = """\
+from types import SimpleNamespace
+import torch
+VOCAB = 8
+class AutoTokenizer:
+    @classmethod
+    def from_pretrained(cls, path):
+        return cls()
+    def apply_chat_template(self, messages, add_generation_prompt=False, tokenize=False):
+        text = "".join(m["content"] for m in messages)
+        return [1] + [ord(c) % VOCAB for c in text[:6]]
+class AutoModelForCausalLM:
+    @classmethod
+    def from_pretrained(cls, path, torch_dtype=None):
+        return cls()
+    def to(self, device):
+        return self
+    def eval(self):
+        return self
+    def generate(self, ids, max_new_tokens=1, **options):
+        prompt = ids.tolist()[0]
+        tokens = [(len(prompt) + i) % VOCAB for i in range(min(4, max_new_tokens))]
+        logits = [torch.tensor([[2.0 if j == t else 0.0 for j in range(VOCAB)]]) for t in tokens]
+        return SimpleNamespace(sequences=torch.tensor([prompt + tokens]), logits=logits)
 """
 
 
@@ -110,9 +207,9 @@ class Finished:
 def finished(project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Finished:
     venv = tmp_path / "venv"
     stubs = tmp_path / "stubs"
-    for module in ("torch", "numpy", "transformers"):
+    for module, text in (("torch", FAKE_TORCH), ("numpy", ""), ("transformers", FAKE_TRANSFORMERS)):
         (stubs / module).mkdir(parents=True)
-        (stubs / module / "__init__.py").write_text("")
+        (stubs / module / "__init__.py").write_text(text)
     _python(venv / "bin" / "python", stubs)
     toolchain = make_toolchain(tmp_path / "llama-cpp")
     monkeypatch.setenv("OVERBRAINER_LLAMA_CPP", str(toolchain))

@@ -58,13 +58,20 @@ def comparable(finished, monkeypatch):
     return finished
 
 
-def use_provider(monkeypatch, provider: FakeProvider, verdict: str = "A") -> None:
+def child_is_a(seen) -> bool:
+    return seen.prompt.split("Answer A:\n", 1)[1].startswith("Child answer")
+
+
+def use_provider(monkeypatch, provider: FakeProvider, verdict: str = "child") -> None:
+    """A judge that prefers the child (``child``), the first answer whatever it is (``A``)
+    or neither (``tie``)."""
     monkeypatch.setenv("OVERBRAINER_PROVIDERS__MAIN__BASE_URL", provider.url)
-    provider.on(
-        lambda seen: JUDGE_PROMPT in seen.prompt,
-        lambda seen: openai_completion(f'{{"verdict": "{verdict}", "reason": "It is clearer."}}'),
-        times=None,
-    )
+
+    def reply(seen):
+        chosen = ("A" if child_is_a(seen) else "B") if verdict == "child" else verdict
+        return openai_completion(f'{{"verdict": "{chosen}", "reason": "It is clearer."}}')
+
+    provider.on(lambda seen: JUDGE_PROMPT in seen.prompt, reply, times=None)
 
 
 def test_compare_answers_judges_and_reports(comparable, provider, run_cli, monkeypatch):
@@ -72,7 +79,18 @@ def test_compare_answers_judges_and_reports(comparable, provider, run_cli, monke
     result = run_cli("compare", "--limit", "5")
     assert result.exit_code == 0, result.stderr
     [directory] = comparable.run_dir.glob("compares/compare_*")
-    assert result.stdout.strip() == str(directory.relative_to(comparable.dir) / "compare.md")
+    lines = result.stdout.strip().splitlines()
+    assert lines[-1] == str(directory.relative_to(comparable.dir) / "compare.md")
+    assert lines[0].startswith(
+        "compare: win-or-tie 100.0% (95% interval 56.6%-100.0%) over 5 questions: 5 wins, "
+        "0 ties (0 flipped with the order), 0 losses, 0 unparsed"
+    )
+    assert lines[1].startswith("compare: child latency p50 ") and ", p95 " in lines[1]
+    assert lines[2] == "compare: cost per 1,000 requests not computed: set [compare] prices"
+    assert (
+        "warning: compare: the judge main/parent-model is the parent's model: a judge prefers "
+        "its own answers"
+    ) in result.stderr
     data = json.loads((directory / "compare.json").read_text())
     assert data["run"] == comparable.run_id
     assert data["judge"] == "main/parent-model" and data["judge_is_parent"] is True
@@ -81,25 +99,55 @@ def test_compare_answers_judges_and_reports(comparable, provider, run_cli, monke
     for question in data["questions"]:
         assert question["child"] == f"Child answer to: {question['question']}"
         assert question["parent"] == f"Parent answer {int(question['id'][1:])}."
-        expected = "win" if child_first(42, question["id"]) else "loss"
-        assert question["verdict"] == expected
+        assert question["verdict"] == "win"
+        first, second = question["orders"]
+        assert first["child_first"] == child_first(42, question["id"])
+        assert second["child_first"] == (not first["child_first"])
+        assert [o["verdict"] for o in question["orders"]] == (
+            ["A", "B"] if first["child_first"] else ["B", "A"]
+        )
+        assert first["replies"] == [
+            f'{{"verdict": "{first["verdict"]}", "reason": "It is clearer."}}'
+        ]
         assert question["tokens"] == len(question["child"].split(" "))
         assert question["seconds"] > 0 and question["first_token_seconds"] is not None
     summary = data["summary"]
     assert summary["questions"] == 5
-    assert summary["wins"] + summary["losses"] == 5
-    assert summary["win_or_tie"] == summary["wins"] / 5
+    assert summary["wins"] == 5 and summary["win_or_tie"] == 1.0
+    assert summary["intervals"]["win_or_tie"] == [0.565518, 1.0]
     assert summary["parent_per_1k"] is None
     judged = [s for s in provider.chats() if JUDGE_PROMPT in s.prompt]
-    assert len(judged) == 5
+    assert len(judged) == 10  # each question in both orders
     for seen in judged:
         assert "<think>" not in seen.prompt and "reasoning" not in seen.prompt
     report = (directory / "compare.md").read_text()
     assert report.startswith(f"# Compare of run {comparable.run_id}\n")
     assert "## Summary" in report and "## Losses (first" in report and "## Wins (first" in report
+    assert "- Win-or-tie rate: 100.0% (95% interval 56.6%-100.0%)" in report
+    assert "each question judged in both orders, 0 verdicts flipped with the order" in report
+
     assert "not computed: set [compare] prices" in report
     assert "The child ran on a CPU." in report
     assert "serving ../../output/gguf/" in (directory / "server.log").read_text()
+
+
+def test_a_verdict_that_flips_with_the_order_is_a_tie(comparable, provider, run_cli, monkeypatch):
+    use_provider(monkeypatch, provider, verdict="A")  # a judge that always picks the first
+    result = run_cli("compare", "--limit", "4")
+    assert result.exit_code == 0, result.stderr
+    [directory] = comparable.run_dir.glob("compares/compare_*")
+    data = json.loads((directory / "compare.json").read_text())
+    assert [q["verdict"] for q in data["questions"]] == ["tie"] * 4
+    assert all(q["flipped"] for q in data["questions"])
+    assert {tuple(o["outcome"] for o in q["orders"]) for q in data["questions"]} <= {
+        ("win", "loss"), ("loss", "win"),
+    }  # fmt: skip
+    assert data["summary"]["flipped"] == 4 and data["summary"]["ties"] == 4
+    assert data["questions"][0]["reason"].startswith(
+        "the verdict flipped with the order, so a tie: child "
+    )
+    assert "(It is clearer.)" in data["questions"][0]["reason"]
+    assert "4 ties (4 flipped with the order)" in result.stdout
 
 
 def test_costs_per_thousand_requests(comparable, provider, run_cli, monkeypatch, write_config):
@@ -129,13 +177,23 @@ def test_an_unparsed_verdict_is_asked_twice_and_a_failed_answer_is_not_judged(
         "".join(json.dumps(r) + "\n" for r in records)
     )
     result = run_cli("compare")
-    assert result.exit_code == 0, result.stderr
     [directory] = comparable.run_dir.glob("compares/compare_*")
+    shown = f"runs/{comparable.run_id}/compares/{directory.name}"
+    assert result.exit_code == 1
+    assert (
+        f"error: 1 of 2 verdicts could not be read, more than a tenth: the judge's replies are "
+        f"in {shown}/compare.json (questions[].orders[].replies); change roles.judge or "
+        f"prompts/judge.txt, then `overbrainer compare --rejudge {directory.name}` asks those "
+        "again"
+    ) in result.stderr
     data = json.loads((directory / "compare.json").read_text())
     assert [q["verdict"] for q in data["questions"]] == ["unparsed", "error"]
+    assert data["questions"][0]["orders"][0]["replies"] == ["I cannot say."] * 2
     judged = [s for s in provider.chats() if JUDGE_PROMPT in s.prompt]
-    assert len(judged) == 2
+    assert len(judged) == 2  # asked again, stricter; the other order is not asked
     assert all(judged_question(s) == "Question 0: what is ownership?" for s in judged)
+    assert "could not be read. Reply with the JSON object alone" not in judged[0].prompt
+    assert "could not be read. Reply with the JSON object alone" in judged[1].prompt
     assert data["summary"]["win_or_tie"] == 0.0
     [question] = [q["id"] for q in data["questions"] if q["verdict"] == "unparsed"]
     assert (
@@ -186,8 +244,8 @@ def test_compare_resumed_after_kill_9_does_not_ask_the_judge_twice(
             if JUDGE_PROMPT in seen.prompt:
                 qid = f"q{int(judged_question(seen).split(':')[0].split()[1]):04d}"
                 asked[qid] = asked.get(qid, 0) + 1
-        assert all(asked[qid] == 1 for qid in before)
-        assert sum(1 for count in asked.values() if count > 1) <= 1  # the one in flight
+        assert all(asked[qid] == 2 for qid in before)  # both orders, once each
+        assert sum(1 for count in asked.values() if count > 2) <= 1  # the one in flight
     finally:
         provider.stop()
 
@@ -237,3 +295,36 @@ def test_nearest_rank_and_order():
     assert nearest_rank([], 50) is None
     assert child_first(42, "q0001") == child_first(42, "q0001")
     assert len({child_first(7, f"q{i}") for i in range(20)}) == 2
+
+
+def test_a_judge_set_to_the_parents_model_is_warned_of(comparable, provider, run_cli, monkeypatch):
+    use_provider(monkeypatch, provider)
+    config = comparable.dir / "overbrainer.toml"
+    config.write_text(
+        config.read_text() + '\n[roles.judge]\nprovider = "main"\nmodel = "parent-model"\n'
+    )
+    result = run_cli("compare", "--limit", "1")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "warning: compare: the judge main/parent-model is the parent's model: a judge prefers "
+        "its own answers, so the child's rate may be low; set roles.judge to another model"
+    ) in result.stderr
+    [directory] = comparable.run_dir.glob("compares/compare_*")
+    assert json.loads((directory / "compare.json").read_text())["judge_is_parent"] is True
+    config.write_text(config.read_text().replace(
+        '[roles.judge]\nprovider = "main"\nmodel = "parent-model"',
+        '[roles.judge]\nprovider = "main"\nmodel = "judge-model"',
+    ))  # fmt: skip
+    result = run_cli("compare", "--limit", "1")
+    assert result.exit_code == 0, result.stderr
+    assert "is the parent's model" not in result.stderr
+
+
+def test_the_report_shows_answers_without_reasoning_tags_or_runs_of_blank_lines():
+    from overbrainer.after.report import shown_answer
+
+    assert shown_answer("<think>plan</think>\n\nFirst.\n\n\n\n  \nSecond.  \n") == (
+        "First.\n\nSecond."
+    )
+    assert shown_answer("leaked</think>Answer</think>") == "Answer"
+    assert shown_answer(None) == ""

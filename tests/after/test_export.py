@@ -21,7 +21,8 @@ def test_export_writes_the_gguf_the_modelfile_and_export_json(finished, run_cli)
     gguf_dir = finished.run_dir / "output" / "gguf"
     gguf = gguf_dir / f"{finished.run_id}-Q4_K_M.gguf"
     assert gguf.read_bytes().startswith(b"GGUF converted auto from ../../output quantized 15")
-    assert (gguf_dir / "Modelfile").read_text() == (f"FROM ./{gguf.name}\nPARAMETER num_ctx 384\n")
+    modelfile_text = (gguf_dir / f"{finished.run_id}-Q4_K_M.Modelfile").read_text()
+    assert modelfile_text == f"FROM ./{gguf.name}\nPARAMETER num_ctx 384\n"
     [record_file] = finished.run_dir.glob("exports/export_*/export.json")
     record = json.loads(record_file.read_text())
     assert record["quantize"] == "Q4_K_M"
@@ -35,7 +36,14 @@ def test_export_writes_the_gguf_the_modelfile_and_export_json(finished, run_cli)
         f"export: GGUF in runs/{finished.run_id}/output/gguf/{gguf.name} (Q4_K_M, "
         f"{human_size(gguf.stat().st_size)}), Modelfile beside it"
     )
-    assert "ollama create <name> -f Modelfile" in lines[2]
+    assert f"ollama create <name> -f {finished.run_id}-Q4_K_M.Modelfile`" in lines[2]
+    assert (
+        f"export: the model has no chat template; {finished.run_id}-Q4_K_M.Modelfile has no "
+        "TEMPLATE, so Ollama uses the template it recognizes in the GGUF, or else the bare prompt"
+    ) in result.stderr
+    [converted] = finished.run_dir.glob("exports/export_*/converter.json")
+    argv = json.loads(converted.read_text())["argv"]
+    assert argv[argv.index("--model-name") + 1] == "Demo Project"  # general.name
     assert not list(finished.run_dir.glob("exports/*/export-work"))
     assert not list(finished.run_dir.glob("exports/*/gguf"))
 
@@ -45,6 +53,54 @@ def test_f16_is_converted_without_quantizing(finished, run_cli):
     assert result.exit_code == 0, result.stderr
     gguf = finished.run_dir / "output" / "gguf" / f"{finished.run_id}-F16.gguf"
     assert gguf.read_bytes() == b"GGUF converted f16 from ../../output"
+
+
+def test_each_type_keeps_its_own_modelfile(finished, run_cli):
+    assert run_cli("export", finished.run_id).exit_code == 0
+    assert run_cli("export", finished.run_id, "--quantize", "Q8_0").exit_code == 0
+    names = sorted(p.name for p in (finished.run_dir / "output" / "gguf").glob("*.Modelfile"))
+    assert names == [f"{finished.run_id}-Q4_K_M.Modelfile", f"{finished.run_id}-Q8_0.Modelfile"]
+    text = (finished.run_dir / "output" / "gguf" / names[1]).read_text()
+    assert text.startswith(f"FROM ./{finished.run_id}-Q8_0.gguf\n")
+
+
+def test_the_modelfile_carries_the_training_chat_format_without_generation_tags(finished, run_cli):
+    source = (Path(__file__).parent / "chat_templates" / "chatml_reasoning.jinja").read_text()
+    assert "{%- generation %}" in source
+    config = {"chat_template": source, "eos_token": "<|im_end|>", "bos_token": None}
+    (finished.run_dir / "output" / "tokenizer_config.json").write_text(json.dumps(config))
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 0, result.stderr
+    assert "has no TEMPLATE" not in result.stderr
+    gguf_dir = finished.run_dir / "output" / "gguf"
+    text = (gguf_dir / f"{finished.run_id}-Q4_K_M.Modelfile").read_text()
+    assert 'TEMPLATE """{{ range $i, $m := .Messages }}' in text
+    assert "{{ if $m.Thinking }}<think>\n{{ $m.Thinking }}\n</think>\n\n{{ end }}" in text
+    assert text.endswith(
+        '<|im_start|>assistant\n"""\nPARAMETER stop "<|im_end|>"\nPARAMETER stop '
+        '"<|im_start|>"\nPARAMETER num_ctx 384\n'
+    )
+    # The converter saw the template without the tags, the run's own file is unchanged.
+    [converted] = finished.run_dir.glob("exports/export_*/converter.json")
+    seen = json.loads(converted.read_text())["chat_template"]
+    assert "generation %}" not in seen and "endgeneration" not in seen
+    assert "{%- if true %}" in seen and "{%- endif %}" in seen
+    kept = json.loads((finished.run_dir / "output" / "tokenizer_config.json").read_text())
+    assert kept["chat_template"] == source
+
+
+def test_an_untranslatable_chat_template_is_said_so(finished, run_cli):
+    source = (Path(__file__).parent / "chat_templates" / "numbered.jinja").read_text()
+    (finished.run_dir / "output" / "chat_template.jinja").write_text(source)
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 0, result.stderr
+    assert (
+        f"export: the chat template of runs/{finished.run_id}/output/chat_template.jinja cannot "
+        "be written for Ollama: "
+    ) in result.stderr
+    assert "has no TEMPLATE, so Ollama uses the template it recognizes in the GGUF" in (
+        result.stderr
+    )
 
 
 @pytest.mark.parametrize(
@@ -87,12 +143,27 @@ def test_a_missing_converter_module_is_named(finished, run_cli):
     )
 
 
+def test_an_unsupported_tokenizer_says_what_to_do_and_where_the_log_is(finished, run_cli):
+    (finished.run_dir / "output" / "unknown-tokenizer").write_text("")
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 1
+    [job] = finished.run_dir.glob("exports/export_*")
+    assert (
+        "failed: llama.cpp's converter does not know this model's tokenizer (it recognizes a "
+        "byte-level BPE pre-tokenizer by its hash, and llama-cpp-python==0.3.16 has no hash "
+        "for this one): train from a base model whose tokenizer llama.cpp supports (a "
+        "byte-fallback BPE, as the quickstart's tiny model has, or a known family); the job's "
+        f"log is runs/{finished.run_id}/exports/{job.name}/export.log"
+    ) in result.stderr
+    assert "pre-tokenizer was not recognized" in (job / "export.log").read_text()
+
+
 def test_ollama_not_installed_says_how_to_create_the_model(finished, run_cli, monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     result = run_cli("export", finished.run_id, "--ollama", "demo:latest")
     assert result.exit_code == 0, result.stderr
     assert "ollama is not on PATH: create the model with `cd runs/" in result.stderr
-    assert "ollama create demo:latest -f Modelfile`" in result.stderr
+    assert f"ollama create demo:latest -f {finished.run_id}-Q4_K_M.Modelfile`" in result.stderr
 
 
 def test_ollama_create_runs_when_installed(finished, run_cli, monkeypatch, tmp_path):
@@ -106,7 +177,7 @@ def test_ollama_create_runs_when_installed(finished, run_cli, monkeypatch, tmp_p
     assert result.exit_code == 0, result.stderr
     assert "export: Ollama model demo created: `ollama run demo`" in result.stdout
     args = finished.run_dir / "output" / "gguf" / "ollama.args"
-    assert args.read_text() == "create demo -f Modelfile\n"
+    assert args.read_text() == f"create demo -f {finished.run_id}-Q4_K_M.Modelfile\n"
 
 
 def test_an_invalid_ollama_name_is_refused(finished, run_cli):
@@ -294,3 +365,122 @@ def test_a_token_with_a_line_break_is_refused_before_the_export(finished, run_cl
     assert "HF_TOKEN cannot be handed to the target: it holds a line break" in result.stderr
     assert "rm -rf" not in result.stderr
     assert not (finished.run_dir / "output" / "gguf").exists()
+
+
+def with_eval(finished, count: int = 3) -> None:
+    from tests.after.test_compare import eval_record
+
+    (finished.run_dir / "data").mkdir(exist_ok=True)
+    (finished.run_dir / "data" / "eval.jsonl").write_text(
+        "".join(json.dumps(eval_record(i)) + "\n" for i in range(count))
+    )
+
+
+def export_record(finished) -> dict:
+    [record_file] = finished.run_dir.glob("exports/export_*/export.json")
+    return json.loads(record_file.read_text())
+
+
+def test_the_gguf_is_verified_against_the_merged_model_on_eval_prompts(finished, run_cli):
+    with_eval(finished, 10)
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 0, result.stderr
+    check = export_record(finished)["verify"]
+    assert check["quantize"] == "Q4_K_M"
+    assert check["prompts"] == 8 and check["tokens"] == 32  # the first 8, 4 tokens each
+    assert check["token_agreement"] == 1.0
+    assert check["mean_logprob_drift"] == pytest.approx(0.9909, abs=1e-4)
+    assert (
+        "export: verified on 8 eval prompts (32 tokens, greedy): token agreement 100.0%, mean "
+        "log-prob drift 0.9909 nats a token (GGUF under llama.cpp against the merged model "
+        "under transformers)"
+    ) in result.stdout
+    [job] = finished.run_dir.glob("exports/export_*")
+    prompts = [json.loads(line) for line in (job / "verify_prompts.jsonl").read_text().splitlines()]
+    assert [p["id"] for p in prompts] == [f"q{i:04d}" for i in range(8)]
+    assert prompts[0]["messages"] == [{"role": "user", "content": "Question 0: what is ownership?"}]
+
+
+def test_verify_takes_n_prompts_or_none(finished, run_cli):
+    with_eval(finished)
+    result = run_cli("export", finished.run_id, "--verify", "2")
+    assert result.exit_code == 0, result.stderr
+    assert export_record(finished)["verify"]["prompts"] == 2
+    for path in finished.run_dir.glob("exports/*"):
+        shutil.rmtree(path)
+    result = run_cli("export", finished.run_id, "--verify", "0")
+    assert result.exit_code == 0, result.stderr
+    assert export_record(finished)["verify"] is None
+    assert "verified on" not in result.stdout
+
+
+def test_no_eval_data_exports_unverified_with_a_warning(finished, run_cli):
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "warning: export: data/eval.jsonl has no question with an answer: the GGUF is not verified"
+    ) in result.stderr
+    assert export_record(finished)["verify"] is None
+
+
+def test_max_drift_fails_the_export_past_it(finished, run_cli):
+    with_eval(finished)
+    result = run_cli("export", finished.run_id, "--max-drift", "0.5")
+    assert result.exit_code == 1
+    assert (
+        "failed: the Q4_K_M GGUF drifts from the merged model by 0.9909 nats a token on average "
+        "(token agreement 100.0%), past --max-drift 0.5: export a larger type (Q8_0, F16) or "
+        "allow more; the job's log is runs/"
+    ) in result.stderr
+    assert not list((finished.run_dir / "output" / "gguf").glob("*.gguf"))
+    assert not list(finished.run_dir.glob("exports/*/gguf/*"))
+    result = run_cli("export", finished.run_id, "--max-drift", "1.0")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_quantize_auto_takes_the_smallest_type_within_the_drift(finished, run_cli):
+    with_eval(finished)
+    result = run_cli("export", finished.run_id, "--quantize", "auto", "--max-drift", "0.2")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "to GGUF auto (the smallest of Q4_K_M, Q5_K_M, Q6_K, Q8_0 within --max-drift 0.2)"
+    ) in result.stdout
+    record = export_record(finished)
+    assert record["quantize"] == "Q6_K"
+    assert record["file"] == f"output/gguf/{finished.run_id}-Q6_K.gguf"
+    assert [t["quantize"] for t in record["auto"]["tried"]] == ["Q4_K_M", "Q5_K_M", "Q6_K"]
+    assert record["auto"]["max_drift"] == 0.2
+    assert record["verify"]["mean_logprob_drift"] < 0.2
+    gguf_dir = finished.run_dir / "output" / "gguf"
+    assert sorted(p.name for p in gguf_dir.iterdir()) == [
+        f"{finished.run_id}-Q6_K.Modelfile", f"{finished.run_id}-Q6_K.gguf",
+    ]  # fmt: skip
+    assert f"GGUF in runs/{finished.run_id}/output/gguf/{finished.run_id}-Q6_K.gguf (Q6_K, " in (
+        result.stdout
+    )
+
+
+def test_quantize_auto_refusals(finished, run_cli):
+    result = run_cli("export", finished.run_id, "--quantize", "auto")
+    assert result.exit_code == 1
+    assert (
+        "error: --quantize auto needs --max-drift X: the most mean log-probability drift (nats "
+        "a token) a type of the ladder may show"
+    ) in result.stderr
+    result = run_cli("export", finished.run_id, "--quantize", "auto", "--max-drift", "0.2")
+    assert (
+        "error: data/eval.jsonl has no question with an answer: --quantize auto and --max-drift "
+        "verify the GGUF on eval prompts"
+    ) in result.stderr
+    with_eval(finished)
+    result = run_cli("export", finished.run_id, "--max-drift", "0.2", "--verify", "0")
+    assert (
+        "error: --quantize auto and --max-drift verify the GGUF: --verify 0 cannot"
+    ) in result.stderr
+    result = run_cli("export", finished.run_id, "--quantize", "auto", "--max-drift", "0.01")
+    assert result.exit_code == 1
+    assert (
+        "failed: no type of the ladder is within --max-drift 0.01 (mean log-prob drift: Q4_K_M 0.99"
+    ) in result.stderr
+    assert ", Q8_0 0.02" in result.stderr and "): export F16, or allow more drift" in result.stderr
+    assert not list(finished.run_dir.glob("exports/*/gguf/*.part"))

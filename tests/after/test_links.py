@@ -85,7 +85,9 @@ def test_the_card_never_publishes_a_local_path_of_the_base_model(pushable, run_c
     assert result.exit_code == 0, result.stderr
     card = (pushable.run_dir / "hub" / "README.md").read_text()
     assert str(tmp_path) not in card
-    assert card.startswith("---\nbase_model: tiny-base\n")
+    # A local base is no Hub repo: named in the text, kept out of the front matter.
+    assert card.startswith("---\nlibrary_name: peft\n")
+    assert "into a local model (`tiny-base`) with" in card
     assert 'base_model = "tiny-base"' in card
 
 

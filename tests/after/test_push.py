@@ -130,8 +130,10 @@ def test_the_token_is_never_printed_nor_written(pushable, hub, run_cli):
     } <= {(r.path, f"Bearer {TOKEN}") for r in hub.requests}
 
 
-def test_no_token_says_what_to_set(pushable, hub, run_cli, monkeypatch):
+def test_no_token_says_what_to_set(pushable, hub, run_cli, monkeypatch, tmp_path):
     monkeypatch.delenv("OVERBRAINER_HF_TOKEN")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "no-hf"))
     result = run_cli("push", pushable.run_id)
     assert (
         "error: OVERBRAINER_HF_TOKEN is not set: a Hugging Face token with write access is "
@@ -236,3 +238,97 @@ def test_hugging_face_offline_mode_is_honoured_and_said(pushable, hub, run_cli, 
     assert "HF_HUB_OFFLINE" in result.stderr
     assert hub.commits() == []
     assert TOKEN not in result.stderr
+
+
+def test_push_reads_hf_token_then_the_token_file_of_hf_auth_login(
+    pushable, hub, run_cli, monkeypatch, tmp_path
+):
+    monkeypatch.delenv("OVERBRAINER_HF_TOKEN")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    result = run_cli("push", pushable.run_id)
+    assert result.exit_code == 0, result.stderr
+    assert TOKEN not in result.stdout + result.stderr
+    monkeypatch.delenv("HF_TOKEN")
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "token").write_text(TOKEN + "\n")
+    result = run_cli("push", pushable.run_id)
+    assert result.exit_code == 0, result.stderr
+    assert len(hub.commits()) == 2
+    (tmp_path / "hf" / "token").unlink()
+    result = run_cli("push", pushable.run_id)
+    assert result.exit_code == 1
+    assert (
+        "error: OVERBRAINER_HF_TOKEN is not set: a Hugging Face token with write access is "
+        "needed to push (nor is HF_TOKEN, and `hf auth login` saved no token)"
+    ) in result.stderr
+
+
+def write_compare(run_dir, name: str, summary: dict) -> None:
+    directory = run_dir / "compares" / name
+    directory.mkdir(parents=True)
+    (directory / "compare.json").write_text(json.dumps({"summary": summary}))
+
+
+def test_require_win_rate_checks_the_latest_compares_lower_bound(pushable, hub, run_cli):
+    result = run_cli("push", pushable.run_id, "--require-win-rate", "0.5")
+    assert result.exit_code == 1
+    assert (
+        f"error: run {pushable.run_id} has no compare: run `overbrainer compare --run "
+        f"{pushable.run_id}` first (--require-win-rate 0.5 needs one)"
+    ) in result.stderr
+    good = {"win_or_tie": 0.9, "intervals": {"win_or_tie": [0.6, 0.98]}}
+    write_compare(pushable.run_dir, "compare_20260101-000000", good)
+    weak = {"win_or_tie": 0.625, "intervals": {"win_or_tie": [0.305, 0.863]}}
+    write_compare(pushable.run_dir, "compare_20260102-000000", weak)
+    result = run_cli("push", pushable.run_id, "--require-win-rate", "0.5")
+    assert result.exit_code == 1
+    assert (
+        f"error: the latest compare of run {pushable.run_id} (compare_20260102-000000) has a "
+        "win-or-tie rate of 62.5%, 95% interval 30.5%-86.3%: its lower bound is under "
+        "--require-win-rate 0.5; nothing was pushed"
+    ) in result.stderr
+    assert hub.commits() == []
+    result = run_cli("push", pushable.run_id, "--require-win-rate", "0.3")
+    assert result.exit_code == 0, result.stderr
+    assert len(hub.commits()) == 1
+
+
+def test_require_win_rate_reads_a_compare_of_an_earlier_version(pushable, hub, run_cli):
+    old = {"questions": 10, "unparsed": 0, "wins": 9, "ties": 1, "win_or_tie": 1.0}
+    write_compare(pushable.run_dir, "compare_20260101-000000", old)
+    assert run_cli("push", pushable.run_id, "--require-win-rate", "0.7", "--dry-run").exit_code == 0
+    result = run_cli("push", pushable.run_id, "--require-win-rate", "0.8", "--dry-run")
+    assert "95% interval 72.2%-100.0%: its lower bound is under" in result.stderr
+    none = {"questions": 2, "unparsed": 2, "wins": 0, "ties": 0, "win_or_tie": None}
+    write_compare(pushable.run_dir, "compare_20260102-000000", none)
+    result = run_cli("push", pushable.run_id, "--require-win-rate", "0.1", "--dry-run")
+    assert (
+        f"error: the latest compare of run {pushable.run_id} (compare_20260102-000000) judged "
+        "no question: --require-win-rate 0.1 cannot be checked"
+    ) in result.stderr
+    result = run_cli("push", pushable.run_id, "--require-win-rate", "1.5")
+    assert result.exit_code == 2 and "1.5 is not in the range 0<=x<=1" in result.stderr
+
+
+def test_a_local_base_model_is_named_as_such_never_by_its_path(pushable, hub, run_cli, tmp_path):
+    base = tmp_path / "secret-dir" / "my-base"
+    base.mkdir(parents=True)
+    (pushable.run_dir / "axolotl.yaml").write_text(f"base_model: {base}\nsequence_len: 384\n")
+    result = run_cli("push", pushable.run_id, "--dry-run")
+    assert result.exit_code == 0, result.stderr
+    card = (pushable.run_dir / "hub" / "README.md").read_text()
+    assert "secret-dir" not in card
+    assert "base_model:" not in card.split("---")[1]
+    assert "into a local model (`my-base`) with [overbrainer]" in card
+
+
+def test_the_card_gives_the_latest_compares_rate_with_its_interval(pushable, run_cli):
+    summary = {"questions": 12, "win_or_tie": 0.75, "intervals": {"win_or_tie": [0.468, 0.911]}}
+    write_compare(pushable.run_dir, "compare_20260101-000000", summary)
+    assert run_cli("push", pushable.run_id, "--dry-run").exit_code == 0
+    card = (pushable.run_dir / "hub" / "README.md").read_text()
+    assert (
+        "- Compared with the parent: win-or-tie rate 75% (95% interval 47%-91%, each question "
+        "judged in both orders) over 12 questions (judged)"
+    ) in card

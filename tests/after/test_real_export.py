@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from tests.after.test_compare import eval_record
+from tests.after.test_ollama_template import TEMPLATES
 from tests.fixtures.real import REAL_TIMEOUT
 
 from fake_provider import openai_completion
@@ -35,6 +36,16 @@ model = AutoModelForCausalLM.from_pretrained(base)
 config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
 get_peft_model(model, config).save_pretrained(out)
 AutoTokenizer.from_pretrained(base).save_pretrained(out)
+"""
+
+METADATA = """
+import json, sys
+from gguf import GGUFReader
+reader = GGUFReader(sys.argv[1])
+def text(key):
+    field = reader.fields[key]
+    return bytes(field.parts[field.data[0]]).decode()
+print(json.dumps({"name": text("general.name"), "template": text("tokenizer.chat_template")}))
 """
 
 GENERATE = """
@@ -69,13 +80,33 @@ def test_export_then_llama_cpp_loads_the_gguf_and_generates_then_compare_serves_
         check=True,
         timeout=REAL_TIMEOUT,
     )
+    # A training template with transformers' {% generation %} tags, which llama.cpp's server
+    # cannot read: the export removes them from what it converts.
+    tokenizer_config = output / "tokenizer_config.json"
+    config = json.loads(tokenizer_config.read_text())
+    config["chat_template"] = (TEMPLATES / "chatml_reasoning.jinja").read_text()
+    tokenizer_config.write_text(json.dumps(config))
     (finished.run_dir / "axolotl.yaml").write_text(
         f"base_model: {tiny_model}\nadapter: lora\nsequence_len: 384\n"
     )
-    result = run_cli("export", finished.run_id)
+    (finished.run_dir / "data").mkdir()
+    (finished.run_dir / "data" / "eval.jsonl").write_text(
+        "".join(json.dumps(eval_record(i)) + "\n" for i in range(3))
+    )
+    result = run_cli("export", finished.run_id, "--quantize", "auto", "--max-drift", "1000")
     assert result.exit_code == 0, result.stderr
     [record_file] = finished.run_dir.glob("exports/*/export.json")
     record = json.loads(record_file.read_text())
+    # Verified: the GGUF under llama.cpp scored on the merged model's greedy answers
+    # (transformers), the same token ids; the ladder's first type is within any drift.
+    check = record["verify"]
+    assert record["quantize"] == "Q4_K_M" and check["quantize"] == "Q4_K_M"
+    assert check["prompts"] == 3 and check["tokens"] > 0
+    assert 0.0 <= check["token_agreement"] <= 1.0
+    assert 0.0 <= check["mean_logprob_drift"] < 1000
+    assert f"export: verified on 3 eval prompts ({check['tokens']} tokens, greedy)" in (
+        result.stdout
+    )
     gguf = finished.run_dir / record["file"]
     assert gguf.read_bytes()[:4] == b"GGUF"
     generated = subprocess.run(
@@ -86,6 +117,20 @@ def test_export_then_llama_cpp_loads_the_gguf_and_generates_then_compare_serves_
         timeout=REAL_TIMEOUT,
     )
     assert generated.stdout.strip() == "1"
+    metadata = subprocess.run(
+        [str(toolchain / "bin" / "python"), "-c", METADATA, str(gguf)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=REAL_TIMEOUT,
+        env={**os.environ, "PYTHONPATH": str(toolchain / "llama.cpp" / "gguf-py")},
+    )
+    seen = json.loads(metadata.stdout)
+    assert seen["name"] == "Demo Project"
+    assert "generation %}" not in seen["template"] and "<|im_start|>" in seen["template"]
+    modelfile = gguf.with_suffix(".Modelfile").read_text()
+    print(json.dumps(check))
+    assert 'TEMPLATE """' in modelfile and 'PARAMETER stop "<|im_end|>"' in modelfile
 
     # The child served by llama.cpp's own server on loopback, judged by the loopback provider.
     monkeypatch.setenv("OVERBRAINER_PROVIDERS__MAIN__BASE_URL", provider.url)
@@ -94,15 +139,13 @@ def test_export_then_llama_cpp_loads_the_gguf_and_generates_then_compare_serves_
         openai_completion('{"verdict": "tie", "reason": "Both are short."}'),
         times=None,
     )
-    (finished.run_dir / "data").mkdir()
-    (finished.run_dir / "data" / "eval.jsonl").write_text(
-        "".join(json.dumps(eval_record(i)) + "\n" for i in range(2))
-    )
     result = run_cli("compare", "--limit", "2")
     assert result.exit_code == 0, result.stderr
     [directory] = finished.run_dir.glob("compares/*")
     data = json.loads((directory / "compare.json").read_text())
     assert [q["verdict"] for q in data["questions"]] == ["tie", "tie"]
+    assert all(len(q["orders"]) == 2 for q in data["questions"])  # both orders judged
+    assert "compare: win-or-tie 100.0% (95% interval " in result.stdout
     assert all(q["tokens"] >= 1 and q["seconds"] > 0 for q in data["questions"])
     assert data["hardware"]["build"] == "cpu"
     assert "llama" in (directory / "server.log").read_text().lower()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from click.testing import CliRunner
+from tests.after.conftest import FAKE_TORCH, FAKE_TRANSFORMERS
 from tests.watch.conftest import TRAINING
 
 from overbrainer.cli import cli
@@ -19,9 +20,10 @@ def test_run_exports_after_training_once(tmp_path, provider, finished, monkeypat
     monkeypatch.setenv("FAKE_AXOLOTL_STEPS", "3")
     venv = make_fake_venv(tmp_path / "fake-venv")
     site = next(venv.glob(f"lib/python3.{sys.version_info.minor}/site-packages"))
+    stand_ins = {"torch": FAKE_TORCH, "transformers": FAKE_TRANSFORMERS}  # the verification's
     for module in ("torch", "numpy", "transformers", "yaml"):  # what the converter needs
         (site / module).mkdir()
-        (site / module / "__init__.py").write_text("")
+        (site / module / "__init__.py").write_text(stand_ins.get(module, ""))
     extra = '\n[export]\nafter_training = true\nquantize = "Q8_0"\n'
     # Merged by the (fake) trainer: the export converts output/merged, no peft needed.
     training = TRAINING.format(venv=venv).replace(
@@ -38,6 +40,7 @@ def test_run_exports_after_training_once(tmp_path, provider, finished, monkeypat
     [run_dir] = [p for p in (project / "runs").iterdir() if (p / "run.json").exists()]
     gguf = f"runs/{run_dir.name}/output/gguf/{run_dir.name}-Q8_0.gguf"
     assert f"train: GGUF in {gguf} (Q8_0, " in first
+    assert "train: verified on " in first  # on the run's eval prompts
     assert (project / gguf).read_bytes().startswith(b"GGUF converted auto from ../../output/merged")
     again = run()
     assert f"train: up to date with run {run_dir.name}" in again

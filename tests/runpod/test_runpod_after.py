@@ -15,7 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.after.conftest import Finished, finished  # noqa: F401 - the finished run
+from tests.after.conftest import (  # noqa: F401 - the finished run
+    FAKE_TORCH,
+    FAKE_TRANSFORMERS,
+    Finished,
+    finished,
+)
 from tests.after.test_compare import JUDGE_PROMPT, eval_record
 from tests.runpod.conftest import API_KEY, TIMING
 from tests.runpod.fake_runpod import FakeRunpod
@@ -427,9 +432,10 @@ def test_a_run_trained_on_a_pod_is_exported_on_a_new_pod(
     venv = make_fake_venv(tmp_path / "fake-venv")
     # The image's runtime has what llama.cpp's converter imports (stand-ins here).
     stubs = tmp_path / "stubs"
+    stand_ins = {"torch": FAKE_TORCH, "transformers": FAKE_TRANSFORMERS}  # the verification's
     for module in ("torch", "numpy", "transformers", "yaml"):
         (stubs / module).mkdir(parents=True)
-        (stubs / module / "__init__.py").write_text("")
+        (stubs / module / "__init__.py").write_text(stand_ins.get(module, ""))
     [site] = venv.glob("lib/python*/site-packages")
     (site / "stubs.pth").write_text(f"{stubs}\n")
     toolchain = tmp_path / "llama-cpp"

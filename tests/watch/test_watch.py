@@ -8,7 +8,7 @@ import signal
 import time
 
 import pytest
-from tests.after.conftest import make_toolchain
+from tests.after.conftest import FAKE_TORCH, FAKE_TRANSFORMERS, make_toolchain
 from tests.train.conftest import group_alive
 from tests.watch.conftest import save
 
@@ -226,9 +226,10 @@ def test_a_cycle_exports_its_new_run_as_run_does(watch, project_dir, tmp_path):
     cycle's line says so; a cycle whose run is up to date exports nothing again."""
     toolchain = make_toolchain(tmp_path / "llama-cpp")
     site = next((tmp_path / "fake-venv").glob("lib/python3.*/site-packages"))
+    stand_ins = {"torch": FAKE_TORCH, "transformers": FAKE_TRANSFORMERS}  # the verification's
     for module in ("torch", "numpy", "transformers", "yaml"):  # what the converter needs
         (site / module).mkdir()
-        (site / module / "__init__.py").write_text("")
+        (site / module / "__init__.py").write_text(stand_ins.get(module, ""))
     config = project_dir / "overbrainer.toml"
     text = config.read_text().replace('adapter = "lora"', 'adapter = "lora"\nmerge = true')
     save(config, text + '\n[export]\nafter_training = true\nquantize = "Q8_0"\n')

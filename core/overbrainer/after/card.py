@@ -8,6 +8,7 @@ marker is someone else's card, kept unless ``--overwrite-card``.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ class CardFacts:
     repo: str
     run_id: str
     base_model: str
+    """A Hub repo id, or a local model's last path part."""
     adapter: str
     license: str | None
     train_examples: int
@@ -48,6 +50,8 @@ class CardFacts:
     reasoning: bool
     gguf: list[str]
     compare: dict[str, Any] | None
+    base_is_local: bool = False
+    """The base is a directory of the training machine: never named as a Hub repo."""
 
 
 def _text(path: Path) -> str:
@@ -102,17 +106,23 @@ def _losses(path: Path) -> tuple[float | None, float | None]:
     return loss, eval_loss
 
 
-def newest_compare(run_dir: Path) -> dict[str, Any] | None:
-    """The summary of the run's newest compare, if any."""
+def newest_compare_record(run_dir: Path) -> tuple[str, dict[str, Any]] | None:
+    """The id and summary of the run's newest compare (ids sort by time), if any."""
     for path in sorted(run_dir.glob("compares/*/compare.json"), reverse=True):
         try:
             data = json.loads(_text(path))
         except ValueError:
             continue
-        summary = data.get("summary")
+        summary = data.get("summary") if isinstance(data, dict) else None
         if isinstance(summary, dict):
-            return summary
+            return path.parent.name, summary
     return None
+
+
+def newest_compare(run_dir: Path) -> dict[str, Any] | None:
+    """The summary of the run's newest compare, if any."""
+    found = newest_compare_record(run_dir)
+    return found[1] if found else None
 
 
 def public_model(name: str) -> str:
@@ -124,6 +134,18 @@ def public_model(name: str) -> str:
     return name
 
 
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+
+
+def is_local_model(name: str, project_dir: Path) -> bool:
+    """Whether ``name`` is a directory of this machine (absolute, from home or here, or
+    existing beside the project) and not a Hub repo id."""
+    path = Path(name)
+    if path.is_absolute() or name.startswith(("~", ".")) or not _HUB_ID.fullmatch(name):
+        return True
+    return path.exists() or (project_dir / name).exists()
+
+
 def gather(
     settings: Settings, run_dir: Path, repo: str, gguf: list[str], license: str | None
 ) -> CardFacts:
@@ -133,9 +155,8 @@ def gather(
     except yaml.YAMLError:
         config = {}
     training = settings.training
-    base = public_model(
-        str(config.get("base_model") or (training.base_model if training else "unknown"))
-    )
+    raw_base = str(config.get("base_model") or (training.base_model if training else "unknown"))
+    base = public_model(raw_base)
     adapter = str(config.get("adapter") or (training.adapter if training else "full"))
     loss, eval_loss = _losses(run_dir / METRICS_FILE)
     return CardFacts(
@@ -152,6 +173,7 @@ def gather(
         reasoning=settings.roles.parent.reasoning,
         gguf=gguf,
         compare=newest_compare(run_dir),
+        base_is_local=is_local_model(raw_base, run_dir.parents[1]),
     )
 
 
@@ -186,7 +208,11 @@ def _number(value: float | None) -> str:
 def render(facts: CardFacts, settings: Settings) -> str:
     """The card: front matter, how to use it, how it was made, how to make it again, and
     the marker last."""
-    front: dict[str, Any] = {"base_model": facts.base_model}
+    # The Hub links base_model to a repo: a local base is named in the text only.
+    front: dict[str, Any] = {} if facts.base_is_local else {"base_model": facts.base_model}
+    base_shown = (
+        f"a local model (`{facts.base_model}`)" if facts.base_is_local else f"`{facts.base_model}`"
+    )
     front["library_name"] = "peft" if facts.adapter in ("lora", "qlora") else "transformers"
     if facts.license:
         front["license"] = facts.license
@@ -195,7 +221,7 @@ def render(facts: CardFacts, settings: Settings) -> str:
     lines += [f"# {facts.repo.split('/')[-1]}", ""]
     lines += [
         f"A child model distilled from `{settings.roles.parent.model}` into "
-        f"`{facts.base_model}` with [overbrainer](https://pypi.org/project/overbrainer/), "
+        f"{base_shown} with [overbrainer](https://pypi.org/project/overbrainer/), "
         f"run `{facts.run_id}`.",
         "",
         "## Use it",
@@ -236,8 +262,15 @@ def render(facts: CardFacts, settings: Settings) -> str:
     if facts.compare:
         rate = facts.compare.get("win_or_tie")
         shown = f"{rate:.0%}" if isinstance(rate, int | float) else "-"
+        bounds = (facts.compare.get("intervals") or {}).get("win_or_tie")
+        between = (
+            f" (95% interval {bounds[0]:.0%}-{bounds[1]:.0%}, each question judged in both "
+            "orders)"
+            if isinstance(bounds, list) and len(bounds) == 2
+            else ""
+        )
         lines.append(
-            f"- Compared with the parent: win-or-tie rate {shown} over "
+            f"- Compared with the parent: win-or-tie rate {shown}{between} over "
             f"{facts.compare.get('questions', '-')} questions (judged)"
         )
     lines += ["", "## Reproduce", "", "```toml", reproduce_toml(settings).strip(), "```", ""]

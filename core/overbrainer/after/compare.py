@@ -12,6 +12,7 @@ import asyncio
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from overbrainer.after.judge import (
 )
 from overbrainer.after.metrics import summary
 from overbrainer.after.report import render as render_report
+from overbrainer.after.report import terminal_summary
 from overbrainer.after.target_run import TargetRun, open_target
 from overbrainer.after.toolchain import target_file
 from overbrainer.errors import Interrupted, UserError, signal_of
@@ -194,9 +196,11 @@ def compare(
     limit: int | None = None,
     rejudge: str | None = None,
     keep_pod: bool = False,
+    echo: Callable[[str], None] | None = None,
 ) -> Path:
     """Run a compare (or judge ``rejudge`` again) and return the path of its compare.md
-    (``keep_pod``: a machine made for it is kept)."""
+    (``keep_pod``: a machine made for it is kept); ``echo`` gets the summary. More than a
+    tenth of the verdicts unread fails, once both files are written."""
     if rejudge is not None:
         directory = find_compare(store, rejudge)
         setup = _read_json(directory / SETUP)
@@ -244,7 +248,11 @@ def compare(
             ) from None
         finally:
             target.close()
-    return _judge_and_report(project, directory, setup)
+    return _judge_and_report(project, directory, setup, echo or (lambda _line: None))
+
+
+UNPARSED_SHARE = 10
+"""More than one question in this many without a readable verdict fails the compare."""
 
 
 def _answer_on_target(
@@ -302,11 +310,19 @@ def _template_source(project: Project) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def _judge_and_report(project: Project, directory: Path, setup: dict[str, Any]) -> Path:
+def _judge_and_report(
+    project: Project, directory: Path, setup: dict[str, Any], echo: Callable[[str], None]
+) -> Path:
     from overbrainer.pipeline.prompts import Templates
 
     settings = project.settings
     judge = Judge.of(settings)
+    if judge.is_parent:
+        logger.warning(
+            f"compare: the judge {judge.provider}/{judge.role.model} is the parent's model: a "
+            "judge prefers its own answers, so the child's rate may be low; set roles.judge "
+            "to another model for a fairer one"
+        )
     key = verdicts_key(judge.provider, judge.role.model, _template_source(project))
     verdicts_file = directory / f"verdicts-{key}.jsonl"
     templates = Templates(project.dir, TEMPLATE)
@@ -373,6 +389,17 @@ def _judge_and_report(project: Project, directory: Path, setup: dict[str, Any]) 
     _write_json(directory / "compare.json", data)
     report = directory / "compare.md"
     files.write_atomic(report, render_report(data).encode("utf-8"), report.name)
+    for line in terminal_summary(data):
+        echo(line)
+    unparsed = figures["unparsed"]
+    if unparsed * UNPARSED_SHARE > figures["questions"]:
+        shown = f"{RUNS_DIR}/{setup['run']}/{COMPARES}/{setup['compare']}"
+        raise UserError(
+            f"{unparsed} of {figures['questions']} verdicts could not be read, more than a "
+            f"tenth: the judge's replies are in {shown}/compare.json (questions[].orders[]"
+            ".replies); change roles.judge or prompts/judge.txt, then `overbrainer compare "
+            f"--rejudge {setup['compare']}` asks those again"
+        )
     return report
 
 
@@ -389,6 +416,8 @@ def _row(
         "verdict": verdict.get("verdict"),
         "reason": verdict.get("reason"),
         "child_first": verdict.get("child_first"),
+        "flipped": verdict.get("flipped", False),
+        "orders": verdict.get("orders", []),
         "seconds": answer.get("seconds"),
         "first_token_seconds": answer.get("first_token_seconds"),
         "tokens_per_second": answer.get("tokens_per_second"),

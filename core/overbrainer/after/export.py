@@ -15,11 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from loguru import logger
 
 from overbrainer import files
 from overbrainer.after.accept import AcceptedRun, accept_run
+from overbrainer.after.chat_template import read_chat_template
+from overbrainer.after.ollama_template import OllamaChat
 from overbrainer.after.target_run import TargetRun, open_target
 from overbrainer.after.toolchain import LLAMA_CPP, target_file
 from overbrainer.errors import Interrupted, UserError, signal_of
@@ -32,10 +35,18 @@ from overbrainer.runs.store import RunStore
 
 GGUF_DIR = f"{OUTPUT_DIR}/gguf"
 EXPORT_FILE = "export.json"
-MODELFILE = "Modelfile"
 SCRIPT = "export_gguf.py"
 HOUR_S = 3600
 HF_TOKEN = "HF_TOKEN"  # noqa: S105 - the variable's name, not a secret
+AUTO = "AUTO"
+LADDER = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0")
+"""What ``--quantize auto`` tries, smallest first (``target/export_gguf.py`` holds the same)."""
+VERIFY_PROMPTS = 8
+"""Eval prompts the GGUF is verified on, unless ``--verify N`` says otherwise."""
+PROMPTS_FILE = "verify_prompts.jsonl"
+RESULT_FILE = "export-result.json"
+UNKNOWN_TOKENIZER = "pre-tokenizer was not recognized"
+"""What llama.cpp's converter says of a tokenizer it does not know."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,12 @@ class Exported:
     file: str
     size: int
     record: Path
+    verify: dict[str, Any] | None
+    """The GGUF's verification against the merged model (``export.json``'s), if it ran."""
+    modelfile: str
+    """The Modelfile's name, beside the GGUF."""
+    chat_problem: str | None
+    """Why the Modelfile has no TEMPLATE, when it has none."""
 
 
 def check_ollama_name(name: str) -> None:
@@ -84,13 +101,35 @@ def sequence_len(run_dir: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def modelfile(gguf_name: str, num_ctx: int | None) -> str:
-    """An Ollama Modelfile for the GGUF beside it. The chat template needs no TEMPLATE:
-    the converter stores the tokenizer's in the GGUF, and Ollama reads it from there."""
+def modelfile_name(gguf_name: str) -> str:
+    """The Modelfile of one GGUF: ``<id>-<TYPE>.Modelfile``, so each type keeps its own."""
+    return gguf_name.removesuffix(".gguf") + ".Modelfile"
+
+
+def modelfile(gguf_name: str, num_ctx: int | None, chat: OllamaChat | None = None) -> str:
+    """An Ollama Modelfile for the GGUF beside it: the chat format the child was trained
+    with (``TEMPLATE`` and ``PARAMETER stop``), when it could be written, and its context."""
     lines = [f"FROM ./{gguf_name}"]
+    if chat is not None and chat.template is not None:
+        lines.append(f'TEMPLATE """{chat.template}"""')
+        lines += [f"PARAMETER stop {json.dumps(stop, ensure_ascii=False)}" for stop in chat.stops]
     if num_ctx:
         lines.append(f"PARAMETER num_ctx {num_ctx}")
     return "\n".join(lines) + "\n"
+
+
+def chat_lines(run_dir: Path, model: str) -> OllamaChat:
+    """The Modelfile's chat format, from the chat template of the run's model (its
+    ``merged/`` first: what was converted)."""
+    from overbrainer.after.ollama_template import ollama_chat
+
+    shown = f"{RUNS_DIR}/{run_dir.name}/{model}"
+    template = None
+    for sub, where in (("merged", f"{shown}/merged"), ("", shown)):
+        template = read_chat_template(run_dir / model / sub if sub else run_dir / model, where)
+        if template is not None:
+            break
+    return ollama_chat(template)
 
 
 def export_run(
@@ -104,22 +143,40 @@ def export_run(
     echo: Callable[[str], None],
     label: str = "export",
     keep_pod: bool = False,
+    verify: int = VERIFY_PROMPTS,
+    max_drift: float | None = None,
 ) -> Exported:
     """Export run ``run_id`` to GGUF on its target and deliver it home (``keep_pod``: a
-    machine made for it is kept)."""
+    machine made for it is kept), verified on the first ``verify`` eval prompts;
+    ``max_drift`` fails it past that mean log-prob drift (``AUTO`` picks the type by it)."""
     accepted = accept_run(store, run_id, "export")
     kind = quantize or project.settings.export.quantize
     name = ollama or project.settings.export.ollama_name
+    if kind == AUTO and max_drift is None:
+        raise UserError(
+            "--quantize auto needs --max-drift X: the most mean log-probability drift (nats "
+            "a token) a type of the ladder may show"
+        )
+    prompts, unverified = _verify_prompts(project, accepted.dir, verify, kind, max_drift)
     job_id = export_id()
     secrets = _hub_secrets(project)  # a token that cannot be handed over fails before a pod
     target = open_target(project, hook, accepted.record, purpose=label, keep=keep_pod)
     try:
-        echo(
-            f"export: {job_id}: {RUNS_DIR}/{run_id}/{accepted.model} to GGUF {kind} on target "
-            f"`{accepted.record.target}`"
+        shown_kind = (
+            f"auto (the smallest of {', '.join(LADDER)} within --max-drift {max_drift})"
+            if kind == AUTO
+            else kind
         )
+        echo(
+            f"export: {job_id}: {RUNS_DIR}/{run_id}/{accepted.model} to GGUF {shown_kind} on "
+            f"target `{accepted.record.target}`"
+        )
+        if unverified is not None:
+            logger.warning(f"export: {unverified}: the GGUF is not verified")
         try:
-            exported = _export_on_target(project, target, accepted, job_id, kind, secrets)
+            exported = _export_on_target(
+                project, target, accepted, job_id, kind, secrets, prompts, max_drift
+            )
         except KeyboardInterrupt as interrupt:
             raise Interrupted(
                 f"interrupted: export {job_id} of run {run_id} cancelled", signal_of(interrupt)
@@ -128,11 +185,57 @@ def export_run(
         target.close()
     gguf = accepted.dir / exported.file
     echo(
-        f"{label}: GGUF in {RUNS_DIR}/{run_id}/{exported.file} ({kind}, "
+        f"{label}: GGUF in {RUNS_DIR}/{run_id}/{exported.file} ({exported.quantize}, "
         f"{human_size(exported.size)}), Modelfile beside it"
     )
-    _ollama(gguf.parent, run_id, name, echo, label)
+    if exported.verify is not None:
+        echo(f"{label}: {verified_line(exported.verify)}")
+    if exported.chat_problem is not None:
+        logger.warning(
+            f"{label}: {exported.chat_problem}; {exported.modelfile} has no TEMPLATE, so Ollama "
+            "uses the template it recognizes in the GGUF, or else the bare prompt"
+        )
+    _ollama(gguf.parent, run_id, name, exported.modelfile, echo, label)
     return exported
+
+
+def verified_line(check: dict[str, Any]) -> str:
+    """The summary of a verification, as ``export`` prints it."""
+    agreement, drift = check.get("token_agreement"), check.get("mean_logprob_drift")
+    return (
+        f"verified on {check.get('prompts')} eval prompts ({check.get('tokens')} tokens, "
+        "greedy): token agreement "
+        f"{f'{agreement:.1%}' if isinstance(agreement, int | float) else '-'}, mean "
+        f"log-prob drift {f'{drift:.4f}' if isinstance(drift, int | float) else '-'} nats a "
+        "token (GGUF under llama.cpp against the merged model under transformers)"
+    )
+
+
+def _verify_prompts(
+    project: Project, run_dir: Path, count: int, kind: str, max_drift: float | None
+) -> tuple[bytes | None, str | None]:
+    """The ``{id, messages}`` lines of the first ``count`` eval prompts, or None when the
+    export is not verified (``count`` 0, or no eval data: why, unless a check needs it)."""
+    if count <= 0:
+        if kind == AUTO or max_drift is not None:
+            raise UserError("--quantize auto and --max-drift verify the GGUF: --verify 0 cannot")
+        return None, None
+    from overbrainer.after.compare import eval_questions
+
+    try:
+        questions = eval_questions(project, run_dir, count)
+    except UserError as error:
+        if kind == AUTO or max_drift is not None:
+            raise UserError(
+                f"{error.message.split(': run ')[0]}: --quantize auto and --max-drift verify "
+                "the GGUF on eval prompts"
+            ) from None
+        return None, error.message.split(": run ")[0]
+    lines = [
+        json.dumps({"id": q["id"], "messages": q["messages"]}, ensure_ascii=False) + "\n"
+        for q in questions
+    ]
+    return "".join(lines).encode("utf-8"), None
 
 
 def _export_on_target(  # noqa: PLR0917 - private, called once
@@ -142,11 +245,12 @@ def _export_on_target(  # noqa: PLR0917 - private, called once
     job_id: str,
     kind: str,
     secrets: dict[str, str],
+    prompts: bytes | None,
+    max_drift: float | None,
 ) -> Exported:
     run = target.run  # its directory there (a pod made for this export has its own)
     q = scripts.q
     job_dir = f"{run.remote_dir}/exports/{job_id}"
-    gguf_name = f"{run.id}-{kind}.gguf"
     host = target.shell.host
     local_job = accepted.dir / "exports" / job_id
     shown = f"{RUNS_DIR}/{run.id}/exports/{job_id}"
@@ -157,16 +261,26 @@ def _export_on_target(  # noqa: PLR0917 - private, called once
     toolchain = target.ensure_toolchain(dict(project.env))
     command = (
         f"{target.shell.python} {SCRIPT} {q('../../' + accepted.model)} "
-        f"{q('../../' + CONFIG_FILE)} {q(kind)} {q('gguf/' + gguf_name)} {q(toolchain)}"
+        f"{q('../../' + CONFIG_FILE)} {q(kind)} {q('gguf/' + run.id + '-{TYPE}.gguf')} "
+        f"{q(toolchain)} {q(project.settings.project.name)}"
     )
+    if prompts is not None:
+        host.write_file(f"{job_dir}/{PROMPTS_FILE}", prompts)
+        count = len(prompts.splitlines())
+        command += f" --verify {PROMPTS_FILE} --verify-count {count}"
+    if max_drift is not None:
+        command += f" --max-drift {max_drift!r}"
     logger.info(f"export: {job_id}: merging, converting and quantizing on the target (export.log)")
     done = target.run_script(job_dir, command, "export.log", timeout=6 * HOUR_S, secrets=secrets)
     if done.code != 0:
-        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        errors = [line[len("error: ") :] for line in lines if line.startswith("error: ")]
-        detail = errors[-1] if errors else (lines[-1] if lines else f"exit {done.code}")
         _fetch_log(target, job_dir, local_job)
-        raise UserError(f"export {job_id} of run {run.id} failed: {detail}")
+        raise UserError(
+            f"export {job_id} of run {run.id} failed: {_failure(done.stderr, done.code)}; the "
+            f"job's log is {shown}/export.log"
+        )
+    result = _result(target, job_dir, local_job)
+    chosen = str(result.get("quantize") or kind)
+    gguf_name = f"{run.id}-{chosen}.gguf"
     dest = accepted.dir / GGUF_DIR
     files.mkdir_nofollow(dest, f"{RUNS_DIR}/{run.id}/{GGUF_DIR}", levels=2)
     if target.same_place(accepted.dir):
@@ -181,23 +295,60 @@ def _export_on_target(  # noqa: PLR0917 - private, called once
     _fetch_log(target, job_dir, local_job)
     gguf = dest / gguf_name
     size = gguf.stat().st_size
+    chat = chat_lines(accepted.dir, accepted.model)
+    modelfile_file = modelfile_name(gguf_name)
     files.write_atomic(
-        dest / MODELFILE,
-        modelfile(gguf_name, sequence_len(accepted.dir)).encode("utf-8"),
-        f"{RUNS_DIR}/{run.id}/{GGUF_DIR}/{MODELFILE}",
+        dest / modelfile_file,
+        modelfile(gguf_name, sequence_len(accepted.dir), chat).encode("utf-8"),
+        f"{RUNS_DIR}/{run.id}/{GGUF_DIR}/{modelfile_file}",
     )
     file = f"{GGUF_DIR}/{gguf_name}"
-    record = {
-        "quantize": kind,
+    check = result.get("verify") if isinstance(result.get("verify"), dict) else None
+    record: dict[str, Any] = {
+        "quantize": chosen,
         "llama_cpp": LLAMA_CPP,
         "file": file,
         "sha256": sha256_file(gguf),
         "size": size,
         "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "verify": check,
     }
+    if kind == AUTO:
+        record["auto"] = {"max_drift": max_drift, "tried": result.get("tried", [])}
     text = json.dumps(record, indent=2) + "\n"
     files.write_atomic(local_job / EXPORT_FILE, text.encode("utf-8"), f"{shown}/{EXPORT_FILE}")
-    return Exported(run.id, kind, file, size, local_job / EXPORT_FILE)
+    return Exported(
+        run.id, chosen, file, size, local_job / EXPORT_FILE, check, modelfile_file, chat.problem
+    )
+
+
+def _failure(stderr: bytes, code: int) -> str:
+    """What the export script said last, what to do about a tokenizer llama.cpp lacks."""
+    lines = stderr.decode("utf-8", "replace").strip().splitlines()
+    errors = [line[len("error: ") :] for line in lines if line.startswith("error: ")]
+    detail = errors[-1] if errors else (lines[-1] if lines else f"exit {code}")
+    if UNKNOWN_TOKENIZER in detail:
+        return (
+            "llama.cpp's converter does not know this model's tokenizer (it recognizes a "
+            f"byte-level BPE pre-tokenizer by its hash, and {LLAMA_CPP} has no hash for this "
+            "one): train from a base model whose tokenizer llama.cpp supports (a byte-fallback "
+            "BPE, as the quickstart's tiny model has, or a known family)"
+        )
+    return detail
+
+
+def _result(target: TargetRun, job_dir: str, local_job: Path) -> dict[str, Any]:
+    """``export-result.json`` of the job: the type chosen and its verification."""
+    if target.same_place(local_job.parents[1]):
+        path = local_job / RESULT_FILE
+        data = path.read_bytes() if path.is_file() else b"{}"
+    else:
+        data = target.shell.host.read_range(f"{job_dir}/{RESULT_FILE}", 0, 1 << 20)
+    try:
+        found = json.loads(data or b"{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _hub_secrets(project: Project) -> dict[str, str]:
@@ -239,21 +390,29 @@ def _fetch_log(target: TargetRun, job_dir: str, local_job: Path) -> None:
     files.write_atomic(local_job / "export.log", data, "export.log")
 
 
-def _ollama(
-    gguf_dir: Path, run_id: str, name: str | None, echo: Callable[[str], None], label: str
+def _ollama(  # noqa: PLR0917 - private, called once
+    gguf_dir: Path,
+    run_id: str,
+    name: str | None,
+    modelfile_file: str,
+    echo: Callable[[str], None],
+    label: str,
 ) -> None:
     where = f"{RUNS_DIR}/{run_id}/{GGUF_DIR}"
     if name is None:
-        echo(f"{label}: run it with Ollama after `cd {where} && ollama create <name> -f Modelfile`")
+        echo(
+            f"{label}: run it with Ollama after `cd {where} && ollama create <name> -f "
+            f"{modelfile_file}`"
+        )
         return
-    command = f"ollama create {name} -f Modelfile"
+    command = f"ollama create {name} -f {modelfile_file}"
     shown = f"cd {where} && {command}"
     ollama = shutil.which("ollama")
     if ollama is None:
         logger.warning(f"ollama is not on PATH: create the model with `{shown}`")
         return
     done = subprocess.run(
-        [ollama, "create", name, "-f", MODELFILE],
+        [ollama, "create", name, "-f", modelfile_file],
         cwd=gguf_dir,
         capture_output=True,
         text=True,

@@ -1,9 +1,10 @@
 """The judge of a compare: which of two answers is better, asked of a provider's model.
 
-The child's and the parent's answers are shown without their reasoning, in an order drawn
-per question from the seed, so a judge that favours the first answer favours each side as
-often. Each verdict is appended to the verdicts file as it comes: a compare that stopped
-resumes with the questions not judged yet.
+The child's and the parent's answers are shown without their reasoning, in both orders (the
+one drawn per question from the seed first): judges prefer a position, so a verdict that
+flips with the order is a tie. A reply without a verdict is asked once more with a stricter
+instruction. Each question's verdicts, with the judge's raw replies, are appended to the
+verdicts file as they come: a compare that stopped resumes with the questions not judged yet.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ def child_first(seed: int, question_id: str) -> bool:
 
 def verdicts_key(provider: str, model: str, template: str) -> str:
     """16 hex digits naming the judge (provider, model and template): another judge writes
-    another verdicts file."""
-    return xxhash.xxh3_64_hexdigest(f"{provider}\x1f{model}\x1f{template}".encode())
+    another verdicts file (and so did the one-order judging of earlier versions)."""
+    return xxhash.xxh3_64_hexdigest(f"{provider}\x1f{model}\x1f{template}\x1fboth orders".encode())
 
 
 def parse_verdict(text: str) -> tuple[str, str] | None:
@@ -88,9 +89,26 @@ def outcome(verdict: str, first: bool) -> str:
     return "win" if verdict == child else "loss"
 
 
+def combined(first: str, second: str) -> str:
+    """The question's verdict from its two orders: ``unparsed`` when either is, the same
+    when both agree, else a ``tie`` (a preference that follows the position is none)."""
+    if "unparsed" in (first, second):
+        return "unparsed"
+    return first if first == second else "tie"
+
+
+STRICTER = (
+    "\n\nYour previous reply could not be read. Reply with the JSON object alone, nothing "
+    'before or after it: {"verdict": "A"}, {"verdict": "B"} or {"verdict": "tie"}, with a '
+    '"reason" of one sentence.'
+)
+"""Added to the judge's prompt when its first reply held no verdict."""
+
+
 @dataclass(frozen=True)
 class Judge:
-    """Who judges: ``roles.judge``, else the parent."""
+    """Who judges: ``roles.judge``, else the parent; ``is_parent`` also when the judge is
+    set to the parent's own model (a judge prefers its own answers)."""
 
     provider: str
     role: Role
@@ -98,8 +116,10 @@ class Judge:
 
     @classmethod
     def of(cls, settings: Settings) -> Judge:
-        role = settings.roles.judge or settings.roles.parent
-        return cls(role.provider, role, settings.roles.judge is None)
+        parent = settings.roles.parent
+        role = settings.roles.judge or parent
+        same = (role.provider, role.model) == (parent.provider, parent.model)
+        return cls(role.provider, role, settings.roles.judge is None or same)
 
 
 def records_by_id(path: Path) -> dict[str, dict[str, Any]]:
@@ -142,7 +162,7 @@ class VerdictLog:
 UNPARSED = "the judge's verdict cannot be read"
 
 
-async def judge_all(  # noqa: PLR0917 - one call site, every argument named there
+async def judge_all(  # noqa: PLR0915, PLR0917 - one call site; its closures share its state
     settings: Settings,
     env: dict[str, str],
     questions: list[dict[str, Any]],
@@ -164,6 +184,46 @@ async def judge_all(  # noqa: PLR0917 - one call site, every argument named ther
     providers = ProviderSet(settings, env, PriceBook())
     gate = asyncio.Semaphore(settings.pipeline.concurrency)
 
+    async def ask(qid: str, prompt: str, first: bool) -> dict[str, Any]:
+        """One order's verdict: asked once more, stricter, when the reply holds none."""
+        client = providers.client(judge.provider)
+
+        def on_retry(error: str, delay: float) -> None:
+            logger.warning(f"compare: judging {qid} failed: {error}; retrying in {delay:.0f}s")
+
+        replies: list[str] = []
+        parsed = None
+        for attempt in range(2):
+            messages = [{"role": "user", "content": prompt + (STRICTER if attempt else "")}]
+            try:
+                completion = await client.chat(judge.role, messages, on_retry)
+            except ProviderError as error:
+                if exchanges is not None:
+                    exchanges.record("compare", qid, judge.role.model, messages, None,
+                                     failure=error.message)  # fmt: skip
+                raise UserError(f"the judge failed on question {qid}: {error}") from None
+            replies.append(completion.content)
+            parsed = parse_verdict(strip_reasoning(completion.content))
+            if exchanges is not None:
+                exchanges.record(
+                    "compare", qid, judge.role.model, messages, completion.content,
+                    completion.reasoning, None if parsed is not None else UNPARSED,
+                )  # fmt: skip
+            if parsed is not None:
+                break
+            logger.debug(f"compare: {qid}: the judge's reply was:\n{completion.content}")
+        if parsed is None:
+            logger.warning(
+                f"compare: {qid}: {UNPARSED} (it began "
+                f"{first_line(strip_reasoning(replies[-1]))!r}): kept as unparsed "
+                "(`overbrainer log --failed --stage compare` shows the replies)"
+            )
+            return {"child_first": first, "verdict": None, "outcome": "unparsed", "reason": "",
+                    "replies": replies}  # fmt: skip
+        verdict, reason = parsed
+        return {"child_first": first, "verdict": verdict, "outcome": outcome(verdict, first),
+                "reason": reason, "replies": replies}  # fmt: skip
+
     async def one(question: dict[str, Any]) -> None:
         qid = question["id"]
         first = child_first(seed, qid)
@@ -174,51 +234,34 @@ async def judge_all(  # noqa: PLR0917 - one call site, every argument named ther
             return
         child_text = strip_reasoning(child.get("answer", ""))
         parent_text = strip_reasoning(question["parent"])
-        a, b = (child_text, parent_text) if first else (parent_text, child_text)
-        prompt = render(question["question"], a, b)
-        client = providers.client(judge.provider)
-
-        def on_retry(error: str, delay: float) -> None:
-            logger.warning(f"compare: judging {qid} failed: {error}; retrying in {delay:.0f}s")
-
-        parsed = None
+        orders = []
         async with gate:
-            for _attempt in range(2):
-                try:
-                    completion = await client.chat(
-                        judge.role, [{"role": "user", "content": prompt}], on_retry
-                    )
-                except ProviderError as error:
-                    if exchanges is not None:
-                        exchanges.record("compare", qid, judge.role.model,
-                                         [{"role": "user", "content": prompt}], None,
-                                         failure=error.message)
-                    raise UserError(f"the judge failed on question {qid}: {error}") from None
-                parsed = parse_verdict(strip_reasoning(completion.content))
-                if exchanges is not None:
-                    exchanges.record(
-                        "compare", qid, judge.role.model, [{"role": "user", "content": prompt}],
-                        completion.content, completion.reasoning,
-                        None if parsed is not None else UNPARSED,
-                    )
-                if parsed is not None:
-                    break
-                logger.debug(f"compare: {qid}: the judge's reply was:\n{completion.content}")
-        if parsed is None:
-            logger.warning(
-                f"compare: {qid}: {UNPARSED} (it began "
-                f"{first_line(strip_reasoning(completion.content))!r}): kept as unparsed "
-                "(`overbrainer log --failed --stage compare` shows the replies)"
+            for child_is_a in (first, not first):
+                a, b = (child_text, parent_text) if child_is_a else (parent_text, child_text)
+                orders.append(await ask(qid, render(question["question"], a, b), child_is_a))
+                if orders[0]["outcome"] == "unparsed":
+                    break  # unparsed whatever the other order says
+        verdict = combined(orders[0]["outcome"], orders[-1]["outcome"])
+        flipped = verdict == "tie" and orders[0]["outcome"] != orders[-1]["outcome"]
+        reason = next((order["reason"] for order in orders if order["reason"]), "")
+        if flipped:
+            said = "; ".join(
+                f"child {'first' if o['child_first'] else 'second'}: {o['outcome']}"
+                + (f" ({o['reason']})" if o["reason"] else "")
+                for o in orders
             )
-            log.append({"id": qid, "verdict": "unparsed", "reason": "", "child_first": first})
-            return
-        verdict, reason = parsed
+            reason = f"the verdict flipped with the order, so a tie: {said}"
         log.append({
-            "id": qid, "verdict": outcome(verdict, first), "reason": reason, "child_first": first,
+            "id": qid, "verdict": verdict, "reason": reason, "child_first": first,
+            "flipped": flipped, "orders": orders,
         })  # fmt: skip
 
     try:
-        pending = [question for question in questions if question["id"] not in done]
+        pending = [  # an unparsed verdict is asked again (a rejudge after changing the judge)
+            question
+            for question in questions
+            if done.get(question["id"], {}).get("verdict") in (None, "unparsed")
+        ]
         await asyncio.gather(*(one(question) for question in pending))
     except UserError as error:
         raise UserError(

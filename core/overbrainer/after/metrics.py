@@ -16,6 +16,27 @@ def nearest_rank(values: Sequence[float], percent: float) -> float | None:
     return ordered[max(1, math.ceil(percent * len(ordered) / 100)) - 1]
 
 
+Z_95 = 1.959963984540054
+"""The normal quantile of a two-sided 95% interval."""
+
+
+def wilson(successes: int, trials: int, z: float = Z_95) -> tuple[float, float] | None:
+    """The Wilson score interval of ``successes`` in ``trials`` (95% by default): unlike
+    the normal one it stays inside [0, 1] and is honest for the few questions of a compare."""
+    if trials <= 0:
+        return None
+    rate = successes / trials
+    scale = 1 + z * z / trials
+    centre = (rate + z * z / (2 * trials)) / scale
+    half = z * math.sqrt(rate * (1 - rate) / trials + z * z / (4 * trials * trials)) / scale
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _interval(successes: int, trials: int) -> list[float] | None:
+    found = wilson(successes, trials)
+    return [round(found[0], 6), round(found[1], 6)] if found else None
+
+
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -63,6 +84,7 @@ def summary(  # noqa: PLR0917 - one call site, every argument named there
         if child_per_1k is not None and parent_per_1k is not None and parent_per_1k > 0
         else None
     )
+    lost = counts["loss"] + counts["error"]
     return {
         "questions": len(ids),
         "wins": counts["win"],
@@ -70,7 +92,14 @@ def summary(  # noqa: PLR0917 - one call site, every argument named there
         "losses": counts["loss"],
         "unparsed": counts["unparsed"],
         "errors": counts["error"],
+        "flipped": sum(1 for qid in ids if verdicts.get(qid, {}).get("flipped")),
         "win_or_tie": (counts["win"] + counts["tie"]) / judged if judged > 0 else None,
+        "intervals": {  # 95% Wilson, over the judged questions (errors are losses)
+            "win": _interval(counts["win"], judged),
+            "tie": _interval(counts["tie"], judged),
+            "loss": _interval(lost, judged),
+            "win_or_tie": _interval(counts["win"] + counts["tie"], judged),
+        },
         "latency_p50": nearest_rank(seconds, 50),
         "latency_p95": nearest_rank(seconds, 95),
         "first_token_p50": nearest_rank(first, 50),

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -110,13 +110,35 @@ def files_of(run_dir: Path, run_id: str) -> list[Upload]:
     return sorted(uploads.values(), key=lambda upload: upload.path)
 
 
+def hf_tools_token(env: Mapping[str, str]) -> str:
+    """The token the Hugging Face tools use: ``HF_TOKEN``, else the file ``hf auth login``
+    writes (``HF_TOKEN_PATH``, else ``token`` in ``HF_HOME``, by default
+    ``~/.cache/huggingface``); "" when neither has one."""
+    value = env.get("HF_TOKEN", "").strip()
+    if value:
+        return value
+    home = env.get("HF_HOME") or str(
+        Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or "~") / ".cache") / "huggingface"
+    )
+    path = Path(env.get("HF_TOKEN_PATH") or Path(home) / "token").expanduser()
+    if not path.is_file():
+        return ""
+    try:
+        return (files.read_text(path, "the Hugging Face token file", 4096) or "").strip()
+    except UserError:
+        return ""
+
+
 def _token(project: Project) -> str:
     secret = project.settings.hf_token
-    if secret is None or not secret.get_secret_value():
+    value = secret.get_secret_value() if secret is not None else ""
+    if not value:
+        value = hf_tools_token(project.env)
+    if not value:
         raise UserError(
-            f"{TOKEN_VAR} is not set: a Hugging Face token with write access is needed to push"
+            f"{TOKEN_VAR} is not set: a Hugging Face token with write access is needed to push "
+            "(nor is HF_TOKEN, and `hf auth login` saved no token)"
         )
-    value = secret.get_secret_value()
     register_secret(value)
     return value
 
@@ -154,6 +176,39 @@ def hub_errors(token: str | None, namespace: str = "") -> Iterator[None]:
         raise UserError(f"Hugging Face request failed: {message}") from None
 
 
+def check_win_rate(run_dir: Path, run_id: str, required: float) -> None:
+    """Refuse the push unless the newest compare's win-or-tie rate is at least ``required``
+    at the lower bound of its 95% interval (``push --require-win-rate``)."""
+    from overbrainer.after.card import newest_compare_record
+    from overbrainer.after.metrics import wilson
+    from overbrainer.after.report import interval, percent
+
+    found = newest_compare_record(run_dir)
+    if found is None:
+        raise UserError(
+            f"run {run_id} has no compare: run `overbrainer compare --run {run_id}` first "
+            f"(--require-win-rate {required} needs one)"
+        )
+    compare_id, summary = found
+    bounds = (summary.get("intervals") or {}).get("win_or_tie")
+    if not (isinstance(bounds, list) and len(bounds) == 2):
+        # a compare of an earlier version: the interval from its counts
+        judged = int(summary.get("questions", 0)) - int(summary.get("unparsed", 0))
+        computed = wilson(int(summary.get("wins", 0)) + int(summary.get("ties", 0)), judged)
+        bounds = list(computed) if computed else None
+    if bounds is None:
+        raise UserError(
+            f"the latest compare of run {run_id} ({compare_id}) judged no question: "
+            f"--require-win-rate {required} cannot be checked"
+        )
+    if bounds[0] < required:
+        raise UserError(
+            f"the latest compare of run {run_id} ({compare_id}) has a win-or-tie rate of "
+            f"{percent(summary.get('win_or_tie'))}, 95% interval {interval(bounds)}: its lower "
+            f"bound is under --require-win-rate {required}; nothing was pushed"
+        )
+
+
 def push_run(
     project: Project,
     store: RunStore,
@@ -163,11 +218,15 @@ def push_run(
     public: bool = False,
     overwrite_card: bool = False,
     dry_run: bool = False,
+    require_win_rate: float | None = None,
     echo: Callable[[str], None],
     warn: Callable[[str], None],
 ) -> dict[str, Any] | None:
-    """Push run ``run_id``'s ``output/`` to the Hub (``dry_run``: say what would be sent)."""
+    """Push run ``run_id``'s ``output/`` to the Hub (``dry_run``: say what would be sent;
+    ``require_win_rate``: only when the newest compare's lower bound reaches it)."""
     accepted, uploads = _what_to_send(store, run_id)
+    if require_win_rate is not None:
+        check_win_rate(accepted.dir, run_id, require_win_rate)
     settings = project.settings
     private = not public and settings.hub.private
     visibility = "private" if private else "public"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 LIST_LIMIT = 5
@@ -26,10 +27,56 @@ def _hardware(hardware: dict[str, Any]) -> str:
     return f"{hardware.get('cpu') or 'unknown CPU'}, CPU ({build})"
 
 
+def shown_answer(text: str | None) -> str:
+    """An answer as the report shows it: no reasoning, no stray ``<think>`` tag, runs of
+    blank lines collapsed to one, trimmed."""
+    from overbrainer.after.judge import strip_reasoning
+
+    text = re.sub(r"</?think>", "", strip_reasoning(text or ""))
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def percent(value: Any) -> str:
+    return f"{value:.1%}" if isinstance(value, int | float) else "-"
+
+
+def interval(bounds: Any) -> str:
+    """``[lo, hi]`` as ``46.8%-91.1%``; ``-`` when unknown."""
+    if isinstance(bounds, list) and len(bounds) == 2:
+        return f"{percent(bounds[0])}-{percent(bounds[1])}"
+    return "-"
+
+
+def terminal_summary(data: dict[str, Any]) -> list[str]:
+    """What ``compare`` prints: the rate and its interval, the counts, latency, costs."""
+    summary = data["summary"]
+    intervals = summary.get("intervals") or {}
+    lines = [
+        f"compare: win-or-tie {percent(summary.get('win_or_tie'))} (95% interval "
+        f"{interval(intervals.get('win_or_tie'))}) over {summary['questions']} questions: "
+        f"{summary['wins']} wins, {summary['ties']} ties ({summary.get('flipped', 0)} "
+        f"flipped with the order), {summary['losses'] + summary['errors']} losses, "
+        f"{summary['unparsed']} unparsed",
+        f"compare: child latency p50 {_seconds(summary['latency_p50'])}, p95 "
+        f"{_seconds(summary['latency_p95'])}",
+    ]
+    if summary.get("parent_per_1k") is None and summary.get("child_per_1k") is None:
+        lines.append("compare: cost per 1,000 requests not computed: set [compare] prices")
+    else:
+        lines.append(
+            f"compare: cost per 1,000 requests: parent {_money(summary.get('parent_per_1k'))}, "
+            f"child {_money(summary.get('child_per_1k'))} (upper bound)"
+        )
+    if data.get("judge_is_parent"):
+        lines.append(f"compare: the judge is the parent's model ({data['judge']})")
+    return lines
+
+
 def _entry(question: dict[str, Any]) -> list[str]:
     lines = [f"### {question['id']} ({question.get('topic') or '-'})", "", question["question"], ""]
-    lines += ["**Child:**", "", question.get("child") or "(no answer)", ""]
-    lines += ["**Parent:**", "", question.get("parent") or "", ""]
+    lines += ["**Child:**", "", shown_answer(question.get("child")) or "(no answer)", ""]
+    lines += ["**Parent:**", "", shown_answer(question.get("parent")), ""]
     lines += [f"Judge: {question.get('reason') or '-'}", ""]
     return lines
 
@@ -50,11 +97,17 @@ def render(data: dict[str, Any]) -> str:
         "## Summary",
         "",
     ]
-    rate = summary.get("win_or_tie")
-    lines.append(f"- Win-or-tie rate: {f'{rate:.1%}' if isinstance(rate, float) else '-'}")
+    intervals = summary.get("intervals") or {}
+    lines.append(
+        f"- Win-or-tie rate: {percent(summary.get('win_or_tie'))} (95% interval "
+        f"{interval(intervals.get('win_or_tie'))})"
+    )
     lines.append(
         f"- Wins / ties / losses: {summary['wins']} / {summary['ties']} / "
-        f"{summary['losses'] + summary['errors']}"
+        f"{summary['losses'] + summary['errors']} (95% intervals "
+        f"{interval(intervals.get('win'))} / {interval(intervals.get('tie'))} / "
+        f"{interval(intervals.get('loss'))}); each question judged in both orders, "
+        f"{summary.get('flipped', 0)} verdicts flipped with the order (ties)"
     )
     lines.append(f"- Unparsed verdicts: {summary['unparsed']}; errors: {summary['errors']}")
     lines.append(f"- Cut answers (max_tokens): {summary['truncated']}")

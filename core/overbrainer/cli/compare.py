@@ -35,9 +35,13 @@ from overbrainer.cli.context import current_app
 def compare(run_id: str | None, limit: int | None, rejudge: str | None, keep_pod: bool) -> None:
     """Compare the child (its GGUF, served on the run's target) with its parent.
 
+    Prints the summary (win-or-tie rate and its 95% interval, latency, costs), then the
+    path of compare.md.
+
     Example: overbrainer compare --run latest --limit 20
     """
     from overbrainer.after.compare import compare as run_compare
+    from overbrainer.redact import escape_controls
 
     if rejudge is not None and (run_id is not None or limit is not None):
         raise click.UsageError("--rejudge takes neither --run nor --limit")
@@ -55,6 +59,7 @@ def compare(run_id: str | None, limit: int | None, rejudge: str | None, keep_pod
             limit=limit,
             rejudge=rejudge,
             keep_pod=keep_pod,
+            echo=lambda line: click.echo(escape_controls(line)),
         )
     click.echo(
         report.relative_to(app.project_dir) if report.is_relative_to(app.project_dir) else report

@@ -18,6 +18,7 @@ QUANTIZE_TYPES = (
     "Q2_K",
     "F16",
     "BF16",
+    "auto",
 )
 
 
@@ -26,7 +27,8 @@ QUANTIZE_TYPES = (
 @click.option(
     "--quantize",
     type=click.Choice(QUANTIZE_TYPES, case_sensitive=False),
-    help="llama.cpp quantization type (default: export.quantize, Q4_K_M).",
+    help="llama.cpp quantization type (default: export.quantize, Q4_K_M); auto: the smallest "
+    "of Q4_K_M, Q5_K_M, Q6_K, Q8_0 within --max-drift.",
 )
 @click.option("--ollama", "ollama", metavar="NAME", help="Create this Ollama model from the GGUF.")
 @click.option(
@@ -36,10 +38,35 @@ QUANTIZE_TYPES = (
     is_flag=True,
     help="Keep a pod made for this export (a later command reuses it).",
 )
-def export(run_id: str | None, quantize: str | None, ollama: str | None, keep_pod: bool) -> None:
+@click.option(
+    "--verify",
+    "verify",
+    type=click.IntRange(min=0),
+    default=8,
+    show_default=True,
+    metavar="N",
+    help="Check the GGUF against the merged model on the first N eval prompts (0: not).",
+)
+@click.option(
+    "--max-drift",
+    type=click.FloatRange(min=0),
+    metavar="X",
+    help="Fail past this mean log-probability drift (nats a token) from the merged model.",
+)
+def export(  # noqa: PLR0917 - click passes each option
+    run_id: str | None,
+    quantize: str | None,
+    ollama: str | None,
+    keep_pod: bool,
+    verify: int,
+    max_drift: float | None,
+) -> None:
     """Export RUN_ID's model to a GGUF file and an Ollama Modelfile, on its target.
 
     RUN_ID may be `latest` (the default) or any unique prefix of an id.
+
+    The GGUF is checked against the merged model on the first eval prompts (greedy): token
+    agreement and mean log-probability drift land in export.json.
 
     Example: overbrainer export latest --quantize Q8_0 --ollama my-child
     """
@@ -59,5 +86,7 @@ def export(run_id: str | None, quantize: str | None, ollama: str | None, keep_po
             quantize=quantize.upper() if quantize else None,
             ollama=ollama,
             keep_pod=keep_pod,
+            verify=verify,
+            max_drift=max_drift,
             echo=lambda line: click.echo(escape_controls(line)),
         )

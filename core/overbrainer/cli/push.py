@@ -18,7 +18,21 @@ from overbrainer.cli.context import current_app
     "--overwrite-card", is_flag=True, help="Replace a README.md that overbrainer did not write."
 )
 @click.option("--dry-run", is_flag=True, help="Say what would be sent; send nothing.")
-def push(run_id: str, repo: str | None, public: bool, overwrite_card: bool, dry_run: bool) -> None:
+@click.option(
+    "--require-win-rate",
+    type=click.FloatRange(0, 1),
+    metavar="R",
+    help="Push only if the latest compare's win-or-tie rate is at least R (0 to 1) at the "
+    "lower bound of its 95% interval.",
+)
+def push(  # noqa: PLR0917 - click passes each option
+    run_id: str,
+    repo: str | None,
+    public: bool,
+    overwrite_card: bool,
+    dry_run: bool,
+    require_win_rate: float | None,
+) -> None:
     """Push RUN_ID's output/ (and its GGUF) to the Hugging Face Hub with a model card.
 
     RUN_ID may be `latest` or any unique prefix of an id.
@@ -41,6 +55,7 @@ def push(run_id: str, repo: str | None, public: bool, overwrite_card: bool, dry_
             public=public,
             overwrite_card=overwrite_card,
             dry_run=dry_run,
+            require_win_rate=require_win_rate,
             echo=lambda line: click.echo(escape_controls(line)),
             warn=logger.warning,
         )
