@@ -146,8 +146,9 @@ def cancel_script(
     Prints the final status line. ``pid`` is the recorded one (``job.pid`` when None). A
     job that already finished is never signalled (its pid may belong to another process by
     now), nor a live group none of whose processes carries ``token`` (a stale or edited
-    record) or, without a token, runs in the job's directory. Exits ``CANCEL_NO_PID``, ``CANCEL_SURVIVED_KILL`` or ``CANCEL_NOT_THE_JOB`` (above)
-    when it cannot.
+    record) or, without a token, none of whose processes runs in the job's directory.
+    Exits ``CANCEL_NO_PID``, ``CANCEL_SURVIVED_KILL`` or ``CANCEL_NOT_THE_JOB`` (above) when
+    it cannot.
     """
     stop = ""
     if container is not None:

@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from overbrainer import files
-from overbrainer.charts.series import FOLLOWED_METRICS
 from overbrainer.errors import UserError
-from overbrainer.job.layout import METRICS_FILE
+from overbrainer.job.layout import FOLLOWED_METRICS, METRICS_FILE
 
 CACHE = ".listing.json"
 """In ``runs/``: a name no run id can take (ids start with a letter or digit)."""
