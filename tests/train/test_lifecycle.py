@@ -171,6 +171,29 @@ def test_a_stop_while_another_process_follows_is_left_to_it(trainer, run_cli):
     assert trainer.run()["state"] == "stopped"
 
 
+def test_a_cancel_while_another_process_follows_stops_the_job_now_and_it_reports(
+    trainer, run_cli
+):
+    process = trainer.spawn("train", env={"FAKE_AXOLOTL_HANG": "1"})
+    run = trainer.wait_running()
+    result = run_cli("train", "cancel", run["id"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        f"train: the job of run {run['id']} is cancelled; overbrainer (pid {process.pid}) is "
+        f"using this project: if it follows run {run['id']}, it records the run cancelled; "
+        f"if not, record it with `overbrainer train attach {run['id']}`"
+    )
+    assert not group_alive(run["job"]["pid"])  # at once, not when the follower polls
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1, (out, err)
+    assert err.endswith(f"error: run {run['id']} was cancelled\n"), err
+    assert trainer.run()["state"] == "cancelled"
+    # The follower recorded it: a second cancel says so, from the record.
+    again = run_cli("train", "cancel", run["id"])
+    assert again.exit_code == 1
+    assert again.stderr == f"error: run {run['id']} already ended: cancelled\n"
+
+
 def test_a_job_that_never_snapshots_is_cancelled_after_the_limit(trainer, run_cli, monkeypatch):
     from overbrainer.runs import follow
 

@@ -105,13 +105,24 @@ def stop(run_id: str) -> None:
 def cancel(run_id: str) -> None:
     """Cancel RUN_ID: stop its job (TERM, then KILL) and keep what it wrote.
 
-    RUN_ID may be `latest` or any unique prefix of an id.
+    While another overbrainer process holds the project (following the run, most
+    likely), the job is stopped now and that process records the run cancelled. RUN_ID
+    may be `latest` or any unique prefix of an id.
 
     Example: overbrainer train cancel latest
     """
+    from overbrainer.runs.lock import LockHeld
     from overbrainer.train import session
 
     app = current_app()
     run_id = app.runs.resolve(run_id)
-    with app.lock():
+    lock = app.lock()
+    try:
+        lock.acquire()
+    except LockHeld as held:
+        session.cancel_for_holder(app.workspace(), run_id, held.pid or 0)
+        return
+    try:
         session.cancel(app.workspace(), run_id)
+    finally:
+        lock.release()

@@ -15,7 +15,7 @@ from overbrainer.train.follow import attach, follow_existing, follow_to_end
 from overbrainer.train.plan import Plan, Prepared, plan_run, target_of, training_of
 from overbrainer.train.report import Trained, report
 from overbrainer.train.start import prepare, start, train
-from overbrainer.train.stop import cancel, stop, stop_for_holder
+from overbrainer.train.stop import cancel, cancel_for_holder, stop, stop_for_holder
 
 __all__ = [
     "Plan",
@@ -23,6 +23,7 @@ __all__ = [
     "Trained",
     "attach",
     "cancel",
+    "cancel_for_holder",
     "create_executor",
     "follow_existing",
     "follow_to_end",

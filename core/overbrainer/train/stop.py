@@ -75,6 +75,38 @@ def stop_for_holder(ws: Workspace, run_id: str, holder: int) -> None:
     )
 
 
+def cancel_for_holder(ws: Workspace, run_id: str, holder: int) -> None:
+    """``train cancel`` while another process holds the project (following the run, most
+    likely): stop the job now, and leave the record to that process, which sees the job
+    cancelled at its next poll, records it and brings the files home."""
+    record = ws.runs.load(run_id)
+    if record.state is RunState.CANCELLED:
+        raise UserError(f"run {run_id} already ended: cancelled")
+    if record.job is None:
+        raise UserError(f"run {run_id} has not started")
+    hook = ws.hook
+    executor = run_executor(ws, record)
+    try:
+        with deferred_sigint():
+            status: JobStatus | None = hook.cancel_job(executor=executor, run=record)
+    finally:
+        release(hook, executor, record, None)  # the holder releases what the run holds
+    if status is None:
+        raise UserError(f"no plugin can cancel the job of run {run_id}")
+    if status.state is not JobState.CANCELLED:
+        ws.echo(
+            f"train: the job of run {run_id} had already ended ({status.describe()}): collect it "
+            f"with `overbrainer train attach {run_id}`"
+        )
+        return
+    who = f"overbrainer (pid {holder})" if holder else "another overbrainer"
+    ws.echo(
+        f"train: the job of run {run_id} is cancelled; {who} is using this project: if it "
+        f"follows run {run_id}, it records the run cancelled; if not, record it with "
+        f"`overbrainer train attach {run_id}`"
+    )
+
+
 def cancel(ws: Workspace, run_id: str) -> None:
     """``train cancel``: stop the job of a run, record it cancelled, bring its files home."""
     store = ws.runs
