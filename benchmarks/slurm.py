@@ -77,7 +77,7 @@ def installed_site(work: Path) -> str:
     info.mkdir(parents=True, exist_ok=True)
     metadata = "Metadata-Version: 2.1\nName: overbrainer-slurm\nVersion: 0.1.0\n"
     (info / "METADATA").write_text(metadata)
-    (info / "entry_points.txt").write_text("[overbrainer]\nslurm = overbrainer_slurm\n")
+    (info / "entry_points.txt").write_text("[overbrainer]\nslurm = overbrainer_slurm:plugin\n")
     return os.pathsep.join([str(ROOT / "contrib" / "overbrainer-slurm"), str(work / "site")])
 
 

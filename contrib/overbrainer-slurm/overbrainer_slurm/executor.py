@@ -22,6 +22,7 @@ from overbrainer.plugin import (
     LOST,
     RUNNING,
     ArtifactSpec,
+    Executor,
     JobHandle,
     JobPoll,
     JobSpec,
@@ -31,6 +32,7 @@ from overbrainer.plugin import (
     LogChunk,
     Project,
     RunRecord,
+    RunState,
     SecretsChannel,
     TargetInfo,
     TransientError,
@@ -81,7 +83,7 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 @dataclass
-class SlurmExecutor:
+class SlurmExecutor(Executor):
     """The target ``name``: its settings, its cluster, and what it read of each job."""
 
     name: str
@@ -237,12 +239,11 @@ class SlurmExecutor:
             self.watcher = LocalHost(self.project.env)
         return self.watcher.wait_for_change(str(self.job_dir(run)), timeout)
 
-    def request_snapshot(self, run: RunRecord, reason: str) -> bool:
+    def request_snapshot(self, run: RunRecord, reason: str) -> None:
         # The request file carries the reason; Slurm's own signal (the time limit's
         # --signal, `scancel --signal=TERM --batch`) reaches the same request through the
         # runner, with reason `requested`.
         _write_atomically(self.job_dir(run) / layout.SNAPSHOT_REQUEST, reason + "\n")
-        return True
 
     def cancel(self, run: RunRecord) -> JobStatus:
         status = self.status(run)
@@ -288,7 +289,7 @@ class SlurmExecutor:
         data = _read(self.job_dir(run) / layout.JOB_LOG, offset)
         return LogChunk(data, offset + len(data))
 
-    def release(self) -> None:
+    def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
         self.offsets.clear()
         if self.watcher is not None:
             self.watcher.close()

@@ -80,7 +80,7 @@ class TestSlurmExecutor(ExecutorContract):
         table: dict,
     ) -> ContractTarget:
         return ContractTarget(
-            plugin=overbrainer_slurm,
+            plugin=overbrainer_slurm.plugin,
             table=table,
             env={**os.environ, **slurm_cluster.env},
             job_dir=lambda run: Path(run.remote_dir),
