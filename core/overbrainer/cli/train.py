@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import click
 
 from overbrainer.cli.complete import complete_run_id, complete_target
 from overbrainer.cli.context import current_app
+
+if TYPE_CHECKING:
+    from overbrainer.train.workspace import Workspace
 
 
 @click.group(invoke_without_command=True)
@@ -83,21 +89,9 @@ def stop(run_id: str) -> None:
 
     Example: overbrainer train stop latest
     """
-    from overbrainer.runs.lock import LockHeld
     from overbrainer.train import session
 
-    app = current_app()
-    run_id = app.runs.resolve(run_id)
-    lock = app.lock()
-    try:
-        lock.acquire()
-    except LockHeld as held:
-        session.stop_for_holder(app.workspace(), run_id, held.pid or 0)
-        return
-    try:
-        session.stop(app.workspace(), run_id)
-    finally:
-        lock.release()
+    _owning_or_not(run_id, session.stop, session.stop_for_holder)
 
 
 @train.command()
@@ -111,8 +105,19 @@ def cancel(run_id: str) -> None:
 
     Example: overbrainer train cancel latest
     """
-    from overbrainer.runs.lock import LockHeld
     from overbrainer.train import session
+
+    _owning_or_not(run_id, session.cancel, session.cancel_for_holder)
+
+
+def _owning_or_not(
+    run_id: str,
+    alone: Callable[[Workspace, str], None],
+    beside: Callable[[Workspace, str, int], None],
+) -> None:
+    """``alone`` under the project lock; ``beside`` (given the holder's pid, 0 unknown) when
+    another process holds it, most likely following the run, and so owns its record."""
+    from overbrainer.runs.lock import LockHeld
 
     app = current_app()
     run_id = app.runs.resolve(run_id)
@@ -120,9 +125,9 @@ def cancel(run_id: str) -> None:
     try:
         lock.acquire()
     except LockHeld as held:
-        session.cancel_for_holder(app.workspace(), run_id, held.pid or 0)
+        beside(app.workspace(), run_id, held.pid or 0)
         return
     try:
-        session.cancel(app.workspace(), run_id)
+        alone(app.workspace(), run_id)
     finally:
         lock.release()
