@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import LOCAL_PROVIDER
 
 SLURM_TABLE = """
@@ -99,3 +101,33 @@ def test_the_batch_script_and_options_hold_the_targets_settings_and_no_secret(sl
     )
     cpu = SlurmTarget.model_validate({"kind": "slurm", "spool": "/s", "device": "cpu"})
     assert not any(option.startswith("--gres") for option in sbatch_options(cpu, "r", "/s/r"))
+
+
+def test_a_managed_option_is_refused_however_sbatch_would_abbreviate_it(slurm_installed):
+    from overbrainer_slurm.target import SlurmTarget
+
+    for arg in ("--requ", "--sig=B:USR1@5", "--out=/tmp/x", "--chd=/", "--jo=x", "-o/tmp/x"):
+        with pytest.raises(ValueError, match="set by the slurm target itself"):
+            SlurmTarget.model_validate({"kind": "slurm", "spool": "/s", "sbatch_args": [arg]})
+    kept = SlurmTarget.model_validate(
+        {"kind": "slurm", "spool": "/s", "sbatch_args": ["--mem=4G", "--constraint=a100"]}
+    )
+    assert kept.sbatch_args == ["--mem=4G", "--constraint=a100"]
+
+
+def test_pass_env_never_writes_a_secret_named_or_valued_variable(slurm_installed):
+    from overbrainer.plugin import register_secret
+    from overbrainer_slurm.target import SlurmTarget
+
+    target = SlurmTarget.model_validate({"kind": "slurm", "spool": "/s", "pass_env": ["*"]})
+    register_secret("s3cr3t-registered-value")
+    env = {
+        "OPENAI_KEY": "sk-live-abc",
+        "DB_PASS": "hunter2",
+        "SIGNING_KEY": "k",
+        "AWS_ACCESS_KEY_ID": "AKIA1",
+        "GITHUB_AUTH": "gh",
+        "INNOCENT": "s3cr3t-registered-value",
+        "HF_HOME": "/cache/hf",
+    }
+    assert target.passed_env(env) == {"HF_HOME": "/cache/hf"}

@@ -9,11 +9,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_validator
 
-from overbrainer.plugin import EnvPattern, NonEmpty, RemotePath, TargetBase, comma_list
+from overbrainer.plugin import EnvPattern, NonEmpty, RemotePath, TargetBase, comma_list, redact
 
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL|PRIVATE", re.I)
-"""Names that look like secrets: refused in ``pass_env``, whose values are written in the
-batch script (``scontrol write batch_script`` prints it to anyone allowed to see the job)."""
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASS|KEY|CREDENTIAL|PRIVATE|AUTH|COOKIE|SESSION", re.I)
+"""Names that look like secrets (``KEY`` or ``PASS`` anywhere: ``SIGNING_KEY``, ``DB_PASS``):
+refused in ``pass_env``, whose values are written in the batch script (``scontrol write
+batch_script`` prints it to anyone allowed to see the job)."""
 
 TIME_LIMIT = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}(:\d{1,2})?)?)$")
 """Slurm's ``--time`` formats: minutes, minutes:seconds, hours:minutes:seconds,
@@ -24,6 +25,17 @@ MANAGED_OPTIONS = (
     "--job-name", "--open-mode", "--requeue", "--no-requeue", "-o", "-e", "-D", "-J",
 )  # fmt: skip
 """sbatch options this target sets itself: ``sbatch_args`` may not change them."""
+
+
+def _managed(arg: str) -> bool:
+    """Whether ``arg`` sets one of ``MANAGED_OPTIONS``: sbatch takes any unambiguous prefix
+    of a long option (``--requ`` is ``--requeue``), and a short one glued to its value."""
+    if arg.startswith("--"):
+        name = arg.split("=", 1)[0]
+        return len(name) > 2 and any(
+            option.startswith("--") and option.startswith(name) for option in MANAGED_OPTIONS
+        )
+    return any(arg.startswith(short) for short in ("-o", "-e", "-D", "-J"))
 
 
 class SlurmTarget(TargetBase):
@@ -72,10 +84,7 @@ class SlurmTarget(TargetBase):
     @field_validator("sbatch_args")
     @classmethod
     def _not_managed(cls, args: list[str]) -> list[str]:
-        taken = [
-            arg for arg in args if arg.split("=", 1)[0] in MANAGED_OPTIONS
-            or any(arg.startswith(short) and len(arg) > 2 for short in ("-o", "-e", "-D", "-J"))
-        ]  # fmt: skip
+        taken = [arg for arg in args if _managed(arg)]
         if taken:
             raise ValueError(f"{', '.join(taken)}: set by the slurm target itself")
         return args
@@ -120,12 +129,14 @@ class SlurmTarget(TargetBase):
         return 1 if self.device == "gpu" else 0
 
     def passed_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """The variables of ``env`` that ``pass_env`` names."""
+        """The variables of ``env`` that ``pass_env`` names, less any that looks like or holds a
+        secret."""
         return {
             name: value
             for name, value in sorted(env.items())
             if any(fnmatch.fnmatchcase(name, pattern) for pattern in self.pass_env)
             and not SECRET_NAME.search(name)
+            and redact(value) == value  # nor a value holding a secret, whatever its name
         }
 
 
