@@ -61,6 +61,9 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempP
         if name.startswith(("OVERBRAINER_", "VAULT_", "RUNPOD_")) or name in (
             "NO_COLOR",
             "HF_TOKEN",
+            "HF_TOKEN_PATH",  # where push finds `hf auth login`'s token: never the user's
+            "HF_HOME",
+            "XDG_CACHE_HOME",
         ):
             monkeypatch.delenv(name)
     home = tmp_path_factory.mktemp("home")
@@ -74,6 +77,7 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempP
 def isolated_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Secrets a test registers and the log sinks the CLI sets up end with the test."""
     monkeypatch.setattr(redact, "_known", set())
+    monkeypatch.setattr(redact, "_longest_first", [])
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     yield

@@ -264,6 +264,39 @@ def test_push_reads_hf_token_then_the_token_file_of_hf_auth_login(
     ) in result.stderr
 
 
+def test_the_tools_token_goes_to_huggingface_or_this_machine_only(
+    pushable, run_cli, monkeypatch, tmp_path
+):
+    """A project's .env may point hub.base_url elsewhere: the user's own token (HF_TOKEN,
+    `hf auth login`'s file) is not sent there."""
+    monkeypatch.delenv("OVERBRAINER_HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setenv("OVERBRAINER_HUB__BASE_URL", "https://hub.example.org")
+    result = run_cli("push", pushable.run_id)
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: OVERBRAINER_HF_TOKEN is not set: a token for the hub at "
+        "https://hub.example.org is needed to push (HF_TOKEN and `hf auth login`'s token are "
+        "sent to huggingface.co only)\n"
+    )
+    assert TOKEN not in result.stderr
+
+
+def test_a_projects_env_file_does_not_choose_the_token_file(
+    pushable, hub, run_cli, monkeypatch, tmp_path
+):
+    monkeypatch.delenv("OVERBRAINER_HF_TOKEN")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "no-hf"))
+    planted = tmp_path / "planted"
+    planted.write_text(TOKEN + "\n")
+    env_file = pushable.run_dir.parents[1] / ".env"
+    env_file.write_text(f"HF_TOKEN_PATH={planted}\nHF_TOKEN={TOKEN}\n")
+    result = run_cli("push", pushable.run_id)
+    assert result.exit_code == 1
+    assert "error: OVERBRAINER_HF_TOKEN is not set" in result.stderr
+    assert hub.commits() == []
+
+
 def write_compare(run_dir, name: str, summary: dict) -> None:
     directory = run_dir / "compares" / name
     directory.mkdir(parents=True)

@@ -19,10 +19,20 @@ from overbrainer.runs.store import RunStore
 
 def warn_before_training(settings: Settings) -> None:
     """``hub.after_training`` without a token: say so before the run, not after it."""
-    if settings.hub.after_training and settings.hf_token is None:
-        logger.warning(
-            "hub.after_training is set but OVERBRAINER_HF_TOKEN is not: the run will not be pushed"
-        )
+    if not settings.hub.after_training or settings.hf_token is not None:
+        return
+    import os
+
+    from overbrainer.after.push import DEFAULT_BASE_URL, hf_tools_token, tools_token_goes_to
+
+    if tools_token_goes_to(settings.hub.base_url or DEFAULT_BASE_URL) and hf_tools_token(
+        os.environ
+    ):
+        return  # push takes the Hugging Face tools' token
+    logger.warning(
+        "hub.after_training is set but OVERBRAINER_HF_TOKEN is not (nor HF_TOKEN, nor a token "
+        "of `hf auth login`): the run will not be pushed"
+    )
 
 
 def _exported(runs: RunStore, record: RunRecord, quantize: str) -> bool:

@@ -53,21 +53,22 @@ def check_repo(text: str) -> str:
     return text
 
 
+def _loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def base_url(project: Project) -> str:
     """``OVERBRAINER_HUB__BASE_URL``: https, or http on a loopback address (tests)."""
     url = project.settings.hub.base_url or DEFAULT_BASE_URL
     parts = urlsplit(url)
-    if parts.scheme == "http":
-        host = parts.hostname or ""
-        try:
-            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-        if not loopback:
-            raise UserError(
-                "hub.base_url must be https (http only on a loopback address): "
-                "check OVERBRAINER_HUB__BASE_URL"
-            )
+    if parts.scheme == "http" and not _loopback(parts.hostname or ""):
+        raise UserError(
+            "hub.base_url must be https (http only on a loopback address): "
+            "check OVERBRAINER_HUB__BASE_URL"
+        )
     return url.rstrip("/")
 
 
@@ -129,12 +130,29 @@ def hf_tools_token(env: Mapping[str, str]) -> str:
         return ""
 
 
+def tools_token_goes_to(url: str) -> bool:
+    """Whether the user's own Hugging Face token (``HF_TOKEN``, ``hf auth login``'s file) may
+    be sent to the hub at ``url``: Hugging Face's, or one on this machine. A project's
+    ``hub.base_url`` (its ``.env`` may set it) never draws that token to another host."""
+    return url.rstrip("/") == DEFAULT_BASE_URL or _loopback(urlsplit(url).hostname or "")
+
+
 def _token(project: Project) -> str:
+    from overbrainer.config.secrets import resolve_secret
+
     secret = project.settings.hf_token
-    value = secret.get_secret_value() if secret is not None else ""
+    value = resolve_secret(secret, "hf_token", project.env).get_secret_value() if secret else ""
+    url = base_url(project)
+    if not value and tools_token_goes_to(url):
+        # The shell's environment only: a project's .env does not choose which of the
+        # user's files is read and sent.
+        value = hf_tools_token(os.environ)
     if not value:
-        value = hf_tools_token(project.env)
-    if not value:
+        if not tools_token_goes_to(url):
+            raise UserError(
+                f"{TOKEN_VAR} is not set: a token for the hub at {url} is needed to push "
+                "(HF_TOKEN and `hf auth login`'s token are sent to huggingface.co only)"
+            )
         raise UserError(
             f"{TOKEN_VAR} is not set: a Hugging Face token with write access is needed to push "
             "(nor is HF_TOKEN, and `hf auth login` saved no token)"
