@@ -221,21 +221,25 @@ def test_an_axolotl_release_named_exactly_installs_with_its_shipped_constraints(
         for name in ("uv", "pip"):  # each says what it was given, and the constraints' lines
             (fake / name).write_text(
                 "#!/bin/sh\n[ \"$1\" = venv ] && exit 0\necho \"$@\"\n"
-                'while [ "$1" != -c ]; do shift; done; grep -c == "$2"\n'
+                'while [ "$1" != -c ]; do shift; done; grep -c == "$2" || true\n'
             )
             (fake / name).chmod(0o755)
         (tmp_path / "v" / "bin").mkdir(parents=True, exist_ok=True)
-        for name in ("python", "pip"):
-            target = tmp_path / "v" / "bin" / name
-            target.unlink(missing_ok=True)
-            target.symlink_to(fake / "pip")
-        done = subprocess.run(
-            ["sh", "-c", script.replace("uv pip install", f"{fake}/uv pip install")],
-            capture_output=True, text=True, check=True,
-        )
-        said = done.stdout.splitlines()
-        assert said[-2].endswith("torch==2.13.0 axolotl==0.19.0 -c " + said[-2].split()[-1])
-        assert int(said[-1]) == sum("==" in line for line in shipped.splitlines())
+        target = tmp_path / "v" / "bin" / "pip"
+        target.unlink(missing_ok=True)
+        target.symlink_to(fake / "pip")
+        # The venv's Python says whether it is the one the constraints were resolved on.
+        (tmp_path / "v" / "bin" / "python").write_text('#!/bin/sh\nexit "$FAKE_FIT"\n')
+        (tmp_path / "v" / "bin" / "python").chmod(0o755)
+        for fits, lines in (("0", sum("==" in line for line in shipped.splitlines())), ("1", 0)):
+            done = subprocess.run(
+                ["sh", "-c", script.replace("uv pip install", f"{fake}/uv pip install")],
+                capture_output=True, text=True, check=True, env={**os.environ, "FAKE_FIT": fits},
+            )
+            said = done.stdout.splitlines()
+            assert said[-2].endswith("torch==2.13.0 axolotl==0.19.0 -c " + said[-2].split()[-1])
+            assert int(said[-1]) == lines, (fits, done.stderr)
     assert constraints_of(["axolotl==0.20.0"]) == ""
+    assert constraints_of(["torch==2.12.0", "axolotl==0.19.0"]) == ""  # another torch
     assert constraints_of(["axolotl"]) == ""
     assert " -c " not in install_script("v", "v", ["axolotl==0.20.0"])

@@ -73,13 +73,26 @@ CONSTRAINTS = "constraints"
 installs, shipped so that pip and uv install them without resolving its tree."""
 
 
+RESOLVED_WITH = {"axolotl-0.19.0.txt": "torch==2.13.0"}
+"""The torch each shipped file was resolved with: its torch-built packages (triton,
+xformers, torchao, bitsandbytes) fit that torch only, so another one gets no constraints."""
+RESOLVED_ON = (
+    "import platform, sys; sys.exit(sys.version_info[:2] != (3, 11)"
+    ' or platform.machine() != "x86_64" or sys.platform != "linux")'
+)
+"""Run by the venv's Python: whether it is the Python and machine the files were resolved on
+(Python 3.11, Linux x86_64); elsewhere the constraints are left out, and pip resolves."""
+
+
 def constraints_of(requirements: list[str]) -> str:
-    """The shipped constraints for the ``axolotl==VERSION`` of ``requirements``, or ""."""
+    """The shipped constraints for the ``axolotl==VERSION`` of ``requirements`` (with the
+    torch they were resolved with), or ""."""
     for word in requirements:
         if word.startswith("axolotl=="):
             name = f"axolotl-{word.removeprefix('axolotl==')}.txt"
             path = resources.files("overbrainer.job").joinpath(CONSTRAINTS, name)
-            if "/" not in word and path.is_file():
+            torch = RESOLVED_WITH.get(name)
+            if "/" not in word and torch in requirements and path.is_file():
                 return path.read_text(encoding="utf-8")
     return ""
 
@@ -98,6 +111,9 @@ def install_script(venv: str, shown: str, requirements: list[str]) -> str:
             'pins=$(mktemp)\ntrap \'rm -f "$pins"\' EXIT\n'
             f"cat > \"$pins\" <<'CONSTRAINTS'\n{pins.rstrip()}\nCONSTRAINTS\n"
         )
+        fit = f'{venv}/bin/python -c {q(RESOLVED_ON)} || : > "$pins"\n  '
+    else:
+        fit = ""
     return f"""\
 set -e
 echo {q(f"installing Axolotl into {shown} (first use; this takes minutes)")}
@@ -112,9 +128,9 @@ if [ "$installer" = uv ]; then
   # pip takes the best version over every source (a local +cpu wheel over PyPI's): so does uv.
   [ -n "${{UV_INDEX_STRATEGY:-}}" ] || export UV_INDEX_STRATEGY=unsafe-best-match
   [ -x {venv}/bin/python ] || uv venv --python "$(command -v python3)" {venv} 2>&1
-  uv pip install --python {venv}/bin/python {wanted} 2>&1
+  {fit}uv pip install --python {venv}/bin/python {wanted} 2>&1
 else
   [ -x {venv}/bin/pip ] || python3 -m venv {venv}
-  {venv}/bin/pip install --progress-bar off {wanted} 2>&1
+  {fit}{venv}/bin/pip install --progress-bar off {wanted} 2>&1
 fi
 """
