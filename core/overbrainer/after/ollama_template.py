@@ -296,8 +296,9 @@ def chat_format(template: ChatTemplate) -> ChatFormat:
 
 
 def _literal(text: str) -> str:
-    """``text`` as Go template text inside a Modelfile's triple quotes."""
-    if "{{" in text or '"""' in text:
+    """``text`` as Go template text inside a Modelfile's triple quotes (a quote at either
+    end would run into them)."""
+    if "{{" in text or '"""' in text or text.startswith('"') or text.endswith('"'):
         return "{{ " + json.dumps(text, ensure_ascii=False) + " }}"
     return text
 
