@@ -79,6 +79,8 @@ class TestRayExecutor(ExecutorContract):
             table=ray_table(ray_cluster, tmp_path, venv),
             job_dir=lambda run: Path(run.remote_dir),
             signal_runner=stop_through_ray(ray_cluster.address),
+            # Ray's stop_job TERMs the entrypoint and every process under it.
+            signal_job=stop_through_ray(ray_cluster.address),
         )
 
     def test_no_secret_where_ray_publishes_or_in_any_file_left(
