@@ -17,10 +17,7 @@ Run it with the Python of the Ray package's venv (``.ci/run`` makes it)::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.train_latency import medians, timed_train  # noqa: E402
 from tests.fixtures.run_dirs import write_examples  # noqa: E402
 
 from overbrainer.testing.fake_axolotl import make_fake_venv  # noqa: E402
@@ -72,7 +70,6 @@ FAKE_AXOLOTL_STEPS = "{steps}"
 FAKE_AXOLOTL_STEP_SECONDS = "{step_seconds}"
 """
 
-BOOT = "from overbrainer.cli import main; import sys; sys.argv[0] = 'overbrainer'; main()"
 
 
 def one_run(work: Path, target: str, address: str, steps: int, step_seconds: float) -> dict:
@@ -99,33 +96,7 @@ def one_run(work: Path, target: str, address: str, steps: int, step_seconds: flo
         "FAKE_AXOLOTL_STEPS": str(steps),
         "FAKE_AXOLOTL_STEP_SECONDS": str(step_seconds),
     }
-    began = time.time()
-    process = subprocess.Popen(
-        [sys.executable, "-c", BOOT, "-C", str(project), "train"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    assert process.stdout is not None
-    first_line = process.stdout.readline()
-    printed = time.time()
-    process.stdout.read()
-    process.wait()
-    if process.returncode != 0 or "succeeded" not in first_line:
-        raise SystemExit(f"the {target} run did not succeed: {first_line!r}")
-    run = json.loads(next((project / "runs").glob("*/run.json")).read_text())
-    where = Path(run["remote_dir"]) if target == "cluster" else project / "runs" / run["id"]
-    events = [json.loads(line) for line in (where / "metrics.jsonl").read_text().splitlines()]
-    first_log = next(e["time"] for e in events if e["event"] == "log")
-    return {
-        "first_metric": first_log - began,
-        "exit_to_succeeded": printed - (where / "exit_code").stat().st_mtime,
-    }
-
-
-def medians(runs: list[dict]) -> dict:
-    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    return timed_train(project, target, env)
 
 
 def main() -> None:

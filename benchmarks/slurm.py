@@ -17,10 +17,7 @@ Needs Slurm's daemons and commands (``.ci/prereqs`` installs them)::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "contrib" / "overbrainer-slurm")]
 
+from benchmarks.train_latency import medians, timed_train  # noqa: E402
 from tests.fixtures.run_dirs import write_examples  # noqa: E402
 
 from overbrainer.testing.fake_axolotl import make_fake_venv  # noqa: E402
@@ -68,7 +66,6 @@ local_paths = true
 pass_env = ["FAKE_AXOLOTL_*"]
 """
 
-BOOT = "from overbrainer.cli import main; import sys; sys.argv[0] = 'overbrainer'; main()"
 
 
 def installed_site(work: Path) -> str:
@@ -99,33 +96,7 @@ def one_run(work: Path, target: str, cluster: LocalSlurm, steps: int, step_s: fl
         "FAKE_AXOLOTL_STEPS": str(steps),
         "FAKE_AXOLOTL_STEP_SECONDS": str(step_s),
     }
-    began = time.time()
-    process = subprocess.Popen(
-        [sys.executable, "-c", BOOT, "-C", str(project), "train"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    assert process.stdout is not None
-    first_line = process.stdout.readline()
-    printed = time.time()
-    process.stdout.read()
-    process.wait()
-    if process.returncode != 0 or "succeeded" not in first_line:
-        raise SystemExit(f"the {target} run did not succeed: {first_line!r}")
-    run = json.loads(next((project / "runs").glob("*/run.json")).read_text())
-    where = Path(run["remote_dir"]) if target == "cluster" else project / "runs" / run["id"]
-    events = [json.loads(line) for line in (where / "metrics.jsonl").read_text().splitlines()]
-    first_log = next(e["time"] for e in events if e["event"] == "log")
-    return {
-        "first_metric": first_log - began,
-        "exit_to_succeeded": printed - (where / "exit_code").stat().st_mtime,
-    }
-
-
-def medians(runs: list[dict]) -> dict:
-    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    return timed_train(project, target, env)
 
 
 def main() -> None:
