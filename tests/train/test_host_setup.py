@@ -118,12 +118,14 @@ def test_a_failed_install_says_why_and_creates_no_run(trainer, run_cli, tmp_path
     assert trainer.runs() == []
 
 
-def test_pip_installs_when_its_settings_name_several_indexes(
+def test_pip_installs_when_its_settings_name_several_indexes_the_main_one_not_pypi(
     trainer, run_cli, tmp_path, monkeypatch
 ):
-    """uv would take each version's files from one index, where pip weighs them all."""
+    """uv would take each version's files from the first index, where pip weighs them all:
+    only PyPI, which holds every file of a version, may come first."""
     need("uv")
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", f"{tmp_path.as_uri()}/main")
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", f"{tmp_path.as_uri()}/a {tmp_path.as_uri()}/b")
     wheel = make_wheel(tmp_path)
     trainer.venv = tmp_path / "managed-venv"
@@ -136,6 +138,56 @@ def test_pip_installs_when_its_settings_name_several_indexes(
         result.stderr
     )
     assert INSTALLED["pip"] in result.stderr
+
+
+def uv_settings(tmp_path: Path, pip_conf: str, monkeypatch) -> str:
+    """What the install script hands uv for these pip settings: the variables it sets, or
+    its pip line when pip installs."""
+    from overbrainer.job.install import install_script
+
+    need("uv")
+    need("python3")
+    config = tmp_path / "pip.conf"
+    config.write_text(pip_conf)
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
+    for name in (
+        "PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX",
+        "UV_FIND_LINKS", "UV_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_NO_INDEX",
+    ):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    script = install_script(str(tmp_path / "v"), "v", ["x"]).replace(
+        "if [ \"$installer\" = uv ]; then",
+        'echo "$installer index=${UV_INDEX_URL:-} extra=${UV_EXTRA_INDEX_URL:-}"; exit 0\n'
+        "if false; then",
+    )
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
+
+
+def test_uv_gets_pypi_first_then_the_extra_indexes_pip_weighs_alike(tmp_path, monkeypatch):
+    """A mirror first would give uv its partial set of a version's files (a py310 wheel on
+    3.11, where PyPI also has the py311 one pip picks)."""
+    mirror = f"{tmp_path.as_uri()}/mirror"
+    default = uv_settings(tmp_path, f"[global]\nextra-index-url = {mirror}\n", monkeypatch)
+    assert f"uv index= extra=https://pypi.org/simple {mirror}\n" in default
+    named = uv_settings(
+        tmp_path,
+        f"[global]\nindex-url = https://pypi.org/simple/\nextra-index-url = {mirror}\n",
+        monkeypatch,
+    )
+    assert f"uv index= extra=https://pypi.org/simple {mirror}\n" in named
+    other = uv_settings(
+        tmp_path,
+        f"[global]\nindex-url = {tmp_path.as_uri()}/main\nextra-index-url = {mirror}\n",
+        monkeypatch,
+    )
+    assert "installing with pip: its settings name several package indexes" in other
+    assert "uv index=" not in other
+    alone = uv_settings(tmp_path, f"[global]\nindex-url = {mirror}\n", monkeypatch)
+    assert f"uv index={mirror} extra=\n" in alone
+    offline = uv_settings(
+        tmp_path, f"[global]\nno-index = true\nextra-index-url = {mirror}\n", monkeypatch
+    )
+    assert "\nuv index=" in offline  # no index is read at all: uv as before
 
 
 def test_uv_gets_pips_find_links_and_constraints(tmp_path, monkeypatch):
