@@ -255,6 +255,27 @@ def test_pips_collecting_lines_are_one_count_and_its_lists_a_number(trainer, run
     assert len(setup_lines) <= 6
 
 
+def test_uvs_list_of_packages_is_not_shown_and_the_install_ends_with_its_time(trainer, run_cli):
+    listing = "".join(f"echo ' + package{n}==1.0'; " for n in range(40))
+    setup = (
+        "echo 'Resolved 40 packages in 1.2s'; echo 'Prepared 40 packages in 3.4s'; "
+        f"echo 'Installed 40 packages in 0.5s'; {listing}"
+    )
+    config = trainer.dir / "overbrainer.toml"
+    config.write_text(config.read_text() + f'setup = "{setup}"\n')
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    setup_lines = [line for line in result.stderr.splitlines() if line.startswith("setup: ")]
+    assert "package39==" not in result.stderr
+    assert setup_lines[:3] == [
+        "setup: Resolved 40 packages in 1.2s",
+        "setup: Prepared 40 packages in 3.4s",
+        "setup: Installed 40 packages in 0.5s",
+    ]
+    assert setup_lines[-1].startswith("setup: done in ")
+    assert len(setup_lines) == 4
+
+
 def test_an_axolotl_release_named_exactly_installs_with_its_shipped_constraints(tmp_path):
     """pip and uv are handed the exact versions: nothing left to resolve."""
     from overbrainer.job.install import constraints_of, install_script

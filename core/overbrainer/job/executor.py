@@ -190,11 +190,10 @@ class HostExecutor(Executor):
             raise UserError(f"{failure}: {error}{shown}{where}") from None
         finally:
             kept.close()
-        if tail and not _milestone(tail[-1]):
+        if tail and not _milestone(tail[-1]) and not _UV_LISTED.match(tail[-1]):
             logger.info(f"{what}: {_shortened(tail[-1])}")
-        if counted.count:
-            logger.info(f"{what}: done in {_elapsed(time.monotonic() - started)} "
-                        f"({counted.count} packages collected)")
+        collected = f" ({counted.count} packages collected)" if counted.count else ""
+        logger.info(f"{what}: done in {_elapsed(time.monotonic() - started)}{collected}")
 
     # The job.
 
@@ -415,6 +414,10 @@ _MILESTONES = (
     # the install script's own
     "installing ",
 )  # fmt: skip
+
+
+_UV_LISTED = re.compile(r"^ [-+~] \S")
+"""A line of uv's list of what it installed or removed: no last word worth showing."""
 
 
 PROGRESS_S = 15.0
