@@ -383,6 +383,20 @@ class PodLife:
 
     # Deleting.
 
+    def abandon(self) -> None:
+        """Delete the pod of a start that failed (or was interrupted); a failure is only
+        warned about, the start's error being the one to show."""
+        if self.pod.pod_id is None:
+            self.drop_secret()
+            return
+        try:
+            self.delete("client")
+        except Exception as error:  # noqa: BLE001 - the start's error is the one to show
+            logger.warning(
+                f"runpod: cannot delete pod {self.pod.pod_id}: {error}; its watchdog deletes "
+                f"it within the boot grace, or run `overbrainer pod rm {self.pod.run_id}`"
+            )
+
     def delete(self, by: str) -> None:
         """Delete the pod and confirm it is gone; record it ``deleted`` with its spend."""
         pod_id = self.pod.pod_id
