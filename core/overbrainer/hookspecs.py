@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from overbrainer.config.model import Settings
     from overbrainer.cycles import CycleSummary
-    from overbrainer.job.record import JobHandle, RunRecord
+    from overbrainer.job.record import JobHandle, RunRecord, RunState
     from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import (
         ArtifactSpec,
@@ -222,12 +222,13 @@ def open_shell(executor: Any, purpose: str, keep_machine: bool) -> TargetShell |
 
 
 @hookspec
-def release_executor(executor: Any, run: RunRecord | None, outcome: str | None) -> None:
+def release_executor(executor: Any, run: RunRecord | None, outcome: RunState | None) -> None:
     """Close what ``executor`` holds; for a machine made for one run, delete it once its
     results are home (unless the job asked to keep it).
 
-    ``outcome`` is the run's state when the command ends (a ``RunState``, a ``str``), or
-    None when it only detached.
+    ``outcome`` is the run's state when the command ends, or None when it only detached
+    (``ExecutorHooks`` also takes a raw caller's plain string and hands its executor the
+    ``RunState``).
     Every plugin's implementation is called; ignore executors that are not your own.
     """
 

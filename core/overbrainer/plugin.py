@@ -21,7 +21,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   ``select``, ``covered``, ``manifest_of``, ``verify``, ``sha256_file``, and
   ``collect_directory`` for a job directory this machine can read), metric lines
   (``complete_lines``, ``parse_event``), and the POSIX host pair ``Host``/``HostExecutor``
-  with ``LocalHost`` (this machine) and ``HostError``; ``StreamWatches`` for a remote
+  with ``LocalHost`` (this machine), ``HostError`` and ``HostRuntime`` (the runtime keys
+  of a target whose settings are not a ``HostTarget``); ``StreamWatches`` for a remote
   host's ``wait_for_change`` (one long-lived script a job directory).
 - For a plugin's own commands (``register_commands``): ``current_project`` (the project of
   the running command), ``ProjectLock`` (the project's writer lock, a context manager) and
@@ -72,6 +73,7 @@ from overbrainer.job.manifest import (
 )
 from overbrainer.job.metrics import complete_lines, parse_event
 from overbrainer.job.record import Container, JobHandle, RunRecord, RunState
+from overbrainer.job.runtime import HostRuntime
 from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import (
     CANCELLED,
@@ -118,6 +120,7 @@ __all__ = [
     "Host",
     "HostError",
     "HostExecutor",
+    "HostRuntime",
     "HostTarget",
     "JobHandle",
     "JobPoll",

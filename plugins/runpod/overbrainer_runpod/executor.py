@@ -24,7 +24,7 @@ from overbrainer.plugin import (
     Host,
     HostError,
     HostExecutor,
-    HostTarget,
+    HostRuntime,
     JobHandle,
     JobPoll,
     JobSpec,
@@ -224,9 +224,9 @@ class RunpodExecutor(Executor):
 
     def reach(self, life: PodLife, host: Host) -> PodSession:
         """The pod of ``life``, reached over ``host``, with the job protocol on it."""
-        inner_target = HostTarget(kind="runpod", venv=self.target.venv, device="gpu")
+        runtime = HostRuntime(venv=self.target.venv, device="gpu")
         inner = HostExecutor(
-            self.name, inner_target, host, life.pod.workdir or "/workspace/overbrainer",
+            self.name, runtime, host, life.pod.workdir or "/workspace/overbrainer",
             env=self.project.env, home_only=HOME_ONLY,
         )  # fmt: skip
         return PodSession(life, host, inner)
