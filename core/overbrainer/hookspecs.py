@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         JobSpec,
         JobStatus,
         LogChunk,
+        MachineLogQuery,
         TargetInfo,
         TargetPrice,
     )
@@ -244,22 +245,14 @@ def register_commands(register: Callable[[Any], None]) -> None:
 
 
 @hookspec(firstresult=True)
-def read_pod_log(  # noqa: PLR0917 - pluggy passes keywords; the hook names them all
-    project: Project,
-    run: RunRecord,
-    source: str | None,
-    tail: int | None,
-    follow: bool,
-    echo: Callable[[str], None],
-    note: Callable[[str], None],
-) -> bool | None:
-    """``runs logs RUN --pod``: print the logs of the machine ``run`` ran on (a Runpod pod),
-    what the run directory keeps of them, then what its provider still has; with
-    ``follow``, keep printing until the machine is gone (the core owns Ctrl-C).
+def show_machine_log(project: Project, run: RunRecord, query: MachineLogQuery) -> bool | None:
+    """``runs logs RUN --pod``: print the own log of the machine ``run`` ran on (a Runpod
+    pod's), what the run directory keeps of it, then what its provider still has; with
+    ``query.follow``, keep printing until the machine is gone.
 
-    ``source`` is ``container``, ``system`` or None for both; ``tail`` the last lines of
-    each part. Lines go to ``echo`` redacted and on one line; notes (the pod is gone, the
-    API cannot be reached) to ``note``. Return None when ``run`` did not run on a machine
-    of this plugin (the core then refuses ``--pod``), else True. Stops at the first
-    non-None result.
+    Lines go to standard output, redacted and each on one line; notes (the machine is
+    gone, its provider cannot be reached) to standard error. The core owns Ctrl-C and a
+    closed standard output (both end the command quietly). Return None when ``run`` did
+    not run on a machine of this plugin (the core then refuses ``--pod``), else True.
+    Stops at the first non-None result.
     """

@@ -10,6 +10,9 @@ from typing import Any
 
 import click
 
+TAIL_MAX = 1_000_000
+"""The most lines ``--tail`` takes (as ``runs logs``)."""
+
 
 def _api() -> Any:
     from overbrainer.plugin import current_project
@@ -22,7 +25,8 @@ def _api() -> Any:
 
 @click.group()
 def pod() -> None:
-    """Runpod pods: list and delete them, see GPU types, data centers and volumes."""
+    """Runpod pods: list and delete them, read their logs, see GPU types, data centers and
+    volumes."""
 
 
 @pod.command("ls")
@@ -129,6 +133,38 @@ def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
             + (f" (about ${spend:.2f})" if spend is not None else "")
         )
     return bool(pods)
+
+
+@pod.command("logs")
+@click.argument("run_id")
+@click.option(
+    "--source",
+    type=click.Choice(["container", "system"]),
+    help="Only the container's lines, or only Runpod's system lines.",
+)
+@click.option(
+    "--tail",
+    type=click.IntRange(min=1, max=TAIL_MAX),
+    help=f"Only the last N lines of each part (at most {TAIL_MAX:,}).",
+)
+@click.option(
+    "--follow", "-f", "keep_following", is_flag=True, help="Keep printing until the pod is gone."
+)
+def logs(run_id: str, source: str | None, tail: int | None, keep_following: bool) -> None:
+    """Print the logs of the pod RUN_ID ran on: its boot and watchdog logs and Runpod's log
+    of it, as the run directory keeps them, then what Runpod still has while the pod exists.
+    Redacted, each line on one line. RUN_ID may be `latest` or any unique prefix of an id.
+
+    Example: overbrainer pod logs latest --source container --follow
+    """
+    from overbrainer.plugin import MachineLogQuery, current_project, quiet_end, resolve_run_id
+    from overbrainer_runpod.podlog import show_pod_log
+
+    project = current_project()
+    run_id = resolve_run_id(project.runs_dir, run_id)
+    query = MachineLogQuery(source, tail, keep_following)
+    with quiet_end():
+        show_pod_log(project, lambda: _api().log_client(), run_id, query, "pod")
 
 
 @pod.command("gpus")
