@@ -36,7 +36,7 @@ from overbrainer.plugin import (
     UserError,
 )
 from overbrainer_runpod import record
-from overbrainer_runpod.pods import AFTER_TAG, STATE_DIR, PodLife, alias
+from overbrainer_runpod.pods import AFTER_TAG, STATE_DIR, PodLifecycle, alias
 from overbrainer_runpod.record import AFTER_DIR, PodRecord, PodState
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ class AfterPod:
         found = record.load(run_dir) if run_dir.is_dir() else None
         if found is None or found.state is not PodState.KEPT or found.pod_id is None:
             return None
-        life = PodLife(executor.api, run_dir, executor.timing)
+        life = PodLifecycle(executor.api, run_dir, executor.timing)
         host = self._reach(life, "")
         if host is None:
             return None
@@ -169,7 +169,7 @@ class AfterPod:
         """The run's after-training pod: the one kept by an earlier command, else a new one."""
         executor, run, label = self._executor, self.run, self.label
         where = after_dir(executor.run_dir(run.id))
-        life = PodLife(executor.api, where, executor.timing, run_id=run.id, tag=AFTER_TAG)
+        life = PodLifecycle(executor.api, where, executor.timing, run_id=run.id, tag=AFTER_TAG)
         previous = life.pod
         if previous.pod_id is not None and previous.state in REUSABLE:
             host = self._reach(life, AFTER_TAG)
@@ -207,7 +207,7 @@ class AfterPod:
         logger.info(f"{label}: pod {pod.pod_id} ({pod.gpu_type}{rate}) ready for run {run.id}")
         return session
 
-    def _reach(self, life: PodLife, tag: str) -> Host | None:
+    def _reach(self, life: PodLifecycle, tag: str) -> Host | None:
         """The recorded pod, connected; None when it is gone or does not answer (recorded)."""
         pod = life.pod
         assert pod.pod_id is not None
@@ -301,7 +301,7 @@ class AfterPod:
         logger.info(f"{label}: pod {pod.pod_id} of run {run_id} deleted")
 
 
-def _abandon(life: PodLife) -> None:
+def _abandon(life: PodLifecycle) -> None:
     """Delete the pod of a start that failed or was interrupted; one whose create was cut
     short before its answer (Ctrl-C) is found by its name."""
     if life.pod.pod_id is None and life.pod.attempts:
@@ -317,7 +317,7 @@ def _abandon(life: PodLife) -> None:
     life.abandon()
 
 
-def _forget(life: PodLife, label: str) -> None:
+def _forget(life: PodLifecycle, label: str) -> None:
     """An after-training pod that cannot be reused: deleted before a new one is made."""
     if life.pod.state is PodState.DELETED or life.pod.pod_id is None:
         return
@@ -341,7 +341,7 @@ def _mark_in_use(session: PodSession) -> None:
     )
 
 
-def _gone(life: PodLife) -> bool:
+def _gone(life: PodLifecycle) -> bool:
     """Whether the pod is gone already (its watchdog deleted it): recorded if so."""
     pod_id = life.pod.pod_id
     try:

@@ -64,7 +64,7 @@ def remove(run_id: str, force: bool) -> None:
     """
     from overbrainer.plugin import ProjectLock, UserError, current_project, resolve_run_id
     from overbrainer_runpod import record
-    from overbrainer_runpod.pods import PodLife
+    from overbrainer_runpod.pods import PodLifecycle
     from overbrainer_runpod.record import PodState
     from overbrainer_runpod.timing import timing
 
@@ -73,7 +73,7 @@ def remove(run_id: str, force: bool) -> None:
     with ProjectLock(project.dir):
         run_dir = project.runs_dir / run_id
         known = run_dir.is_dir() and record.load(run_dir) is not None
-        life = PodLife(_api(), run_dir, timing(), persist=known)
+        life = PodLifecycle(_api(), run_dir, timing(), persist=known)
         pod_record = life.pod
         if pod_record.state is PodState.RUNNING and not force:
             raise UserError(
@@ -112,7 +112,7 @@ def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
     has one: from its record, else (a run of no record) by its name. Whether one was."""
     from overbrainer_runpod import record
     from overbrainer_runpod.after import after_dir
-    from overbrainer_runpod.pods import AFTER_TAG, PodLife
+    from overbrainer_runpod.pods import AFTER_TAG, PodLifecycle
     from overbrainer_runpod.record import PodState
     from overbrainer_runpod.timing import timing
 
@@ -120,7 +120,7 @@ def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
     recorded = where.is_dir() and record.load(where) is not None
     if not recorded and known:
         return False
-    life = PodLife(_api(), where, timing(), persist=recorded, run_id=run_id, tag=AFTER_TAG)
+    life = PodLifecycle(_api(), where, timing(), persist=recorded, run_id=run_id, tag=AFTER_TAG)
     if life.pod.state is PodState.DELETED:
         return False
     pods = [{"id": life.pod.pod_id}] if life.pod.pod_id else life.find_by_name()

@@ -45,7 +45,7 @@ from overbrainer_runpod.api import RunpodApi
 from overbrainer_runpod.pods import (
     STATE_DIR,
     Placement,
-    PodLife,
+    PodLifecycle,
     alias,
     auto_gpu_types,
     estimate_vram_gb,
@@ -65,9 +65,10 @@ POD_LOGS = ("boot.log", "watchdog.log", "sshd.log")
 
 @dataclass
 class PodSession:
-    """A run's pod, reached."""
+    """A run's pod while this command talks to it: its lifecycle, the connection to it and
+    the job protocol over that connection."""
 
-    life: PodLife
+    life: PodLifecycle
     host: Host
     inner: HostExecutor
     launched: bool = False
@@ -202,7 +203,7 @@ class RunpodExecutor(Executor):
         existing = record.load(run_dir) if run_dir.is_dir() else None
         if existing is not None and existing.pod_id is not None:
             return ""  # this id has its pod already
-        life = PodLife(self.api, run_dir, self.timing)
+        life = PodLifecycle(self.api, run_dir, self.timing)
         try:
             life.place(self.target, self.placement(), api_url=self.api.base_url)
             host = life.wait_ready(lambda config: self._connect(run_id, config))
@@ -222,7 +223,7 @@ class RunpodExecutor(Executor):
 
         return open_host(self.name, alias(run_id), ssh_config=config)
 
-    def reach(self, life: PodLife, host: Host) -> PodSession:
+    def reach(self, life: PodLifecycle, host: Host) -> PodSession:
         """The pod of ``life``, reached over ``host``, with the job protocol on it."""
         runtime = HostRuntime(venv=self.target.venv, device="gpu")
         inner = HostExecutor(
@@ -249,7 +250,7 @@ class RunpodExecutor(Executor):
         if found is not None:
             return found
         run_dir = self.run_dir(run_id)
-        life = PodLife(self.api, run_dir, self.timing)
+        life = PodLifecycle(self.api, run_dir, self.timing)
         pod = life.pod
         if pod.pod_id is None or pod.state is PodState.DELETED or pod.workdir is None:
             return None

@@ -119,8 +119,9 @@ def priced_types(
     return sorted(chosen)
 
 
-class PodLife:
-    """The pod of run ``run_id``, its record in ``run_dir``. A ``tag`` (``AFTER_TAG``)
+class PodLifecycle:
+    """The life of run ``run_id``'s pod, from its create to its confirmed delete, with its
+    record (``pod.json``) in ``run_dir`` saved at each step. A ``tag`` (``AFTER_TAG``)
     makes it the run's pod for the commands after training, whose record is in
     ``runs/<id>/after-pod/`` (``run_dir`` then, with ``run_id`` given)."""
 
