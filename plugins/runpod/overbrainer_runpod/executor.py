@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
@@ -166,7 +166,7 @@ class RunpodExecutor(Executor):
                 f"`overbrainer pod rm {run_id}` or in Runpod's console"
             )
 
-    def _after_pod_of(self, run_id: str, pod_id: Any) -> bool:
+    def _after_pod_of(self, run_id: str, pod_id: object) -> bool:
         """Whether ``pod_id`` is the live after-training pod of run ``run_id`` here."""
         from overbrainer_runpod.after import after_record
 

@@ -13,18 +13,21 @@ import base64
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
-from overbrainer.plugin import HostError, TransientError, UserError
+from overbrainer.plugin import Host, HostError, TransientError, UserError
 from overbrainer_runpod import keys, record
 from overbrainer_runpod.api import Ambiguous, Enum, Refused, RunpodApi
 from overbrainer_runpod.record import Attempt, PodRecord, PodState
+
+if TYPE_CHECKING:
+    from overbrainer_runpod import RunpodTarget
 from overbrainer_runpod.timing import Timing, ssh_user
 
 DEFAULT_IMAGE = "axolotlai/axolotl-cloud:main-latest"
@@ -166,7 +169,7 @@ class PodLifecycle:
 
     # Placing.
 
-    def place(self, target: Any, placement: Placement, *, api_url: str | None) -> None:
+    def place(self, target: RunpodTarget, placement: Placement, *, api_url: str | None) -> None:
         """Create the pod: each GPU type (and data center) in order until one is placed."""
         run_id = self.pod.run_id
         client = keys.new_key()
@@ -303,7 +306,7 @@ class PodLifecycle:
 
     # Reaching it.
 
-    def wait_ready(self, connect: Any) -> Any:
+    def wait_ready(self, connect: Callable[[Path], Host]) -> Host:
         """Poll the pod until its SSH port is known and its bootstrap says ready; the
         connected host ``connect(config)`` returned."""
         pod_id = self.pod.pod_id
