@@ -55,11 +55,11 @@ def quiet_pod(fake: FakeRunpod, runs: Path, lines: int = 0) -> tuple[str, Path]:
 
 
 def delete_time(fake: FakeRunpod, api: object, runs: Path, drain: bool) -> float:
-    from overbrainer_runpod.pods import PodLife
+    from overbrainer_runpod.pods import PodLifecycle
     from overbrainer_runpod.timing import timing
 
     _, run_dir = quiet_pod(fake, runs)
-    life = PodLife(api, run_dir, timing())  # type: ignore[arg-type]
+    life = PodLifecycle(api, run_dir, timing())  # type: ignore[arg-type]
     life.drained = not drain
     started = time.monotonic()
     life.delete("client")

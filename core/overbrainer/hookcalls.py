@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         JobSpec,
         JobStatus,
         LogChunk,
+        MachineLogQuery,
         TargetInfo,
         TargetPrice,
     )
@@ -124,26 +125,9 @@ class Hooks:
     def register_commands(self, *, register: Callable[[object], None]) -> None:
         self._relay.register_commands(register=register)
 
-    def read_pod_log(
-        self,
-        *,
-        project: Project,
-        run: RunRecord,
-        source: str | None,
-        tail: int | None,
-        follow: bool,
-        echo: Callable[[str], None],
-        note: Callable[[str], None],
+    def show_machine_log(
+        self, *, project: Project, run: RunRecord, query: MachineLogQuery
     ) -> bool | None:
         return cast(
-            "bool | None",
-            self._relay.read_pod_log(
-                project=project,
-                run=run,
-                source=source,
-                tail=tail,
-                follow=follow,
-                echo=echo,
-                note=note,
-            ),
+            "bool | None", self._relay.show_machine_log(project=project, run=run, query=query)
         )

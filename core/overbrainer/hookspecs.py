@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from overbrainer.config.model import Settings
     from overbrainer.cycles import CycleSummary
-    from overbrainer.job.record import JobHandle, RunRecord
+    from overbrainer.job.record import JobHandle, RunRecord, RunState
     from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import (
         ArtifactSpec,
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         JobSpec,
         JobStatus,
         LogChunk,
+        MachineLogQuery,
         TargetInfo,
         TargetPrice,
     )
@@ -222,12 +223,13 @@ def open_shell(executor: Any, purpose: str, keep_machine: bool) -> TargetShell |
 
 
 @hookspec
-def release_executor(executor: Any, run: RunRecord | None, outcome: str | None) -> None:
+def release_executor(executor: Any, run: RunRecord | None, outcome: RunState | None) -> None:
     """Close what ``executor`` holds; for a machine made for one run, delete it once its
     results are home (unless the job asked to keep it).
 
-    ``outcome`` is the run's state when the command ends (a ``RunState``, a ``str``), or
-    None when it only detached.
+    ``outcome`` is the run's state when the command ends, or None when it only detached
+    (``ExecutorHooks`` also takes a raw caller's plain string and hands its executor the
+    ``RunState``).
     Every plugin's implementation is called; ignore executors that are not your own.
     """
 
@@ -243,22 +245,14 @@ def register_commands(register: Callable[[Any], None]) -> None:
 
 
 @hookspec(firstresult=True)
-def read_pod_log(  # noqa: PLR0917 - pluggy passes keywords; the hook names them all
-    project: Project,
-    run: RunRecord,
-    source: str | None,
-    tail: int | None,
-    follow: bool,
-    echo: Callable[[str], None],
-    note: Callable[[str], None],
-) -> bool | None:
-    """``runs logs RUN --pod``: print the logs of the machine ``run`` ran on (a Runpod pod),
-    what the run directory keeps of them, then what its provider still has; with
-    ``follow``, keep printing until the machine is gone (the core owns Ctrl-C).
+def show_machine_log(project: Project, run: RunRecord, query: MachineLogQuery) -> bool | None:
+    """``runs logs RUN --pod``: print the own log of the machine ``run`` ran on (a Runpod
+    pod's), what the run directory keeps of it, then what its provider still has; with
+    ``query.follow``, keep printing until the machine is gone.
 
-    ``source`` is ``container``, ``system`` or None for both; ``tail`` the last lines of
-    each part. Lines go to ``echo`` redacted and on one line; notes (the pod is gone, the
-    API cannot be reached) to ``note``. Return None when ``run`` did not run on a machine
-    of this plugin (the core then refuses ``--pod``), else True. Stops at the first
-    non-None result.
+    Lines go to standard output, redacted and each on one line; notes (the machine is
+    gone, its provider cannot be reached) to standard error. The core owns Ctrl-C and a
+    closed standard output (both end the command quietly). Return None when ``run`` did
+    not run on a machine of this plugin (the core then refuses ``--pod``), else True.
+    Stops at the first non-None result.
     """

@@ -13,7 +13,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
 - What hooks take and return: ``JobSpec``, ``JobPoll``, ``JobStatus`` (``RUNNING``,
   ``CANCELLED``, ``LOST``), ``ArtifactSpec``, ``TargetInfo``, ``SecretsChannel``,
   ``LogChunk``, ``JobHandle`` (with ``Container``), ``RunRecord``, ``Project``; for
-  ``open_shell``, ``TargetShell``; for ``estimate_price``, ``TargetPrice``; for the
+  ``open_shell``, ``TargetShell``; for ``estimate_price``, ``TargetPrice``; for
+  ``show_machine_log``, ``MachineLogQuery``; for the
   ``watch`` hooks, ``Settings`` and ``CycleSummary``.
 - Settings models for ``register_targets``: ``TargetBase``, ``HostTarget`` and the field
   types ``NonEmpty``, ``Finite``, ``RemotePath``, ``EnvPattern``, ``comma_list``.
@@ -21,12 +22,14 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   ``select``, ``covered``, ``manifest_of``, ``verify``, ``sha256_file``, and
   ``collect_directory`` for a job directory this machine can read), metric lines
   (``complete_lines``, ``parse_event``), and the POSIX host pair ``Host``/``HostExecutor``
-  with ``LocalHost`` (this machine) and ``HostError``; ``StreamWatches`` for a remote
+  with ``LocalHost`` (this machine), ``HostError`` and ``HostRuntime`` (the runtime keys
+  of a target whose settings are not a ``HostTarget``); ``StreamWatches`` for a remote
   host's ``wait_for_change`` (one long-lived script a job directory).
 - For a plugin's own commands (``register_commands``): ``current_project`` (the project of
   the running command), ``ProjectLock`` (the project's writer lock, a context manager) and
   ``check_run_id`` (refuses an id that is not a run id), ``resolve_run_id`` (``latest``
-  or a unique prefix to the run id, as the core's commands take them).
+  or a unique prefix to the run id, as the core's commands take them), ``quiet_end``
+  (Ctrl-C and a closed standard output end a printing command quietly).
 - Project files, read and written as the core does (:mod:`overbrainer.files`):
   ``read_regular`` (a regular file only, within a bound), ``write_atomic`` (rename, never
   through a link), ``open_append`` (``O_NOFOLLOW``), ``mkdir_nofollow`` and ``own_path``
@@ -37,6 +40,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
 """
 
 from __future__ import annotations
+
+from contextlib import AbstractContextManager
 
 from overbrainer import hookimpl
 from overbrainer.config.model import (
@@ -72,6 +77,7 @@ from overbrainer.job.manifest import (
 )
 from overbrainer.job.metrics import complete_lines, parse_event
 from overbrainer.job.record import Container, JobHandle, RunRecord, RunState
+from overbrainer.job.runtime import HostRuntime
 from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import (
     CANCELLED,
@@ -83,6 +89,7 @@ from overbrainer.job.spec import (
     JobState,
     JobStatus,
     LogChunk,
+    MachineLogQuery,
     SecretsChannel,
     TargetInfo,
     TargetPrice,
@@ -99,6 +106,14 @@ def current_project() -> Project:
     from overbrainer.cli.context import current_app
 
     return current_app().project
+
+
+def quiet_end() -> AbstractContextManager[None]:
+    """For a command that prints until stopped: Ctrl-C and a closed standard output
+    (``| head``) end it quietly, exit status 0, as they end ``runs logs``."""
+    from overbrainer.cli.machinelog import quiet_end as ending
+
+    return ending()
 
 
 __all__ = [
@@ -118,6 +133,7 @@ __all__ = [
     "Host",
     "HostError",
     "HostExecutor",
+    "HostRuntime",
     "HostTarget",
     "JobHandle",
     "JobPoll",
@@ -127,6 +143,7 @@ __all__ = [
     "LineRedactor",
     "LocalHost",
     "LogChunk",
+    "MachineLogQuery",
     "Manifest",
     "MissingArtifact",
     "NonEmpty",
@@ -160,6 +177,7 @@ __all__ = [
     "own_path",
     "parse_event",
     "parse_manifest",
+    "quiet_end",
     "read_regular",
     "redact",
     "register_secret",

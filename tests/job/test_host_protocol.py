@@ -14,7 +14,7 @@ from tests.tools import need
 from tests.train.conftest import group_alive
 
 from overbrainer.errors import UserError
-from overbrainer.plugin import ArtifactSpec, JobHandle, JobState, LocalHost
+from overbrainer.plugin import ArtifactSpec, HostRuntime, JobHandle, JobState, LocalHost
 
 WRITE_METRICS = (
     'printf \'{"event":"log","step":1}\\n\' >> metrics.jsonl; '
@@ -67,6 +67,20 @@ def test_the_job_sees_an_allowlisted_environment_and_what_the_target_passes(benc
     assert env["AWS_SECRET_ACCESS_KEY"] == "aws-shell"  # asked for by "*SECRET*"
     for never in ("OVERBRAINER_SECRET_THING", "VAULT_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         assert never not in env
+
+
+def test_a_host_runtime_drives_the_protocol_without_a_host_target(bench, monkeypatch):
+    """A target of another shape (the runpod target's pod) hands its runtime keys alone."""
+    monkeypatch.setenv("WANTED_SETTING", "passed")
+    bench.executor.host = LocalHost(os.environ)
+    bench.executor.env = dict(os.environ)
+    bench.executor.target = HostRuntime(device="cpu", pass_env=("WANTED_*",))
+    assert bench.executor.describe().device == "cpu"
+    run = bench.launch(bench.new_run(), "env > env.txt")
+    poll, _ = bench.wait(run)
+    assert (poll.status.state, poll.status.exit_code) == (JobState.EXITED, 0)
+    env = (Path(run.remote_dir) / "env.txt").read_text().splitlines()
+    assert "WANTED_SETTING=passed" in env
 
 
 def test_only_complete_metric_lines_are_read(bench):

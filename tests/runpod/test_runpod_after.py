@@ -159,7 +159,7 @@ def test_keep_pod_keeps_it_and_the_next_export_reuses_it(pod_run, run_cli):
 
 def test_a_kept_training_pod_is_used_and_left_kept(pod_run, run_cli):
     from overbrainer_runpod.api import RunpodApi
-    from overbrainer_runpod.pods import PodLife
+    from overbrainer_runpod.pods import PodLifecycle
     from overbrainer_runpod.timing import timing
 
     # Make a kept training pod the way `train --keep-pod` leaves it (ready, job ended, kept).
@@ -169,7 +169,7 @@ def test_a_kept_training_pod_is_used_and_left_kept(pod_run, run_cli):
     remote = executor.claim(pod_run.run_id)
     session = executor.sessions[pod_run.run_id]
     session.host.check(f"cd {remote} && mkdir -p .pod && touch .pod/keep exit_code job.pid\n")
-    PodLife(api, pod_run.run_dir, timing()).save(state=PodState.KEPT, keep=True)
+    PodLifecycle(api, pod_run.run_dir, timing()).save(state=PodState.KEPT, keep=True)
     session.host.close()
     pod_run.finished.record(remote_dir=remote)
     pod_id = json.loads((pod_run.run_dir / "pod.json").read_text())["pod_id"]

@@ -470,10 +470,11 @@ def test_a_pod_found_missing_once_is_not_taken_for_gone(trainer, run_cli):
     os.kill(cli.pid, signal.SIGKILL)
     cli.wait()
     from overbrainer_runpod.api import RunpodApi
-    from overbrainer_runpod.pods import PodLife
+    from overbrainer_runpod.pods import PodLifecycle
     from overbrainer_runpod.timing import timing
 
-    life = PodLife(RunpodApi(API_KEY, trainer.fake.url), trainer.dir / "runs" / run_id, timing())
+    api = RunpodApi(API_KEY, trainer.fake.url)
+    life = PodLifecycle(api, trainer.dir / "runs" / run_id, timing())
     trainer.fake.glitch_not_found = 1
     with pytest.raises(Exception, match="is still listed after its deletion"):
         life.confirm_gone("test")

@@ -1,6 +1,6 @@
-"""``runs logs RUN --pod``: the pod's logs kept in the run directory, then Runpod's log
-stream (``GET /v1/pods/{id}/logs`` on the fake, a real event stream over loopback); and the
-drain before a delete that keeps them once the pod is gone."""
+"""``runs logs RUN --pod`` and ``pod logs RUN``: the pod's logs kept in the run directory,
+then Runpod's log stream (``GET /v1/pods/{id}/logs`` on the fake, a real event stream over
+loopback); and the drain before a delete that keeps them once the pod is gone."""
 
 from __future__ import annotations
 
@@ -282,10 +282,83 @@ def test_pod_on_a_run_that_did_not_run_on_a_pod_is_refused(project, run_cli):
     write_run(project, target="local")
     result = run_cli("runs", "logs", RUN, "--pod")
     assert result.exit_code == 1
+    assert result.stdout == ""
     assert result.stderr == (
-        f"error: runs: run {RUN} did not run on a Runpod pod (its target is `local`): "
-        "--pod has no pod log to read\n"
+        f"error: runs: run {RUN} has no machine log (its target `local` keeps none): "
+        "--pod has nothing to read\n"
     )
+
+
+# `pod logs`: the plugin's own command, the same output under its own name.
+
+
+def test_pod_logs_prints_what_runs_logs_pod_prints(project, fake_runpod, run_cli):
+    run_dir = write_run(project)
+    pod_id = live_pod(fake_runpod, run_dir)
+    (run_dir / "pod").mkdir()
+    (run_dir / "pod" / "boot.log").write_text("boot 1\nboot 2\n")
+    cursor = fake_runpod.pod_log(pod_id, "step 1")
+    fake_runpod.pod_log(pod_id, "step 2")
+    keep(run_dir, [("system", "pull image"), ("container", "step 1")], cursor)
+
+    result = run_cli("pod", "logs", "latest")
+    assert result.exit_code == 0, result.stderr
+    assert shown_lines(result.stdout) == [
+        "== boot.log ==", "boot 1", "boot 2", "== pod ==", "sys pull image", "ctr step 1",
+        "ctr step 2",
+    ]  # fmt: skip
+    assert result.stdout == run_cli("runs", "logs", RUN, "--pod").stdout
+    last = run_cli("pod", "logs", RUN[:8], "--source", "container", "--tail", "1")
+    assert shown_lines(last.stdout) == [
+        "== boot.log ==", "boot 2", "== pod ==", "ctr step 1", "ctr step 2",
+    ]  # fmt: skip
+    assert fake_runpod.podlogs.requests[-1] == {"source": "container", "cursor": cursor}
+
+
+def test_pod_logs_speaks_as_pod(project, fake_runpod, run_cli, monkeypatch):
+    run_dir = write_run(project)
+    live_pod(fake_runpod, run_dir, PodState.DELETED)
+    nothing = run_cli("pod", "logs", RUN)
+    assert (nothing.exit_code, nothing.stdout) == (0, f"pod: no pod log kept for run {RUN}\n")
+
+    pod_id = live_pod(fake_runpod, run_dir)
+    monkeypatch.setenv("OVERBRAINER_RUNPOD__API_KEY", "rpa_WRONGKEY0123456789abcdefghij")
+    refused = run_cli("pod", "logs", RUN)
+    assert refused.exit_code == 1
+    assert refused.stderr == (
+        f"error: pod: Runpod refused the logs of pod {pod_id} (HTTP 401: "
+        '{"error": "Unauthorized"}): check OVERBRAINER_RUNPOD__API_KEY\n'
+    )
+
+
+def test_pod_logs_of_an_unknown_run_is_refused(project, fake_runpod, run_cli):
+    result = run_cli("pod", "logs", "nope_20260101-000000")
+    assert result.exit_code == 1
+    assert result.stderr == "error: no run nope_20260101-000000 in runs/\n"
+    bad = run_cli("pod", "logs", RUN, "--source", "other")
+    assert bad.exit_code == 2 and "'other' is not one of 'container', 'system'" in bad.stderr
+
+
+def test_pod_logs_follow_ends_quietly_on_ctrl_c(project, fake_runpod):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    run_dir = write_run(project)
+    pod_id = live_pod(fake_runpod, run_dir)
+    fake_runpod.pod_log(pod_id, "step 1")
+    code = "import sys\nfrom overbrainer.cli import main\nsys.argv[0] = 'overbrainer'\nmain()\n"
+    args = [sys.executable, "-c", code, "-C", str(project), "pod", "logs", RUN, "-f"]
+    with subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ)
+    ) as process:
+        assert process.stdout is not None
+        lines = [process.stdout.readline() for _ in range(3)]
+        process.send_signal(signal.SIGINT)
+        rest, stderr = process.communicate(timeout=30)
+    assert lines[2].endswith(b" ctr step 1\n")
+    assert (process.returncode, rest, stderr) == (0, b"", b"")
 
 
 def test_source_without_pod_is_a_usage_error(project, run_cli):

@@ -89,21 +89,25 @@ def diff(before: str, after: str) -> None:
     "-f",
     "keep_following",
     is_flag=True,
-    help="Keep printing until the job ends (with --pod, until the pod is gone).",
+    help="Keep printing until the job ends (with --pod, until the machine is gone).",
 )
 @click.option(
-    "--pod", is_flag=True, help="The logs of the run's Runpod pod, kept and live, not job.log."
+    "--pod",
+    is_flag=True,
+    help="The own logs of the machine the run ran on (a Runpod pod), kept and live, not "
+    "job.log.",
 )
 @click.option(
     "--source",
     type=click.Choice(["container", "system"]),
-    help="With --pod: only the container's lines, or only Runpod's system lines.",
+    help="With --pod: only the container's lines, or only the provider's system lines.",
 )
 def logs(
     run_id: str | None, tail: int | None, keep_following: bool, pod: bool, source: str | None
 ) -> None:
     """Print the job log of RUN_ID, redacted; a running job's is read from its target.
-    With --pod, the logs of the pod it ran on. RUN_ID may be `latest` (the default) or
+    With --pod, the own logs of the machine it ran on (`overbrainer pod logs` of a Runpod
+    run). RUN_ID may be `latest` (the default) or
     any unique prefix of an id.
 
     Example: overbrainer runs logs latest --tail 50 --follow
@@ -112,9 +116,10 @@ def logs(
         raise click.UsageError("--source applies only to --pod")
     run_id = current_app().runs.resolve(run_id)
     if pod:
-        from overbrainer.cli.podlog import print_pod_log
+        from overbrainer.cli.machinelog import print_machine_log
+        from overbrainer.job.spec import MachineLogQuery
 
-        print_pod_log(current_app(), run_id, source, tail, keep_following)
+        print_machine_log(current_app(), run_id, MachineLogQuery(source, tail, keep_following))
         return
     from overbrainer.train.joblog import log_lines
 

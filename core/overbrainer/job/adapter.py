@@ -169,7 +169,7 @@ class ExecutorHooks(Generic[T]):
         return mine.open_shell(purpose, keep_machine) if (mine := self._mine(executor)) else None
 
     def _release_executor(
-        self, executor: object, run: RunRecord | None, outcome: str | None
+        self, executor: object, run: RunRecord | None, outcome: RunState | str | None
     ) -> None:
         if mine := self._mine(executor):
             mine.release(run, None if outcome is None else RunState(outcome))

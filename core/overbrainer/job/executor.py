@@ -32,6 +32,7 @@ from overbrainer.job.interface import Executor
 from overbrainer.job.manifest import Manifest, covered, parse_manifest, select, verify
 from overbrainer.job.metrics import complete_lines
 from overbrainer.job.record import Container, JobHandle, RunRecord, RunState
+from overbrainer.job.runtime import HostRuntime
 from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import (
     ArtifactSpec,
@@ -52,16 +53,18 @@ LOG_CHUNK = 1 << 20
 class HostExecutor(Executor):
     """Runs jobs of the target ``name`` on ``host``, in run directories under ``workdir``.
 
-    ``setup_dir``: where ``setup`` runs (default: the work directory); ``env``:
-    overbrainer's environment, from which ``pass_env`` takes what the job gets besides its
-    secrets; ``home_only``: names of the run directory the target keeps at home besides
-    ``layout.HOME_ONLY`` (its own records of the machine), never uploaded.
+    ``target``: the target's settings (a ``HostTarget``), or the ``HostRuntime`` of a
+    target whose settings are of another shape; ``setup_dir``: where ``setup`` runs
+    (default: the work directory); ``env``: overbrainer's environment, from which
+    ``pass_env`` takes what the job gets besides its secrets; ``home_only``: names of the
+    run directory the target keeps at home besides ``layout.HOME_ONLY`` (its own records
+    of the machine), never uploaded.
     """
 
     def __init__(
         self,
         name: str,
-        target: HostTarget,
+        target: HostTarget | HostRuntime,
         host: Host,
         workdir: str,
         *,

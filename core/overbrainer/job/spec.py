@@ -124,6 +124,20 @@ class LogChunk:
     offset: int
 
 
+@dataclass(frozen=True)
+class MachineLogQuery:
+    """What ``runs logs RUN --pod`` asks of the log of the machine a run ran on.
+
+    ``source``: a part of that log the target names (``container`` or ``system``, the
+    reference's), None for all; ``tail``: the last lines of each part; ``follow``: keep
+    printing until the machine is gone.
+    """
+
+    source: str | None = None
+    tail: int | None = None
+    follow: bool = False
+
+
 class JobState(StrEnum):
     """Where a job stands on its target."""
 

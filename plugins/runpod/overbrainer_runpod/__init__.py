@@ -15,6 +15,7 @@ from overbrainer.plugin import (
     Executor,
     ExecutorHooks,
     Finite,
+    MachineLogQuery,
     NonEmpty,
     Project,
     RemotePath,
@@ -114,7 +115,7 @@ def estimate_price(name: str, target: RunpodTarget, project: Project) -> TargetP
 
 class RunpodHooks(ExecutorHooks[RunpodTarget]):
     """The adapter's hooks for ``RunpodExecutor``, with the plugin's own: ``overbrainer
-    pod`` and the pods' logs."""
+    pod`` and a pod's log for ``runs logs --pod``."""
 
     @hookimpl
     def register_commands(self, register: Callable[[Any], None]) -> None:
@@ -123,16 +124,10 @@ class RunpodHooks(ExecutorHooks[RunpodTarget]):
         register(pod)
 
     @hookimpl
-    def read_pod_log(  # noqa: PLR0917 - pluggy passes keywords; the hook names them all
-        self,
-        project: Project,
-        run: RunRecord,
-        source: str | None,
-        tail: int | None,
-        follow: bool,
-        echo: Callable[[str], None],
-        note: Callable[[str], None],
+    def show_machine_log(
+        self, project: Project, run: RunRecord, query: MachineLogQuery
     ) -> bool | None:
+        """``runs logs RUN --pod`` of a run on a pod: ``overbrainer pod logs``'s output."""
         run_dir = project.runs_dir / run.id
         target = project.settings.targets.get(run.target)
         ours = (run_dir / "pod.json").exists() or (run_dir / "pod").is_dir()
@@ -144,7 +139,7 @@ class RunpodHooks(ExecutorHooks[RunpodTarget]):
         def client() -> Any:
             return api_of(*account(project), rest_url(project)).log_client()
 
-        show_pod_log(project, client, run.id, source, tail, follow, echo, note)
+        show_pod_log(project, client, run.id, query, "runs")
         return True
 
 

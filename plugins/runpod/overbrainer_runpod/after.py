@@ -17,18 +17,30 @@ killed) and at ``max_hours``; the command renews the lease from a thread while i
 from __future__ import annotations
 
 import contextlib
+import shlex
 import threading
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
-from overbrainer.plugin import HostError, RunRecord, TargetShell, TransientError, UserError
+from overbrainer.plugin import (
+    Host,
+    HostError,
+    RunRecord,
+    TargetShell,
+    TransientError,
+    UserError,
+)
 from overbrainer_runpod import record
-from overbrainer_runpod.pods import AFTER_TAG, STATE_DIR, PodLife, alias
+from overbrainer_runpod.pods import AFTER_TAG, STATE_DIR, PodLifecycle, alias
 from overbrainer_runpod.record import AFTER_DIR, PodRecord, PodState
+
+if TYPE_CHECKING:
+    from overbrainer_runpod.executor import PodSession, RunpodExecutor
 
 REUSABLE = (PodState.READY, PodState.KEPT)
 
@@ -37,26 +49,19 @@ def after_dir(run_dir: Path) -> Path:
     return run_dir / AFTER_DIR
 
 
-@dataclass
-class ShellPod:
-    """The pod a command after training works on."""
-
-    session: Any
-    """The executor's ``PodSession`` of it."""
-    run_id: str
-    purpose: str
-    keep: bool
-    owned: bool
-    """The run's after-training pod (deleted at the end unless kept), not its kept
-    training pod (left as it is)."""
-    lease: LeaseKeeper | None = None
+def after_record(run_dir: Path) -> PodRecord | None:
+    """The run's after-training pod record, if it has one."""
+    where = after_dir(run_dir)
+    return record.load(where) if where.is_dir() else None
 
 
 class LeaseKeeper:
     """Touches ``.pod/lease`` on the pod from a thread, over a connection of its own,
     while the command works: the watchdog deletes the pod once it runs out."""
 
-    def __init__(self, connect: Any, marker_dir: str, every: float, until: float) -> None:
+    def __init__(
+        self, connect: Callable[[], Host], marker_dir: str, every: float, until: float
+    ) -> None:
         self._connect = connect
         self._script = f"mkdir -p {_q(marker_dir)} && touch {_q(marker_dir)}/lease\n"
         self._every = every
@@ -68,7 +73,7 @@ class LeaseKeeper:
         self._thread.start()
 
     def _loop(self) -> None:
-        host = None
+        host: Host | None = None
         while not self._stop.wait(self._every):
             if self._until and time.time() > self._until:
                 self.expired = True
@@ -93,106 +98,210 @@ class LeaseKeeper:
         self._thread.join(timeout=90)
 
 
-def open_shell(executor: Any, purpose: str, keep: bool) -> TargetShell:
-    """A shell on a pod for ``purpose`` (``export``, ``compare``) of the executor's run."""
-    run: RunRecord | None = executor.run
-    if run is None:
-        raise UserError(f"target `{executor.name}`: a shell after training needs the run")
-    label = purpose or "runpod"
-    run_dir = executor.run_dir(run.id)
-    shell_pod = _kept_training_pod(executor, run, label, keep) or _after_pod(
-        executor, run, label, keep
-    )
-    executor.shell_pod = shell_pod  # released by release_executor whatever follows
-    session = shell_pod.session
-    marker_dir = f"{session.run_dir}/.pod"
-    timing = executor.timing
-    pod = session.life.pod
-    every = timing.seconds(min(timing.lease_renew_minutes, timing.lease_minutes / 3))
-    deadlines = [at for at in (pod.delete_at, _cost_cap(executor, shell_pod)) if at]
-    guard = min(deadlines) + timing.seconds(timing.client_guard_minutes) if deadlines else 0
-    connect = _connector(executor.name, session.life.ssh_dir, shell_pod)
-    shell_pod.lease = LeaseKeeper(connect, marker_dir, every, guard)
-    shell = session.inner.shell()
-    moved = session.run_dir if shell_pod.owned or session.run_dir != run.remote_dir else None
-    logger.debug(f"runpod: {label} of run {run.id} works in {session.run_dir} ({run_dir.name})")
-    return replace(shell, run_dir=moved, price_per_hour=pod.cost_per_hour)
+class AfterPod:
+    """The pod one command after training (``purpose``: ``export``, ``compare``) works on
+    for ``run``: found or made by :meth:`open`, ended by :meth:`release` (kept with
+    ``keep``, else deleted; the run's kept training pod is left as it is). The executor
+    holds it from ``open_shell`` to ``release_executor``."""
 
+    def __init__(self, executor: RunpodExecutor, run: RunRecord, purpose: str, keep: bool) -> None:
+        self._executor = executor
+        self.run = run
+        self.label = purpose or "runpod"
+        self.keep = keep
+        self.session: PodSession | None = None
+        """The pod, reached: set as soon as there is one to release."""
+        self.owned = False
+        """The run's after-training pod (deleted at the end unless kept), not its kept
+        training pod (left as it is)."""
+        self.lease: LeaseKeeper | None = None
 
-def _cost_cap(executor: Any, shell_pod: ShellPod) -> int | None:
-    """When the pod's spend reaches ``max_cost_usd`` (epoch seconds): its watchdog deletes
-    it then once no command holds its lease, as at ``max_hours``. Training's pod has its
-    own cap (a snapshot): only a pod made for these commands gets this one."""
-    pod = shell_pod.session.life.pod
-    cap = executor.target.max_cost_usd
-    if not shell_pod.owned or cap is None or not pod.cost_per_hour:
-        return None
-    created = record.parse_time(pod.created or record.now_text()).timestamp()
-    at = int(created + executor.timing.seconds(60 * cap / pod.cost_per_hour))
-    shell_pod.session.host.check(f'echo {at} > "$HOME/{STATE_DIR}/cost_at"\n')
-    return at
+    # Opening.
 
+    def open(self) -> TargetShell:
+        """A shell on the pod, its lease renewed from now until :meth:`release`."""
+        executor, run = self._executor, self.run
+        session = self._kept_training_pod() or self._after_pod()
+        marker_dir = f"{session.run_dir}/.pod"
+        timing = executor.timing
+        pod = session.life.pod
+        every = timing.seconds(min(timing.lease_renew_minutes, timing.lease_minutes / 3))
+        deadlines = [at for at in (pod.delete_at, self._cost_cap(session)) if at]
+        guard = min(deadlines) + timing.seconds(timing.client_guard_minutes) if deadlines else 0
+        self.lease = LeaseKeeper(self._connector(session.life.ssh_dir), marker_dir, every, guard)
+        shell = session.inner.shell()
+        moved = session.run_dir if self.owned or session.run_dir != run.remote_dir else None
+        where = executor.run_dir(run.id).name
+        logger.debug(f"runpod: {self.label} of run {run.id} works in {session.run_dir} ({where})")
+        return replace(shell, run_dir=moved, price_per_hour=pod.cost_per_hour)
 
-def _kept_training_pod(executor: Any, run: RunRecord, label: str, keep: bool) -> ShellPod | None:
-    """The run's own pod, when it was kept at training and answers."""
-    run_dir = executor.run_dir(run.id)
-    found = record.load(run_dir) if run_dir.is_dir() else None
-    if found is None or found.state is not PodState.KEPT or found.pod_id is None:
-        return None
-    life = PodLife(executor.api, run_dir, executor.timing)
-    host = _reach(executor.name, life, "")
-    if host is None:
-        return None
-    logger.info(f"{label}: using the kept pod {found.pod_id} of run {run.id}")
-    session = executor._session(life, host)
-    _mark_in_use(session)
-    return ShellPod(session, run.id, label, keep, owned=False)
+    def _cost_cap(self, session: PodSession) -> int | None:
+        """When the pod's spend reaches ``max_cost_usd`` (epoch seconds): its watchdog deletes
+        it then once no command holds its lease, as at ``max_hours``. Training's pod has its
+        own cap (a snapshot): only a pod made for these commands gets this one."""
+        pod = session.life.pod
+        cap = self._executor.target.max_cost_usd
+        if not self.owned or cap is None or not pod.cost_per_hour:
+            return None
+        created = record.parse_time(pod.created or record.now_text()).timestamp()
+        at = int(created + self._executor.timing.seconds(60 * cap / pod.cost_per_hour))
+        session.host.check(f'echo {at} > "$HOME/{STATE_DIR}/cost_at"\n')
+        return at
 
-
-def _after_pod(executor: Any, run: RunRecord, label: str, keep: bool) -> ShellPod:
-    """The run's after-training pod: the one kept by an earlier command, else a new one."""
-    where = after_dir(executor.run_dir(run.id))
-    life = PodLife(executor.api, where, executor.timing, run_id=run.id, tag=AFTER_TAG)
-    previous = life.pod
-    if previous.pod_id is not None and previous.state in REUSABLE:
-        host = _reach(executor.name, life, AFTER_TAG)
-        if host is not None:
-            logger.info(f"{label}: using the kept pod {previous.pod_id} of run {run.id}")
-            session = executor._session(life, host)
-            shell_pod = ShellPod(session, run.id, label, keep, owned=True)
-            executor.shell_pod = shell_pod  # released (deleted) even if what follows fails
-            _mark_in_use(session)
-            life.save(state=PodState.READY, keep=False)
-            return shell_pod
-        _forget(life, label)
-    # A new record, the attempts kept so that names stay unique (and `pod rm` finds them).
-    life.pod = PodRecord(run_id=run.id, attempts=list(previous.attempts))
-    life.save()
-    placement = executor.placement()
-    logger.info(
-        f"{label}: creating a pod ({', '.join(placement.gpu_types)}) for run {run.id}: "
-        f"one pod for this command, {'kept (--keep-pod)' if keep else 'deleted'} at its end"
-    )
-    try:
-        life.place(executor.target, placement, api_url=executor.api.base_url)
-        host = life.wait_ready(lambda config: _connect(executor.name, run.id, config))
-        life.drop_secret()
-        session = executor._session(life, host)
-        shell_pod = ShellPod(session, run.id, label, keep, owned=True)
-        executor.shell_pod = shell_pod
+    def _kept_training_pod(self) -> PodSession | None:
+        """The run's own pod, when it was kept at training and answers."""
+        executor, run = self._executor, self.run
+        run_dir = executor.run_dir(run.id)
+        found = record.load(run_dir) if run_dir.is_dir() else None
+        if found is None or found.state is not PodState.KEPT or found.pod_id is None:
+            return None
+        life = PodLifecycle(executor.api, run_dir, executor.timing)
+        host = self._reach(life, "")
+        if host is None:
+            return None
+        logger.info(f"{self.label}: using the kept pod {found.pod_id} of run {run.id}")
+        session = executor.reach(life, host)
         _mark_in_use(session)
-        executor._check_venv(session)
-    except BaseException:
-        executor.shell_pod = None
-        _abandon(executor, life)
-        raise
-    pod = life.pod
-    rate = f" at ${pod.cost_per_hour:.2f}/h" if pod.cost_per_hour is not None else ""
-    logger.info(f"{label}: pod {pod.pod_id} ({pod.gpu_type}{rate}) ready for run {run.id}")
-    return shell_pod
+        self.session, self.owned = session, False
+        return session
+
+    def _after_pod(self) -> PodSession:
+        """The run's after-training pod: the one kept by an earlier command, else a new one."""
+        executor, run, label = self._executor, self.run, self.label
+        where = after_dir(executor.run_dir(run.id))
+        life = PodLifecycle(executor.api, where, executor.timing, run_id=run.id, tag=AFTER_TAG)
+        previous = life.pod
+        if previous.pod_id is not None and previous.state in REUSABLE:
+            host = self._reach(life, AFTER_TAG)
+            if host is not None:
+                logger.info(f"{label}: using the kept pod {previous.pod_id} of run {run.id}")
+                session = executor.reach(life, host)
+                self.session, self.owned = session, True  # deleted even if what follows fails
+                _mark_in_use(session)
+                life.save(state=PodState.READY, keep=False)
+                return session
+            _forget(life, label)
+        # A new record, the attempts kept so that names stay unique (and `pod rm` finds them).
+        life.pod = PodRecord(run_id=run.id, attempts=list(previous.attempts))
+        life.save()
+        placement = executor.placement()
+        logger.info(
+            f"{label}: creating a pod ({', '.join(placement.gpu_types)}) for run {run.id}: "
+            f"one pod for this command, {'kept (--keep-pod)' if self.keep else 'deleted'} at "
+            "its end"
+        )
+        try:
+            life.place(executor.target, placement, api_url=executor.api.base_url)
+            host = life.wait_ready(lambda config: self._connect(config, AFTER_TAG))
+            life.drop_secret()
+            session = executor.reach(life, host)
+            self.session, self.owned = session, True
+            _mark_in_use(session)
+            session.check_venv()
+        except BaseException:
+            self.session = None
+            _abandon(life)
+            raise
+        pod = life.pod
+        rate = f" at ${pod.cost_per_hour:.2f}/h" if pod.cost_per_hour is not None else ""
+        logger.info(f"{label}: pod {pod.pod_id} ({pod.gpu_type}{rate}) ready for run {run.id}")
+        return session
+
+    def _reach(self, life: PodLifecycle, tag: str) -> Host | None:
+        """The recorded pod, connected; None when it is gone or does not answer (recorded)."""
+        pod = life.pod
+        assert pod.pod_id is not None
+        try:
+            found = life.api.pod(pod.pod_id)
+        except (TransientError, UserError) as error:
+            logger.warning(f"runpod: cannot look pod {pod.pod_id} up: {error}")
+            return None
+        if found is None:
+            with contextlib.suppress(UserError):
+                life.confirm_gone("watchdog")
+            return None
+        config = life.ssh_dir / "config"
+        if not config.is_file():
+            return None
+        try:
+            return self._connect(config, tag)
+        except (HostError, UserError, OSError) as error:
+            logger.warning(f"runpod: pod {pod.pod_id} does not answer over SSH: {error}")
+            return None
+
+    def _connect(self, config: Path, tag: str) -> Host:
+        from overbrainer_ssh import open_host
+
+        return open_host(self._executor.name, alias(self.run.id, tag), ssh_config=config)
+
+    def _connector(self, ssh_dir: Path) -> Callable[[], Host]:
+        tag = AFTER_TAG if self.owned else ""
+        return lambda: self._connect(ssh_dir / "config", tag)
+
+    # Ending.
+
+    def release(self) -> None:
+        """End the command's use of its pod: the lease stopped, the logs home, then the pod
+        kept (``--keep-pod``), left (the run's kept training pod) or deleted. Once only."""
+        session = self.session
+        if session is None:
+            return
+        self.session = None
+        if self.lease is not None:
+            self.lease.stop()
+        life = session.life
+        pod = life.pod
+        label, run_id = self.label, self.run.id
+        if not self.owned:
+            _close(session.host)
+            logger.info(
+                f"{label}: pod {pod.pod_id} of run {run_id} stays kept: delete it with "
+                f"`overbrainer pod rm {run_id}`"
+            )
+            return
+        if _gone(life):
+            why = "past max_hours or its cost cap" if self.lease and self.lease.expired else ""
+            _close(session.host)
+            logger.warning(
+                f"{label}: pod {pod.pod_id} of run {run_id} was deleted by its watchdog "
+                f"while the command worked{f' ({why})' if why else ''}"
+            )
+            return
+        try:
+            session.logs_home()
+        except Exception as error:  # noqa: BLE001 - the logs must never keep a paid pod alive
+            logger.warning(f"{label}: the logs of pod {pod.pod_id} could not come home: {error}")
+        where = _q(f"{session.run_dir}/.pod")
+        if self.keep:
+            try:
+                session.host.check(f"mkdir -p {where} && touch {where}/keep\n")
+            except HostError as error:
+                logger.warning(f"runpod: cannot mark pod {pod.pod_id} kept: {error}")
+            _close(session.host)
+            life.save(state=PodState.KEPT, keep=True)
+            logger.info(
+                f"{label}: pod {pod.pod_id} kept: the next export or compare of run "
+                f"{run_id} reuses it; delete it with `overbrainer pod rm {run_id}` (its "
+                "watchdog deletes it at max_hours)"
+            )
+            return
+        try:
+            session.host.check(f"mkdir -p {where} && touch {where}/retrieved\n")
+        except HostError as error:
+            logger.debug(f"runpod: cannot mark the pod done: {error}")
+        _close(session.host)
+        try:
+            life.delete("client")
+        except (UserError, TransientError) as error:
+            logger.warning(
+                f"runpod: cannot delete pod {pod.pod_id}: {error}; its watchdog deletes it once "
+                f"its lease runs out, or run `overbrainer pod rm {run_id}`"
+            )
+            return
+        logger.info(f"{label}: pod {pod.pod_id} of run {run_id} deleted")
 
 
-def _abandon(executor: Any, life: PodLife) -> None:
+def _abandon(life: PodLifecycle) -> None:
     """Delete the pod of a start that failed or was interrupted; one whose create was cut
     short before its answer (Ctrl-C) is found by its name."""
     if life.pod.pod_id is None and life.pod.attempts:
@@ -202,36 +311,13 @@ def _abandon(executor: Any, life: PodLife) -> None:
             found = []
         for pod in found:
             life.save(pod_id=str(pod["id"]), state=PodState.DELETING, deleted=None)
-            executor._abandon(life)
+            life.abandon()
         if found:
             return
-    executor._abandon(life)
+    life.abandon()
 
 
-def _reach(name: str, life: PodLife, tag: str) -> Any:
-    """The recorded pod, connected; None when it is gone or does not answer (recorded)."""
-    pod = life.pod
-    assert pod.pod_id is not None
-    try:
-        found = life.api.pod(pod.pod_id)
-    except (TransientError, UserError) as error:
-        logger.warning(f"runpod: cannot look pod {pod.pod_id} up: {error}")
-        return None
-    if found is None:
-        with contextlib.suppress(UserError):
-            life.confirm_gone("watchdog")
-        return None
-    config = life.ssh_dir / "config"
-    if not config.is_file():
-        return None
-    try:
-        return _connect(name, pod.run_id, config, tag)
-    except (HostError, UserError, OSError) as error:
-        logger.warning(f"runpod: pod {pod.pod_id} does not answer over SSH: {error}")
-        return None
-
-
-def _forget(life: PodLife, label: str) -> None:
+def _forget(life: PodLifecycle, label: str) -> None:
     """An after-training pod that cannot be reused: deleted before a new one is made."""
     if life.pod.state is PodState.DELETED or life.pod.pod_id is None:
         return
@@ -245,18 +331,7 @@ def _forget(life: PodLife, label: str) -> None:
         )
 
 
-def _connect(name: str, run_id: str, config: Path, tag: str = AFTER_TAG) -> Any:
-    from overbrainer_ssh import open_host
-
-    return open_host(name, alias(run_id, tag), ssh_config=config)
-
-
-def _connector(name: str, ssh_dir: Path, shell_pod: ShellPod) -> Any:
-    tag = AFTER_TAG if shell_pod.owned else ""
-    return lambda: _connect(name, shell_pod.run_id, ssh_dir / "config", tag)
-
-
-def _mark_in_use(session: Any) -> None:
+def _mark_in_use(session: PodSession) -> None:
     """The run's directory on the pod, with a fresh lease and no keep nor retrieved mark
     (a kept pod reused is kept again only if this command asks)."""
     where = _q(f"{session.run_dir}/.pod")
@@ -266,71 +341,7 @@ def _mark_in_use(session: Any) -> None:
     )
 
 
-def release(executor: Any) -> None:
-    """End the command's use of its pod: the lease stopped, the logs home, then the pod
-    kept (``--keep-pod``), left (the run's kept training pod) or deleted."""
-    shell_pod: ShellPod | None = executor.shell_pod
-    if shell_pod is None:
-        return
-    executor.shell_pod = None
-    if shell_pod.lease is not None:
-        shell_pod.lease.stop()
-    session = shell_pod.session
-    life = session.life
-    pod = life.pod
-    label = shell_pod.purpose
-    if not shell_pod.owned:
-        _close(session.host)
-        logger.info(
-            f"{label}: pod {pod.pod_id} of run {shell_pod.run_id} stays kept: delete it with "
-            f"`overbrainer pod rm {shell_pod.run_id}`"
-        )
-        return
-    if _gone(life):
-        why = (
-            "past max_hours or its cost cap" if shell_pod.lease and shell_pod.lease.expired else ""
-        )
-        _close(session.host)
-        logger.warning(
-            f"{label}: pod {pod.pod_id} of run {shell_pod.run_id} was deleted by its watchdog "
-            f"while the command worked{f' ({why})' if why else ''}"
-        )
-        return
-    try:
-        executor._logs_home(session)
-    except Exception as error:  # noqa: BLE001 - the logs must never keep a paid pod alive
-        logger.warning(f"{label}: the logs of pod {pod.pod_id} could not come home: {error}")
-    where = _q(f"{session.run_dir}/.pod")
-    if shell_pod.keep:
-        try:
-            session.host.check(f"mkdir -p {where} && touch {where}/keep\n")
-        except HostError as error:
-            logger.warning(f"runpod: cannot mark pod {pod.pod_id} kept: {error}")
-        _close(session.host)
-        life.save(state=PodState.KEPT, keep=True)
-        logger.info(
-            f"{label}: pod {pod.pod_id} kept: the next export or compare of run "
-            f"{shell_pod.run_id} reuses it; delete it with `overbrainer pod rm "
-            f"{shell_pod.run_id}` (its watchdog deletes it at max_hours)"
-        )
-        return
-    try:
-        session.host.check(f"mkdir -p {where} && touch {where}/retrieved\n")
-    except HostError as error:
-        logger.debug(f"runpod: cannot mark the pod done: {error}")
-    _close(session.host)
-    try:
-        life.delete("client")
-    except (UserError, TransientError) as error:
-        logger.warning(
-            f"runpod: cannot delete pod {pod.pod_id}: {error}; its watchdog deletes it once "
-            f"its lease runs out, or run `overbrainer pod rm {shell_pod.run_id}`"
-        )
-        return
-    logger.info(f"{label}: pod {pod.pod_id} of run {shell_pod.run_id} deleted")
-
-
-def _gone(life: PodLife) -> bool:
+def _gone(life: PodLifecycle) -> bool:
     """Whether the pod is gone already (its watchdog deleted it): recorded if so."""
     pod_id = life.pod.pod_id
     try:
@@ -342,13 +353,7 @@ def _gone(life: PodLife) -> bool:
     return True
 
 
-def after_record(run_dir: Path) -> PodRecord | None:
-    """The run's after-training pod record, if it has one."""
-    where = after_dir(run_dir)
-    return record.load(where) if where.is_dir() else None
-
-
-def _close(host: Any) -> None:
+def _close(host: Host) -> None:
     try:
         host.close()
     except Exception as error:  # noqa: BLE001 - closing is best effort
@@ -356,6 +361,4 @@ def _close(host: Any) -> None:
 
 
 def _q(text: str) -> str:
-    import shlex
-
     return shlex.quote(text)

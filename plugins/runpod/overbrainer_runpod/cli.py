@@ -10,6 +10,9 @@ from typing import Any
 
 import click
 
+TAIL_MAX = 1_000_000
+"""The most lines ``--tail`` takes (as ``runs logs``)."""
+
 
 def _api() -> Any:
     from overbrainer.plugin import current_project
@@ -22,7 +25,8 @@ def _api() -> Any:
 
 @click.group()
 def pod() -> None:
-    """Runpod pods: list and delete them, see GPU types, data centers and volumes."""
+    """Runpod pods: list and delete them, read their logs, see GPU types, data centers and
+    volumes."""
 
 
 @pod.command("ls")
@@ -60,7 +64,7 @@ def remove(run_id: str, force: bool) -> None:
     """
     from overbrainer.plugin import ProjectLock, UserError, current_project, resolve_run_id
     from overbrainer_runpod import record
-    from overbrainer_runpod.pods import PodLife
+    from overbrainer_runpod.pods import PodLifecycle
     from overbrainer_runpod.record import PodState
     from overbrainer_runpod.timing import timing
 
@@ -69,7 +73,7 @@ def remove(run_id: str, force: bool) -> None:
     with ProjectLock(project.dir):
         run_dir = project.runs_dir / run_id
         known = run_dir.is_dir() and record.load(run_dir) is not None
-        life = PodLife(_api(), run_dir, timing(), persist=known)
+        life = PodLifecycle(_api(), run_dir, timing(), persist=known)
         pod_record = life.pod
         if pod_record.state is PodState.RUNNING and not force:
             raise UserError(
@@ -108,7 +112,7 @@ def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
     has one: from its record, else (a run of no record) by its name. Whether one was."""
     from overbrainer_runpod import record
     from overbrainer_runpod.after import after_dir
-    from overbrainer_runpod.pods import AFTER_TAG, PodLife
+    from overbrainer_runpod.pods import AFTER_TAG, PodLifecycle
     from overbrainer_runpod.record import PodState
     from overbrainer_runpod.timing import timing
 
@@ -116,7 +120,7 @@ def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
     recorded = where.is_dir() and record.load(where) is not None
     if not recorded and known:
         return False
-    life = PodLife(_api(), where, timing(), persist=recorded, run_id=run_id, tag=AFTER_TAG)
+    life = PodLifecycle(_api(), where, timing(), persist=recorded, run_id=run_id, tag=AFTER_TAG)
     if life.pod.state is PodState.DELETED:
         return False
     pods = [{"id": life.pod.pod_id}] if life.pod.pod_id else life.find_by_name()
@@ -129,6 +133,38 @@ def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
             + (f" (about ${spend:.2f})" if spend is not None else "")
         )
     return bool(pods)
+
+
+@pod.command("logs")
+@click.argument("run_id")
+@click.option(
+    "--source",
+    type=click.Choice(["container", "system"]),
+    help="Only the container's lines, or only Runpod's system lines.",
+)
+@click.option(
+    "--tail",
+    type=click.IntRange(min=1, max=TAIL_MAX),
+    help=f"Only the last N lines of each part (at most {TAIL_MAX:,}).",
+)
+@click.option(
+    "--follow", "-f", "keep_following", is_flag=True, help="Keep printing until the pod is gone."
+)
+def logs(run_id: str, source: str | None, tail: int | None, keep_following: bool) -> None:
+    """Print the logs of the pod RUN_ID ran on: its boot and watchdog logs and Runpod's log
+    of it, as the run directory keeps them, then what Runpod still has while the pod exists.
+    Redacted, each line on one line. RUN_ID may be `latest` or any unique prefix of an id.
+
+    Example: overbrainer pod logs latest --source container --follow
+    """
+    from overbrainer.plugin import MachineLogQuery, current_project, quiet_end, resolve_run_id
+    from overbrainer_runpod.podlog import show_pod_log
+
+    project = current_project()
+    run_id = resolve_run_id(project.runs_dir, run_id)
+    query = MachineLogQuery(source, tail, keep_following)
+    with quiet_end():
+        show_pod_log(project, lambda: _api().log_client(), run_id, query, "pod")
 
 
 @pod.command("gpus")

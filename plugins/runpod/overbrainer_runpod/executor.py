@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
@@ -21,9 +21,10 @@ from overbrainer.plugin import (
     LOST,
     ArtifactSpec,
     Executor,
+    Host,
     HostError,
     HostExecutor,
-    HostTarget,
+    HostRuntime,
     JobHandle,
     JobPoll,
     JobSpec,
@@ -44,13 +45,17 @@ from overbrainer_runpod.api import RunpodApi
 from overbrainer_runpod.pods import (
     STATE_DIR,
     Placement,
-    PodLife,
+    PodLifecycle,
     alias,
     auto_gpu_types,
     estimate_vram_gb,
 )
 from overbrainer_runpod.record import PodState
 from overbrainer_runpod.timing import Timing, timing
+
+if TYPE_CHECKING:
+    from overbrainer_runpod import RunpodTarget
+    from overbrainer_runpod.after import AfterPod
 
 ENDED = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.STOPPED)
 HOME_ONLY = ("pod.json", "ssh")
@@ -60,10 +65,11 @@ POD_LOGS = ("boot.log", "watchdog.log", "sshd.log")
 
 @dataclass
 class PodSession:
-    """A run's pod, reached."""
+    """A run's pod while this command talks to it: its lifecycle, the connection to it and
+    the job protocol over that connection."""
 
-    life: PodLife
-    host: Any
+    life: PodLifecycle
+    host: Host
     inner: HostExecutor
     launched: bool = False
     lease_at: float = 0.0
@@ -73,21 +79,47 @@ class PodSession:
     def run_dir(self) -> str:
         return f"{self.inner.workdir}/{self.life.pod.run_id}"
 
+    def check_venv(self) -> None:
+        """Refuse a pod whose image has no Axolotl where the target's ``venv`` says."""
+        name, venv = self.inner.name, self.inner.target.venv or ""
+        done = self.host.run(f"[ -x {_q(venv)}/bin/python ] && [ -x {_q(venv)}/bin/axolotl ]")
+        if done.code != 0:
+            raise UserError(
+                f"targets.{name}.venv: the pod's image has no Axolotl in {venv} "
+                f"(no bin/python and bin/axolotl there): set targets.{name}.image to an "
+                f"image that has it, or targets.{name}.venv to where it is"
+            )
+
+    def logs_home(self) -> None:
+        """The pod's own logs, into ``runs/<id>/pod/``, and Runpod's log of it into
+        ``runs/<id>/pod/pod.log``."""
+        into = self.life.run_dir / "pod"
+        shown = f"runs/{self.life.run_dir.name}/pod"
+        mkdir_nofollow(into, shown)  # a link there would take the logs anywhere
+        for name in POD_LOGS:
+            try:
+                done = self.host.run(f'tail -c 4194304 "$HOME/{STATE_DIR}/{name}"')
+            except HostError:
+                continue
+            if done.code == 0:
+                write_atomic(into / name, done.stdout, f"{shown}/{name}")
+        self.life.drain_log()  # Runpod's log of the pod too, before anything deletes it
+
 
 @dataclass
 class RunpodExecutor(Executor):
     """A pod per run on Runpod, its job driven over the ssh target's transport."""
 
     name: str
-    target: Any
+    target: RunpodTarget
     project: Project
     api: RunpodApi
     timing: Timing = field(default_factory=timing)
     sessions: dict[str, PodSession] = field(default_factory=dict)
     run: RunRecord | None = None
     """The run a command after training works on (``open_shell``)."""
-    shell_pod: Any = None
-    """The pod of that command (``overbrainer_runpod.after``), until it is released."""
+    after_pod: AfterPod | None = None
+    """The pod of that command, until it is released."""
 
     def describe(self) -> TargetInfo:
         return TargetInfo(device="gpu", local_paths=False, per_run=True)
@@ -134,7 +166,7 @@ class RunpodExecutor(Executor):
                 f"`overbrainer pod rm {run_id}` or in Runpod's console"
             )
 
-    def _after_pod_of(self, run_id: str, pod_id: Any) -> bool:
+    def _after_pod_of(self, run_id: str, pod_id: object) -> bool:
         """Whether ``pod_id`` is the live after-training pod of run ``run_id`` here."""
         from overbrainer_runpod.after import after_record
 
@@ -171,53 +203,31 @@ class RunpodExecutor(Executor):
         existing = record.load(run_dir) if run_dir.is_dir() else None
         if existing is not None and existing.pod_id is not None:
             return ""  # this id has its pod already
-        life = PodLife(self.api, run_dir, self.timing)
+        life = PodLifecycle(self.api, run_dir, self.timing)
         try:
             life.place(self.target, self.placement(), api_url=self.api.base_url)
             host = life.wait_ready(lambda config: self._connect(run_id, config))
             life.drop_secret()
-            session = self._session(life, host)
+            session = self.reach(life, host)
             self._cost_cap(session)
             remote = session.inner.claim(run_id)
-            self._check_venv(session)
+            session.check_venv()
         except BaseException:
-            self._abandon(life)
+            life.abandon()
             raise
         self.sessions[run_id] = session
         return remote
 
-    def _check_venv(self, session: PodSession) -> None:
-        venv = self.target.venv
-        done = session.host.run(f"[ -x {_q(venv)}/bin/python ] && [ -x {_q(venv)}/bin/axolotl ]")
-        if done.code != 0:
-            raise UserError(
-                f"targets.{self.name}.venv: the pod's image has no Axolotl in {venv} "
-                f"(no bin/python and bin/axolotl there): set targets.{self.name}.image to an "
-                f"image that has it, or targets.{self.name}.venv to where it is"
-            )
-
-    def _abandon(self, life: PodLife) -> None:
-        """Delete a pod whose start failed (or was interrupted)."""
-        if life.pod.pod_id is None:
-            life.drop_secret()
-            return
-        try:
-            life.delete("client")
-        except Exception as error:  # noqa: BLE001 - the start's error is the one to show
-            logger.warning(
-                f"runpod: cannot delete pod {life.pod.pod_id}: {error}; its watchdog deletes "
-                f"it within the boot grace, or run `overbrainer pod rm {life.pod.run_id}`"
-            )
-
-    def _connect(self, run_id: str, config: Path) -> Any:
+    def _connect(self, run_id: str, config: Path) -> Host:
         from overbrainer_ssh import open_host
 
         return open_host(self.name, alias(run_id), ssh_config=config)
 
-    def _session(self, life: PodLife, host: Any) -> PodSession:
-        inner_target = HostTarget(kind="runpod", venv=self.target.venv, device="gpu")
+    def reach(self, life: PodLifecycle, host: Host) -> PodSession:
+        """The pod of ``life``, reached over ``host``, with the job protocol on it."""
+        runtime = HostRuntime(venv=self.target.venv, device="gpu")
         inner = HostExecutor(
-            self.name, inner_target, host, life.pod.workdir or "/workspace/overbrainer",
+            self.name, runtime, host, life.pod.workdir or "/workspace/overbrainer",
             env=self.project.env, home_only=HOME_ONLY,
         )  # fmt: skip
         return PodSession(life, host, inner)
@@ -240,7 +250,7 @@ class RunpodExecutor(Executor):
         if found is not None:
             return found
         run_dir = self.run_dir(run_id)
-        life = PodLife(self.api, run_dir, self.timing)
+        life = PodLifecycle(self.api, run_dir, self.timing)
         pod = life.pod
         if pod.pod_id is None or pod.state is PodState.DELETED or pod.workdir is None:
             return None
@@ -248,7 +258,7 @@ class RunpodExecutor(Executor):
         from overbrainer_ssh import open_host
 
         host = open_host(self.name, alias(run_id), ssh_config=config, connect=False)
-        session = self._session(life, host)
+        session = self.reach(life, host)
         session.launched = True
         self.sessions[run_id] = session
         return session
@@ -346,20 +356,22 @@ class RunpodExecutor(Executor):
 
     def open_shell(self, purpose: str, keep_machine: bool) -> TargetShell:
         """A pod for a command after training (``overbrainer_runpod.after``)."""
-        from overbrainer_runpod import after
+        from overbrainer_runpod.after import AfterPod
 
-        return after.open_shell(self, purpose, keep_machine)
+        if self.run is None:
+            raise UserError(f"target `{self.name}`: a shell after training needs the run")
+        self.after_pod = AfterPod(self, self.run, purpose, keep_machine)
+        return self.after_pod.open()  # released by release_executor whatever follows
 
     def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
-        if self.shell_pod is not None:
-            from overbrainer_runpod import after
-
-            after.release(self)
+        if self.after_pod is not None:
+            after_pod, self.after_pod = self.after_pod, None
+            after_pod.release()
         try:
             if run is None:
                 for session in list(self.sessions.values()):
                     if not session.launched:
-                        self._abandon(session.life)
+                        session.life.abandon()
             elif outcome is not None and run.id in self.sessions:
                 self.end(self.sessions[run.id], run, outcome)
         finally:
@@ -385,7 +397,7 @@ class RunpodExecutor(Executor):
                 "grace"
             )
             return
-        self._logs_home(session)
+        session.logs_home()
         if pod.keep:
             life.save(state=PodState.KEPT)
             logger.info(
@@ -401,21 +413,6 @@ class RunpodExecutor(Executor):
             logger.debug(f"runpod: cannot mark the results retrieved: {error}")
         session.host.close()
         life.delete("client")
-
-    def _logs_home(self, session: PodSession) -> None:
-        """The pod's own logs, into ``runs/<id>/pod/``, and Runpod's log of it into
-        ``runs/<id>/pod/pod.log``."""
-        into = session.life.run_dir / "pod"
-        shown = f"runs/{session.life.run_dir.name}/pod"
-        mkdir_nofollow(into, shown)  # a link there would take the logs anywhere
-        for name in POD_LOGS:
-            try:
-                done = session.host.run(f'tail -c 4194304 "$HOME/{STATE_DIR}/{name}"')
-            except HostError:
-                continue
-            if done.code == 0:
-                write_atomic(into / name, done.stdout, f"{shown}/{name}")
-        session.life.drain_log()  # Runpod's log of the pod too, before anything deletes it
 
 
 def _q(text: str) -> str:

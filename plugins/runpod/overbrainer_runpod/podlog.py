@@ -1,6 +1,7 @@
-"""``runs logs RUN --pod``: what the run directory keeps of its pod's logs, then, while
-the pod exists, the lines Runpod has after them. It never writes: keeping the log belongs
-to the command that deletes the pod (see :func:`overbrainer_runpod.logkept.drain`)."""
+"""``pod logs RUN`` (and the core's ``runs logs RUN --pod``): what the run directory keeps
+of its pod's logs, then, while the pod exists, the lines Runpod has after them. It never
+writes: keeping the log belongs to the command that deletes the pod (see
+:func:`overbrainer_runpod.logkept.drain`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from overbrainer.plugin import LineRedactor, Project, UserError, escape_controls, register_secret
+import click
+
+from overbrainer.plugin import (
+    LineRedactor,
+    MachineLogQuery,
+    Project,
+    UserError,
+    escape_controls,
+    register_secret,
+)
 from overbrainer_runpod import record
 from overbrainer_runpod.logkept import kept_cursor, kept_lines, read_kept
 from overbrainer_runpod.logstream import (
@@ -25,65 +35,70 @@ from overbrainer_runpod.record import PodState
 OWN_LOGS = ("boot.log", "watchdog.log")
 """The pod's own logs the executor brings home, printed before the stream's lines."""
 
-Echo = Callable[[str], None]
 T = TypeVar("T")
+
+
+def _note(line: str) -> None:
+    click.echo(line, err=True)
 
 
 def _last(items: list[T], tail: int | None) -> list[T]:
     return items[-tail:] if tail is not None else items
 
 
-def show_pod_log(  # noqa: PLR0917 - the arguments of the hook, passed on
+def show_pod_log(
     project: Project,
     client: Callable[[], LogClient],
     run_id: str,
-    source: str | None,
-    tail: int | None,
-    keep_following: bool,
-    echo: Echo,
-    note: Echo,
+    query: MachineLogQuery,
+    command: str,
 ) -> None:
     """Print the kept logs of ``run_id``, then the live ones (``client`` made only when
-    the pod still exists)."""
+    the pod still exists); lines on standard output, notes on standard error, each
+    message opened by the ``command`` that prints it (``pod``, ``runs``)."""
     run_dir = project.runs_dir / run_id
     cursor = kept_cursor(run_dir)  # first: a line kept meanwhile prints twice, none is lost
-    shown = _kept(run_dir, run_id, source, tail, echo)
+    shown = _kept(run_dir, run_id, query, command)
     pod = record.load(run_dir) if run_dir.is_dir() else None
     if pod is None or pod.pod_id is None or pod.state is PodState.DELETED:
         if not shown:
-            echo(f"runs: no pod log kept for run {run_id}")
+            click.echo(f"{command}: no pod log kept for run {run_id}")
         return
     try:
         reader = client()
     except UserError as error:
-        note(f"runs: cannot read the logs of pod {pod.pod_id} from Runpod: {error}")
+        _note(f"{command}: cannot read the logs of pod {pod.pod_id} from Runpod: {error}")
         return
     register_secret(reader.key)
-    query = LogQuery(source=source, tail=min(tail or TAIL_MAX, TAIL_MAX), cursor=cursor)
+    tail = min(query.tail or TAIL_MAX, TAIL_MAX)
+    asked = LogQuery(source=query.source, tail=tail, cursor=cursor)
 
     def sink(lines: list[PodLogLine], _cursor: str | None) -> None:
         for line in lines:
-            echo(line.display())
+            click.echo(line.display())
 
     try:
-        if keep_following:
-            raise follow(reader, pod.pod_id, query, sink)
-        snapshot(reader, pod.pod_id, query, sink)
+        if query.follow:
+            raise follow(reader, pod.pod_id, asked, sink)
+        snapshot(reader, pod.pod_id, asked, sink)
     except LogError as error:
         if error.status == 404:
-            note(f"runs: pod {pod.pod_id} no longer exists, so Runpod has no more of its logs")
+            _note(
+                f"{command}: pod {pod.pod_id} no longer exists, so Runpod has no more of its logs"
+            )
         elif error.status in (401, 403):
             raise UserError(
-                f"runs: Runpod refused the logs of pod {pod.pod_id} ({error}): check "
+                f"{command}: Runpod refused the logs of pod {pod.pod_id} ({error}): check "
                 "OVERBRAINER_RUNPOD__API_KEY"
             ) from None
         else:
-            note(f"runs: cannot read the logs of pod {pod.pod_id} from Runpod: {error}")
+            _note(f"{command}: cannot read the logs of pod {pod.pod_id} from Runpod: {error}")
 
 
-def _kept(run_dir: Path, run_id: str, source: str | None, tail: int | None, echo: Echo) -> bool:
+def _kept(run_dir: Path, run_id: str, query: MachineLogQuery, command: str) -> bool:
     """Print what ``run_dir`` keeps: the pod's own logs (unless only system lines are
     asked for), then its stream's lines. Whether anything was printed."""
+    source, tail = query.source, query.tail
     shown = False
     try:
         if source != "system":
@@ -91,19 +106,19 @@ def _kept(run_dir: Path, run_id: str, source: str | None, tail: int | None, echo
                 data = read_kept(run_dir, name)
                 if data is None:
                     continue
-                echo(f"== {name} ==")
+                click.echo(f"== {name} ==")
                 redactor = LineRedactor()
                 texts = [redactor.line(t) for t in data.decode("utf-8", "replace").splitlines()]
                 for text in _last(texts, tail):
-                    echo(escape_controls(text, keep="\t"))
+                    click.echo(escape_controls(text, keep="\t"))
                 shown = True
         lines = [line for line in kept_lines(run_dir) if source is None or line.source == source]
     except OSError as error:
-        raise UserError(f"runs: cannot read the pod logs of run {run_id}: {error}") from None
+        raise UserError(f"{command}: cannot read the pod logs of run {run_id}: {error}") from None
     if lines:
         if shown:
-            echo("== pod ==")
+            click.echo("== pod ==")
         for line in _last(lines, tail):
-            echo(line.display())
+            click.echo(line.display())
         shown = True
     return shown

@@ -13,18 +13,21 @@ import base64
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
-from overbrainer.plugin import HostError, TransientError, UserError
+from overbrainer.plugin import Host, HostError, TransientError, UserError
 from overbrainer_runpod import keys, record
 from overbrainer_runpod.api import Ambiguous, Enum, Refused, RunpodApi
 from overbrainer_runpod.record import Attempt, PodRecord, PodState
+
+if TYPE_CHECKING:
+    from overbrainer_runpod import RunpodTarget
 from overbrainer_runpod.timing import Timing, ssh_user
 
 DEFAULT_IMAGE = "axolotlai/axolotl-cloud:main-latest"
@@ -119,8 +122,9 @@ def priced_types(
     return sorted(chosen)
 
 
-class PodLife:
-    """The pod of run ``run_id``, its record in ``run_dir``. A ``tag`` (``AFTER_TAG``)
+class PodLifecycle:
+    """The life of run ``run_id``'s pod, from its create to its confirmed delete, with its
+    record (``pod.json``) in ``run_dir`` saved at each step. A ``tag`` (``AFTER_TAG``)
     makes it the run's pod for the commands after training, whose record is in
     ``runs/<id>/after-pod/`` (``run_dir`` then, with ``run_id`` given)."""
 
@@ -165,7 +169,7 @@ class PodLife:
 
     # Placing.
 
-    def place(self, target: Any, placement: Placement, *, api_url: str | None) -> None:
+    def place(self, target: RunpodTarget, placement: Placement, *, api_url: str | None) -> None:
         """Create the pod: each GPU type (and data center) in order until one is placed."""
         run_id = self.pod.run_id
         client = keys.new_key()
@@ -302,7 +306,7 @@ class PodLife:
 
     # Reaching it.
 
-    def wait_ready(self, connect: Any) -> Any:
+    def wait_ready(self, connect: Callable[[Path], Host]) -> Host:
         """Poll the pod until its SSH port is known and its bootstrap says ready; the
         connected host ``connect(config)`` returned."""
         pod_id = self.pod.pod_id
@@ -382,6 +386,20 @@ class PodLife:
             logger.warning(f"runpod: cannot delete the secret {self.pod.secret}: {error}")
 
     # Deleting.
+
+    def abandon(self) -> None:
+        """Delete the pod of a start that failed (or was interrupted); a failure is only
+        warned about, the start's error being the one to show."""
+        if self.pod.pod_id is None:
+            self.drop_secret()
+            return
+        try:
+            self.delete("client")
+        except Exception as error:  # noqa: BLE001 - the start's error is the one to show
+            logger.warning(
+                f"runpod: cannot delete pod {self.pod.pod_id}: {error}; its watchdog deletes "
+                f"it within the boot grace, or run `overbrainer pod rm {self.pod.run_id}`"
+            )
 
     def delete(self, by: str) -> None:
         """Delete the pod and confirm it is gone; record it ``deleted`` with its spend."""
