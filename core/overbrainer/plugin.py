@@ -16,7 +16,9 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   ``open_shell``, ``TargetShell``; for ``estimate_price``, ``TargetPrice``; for the
   ``watch`` hooks, ``Settings`` and ``CycleSummary``.
 - Settings models for ``register_targets``: ``TargetBase``, ``HostTarget`` and the field
-  types ``NonEmpty``, ``Finite``, ``RemotePath``, ``EnvPattern``, ``comma_list``.
+  types ``NonEmpty``, ``Finite``, ``RemotePath``, ``EnvPattern``, ``HttpUrl``,
+  ``comma_list``; for ``register_settings`` (a top-level table of the plugin's own, read
+  with ``Settings.section``), ``Section`` and ``RegisterSection``.
 - Helpers: ``layout`` (the job directory's file names), the manifest (``parse_manifest``,
   ``select``, ``covered``, ``manifest_of``, ``verify``, ``sha256_file``, and
   ``collect_directory`` for a job directory this machine can read), metric lines
@@ -43,12 +45,15 @@ from overbrainer.config.model import (
     EnvPattern,
     Finite,
     HostTarget,
+    HttpUrl,
     NonEmpty,
     RemotePath,
+    Section,
     Settings,
     TargetBase,
     comma_list,
 )
+from overbrainer.config.sections import RegisterSection
 from overbrainer.cycles import CycleSummary
 from overbrainer.errors import ArtifactMismatch, MissingArtifact, TransientError, UserError
 from overbrainer.files import mkdir_nofollow, open_append, own_path, read_regular, write_atomic
@@ -119,6 +124,7 @@ __all__ = [
     "HostError",
     "HostExecutor",
     "HostTarget",
+    "HttpUrl",
     "JobHandle",
     "JobPoll",
     "JobSpec",
@@ -132,10 +138,12 @@ __all__ = [
     "NonEmpty",
     "Project",
     "ProjectLock",
+    "RegisterSection",
     "RemotePath",
     "RunRecord",
     "RunState",
     "SecretsChannel",
+    "Section",
     "Settings",
     "StreamWatches",
     "TargetBase",
