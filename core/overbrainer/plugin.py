@@ -29,6 +29,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   the running command), ``ProjectLock`` (the project's writer lock, a context manager) and
   ``check_run_id`` (refuses an id that is not a run id), ``resolve_run_id`` (``latest``
   or a unique prefix to the run id, as the core's commands take them).
+- What a run's machines cost, for the Prometheus endpoint: ``write_spend`` and
+  ``MachineSpend`` (``layout.TARGET_SPEND``, beside ``target.note``).
 - Project files, read and written as the core does (:mod:`overbrainer.files`):
   ``read_regular`` (a regular file only, within a bound), ``write_atomic`` (rename, never
   through a link), ``open_append`` (``O_NOFOLLOW``), ``mkdir_nofollow`` and ``own_path``
@@ -92,6 +94,7 @@ from overbrainer.job.spec import (
     TargetInfo,
     TargetPrice,
 )
+from overbrainer.job.spend import MachineSpend, write_spend
 from overbrainer.project import Project
 from overbrainer.redact import LineRedactor, escape_controls, redact, register_secret
 from overbrainer.runs.ids import check_run_id
@@ -133,6 +136,7 @@ __all__ = [
     "LineRedactor",
     "LocalHost",
     "LogChunk",
+    "MachineSpend",
     "Manifest",
     "MissingArtifact",
     "NonEmpty",
@@ -176,4 +180,5 @@ __all__ = [
     "sha256_file",
     "verify",
     "write_atomic",
+    "write_spend",
 ]
