@@ -316,7 +316,7 @@ class _ScrapeTime(Collector):
         spend = GaugeMetricFamily(
             # Named for the reference tool's only paying target; any target's machines.
             "overbrainer_runpod_spend_usd",
-            "Estimated pod spend in US dollars.",
+            "Estimated spend of the run's machines (pods) in US dollars.",
             labels=["run_id"],
         )
         for run_id, dollars in _spend(self.metrics.project_dir, self.metrics.clock()):
