@@ -55,7 +55,7 @@ def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: s
     with app.lock():
         warn_before_training(app.settings)
         trained = session.train(
-            app.workspace(), target=target, resume_from=resume_from, keep_pod=keep_pod
+            app.workspace(), target=target, resume_from=resume_from, keep_machine=keep_pod
         )
         if trained is not None and not trained.up_to_date:
             after_training(app.project, app.plugins.hook, app.runs, trained.record)
