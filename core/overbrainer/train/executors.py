@@ -3,7 +3,7 @@ commands after training share it, and its error messages.
 
 Every command holds its executor in a ``with`` block (:func:`holding`,
 :func:`held_executor`): however the block ends (an error, Ctrl-C), the executor is
-released once, with the run and outcome the block left in its :class:`Held`.
+released once, with the run and outcome the block noted in its :class:`Held`.
 """
 
 from __future__ import annotations
@@ -35,15 +35,13 @@ def run_target(project: Project, record: RunRecord) -> BaseModel:
 @dataclass
 class Held:
     """An executor held by a block, released once with ``run`` and ``outcome`` as the
-    block left them (the record the command last saved, and how the run ended, when it
-    did); a block that hands it on (:meth:`hand_on`) leaves the release to the taker."""
+    block left them: the record the command last saved, and how the run ended, when it
+    did."""
 
     hooks: Hooks
     executor: object
     run: RunRecord | None = None
     outcome: RunState | None = None
-    handed_on: bool = False
-    released: bool = False
 
     def ended(self, record: RunRecord) -> RunRecord:
         """Note ``record`` as the run's latest, its outcome too when it ended; the record."""
@@ -51,17 +49,9 @@ class Held:
         self.outcome = record.state if record.state.ended else None
         return record
 
-    def hand_on(self) -> Held:
-        """This hold, now released by whoever takes it (:meth:`release`)."""
-        self.handed_on = True
-        return self
-
     def release(self) -> None:
-        """Give the target's resources back, once; a failure is only a warning, so that
-        it never hides how the command ended."""
-        if self.released:
-            return
-        self.released = True
+        """Give the target's resources back; a failure is only a warning, so that it
+        never hides how the command ended."""
         try:
             self.hooks.release_executor(executor=self.executor, run=self.run, outcome=self.outcome)
         except Exception as error:  # noqa: BLE001 - releasing must not hide the real outcome
@@ -82,8 +72,7 @@ def holding(
     try:
         yield held
     finally:
-        if not held.handed_on:
-            held.release()
+        held.release()
 
 
 def held_executor(
