@@ -159,7 +159,7 @@ def resume_source(ws: Workspace, training: Training, run_id: str) -> Resume:
     """The stopped run ``run_id`` to resume from, checked: stopped with its snapshot here,
     trained with the same settings."""
     from overbrainer.job.layout import CONFIG_FILE
-    from overbrainer.train.axolotl import resume_mismatch
+    from overbrainer.train.axolotl_yaml import resume_mismatch
 
     store = ws.runs
     source = store.load(run_id)

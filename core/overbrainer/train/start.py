@@ -167,7 +167,7 @@ def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared, held: H
     or a transient failure is re-raised as a ``UserError``; anything else is a bug and keeps
     its traceback.
     """
-    from overbrainer.train.axolotl import dump_yaml
+    from overbrainer.train.axolotl_yaml import dump_yaml
     from overbrainer.train.prepare import job_description, write_run_dir
 
     store = ws.runs
