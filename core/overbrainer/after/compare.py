@@ -195,11 +195,11 @@ def compare(
     run_id: str | None = None,
     limit: int | None = None,
     rejudge: str | None = None,
-    keep_pod: bool = False,
+    keep_machine: bool = False,
     echo: Callable[[str], None] | None = None,
 ) -> Path:
     """Run a compare (or judge ``rejudge`` again) and return the path of its compare.md
-    (``keep_pod``: a machine made for it is kept); ``echo`` gets the summary. More than a
+    (``keep_machine``: a machine made for it is kept); ``echo`` gets the summary. More than a
     tenth of the verdicts unread fails, once both files are written."""
     if rejudge is not None:
         directory = find_compare(store, rejudge)
@@ -236,7 +236,9 @@ def compare(
             f"compare: {ident}: run {run_id}, {len(questions)} questions, child "
             f"{export['file']} on target `{record.target}`"
         )
-        with open_target(project, hook, record, purpose="compare", keep_machine=keep_pod) as target:
+        with open_target(
+            project, hook, record, purpose="compare", keep_machine=keep_machine
+        ) as target:
             try:
                 if target.shell.price_per_hour is not None:  # a pod's: the child's price
                     setup["pod_price_per_hour"] = target.shell.price_per_hour

@@ -142,11 +142,11 @@ def export_run(
     ollama: str | None = None,
     echo: Callable[[str], None],
     label: str = "export",
-    keep_pod: bool = False,
+    keep_machine: bool = False,
     verify: int = VERIFY_PROMPTS,
     max_drift: float | None = None,
 ) -> Exported:
-    """Export run ``run_id`` to GGUF on its target and deliver it home (``keep_pod``: a
+    """Export run ``run_id`` to GGUF on its target and deliver it home (``keep_machine``: a
     machine made for it is kept), verified on the first ``verify`` eval prompts;
     ``max_drift`` fails it past that mean log-prob drift (``AUTO`` picks the type by it)."""
     accepted = accept_run(store, run_id, "export")
@@ -161,7 +161,7 @@ def export_run(
     job_id = export_id()
     secrets = _hub_secrets(project)  # a token that cannot be handed over fails before a pod
     with open_target(
-        project, hook, accepted.record, purpose=label, keep_machine=keep_pod
+        project, hook, accepted.record, purpose=label, keep_machine=keep_machine
     ) as target:
         shown_kind = (
             f"auto (the smallest of {', '.join(LADDER)} within --max-drift {max_drift})"

@@ -153,9 +153,11 @@ def open_target(
     """The target of ``run`` with a shell on it for the block, its executor released
     however the block ends; or a ``UserError`` saying why not. ``purpose`` names the
     command, ``keep_machine`` is its ``--keep-machine``."""
-    from overbrainer.train.executors import held_executor
+    from overbrainer.train.executors import check_keep_machine, held_executor
 
     with held_executor(project, hook, run) as held:
+        if keep_machine:  # before a machine is made for the command
+            check_keep_machine(run.target, hook.describe_target(executor=held.executor))
         shell = hook.open_shell(executor=held.executor, purpose=purpose, keep_machine=keep_machine)
         if shell is None:
             raise UserError(

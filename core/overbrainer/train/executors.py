@@ -19,6 +19,7 @@ from overbrainer.config.model import TargetBase
 from overbrainer.errors import UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.record import RunRecord, RunState
+from overbrainer.job.spec import TargetInfo
 from overbrainer.project import Project
 
 
@@ -30,6 +31,16 @@ def run_target(project: Project, record: RunRecord) -> BaseModel:
             f"target `{record.target}` of run {record.id} is no longer in overbrainer.toml"
         )
     return target
+
+
+def check_keep_machine(name: str, info: TargetInfo | None) -> None:
+    """Refuse ``--keep-machine`` for a target that makes no machine for a run (by its
+    own description, ``per_run``): there would be nothing to keep."""
+    if info is None or not info.per_run:
+        raise UserError(
+            "--keep-machine applies only to a target that makes a machine for the run "
+            f"(target `{name}` does not)"
+        )
 
 
 @dataclass

@@ -60,7 +60,7 @@ class Prepared:
 
 
 def plan_run(
-    ws: Workspace, target: str | None, resume_from: str | None, keep_pod: bool = False
+    ws: Workspace, target: str | None, resume_from: str | None, keep_machine: bool = False
 ) -> Plan:
     """Check what a new run needs from the settings and the data, or refuse."""
     from overbrainer.config.load import ConfigError
@@ -74,7 +74,7 @@ def plan_run(
         raise ConfigError(problems)
     resume = resume_source(ws, training, resume_from) if resume_from else None
     has_eval = check_train_data(data_source(ws.project_dir, resume), ws.project_dir)
-    return Plan(training, name, target_model, resume, has_eval, keep_machine=keep_pod)
+    return Plan(training, name, target_model, resume, has_eval, keep_machine=keep_machine)
 
 
 def check_budget(ws: Workspace, target: str, max_usd: float | None) -> None:

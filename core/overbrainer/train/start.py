@@ -16,7 +16,7 @@ from overbrainer.job.layout import INPUTS_FILE
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.spec import JobSpec
 from overbrainer.runs.interrupt import deferred_sigint
-from overbrainer.train.executors import Held, holding
+from overbrainer.train.executors import Held, check_keep_machine, holding
 from overbrainer.train.follow import detached, follow_to_end
 from overbrainer.train.inputs import Inputs
 from overbrainer.train.plan import (
@@ -144,8 +144,8 @@ def prepare(
     info = hook.describe_target(executor=executor)
     if info is None:
         raise UserError(f"no installed plugin can describe target `{plan.target}`")
-    if plan.keep_machine and not info.per_run:
-        raise UserError("--keep-pod only applies to a runpod target")
+    if plan.keep_machine:
+        check_keep_machine(plan.target, info)
     resumable = None
     if (only_if_changed or same_as) and plan.resume is None:
         fingerprint = job_inputs(ws, plan, info).fingerprint
