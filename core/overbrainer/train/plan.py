@@ -127,9 +127,12 @@ def job_config(ws: Workspace, plan: Plan, info: TargetInfo) -> tuple[str, dict[s
     return base_model, config
 
 
-def job_inputs(ws: Workspace, plan: Plan, info: TargetInfo) -> Inputs:
-    """What a new run of ``plan`` on this target would be made from."""
-    base_model, config = job_config(ws, plan, info)
+def job_inputs(
+    ws: Workspace, plan: Plan, info: TargetInfo, made: tuple[str, dict[str, Any]] | None = None
+) -> Inputs:
+    """What a new run of ``plan`` on this target would be made from; ``made``: its
+    :func:`job_config`, when the caller has it already."""
+    base_model, config = made or job_config(ws, plan, info)
     return inputs_of(
         config,
         data_source(ws.project_dir, plan.resume),

@@ -175,8 +175,8 @@ def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared, held: H
     run_dir = store.run_dir(run.id)
     training, resume, info = plan.training, plan.resume, ready.info
     try:
-        base_model, config = job_config(ws, plan, info)
-        inputs = job_inputs(ws, plan, info)
+        base_model, config = made = job_config(ws, plan, info)
+        inputs = job_inputs(ws, plan, info, made)
         (run_dir / INPUTS_FILE).write_text(inputs.to_json(), encoding="utf-8")
         write_run_dir(
             run_dir,
