@@ -54,7 +54,7 @@ class Held:
     run: RunRecord | None = None
     outcome: RunState | None = None
 
-    def ended(self, record: RunRecord) -> RunRecord:
+    def note(self, record: RunRecord) -> RunRecord:
         """Note ``record`` as the run's latest, its outcome too when it ended; the record."""
         self.run = record
         self.outcome = record.state if record.state.ended else None

@@ -105,7 +105,7 @@ def follow_held(
     """Follow a started run to its end with the executor ``held``; the run as saved.
     Ctrl-C detaches (``DetachedRun``)."""
     try:
-        return held.ended(follow_to_end(ws, held.executor, record, asked_at=asked_at))
+        return held.note(follow_to_end(ws, held.executor, record, asked_at=asked_at))
     except KeyboardInterrupt:
         detached(record)
 

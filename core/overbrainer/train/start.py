@@ -104,7 +104,7 @@ def _new_run(
     store = ws.runs
     executor = held.executor
     try:
-        record = held.ended(
+        record = held.note(
             store.create(
                 ws.settings.project.name,
                 plan.target,
@@ -112,7 +112,7 @@ def _new_run(
             )
         )
         if plan.resume is not None:
-            record = held.ended(record.evolve(resumed_from=plan.resume.run_id))
+            record = held.note(record.evolve(resumed_from=plan.resume.run_id))
             store.save(record)
             logger.info(
                 f"train: run {record.id} resumes from the snapshot of run "
@@ -124,7 +124,7 @@ def _new_run(
             record = start(ws, record, plan=plan, ready=ready, held=held)
         if noted.caught:
             raise noted.interrupt()
-        return held.ended(follow_to_end(ws, executor, record, stop_when=stop_when))
+        return held.note(follow_to_end(ws, executor, record, stop_when=stop_when))
     except KeyboardInterrupt:
         detached(held.run)
 
@@ -194,7 +194,7 @@ def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared, held: H
     except Exception as error:
         message = str(error) or type(error).__name__
         logger.debug(f"the start of run {run.id} failed: {error!r}")
-        store.save(held.ended(run.evolve(state=RunState.FAILED, message=message)))
+        store.save(held.note(run.evolve(state=RunState.FAILED, message=message)))
         if isinstance(error, UserError | TransientError):
             raise UserError(message) from error
         raise
@@ -208,7 +208,7 @@ def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared, held: H
             logger.warning(f"cannot cancel the job of run {run.id} after a failed save: {error}")
         raise
     logger.info("train: job running")
-    return held.ended(record)
+    return held.note(record)
 
 
 def resolve_secrets(ws: Workspace, training: Training) -> dict[str, SecretStr]:

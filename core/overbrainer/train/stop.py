@@ -118,13 +118,13 @@ def cancel(ws: Workspace, run_id: str) -> None:
             "on the target"
         )
     with held_executor(ws.project, ws.hook, record) as held:
-        held.ended(record)
+        held.note(record)
         with deferred_sigint():
             status = cancel_job(ws, held, record)
             if status.state is JobState.CANCELLED:
                 from overbrainer.runs.follow import Followed
 
-                record = held.ended(
+                record = held.note(
                     settle(ws.hook, held.executor, ws.runs, record, Followed(status=status))
                 )
     if record.state is not RunState.CANCELLED:
