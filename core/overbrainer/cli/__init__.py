@@ -70,6 +70,9 @@ SUMMARIES = {
 importing them (a test holds these equal to the commands' own)."""
 
 DEFERRED_LOGGING = frozenset({"runs"})
+STARTING_IN_STAGE = frozenset({"subtopics", "questions", "answers"})
+"""Commands whose start-up goes on into their stage (aiohttp, the stage's module): the
+garbage collector stays held until the stage's requests begin (see ``collector``)."""
 """Groups that configure logging themselves: ``runs ls`` lists without importing loguru
 (a quarter of its start-up) unless it warns."""
 
@@ -239,6 +242,10 @@ def cli(ctx: click.Context, project_dir: str) -> None:
     source = ctx.get_parameter_source("project_dir")
     explicit = source is not None and source.name != "DEFAULT"
     ctx.obj = App(Path(project_dir), explicit=explicit)
+    if ctx.invoked_subcommand not in STARTING_IN_STAGE:
+        from overbrainer.collector import release
+
+        release()
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -252,5 +259,8 @@ def main() -> None:
     so that it stops a command the way Ctrl-C does, cleanly."""
     import signal
 
+    from overbrainer.collector import hold
+
+    hold()
     signal.signal(signal.SIGTERM, _terminate)
     cli(prog_name="overbrainer")
