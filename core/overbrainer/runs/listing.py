@@ -14,21 +14,18 @@ compares) follows it, each field labelled, and a header names the fixed columns.
 
 from __future__ import annotations
 
-import errno
 import os
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from overbrainer import files
 from overbrainer.errors import UserError
 from overbrainer.job.layout import OUTPUT_DIR, RECORD, TARGET_NOTE
-from overbrainer.redact import escape_controls
 from overbrainer.runs.ids import is_valid_id
-from overbrainer.runs.record_file import not_this_run, record_data
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from overbrainer.job.record import RunRecord
     from overbrainer.runs.figures import Figures
     from overbrainer.runs.store import RunStore
@@ -39,9 +36,8 @@ REASONS = ("requested", "deadline", "cost", "disk")
 """``SnapshotReason``'s values."""
 
 
-@dataclass(frozen=True, slots=True)
-class Listed:
-    """What ``runs ls`` prints of a run."""
+class Listed(NamedTuple):
+    """What ``runs ls`` prints of a run (a named tuple: no ``dataclasses`` to import)."""
 
     id: str
     state: str
@@ -59,6 +55,8 @@ def run_line(record: RunRecord | Listed, width: int, extra: str = "") -> str:
 
 def line_tail(record: RunRecord | Listed, extra: str = "") -> str:
     """What follows the id in ``run_line``, escaped."""
+    from overbrainer.redact import escape_controls
+
     if isinstance(record, Listed):
         state, step, reason = record.state, record.step, record.reason
     else:
@@ -74,6 +72,10 @@ def line_tail(record: RunRecord | Listed, extra: str = "") -> str:
 def read_listed(directory: str, run_id: str) -> Listed:
     """The printed fields of ``directory``'s ``run.json``; ``UserError`` saying why they
     cannot be read, worded as ``RunStore.load`` words it."""
+    import errno
+
+    from overbrainer.runs.record_file import not_this_run, record_data
+
     shown = f"runs/{run_id}/{RECORD}"
     missing = f"cannot read {shown}: {os.strerror(errno.ENOENT)}"
     data = record_data(Path(directory, RECORD), shown, missing)
@@ -136,19 +138,23 @@ def listed_runs(root: Path, warn: Callable[[str], None]) -> list[Listed]:
     return sorted(runs, key=lambda run: (run.created, run.id))
 
 
-@dataclass(slots=True)  # not frozen: its __init__ is half the cost of a cached run
 class Row:
     """A run as ``runs ls`` shows it, as kept in the listing cache: its record's fields,
-    its target's note, its figures, and its line after the id (made once)."""
+    its target's note, its figures, and its line after the id (made once). A plain slotted
+    class: its ``__init__`` is a good part of the cost of a cached run."""
 
-    id: str
-    created: str
-    fields: list[Any]
+    __slots__ = ("created", "fields", "id")
+
+    def __init__(self, run_id: str, created: str, fields: list[Any]) -> None:
+        self.id = run_id
+        self.created = created
+        self.fields = fields
 
     @classmethod
     def of(cls, listed: Listed, note: str, figures: Figures) -> Row:
         extra = (f"  {note}" if note else "") + figures.text()
-        fields = [list(_fields(listed)), note, list(_fields(figures)), line_tail(listed, extra)]
+        figured = [getattr(figures, name) for name in figures.__slots__]
+        fields = [list(listed), note, figured, line_tail(listed, extra)]
         return cls(listed.id, listed.created, fields)
 
     @property
@@ -176,7 +182,6 @@ def listed_rows(root: Path, warn: Callable[[str], None]) -> list[Row]:
     """Every readable run under ``root`` with its note and figures, oldest first (read
     from the listing cache where the run's files are as they were); ``warn`` says why one
     is skipped."""
-    from overbrainer.runs.figures import figures_of
     from overbrainer.runs.listing_cache import FINISHED, ListingCache, key_of, metrics_key, settled
 
     if not root.is_dir():
@@ -204,6 +209,8 @@ def listed_rows(root: Path, warn: Callable[[str], None]) -> list[Row]:
         except UserError as error:
             warn(f"skipping run {entry.name}: {error}")
             continue
+        from overbrainer.runs.figures import figures_of  # what a run's files say: a miss
+
         row = Row.of(listed, target_note(entry.path), figures_of(entry.path, listed.created))
         rows.append(row)
         if listed.state not in FINISHED:
@@ -213,11 +220,8 @@ def listed_rows(root: Path, warn: Callable[[str], None]) -> list[Row]:
             kept.add(entry.name)
     cache.keep_only(kept)
     cache.save()
-    return sorted(rows, key=lambda row: (row.created, row.id))
-
-
-def _fields(item: Listed | Figures) -> tuple[Any, ...]:
-    return tuple(getattr(item, name) for name in item.__slots__)
+    rows.sort(key=attrgetter("created", "id"))
+    return rows
 
 
 def _made_since(directory: str) -> bool:
@@ -282,6 +286,8 @@ def runs_json(root: Path) -> list[dict[str, Any]]:
 
 def target_note(directory: Path | str) -> str:
     """The first line of the run's target note, or "" (none, a link, unreadable)."""
+    from overbrainer import files
+
     try:
         fd = files.open_regular(Path(directory) / TARGET_NOTE, TARGET_NOTE, follow=False)
     except UserError:  # a link, a FIFO: no note

@@ -68,17 +68,22 @@ def settled(key: Key, now: float | None = None) -> bool:
 
 def _well_formed(fields: Any) -> bool:
     """Whether ``fields`` are a listing's (the file is ours, but anyone may write it):
-    the record's six fields, the note, the figures' five, the line after the id."""
+    the record's six fields, the note, the figures' five, the line after the id. Exact
+    types (JSON gives no subclasses), no loop: it runs for every run listed."""
+    if type(fields) is not list or len(fields) != 4:
+        return False
+    listed, note, figures, tail = fields
     return (
-        isinstance(fields, list)
-        and len(fields) == 4
-        and isinstance(fields[0], list)
-        and len(fields[0]) == 6
-        and all(isinstance(field, str) for field in fields[0][:4])
-        and isinstance(fields[1], str)
-        and isinstance(fields[2], list)
-        and len(fields[2]) == 5
-        and isinstance(fields[3], str)
+        type(listed) is list
+        and len(listed) == 6
+        and type(listed[0]) is str
+        and type(listed[1]) is str
+        and type(listed[2]) is str
+        and type(listed[3]) is str
+        and type(note) is str
+        and type(figures) is list
+        and len(figures) == 5
+        and type(tail) is str
     )
 
 
@@ -113,14 +118,12 @@ class ListingCache:
         """The fields kept for ``run_id`` if its files still have ``key`` (and, for a run
         not finished, its metrics file the size and time it had)."""
         entry = self.entries.get(run_id)
-        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], list):
+        if type(entry) is not list or len(entry) != 2:
             return None
-        if entry[0][:4] != key:
+        held, fields = entry
+        if type(held) is not list or held[:4] != key or not _well_formed(fields):
             return None
-        fields: list[Any] = entry[1]
-        if not _well_formed(fields):
-            return None
-        if fields[0][1] not in FINISHED and entry[0][4:] != metrics_key(directory):
+        if fields[0][1] not in FINISHED and held[4:] != metrics_key(directory):
             return None
         return fields
 
