@@ -15,7 +15,6 @@ compares) follows it, each field labelled, and a header names the fixed columns.
 from __future__ import annotations
 
 import os
-from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -182,7 +181,13 @@ def listed_rows(root: Path, warn: Callable[[str], None]) -> list[Row]:
     """Every readable run under ``root`` with its note and figures, oldest first (read
     from the listing cache where the run's files are as they were); ``warn`` says why one
     is skipped."""
-    from overbrainer.runs.listing_cache import FINISHED, ListingCache, key_of, metrics_key, settled
+    return [Row(run_id, created, fields) for created, run_id, fields in _listed(root, warn)]
+
+
+def _listed(root: Path, warn: Callable[[str], None]) -> list[tuple[str, str, list[Any]]]:
+    """``listed_rows`` as (created, id, fields), sorted: a tuple a run and one ``stat``
+    of its directory and one of its record where the cache has it (a thousand runs)."""
+    from overbrainer.runs.listing_cache import FINISHED, ListingCache, metrics_key, settled
 
     if not root.is_dir():
         return []
@@ -190,37 +195,42 @@ def listed_rows(root: Path, warn: Callable[[str], None]) -> list[Row]:
     rows = []
     kept: set[str] = set()
     held = cache.entries
+    stat = os.stat
     for entry in os.scandir(root):
         name = entry.name
         if name not in held and not is_valid_id(name):  # the cache holds valid ids only
             continue
         if not entry.is_dir(follow_symlinks=False):
             continue
-        key = key_of(entry.path, f"{entry.path}/{RECORD}")  # not os.path.join: 1,000 runs
-        if key is None:  # no run.json
+        path = entry.path
+        try:
+            folder = stat(path, follow_symlinks=False)
+            record = stat(f"{path}/{RECORD}", follow_symlinks=False)  # not os.path.join
+        except OSError:  # no run.json: no run
             continue
-        fields = cache.get(entry.name, entry.path, key)
+        key = [folder.st_mtime_ns, record.st_ino, record.st_size, record.st_mtime_ns]
+        fields = cache.get(name, path, key)
         if fields is not None:
-            rows.append(Row(entry.name, fields[0][3], fields))
-            kept.add(entry.name)
+            rows.append((fields[0][3], name, fields))
+            kept.add(name)
             continue
         try:
-            listed = read_listed(entry.path, entry.name)
+            listed = read_listed(path, name)
         except UserError as error:
-            warn(f"skipping run {entry.name}: {error}")
+            warn(f"skipping run {name}: {error}")
             continue
         from overbrainer.runs.figures import figures_of  # what a run's files say: a miss
 
-        row = Row.of(listed, target_note(entry.path), figures_of(entry.path, listed.created))
-        rows.append(row)
+        row = Row.of(listed, target_note(path), figures_of(path, listed.created))
+        rows.append((listed.created, name, row.fields))
         if listed.state not in FINISHED:
-            key += metrics_key(entry.path)
-        if settled(key) and not _made_since(entry.path):
-            cache.put(entry.name, key, row.fields)
-            kept.add(entry.name)
+            key += metrics_key(path)
+        if settled(key) and not _made_since(path):
+            cache.put(name, key, row.fields)
+            kept.add(name)
     cache.keep_only(kept)
     cache.save()
-    rows.sort(key=attrgetter("created", "id"))
+    rows.sort()  # by time, then id (ids are unique: the fields are never compared)
     return rows
 
 
@@ -254,12 +264,12 @@ def run_lines(store: RunStore | Path, header: bool = False) -> Iterator[str]:
     note its target keeps (``layout.TARGET_NOTE``: a pod's state and spend) and its
     figures; with ``header``, a line naming the columns first (when there is a run)."""
     root = store if isinstance(store, Path) else store.root
-    rows = listed_rows(root, _warner())
-    width = max((len(row.id) for row in rows), default=0)
+    rows = _listed(root, _warner())
+    width = max((len(run_id) for _, run_id, _ in rows), default=0)
     if header and rows:
         yield f"{'RUN':<{width}}  {'STATE':<9}  TARGET  CREATED"
-    for row in rows:
-        yield f"{row.id:<{width}}{row.tail}"
+    for _, run_id, fields in rows:
+        yield f"{run_id:<{width}}{fields[3]}"
 
 
 def runs_json(root: Path) -> list[dict[str, Any]]:
