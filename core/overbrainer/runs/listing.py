@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from overbrainer.job.record import RunRecord
     from overbrainer.runs.figures import Figures
+    from overbrainer.runs.listing_cache import Key
     from overbrainer.runs.store import RunStore
 
 STATES = ("preparing", "running", "succeeded", "failed", "cancelled", "stopped")
@@ -138,42 +139,41 @@ def listed_runs(root: Path, warn: Callable[[str], None]) -> list[Listed]:
 
 
 class Row:
-    """A run as ``runs ls`` shows it, as kept in the listing cache: its record's fields,
-    its target's note, its figures, and its line after the id (made once). A plain slotted
-    class: its ``__init__`` is a good part of the cost of a cached run."""
+    """A run as ``runs ls`` shows it: its id, and the fields the listing cache keeps of it
+    (``listing_cache.FIELDS``: its record's, its target's note, its figures, and its line
+    after the id, made once). A plain slotted class, made for ``--json`` only."""
 
-    __slots__ = ("created", "fields", "id")
+    __slots__ = ("fields", "id")
 
-    def __init__(self, run_id: str, created: str, fields: list[Any]) -> None:
+    def __init__(self, run_id: str, fields: list[Any]) -> None:
         self.id = run_id
-        self.created = created
         self.fields = fields
 
-    @classmethod
-    def of(cls, listed: Listed, note: str, figures: Figures) -> Row:
+    @staticmethod
+    def fields_of(listed: Listed, note: str, figures: Figures) -> list[Any]:
+        """What the cache keeps of a run, in ``FIELDS``' order."""
         extra = (f"  {note}" if note else "") + figures.text()
         figured = [getattr(figures, name) for name in figures.__slots__]
-        fields = [list(listed), note, figured, line_tail(listed, extra)]
-        return cls(listed.id, listed.created, fields)
+        return [*listed[1:], note, *figured, line_tail(listed, extra)]
 
     @property
     def listed(self) -> Listed:
-        return Listed(*self.fields[0])
+        return Listed(self.id, *self.fields[:5])
 
     @property
     def note(self) -> str:
-        note: str = self.fields[1]
+        note: str = self.fields[5]
         return note
 
     @property
     def figures(self) -> Figures:
         from overbrainer.runs.figures import Figures
 
-        return Figures(*self.fields[2])
+        return Figures(*self.fields[6:11])
 
     @property
     def tail(self) -> str:
-        tail: str = self.fields[3]
+        tail: str = self.fields[11]
         return tail
 
 
@@ -181,13 +181,22 @@ def listed_rows(root: Path, warn: Callable[[str], None]) -> list[Row]:
     """Every readable run under ``root`` with its note and figures, oldest first (read
     from the listing cache where the run's files are as they were); ``warn`` says why one
     is skipped."""
-    return [Row(run_id, created, fields) for created, run_id, fields in _listed(root, warn)]
+    from overbrainer.runs.listing_cache import FIELDS
+
+    return [Row(run_id, fields[-FIELDS:]) for _, run_id, fields in _listed(root, warn)]
 
 
 def _listed(root: Path, warn: Callable[[str], None]) -> list[tuple[str, str, list[Any]]]:
-    """``listed_rows`` as (created, id, fields), sorted: a tuple a run and one ``stat``
-    of its directory and one of its record where the cache has it (a thousand runs)."""
-    from overbrainer.runs.listing_cache import FINISHED, ListingCache, metrics_key, settled
+    """``listed_rows`` as (created, id, a list ending with the fields), sorted: a tuple a
+    run, and one ``stat`` of its directory and one of its record where the cache has it
+    (the cache's whole entry is the list then)."""
+    from overbrainer.runs.listing_cache import (
+        FINISHED,
+        NO_METRICS,
+        ListingCache,
+        metrics_key,
+        settled,
+    )
 
     if not root.is_dir():
         return []
@@ -208,10 +217,10 @@ def _listed(root: Path, warn: Callable[[str], None]) -> list[tuple[str, str, lis
             record = stat(f"{path}/{RECORD}", follow_symlinks=False)  # not os.path.join
         except OSError:  # no run.json: no run
             continue
-        key = [folder.st_mtime_ns, record.st_ino, record.st_size, record.st_mtime_ns]
-        fields = cache.get(name, path, key)
-        if fields is not None:
-            rows.append((fields[0][3], name, fields))
+        key: Key = [folder.st_mtime_ns, record.st_ino, record.st_size, record.st_mtime_ns]
+        kept_entry = cache.get(name, path, key)
+        if kept_entry is not None:
+            rows.append((kept_entry[8], name, kept_entry))
             kept.add(name)
             continue
         try:
@@ -221,12 +230,11 @@ def _listed(root: Path, warn: Callable[[str], None]) -> list[tuple[str, str, lis
             continue
         from overbrainer.runs.figures import figures_of  # what a run's files say: a miss
 
-        row = Row.of(listed, target_note(path), figures_of(path, listed.created))
-        rows.append((listed.created, name, row.fields))
-        if listed.state not in FINISHED:
-            key += metrics_key(path)
+        fields = Row.fields_of(listed, target_note(path), figures_of(path, listed.created))
+        rows.append((listed.created, name, fields))
+        key += NO_METRICS if listed.state in FINISHED else metrics_key(path)
         if settled(key) and not _made_since(path):
-            cache.put(name, key, row.fields)
+            cache.put(name, key, fields)
             kept.add(name)
     cache.keep_only(kept)
     cache.save()
@@ -269,7 +277,7 @@ def run_lines(store: RunStore | Path, header: bool = False) -> Iterator[str]:
     if header and rows:
         yield f"{'RUN':<{width}}  {'STATE':<9}  TARGET  CREATED"
     for _, run_id, fields in rows:
-        yield f"{run_id:<{width}}{fields[3]}"
+        yield f"{run_id:<{width}}{fields[-1]}"
 
 
 def runs_json(root: Path) -> list[dict[str, Any]]:
