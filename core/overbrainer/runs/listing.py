@@ -71,19 +71,22 @@ def line_tail(record: RunRecord | Listed, extra: str = "") -> str:
 
 def read_listed(directory: str, run_id: str) -> Listed:
     """The printed fields of ``directory``'s ``run.json``; ``UserError`` saying why they
-    cannot be read, worded as ``RunStore.load`` words it."""
+    cannot be read, worded as ``RunStore.load`` words it (``record_file``)."""
     import errno
 
-    from overbrainer.runs.record_file import not_this_run, record_data
+    from overbrainer.runs.record_file import load_record
 
-    shown = f"runs/{run_id}/{RECORD}"
-    missing = f"cannot read {shown}: {os.strerror(errno.ENOENT)}"
-    data = record_data(Path(directory, RECORD), shown, missing)
+    missing = f"cannot read runs/{run_id}/{RECORD}: {os.strerror(errno.ENOENT)}"
+    return load_record(directory, run_id, missing, _listed_of)
+
+
+def _listed_of(data: dict[str, Any]) -> Listed:
+    """The printed fields of a record's ``data``, checked as pydantic would check them."""
+    from overbrainer.runs.record_file import NotARecord
+
     problem = _problem(data)
     if problem is not None:
-        raise UserError(f"{shown} is not a valid run record ({problem})")
-    if data["id"] != run_id:
-        raise not_this_run(shown)
+        raise NotARecord(problem)
     snapshot = data.get("snapshot")
     return Listed(
         data["id"],
@@ -123,19 +126,9 @@ def _snapshot_problem(snapshot: Any) -> str | None:
 
 def listed_runs(root: Path, warn: Callable[[str], None]) -> list[Listed]:
     """Every readable run under ``root``, oldest first; ``warn`` says why one is skipped."""
-    if not root.is_dir():
-        return []
-    runs = []
-    for entry in os.scandir(root):
-        if not is_valid_id(entry.name) or not entry.is_dir(follow_symlinks=False):
-            continue
-        if not os.path.exists(os.path.join(entry.path, RECORD)):
-            continue
-        try:
-            runs.append(read_listed(entry.path, entry.name))
-        except UserError as error:
-            warn(f"skipping run {entry.name}: {error}")
-    return sorted(runs, key=lambda run: (run.created, run.id))
+    from overbrainer.runs.record_file import each_record
+
+    return each_record(root, read_listed, warn)
 
 
 class Row:
