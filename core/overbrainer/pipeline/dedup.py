@@ -75,10 +75,17 @@ class Deduplicator:
         # 87,000 questions in one dict made that step tens of ms of the loop's time.
         self._index: list[dict[str, bytearray]] = [defaultdict(bytearray) for _ in range(SHARDS)]
         self._vectors = Vectors()  # of _texts[: _vectors.count]
+        self._pending: list[str] = []  # seeded, not yet indexed
 
     def seed(self, texts: Iterable[str]) -> None:
-        """Texts already kept or rejected: candidates like them are rejected."""
-        for text in texts:
+        """Texts already kept or rejected: candidates like them are rejected. Only listed
+        here, which is cheap on the event loop; they are indexed on the worker thread at
+        the next ``admit`` (100,000 of them are a second of work)."""
+        self._pending.extend(texts)
+
+    def _index_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        for text in pending:
             grams = bigrams(text)
             if grams:
                 self._add(text, grams)
@@ -117,6 +124,7 @@ class Deduplicator:
     def _screen_lexical(
         self, candidates: list[str]
     ) -> tuple[list[tuple[str, frozenset[str]]], list[tuple[str, str]]]:
+        self._index_pending()
         rejected: list[tuple[str, str]] = []
         survivors: list[tuple[str, frozenset[str]]] = []
         for text in candidates:
