@@ -13,7 +13,8 @@ not show).
 
 An entry is one flat list (``KEY_LEN`` numbers, then ``FIELDS`` values) read with the
 standard ``json``, which ``--help`` has imported already: ``orjson`` parses faster but
-costs more to import than a thousand entries take to parse.
+costs more to import than a thousand entries take to parse (it writes the file, after a
+listing that read the runs' files).
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ class ListingCache:
         """Writes the file if an entry changed; a runs/ that cannot be written is left."""
         if not self.changed:
             return
-        text = json.dumps({"version": VERSION, "runs": self.entries}, separators=(",", ":"))
+        import orjson  # writing follows reading a thousand records: its import is paid
+
+        data = orjson.dumps({"version": VERSION, "runs": self.entries})  # figures are finite
         with contextlib.suppress(OSError, UserError):
-            files.write_atomic(self.path, text.encode("utf-8"), f"runs/{CACHE}")
+            files.write_atomic(self.path, data, f"runs/{CACHE}")
