@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from overbrainer.project_paths import RUNS_DIR, runs_dir
+
+__all__ = ["RUNS_DIR", "Project", "runs_dir"]
+
 if TYPE_CHECKING:
     from overbrainer.config.model import Settings
 
@@ -27,20 +31,3 @@ class Project:
     @property
     def state_dir(self) -> Path:
         return self.dir / ".overbrainer"
-
-
-RUNS_DIR = "runs"
-
-
-def runs_dir(project_dir: Path) -> Path:
-    """``runs/`` of the project, refused when it is a symbolic link leading out of the
-    project (as ``.overbrainer`` is): run records, job files and outputs would be read and
-    written wherever a project someone else made points it."""
-    from overbrainer.errors import UserError
-
-    path = project_dir / RUNS_DIR
-    if path.is_symlink() and not path.resolve().is_relative_to(project_dir.resolve()):
-        raise UserError(
-            f"{RUNS_DIR} is a symbolic link leading out of the project: refusing to use it"
-        )
-    return path

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from overbrainer.pipeline.split import allocate, eval_size
+from overbrainer.pipeline.split import allocate, eval_size, ranked
 from pipeline_data import PIPELINE_CONFIG, answer, lines, seed_questions
 
 
@@ -26,6 +26,13 @@ def test_largest_remainder_over_groups():
     shares = allocate(2, {"a": 1, "b": 1, "c": 1}, 42)
     assert sorted(shares.values()) == [0, 1, 1]
     assert allocate(2, {"a": 1, "b": 1, "c": 1}, 42) == shares  # ties broken the same way
+
+
+def test_ranks_that_tie_are_ordered_by_id():
+    answers = {answer_id: answer_id.upper() for answer_id in ("c", "a", "d", "b")}
+    ranks = {"a": 2, "b": 1, "c": 2, "d": 0}
+    assert ranked(answers, ranks.__getitem__) == ["D", "B", "A", "C"]
+    assert ranked(answers, {"a": 3, "b": 1, "c": 2, "d": 0}.__getitem__) == ["D", "B", "C", "A"]
 
 
 def write_answers(project_dir, records):

@@ -10,7 +10,7 @@ import pytest
 from overbrainer.errors import UserError
 from overbrainer.job.layout import TARGET_NOTE
 from overbrainer.job.record import RunState, SnapshotReason
-from overbrainer.runs.listing import REASONS, STATES, run_line, run_lines
+from overbrainer.runs.listing import REASONS, STATES, run_line, run_lines, runs_json
 from overbrainer.runs.store import RunStore
 
 
@@ -179,3 +179,59 @@ def test_runs_just_changed_or_with_exports_are_not_kept(project_dir):
     export.mkdir()
     (export / "export.json").write_text("{}")
     assert "exported" in list(run_lines(root))[1]
+
+
+def test_what_the_cache_gives_is_what_the_files_give_text_and_json(project_dir):
+    write(project_dir, "demo_20260101-000000", "2026-01-01T00:00:00Z", state="succeeded")
+    write(project_dir, "demo_20260101-000001", "2026-01-01T00:00:01Z", state="stopped",
+          snapshot={"checkpoint": "output/checkpoint-7", "step": 7, "reason": "cost"})
+    write(project_dir, "demo_20260101-000002", "2026-01-01T00:00:02Z", state="running")
+    root = RunStore(project_dir).root
+    (root / "demo_20260101-000001" / TARGET_NOTE).write_text("pod gone $1.20\n")
+    (root / "demo_20260101-000002" / "metrics.jsonl").write_text(
+        json.dumps({"event": "log", "time": 1767225662.0, "step": 3, "loss": 0.5,
+                    "eval_loss": 0.75}) + "\n"
+    )
+    backdate(project_dir)
+    fresh_lines, fresh_json = list(run_lines(root, header=True)), runs_json(root)
+    cache = json.loads((root / ".listing.json").read_text())
+    assert len(cache["runs"]) == 3
+    assert list(run_lines(root, header=True)) == fresh_lines
+    assert runs_json(root) == fresh_json
+    assert fresh_json[1]["snapshot"] == {"step": 7, "reason": "cost"}
+    assert fresh_json[1]["note"] == "pod gone $1.20"
+    assert fresh_json[2]["eval_loss"] == 0.75
+
+
+def test_metrics_that_appear_for_a_running_run_are_shown(project_dir):
+    write(project_dir, "demo_20260101-000000", "2026-01-01T00:00:00Z", state="running")
+    backdate(project_dir)
+    root = RunStore(project_dir).root
+    assert "loss" not in next(run_lines(root))
+    assert "demo_20260101-000000" in json.loads((root / ".listing.json").read_text())["runs"]
+    # Made in place, as the follower's copy would be if the directory's time were kept.
+    directory = root / "demo_20260101-000000"
+    before = directory.stat()
+    (directory / "metrics.jsonl").write_text(
+        json.dumps({"event": "log", "time": 1767225601.0, "loss": 0.25}) + "\n"
+    )
+    import os
+
+    os.utime(directory, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert "loss 0.2500" in next(run_lines(root))
+
+
+def test_a_cache_of_the_layout_before_is_not_read(project_dir):
+    write(project_dir, "demo_20260101-000000", "2026-01-01T00:00:00Z", state="succeeded")
+    backdate(project_dir)
+    root = RunStore(project_dir).root
+    fresh = list(run_lines(root))
+    data = json.loads((root / ".listing.json").read_text())
+    entry = data["runs"]["demo_20260101-000000"]
+    key, fields = entry[:4], entry[6:]
+    data["version"] = 2  # its entries were [key, [listed, note, figures, line]]
+    data["runs"]["demo_20260101-000000"] = [
+        key, [["demo_20260101-000000", *fields[:5]], fields[5], fields[6:11], "  forged"]
+    ]
+    (root / ".listing.json").write_text(json.dumps(data))
+    assert list(run_lines(root)) == fresh

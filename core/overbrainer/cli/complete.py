@@ -1,16 +1,20 @@
 """Dynamic shell-completion candidates, read cheaply from the project directory.
 
-Command modules import this one at their top, so what only completion needs is imported
-inside the functions: `overbrainer --help` does not pay for it.
+Command modules import this one at their top, so what only completion needs (click's
+``shell_completion`` included) is imported inside the functions: `overbrainer --help` and
+the commands themselves do not pay for it.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from click.shell_completion import CompletionItem
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
 
 
 def _project_dir(ctx: click.Context) -> Path:
@@ -34,6 +38,8 @@ def complete_run_id(
     """Run ids, with their state and target as help (escaped: run.json is a file), and
     ``latest`` when there is a run."""
     import json
+
+    from click.shell_completion import CompletionItem
 
     from overbrainer import files
     from overbrainer.errors import UserError
@@ -81,6 +87,8 @@ def complete_topic(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
     """Topic names from ``overbrainer.toml``."""
+    from click.shell_completion import CompletionItem
+
     topics = _config(ctx).get("topics", [])
     if not isinstance(topics, list):
         return []
@@ -92,6 +100,8 @@ def complete_target(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
     """Target names from ``overbrainer.toml``, with their kind as help."""
+    from click.shell_completion import CompletionItem
+
     targets = _config(ctx).get("targets", {})
     if not isinstance(targets, dict):
         return []

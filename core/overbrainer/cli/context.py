@@ -6,7 +6,6 @@ Imports happen inside the properties: a command module imports this one at its t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,7 +22,6 @@ if TYPE_CHECKING:
     from overbrainer.train.workspace import Workspace
 
 
-@dataclass
 class App:
     """The project directory and what commands read from it.
 
@@ -31,11 +29,18 @@ class App:
     (the current one): the project is the first one upwards holding ``overbrainer.toml``,
     as git and uv find their roots. A command that reads ``project_dir`` needs a project
     and fails, saying so, when there is none.
+
+    A plain class, not a dataclass: every command makes one, and ``dataclasses`` is a
+    millisecond of import that ``runs ls`` would pay for nothing else.
     """
 
-    given: Path
-    explicit: bool = True
-    _plugins: Plugins | None = field(default=None, repr=False)
+    def __init__(self, given: Path, explicit: bool = True) -> None:
+        self.given = given
+        self.explicit = explicit
+        self._plugins: Plugins | None = None
+
+    def __repr__(self) -> str:
+        return f"App(given={self.given!r}, explicit={self.explicit!r})"
 
     @cached_property
     def project_dir(self) -> Path:

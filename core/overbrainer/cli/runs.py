@@ -38,7 +38,7 @@ def list_runs(as_json: bool) -> None:
 
     Example: overbrainer runs ls --json
     """
-    from overbrainer.project import runs_dir
+    from overbrainer.project_paths import runs_dir
 
     root = runs_dir(current_app().project_dir)
     if as_json:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from array import array
+import struct
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from itertools import pairwise
@@ -35,6 +35,10 @@ LEXICAL = "lexical"
 EMBEDDING = "embedding"
 _SLACK = 1e-9
 """Keeps the rarest-bigrams bound on the safe side of float rounding."""
+SHARDS = 256
+"""Dicts the bigram index is spread over (see ``Deduplicator.__init__``)."""
+_PACK = struct.Struct("I").pack
+"""A text's number in a posting: an unsigned 32-bit integer, native order (``"I"``)."""
 
 
 def bigrams(text: str) -> frozenset[str]:
@@ -62,15 +66,26 @@ class Deduplicator:
         self.embedding_threshold = embedding_threshold
         self._embed = embed
         self._texts: list[str] = []
-        # Held as tuples and arrays, which the garbage collector does not track: at
-        # 100,000 texts, sets and lists made each full collection a 250 ms loop stall.
+        # Held as tuples of strings and bytearrays of ids, which the garbage collector
+        # does not track (arrays it does): at 100,000 texts, sets, lists and then arrays
+        # made each full collection a loop stall of 70-250 ms.
         self._grams: list[tuple[str, ...]] = []
-        self._index: dict[str, array[int]] = defaultdict(lambda: array("l"))
+        # The bigram index in SHARDS dicts by hash: a dict grows by rehashing all it holds
+        # at once, with the GIL held whichever thread adds; the ~350,000 bigrams of
+        # 87,000 questions in one dict made that step tens of ms of the loop's time.
+        self._index: list[dict[str, bytearray]] = [defaultdict(bytearray) for _ in range(SHARDS)]
         self._vectors = Vectors()  # of _texts[: _vectors.count]
+        self._pending: list[str] = []  # seeded, not yet indexed
 
     def seed(self, texts: Iterable[str]) -> None:
-        """Texts already kept or rejected: candidates like them are rejected."""
-        for text in texts:
+        """Texts already kept or rejected: candidates like them are rejected. Only listed
+        here, which is cheap on the event loop; they are indexed on the worker thread at
+        the next ``admit`` (100,000 of them are a second of work)."""
+        self._pending.extend(texts)
+
+    def _index_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        for text in pending:
             grams = bigrams(text)
             if grams:
                 self._add(text, grams)
@@ -109,6 +124,7 @@ class Deduplicator:
     def _screen_lexical(
         self, candidates: list[str]
     ) -> tuple[list[tuple[str, frozenset[str]]], list[tuple[str, str]]]:
+        self._index_pending()
         rejected: list[tuple[str, str]] = []
         survivors: list[tuple[str, frozenset[str]]] = []
         for text in candidates:
@@ -146,10 +162,11 @@ class Deduplicator:
         # A match shares at least `needed` bigrams, so one of the `size - needed + 1`
         # rarest: only the texts holding those are measured.
         needed = max(1, math.ceil(self.threshold * size - _SLACK))
-        postings = sorted((self._index.get(gram, ()) for gram in grams), key=len)
+        index = self._index
+        postings = sorted((index[hash(gram) % SHARDS].get(gram, b"") for gram in grams), key=len)
         found: set[int] = set()
         for posting in postings[: size - needed + 1]:
-            found.update(posting)
+            found.update(memoryview(posting).cast("I"))
         for number in found:
             other = self._grams[number]
             shared = len(grams.intersection(other))
@@ -161,5 +178,7 @@ class Deduplicator:
         number = len(self._texts)
         self._texts.append(text)
         self._grams.append(tuple(grams))
+        index = self._index
+        packed = _PACK(number)
         for gram in grams:
-            self._index[gram].append(number)
+            index[hash(gram) % SHARDS][gram] += packed

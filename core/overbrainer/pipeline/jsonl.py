@@ -175,6 +175,10 @@ class Line:
         self.small = small
 
 
+Scanned = tuple[int, int, bytes, dict[str, Any], bool, bool]
+"""A ``Line``'s fields as a tuple, in its order: what ``scan_records`` yields."""
+
+
 def scan_jsonl(path: Path, shown: str, check: Check | None = None) -> Iterator[Line]:
     """The records of ``path`` one at a time, as ``read_jsonl`` reads them (the same
     errors and warning), never holding more than a line."""
@@ -182,12 +186,14 @@ def scan_jsonl(path: Path, shown: str, check: Check | None = None) -> Iterator[L
     if file is None:
         return
     with file:
-        yield from scan_lines(file, shown, check)
+        for offset, length, body, record, fast, small in scan_records(file, shown, check):
+            yield Line(offset, length, body, record, fast, small=small)
 
 
-def scan_lines(file: BinaryIO, shown: str, check: Check | None = None) -> Iterator[Line]:
-    """``scan_jsonl`` of an open file, from its start. ``loads`` and ``_parse`` inlined:
-    this loop runs for every line of a 100,000-answer file."""
+def scan_records(file: BinaryIO, shown: str, check: Check | None = None) -> Iterator[Scanned]:
+    """``scan_jsonl`` of an open file, from its start, a tuple a record (no ``Line`` to
+    make: this loop runs for every line of a 100,000-answer file). ``loads`` and
+    ``_parse`` inlined; ``small`` is computed only where ``fast`` (it means nothing else)."""
     orjson = _orjson()
     fast_loads = orjson.loads if orjson is not None else None
     shapes, wide, slow_loads = _EXPONENTS, _WIDE, json.loads
@@ -223,18 +229,53 @@ def scan_lines(file: BinaryIO, shown: str, check: Check | None = None) -> Iterat
         elif not isinstance(record, dict) or (check is not None and not check(record)):
             raise invalid(shown, number)
         else:
-            small = b"0.0000" in body or (b"0e-0" in shape and _small_float(body))
-            yield Line(offset, length, body, record, fast, small=small)
+            # A negative exponent needs a "-": one memchr spares most lines the search
+            # of the shape, whose digits and "e"s make it slow.
+            small = fast and (
+                b"0.0000" in body or (b"-" in body and b"0e-0" in shape and _small_float(body))
+            )
+            yield offset, length, body, record, fast, small
         offset += length
 
 
-def same_bytes(line: Line) -> bool:
-    """Whether ``line.body`` is exactly what ``dumps`` writes of ``line.record``, so it
-    can be copied as is."""
-    if not line.fast:
-        return dumps(line.record).encode() == line.body
-    out: bytes = _orjson().dumps(line.record)
-    return out == line.body and not line.small  # the same bytes: the same screen
+def ids_of(path: Path, shown: str, check: Check) -> set[str]:
+    """The ``id`` of every record of ``path``, read as ``scan_jsonl`` reads them (the same
+    errors and warning). Only ids: no screen for what the fast codec would write
+    otherwise, since nothing is written (the standard library still reads what orjson
+    refuses)."""
+    file = files.open_read(path, shown)
+    if file is None:
+        return set()
+    orjson = _orjson()
+    fast_loads = orjson.loads if orjson is not None else json.loads
+    ids = set()
+    number = 0
+    with file:
+        for raw in file:
+            number += 1
+            terminated = raw.endswith(b"\n")
+            body = raw[:-1] if terminated else raw
+            if not body or body.isspace():
+                continue
+            try:
+                record = fast_loads(body)
+            except ValueError:
+                try:
+                    record = json.loads(body)
+                except (ValueError, UnicodeDecodeError):
+                    if terminated:
+                        raise invalid(shown, number) from None
+                    logger.warning(f"{shown}: ignoring an incomplete last line")
+                    continue
+            if not isinstance(record, dict) or not check(record):
+                raise invalid(shown, number)
+            ids.add(record["id"])
+    return ids
+
+
+def fast_codec() -> Any:
+    """orjson, or None: what ``loads`` and ``encode`` use where they may."""
+    return _orjson()
 
 
 class JsonlWriter:

@@ -12,16 +12,18 @@ import math
 import os
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, BinaryIO
 
 from loguru import logger
 
 from overbrainer import files
 from overbrainer.config.model import Settings, Topic
+from overbrainer.pipeline import jsonl
 from overbrainer.pipeline.ids import seeded_order
-from overbrainer.pipeline.jsonl import encode, loads, same_bytes, scan_jsonl, scan_lines
+from overbrainer.pipeline.jsonl import encode, loads
 from overbrainer.pipeline.records import (
     ANSWERS,
     CHECKS,
@@ -92,7 +94,26 @@ def unusable(answer: dict[str, Any]) -> str | None:
 
 
 def _problem(answer: dict[str, Any]) -> tuple[str, str] | None:
-    """Why, and the warning to give (or ""), as ``unusable`` says."""
+    """Why, and the warning to give (or ""), as ``unusable`` says. A conversation of one
+    question and its answer, as ``answers`` writes them, is checked here without
+    ``conversation_problem``'s general walk (it gives None for it)."""
+    messages = answer["messages"]
+    if len(messages) == 2:
+        user, assistant = messages
+        if (
+            type(user) is dict
+            and len(user) == 2
+            and user.get("role") == "user"
+            and type(user.get("content")) is str
+            and type(assistant) is dict
+            and assistant.get("role") == "assistant"
+            and type(assistant.get("content")) is str
+            and (
+                len(assistant) == 2
+                or (len(assistant) == 3 and type(assistant.get("reasoning_content")) is str)
+            )
+        ):
+            return None if assistant["content"].strip() else ("empty", "")
     problem = conversation_problem(answer["messages"])
     if problem is not None:
         return MALFORMED, f"split: answer {answer['id']}: malformed conversation ({problem})"
@@ -114,7 +135,6 @@ class _Answer:
     problem: tuple[str, str] | None
     verbatim: bool
     """The line is exactly what ``dumps`` writes of its record: copied as is."""
-    fast: bool
 
 
 def _answers(source: BinaryIO | None) -> dict[str, _Answer]:
@@ -124,18 +144,24 @@ def _answers(source: BinaryIO | None) -> dict[str, _Answer]:
     if source is None:
         return latest
     intern = sys.intern
-    for line in scan_lines(source, f"{DATA_DIR}/{ANSWERS}", CHECKS[ANSWERS]):
-        answer = line.record
+    codec = jsonl.fast_codec()  # None: no line is read fast, so it is never called
+    dumps_fast = codec.dumps if codec is not None else None
+    for offset, length, body, answer, fast, small in jsonl.scan_records(
+        source, f"{DATA_DIR}/{ANSWERS}", CHECKS[ANSWERS]
+    ):
         excluded = answer["meta"]["excluded"]
+        if fast:
+            verbatim = not small and dumps_fast(answer) == body  # type: ignore[misc]
+        else:
+            verbatim = jsonl.dumps(answer).encode() == body
         latest[answer["id"]] = _Answer(
-            line.offset,
-            line.length,
+            offset,
+            length,
             intern(answer["topic"]),
             intern(answer["subtopic"]),
             excluded,
             None if excluded is not None else _problem(answer),
-            same_bytes(line),
-            line.fast,
+            verbatim,
         )
     return latest
 
@@ -164,15 +190,11 @@ def run(data: DataFiles, settings: Settings, topics: list[Topic]) -> SplitResult
 def _split(
     data: DataFiles, settings: Settings, topics: list[Topic], source: BinaryIO | None
 ) -> SplitResult:
-    seed = settings.pipeline.seed
     counted = {topic.name for topic in topics}
     configured = {topic.name for topic in settings.topics}
-    questions = {
-        line.record["id"]
-        for line in scan_jsonl(data.path(QUESTIONS), f"{DATA_DIR}/{QUESTIONS}", CHECKS[QUESTIONS])
-    }
+    questions = jsonl.ids_of(data.path(QUESTIONS), f"{DATA_DIR}/{QUESTIONS}", CHECKS[QUESTIONS])
     result = SplitResult()
-    usable: dict[str, dict[str, dict[str, _Answer]]] = defaultdict(lambda: defaultdict(dict))
+    usable: Usable = defaultdict(lambda: defaultdict(dict))
     # The later answer to a question is the one that counts (`answers --force` appends
     # the new answer after the old one).
     latest = _answers(source)
@@ -194,42 +216,66 @@ def _split(
             usable[answer.topic][answer.subtopic][answer_id] = answer
     del questions
 
-    keys = {
-        answer_id: (seeded_order(seed, answer_id), answer_id)
+    train, evaluation = _divided(usable, settings)
+    result.train = sum(1 for answer in train if answer.topic in counted)
+    result.eval = sum(1 for answer in evaluation if answer.topic in counted)
+    if not train and not evaluation:
+        result.written = False  # nothing to train on: the files stay as they are
+        return result
+    assert source is not None  # there are answers
+    _write(data, TRAIN, source, train)
+    _write(data, EVAL, source, evaluation)
+    return result
+
+
+Usable = dict[str, dict[str, dict[str, _Answer]]]
+"""The usable answers by topic, subtopic and id."""
+
+
+def _divided(usable: Usable, settings: Settings) -> tuple[list[_Answer], list[_Answer]]:
+    """Train and eval, each in the seeded order: the eval size shared over topics, then
+    subtopics, and each subtopic's first in that order taken for eval."""
+    seed = settings.pipeline.seed
+    everyone = {
+        answer_id: answer
         for subtopics in usable.values()
         for group in subtopics.values()
-        for answer_id in group
+        for answer_id, answer in group.items()
     }
-    n = len(keys)
+    # One sort of them all: the same order within each subtopic as a sort of its own.
+    order = ranked(everyone, partial(seeded_order, seed))
     topic_quotas = allocate(
-        eval_size(n, settings.pipeline.eval_ratio),
+        eval_size(len(order), settings.pipeline.eval_ratio),
         {name: sum(map(len, usable[name].values())) for name in sorted(usable)},
         seed,
     )
-    train: list[tuple[tuple[int, str], _Answer]] = []
-    evaluation: list[tuple[tuple[int, str], _Answer]] = []
+    shares: dict[tuple[str, str], int] = {}
     for topic_name, quota in topic_quotas.items():
         subtopics = usable[topic_name]
         sizes = {name: len(subtopics[name]) for name in sorted(subtopics)}
         for subtopic, share in allocate(quota, sizes, seed).items():
-            ranked = sorted((keys[i], answer) for i, answer in subtopics[subtopic].items())
-            evaluation += ranked[:share]
-            train += ranked[share:]
-    result.train = sum(1 for _, answer in train if answer.topic in counted)
-    result.eval = sum(1 for _, answer in evaluation if answer.topic in counted)
-    if not train and not evaluation:
-        result.written = False  # nothing to train on: the files stay as they are
-        return result
-    train.sort(key=_first)
-    evaluation.sort(key=_first)
-    assert source is not None  # there are answers
-    _write(data, TRAIN, source, [answer for _, answer in train])
-    _write(data, EVAL, source, [answer for _, answer in evaluation])
-    return result
+            shares[topic_name, subtopic] = share
+    # The order restricted to a subtopic is its ranking: its first `share` go to eval.
+    train: list[_Answer] = []
+    evaluation: list[_Answer] = []
+    for answer in order:
+        group = answer.topic, answer.subtopic
+        if shares[group]:
+            shares[group] -= 1
+            evaluation.append(answer)
+        else:
+            train.append(answer)
+    return train, evaluation
 
 
-def _first(pair: tuple[tuple[int, str], _Answer]) -> tuple[int, str]:
-    return pair[0]
+def ranked(answers: dict[str, _Answer], rank: Callable[[str], int]) -> list[_Answer]:
+    """``answers`` by (``rank(id)``, id): sorted by the rank alone, then by both only
+    when two ranks tie (XXH3-64 collisions: possible, never seen)."""
+    ranks = {answer_id: rank(answer_id) for answer_id in answers}
+    ids = sorted(ranks, key=ranks.__getitem__)
+    if len(set(ranks.values())) < len(ranks):
+        ids.sort(key=lambda answer_id: (ranks[answer_id], answer_id))
+    return list(map(answers.__getitem__, ids))
 
 
 _WRITE_CHUNK = 1 << 20

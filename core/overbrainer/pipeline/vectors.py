@@ -23,8 +23,10 @@ EXACT_UP_TO = 1000
 at most a few ms a batch and is exact (benchmarks/dedup.py measures the crossover)."""
 CANDIDATES = 16
 """Rows the graph proposes per vector, each then checked exactly."""
-CHUNK = 2048
-"""Rows added to the graph in one step (one worker-thread call: the loop runs between)."""
+CHUNK = 256
+"""Rows added to the graph in one step (one worker-thread call: the loop runs between).
+usearch holds the GIL while it adds: 256 rows are a few ms of it, 2,048 were 30 ms and
+more of the loop's time once the machine is loaded."""
 CONNECTIVITY = 8
 EXPANSION_ADD = 32
 EXPANSION_SEARCH = 48
@@ -84,7 +86,9 @@ class Vectors:
         return self.count >= EXACT_UP_TO and self._graphed < self.count
 
     def add_to_graph(self) -> None:
-        """Adds up to ``CHUNK`` rows to the graph, making it first if there is none."""
+        """Adds up to ``CHUNK`` rows to the graph; makes the graph first, in a step of its
+        own, if there is none (loading usearch holds the GIL for tens of ms: not on top of
+        a chunk)."""
         import numpy as np
 
         assert self._rows is not None
@@ -109,6 +113,7 @@ class Vectors:
                 expansion_add=EXPANSION_ADD,
                 expansion_search=EXPANSION_SEARCH,
             )
+            return
         end = min(self.count, self._graphed + CHUNK)
         keys = np.arange(self._graphed, end, dtype=np.uint64)
         self._graph.add(keys, self._int8(self._rows[self._graphed : end]), threads=1)

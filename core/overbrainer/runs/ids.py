@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from datetime import datetime
+from typing import TYPE_CHECKING
 
 from overbrainer.errors import UserError
+
+if TYPE_CHECKING:  # not imported at run time: `runs ls` checks ids and makes none
+    from collections.abc import Iterator
+    from datetime import datetime
 
 MAX_SUFFIX = 99
 # Runs made before slugs were trimmed may start with `_`; `.` and `-` may not start an id.

@@ -14,23 +14,20 @@ compares) follows it, each field labelled, and a header names the fixed columns.
 
 from __future__ import annotations
 
-import errno
 import os
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from overbrainer import files
 from overbrainer.errors import UserError
 from overbrainer.job.layout import OUTPUT_DIR, RECORD, TARGET_NOTE
-from overbrainer.redact import escape_controls
 from overbrainer.runs.ids import is_valid_id
-from overbrainer.runs.record_file import not_this_run, record_data
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from overbrainer.job.record import RunRecord
     from overbrainer.runs.figures import Figures
+    from overbrainer.runs.listing_cache import Key
     from overbrainer.runs.store import RunStore
 
 STATES = ("preparing", "running", "succeeded", "failed", "cancelled", "stopped")
@@ -39,9 +36,8 @@ REASONS = ("requested", "deadline", "cost", "disk")
 """``SnapshotReason``'s values."""
 
 
-@dataclass(frozen=True, slots=True)
-class Listed:
-    """What ``runs ls`` prints of a run."""
+class Listed(NamedTuple):
+    """What ``runs ls`` prints of a run (a named tuple: no ``dataclasses`` to import)."""
 
     id: str
     state: str
@@ -59,6 +55,8 @@ def run_line(record: RunRecord | Listed, width: int, extra: str = "") -> str:
 
 def line_tail(record: RunRecord | Listed, extra: str = "") -> str:
     """What follows the id in ``run_line``, escaped."""
+    from overbrainer.redact import escape_controls
+
     if isinstance(record, Listed):
         state, step, reason = record.state, record.step, record.reason
     else:
@@ -73,15 +71,22 @@ def line_tail(record: RunRecord | Listed, extra: str = "") -> str:
 
 def read_listed(directory: str, run_id: str) -> Listed:
     """The printed fields of ``directory``'s ``run.json``; ``UserError`` saying why they
-    cannot be read, worded as ``RunStore.load`` words it."""
-    shown = f"runs/{run_id}/{RECORD}"
-    missing = f"cannot read {shown}: {os.strerror(errno.ENOENT)}"
-    data = record_data(Path(directory, RECORD), shown, missing)
+    cannot be read, worded as ``RunStore.load`` words it (``record_file``)."""
+    import errno
+
+    from overbrainer.runs.record_file import load_record
+
+    missing = f"cannot read runs/{run_id}/{RECORD}: {os.strerror(errno.ENOENT)}"
+    return load_record(directory, run_id, missing, _listed_of)
+
+
+def _listed_of(data: dict[str, Any]) -> Listed:
+    """The printed fields of a record's ``data``, checked as pydantic would check them."""
+    from overbrainer.runs.record_file import NotARecord
+
     problem = _problem(data)
     if problem is not None:
-        raise UserError(f"{shown} is not a valid run record ({problem})")
-    if data["id"] != run_id:
-        raise not_this_run(shown)
+        raise NotARecord(problem)
     snapshot = data.get("snapshot")
     return Listed(
         data["id"],
@@ -121,54 +126,47 @@ def _snapshot_problem(snapshot: Any) -> str | None:
 
 def listed_runs(root: Path, warn: Callable[[str], None]) -> list[Listed]:
     """Every readable run under ``root``, oldest first; ``warn`` says why one is skipped."""
-    if not root.is_dir():
-        return []
-    runs = []
-    for entry in os.scandir(root):
-        if not is_valid_id(entry.name) or not entry.is_dir(follow_symlinks=False):
-            continue
-        if not os.path.exists(os.path.join(entry.path, RECORD)):
-            continue
-        try:
-            runs.append(read_listed(entry.path, entry.name))
-        except UserError as error:
-            warn(f"skipping run {entry.name}: {error}")
-    return sorted(runs, key=lambda run: (run.created, run.id))
+    from overbrainer.runs.record_file import each_record
+
+    return each_record(root, read_listed, warn)
 
 
-@dataclass(slots=True)  # not frozen: its __init__ is half the cost of a cached run
 class Row:
-    """A run as ``runs ls`` shows it, as kept in the listing cache: its record's fields,
-    its target's note, its figures, and its line after the id (made once)."""
+    """A run as ``runs ls`` shows it: its id, and the fields the listing cache keeps of it
+    (``listing_cache.FIELDS``: its record's, its target's note, its figures, and its line
+    after the id, made once). A plain slotted class, made for ``--json`` only."""
 
-    id: str
-    created: str
-    fields: list[Any]
+    __slots__ = ("fields", "id")
 
-    @classmethod
-    def of(cls, listed: Listed, note: str, figures: Figures) -> Row:
+    def __init__(self, run_id: str, fields: list[Any]) -> None:
+        self.id = run_id
+        self.fields = fields
+
+    @staticmethod
+    def fields_of(listed: Listed, note: str, figures: Figures) -> list[Any]:
+        """What the cache keeps of a run, in ``FIELDS``' order."""
         extra = (f"  {note}" if note else "") + figures.text()
-        fields = [list(_fields(listed)), note, list(_fields(figures)), line_tail(listed, extra)]
-        return cls(listed.id, listed.created, fields)
+        figured = [getattr(figures, name) for name in figures.__slots__]
+        return [*listed[1:], note, *figured, line_tail(listed, extra)]
 
     @property
     def listed(self) -> Listed:
-        return Listed(*self.fields[0])
+        return Listed(self.id, *self.fields[:5])
 
     @property
     def note(self) -> str:
-        note: str = self.fields[1]
+        note: str = self.fields[5]
         return note
 
     @property
     def figures(self) -> Figures:
         from overbrainer.runs.figures import Figures
 
-        return Figures(*self.fields[2])
+        return Figures(*self.fields[6:11])
 
     @property
     def tail(self) -> str:
-        tail: str = self.fields[3]
+        tail: str = self.fields[11]
         return tail
 
 
@@ -176,8 +174,22 @@ def listed_rows(root: Path, warn: Callable[[str], None]) -> list[Row]:
     """Every readable run under ``root`` with its note and figures, oldest first (read
     from the listing cache where the run's files are as they were); ``warn`` says why one
     is skipped."""
-    from overbrainer.runs.figures import figures_of
-    from overbrainer.runs.listing_cache import FINISHED, ListingCache, key_of, metrics_key, settled
+    from overbrainer.runs.listing_cache import FIELDS
+
+    return [Row(run_id, fields[-FIELDS:]) for _, run_id, fields in _listed(root, warn)]
+
+
+def _listed(root: Path, warn: Callable[[str], None]) -> list[tuple[str, str, list[Any]]]:
+    """``listed_rows`` as (created, id, a list ending with the fields), sorted: a tuple a
+    run, and one ``stat`` of its directory and one of its record where the cache has it
+    (the cache's whole entry is the list then)."""
+    from overbrainer.runs.listing_cache import (
+        FINISHED,
+        NO_METRICS,
+        ListingCache,
+        metrics_key,
+        settled,
+    )
 
     if not root.is_dir():
         return []
@@ -185,39 +197,42 @@ def listed_rows(root: Path, warn: Callable[[str], None]) -> list[Row]:
     rows = []
     kept: set[str] = set()
     held = cache.entries
+    stat = os.stat
     for entry in os.scandir(root):
         name = entry.name
         if name not in held and not is_valid_id(name):  # the cache holds valid ids only
             continue
         if not entry.is_dir(follow_symlinks=False):
             continue
-        key = key_of(entry.path, f"{entry.path}/{RECORD}")  # not os.path.join: 1,000 runs
-        if key is None:  # no run.json
+        path = entry.path
+        try:
+            folder = stat(path, follow_symlinks=False)
+            record = stat(f"{path}/{RECORD}", follow_symlinks=False)  # not os.path.join
+        except OSError:  # no run.json: no run
             continue
-        fields = cache.get(entry.name, entry.path, key)
-        if fields is not None:
-            rows.append(Row(entry.name, fields[0][3], fields))
-            kept.add(entry.name)
+        key: Key = [folder.st_mtime_ns, record.st_ino, record.st_size, record.st_mtime_ns]
+        kept_entry = cache.get(name, path, key)
+        if kept_entry is not None:
+            rows.append((kept_entry[8], name, kept_entry))
+            kept.add(name)
             continue
         try:
-            listed = read_listed(entry.path, entry.name)
+            listed = read_listed(path, name)
         except UserError as error:
-            warn(f"skipping run {entry.name}: {error}")
+            warn(f"skipping run {name}: {error}")
             continue
-        row = Row.of(listed, target_note(entry.path), figures_of(entry.path, listed.created))
-        rows.append(row)
-        if listed.state not in FINISHED:
-            key += metrics_key(entry.path)
-        if settled(key) and not _made_since(entry.path):
-            cache.put(entry.name, key, row.fields)
-            kept.add(entry.name)
+        from overbrainer.runs.figures import figures_of  # what a run's files say: a miss
+
+        fields = Row.fields_of(listed, target_note(path), figures_of(path, listed.created))
+        rows.append((listed.created, name, fields))
+        key += NO_METRICS if listed.state in FINISHED else metrics_key(path)
+        if settled(key) and not _made_since(path):
+            cache.put(name, key, fields)
+            kept.add(name)
     cache.keep_only(kept)
     cache.save()
-    return sorted(rows, key=lambda row: (row.created, row.id))
-
-
-def _fields(item: Listed | Figures) -> tuple[Any, ...]:
-    return tuple(getattr(item, name) for name in item.__slots__)
+    rows.sort()  # by time, then id (ids are unique: the fields are never compared)
+    return rows
 
 
 def _made_since(directory: str) -> bool:
@@ -250,12 +265,12 @@ def run_lines(store: RunStore | Path, header: bool = False) -> Iterator[str]:
     note its target keeps (``layout.TARGET_NOTE``: a pod's state and spend) and its
     figures; with ``header``, a line naming the columns first (when there is a run)."""
     root = store if isinstance(store, Path) else store.root
-    rows = listed_rows(root, _warner())
-    width = max((len(row.id) for row in rows), default=0)
+    rows = _listed(root, _warner())
+    width = max((len(run_id) for _, run_id, _ in rows), default=0)
     if header and rows:
         yield f"{'RUN':<{width}}  {'STATE':<9}  TARGET  CREATED"
-    for row in rows:
-        yield f"{row.id:<{width}}{row.tail}"
+    for _, run_id, fields in rows:
+        yield f"{run_id:<{width}}{fields[-1]}"
 
 
 def runs_json(root: Path) -> list[dict[str, Any]]:
@@ -282,6 +297,8 @@ def runs_json(root: Path) -> list[dict[str, Any]]:
 
 def target_note(directory: Path | str) -> str:
     """The first line of the run's target note, or "" (none, a link, unreadable)."""
+    from overbrainer import files
+
     try:
         fd = files.open_regular(Path(directory) / TARGET_NOTE, TARGET_NOTE, follow=False)
     except UserError:  # a link, a FIFO: no note

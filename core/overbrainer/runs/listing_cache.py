@@ -10,11 +10,17 @@ is used only while all are the same, so a listing is never staler than the files
 kept: a run with exports or compares (made in directories of their own), and a run whose
 files changed in the last two seconds (a change within the file system's clock tick would
 not show).
+
+An entry is one flat list (``KEY_LEN`` numbers, then ``FIELDS`` values) read with the
+standard ``json``, which ``--help`` has imported already: ``orjson`` parses faster but
+costs more to import than a thousand entries take to parse (it writes the file, after a
+listing that read the runs' files).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from pathlib import Path
@@ -26,59 +32,55 @@ from overbrainer.job.layout import FOLLOWED_METRICS, METRICS_FILE
 
 CACHE = ".listing.json"
 """In ``runs/``: a name no run id can take (ids start with a letter or digit)."""
-VERSION = 2
+VERSION = 3
 """Of the entries' layout: a file of another version is not read."""
 SETTLED_S = 2.0
 """How long a run's files must have been still before their entry is kept."""
 FINISHED = frozenset({"succeeded", "failed", "cancelled", "stopped"})
 
-Key = list[int]
-"""The run directory's mtime, then ``run.json``'s inode, size and mtime (ns); for a run
-not finished, then its metrics file's size and mtime."""
-
-
-def key_of(directory: str, record: str) -> Key | None:
-    """The key of a run's directory and record now, or None when they cannot be read."""
-    try:
-        folder = os.stat(directory, follow_symlinks=False)
-        held = os.stat(record, follow_symlinks=False)
-    except OSError:
-        return None
-    return [folder.st_mtime_ns, held.st_ino, held.st_size, held.st_mtime_ns]
+Key = list[int | None]
+"""The run directory's mtime, then ``run.json``'s inode, size and mtime (ns), then the
+metrics file's size and mtime for a run not finished (None and None for a finished run or
+no metrics file)."""
+KEY_LEN = 6
+FIELDS = 12
+"""After the key: the record's state, target, created, snapshot step and reason; the
+target's note; the figures' five; the line after the id (``Row``'s fields)."""
+ENTRY_LEN = KEY_LEN + FIELDS
+NO_METRICS: Key = [None, None]
 
 
 def metrics_key(directory: str) -> Key:
-    """The size and modification time of the run's metrics file ([] for none)."""
+    """The size and modification time of the run's metrics file (``NO_METRICS``: none)."""
     for name in (METRICS_FILE, FOLLOWED_METRICS):
         try:
             found = os.stat(f"{directory}/{name}", follow_symlinks=False)
         except OSError:
             continue
         return [found.st_size, found.st_mtime_ns]
-    return []
+    return NO_METRICS
 
 
 def settled(key: Key, now: float | None = None) -> bool:
     """Whether no time in the key (every one but inodes and sizes) is within the last
     ``SETTLED_S`` seconds."""
     limit = ((time.time() if now is None else now) - SETTLED_S) * 1e9
-    times = [key[0], key[3], *key[5:6]]
-    return all(at < limit for at in times)
+    times = [key[0], key[3], key[5]]
+    return all(at < limit for at in times if at is not None)
 
 
-def _well_formed(fields: Any) -> bool:
-    """Whether ``fields`` are a listing's (the file is ours, but anyone may write it):
-    the record's six fields, the note, the figures' five, the line after the id."""
+def _well_formed(entry: Any) -> bool:
+    """Whether ``entry`` is a listing's (the file is ours, but anyone may write it): the
+    key, then the fields with strings where the listing needs them. Exact types (JSON
+    gives no subclasses), no loop: it runs for every run listed."""
     return (
-        isinstance(fields, list)
-        and len(fields) == 4
-        and isinstance(fields[0], list)
-        and len(fields[0]) == 6
-        and all(isinstance(field, str) for field in fields[0][:4])
-        and isinstance(fields[1], str)
-        and isinstance(fields[2], list)
-        and len(fields[2]) == 5
-        and isinstance(fields[3], str)
+        type(entry) is list
+        and len(entry) == ENTRY_LEN
+        and type(entry[6]) is str  # state
+        and type(entry[7]) is str  # target
+        and type(entry[8]) is str  # created
+        and type(entry[11]) is str  # note
+        and type(entry[17]) is str  # the line after the id
     )
 
 
@@ -93,16 +95,14 @@ class ListingCache:
         self._load()
 
     def _load(self) -> None:
-        import orjson
-
         raw = None
         with contextlib.suppress(OSError, UserError):
             raw = files.read_regular(self.path, f"runs/{CACHE}", 64 << 20, follow=False)
         if raw is None:
             return
         try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError:
+            data = json.loads(raw)
+        except ValueError:  # not JSON, not UTF-8
             return
         if isinstance(data, dict) and data.get("version") == VERSION:
             entries = data.get("runs")
@@ -110,22 +110,19 @@ class ListingCache:
                 self.entries = entries
 
     def get(self, run_id: str, directory: str, key: Key) -> list[Any] | None:
-        """The fields kept for ``run_id`` if its files still have ``key`` (and, for a run
-        not finished, its metrics file the size and time it had)."""
+        """The entry kept for ``run_id`` (its key, then its fields) if its files still have
+        ``key`` (the first four numbers) and, for a run not finished, its metrics file the
+        size and time it had."""
         entry = self.entries.get(run_id)
-        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], list):
+        if entry is None or not _well_formed(entry) or entry[:4] != key:
             return None
-        if entry[0][:4] != key:
+        if entry[6] not in FINISHED and entry[4:6] != metrics_key(directory):
             return None
-        fields: list[Any] = entry[1]
-        if not _well_formed(fields):
-            return None
-        if fields[0][1] not in FINISHED and entry[0][4:] != metrics_key(directory):
-            return None
-        return fields
+        return entry
 
     def put(self, run_id: str, key: Key, fields: list[Any]) -> None:
-        entry = [key, fields]
+        """Keep ``fields`` for ``run_id``, read from files that had ``key`` (all six)."""
+        entry = [*key, *fields]
         if self.entries.get(run_id) != entry:
             self.entries[run_id] = entry
             self.changed = True
@@ -141,8 +138,8 @@ class ListingCache:
         """Writes the file if an entry changed; a runs/ that cannot be written is left."""
         if not self.changed:
             return
-        import orjson
+        import orjson  # writing follows reading a thousand records: its import is paid
 
-        data = orjson.dumps({"version": VERSION, "runs": self.entries})
+        data = orjson.dumps({"version": VERSION, "runs": self.entries})  # figures are finite
         with contextlib.suppress(OSError, UserError):
             files.write_atomic(self.path, data, f"runs/{CACHE}")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from loguru import logger
 from pydantic import ValidationError
@@ -17,8 +17,8 @@ from overbrainer.errors import UserError
 from overbrainer.job.layout import RECORD
 from overbrainer.job.record import RunRecord
 from overbrainer.project import RUNS_DIR, runs_dir
-from overbrainer.runs.ids import base_id, candidates, check_run_id, is_valid_id
-from overbrainer.runs.record_file import not_this_run, record_data
+from overbrainer.runs.ids import base_id, candidates, check_run_id
+from overbrainer.runs.record_file import NotARecord, each_record, load_record
 
 
 class RunStore:
@@ -98,36 +98,22 @@ class RunStore:
 
     def load(self, run_id: str) -> RunRecord:
         """The record of ``run_id``, or a ``UserError`` saying why there is none."""
-        directory = self.run_dir(run_id)
-        path = directory / RECORD
-        shown = f"{RUNS_DIR}/{run_id}/{RECORD}"
+        path = self.run_dir(run_id) / RECORD
+        missing = f"no run {run_id} in {RUNS_DIR}/"
         if not path.exists() and not path.is_symlink():
-            raise UserError(f"no run {run_id} in {RUNS_DIR}/")
-        data = record_data(path, shown, f"no run {run_id} in {RUNS_DIR}/")
-        try:
-            record = RunRecord.model_validate(data)
-        except ValidationError as error:
-            first = error.errors(include_url=False, include_input=False)[0]
-            where = ".".join(str(part) for part in first["loc"]) or "record"
-            raise UserError(
-                f"{shown} is not a valid run record ({where}: {first['msg']})"
-            ) from None
-        if record.id != run_id:
-            raise not_this_run(shown)
-        return record
+            raise UserError(missing)
+        return load_record(path.parent, run_id, missing, _validated)
 
     def list(self) -> list[RunRecord]:
         """Every readable run, oldest first; unreadable ones are skipped with a warning."""
-        if not self.root.is_dir():
-            return []
-        records = []
-        for entry in os.scandir(self.root):
-            if not is_valid_id(entry.name) or not entry.is_dir(follow_symlinks=False):
-                continue
-            if not os.path.exists(os.path.join(entry.path, RECORD)):
-                continue
-            try:
-                records.append(self.load(entry.name))
-            except UserError as error:
-                logger.warning(f"skipping run {entry.name}: {error}")
-        return sorted(records, key=lambda record: (record.created, record.id))
+        return each_record(self.root, lambda _, run_id: self.load(run_id), logger.warning)
+
+
+def _validated(data: dict[str, Any]) -> RunRecord:
+    """``data`` as a ``RunRecord``; ``NotARecord`` naming the first field pydantic refuses."""
+    try:
+        return RunRecord.model_validate(data)
+    except ValidationError as error:
+        first = error.errors(include_url=False, include_input=False)[0]
+        where = ".".join(str(part) for part in first["loc"]) or "record"
+        raise NotARecord(f"{where}: {first['msg']}") from None
