@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -278,6 +279,21 @@ def test_ctrl_c_during_an_export_deletes_its_pod(pod_run):
     assert cli.returncode != 0
     assert "interrupted: export export_" in err and f"of run {pod_run.run_id} cancelled" in err
     assert pod_run.after_pod()["state"] == "deleted"
+    assert not pod_run.fake.alive()
+
+
+def test_ctrl_c_while_the_logs_come_home_still_deletes_the_pod(pod_run, run_cli):
+    # Ctrl-C once the export is done, as Runpod's log of the pod is read before the delete.
+    main = threading.main_thread().ident
+    assert main is not None
+    pod_run.fake.podlogs.on_request = lambda: signal.pthread_kill(main, signal.SIGINT)
+    result = run_cli("export", pod_run.run_id, "--quantize", "Q8_0")
+    assert result.exit_code == 130, result.stderr
+    assert "interrupted while the logs of pod" in result.stderr
+    assert pod_run.fake.podlogs.requests, "the logs step was not reached"
+    pod = pod_run.after_pod()
+    assert pod["state"] == "deleted" and pod["deleted_by"] == "client"
+    assert pod_run.fake.terminated_by[pod["pod_id"]] == "client"
     assert not pod_run.fake.alive()
 
 

@@ -271,6 +271,18 @@ class AfterPod:
             session.logs_home()
         except Exception as error:  # noqa: BLE001 - the logs must never keep a paid pod alive
             logger.warning(f"{label}: the logs of pod {pod.pod_id} could not come home: {error}")
+        except KeyboardInterrupt:  # Ctrl-C while the logs come home: the pod ends all the same
+            logger.warning(f"{label}: interrupted while the logs of pod {pod.pod_id} came home")
+            life.drained = True  # no second read of its log before the delete
+            self._end(session)
+            raise
+        self._end(session)
+
+    def _end(self, session: PodSession) -> None:
+        """The pod made for the command kept (``--keep-pod``) or deleted."""
+        life = session.life
+        pod = life.pod
+        label, run_id = self.label, self.run.id
         where = _q(f"{session.run_dir}/.pod")
         if self.keep:
             try:

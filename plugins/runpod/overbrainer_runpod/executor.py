@@ -364,16 +364,18 @@ class RunpodExecutor(Executor):
         return self.after_pod.open()  # released by release_executor whatever follows
 
     def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
-        if self.after_pod is not None:
-            after_pod, self.after_pod = self.after_pod, None
-            after_pod.release()
+        after_pod, self.after_pod = self.after_pod, None
         try:
-            if run is None:
-                for session in list(self.sessions.values()):
-                    if not session.launched:
-                        session.life.abandon()
-            elif outcome is not None and run.id in self.sessions:
-                self.end(self.sessions[run.id], run, outcome)
+            try:
+                if after_pod is not None:
+                    after_pod.release()
+            finally:  # the run's pods end even when the command's pod failed to
+                if run is None:
+                    for session in list(self.sessions.values()):
+                        if not session.launched:
+                            session.life.abandon()
+                elif outcome is not None and run.id in self.sessions:
+                    self.end(self.sessions[run.id], run, outcome)
         finally:
             for session in self.sessions.values():
                 session.host.close()
