@@ -246,8 +246,8 @@ def register_commands(register: Callable[[Any], None]) -> None:
 
 @hookspec(firstresult=True)
 def show_machine_log(project: Project, run: RunRecord, query: MachineLogQuery) -> bool | None:
-    """``runs logs RUN --pod``: print the own log of the machine ``run`` ran on (a Runpod
-    pod's), what the run directory keeps of it, then what its provider still has; with
+    """``runs logs RUN --pod``: print the own log of the machine a target made for ``run``,
+    what the run directory keeps of it, then what its provider still has; with
     ``query.follow``, keep printing until the machine is gone.
 
     Lines go to standard output, redacted and each on one line; notes (the machine is

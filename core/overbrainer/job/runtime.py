@@ -1,9 +1,9 @@
 """How Axolotl runs on a POSIX host: what ``HostExecutor`` reads of its target's settings.
 
 A ``HostTarget`` (``local``, ``ssh``, a third party's machine) carries these keys itself.
-A target with settings of its own that drives the job protocol on a machine it makes
-(the runpod target's pod) gives a ``HostRuntime`` instead, so that no target builds
-another kind's settings to reuse the host executor.
+A target with settings of its own that drives the job protocol on a machine it makes for
+the run gives a ``HostRuntime`` instead, so that no target builds another kind's settings
+to reuse the host executor.
 """
 
 from __future__ import annotations
