@@ -23,7 +23,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   ``collect_directory`` for a job directory this machine can read), metric lines
   (``complete_lines``, ``parse_event``), and the POSIX host pair ``Host``/``HostExecutor``
   with ``LocalHost`` (this machine), ``HostError`` and ``HostRuntime`` (the runtime keys
-  of a target whose settings are not a ``HostTarget``); ``StreamWatches`` for a remote
+  ``HostExecutor`` takes: ``HostTarget.host_runtime()``, or made by a target of another
+  shape); ``StreamWatches`` for a remote
   host's ``wait_for_change`` (one long-lived script a job directory).
 - For a plugin's own commands (``register_commands``): ``current_project`` (the project of
   the running command), ``ProjectLock`` (the project's writer lock, a context manager) and
@@ -54,6 +55,7 @@ from overbrainer.config.model import (
     TargetBase,
     comma_list,
 )
+from overbrainer.config.runtime import HostRuntime
 from overbrainer.cycles import CycleSummary
 from overbrainer.errors import ArtifactMismatch, MissingArtifact, TransientError, UserError
 from overbrainer.files import mkdir_nofollow, open_append, own_path, read_regular, write_atomic
@@ -77,7 +79,6 @@ from overbrainer.job.manifest import (
 )
 from overbrainer.job.metrics import complete_lines, parse_event
 from overbrainer.job.record import Container, JobHandle, RunRecord, RunState
-from overbrainer.job.runtime import HostRuntime
 from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import (
     CANCELLED,
