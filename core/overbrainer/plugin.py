@@ -24,8 +24,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   (``complete_lines``, ``parse_event``), and the POSIX host pair ``Host``/``HostExecutor``
   with ``LocalHost`` (this machine), ``HostError`` and ``HostRuntime`` (the runtime keys
   ``HostExecutor`` takes: ``HostTarget.host_runtime()``, or made by a target of another
-  shape); ``StreamWatches`` for a remote
-  host's ``wait_for_change`` (one long-lived script a job directory).
+  shape); ``StreamWatches`` for a remote host's ``wait_for_change`` (one long-lived
+  script a job directory).
 - For a plugin's own commands (``register_commands``): ``current_project`` (the project of
   the running command), ``ProjectLock`` (the project's writer lock, a context manager) and
   ``check_run_id`` (refuses an id that is not a run id), ``resolve_run_id`` (``latest``

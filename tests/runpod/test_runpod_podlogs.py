@@ -339,28 +339,6 @@ def test_pod_logs_of_an_unknown_run_is_refused(project, fake_runpod, run_cli):
     assert bad.exit_code == 2 and "'other' is not one of 'container', 'system'" in bad.stderr
 
 
-def test_pod_logs_follow_ends_quietly_on_ctrl_c(project, fake_runpod):
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    run_dir = write_run(project)
-    pod_id = live_pod(fake_runpod, run_dir)
-    fake_runpod.pod_log(pod_id, "step 1")
-    code = "import sys\nfrom overbrainer.cli import main\nsys.argv[0] = 'overbrainer'\nmain()\n"
-    args = [sys.executable, "-c", code, "-C", str(project), "pod", "logs", RUN, "-f"]
-    with subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ)
-    ) as process:
-        assert process.stdout is not None
-        lines = [process.stdout.readline() for _ in range(3)]
-        process.send_signal(signal.SIGINT)
-        rest, stderr = process.communicate(timeout=30)
-    assert lines[2].endswith(b" ctr step 1\n")
-    assert (process.returncode, rest, stderr) == (0, b"", b"")
-
-
 def test_source_without_pod_is_a_usage_error(project, run_cli):
     write_run(project)
     result = run_cli("runs", "logs", RUN, "--source", "system")
@@ -545,7 +523,10 @@ def test_a_drain_never_writes_through_a_symlinked_pod_directory(project, fake_ru
     assert list(elsewhere.iterdir()) == []
 
 
-def test_ctrl_c_ends_following_quietly(project, fake_runpod):
+@pytest.mark.parametrize(
+    "command", [["pod", "logs", RUN, "-f"], ["runs", "logs", RUN, "--pod", "-f"]]
+)
+def test_ctrl_c_ends_following_quietly(project, fake_runpod, command):
     import os
     import signal
     import subprocess
@@ -555,7 +536,7 @@ def test_ctrl_c_ends_following_quietly(project, fake_runpod):
     pod_id = live_pod(fake_runpod, run_dir)
     fake_runpod.pod_log(pod_id, "step 1")
     code = "import sys\nfrom overbrainer.cli import main\nsys.argv[0] = 'overbrainer'\nmain()\n"
-    args = [sys.executable, "-c", code, "-C", str(project), "runs", "logs", RUN, "--pod", "-f"]
+    args = [sys.executable, "-c", code, "-C", str(project), *command]
     with subprocess.Popen(
         args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ)
     ) as process:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-TAIL_MAX = 1_000_000
+TAIL_OPTION_MAX = 1_000_000
 """The most lines ``--tail`` takes (as ``runs logs``)."""
 
 
@@ -144,8 +144,8 @@ def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
 )
 @click.option(
     "--tail",
-    type=click.IntRange(min=1, max=TAIL_MAX),
-    help=f"Only the last N lines of each part (at most {TAIL_MAX:,}).",
+    type=click.IntRange(min=1, max=TAIL_OPTION_MAX),
+    help=f"Only the last N lines of each part (at most {TAIL_OPTION_MAX:,}).",
 )
 @click.option(
     "--follow", "-f", "keep_following", is_flag=True, help="Keep printing until the pod is gone."

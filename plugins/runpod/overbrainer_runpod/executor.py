@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from shlex import quote as _q
 from typing import TYPE_CHECKING
 
 from loguru import logger
@@ -48,6 +49,7 @@ from overbrainer_runpod.pods import (
     PodLifecycle,
     alias,
     auto_gpu_types,
+    connect,
     estimate_vram_gb,
 )
 from overbrainer_runpod.record import PodState
@@ -206,9 +208,9 @@ class RunpodExecutor(Executor):
         life = PodLifecycle(self.api, run_dir, self.timing)
         try:
             life.place(self.target, self.placement(), api_url=self.api.base_url)
-            host = life.wait_ready(lambda config: self._connect(run_id, config))
+            host = life.wait_ready(lambda config: connect(self.name, run_id, config))
             life.drop_secret()
-            session = self.reach(life, host)
+            session = self.session_on(life, host)
             self._cost_cap(session)
             remote = session.inner.claim(run_id)
             session.check_venv()
@@ -218,12 +220,7 @@ class RunpodExecutor(Executor):
         self.sessions[run_id] = session
         return remote
 
-    def _connect(self, run_id: str, config: Path) -> Host:
-        from overbrainer_ssh import open_host
-
-        return open_host(self.name, alias(run_id), ssh_config=config)
-
-    def reach(self, life: PodLifecycle, host: Host) -> PodSession:
+    def session_on(self, life: PodLifecycle, host: Host) -> PodSession:
         """The pod of ``life``, reached over ``host``, with the job protocol on it."""
         runtime = HostRuntime(venv=self.target.venv, device="gpu")
         inner = HostExecutor(
@@ -254,11 +251,8 @@ class RunpodExecutor(Executor):
         pod = life.pod
         if pod.pod_id is None or pod.state is PodState.DELETED or pod.workdir is None:
             return None
-        config = life.ssh_dir / "config"
-        from overbrainer_ssh import open_host
-
-        host = open_host(self.name, alias(run_id), ssh_config=config, connect=False)
-        session = self.reach(life, host)
+        host = connect(self.name, run_id, life.ssh_dir / "config", now=False)
+        session = self.session_on(life, host)
         session.launched = True
         self.sessions[run_id] = session
         return session
@@ -415,9 +409,3 @@ class RunpodExecutor(Executor):
             logger.debug(f"runpod: cannot mark the results retrieved: {error}")
         session.host.close()
         life.delete("client")
-
-
-def _q(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
