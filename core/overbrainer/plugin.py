@@ -29,8 +29,9 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
 - For a plugin's own commands (``register_commands``): ``current_project`` (the project of
   the running command), ``ProjectLock`` (the project's writer lock, a context manager) and
   ``check_run_id`` (refuses an id that is not a run id), ``resolve_run_id`` (``latest``
-  or a unique prefix to the run id, as the core's commands take them), ``quiet_end``
-  (Ctrl-C and a closed standard output end a printing command quietly).
+  or a unique prefix to the run id, as the core's commands take them), ``read_run`` (a
+  run's record, ``runs/<id>/run.json``), ``quiet_end`` (Ctrl-C and a closed standard
+  output end a printing command quietly).
 - Project files, read and written as the core does (:mod:`overbrainer.files`):
   ``read_regular`` (a regular file only, within a bound), ``write_atomic`` (rename, never
   through a link), ``open_append`` (``O_NOFOLLOW``), ``mkdir_nofollow`` and ``own_path``
@@ -109,6 +110,15 @@ def current_project() -> Project:
     return current_app().project
 
 
+def read_run(project: Project, run_id: str) -> RunRecord:
+    """The record of run ``run_id`` of ``project``, read and checked as the core reads it
+    (for a plugin's command about one run: which target it ran on); ``UserError`` when
+    there is no such run or its record is not valid."""
+    from overbrainer.runs.store import RunStore
+
+    return RunStore(project.dir).load(run_id)
+
+
 def quiet_end() -> AbstractContextManager[None]:
     """For a command that prints until stopped: Ctrl-C and a closed standard output
     (``| head``) end it quietly, exit status 0, as they end ``runs logs``."""
@@ -180,6 +190,7 @@ __all__ = [
     "parse_manifest",
     "quiet_end",
     "read_regular",
+    "read_run",
     "redact",
     "register_secret",
     "resolve_run_id",

@@ -289,6 +289,24 @@ def test_pod_on_a_run_that_did_not_run_on_a_pod_is_refused(project, run_cli):
     )
 
 
+def test_pod_logs_of_a_run_that_did_not_run_on_a_pod_is_refused(project, run_cli):
+    write_run(project, target="local")
+    result = run_cli("pod", "logs", RUN)
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"error: pod: run {RUN} did not run on a pod (its target `local` is not a runpod "
+        "target): it has no pod log\n"
+    )
+
+
+def test_pod_logs_of_a_run_with_a_broken_record_says_so(project, run_cli):
+    run_dir = write_run(project)
+    (run_dir / "run.json").write_text('{"id": 3}', encoding="utf-8")
+    result = run_cli("pod", "logs", RUN)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: runs/{RUN}/run.json is not a valid run record (")
+
+
 # `pod logs`: the plugin's own command, the same output under its own name.
 
 
@@ -301,8 +319,9 @@ def test_pod_logs_prints_what_runs_logs_pod_prints(project, fake_runpod, run_cli
     fake_runpod.pod_log(pod_id, "step 2")
     keep(run_dir, [("system", "pull image"), ("container", "step 1")], cursor)
 
-    result = run_cli("pod", "logs", "latest")
+    result = run_cli("pod", "logs")  # the latest run
     assert result.exit_code == 0, result.stderr
+    assert result.stdout == run_cli("pod", "logs", "latest").stdout
     assert shown_lines(result.stdout) == [
         "== boot.log ==", "boot 1", "boot 2", "== pod ==", "sys pull image", "ctr step 1",
         "ctr step 2",
