@@ -118,7 +118,8 @@ def logs(
         from overbrainer.cli.machinelog import print_machine_log
         from overbrainer.job.spec import MachineLogQuery
 
-        print_machine_log(current_app(), run_id, MachineLogQuery(source, tail, keep_following))
+        query = MachineLogQuery(source=source, tail=tail, follow=keep_following)
+        print_machine_log(current_app(), run_id, query)
         return
     from overbrainer.train.joblog import log_lines
 

@@ -126,7 +126,7 @@ class RunpodHooks(ExecutorHooks[RunpodTarget]):
     @hookimpl
     def show_machine_log(
         self, project: Project, run: RunRecord, query: MachineLogQuery
-    ) -> bool | None:
+    ) -> Literal[True] | None:
         """``runs logs RUN --pod`` of a run on a pod: ``overbrainer pod logs``'s output."""
         from overbrainer_runpod.podlog import ran_on_a_pod, show_pod_log
 

@@ -175,7 +175,7 @@ def logs(run_id: str, source: str | None, tail: int | None, keep_following: bool
             f"pod: run {run.id} did not run on a pod (its target `{run.target}` is not a "
             "runpod target): it has no pod log"
         )
-    query = MachineLogQuery(source, tail, keep_following)
+    query = MachineLogQuery(source=source, tail=tail, follow=keep_following)
     with quiet_end():
         show_pod_log(project, run.id, query, "pod")
 
