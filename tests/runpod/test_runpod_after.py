@@ -297,6 +297,22 @@ def test_ctrl_c_while_the_logs_come_home_still_deletes_the_pod(pod_run, run_cli)
     assert not pod_run.fake.alive()
 
 
+def test_logs_that_cannot_come_home_are_said_and_the_pod_deleted(pod_run, run_cli, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (pod_run.run_dir / "after-pod").mkdir()
+    (pod_run.run_dir / "after-pod" / "pod").symlink_to(elsewhere)
+    result = run_cli("export", pod_run.run_id, "--quantize", "Q8_0")
+    assert result.exit_code == 0, result.stderr
+    pod = pod_run.after_pod()
+    assert (
+        f"export: the logs of pod {pod['pod_id']} could not come home: "
+        f"runs/{pod_run.run_id}/after-pod/pod is a symbolic link: refusing to write through it"
+    ) in result.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert pod["state"] == "deleted" and not pod_run.fake.alive()
+
+
 def test_a_killed_export_leaves_a_recorded_pod_that_pod_ls_and_pod_rm_see(pod_run, run_cli):
     env = {"OVERBRAINER_HF_TOKEN": HF_TOKEN}
     cli = _slow_export(pod_run, env)

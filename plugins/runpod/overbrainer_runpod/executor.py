@@ -93,10 +93,11 @@ class PodSession:
             )
 
     def logs_home(self) -> None:
-        """The pod's own logs, into ``runs/<id>/pod/``, and Runpod's log of it into
-        ``runs/<id>/pod/pod.log``."""
-        into = self.life.run_dir / "pod"
-        shown = f"runs/{self.life.run_dir.name}/pod"
+        """The pod's own logs, into ``pod/`` of its lifecycle's directory (``runs/<id>/``,
+        ``runs/<id>/after-pod/``), and Runpod's log of it into ``pod/pod.log`` there."""
+        where, run_id = self.life.run_dir, self.life.pod.run_id
+        into = where / "pod"
+        shown = f"runs/{run_id}" + ("" if where.name == run_id else f"/{where.name}") + "/pod"
         mkdir_nofollow(into, shown)  # a link there would take the logs anywhere
         for name in POD_LOGS:
             try:
