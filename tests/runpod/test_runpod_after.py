@@ -201,6 +201,24 @@ def _executor(pod_run: PodRun):
     return plugins.hook.create_executor(name="gpu", target=model, project=project, run=None)
 
 
+def test_a_shell_after_training_needs_the_run_and_is_opened_once(pod_run):
+    from overbrainer.plugin import UserError, read_run
+    from overbrainer_runpod.after import AfterPod
+
+    executor = _executor(pod_run)
+    with pytest.raises(UserError) as refused:
+        executor.open_shell("export", False)
+    assert refused.value.message == "target `gpu`: a shell after training needs the run"
+    executor.run = read_run(executor.project, pod_run.run_id)
+    executor.after_pod = AfterPod(executor, executor.run, "export", False)
+    with pytest.raises(UserError) as again:
+        executor.open_shell("compare", False)
+    assert again.value.message == (
+        f"target `gpu`: a shell after training is open already (export of run {pod_run.run_id})"
+    )
+    assert pod_run.fake.calls.count("create") == 0
+
+
 def test_compare_of_a_runpod_run_answers_on_a_pod_priced_by_it(
     pod_run, run_cli, provider, monkeypatch
 ):
@@ -311,6 +329,28 @@ def test_logs_that_cannot_come_home_are_said_and_the_pod_deleted(pod_run, run_cl
     ) in result.stderr
     assert list(elsewhere.iterdir()) == []
     assert pod["state"] == "deleted" and not pod_run.fake.alive()
+
+
+def test_a_pod_that_cannot_be_marked_kept_is_said_and_recorded_kept(pod_run, run_cli):
+    (pod_run.finished.toolchain / "slow").write_text("")
+    cli = pod_run.cli.spawn("export", pod_run.run_id, "--keep-pod")
+
+    def converter() -> list[Path]:
+        return [p for d in pod_run.pod_dirs() for p in d.glob("exports/*/converter.pid")]
+
+    pod_run.fake.wait_until(converter, timeout=60, what="the converter on the pod")
+    [remote] = pod_run.pod_dirs()
+    # `touch .pod/keep` fails (root or not) through a link to nowhere.
+    (remote / ".pod" / "keep").symlink_to(remote / "nowhere" / "keep")
+    [pid_file] = converter()
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)  # the export ends (failed)
+    _, err = cli.communicate(timeout=60)
+    pod = pod_run.after_pod()
+    assert f"runpod: cannot mark pod {pod['pod_id']} kept: " in err
+    assert pod["state"] == "kept"
+    removed = run_cli("pod", "rm", pod_run.run_id)
+    assert removed.exit_code == 0, removed.stderr
+    assert not pod_run.fake.alive()
 
 
 def test_a_killed_export_leaves_a_recorded_pod_that_pod_ls_and_pod_rm_see(pod_run, run_cli):

@@ -355,6 +355,11 @@ class RunpodExecutor(Executor):
 
         if self.run is None:
             raise UserError(f"target `{self.name}`: a shell after training needs the run")
+        if self.after_pod is not None:  # one pod per command: the first is released at its end
+            raise UserError(
+                f"target `{self.name}`: a shell after training is open already "
+                f"({self.after_pod.label} of run {self.run.id})"
+            )
         self.after_pod = AfterPod(self, self.run, purpose, keep_machine)
         return self.after_pod.open()  # released by release_executor whatever follows
 
