@@ -285,7 +285,7 @@ class AfterPod:
         if self.keep:
             try:
                 session.host.check(f"mkdir -p {where} && touch {where}/keep\n")
-            except HostError as error:
+            except Exception as error:  # noqa: BLE001 - a connection cut by Ctrl-C too
                 logger.warning(f"runpod: cannot mark pod {pod.pod_id} kept: {error}")
             _close(session.host)
             life.save(state=PodState.KEPT, keep=True)
@@ -297,7 +297,7 @@ class AfterPod:
             return
         try:
             session.host.check(f"mkdir -p {where} && touch {where}/retrieved\n")
-        except HostError as error:
+        except Exception as error:  # noqa: BLE001 - nothing of the connection stops the delete
             logger.debug(f"runpod: cannot mark the pod done: {error}")
         _close(session.host)
         try:
