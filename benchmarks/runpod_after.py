@@ -52,11 +52,8 @@ def one_command(kind: str, plugin: object, table: dict, root: Path, index: int) 
         id=run_id, target="t", created="2026-01-01T00:00:00Z", remote_dir=remote, state="succeeded"
     )
     started = time.monotonic()
-    target = open_target(project, plugins.hook, run, purpose="bench")
-    try:
+    with open_target(project, plugins.hook, run, purpose="bench") as target:
         target.shell.host.check(f"mkdir -p {target.run.remote_dir} && echo ok\n")
-    finally:
-        target.close()
     return time.monotonic() - started
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -52,6 +53,15 @@ provider = "main"
 model = "parent-model"
 reasoning = true
 """
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Let Ctrl-C reach the tests and what they start: a runner started in the background
+    (``cmd &`` in a script, ``nohup``) ignores SIGINT, and an ignored signal stays ignored
+    across exec, so every Ctrl-C test would see nothing. A handler of Python's own is
+    reset to the default in each child instead."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from overbrainer.config.model import Settings
+    from overbrainer.config.sections import RegisterSection
     from overbrainer.cycles import CycleSummary
     from overbrainer.job.record import JobHandle, RunRecord, RunState
     from overbrainer.job.shell import TargetShell
@@ -40,6 +41,21 @@ class Hooks:
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self._relay = pm.hook
+
+    def register_targets(
+        self, *, plugin: str, register: Callable[[str, type[BaseModel]], None]
+    ) -> None:
+        """The ``register_targets`` of the plugin named ``plugin`` alone, called as it is
+        added, so that what it registers is known to be its own."""
+        for impl in self._relay.register_targets.get_hookimpls():
+            if impl.plugin_name == plugin:
+                impl.function(register=register)
+
+    def register_settings(self, *, plugin: str, register: RegisterSection) -> None:
+        """The ``register_settings`` of the plugin named ``plugin`` alone (as above)."""
+        for impl in self._relay.register_settings.get_hookimpls():
+            if impl.plugin_name == plugin:
+                impl.function(register=register)
 
     def create_executor(
         self, *, name: str, target: BaseModel, project: Project, run: RunRecord | None

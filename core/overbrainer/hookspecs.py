@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from overbrainer.config.model import Settings
+    from overbrainer.config.sections import RegisterSection
     from overbrainer.cycles import CycleSummary
     from overbrainer.job.record import JobHandle, RunRecord, RunState
     from overbrainer.job.shell import TargetShell
@@ -49,6 +50,21 @@ def register_targets(register: Callable[[str, type[BaseModel]], None]) -> None:
     kind: ``model`` is the pydantic model that validates a ``[targets.NAME]`` table whose
     ``kind`` is that value (subclass ``TargetBase``, which holds ``kind``). Every plugin's
     implementation is called.
+    """
+
+
+@hookspec
+def register_settings(register: RegisterSection) -> None:
+    """Declare the top-level tables of ``overbrainer.toml`` this plugin reads besides its
+    targets' (an account's settings: its API key and URLs, shared by every target).
+
+    Called once when the plugins are loaded. Call ``register(name, model, secrets=(...),
+    env_only=(...))`` for each table ``[name]``: ``model`` validates it (subclass
+    ``Section``; every key needs a default, since a project may leave the table out);
+    ``secrets`` are ``SecretStr`` keys, masked by ``config check``, redacted from every
+    log and record and, like ``env_only`` keys, refused in the file: they come from
+    ``OVERBRAINER_NAME__KEY`` or ``.env``. Read the table with
+    ``project.settings.section(name, model)``. Every plugin's implementation is called.
     """
 
 

@@ -73,10 +73,25 @@ def log_level(level: str | None = None) -> str:
     return name
 
 
-def configure_logging(level: str | None = None) -> None:
-    """Send log lines at ``level`` (default ``OVERBRAINER_LOG``, else INFO) to stderr."""
+def _logger() -> Any:
+    """loguru's logger, imported (the first time) without the stderr sink it adds on its
+    own: it is removed at once below, and adding it costs a look-up of the interpreter's
+    library paths."""
+    if "loguru" not in sys.modules and "LOGURU_AUTOINIT" not in os.environ:
+        os.environ["LOGURU_AUTOINIT"] = "0"
+        try:
+            from loguru import logger
+        finally:
+            del os.environ["LOGURU_AUTOINIT"]
+        return logger
     from loguru import logger
 
+    return logger
+
+
+def configure_logging(level: str | None = None) -> None:
+    """Send log lines at ``level`` (default ``OVERBRAINER_LOG``, else INFO) to stderr."""
+    logger = _logger()
     name = log_level(level)
     colour = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
     logger.remove()

@@ -17,7 +17,9 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   ``show_machine_log``, ``MachineLogQuery``; for the
   ``watch`` hooks, ``Settings`` and ``CycleSummary``.
 - Settings models for ``register_targets``: ``TargetBase``, ``HostTarget`` and the field
-  types ``NonEmpty``, ``Finite``, ``RemotePath``, ``EnvPattern``, ``comma_list``.
+  types ``NonEmpty``, ``Finite``, ``RemotePath``, ``EnvPattern``, ``HttpUrl``,
+  ``comma_list``; for ``register_settings`` (a top-level table of the plugin's own, read
+  with ``Settings.section``), ``Section`` and ``RegisterSection``.
 - Helpers: ``layout`` (the job directory's file names), the manifest (``parse_manifest``,
   ``select``, ``covered``, ``manifest_of``, ``verify``, ``sha256_file``, and
   ``collect_directory`` for a job directory this machine can read), metric lines
@@ -32,6 +34,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   or a unique prefix to the run id, as the core's commands take them), ``read_run`` (a
   run's record, ``runs/<id>/run.json``), ``quiet_end`` (Ctrl-C and a closed standard
   output end a printing command quietly).
+- What a run's machines cost, for the Prometheus endpoint: ``write_spend`` and
+  ``MachineSpend`` (``layout.TARGET_SPEND``, beside ``target.note``).
 - Project files, read and written as the core does (:mod:`overbrainer.files`):
   ``read_regular`` (a regular file only, within a bound), ``write_atomic`` (rename, never
   through a link), ``open_append`` (``O_NOFOLLOW``), ``mkdir_nofollow`` and ``own_path``
@@ -50,13 +54,16 @@ from overbrainer.config.model import (
     EnvPattern,
     Finite,
     HostTarget,
+    HttpUrl,
     NonEmpty,
     RemotePath,
+    Section,
     Settings,
     TargetBase,
     comma_list,
 )
 from overbrainer.config.runtime import HostRuntime
+from overbrainer.config.sections import RegisterSection
 from overbrainer.cycles import CycleSummary
 from overbrainer.errors import ArtifactMismatch, MissingArtifact, TransientError, UserError
 from overbrainer.files import mkdir_nofollow, open_append, own_path, read_regular, write_atomic
@@ -96,6 +103,7 @@ from overbrainer.job.spec import (
     TargetInfo,
     TargetPrice,
 )
+from overbrainer.job.spend import MachineSpend, write_spend
 from overbrainer.project import Project
 from overbrainer.redact import LineRedactor, escape_controls, redact, register_secret
 from overbrainer.runs.ids import check_run_id
@@ -146,6 +154,7 @@ __all__ = [
     "HostExecutor",
     "HostRuntime",
     "HostTarget",
+    "HttpUrl",
     "JobHandle",
     "JobPoll",
     "JobSpec",
@@ -155,15 +164,18 @@ __all__ = [
     "LocalHost",
     "LogChunk",
     "MachineLogQuery",
+    "MachineSpend",
     "Manifest",
     "MissingArtifact",
     "NonEmpty",
     "Project",
     "ProjectLock",
+    "RegisterSection",
     "RemotePath",
     "RunRecord",
     "RunState",
     "SecretsChannel",
+    "Section",
     "Settings",
     "StreamWatches",
     "TargetBase",
@@ -198,4 +210,5 @@ __all__ = [
     "sha256_file",
     "verify",
     "write_atomic",
+    "write_spend",
 ]

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 from loguru import logger
@@ -21,6 +21,9 @@ from pydantic import BaseModel
 
 from overbrainer import hookspecs
 from overbrainer.hookcalls import Hooks
+
+if TYPE_CHECKING:
+    from overbrainer.config.sections import SettingsSection
 
 GROUP = "overbrainer"
 
@@ -43,6 +46,9 @@ class Plugins:
     pm: pluggy.PluginManager
     kinds: dict[str, type[BaseModel]] = field(default_factory=dict)
     owners: dict[str, str] = field(default_factory=dict)
+    sections: dict[str, SettingsSection] = field(default_factory=dict)
+    """The top-level settings tables the plugins registered, by name."""
+    section_owners: dict[str, str] = field(default_factory=dict)
     distributions: dict[str, metadata.Distribution | None] = field(default_factory=dict)
 
     @property
@@ -61,12 +67,22 @@ class Plugins:
             self.pm.unregister(name=name)
             raise ValueError(str(error)) from None
         self.distributions[name] = dist
-        impl = next(
-            (i for i in self.pm.hook.register_targets.get_hookimpls() if i.plugin_name == name),
-            None,
+        self.hook.register_targets(
+            plugin=name, register=lambda kind, model: self._add_kind(name, kind, model)
         )
-        if impl is not None:
-            impl.function(register=lambda kind, model: self._add_kind(name, kind, model))
+
+        plugin_name = name
+
+        def add_section(
+            name: str,
+            model: type[BaseModel],
+            *,
+            secrets: Collection[str] = (),
+            env_only: Collection[str] = (),
+        ) -> None:
+            self._add_section(plugin_name, name, model, secrets, env_only)
+
+        self.hook.register_settings(plugin=name, register=add_section)
 
     def unregister(self, name: str) -> None:
         self.pm.unregister(name=name)
@@ -74,6 +90,30 @@ class Plugins:
         for kind in [k for k, owner in self.owners.items() if owner == name]:
             del self.kinds[kind]
             del self.owners[kind]
+        for table in [t for t, owner in self.section_owners.items() if owner == name]:
+            del self.sections[table]
+            del self.section_owners[table]
+
+    def _add_section(
+        self,
+        plugin: str,
+        table: str,
+        model: type[BaseModel],
+        secrets: Collection[str],
+        env_only: Collection[str],
+    ) -> None:
+        from overbrainer.config.model import Settings
+        from overbrainer.config.sections import SettingsSection
+
+        section = SettingsSection.checked(table, model, secrets, env_only, Settings.model_fields)
+        if table in self.sections:
+            logger.warning(
+                f"plugin `{plugin}` registers the settings table [{table}], already provided "
+                f"by plugin `{self.section_owners[table]}`: keeping the first"
+            )
+            return
+        self.sections[table] = section
+        self.section_owners[table] = plugin
 
     def _add_kind(self, plugin: str, kind: str, model: type[BaseModel]) -> None:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):

@@ -273,6 +273,27 @@ def test_refusals(comparable, provider, run_cli, monkeypatch):
     ) in result.stderr
 
 
+@pytest.mark.parametrize("flag", ["--keep-machine", "--keep-pod"])
+def test_keep_machine_is_refused_on_a_target_that_makes_no_machine(
+    comparable, provider, run_cli, monkeypatch, flag
+):
+    use_provider(monkeypatch, provider)
+    result = run_cli("compare", flag)
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: --keep-machine applies only to a target that makes a machine for the run "
+        "(target `local` does not)\n"
+    )
+    assert provider.requests == []  # refused before anything was served or judged
+
+
+@pytest.mark.parametrize("flag", ["--keep-machine", "--keep-pod"])
+def test_rejudge_takes_no_keep_machine(run_cli, flag):
+    result = run_cli("compare", "--rejudge", "compare_20260101-000000", flag)
+    assert result.exit_code == 2
+    assert "--rejudge makes no machine: --keep-machine does not apply" in result.stderr
+
+
 def test_strip_reasoning():
     assert strip_reasoning("<think>a</think> answer ") == "answer"
     assert strip_reasoning("answer <think>cut") == "answer"

@@ -224,6 +224,18 @@ def test_a_stopped_run_exports_its_snapshot_with_a_warning(finished, run_cli):
     assert gguf.read_bytes() == b"GGUF converted f16 from ../../output/checkpoint-3"
 
 
+@pytest.mark.parametrize("flag", ["--keep-machine", "--keep-pod"])
+def test_keep_machine_is_refused_on_a_target_that_makes_no_machine(finished, run_cli, flag):
+    result = run_cli("export", finished.run_id, flag)
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: --keep-machine applies only to a target that makes a machine for the run "
+        "(target `local` does not)\n"
+    )
+    assert not (finished.run_dir / "exports").exists()
+    assert not (finished.run_dir / "output" / "gguf").exists()
+
+
 def test_a_target_gone_from_the_configuration_is_named(finished, run_cli):
     finished.record(target="gone")
     result = run_cli("export", finished.run_id)

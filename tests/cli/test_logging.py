@@ -120,3 +120,20 @@ def test_the_cli_shows_debug_lines_with_overbrainer_log_debug(run_cli, site):
         "warning: loud: stdlib warning with ***\n"
         "warning: loud: key *** and ***\n"
     )
+
+
+def test_the_first_configuration_leaves_one_sink_and_the_environment_as_it_was():
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys; from overbrainer.logs import configure_logging;"
+        "configure_logging('INFO'); from loguru import logger;"
+        "print('LOGURU_AUTOINIT' in os.environ);"
+        "logger.info('one line'); logger.warning('careful')"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert shown.stdout == "False\n"
+    assert shown.stderr == "one line\nwarning: careful\n"  # our sink, and only it

@@ -41,3 +41,17 @@ def test_another_set_of_plugins_lists_its_own(project_dir, monkeypatch):
     monkeypatch.setenv("OVERBRAINER_LOAD_PLUGINS", "local")
     text, _ = help_text()
     assert "  pod " not in text
+
+
+def test_a_plugins_command_is_looked_up_among_the_projects_plugins(
+    run_cli, project_dir, monkeypatch
+):
+    """The project's ``.env`` chooses the plugins for a plugin's command as for the core's."""
+    monkeypatch.delenv("OVERBRAINER_LOAD_PLUGINS")
+    env = project_dir / ".env"
+    env.write_text("OVERBRAINER_LOAD_PLUGINS=local,runpod\n", encoding="utf-8")
+    assert run_cli("pod", "--help").exit_code == 0
+    env.write_text("OVERBRAINER_LOAD_PLUGINS=local\n", encoding="utf-8")
+    result = run_cli("pod", "--help")
+    assert result.exit_code == 2
+    assert "No such command 'pod'" in result.stderr

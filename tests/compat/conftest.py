@@ -14,7 +14,8 @@ from tests.fixtures.run_dirs import write_examples
 
 from overbrainer.config.model import Training
 from overbrainer.testing.fake_axolotl import make_fake_venv
-from overbrainer.train.axolotl import axolotl_config, dump_yaml
+from overbrainer.train.axolotl import axolotl_config
+from overbrainer.train.axolotl_yaml import dump_yaml
 from pipeline_data import answer, seed_questions
 
 STOPPED = "rust_errors_20261001-120000"

@@ -17,7 +17,7 @@ from tests.fixtures.run_dirs import job_environ, prepare_run_dir
 
 from overbrainer.config.model import Training
 from overbrainer.testing.fake_axolotl import CALLS_FILE, CHILD_FILE, make_fake_venv
-from overbrainer.train.axolotl import job_stages
+from overbrainer.train.job_setup import job_stages
 
 TRAINING = Training(target="box", base_model="/models/tiny", adapter="lora", merge=True)
 

@@ -19,7 +19,7 @@ from tests.fixtures.run_dirs import prepare_run_dir
 
 from overbrainer.config.model import Training
 from overbrainer.testing.fake_axolotl import FakeTrainer
-from overbrainer.train.axolotl import plugin_file
+from overbrainer.train.job_setup import plugin_file
 
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 

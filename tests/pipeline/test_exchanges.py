@@ -107,3 +107,22 @@ def test_a_reply_orjson_refuses_is_written_as_the_standard_library_writes_it(pro
     assert second["reply"] == "API_KEY=*** é"
     path = project_dir / ".overbrainer" / "exchanges.jsonl"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_each_line_is_dated_to_its_second_in_utc(project_dir, monkeypatch):
+    from datetime import UTC, datetime
+
+    clock = [1_700_000_000.2]
+    monkeypatch.setattr(exchanges.time, "time", lambda: clock[0])
+    log = exchanges.ExchangeLog(project_dir)
+    instants = [1_700_000_000.2, 1_700_000_000.9, 1_700_000_001.0, 1_700_000_059.999,
+                1_700_003_600.5, 1_700_003_600.7]
+    for n, instant in enumerate(instants):
+        clock[0] = instant
+        log.record("answers", f"q{n}", "m", [{"role": "user", "content": "q"}], "a")
+    log.close()
+    dated = [entry["at"] for entry in exchanges.read_exchanges(project_dir)]
+    assert dated == [
+        datetime.fromtimestamp(int(t), UTC).strftime("%Y-%m-%dT%H:%M:%SZ") for t in instants
+    ]
+    assert dated[:3] == ["2023-11-14T22:13:20Z", "2023-11-14T22:13:20Z", "2023-11-14T22:13:21Z"]

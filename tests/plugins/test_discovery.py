@@ -152,8 +152,8 @@ def test_plugins_json(run_cli, site):
                 "cancel_job", "claim_run_dir", "collect_artifacts", "create_executor",
                 "describe_target", "estimate_price", "launch_job", "open_shell", "poll_job",
                 "prepare_target",
-                "read_job_log", "register_commands", "register_targets",
-                "release_executor", "request_snapshot", "show_machine_log",
+                "read_job_log", "register_commands", "register_settings",
+                "register_targets", "release_executor", "request_snapshot", "show_machine_log",
             ],
         },
     ]

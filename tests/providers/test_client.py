@@ -52,6 +52,7 @@ def test_openai_body_headers_and_reasoning_effort(provider):
     seen = provider.chats()[0]
     assert seen.path == "chat/completions"
     assert seen.headers["Authorization"] == f"Bearer {KEY}"
+    assert seen.headers["Content-Type"] == "application/json"
     assert seen.body == {
         "model": "m",
         "messages": MESSAGES,
@@ -81,6 +82,7 @@ def test_anthropic_body_adaptive_thinking_with_effort(provider):
     assert seen.path == "messages"
     assert seen.headers["x-api-key"] == KEY
     assert seen.headers["anthropic-version"] == "2023-06-01"
+    assert seen.headers["Content-Type"] == "application/json"
     assert "Authorization" not in seen.headers
     assert seen.body == {
         "model": "m",

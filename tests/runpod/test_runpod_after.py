@@ -569,4 +569,4 @@ def test_an_export_killed_during_the_create_leaves_a_pod_pod_rm_finds_by_name(po
 def test_rejudge_refuses_keep_pod(run_cli):
     result = run_cli("compare", "--rejudge", "compare_20260101-000000", "--keep-pod")
     assert result.exit_code == 2
-    assert "--rejudge makes no pod: --keep-pod does not apply" in result.stderr
+    assert "--rejudge makes no machine: --keep-machine does not apply" in result.stderr

@@ -242,10 +242,12 @@ def test_training_gauges_follow_the_run_and_the_phase_goes_with_it(tmp_path):
 def test_pod_spend_is_read_at_each_scrape(tmp_path):
     run_dir = tmp_path / "runs" / "demo_20260922-143005"
     run_dir.mkdir(parents=True)
-    (run_dir / "pod.json").write_text('{"cost_per_hr": 3.6, "started": 1000}')
+    (run_dir / "target.spend.json").write_text(
+        '{"machines": [{"name": "pod", "usd_per_hour": 3.6, "started": 1000}]}'
+    )
     gone = tmp_path / "runs" / "demo_20260921-143005"
     gone.mkdir()
-    (gone / "pod.json").write_text('{"estimated_spend": 1.25}')
+    (gone / "target.spend.json").write_text('{"machines": [{"name": "pod", "spent_usd": 1.25}]}')
     metrics = ProjectMetrics(tmp_path, clock=lambda: 1100.0)
     server = MetricsServer(metrics.registry, "127.0.0.1", 0)
     try:
@@ -358,16 +360,17 @@ def test_a_followed_run_has_its_gauges(project, start_training):
     assert kind == "gauge" and 0 <= age < 30
 
 
-def test_pod_spend_sums_a_run_s_pods_as_the_runpod_target_records_them(tmp_path):
-    # Training's pod is gone; the pod of an export runs, recorded as the runpod target does
-    # (``cost_per_hour``, ``created`` in UTC).
+def test_pod_spend_sums_a_run_s_machines(tmp_path):
+    # Training's machine is gone; the machine of an export runs (the runpod target's own
+    # records give the same: tests/runpod/test_runpod_spend.py).
+    from overbrainer.plugin import MachineSpend, write_spend
+
     run_dir = tmp_path / "runs" / "demo_20260922-143005"
-    (run_dir / "after-pod").mkdir(parents=True)
-    (run_dir / "pod.json").write_text('{"estimated_spend": 1.25, "cost_per_hour": 0.44}')
-    (run_dir / "after-pod" / "pod.json").write_text(
-        '{"cost_per_hour": 3.6, "created": "2026-09-22T14:30:05Z", "state": "ready"}'
-    )
     started = datetime(2026, 9, 22, 14, 30, 5, tzinfo=UTC).timestamp()
+    write_spend(run_dir, [
+        MachineSpend("training", usd_per_hour=0.44, spent_usd=1.25),
+        MachineSpend("after-training", usd_per_hour=3.6, started=started),
+    ])
     metrics = ProjectMetrics(tmp_path, clock=lambda: started + 100)
     server = MetricsServer(metrics.registry, "127.0.0.1", 0)
     try:
@@ -410,12 +413,12 @@ def test_clients_that_reset_their_connection_leave_one_debug_line_each(tmp_path,
     assert "Traceback" not in errors and "ConnectionResetError" not in errors
 
 
-def test_a_fifo_as_pod_json_or_history_never_blocks_a_scrape(tmp_path):
+def test_a_fifo_as_the_spend_record_or_history_never_blocks_a_scrape(tmp_path):
     import os
 
     run_dir = tmp_path / "runs" / "demo_20260922-143005"
     run_dir.mkdir(parents=True)
-    os.mkfifo(run_dir / "pod.json")
+    os.mkfifo(run_dir / "target.spend.json")
     (tmp_path / ".overbrainer").mkdir()
     os.mkfifo(tmp_path / ".overbrainer" / "history.jsonl")
     metrics = ProjectMetrics(tmp_path, clock=lambda: 1100.0)  # seeds from the history

@@ -58,7 +58,9 @@ def test_costs_show_to_the_micro_dollar(tmp_path):
 def test_pod_spend_shows_to_the_micro_dollar(tmp_path):
     run_dir = tmp_path / "runs" / RUN
     run_dir.mkdir(parents=True)
-    (run_dir / "pod.json").write_text('{"cost_per_hr": 0.44, "started": 1000}')
+    (run_dir / "target.spend.json").write_text(
+        '{"machines": [{"name": "pod", "usd_per_hour": 0.44, "started": 1000}]}'
+    )
     metrics = ProjectMetrics(tmp_path, clock=lambda: 1001.0)  # 0.44 / 3600: 0.000122…
     samples = _scraped(metrics)
     assert sample(samples, "overbrainer_runpod_spend_usd", run_id=RUN) == ("gauge", 0.000122)

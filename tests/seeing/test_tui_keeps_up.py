@@ -104,6 +104,21 @@ def test_the_detail_of_a_question_deleted_elsewhere_is_cleared(tui_project, run_
     asyncio.run(check())
 
 
+def test_a_highlight_after_the_detail_pane_is_gone_is_ignored(tui_project):
+    """A refresh's highlight may arrive while the app is quitting, its panes removed."""
+
+    async def check():
+        app = OverbrainerApp(tui_project, refresh_s=QUIET)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("2", "down")
+            await app.screen.query_one("#detail").remove()
+            await pilot.press("down", "down")
+            await pilot.pause()
+            assert not app.screen.query("#detail")
+
+    asyncio.run(check())
+
+
 def test_the_detail_follows_its_question_when_the_dataset_changes(tui_project, run_cli):
     async def check():
         app = OverbrainerApp(tui_project, refresh_s=0.2)

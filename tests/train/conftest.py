@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ import pytest
 from tests.fixtures.run_dirs import write_examples
 
 from overbrainer.runs import follow
+from overbrainer.runs.store import RunStore
 from overbrainer.testing.fake_axolotl import make_fake_venv
 
 TRAINING = """
@@ -190,3 +192,17 @@ def log_steps(trainer, run_id: str) -> list[int]:
     if not (trainer.dir / "runs" / run_id / "metrics.jsonl").exists():
         return []
     return [e["step"] for e in trainer.metrics(run_id) if e["event"] == "log" and "loss" in e]
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How many times each run's record was read (``RunStore.load``), by id."""
+    counted: Counter[str] = Counter()
+    load = RunStore.load
+
+    def counting(self: RunStore, run_id: str):
+        counted[run_id] += 1
+        return load(self, run_id)
+
+    monkeypatch.setattr(RunStore, "load", counting)
+    return counted

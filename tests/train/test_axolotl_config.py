@@ -15,17 +15,9 @@ from overbrainer.config.load import ConfigError
 from overbrainer.config.model import Training
 from overbrainer.errors import UserError
 from overbrainer.job.spec import JobStage
-from overbrainer.train.axolotl import (
-    ALSO_IN_EXTRA,
-    MANAGED_KEYS,
-    TYPED_KEYS,
-    axolotl_config,
-    dump_yaml,
-    job_env,
-    job_stages,
-    plugin_file,
-    resume_mismatch,
-)
+from overbrainer.train.axolotl import ALSO_IN_EXTRA, MANAGED_KEYS, TYPED_KEYS, axolotl_config
+from overbrainer.train.axolotl_yaml import dump_yaml, resume_mismatch
+from overbrainer.train.job_setup import job_env, job_stages, plugin_file
 
 ROOT = "/work/runs/demo_20260101-000000"
 

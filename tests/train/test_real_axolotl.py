@@ -21,7 +21,9 @@ from tests.fixtures.run_dirs import job_environ, prepare_run_dir
 
 from overbrainer.config.model import Training
 from overbrainer.job.spec import JobStage
-from overbrainer.train.axolotl import axolotl_config, job_stages, resume_mismatch
+from overbrainer.train.axolotl import axolotl_config
+from overbrainer.train.axolotl_yaml import resume_mismatch
+from overbrainer.train.job_setup import job_stages
 
 pytestmark = pytest.mark.real
 

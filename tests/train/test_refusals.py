@@ -60,7 +60,11 @@ def test_ctrl_c_during_the_preparation_leaves_no_run(trainer, run_cli, site):
     [
         ("no_training", "no [training] section in overbrainer.toml"),
         ("unknown_target", "unknown target `elsewhere`"),
-        ("keep_pod", "--keep-pod only applies to a runpod target"),
+        (
+            "keep_pod",
+            "--keep-machine applies only to a target that makes a machine for the run "
+            "(target `local` does not)",
+        ),
         ("empty_train", "data/train.jsonl has no example: run `overbrainer split` first"),
         (
             "managed_key",
@@ -98,8 +102,18 @@ def test_keep_machine_is_keep_pod(trainer, run_cli):
     # The generic name and the reference tool's: one flag, refused alike on a local target.
     result = run_cli("train", "--keep-machine")
     assert result.exit_code == 1
-    assert result.stderr == "error: --keep-pod only applies to a runpod target\n"
+    assert result.stderr == (
+        "error: --keep-machine applies only to a target that makes a machine for the run "
+        "(target `local` does not)\n"
+    )
     assert trainer.runs() == []
+
+
+@pytest.mark.parametrize("flag", ["--keep-machine", "--keep-pod"])
+def test_keep_machine_applies_to_a_new_run_only(trainer, run_cli, flag):
+    result = run_cli("train", flag, "attach", "latest")
+    assert result.exit_code == 2
+    assert "--target, --keep-machine and --resume-from apply to a new run only" in result.stderr
 
 
 def test_a_venv_without_axolotl_is_refused(trainer, run_cli, tmp_path):

@@ -195,11 +195,11 @@ def compare(
     run_id: str | None = None,
     limit: int | None = None,
     rejudge: str | None = None,
-    keep_pod: bool = False,
+    keep_machine: bool = False,
     echo: Callable[[str], None] | None = None,
 ) -> Path:
     """Run a compare (or judge ``rejudge`` again) and return the path of its compare.md
-    (``keep_pod``: a machine made for it is kept); ``echo`` gets the summary. More than a
+    (``keep_machine``: a machine made for it is kept); ``echo`` gets the summary. More than a
     tenth of the verdicts unread fails, once both files are written."""
     if rejudge is not None:
         directory = find_compare(store, rejudge)
@@ -236,18 +236,18 @@ def compare(
             f"compare: {ident}: run {run_id}, {len(questions)} questions, child "
             f"{export['file']} on target `{record.target}`"
         )
-        target = open_target(project, hook, record, purpose="compare", keep=keep_pod)
-        try:
-            if target.shell.price_per_hour is not None:  # a pod's: the child's price
-                setup["pod_price_per_hour"] = target.shell.price_per_hour
-                _write_json(directory / SETUP, setup)
-            _answer_on_target(project, target, run_dir, directory, setup)
-        except KeyboardInterrupt as interrupt:
-            raise Interrupted(
-                f"interrupted: compare {ident} of run {run_id} cancelled", signal_of(interrupt)
-            ) from None
-        finally:
-            target.close()
+        with open_target(
+            project, hook, record, purpose="compare", keep_machine=keep_machine
+        ) as target:
+            try:
+                if target.shell.price_per_hour is not None:  # a pod's: the child's price
+                    setup["pod_price_per_hour"] = target.shell.price_per_hour
+                    _write_json(directory / SETUP, setup)
+                _answer_on_target(project, target, run_dir, directory, setup)
+            except KeyboardInterrupt as interrupt:
+                raise Interrupted(
+                    f"interrupted: compare {ident} of run {run_id} cancelled", signal_of(interrupt)
+                ) from None
     return _judge_and_report(project, directory, setup, echo or (lambda _line: None))
 
 

@@ -142,11 +142,11 @@ def export_run(
     ollama: str | None = None,
     echo: Callable[[str], None],
     label: str = "export",
-    keep_pod: bool = False,
+    keep_machine: bool = False,
     verify: int = VERIFY_PROMPTS,
     max_drift: float | None = None,
 ) -> Exported:
-    """Export run ``run_id`` to GGUF on its target and deliver it home (``keep_pod``: a
+    """Export run ``run_id`` to GGUF on its target and deliver it home (``keep_machine``: a
     machine made for it is kept), verified on the first ``verify`` eval prompts;
     ``max_drift`` fails it past that mean log-prob drift (``AUTO`` picks the type by it)."""
     accepted = accept_run(store, run_id, "export")
@@ -160,8 +160,9 @@ def export_run(
     prompts, unverified = _verify_prompts(project, accepted.dir, verify, kind, max_drift)
     job_id = export_id()
     secrets = _hub_secrets(project)  # a token that cannot be handed over fails before a pod
-    target = open_target(project, hook, accepted.record, purpose=label, keep=keep_pod)
-    try:
+    with open_target(
+        project, hook, accepted.record, purpose=label, keep_machine=keep_machine
+    ) as target:
         shown_kind = (
             f"auto (the smallest of {', '.join(LADDER)} within --max-drift {max_drift})"
             if kind == AUTO
@@ -181,8 +182,6 @@ def export_run(
             raise Interrupted(
                 f"interrupted: export {job_id} of run {run_id} cancelled", signal_of(interrupt)
             ) from None
-    finally:
-        target.close()
     gguf = accepted.dir / exported.file
     echo(
         f"{label}: GGUF in {RUNS_DIR}/{run_id}/{exported.file} ({exported.quantize}, "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Mapping
-from contextlib import suppress
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from overbrainer.errors import UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.job import scripts
 from overbrainer.job.host import Completed
-from overbrainer.job.record import RunRecord, RunState
+from overbrainer.job.record import RunRecord
 from overbrainer.job.shell import TargetShell
 from overbrainer.project import Project
 
@@ -25,11 +25,9 @@ PID_FILE = "script.pid"
 
 @dataclass
 class TargetRun:
-    """A shell on the target of ``run``, with the executor it came from (released by
-    :meth:`close`)."""
+    """A shell on the target of ``run``, for the block of :func:`open_target` that holds
+    the executor it came from."""
 
-    hook: Hooks
-    executor: object
     run: RunRecord
     shell: TargetShell
 
@@ -135,12 +133,6 @@ class TargetRun:
             )
         return directory
 
-    def close(self, outcome: RunState | None = None) -> None:
-        try:
-            self.hook.release_executor(executor=self.executor, run=self.run, outcome=outcome)
-        except Exception as error:  # noqa: BLE001 - releasing must not hide the real outcome
-            logger.warning(f"cannot release target resources: {error}")
-
 
 def _link_or_copy(source: str, dest: str) -> None:
     try:
@@ -149,22 +141,31 @@ def _link_or_copy(source: str, dest: str) -> None:
         shutil.copy2(source, dest)
 
 
+@contextmanager
 def open_target(
-    project: Project, hook: Hooks, run: RunRecord, *, purpose: str = "", keep: bool = False
-) -> TargetRun:
-    """The target of ``run`` with a shell on it, or a ``UserError`` saying why not.
-    ``purpose`` names the command, ``keep`` is its ``--keep-pod``."""
-    from overbrainer.train.executors import held_executor
+    project: Project,
+    hook: Hooks,
+    run: RunRecord,
+    *,
+    purpose: str = "",
+    keep_machine: bool = False,
+) -> Iterator[TargetRun]:
+    """The target of ``run`` with a shell on it for the block, its executor released
+    however the block ends; or a ``UserError`` saying why not. ``purpose`` names the
+    command, ``keep_machine`` is its ``--keep-machine``."""
+    from overbrainer.train.executors import check_keep_machine, held_executor
 
     with held_executor(project, hook, run) as held:
-        shell = hook.open_shell(executor=held.executor, purpose=purpose, keep_machine=keep)
+        if keep_machine:  # before a machine is made for the command
+            check_keep_machine(run.target, hook.describe_target(executor=held.executor))
+        shell = hook.open_shell(executor=held.executor, purpose=purpose, keep_machine=keep_machine)
         if shell is None:
             raise UserError(
                 f"target `{run.target}` of run {run.id} cannot run commands after training "
                 "(its plugin gives no shell)"
             )
         if shell.run_dir is not None:  # a machine made for this command
-            run = run.evolve(remote_dir=shell.run_dir)
+            held.run = run = run.evolve(remote_dir=shell.run_dir)
         elif shell.host.local:  # the record's path, on this machine: the project's own only
             files.own_path(run.remote_dir, Path(shell.workdir), f"remote_dir of run {run.id}")
-        return TargetRun(hook, held.hand_on(), run, shell)
+        yield TargetRun(run, shell)

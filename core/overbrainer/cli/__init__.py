@@ -16,6 +16,8 @@ from overbrainer import __version__
 if TYPE_CHECKING:
     from types import FrameType
 
+    from overbrainer.cli.context import App
+
 COMMANDS = {
     "init": "overbrainer.cli.init:init",
     "config": "overbrainer.cli.config:config",
@@ -70,6 +72,9 @@ SUMMARIES = {
 importing them (a test holds these equal to the commands' own)."""
 
 DEFERRED_LOGGING = frozenset({"runs"})
+STARTING_IN_STAGE = frozenset({"subtopics", "questions", "answers"})
+"""Commands whose start-up goes on into their stage (aiohttp, the stage's module): the
+garbage collector stays held until the stage's requests begin (see ``collector``)."""
 """Groups that configure logging themselves: ``runs ls`` lists without importing loguru
 (a quarter of its start-up) unless it warns."""
 
@@ -164,15 +169,17 @@ class LazyGroup(click.Group):
             self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
         found = super().get_command(ctx, cmd_name)
         if found is None and ctx.parent is None:
-            found = self._plugin_commands().get(cmd_name)
+            found = self._plugin_commands(ctx).get(cmd_name)
         return found
 
-    def _plugin_commands(self) -> dict[str, click.Command]:
+    def _plugin_commands(self, ctx: click.Context) -> dict[str, click.Command]:
         """The commands plugins add (``register_commands``), loaded only for a name the
         core does not know: ``--help`` stays free of plugins. They are not kept on the
-        group, which outlives one command in a process that runs several."""
-        from overbrainer.plugins import load_plugins
-
+        group, which outlives one command in a process that runs several. The plugins are
+        the project's (its ``.env`` may choose them, as for every other command), and the
+        command goes on with the same ones."""
+        app = _app(ctx)
+        ctx.meta[_APP] = app
         found: dict[str, click.Command] = {}
 
         def register(command: object) -> None:
@@ -181,7 +188,7 @@ class LazyGroup(click.Group):
             if command.name and command.name not in self.commands and command.name not in self.lazy:
                 found.setdefault(command.name, command)
 
-        load_plugins().hook.register_commands(register=register)
+        app.plugins.hook.register_commands(register=register)
         return found
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -223,7 +230,6 @@ def cli(ctx: click.Context, project_dir: str) -> None:
     the answers are split into train and eval sets and a child model is fine-tuned with
     Axolotl on a target: this machine, a machine over SSH, or a Runpod GPU pod.
     """
-    from overbrainer.cli.context import App
     from overbrainer.errors import UserError
     from overbrainer.logs import configure_logging, log_level
 
@@ -234,11 +240,27 @@ def cli(ctx: click.Context, project_dir: str) -> None:
             configure_logging()
     except UserError as error:
         raise CliError(error.message) from None
+    ctx.obj = ctx.meta.pop(_APP, None) or _app(ctx)
+    if ctx.invoked_subcommand not in STARTING_IN_STAGE:
+        from overbrainer.collector import release
+
+        release()
+
+
+_APP = "overbrainer.app"
+"""Where ``ctx.meta`` keeps the project a plugin's command was looked up in, for the group
+to go on with."""
+
+
+def _app(ctx: click.Context) -> App:
+    """The project of ``-C`` (given, or searched for upwards from the current directory)."""
     from pathlib import Path
+
+    from overbrainer.cli.context import App
 
     source = ctx.get_parameter_source("project_dir")
     explicit = source is not None and source.name != "DEFAULT"
-    ctx.obj = App(Path(project_dir), explicit=explicit)
+    return App(Path(ctx.params.get("project_dir") or "."), explicit=explicit)
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -252,5 +274,8 @@ def main() -> None:
     so that it stops a command the way Ctrl-C does, cleanly."""
     import signal
 
+    from overbrainer.collector import hold
+
+    hold()
     signal.signal(signal.SIGTERM, _terminate)
     cli(prog_name="overbrainer")

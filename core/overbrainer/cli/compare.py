@@ -14,8 +14,7 @@ from overbrainer.cli.context import current_app
     "run_id",
     metavar="RUN_ID",
     shell_complete=complete_run_id,
-    help="The run whose GGUF to compare: an id, a prefix, `latest` (default: the newest "
-    "with one).",
+    help="The run whose GGUF to compare: an id, a prefix, `latest` (default: the newest with one).",
 )
 @click.option(
     "--limit", type=click.IntRange(min=1), metavar="N", help="Ask only the first N eval questions."
@@ -28,11 +27,12 @@ from overbrainer.cli.context import current_app
 @click.option(
     "--keep-machine",
     "--keep-pod",
-    "keep_pod",
+    "keep_machine",
     is_flag=True,
-    help="Keep a pod made for this compare (a later command reuses it).",
+    help="Keep a machine made for this compare, such as a pod (a later command reuses it); "
+    "--keep-pod is the same.",
 )
-def compare(run_id: str | None, limit: int | None, rejudge: str | None, keep_pod: bool) -> None:
+def compare(run_id: str | None, limit: int | None, rejudge: str | None, keep_machine: bool) -> None:
     """Compare the child (its GGUF, served on the run's target) with its parent.
 
     Prints the summary (win-or-tie rate and its 95% interval, latency, costs), then the
@@ -45,8 +45,8 @@ def compare(run_id: str | None, limit: int | None, rejudge: str | None, keep_pod
 
     if rejudge is not None and (run_id is not None or limit is not None):
         raise click.UsageError("--rejudge takes neither --run nor --limit")
-    if rejudge is not None and keep_pod:
-        raise click.UsageError("--rejudge makes no pod: --keep-pod does not apply")
+    if rejudge is not None and keep_machine:
+        raise click.UsageError("--rejudge makes no machine: --keep-machine does not apply")
     app = current_app()
     if run_id is not None:
         run_id = app.runs.resolve(run_id)
@@ -58,7 +58,7 @@ def compare(run_id: str | None, limit: int | None, rejudge: str | None, keep_pod
             run_id=run_id,
             limit=limit,
             rejudge=rejudge,
-            keep_pod=keep_pod,
+            keep_machine=keep_machine,
             echo=lambda line: click.echo(escape_controls(line)),
         )
     click.echo(

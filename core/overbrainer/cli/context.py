@@ -67,7 +67,9 @@ class App:
     def settings(self) -> Settings:
         from overbrainer.config.load import load_settings
 
-        return load_settings(self.project_dir, self.env, self.plugins.kinds)
+        return load_settings(
+            self.project_dir, self.env, self.plugins.kinds, self.plugins.sections
+        )
 
     @property
     def project(self) -> Project:

@@ -34,9 +34,10 @@ QUANTIZE_TYPES = (
 @click.option(
     "--keep-machine",
     "--keep-pod",
-    "keep_pod",
+    "keep_machine",
     is_flag=True,
-    help="Keep a pod made for this export (a later command reuses it).",
+    help="Keep a machine made for this export, such as a pod (a later command reuses it); "
+    "--keep-pod is the same.",
 )
 @click.option(
     "--verify",
@@ -57,7 +58,7 @@ def export(  # noqa: PLR0917 - click passes each option
     run_id: str | None,
     quantize: str | None,
     ollama: str | None,
-    keep_pod: bool,
+    keep_machine: bool,
     verify: int,
     max_drift: float | None,
 ) -> None:
@@ -85,7 +86,7 @@ def export(  # noqa: PLR0917 - click passes each option
             run_id,
             quantize=quantize.upper() if quantize else None,
             ollama=ollama,
-            keep_pod=keep_pod,
+            keep_machine=keep_machine,
             verify=verify,
             max_drift=max_drift,
             echo=lambda line: click.echo(escape_controls(line)),

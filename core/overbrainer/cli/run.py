@@ -45,7 +45,9 @@ def run(retrain: bool, max_usd: float | None) -> None:
     app = current_app()
     with (
         app.lock(),
-        Reloader(app.project_dir, app.env, app.plugins.kinds, app.settings) as reloader,
+        Reloader(
+            app.project_dir, app.env, app.plugins.kinds, app.settings, app.plugins.sections
+        ) as reloader,
     ):
         prices = PriceBook()
         click.echo(plan_total(app, prices, max_usd))

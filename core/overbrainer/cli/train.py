@@ -23,9 +23,10 @@ if TYPE_CHECKING:
 @click.option(
     "--keep-machine",
     "--keep-pod",
-    "keep_pod",
+    "keep_machine",
     is_flag=True,
-    help="Keep the machine made for this run after it (a runpod pod); same as --keep-pod.",
+    help="Keep the machine made for this run after it, on a target that makes one (a "
+    "runpod pod); --keep-pod is the same.",
 )
 @click.option(
     "--resume-from",
@@ -34,7 +35,9 @@ if TYPE_CHECKING:
     help="Continue from the snapshot of this stopped run (an id, a prefix, or `latest`).",
 )
 @click.pass_context
-def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: str | None) -> None:
+def train(
+    ctx: click.Context, target: str | None, keep_machine: bool, resume_from: str | None
+) -> None:
     """Fine-tune the child model on a target and follow the run.
 
     Ctrl-C while following only detaches: the job keeps running, and
@@ -43,8 +46,10 @@ def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: s
     Example: overbrainer train --target gpu --resume-from latest
     """
     if ctx.invoked_subcommand is not None:
-        if target or keep_pod or resume_from:
-            raise click.UsageError("--target, --keep-pod and --resume-from apply to a new run only")
+        if target or keep_machine or resume_from:
+            raise click.UsageError(
+                "--target, --keep-machine and --resume-from apply to a new run only"
+            )
         return
     from overbrainer.after.chain import after_training, warn_before_training
     from overbrainer.train import session
@@ -55,7 +60,7 @@ def train(ctx: click.Context, target: str | None, keep_pod: bool, resume_from: s
     with app.lock():
         warn_before_training(app.settings)
         trained = session.train(
-            app.workspace(), target=target, resume_from=resume_from, keep_pod=keep_pod
+            app.workspace(), target=target, resume_from=resume_from, keep_machine=keep_machine
         )
         if trained is not None and not trained.up_to_date:
             after_training(app.project, app.plugins.hook, app.runs, trained.record)

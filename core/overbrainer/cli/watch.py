@@ -27,6 +27,7 @@ def watch() -> None:
         project_dir=app.project_dir,
         env=app.env,
         kinds=app.plugins.kinds,
+        sections=app.plugins.sections,
         settings=app.settings,
         hook=app.plugins.hook,
         runs=app.runs,

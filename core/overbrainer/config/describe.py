@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pydantic import BaseModel, SecretStr
 
 from overbrainer.config.model import Role, Settings
+from overbrainer.config.sections import section_secrets
 from overbrainer.redact import mask_url
 
 UNSET = "(unset)"
@@ -49,9 +50,7 @@ def describe_settings(settings: Settings) -> Iterator[str]:
     yield from _sections(settings)
     for gpu, speed in sorted(settings.plan.throughput.items()):
         yield f"plan.throughput.{gpu} = {_value(speed)} tokens/s"
-    yield f"runpod.api_key = {_secret(settings.runpod.api_key)}"
-    if settings.runpod.base_url:
-        yield f"runpod.base_url = {_url(settings.runpod.base_url)}"
+    yield from _plugin_tables(settings)
     yield f"hf_token = {_secret(settings.hf_token)}"
 
 
@@ -79,11 +78,25 @@ def _sections(settings: Settings) -> Iterator[str]:
             yield f"{section}.{key} = {_value(UNSET if value is None else value)}"
 
 
+def _plugin_tables(settings: Settings) -> Iterator[str]:
+    """The tables plugins registered: every secret, masked, and each other key that is set
+    (a URL masked as the providers' are)."""
+    for name, (section, value) in settings.sections.items():
+        for key in type(value).model_fields:
+            field = getattr(value, key)
+            if key in section.secrets:
+                yield f"{name}.{key} = {_secret(field)}"
+            elif isinstance(field, str) and "://" in field:
+                yield f"{name}.{key} = {_url(field)}"
+            elif field is not None:
+                yield f"{name}.{key} = {_value(field)}"
+
+
 def secret_fields(settings: Settings) -> Iterator[tuple[str, SecretStr | None]]:
     """Every secret setting by its key, set or not."""
     for name, provider in settings.providers.items():
         yield f"providers.{name}.api_key", provider.api_key
-    yield "runpod.api_key", settings.runpod.api_key
+    yield from section_secrets(settings.sections)
     yield "hf_token", settings.hf_token
 
 

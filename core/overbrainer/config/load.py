@@ -15,9 +15,11 @@ from pydantic import BaseModel, ValidationError
 
 from overbrainer import files
 from overbrainer.config.env import PREFIX, Environment
+from overbrainer.config.extras import plugin_extra
 from overbrainer.config.model import ENV_ONLY, Settings
+from overbrainer.config.sections import SettingsSection, section_secrets
 from overbrainer.errors import UserError
-from overbrainer.redact import escape_controls
+from overbrainer.redact import escape_controls, register_secret
 
 CONFIG_FILE = "overbrainer.toml"
 TARGET_NAME = re.compile(r"^[a-z0-9_]+$")
@@ -58,44 +60,60 @@ def read_config_file(project_dir: Path) -> dict[str, Any]:
 
 
 def load_settings(
-    project_dir: Path, env: Environment, kinds: Mapping[str, type[BaseModel]]
+    project_dir: Path,
+    env: Environment,
+    kinds: Mapping[str, type[BaseModel]],
+    sections: Mapping[str, SettingsSection] | None = None,
 ) -> Settings:
     """The validated settings of the project at ``project_dir``.
 
-    ``kinds`` maps each target kind to the model its plugin registered. Raises
-    ``ConfigError`` listing every problem; values are never echoed.
+    ``kinds`` maps each target kind to the model its plugin registered, ``sections`` each
+    top-level table a plugin registered to its registration. Raises ``ConfigError``
+    listing every problem; values are never echoed.
     """
-    return validate_settings(read_config_file(project_dir), env, kinds)
+    return validate_settings(read_config_file(project_dir), env, kinds, sections)
 
 
 def validate_settings(
-    data: dict[str, Any], env: Environment, kinds: Mapping[str, type[BaseModel]]
+    data: dict[str, Any],
+    env: Environment,
+    kinds: Mapping[str, type[BaseModel]],
+    sections: Mapping[str, SettingsSection] | None = None,
 ) -> Settings:
     """The settings ``data`` (parsed TOML) gives, with the environment layered on top."""
+    sections = sections or {}
     problems = [
         f"{_dotted(path)}: must be set through env, not in {CONFIG_FILE}"
         for path in _paths(data)
-        if _env_only(path) and not _loopback_url_in_file(path, data)
+        if _env_only(path, sections) and not _loopback_url_in_file(path, data)
     ]
     merged, origins, overlay_problems = overlay_env(data, env.settings_vars())
     problems += overlay_problems
-    parse_env_values(merged, origins, kinds)
+    parse_env_values(merged, origins, kinds, sections)
+    problems += _unprovided_tables(merged, data, origins, sections)
+    own = {key: value for key, value in merged.items() if key not in sections}
     settings: Settings | None = None
     try:
         # Strict: the file's values have types of their own (`concurrency = true` is a
         # mistake, not 1); only the environment's strings are parsed, just above.
-        settings = Settings.model_validate(merged, strict=True)
+        settings = Settings.model_validate(own, strict=True)
     except ValidationError as error:
         problems += describe_errors(error, (), origins)
     targets, target_problems = _validate_targets(merged.get("targets"), kinds, origins)
     problems += target_problems
+    tables, table_problems = _validate_sections(merged, sections, origins)
+    problems += table_problems
     problems += _cross_checks(merged)
     client = env.merged.get("OVERBRAINER_SSH_CLIENT", "").strip()
     if client and client not in ("openssh", "builtin"):
         problems.append("OVERBRAINER_SSH_CLIENT must be openssh or builtin")
     if problems or settings is None:
         raise ConfigError(_unique(problems))
-    return settings.model_copy(update={"targets": targets})
+    for _, secret in section_secrets(tables):
+        # A plugin's secret is its own to use: every log and record is redacted of it.
+        if secret is not None and not secret.get_secret_value().startswith("vault:"):
+            register_secret(secret.get_secret_value())
+    return settings.model_copy(update={"targets": targets}).with_sections(tables)
 
 
 def overlay_env(
@@ -191,12 +209,15 @@ _INTEGER = re.compile(r"^[+-]?[0-9]+$")
 
 
 def parse_env_values(
-    merged: dict[str, Any], origins: Mapping[Path_, str], kinds: Mapping[str, type[BaseModel]]
+    merged: dict[str, Any],
+    origins: Mapping[Path_, str],
+    kinds: Mapping[str, type[BaseModel]],
+    sections: Mapping[str, SettingsSection] | None = None,
 ) -> None:
     """Turn each string the environment set into the boolean or number its key holds, in
     place; a string that is none is left for validation to refuse (naming its variable)."""
     for path in origins:
-        kind = _scalar_type(path, merged, kinds)
+        kind = _scalar_type(path, merged, kinds, sections or {})
         table: Any = merged
         for key in path[:-1]:
             table = table[key]
@@ -211,12 +232,18 @@ def parse_env_values(
 
 
 def _scalar_type(
-    path: Path_, merged: Mapping[str, Any], kinds: Mapping[str, type[BaseModel]]
+    path: Path_,
+    merged: Mapping[str, Any],
+    kinds: Mapping[str, type[BaseModel]],
+    sections: Mapping[str, SettingsSection],
 ) -> type | None:
     """bool, int or float when that is what the key at ``path`` holds, else None."""
     current: Any = Settings
     keys = list(path)
-    if len(keys) >= 3 and keys[0] == "targets":
+    if keys[0] in sections:
+        current = sections[str(keys[0])].model
+        keys = keys[1:]
+    elif len(keys) >= 3 and keys[0] == "targets":
         table = _table(_table(merged.get("targets")).get(str(keys[1])))
         kind = table.get("kind")
         current = kinds.get(kind) if isinstance(kind, str) else None
@@ -332,19 +359,13 @@ def _validate_targets(
     return targets, problems
 
 
-BUILTIN_KINDS = {
-    "local": "overbrainer-local",
-    "ssh": "overbrainer-ssh",
-    "runpod": "overbrainer-runpod",
-}
-
-
 def unknown_kind(kind: object) -> str:
     """Why a target of ``kind`` cannot be used, naming what to install."""
-    if isinstance(kind, str) and kind in BUILTIN_KINDS:
+    package = plugin_extra(kind) if isinstance(kind, str) else None
+    if package is not None:
         return (
             f"no installed plugin provides target kind `{kind}`: install "
-            f"{BUILTIN_KINDS[kind]} (pip install 'overbrainer[{kind}]')"
+            f"{package} (pip install 'overbrainer[{kind}]')"
         )
     if isinstance(kind, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", kind):
         return (
@@ -352,6 +373,56 @@ def unknown_kind(kind: object) -> str:
             "does (`overbrainer plugins` lists what is installed)"
         )
     return "kind: expected the name of a target kind"
+
+
+def _validate_sections(
+    merged: Mapping[str, Any],
+    sections: Mapping[str, SettingsSection],
+    origins: Mapping[Path_, str],
+) -> tuple[dict[str, tuple[SettingsSection, BaseModel]], list[str]]:
+    """Each table a plugin registered, validated (strictly, as the core's) by its model; an
+    absent one is its model's defaults."""
+    tables: dict[str, tuple[SettingsSection, BaseModel]] = {}
+    problems = []
+    for name, section in sections.items():
+        table = merged.get(name, {})
+        if not isinstance(table, dict):
+            problems.append(f"{name}: expected a table")
+            continue
+        try:
+            tables[name] = (section, section.model.model_validate(table, strict=True))
+        except ValidationError as error:
+            problems += describe_errors(error, (name,), origins)
+    return tables, problems
+
+
+def _unprovided_tables(
+    merged: dict[str, Any],
+    data: Mapping[str, Any],
+    origins: Mapping[Path_, str],
+    sections: Mapping[str, SettingsSection],
+) -> list[str]:
+    """The tables that one of the core's own plugins would register, that plugin not
+    installed: in the file, a problem naming what to install; set only by variables, a
+    warning, and the variables are ignored (a shell may hold an account's key for
+    another project). Removed from ``merged`` in place; any other unknown table is left
+    for the model to refuse."""
+    problems = []
+    for name in [key for key in merged if key not in Settings.model_fields]:
+        if name in sections or (package := plugin_extra(name)) is None:
+            continue
+        del merged[name]
+        missing = f"no installed plugin provides the [{name}] table: install {package}"
+        if name in data:
+            problems.append(f"{name}: {missing} (pip install 'overbrainer[{name}]')")
+            continue
+        for path, variable in origins.items():
+            if path[0] == name and variable not in _warned:
+                _warned.add(variable)
+                from loguru import logger
+
+                logger.warning(f"{variable}: {missing}: the variable is ignored")
+    return problems
 
 
 def _cross_checks(data: Mapping[str, Any]) -> list[str]:
@@ -404,7 +475,9 @@ def _paths(data: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> Iterable[tu
             yield from _paths(value, path)
 
 
-def _env_only(path: tuple[str, ...]) -> bool:
+def _env_only(path: tuple[str, ...], sections: Mapping[str, SettingsSection]) -> bool:
+    if len(path) == 2 and path[0] in sections:
+        return path[1] in sections[path[0]].env_only
     return any(
         len(pattern) == len(path) and all(p in ("*", k) for p, k in zip(pattern, path, strict=True))
         for pattern in ENV_ONLY

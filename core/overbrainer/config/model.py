@@ -9,8 +9,10 @@ committed. Cross-table rules (a role's provider exists, the training target exis
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import fields
-from typing import Annotated, Any, Literal
+from types import MappingProxyType
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -19,25 +21,25 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     StringConstraints,
     model_validator,
 )
 
 from overbrainer.config.runtime import HostRuntime, env_pattern, runtime_problems
+from overbrainer.config.sections import SettingsSection
 
 ENV_ONLY: tuple[tuple[str, ...], ...] = (
     ("providers", "*", "base_url"),
     ("providers", "*", "api_key"),
     ("targets", "*", "host"),
-    ("runpod", "api_key"),
-    ("runpod", "base_url"),
-    ("runpod", "rest_url"),
     ("hub", "base_url"),
     ("hf_token",),
     ("log",),
 )
-"""Keys that may come only from the environment (``*`` stands for any table name)."""
+"""Keys that may come only from the environment (``*`` stands for any table name); a
+plugin's own table names its own (:mod:`overbrainer.config.sections`)."""
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 
@@ -281,13 +283,6 @@ class HostTarget(TargetBase):
         return HostRuntime(**{**keys, "pass_env": tuple(self.pass_env)})
 
 
-class RunpodAccount(Section):
-    api_key: SecretStr | None = Field(default=None)
-    base_url: HttpUrl | None = Field(default=None)
-    rest_url: HttpUrl | None = Field(default=None)
-    """Runpod's REST API (the pods' log stream); https://rest.runpod.io/v1 when unset."""
-
-
 QUANTIZE_TYPES = (
     "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q8_0", "Q3_K_M", "Q2_K", "F16", "BF16",
 )  # fmt: skip
@@ -407,8 +402,12 @@ class WatchSection(Section):
     on_change: Literal["snapshot", "wait"] = "wait"
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
 class Settings(Section):
-    """The whole configuration. ``targets`` holds each table validated by its plugin's model."""
+    """The whole configuration. ``targets`` holds each table validated by its plugin's model;
+    the tables plugins register (``register_settings``) are read with :meth:`section`."""
 
     project: ProjectSection
     topics: list[Topic] = Field(default_factory=list)
@@ -424,9 +423,35 @@ class Settings(Section):
     compare: CompareSection = Field(default_factory=CompareSection)
     metrics: MetricsSection = Field(default_factory=MetricsSection)
     targets: dict[str, Any] = Field(default_factory=dict)
-    runpod: RunpodAccount = Field(default_factory=RunpodAccount)
     hf_token: SecretStr | None = Field(default=None)
     log: str | None = Field(default=None)
+    _sections: dict[str, tuple[SettingsSection, BaseModel]] = PrivateAttr(default_factory=dict)
+
+    def with_sections(
+        self, sections: Mapping[str, tuple[SettingsSection, BaseModel]]
+    ) -> Settings:
+        """These settings with the plugins' tables (each registration and its value)."""
+        copy = self.model_copy()
+        copy._sections = dict(sections)
+        return copy
+
+    @property
+    def sections(self) -> Mapping[str, tuple[SettingsSection, BaseModel]]:
+        """The plugins' tables by name: each registration and its validated value."""
+        return MappingProxyType(self._sections)
+
+    def section(self, name: str, model: type[M]) -> M:
+        """The table ``[name]`` a plugin registered with ``model``, as loaded; the model's
+        defaults when these settings were not loaded with it (a project built by hand).
+        Raises ``TypeError`` when another model was registered under ``name``."""
+        found = self._sections.get(name)
+        if found is None:
+            return model()
+        value = found[1]
+        if not isinstance(value, model):
+            raise TypeError(f"settings table `{name}` is a {type(value).__name__}, not a "
+                            f"{model.__name__}")
+        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -21,6 +21,7 @@ from overbrainer import files
 from overbrainer.config.env import Environment
 from overbrainer.config.load import CONFIG_FILE, ConfigError, load_settings
 from overbrainer.config.model import Settings
+from overbrainer.config.sections import SettingsSection
 from overbrainer.errors import UserError
 
 WATCHED = (CONFIG_FILE, ".env")
@@ -42,11 +43,13 @@ class Reloader:
         env: Environment,
         kinds: Mapping[str, type[BaseModel]],
         settings: Settings,
+        sections: Mapping[str, SettingsSection] | None = None,
     ) -> None:
         self.project_dir = project_dir
         self.env = env
         self.settings = settings
         self._kinds = kinds
+        self._sections = sections
         self._seen = self._snapshot()
         self._marked = threading.Event()
         self._stop = threading.Event()
@@ -94,7 +97,7 @@ class Reloader:
         self._seen = snapshot
         try:
             env = self.env.reloaded(self.project_dir)
-            settings = load_settings(self.project_dir, env, self._kinds)
+            settings = load_settings(self.project_dir, env, self._kinds, self._sections)
         except ConfigError as error:
             problems = "\n".join(f"  {problem}" for problem in error.problems)
             raise UserError(f"{UNUSABLE}\n{problems}") from None

@@ -13,7 +13,8 @@ Files the job writes::
 
 Files a target writes: ``job.log`` (the job's output), ``snapshot.request`` (a stop asked
 for), ``.secrets.json`` (secrets by file: the runner reads and deletes it at start); a POSIX
-host adds ``job.pid``, ``cancelling``, ``cancelled`` and ``.claim``.
+host adds ``job.pid``, ``cancelling``, ``cancelled`` and ``.claim``. At home only, a target
+may keep ``target.note`` (for ``runs ls``) and ``target.spend.json`` (its machines' cost).
 """
 
 from __future__ import annotations
@@ -50,10 +51,13 @@ INPUTS_FILE = "inputs.json"
 TARGET_NOTE = "target.note"
 """One line a target may keep in a run directory (a pod's state and spend): ``runs ls``
 prints it after the run's line, read as a file so that listing loads no plugin."""
+TARGET_SPEND = "target.spend.json"
+"""What the machines a target made for the run cost (their rates, starts and final figures),
+read by the Prometheus endpoint: :mod:`overbrainer.job.spend` writes and reads it."""
 FOLLOWED_METRICS = "metrics.followed.jsonl"
 """The metrics lines a follower saw of a job running elsewhere (ssh, a pod), written at home
 as they come, so that charts are live before ``metrics.jsonl`` is brought home."""
-HOME_ONLY = (RECORD, INPUTS_FILE, TARGET_NOTE, CLAIM, SECRETS_FILE)
+HOME_ONLY = (RECORD, INPUTS_FILE, TARGET_NOTE, TARGET_SPEND, CLAIM, SECRETS_FILE)
 """Names of a run directory that stay at home: records and credentials of the run. A target
 keeps its own records there too (a pod's): its executor skips those names as well."""
 MANIFEST_ROOTS = (OUTPUT_DIR, METRICS_FILE, SNAPSHOT_FILE)

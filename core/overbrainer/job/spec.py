@@ -80,8 +80,8 @@ class TargetInfo:
             bf16/fp16/tf32 and no fused CUDA kernels).
         local_paths: whether the job sees this machine's files as they are, so that a
             ``base_model`` given as a path relative to the project can be made absolute.
-        per_run: whether the machine exists for one run only (a pod): ``--keep-pod`` and
-            ``JobSpec.keep_machine`` apply.
+        per_run: whether the machine exists for one run only (a pod): ``--keep-machine``
+            (alias ``--keep-pod``) and ``JobSpec.keep_machine`` apply.
         secrets: the channel the target uses for the job's secrets.
     """
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from overbrainer.config.model import Role
 from overbrainer.errors import UserError
 from overbrainer.events import set_topic
-from overbrainer.pipeline.batch import BatchStage
 from overbrainer.pipeline.batch_ledger import Ledger
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.preflight import hides_reasoning
@@ -27,6 +26,9 @@ from overbrainer.pipeline.records import ANSWERS, QUESTIONS, without
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.completion import Completion, ReasoningKind
 from overbrainer.providers.errors import ProviderError
+
+if TYPE_CHECKING:
+    from overbrainer.pipeline.batch import BatchStage  # the batch APIs: only when batching
 
 
 def exclusion(completion: Completion, kind: ReasoningKind, wants_reasoning: bool) -> str | None:
@@ -200,6 +202,8 @@ async def run(ctx: StageContext) -> None:
             if not live and not in_batch_now:
                 await for_each(todo, answer, concurrency)
                 return
+            from overbrainer.pipeline.batch import BatchStage
+
             batches = BatchStage(ctx, answering, writer, answered, by_id)
             if ctx.cancel:
                 await batches.cancel(live)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +42,8 @@ class ExchangeLog:
         self._broken = False
         self._fd = -1
         self._size = 0
+        self._second = -1
+        self._at = ""
         self._prompts: dict[str, str] = {}
         """Prompts redacted already: a stage's system prompts repeat for every request."""
 
@@ -48,6 +51,15 @@ class ExchangeLog:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    def _now(self) -> str:
+        """The time in whole seconds, as ``datetime.now(UTC)`` formats it; made once a
+        second (a stage writes hundreds of lines a second)."""
+        second = int(time.time())
+        if second != self._second:
+            self._second = second
+            self._at = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self._at
 
     def _prompt(self, text: str) -> str:
         shown = self._prompts.get(text)
@@ -70,7 +82,7 @@ class ExchangeLog:
         if self._broken:
             return
         line = {
-            "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "at": self._now(),
             "stage": stage,
             "item": item,
             "model": model,

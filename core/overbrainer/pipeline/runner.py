@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from overbrainer.collector import release
 from overbrainer.config.env import Environment
 from overbrainer.config.model import Role, Settings, Topic
 from overbrainer.errors import Interrupted, Terminated, UserError, signal_of
@@ -140,6 +141,7 @@ def run_stage(
     except UserError as failure:
         error = failure.message
     finally:
+        release()
         report.progress.close()
         if result is not None:  # counted as its history line counts it: excluded only
             publish("item_excluded", stage=stage, count=result.excluded.total())
@@ -218,6 +220,7 @@ async def _run(body: Body, context: StageContext, env: Environment, prices: Pric
     role = stage_role(context.report.stage, context.settings)
     if role is not None:
         context.report.pace_of = lambda: providers.pace(role.provider, role.model)
+    release()  # start-up is over: the stage's own objects come and go (see collector)
     try:
         try:
             await body(context)

@@ -11,7 +11,6 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,8 @@ from prometheus_client.registry import Collector
 from overbrainer import __version__, files
 from overbrainer.errors import UserError
 from overbrainer.events import Event
+from overbrainer.job.layout import TARGET_SPEND
+from overbrainer.job.spend import run_spend
 from overbrainer.prometheus.dollars import DECIMALS, DollarCounter
 
 STAGES = ("subtopics", "questions", "answers", "split")
@@ -293,8 +294,9 @@ class ProjectMetrics:
 
 
 class _ScrapeTime(Collector):
-    """Series computed when scraped: the age of a followed run's last metrics line, and the
-    pod spend its target records in ``runs/<id>/pod.json``."""
+    """Series computed when scraped: the age of a followed run's last metrics line, and what
+    the machines of each run cost, as its target records it (``runs/<id>/target.spend.json``,
+    :mod:`overbrainer.job.spend`)."""
 
     def __init__(self, metrics: ProjectMetrics) -> None:
         self.metrics = metrics
@@ -312,69 +314,27 @@ class _ScrapeTime(Collector):
             age.add_metric([run_id], seconds)
         yield age
         spend = GaugeMetricFamily(
+            # Named for the reference tool's only paying target; any target's machines.
             "overbrainer_runpod_spend_usd",
-            "Estimated pod spend in US dollars.",
+            "Estimated spend of the run's machines (pods) in US dollars.",
             labels=["run_id"],
         )
-        for run_id, dollars in _pod_spend(self.metrics.project_dir, self.metrics.clock()):
+        for run_id, dollars in _spend(self.metrics.project_dir, self.metrics.clock()):
             spend.add_metric([run_id], round(dollars, DECIMALS))
         yield spend
 
 
-AFTER_POD = "after-pod/pod.json"
-"""The run's pod for export and compare (the runpod target's), whose spend is the run's too."""
-
-
-def _pod_spend(project_dir: Path, now: float) -> Iterator[tuple[str, float]]:
-    """(run id, USD) for every run whose ``pod.json`` (and ``after-pod/pod.json``) says:
-    ``estimated_spend`` once the pod is gone, else the rate (``cost_per_hour`` or
-    ``cost_per_hr``) x the time since its start (``created``, UTC text, or ``started``,
-    Unix s) / 3600; both pods' summed."""
+def _spend(project_dir: Path, now: float) -> Iterator[tuple[str, float]]:
+    """(run id, USD) for every run whose target records what its machines cost."""
     runs = project_dir / "runs"
     if not runs.is_dir():
         return
-    spends: dict[str, float] = {}
-    paths = [*runs.glob("*/pod.json"), *runs.glob(f"*/{AFTER_POD}")]
-    for path in paths:
-        run_id = path.parent.name if path.parent.parent == runs else path.parent.parent.name
-        dollars = _spend_of(path, now)
+    for path in sorted(runs.glob(f"*/{TARGET_SPEND}")):
+        dollars = run_spend(path.parent, now)
         if dollars is not None:
-            spends[run_id] = spends.get(run_id, 0.0) + dollars
-    yield from sorted(spends.items())
-
-
-def _spend_of(path: Path, now: float) -> float | None:
-    try:
-        text = files.read_text(path, str(path), files.RECORD_LIMIT)
-        pod = json.loads(text) if text is not None else None
-    except (UserError, ValueError):  # a FIFO there would block every scrape
-        return None
-    if not isinstance(pod, dict):
-        return None
-    spent = pod.get("estimated_spend")
-    if isinstance(spent, int | float) and _is_number(spent):
-        return float(spent)
-    rate = pod.get("cost_per_hour", pod.get("cost_per_hr"))
-    started = pod.get("started")
-    if isinstance(pod.get("created"), str):
-        try:
-            started = datetime.strptime(pod["created"], "%Y-%m-%dT%H:%M:%SZ")
-            started = started.replace(tzinfo=UTC).timestamp()
-        except ValueError:
-            return None
-    if (
-        isinstance(rate, int | float)
-        and isinstance(started, int | float)
-        and _is_number(rate)
-        and _is_number(started)
-    ):
-        return float(rate) * max(now - float(started), 0.0) / 3600
-    return None
+            yield path.parent.name, dollars
 
 
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)

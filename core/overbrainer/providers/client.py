@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import aiohttp
+import orjson
 from loguru import logger
 
 from overbrainer.config.env import provider_variable
@@ -59,6 +60,32 @@ PERMISSION_DENIED = (
     "providers.{name}: permission denied (403): check that {variable} may use this model"
 )
 NOT_FOUND_HINT = " (does base_url end where the API starts, such as /v1?)"
+JSON_BODY = {"Content-Type": "application/json"}
+_DIGITS = bytes(48 if 48 <= byte <= 57 else 46 for byte in range(256))
+"""Digits to "0", the rest to ".": a run of 19 digits is a run of 19 zeros."""
+_WIDE = b"0" * 19
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """``body`` as JSON, by orjson (a tenth of the standard library's CPU, and of a
+    request's); what orjson refuses (a lone surrogate, an integer past 64 bits) as aiohttp's
+    ``json=`` writes it."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return json.dumps(body).encode()
+
+
+def decode_reply(raw: bytes) -> Any:
+    """``json.loads(raw)``, by orjson when it reads it alike: not with integers of 19 digits
+    or more (orjson makes floats of the widest), nor with what it refuses (NaN, a lone
+    surrogate, another encoding than UTF-8), read by the standard library."""
+    if _WIDE not in raw.translate(_DIGITS):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
 
 
 class Halt:
@@ -282,7 +309,9 @@ class Client:
 
     async def _post_once(self, path: str, body: dict[str, Any]) -> tuple[Any, RateInfo]:
         try:
-            async with self.session.post(f"{self.base_url}/{path}", json=body) as response:
+            async with self.session.post(
+                f"{self.base_url}/{path}", data=encode_body(body), headers=JSON_BODY
+            ) as response:
                 status = response.status
                 raw = await response.read()
                 headers = response.headers
@@ -303,7 +332,7 @@ class Client:
                 status, raw, headers, provider=self.name, url=f"{self.base_url}/{path}"
             )
         try:
-            return json.loads(raw), parse_rate_headers(headers)
+            return decode_reply(raw), parse_rate_headers(headers)
         except ValueError:
             raise ProviderError("the provider's reply is not valid JSON") from None
 

@@ -200,6 +200,8 @@ class Limiter:
             for name, tokens in (("input-tokens", usage.input_tokens),
                                  ("output-tokens", usage.output_tokens)):
                 self._average[name] += (tokens - self._average[name]) * weight
+        if not info.buckets:  # the provider says nothing of its limits: no pace to set
+            return
         per_request = {
             "requests": 1.0,
             "tokens": self._average["input-tokens"] + self._average["output-tokens"],
@@ -214,8 +216,7 @@ class Limiter:
             # Near: what is left would not cover two windows of requests.
             if bucket.remaining < 2 * max(self.window, self.in_flight) * cost:
                 interval = max(interval, cost / (refill * PACE_MARGIN))
-        if info.buckets:
-            self.interval = interval
+        self.interval = interval
 
 
 def _refill_wait(info: RateInfo) -> float | None:

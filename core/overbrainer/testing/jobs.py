@@ -13,7 +13,8 @@ from pydantic import BaseModel
 from overbrainer.config.model import ProjectSection, Settings, Training
 from overbrainer.job import layout
 from overbrainer.plugins import Plugins, new_manager
-from overbrainer.train.axolotl import axolotl_config, dump_yaml
+from overbrainer.train.axolotl import axolotl_config
+from overbrainer.train.axolotl_yaml import dump_yaml
 from overbrainer.train.prepare import job_description, write_run_dir
 
 BASE_MODEL = "Qwen/Qwen3-0.6B"

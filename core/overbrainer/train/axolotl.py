@@ -1,4 +1,6 @@
-"""Axolotl as overbrainer drives it: axolotl.yaml, the job's stages and environment.
+"""Axolotl as overbrainer drives it: the settings of axolotl.yaml (written as text by
+:mod:`~overbrainer.train.axolotl_yaml`; the job's stages and environment are in
+:mod:`~overbrainer.train.job_setup`).
 
 Paths in axolotl.yaml are relative to the job directory (:mod:`overbrainer.job.layout`),
 where the runner runs every stage, so a job runs wherever a target puts it.
@@ -6,28 +8,17 @@ where the runner runs every stage, so a job runs wherever a target puts it.
 
 from __future__ import annotations
 
-import fnmatch
-import re
 from collections.abc import Mapping
-from importlib import resources
-from pathlib import Path
-from typing import Any, NamedTuple
-
-import yaml
+from typing import Any
 
 from overbrainer.config.load import ConfigError
 from overbrainer.config.model import Training
 from overbrainer.job.layout import (
-    CONFIG_FILE,
     EVAL_FILE,
-    METRICS_FILE,
     OUTPUT_DIR,
-    PLUGIN_DIR,
     PREPARED_DIR,
-    SNAPSHOT_REQUEST,
     TRAIN_FILE,
 )
-from overbrainer.job.spec import JobStage
 
 PLUGIN_MODULE = "overbrainer_metrics"
 PLUGIN = f"{PLUGIN_MODULE}.OverbrainerMetricsPlugin"
@@ -225,123 +216,6 @@ def _merged(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
-# A key written plain must be a simple word, and not one YAML 1.1 reads as something else:
-# PyYAML's resolver knows most of them (on, yes, null, 1e3...), but not y and n.
-_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.-][A-Za-z0-9_]+)*")
-_YAML11_BOOLEAN_LETTERS = frozenset("yYnN")
-
-
-class _Dumper(yaml.SafeDumper):
-    """Block YAML with every string value double-quoted and plain keys where they are safe."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
-def _represent_str(dumper: _Dumper, value: str) -> yaml.ScalarNode:
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
-
-
-def _represent_dict(dumper: _Dumper, data: Mapping[Any, Any]) -> yaml.MappingNode:
-    pairs = [(_key(dumper, key), dumper.represent_data(value)) for key, value in data.items()]
-    return yaml.MappingNode("tag:yaml.org,2002:map", pairs, flow_style=False)
-
-
-def _key(dumper: _Dumper, key: Any) -> yaml.Node:
-    if not isinstance(key, str):
-        return dumper.represent_data(key)
-    plain = (
-        bool(_PLAIN_KEY.fullmatch(key))
-        and key not in _YAML11_BOOLEAN_LETTERS
-        and dumper.resolve(yaml.ScalarNode, key, (True, False)) == "tag:yaml.org,2002:str"
-    )
-    return yaml.ScalarNode("tag:yaml.org,2002:str", key, style=None if plain else '"')
-
-
-_Dumper.add_representer(str, _represent_str)
-_Dumper.add_representer(dict, _represent_dict)
-
-
-def dump_yaml(config: Mapping[str, Any]) -> str:
-    """``config`` as block YAML that PyYAML reads back unchanged."""
-    return yaml.dump(
-        dict(config),
-        Dumper=_Dumper,
-        default_flow_style=False,
-        sort_keys=False,
-        allow_unicode=True,
-        width=float("inf"),
-    )
-
-
-def resume_mismatch(old_yaml: str, new_config: Mapping[str, Any]) -> list[str]:
-    """Top-level keys whose values differ between a stopped run's axolotl.yaml and ``new_config``.
-
-    ``new_config`` is today's configuration generated as the old run's was (relative paths,
-    or absolute ones under its root); keys that do not change what is trained
-    (``RESUME_IGNORED``) are left out.
-
-    Raises:
-        ValueError: ``old_yaml`` is not a YAML mapping.
-    """
-    try:
-        old = yaml.safe_load(old_yaml)
-    except yaml.YAMLError as error:
-        raise ValueError(f"not valid YAML: {error}") from None
-    if not isinstance(old, dict):
-        raise ValueError("not a YAML mapping")
-    missing = object()
-    keys = list(new_config) + [key for key in old if key not in new_config]
-    return [
-        key
-        for key in keys
-        if not any(fnmatch.fnmatchcase(str(key), pattern) for pattern in RESUME_IGNORED)
-        and old.get(key, missing) != new_config.get(key, missing)
-        # A run made before overbrainer set a seed shuffled at random: any seed resumes it.
-        and not (key == "seed" and key not in old)
-    ]
-
-
-def job_stages(training: Training, *, cpu: bool) -> tuple[JobStage, ...]:
-    """The job's commands, run in its directory: train, then merge the adapter with ``merge``.
-
-    On a CPU ``axolotl train`` needs ``--launcher python``, or it execs ``accelerate``;
-    ``merge-lora`` runs in its own process and takes no launcher.
-    """
-    train: tuple[str, ...] = ("axolotl", "train", CONFIG_FILE)
-    if cpu:
-        train += ("--launcher", "python")
-    stages = [JobStage("train", train)]
-    if training.merge:
-        stages.append(JobStage("merge", ("axolotl", "merge-lora", CONFIG_FILE)))
-    return tuple(stages)
-
-
-class JobEnv(NamedTuple):
-    """What the job's environment holds besides secrets, as ``job.json`` gives it.
-
-    ``env``: literal values; ``paths``: values relative to the job directory (the runner
-    makes them absolute); ``pythonpath``: job-relative entries prepended to ``PYTHONPATH``.
-    """
-
-    env: dict[str, str]
-    paths: dict[str, str]
-    pythonpath: tuple[str, ...]
-
-
-def job_env(base_model: str) -> JobEnv:
-    """The environment of a job training ``base_model`` (as the job will see it).
-
-    Axolotl's telemetry, with no internet, holds a finished job for minutes at exit; a local
-    base model needs no hub, and offline nothing waits on one.
-    """
-    env = {"AXOLOTL_DO_NOT_TRACK": "1", "DO_NOT_TRACK": "1"}
-    if is_local_path(base_model):
-        env["HF_HUB_OFFLINE"] = "1"
-    paths = {"OVERBRAINER_METRICS": METRICS_FILE, "OVERBRAINER_SNAPSHOT": SNAPSHOT_REQUEST}
-    return JobEnv(env, paths, (PLUGIN_DIR,))
-
-
 def is_local_path(model: str) -> bool:
     """True when ``model`` names a directory rather than a hub id.
 
@@ -349,8 +223,3 @@ def is_local_path(model: str) -> bool:
     ``.`` or ``~``. A bare ``name`` or ``org/name`` is a hub id.
     """
     return model.startswith(("/", ".", "~"))
-
-
-def plugin_file() -> Path:
-    """The Axolotl plugin module to copy into each run's ``plugin/`` directory."""
-    return Path(str(resources.files("overbrainer.job").joinpath(f"{PLUGIN_MODULE}.py")))

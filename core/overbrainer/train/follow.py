@@ -6,7 +6,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from loguru import logger
 
@@ -16,8 +16,7 @@ from overbrainer.job.record import RunRecord
 from overbrainer.runs import follow
 from overbrainer.runs.follow import Detached, Follower
 from overbrainer.runs.outcome import settle
-from overbrainer.runs.store import RunStore
-from overbrainer.train.executors import release, run_executor
+from overbrainer.train.executors import Held, held_executor
 from overbrainer.train.progress import Progress
 from overbrainer.train.report import reattach, report
 from overbrainer.train.workspace import Workspace
@@ -95,35 +94,27 @@ def attach(ws: Workspace, run_id: str) -> None:
     if record.state.ended:
         report(ws, record)
         return
-    follow_existing(ws, record)
-
-
-def follow_existing(
-    ws: Workspace, record: RunRecord, asked_at: float | None = None, executor: object = None
-) -> None:
-    """Follow a started run to its end and report it."""
-    hook = ws.hook
-    if executor is None:
-        executor = run_executor(ws, record)
-    outcome = None
-    try:
-        record = follow_to_end(ws, executor, record, asked_at=asked_at)
-        outcome = record.state
-    except KeyboardInterrupt:
-        release(hook, executor, record, None)
-        detached(ws.runs, record)
-    finally:
-        if outcome is not None:
-            release(hook, executor, record, outcome)
+    with held_executor(ws.project, ws.hook, record) as held:
+        record = follow_held(ws, held, record)
     report(ws, record)
 
 
-def detached(store: RunStore, record: RunRecord | None) -> None:
+def follow_held(
+    ws: Workspace, held: Held, record: RunRecord, asked_at: float | None = None
+) -> RunRecord:
+    """Follow a started run to its end with the executor ``held``; the run as saved.
+    Ctrl-C detaches (``DetachedRun``)."""
+    try:
+        return held.note(follow_to_end(ws, held.executor, record, asked_at=asked_at))
+    except KeyboardInterrupt:
+        detached(record)
+
+
+def detached(record: RunRecord | None) -> NoReturn:
     """After Ctrl-C while following: a detach, which says how to follow again (on stdout,
     exit 0: the reference exited 1, but nothing failed); before the job, an error."""
     if record is None:
         raise UserError("interrupted before the run started")
-    record = store.load(record.id)
     if record.job is None:
         raise UserError(f"interrupted: run {record.id} has no job")
     raise DetachedRun(

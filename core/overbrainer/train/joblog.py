@@ -37,14 +37,11 @@ def log_lines(
     if record is None or record.job is None or record.state.ended:
         yield from read_job_log(store, run_id, tail)
         return
-    from overbrainer.train.session import release, run_executor
+    from overbrainer.train.executors import held_executor
 
     ws = workspace()
-    executor = run_executor(ws, record)
-    try:
-        yield from _live(ws, executor, record, tail, keep_following)
-    finally:
-        release(ws.hook, executor, record, None)
+    with held_executor(ws.project, ws.hook, record) as held:
+        yield from _live(ws, held.executor, record, tail, keep_following)
 
 
 def _live(

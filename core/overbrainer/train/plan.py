@@ -60,7 +60,7 @@ class Prepared:
 
 
 def plan_run(
-    ws: Workspace, target: str | None, resume_from: str | None, keep_pod: bool = False
+    ws: Workspace, target: str | None, resume_from: str | None, keep_machine: bool = False
 ) -> Plan:
     """Check what a new run needs from the settings and the data, or refuse."""
     from overbrainer.config.load import ConfigError
@@ -74,7 +74,7 @@ def plan_run(
         raise ConfigError(problems)
     resume = resume_source(ws, training, resume_from) if resume_from else None
     has_eval = check_train_data(data_source(ws.project_dir, resume), ws.project_dir)
-    return Plan(training, name, target_model, resume, has_eval, keep_machine=keep_pod)
+    return Plan(training, name, target_model, resume, has_eval, keep_machine=keep_machine)
 
 
 def check_budget(ws: Workspace, target: str, max_usd: float | None) -> None:
@@ -127,9 +127,12 @@ def job_config(ws: Workspace, plan: Plan, info: TargetInfo) -> tuple[str, dict[s
     return base_model, config
 
 
-def job_inputs(ws: Workspace, plan: Plan, info: TargetInfo) -> Inputs:
-    """What a new run of ``plan`` on this target would be made from."""
-    base_model, config = job_config(ws, plan, info)
+def job_inputs(
+    ws: Workspace, plan: Plan, info: TargetInfo, made: tuple[str, dict[str, Any]] | None = None
+) -> Inputs:
+    """What a new run of ``plan`` on this target would be made from; ``made``: its
+    :func:`job_config`, when the caller has it already."""
+    base_model, config = made or job_config(ws, plan, info)
     return inputs_of(
         config,
         data_source(ws.project_dir, plan.resume),
@@ -159,7 +162,7 @@ def resume_source(ws: Workspace, training: Training, run_id: str) -> Resume:
     """The stopped run ``run_id`` to resume from, checked: stopped with its snapshot here,
     trained with the same settings."""
     from overbrainer.job.layout import CONFIG_FILE
-    from overbrainer.train.axolotl import resume_mismatch
+    from overbrainer.train.axolotl_yaml import resume_mismatch
 
     store = ws.runs
     source = store.load(run_id)

@@ -13,7 +13,8 @@ import re
 from loguru import logger
 
 from overbrainer.errors import UserError
-from overbrainer.train.session import create_executor, release, target_of
+from overbrainer.train.executors import holding
+from overbrainer.train.plan import target_of
 from overbrainer.train.workspace import Workspace
 
 CPU_BILLIONS = 0.5
@@ -29,17 +30,14 @@ def check_training_target(ws: Workspace) -> None:
     if training is None:
         return
     name = training.target
-    executor = None
     try:
-        executor = create_executor(ws, name, target_of(ws.settings, name), None)
-        info = ws.hook.describe_target(executor=executor)
-        ws.hook.prepare_target(executor=executor)
+        with holding(ws.project, ws.hook, name, target_of(ws.settings, name)) as held:
+            info = ws.hook.describe_target(executor=held.executor)
+            ws.hook.prepare_target(executor=held.executor)
     except UserError as error:
         raise UserError(
             f"training.target `{name}` cannot train: {error}; nothing was paid for yet"
         ) from None
-    finally:
-        release(ws.hook, executor, None, None)
     size = model_billions(training.base_model)
     if info is not None and info.cpu and size is not None and size >= CPU_BILLIONS:
         logger.warning(

@@ -15,7 +15,7 @@ from overbrainer.errors import UserError
 from overbrainer.job import layout
 from overbrainer.job.scripts import runner_source
 from overbrainer.job.spec import JobStage
-from overbrainer.train.axolotl import plugin_file
+from overbrainer.train.job_setup import plugin_file
 
 DATA_FILES = ("train.jsonl", "eval.jsonl")
 
@@ -111,7 +111,7 @@ def _link_tree(source: Path, dest: Path) -> None:
 
 def job_description(training: Training, base_model: str, *, cpu: bool) -> str:
     """``job.json``: what the runner runs (Axolotl's stages) and the environment they need."""
-    from overbrainer.train.axolotl import job_env, job_stages
+    from overbrainer.train.job_setup import job_env, job_stages
 
     env, paths, pythonpath = job_env(base_model)
     stages: tuple[JobStage, ...] = job_stages(training, cpu=cpu)

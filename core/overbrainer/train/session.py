@@ -10,28 +10,28 @@ and ``run`` calls :func:`train` after ``split`` while holding it already.
 
 from __future__ import annotations
 
-from overbrainer.train.executors import create_executor, release, run_executor
-from overbrainer.train.follow import attach, follow_existing, follow_to_end
+from overbrainer.train.executors import Held, held_executor, holding
+from overbrainer.train.follow import attach, follow_held, follow_to_end
 from overbrainer.train.plan import Plan, Prepared, plan_run, target_of, training_of
 from overbrainer.train.report import Trained, report
 from overbrainer.train.start import prepare, start, train
 from overbrainer.train.stop import cancel, cancel_for_holder, stop, stop_for_holder
 
 __all__ = [
+    "Held",
     "Plan",
     "Prepared",
     "Trained",
     "attach",
     "cancel",
     "cancel_for_holder",
-    "create_executor",
-    "follow_existing",
+    "follow_held",
     "follow_to_end",
+    "held_executor",
+    "holding",
     "plan_run",
     "prepare",
-    "release",
     "report",
-    "run_executor",
     "start",
     "stop",
     "stop_for_holder",

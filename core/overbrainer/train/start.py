@@ -5,6 +5,7 @@ report; the run record is created here and passed on.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 
 from loguru import logger
 from pydantic import SecretStr
@@ -15,8 +16,7 @@ from overbrainer.job.layout import INPUTS_FILE
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.spec import JobSpec
 from overbrainer.runs.interrupt import deferred_sigint
-from overbrainer.runs.store import RunStore
-from overbrainer.train.executors import create_executor, release
+from overbrainer.train.executors import Held, check_keep_machine, holding
 from overbrainer.train.follow import detached, follow_to_end
 from overbrainer.train.inputs import Inputs
 from overbrainer.train.plan import (
@@ -39,13 +39,13 @@ def train(
     ws: Workspace,
     target: str | None = None,
     resume_from: str | None = None,
-    keep_pod: bool = False,
+    keep_machine: bool = False,
     *,
     only_if_changed: bool = False,
     resume_if_same: str | None = None,
     stop_when: Callable[[], str | None] | None = None,
     max_usd: float | None = None,
-) -> Trained | None:
+) -> Trained:
     """``overbrainer train``: start a run on ``target`` (default: training.target), follow
     it to its end, report; the run. ``max_usd``: the budget, when not ``[budget] max_usd``:
     a run whose projected GPU spend exceeds what is left of it is refused before anything
@@ -56,36 +56,63 @@ def train(
     same inputs. ``stop_when``: asked at each poll; a reason it returns asks the job for a
     snapshot (``watch``, when the configuration changes).
     """
-    plan = plan_run(ws, target, resume_from, keep_pod)
+    plan = plan_run(ws, target, resume_from, keep_machine)
     check_budget(ws, plan.target, max_usd)
-    hook = ws.hook
-    ready = prepare(ws, plan, only_if_changed=only_if_changed, same_as=resume_if_same)
-    if ready.up_to_date is not None:
-        ws.echo(f"train: up to date with run {ready.up_to_date.id}")
-        return Trained(ready.up_to_date, up_to_date=True)
-    # Only for a run that trains: an up-to-date `run` trains nothing it could warn about.
-    from overbrainer.train.reasoning import reasoning_template_warning
-
-    warning = reasoning_template_warning(plan.training)
-    if warning:
-        logger.warning(warning)
-    if ready.same_as is not None:
+    with ExitStack() as stack:
+        # Ctrl-C while the target is reached and made ready stops it with no run left behind.
         try:
-            plan = plan_run(ws, target, ready.same_as, keep_pod)
-        except UserError as refused:
-            logger.info(f"train: a new run instead of resuming: {refused}")
-    executor = ready.executor
+            secrets = resolve_secrets(ws, plan.training)
+            held = stack.enter_context(holding(ws.project, ws.hook, plan.target, plan.target_model))
+            ready = prepare(
+                ws,
+                plan,
+                held.executor,
+                secrets,
+                only_if_changed=only_if_changed,
+                same_as=resume_if_same,
+            )
+        except KeyboardInterrupt:
+            raise UserError("interrupted before the run started") from None
+        if ready.up_to_date is not None:
+            ws.echo(f"train: up to date with run {ready.up_to_date.id}")
+            return Trained(ready.up_to_date, up_to_date=True)
+        # Only for a run that trains: an up-to-date `run` trains nothing it could warn about.
+        from overbrainer.train.reasoning import reasoning_template_warning
+
+        warning = reasoning_template_warning(plan.training)
+        if warning:
+            logger.warning(warning)
+        if ready.same_as is not None:
+            try:
+                plan = plan_run(ws, target, ready.same_as, keep_machine)
+            except UserError as refused:
+                logger.info(f"train: a new run instead of resuming: {refused}")
+        record = _new_run(ws, plan, ready, held, stop_when)
+    report(ws, record)
+    return Trained(record)
+
+
+def _new_run(
+    ws: Workspace,
+    plan: Plan,
+    ready: Prepared,
+    held: Held,
+    stop_when: Callable[[], str | None] | None,
+) -> RunRecord:
+    """Create the run, start its job and follow it to its end; the run as last saved.
+    Ctrl-C while following detaches (``DetachedRun``)."""
     store = ws.runs
-    record: RunRecord | None = None
-    outcome: RunState | None = None
+    executor = held.executor
     try:
-        record = store.create(
-            ws.settings.project.name,
-            plan.target,
-            claim=lambda run_id: hook.claim_run_dir(executor=executor, run_id=run_id),
+        record = held.note(
+            store.create(
+                ws.settings.project.name,
+                plan.target,
+                claim=lambda run_id: ws.hook.claim_run_dir(executor=executor, run_id=run_id),
+            )
         )
         if plan.resume is not None:
-            record = record.evolve(resumed_from=plan.resume.run_id)
+            record = held.note(record.evolve(resumed_from=plan.resume.run_id))
             store.save(record)
             logger.info(
                 f"train: run {record.id} resumes from the snapshot of run "
@@ -94,73 +121,53 @@ def train(
         logger.info(f"train: run {record.id} on target `{plan.target}`, in {record.remote_dir}")
         # Starting is never interrupted: a job spawned and not recorded would be lost.
         with deferred_sigint() as noted:
-            record = start(ws, record, plan=plan, ready=ready)
+            record = start(ws, record, plan=plan, ready=ready, held=held)
         if noted.caught:
             raise noted.interrupt()
-        record = follow_to_end(ws, executor, record, stop_when=stop_when)
-        outcome = record.state
+        return held.note(follow_to_end(ws, executor, record, stop_when=stop_when))
     except KeyboardInterrupt:
-        detached(store, record)
-    finally:
-        release(hook, executor, record, outcome or _ended(store, record))
-    report(ws, record)
-    return Trained(record) if record is not None else None
+        detached(held.run)
 
 
 def prepare(
-    ws: Workspace, plan: Plan, *, only_if_changed: bool = False, same_as: str | None = None
+    ws: Workspace,
+    plan: Plan,
+    executor: object,
+    secrets: dict[str, SecretStr],
+    *,
+    only_if_changed: bool = False,
+    same_as: str | None = None,
 ) -> Prepared:
-    """Reach the target, learn what it is, make it ready, and resolve the job's secrets.
-    Ctrl-C here stops the preparation with no run left behind."""
+    """Learn what the target is and make it ready; or, with ``only_if_changed``, find
+    the run already made from the same inputs."""
     hook = ws.hook
-    executor = None
-    try:
-        secrets = resolve_secrets(ws, plan.training)
-        executor = create_executor(ws, plan.target, plan.target_model, None)
-        info = hook.describe_target(executor=executor)
-        if info is None:
-            raise UserError(f"no installed plugin can describe target `{plan.target}`")
-        if plan.keep_machine and not info.per_run:
-            raise UserError("--keep-pod only applies to a runpod target")
-        resumable = None
-        if (only_if_changed or same_as) and plan.resume is None:
-            fingerprint = job_inputs(ws, plan, info).fingerprint
-            done = up_to_date_run(ws.runs, fingerprint) if only_if_changed else None
-            if done is not None:
-                release(hook, executor, None, None)
-                return Prepared(executor, info, secrets, up_to_date=done)
-            if same_as is not None:
-                before = Inputs.read(ws.runs.run_dir(same_as) / INPUTS_FILE)
-                resumable = same_as if before and before.fingerprint == fingerprint else None
-        hook.prepare_target(executor=executor)
-    except KeyboardInterrupt:
-        release(hook, executor, None, None)
-        raise UserError("interrupted before the run started") from None
-    except BaseException:
-        release(hook, executor, None, None)
-        raise
+    info = hook.describe_target(executor=executor)
+    if info is None:
+        raise UserError(f"no installed plugin can describe target `{plan.target}`")
+    if plan.keep_machine:
+        check_keep_machine(plan.target, info)
+    resumable = None
+    if (only_if_changed or same_as) and plan.resume is None:
+        fingerprint = job_inputs(ws, plan, info).fingerprint
+        done = up_to_date_run(ws.runs, fingerprint) if only_if_changed else None
+        if done is not None:
+            return Prepared(executor, info, secrets, up_to_date=done)
+        if same_as is not None:
+            before = Inputs.read(ws.runs.run_dir(same_as) / INPUTS_FILE)
+            resumable = same_as if before and before.fingerprint == fingerprint else None
+    hook.prepare_target(executor=executor)
     return Prepared(executor, info, secrets, same_as=resumable)
 
 
-def _ended(store: RunStore, record: RunRecord | None) -> RunState | None:
-    """The final state of ``record`` as saved, or None while it may still run."""
-    if record is None:
-        return None
-    try:
-        state = store.load(record.id).state
-    except UserError:
-        return None
-    return state if state.ended else None
-
-
-def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared) -> RunRecord:
-    """Write the job directory, launch the job, and record the run ``running``.
+def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared, held: Held) -> RunRecord:
+    """Write the job directory, launch the job, and record the run ``running`` (noted in
+    ``held``, as a failure is).
 
     Any failure records the run ``failed`` with the error as its message. A ``UserError``
     or a transient failure is re-raised as a ``UserError``; anything else is a bug and keeps
     its traceback.
     """
-    from overbrainer.train.axolotl import dump_yaml
+    from overbrainer.train.axolotl_yaml import dump_yaml
     from overbrainer.train.prepare import job_description, write_run_dir
 
     store = ws.runs
@@ -168,8 +175,8 @@ def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared) -> RunR
     run_dir = store.run_dir(run.id)
     training, resume, info = plan.training, plan.resume, ready.info
     try:
-        base_model, config = job_config(ws, plan, info)
-        inputs = job_inputs(ws, plan, info)
+        base_model, config = made = job_config(ws, plan, info)
+        inputs = job_inputs(ws, plan, info, made)
         (run_dir / INPUTS_FILE).write_text(inputs.to_json(), encoding="utf-8")
         write_run_dir(
             run_dir,
@@ -187,7 +194,7 @@ def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared) -> RunR
     except Exception as error:
         message = str(error) or type(error).__name__
         logger.debug(f"the start of run {run.id} failed: {error!r}")
-        store.save(run.evolve(state=RunState.FAILED, message=message))
+        store.save(held.note(run.evolve(state=RunState.FAILED, message=message)))
         if isinstance(error, UserError | TransientError):
             raise UserError(message) from error
         raise
@@ -201,7 +208,7 @@ def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared) -> RunR
             logger.warning(f"cannot cancel the job of run {run.id} after a failed save: {error}")
         raise
     logger.info("train: job running")
-    return record
+    return held.note(record)
 
 
 def resolve_secrets(ws: Workspace, training: Training) -> dict[str, SecretStr]:

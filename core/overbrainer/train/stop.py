@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from loguru import logger
 
@@ -12,8 +11,9 @@ from overbrainer.job.record import RunRecord, RunState, SnapshotReason
 from overbrainer.job.spec import JobState, JobStatus
 from overbrainer.runs.interrupt import deferred_sigint
 from overbrainer.runs.outcome import settle
-from overbrainer.train.executors import release, run_executor
-from overbrainer.train.follow import follow_existing
+from overbrainer.train.executors import Held, held_executor
+from overbrainer.train.follow import follow_held
+from overbrainer.train.report import report
 from overbrainer.train.workspace import Workspace
 
 
@@ -38,36 +38,32 @@ def stop_requested(run_id: str) -> str:
     )
 
 
-def request_stop(ws: Workspace, record: RunRecord) -> Any:
-    """Ask the job for a snapshot through its target; the executor used."""
-    stoppable(record)
-    executor = run_executor(ws, record)
-    hook = ws.hook
-    try:
-        done = hook.request_snapshot(
-            executor=executor, run=record, reason=SnapshotReason.REQUESTED.value
-        )
-        if not done:
-            raise UserError(f"no plugin can ask the job of run {record.id} for a snapshot")
-    except BaseException:
-        release(hook, executor, record, None)
-        raise
+def ask_snapshot(ws: Workspace, held: Held, record: RunRecord) -> None:
+    """Ask the job of ``record`` for a snapshot through the executor ``held``."""
+    done = ws.hook.request_snapshot(
+        executor=held.executor, run=record, reason=SnapshotReason.REQUESTED.value
+    )
+    if not done:
+        raise UserError(f"no plugin can ask the job of run {record.id} for a snapshot")
     ws.echo(stop_requested(record.id))
-    return executor
 
 
 def stop(ws: Workspace, run_id: str) -> None:
     """``train stop``: ask for a snapshot, then follow the run to its end with the limits."""
     record = ws.runs.load(run_id)
-    executor = request_stop(ws, record)
-    follow_existing(ws, record, asked_at=time.monotonic(), executor=executor)
+    stoppable(record)
+    with held_executor(ws.project, ws.hook, record) as held:
+        ask_snapshot(ws, held, record)
+        record = follow_held(ws, held, record, asked_at=time.monotonic())
+    report(ws, record)
 
 
 def stop_for_holder(ws: Workspace, run_id: str, holder: int) -> None:
     """``train stop`` while another process holds the project: only ask for the snapshot."""
     record = ws.runs.load(run_id)
-    executor = request_stop(ws, record)
-    release(ws.hook, executor, record, None)
+    stoppable(record)
+    with held_executor(ws.project, ws.hook, record) as held:
+        ask_snapshot(ws, held, record)
     who = f"overbrainer (pid {holder})" if holder else "another overbrainer"
     ws.echo(
         f"train: {who} is using this project: if it follows run {run_id}, it collects the "
@@ -75,29 +71,33 @@ def stop_for_holder(ws: Workspace, run_id: str, holder: int) -> None:
     )
 
 
+def cancellable(record: RunRecord) -> None:
+    """Refuse to cancel a run with no job, or one already cancelled."""
+    if record.state is RunState.CANCELLED:
+        raise UserError(f"run {record.id} already ended: cancelled")
+    if record.job is None:
+        raise UserError(f"run {record.id} has not started")
+
+
+def cancel_job(ws: Workspace, held: Held, record: RunRecord) -> JobStatus:
+    """Stop the job of ``record`` now; how it ended. Called with Ctrl-C deferred."""
+    status = ws.hook.cancel_job(executor=held.executor, run=record)
+    if status is None:
+        raise UserError(f"no plugin can cancel the job of run {record.id}")
+    return status
+
+
 def cancel_for_holder(ws: Workspace, run_id: str, holder: int) -> None:
     """``train cancel`` while another process holds the project (following the run, most
     likely): stop the job now, and leave the record to that process, which sees the job
     cancelled at its next poll, records it and brings the files home."""
     record = ws.runs.load(run_id)
-    if record.state is RunState.CANCELLED:
-        raise UserError(f"run {run_id} already ended: cancelled")
-    if record.job is None:
-        raise UserError(f"run {run_id} has not started")
-    hook = ws.hook
-    executor = run_executor(ws, record)
-    try:
-        with deferred_sigint():
-            status: JobStatus | None = hook.cancel_job(executor=executor, run=record)
-    finally:
-        release(hook, executor, record, None)  # the holder releases what the run holds
-    if status is None:
-        raise UserError(f"no plugin can cancel the job of run {run_id}")
+    cancellable(record)
+    # Released with no outcome: the holder releases what the run holds.
+    with held_executor(ws.project, ws.hook, record) as held, deferred_sigint():
+        status = cancel_job(ws, held, record)
     if status.state is not JobState.CANCELLED:
-        ws.echo(
-            f"train: the job of run {run_id} had already ended ({status.describe()}): collect it "
-            f"with `overbrainer train attach {run_id}`"
-        )
+        ws.echo(already_ended(run_id, status))
         return
     who = f"overbrainer (pid {holder})" if holder else "another overbrainer"
     ws.echo(
@@ -109,36 +109,33 @@ def cancel_for_holder(ws: Workspace, run_id: str, holder: int) -> None:
 
 def cancel(ws: Workspace, run_id: str) -> None:
     """``train cancel``: stop the job of a run, record it cancelled, bring its files home."""
-    store = ws.runs
-    record = store.load(run_id)
-    if record.state is RunState.CANCELLED:
-        raise UserError(f"run {run_id} already ended: cancelled")
-    if record.job is None:
-        raise UserError(f"run {run_id} has not started")
+    record = ws.runs.load(run_id)
+    cancellable(record)
     if record.state.ended:
         # A container that outlived its wrapper would keep the GPU: stop what is left.
         logger.info(
             f"train: run {run_id} already ended: {record.state.value}; stopping any job left "
             "on the target"
         )
-    hook = ws.hook
-    executor = run_executor(ws, record)
-    try:
+    with held_executor(ws.project, ws.hook, record) as held:
+        held.note(record)
         with deferred_sigint():
-            status: JobStatus | None = hook.cancel_job(executor=executor, run=record)
-            if status is None:
-                raise UserError(f"no plugin can cancel the job of run {run_id}")
+            status = cancel_job(ws, held, record)
             if status.state is JobState.CANCELLED:
                 from overbrainer.runs.follow import Followed
 
-                record = settle(hook, executor, store, record, Followed(status=status))
-    finally:
-        release(hook, executor, record, record.state if record.state.ended else None)
+                record = held.note(
+                    settle(ws.hook, held.executor, ws.runs, record, Followed(status=status))
+                )
     if record.state is not RunState.CANCELLED:
-        ws.echo(
-            f"train: the job of run {run_id} had already ended ({status.describe()}): collect it "
-            f"with `overbrainer train attach {run_id}`"
-        )
+        ws.echo(already_ended(run_id, status))
         return
     suffix = f" ({record.message})" if record.message else ""
     ws.echo(f"train: run {run_id} cancelled{suffix}")
+
+
+def already_ended(run_id: str, status: JobStatus) -> str:
+    return (
+        f"train: the job of run {run_id} had already ended ({status.describe()}): collect it "
+        f"with `overbrainer train attach {run_id}`"
+    )

@@ -25,7 +25,8 @@ def _settings(project_dir: Path) -> Any:
     from overbrainer.plugins import load_plugins
 
     env = Environment.load(project_dir)
-    return load_settings(project_dir, env, load_plugins(env.merged).kinds)
+    plugins = load_plugins(env.merged)
+    return load_settings(project_dir, env, plugins.kinds, plugins.sections)
 
 
 def read_config(project_dir: Path) -> ConfigView:

@@ -27,6 +27,7 @@ from overbrainer.config.env import Environment
 from overbrainer.config.load import CONFIG_FILE, ConfigError, load_settings
 from overbrainer.config.model import Settings
 from overbrainer.config.reload import Reloader
+from overbrainer.config.sections import SettingsSection
 from overbrainer.cycles import CycleSummary
 from overbrainer.errors import Interrupted, UserError, signal_of
 from overbrainer.hookcalls import Hooks
@@ -83,7 +84,13 @@ def changed_paths(before: State, after: State) -> tuple[str, ...]:
 def changed_keys(old: Settings, new: Settings) -> list[str]:
     """The dotted keys whose values differ between two configurations (secrets compare
     as set or unset: their values are never read here)."""
-    return sorted(_diff(old.model_dump(mode="json"), new.model_dump(mode="json"), ""))
+    return sorted(_diff(_dumped(old), _dumped(new), ""))
+
+
+def _dumped(settings: Settings) -> dict[str, Any]:
+    """Every table, the plugins' top-level ones beside the core's."""
+    tables = {name: value.model_dump(mode="json") for name, (_, value) in settings.sections.items()}
+    return {**settings.model_dump(mode="json"), **tables}
 
 
 def _diff(old: Any, new: Any, where: str) -> Iterator[str]:
@@ -176,6 +183,8 @@ class Loop:
     echo: Callable[[str], None]
     cycles: int | None = None
     """Stop after this many cycles (tests, benchmarks); None: until Ctrl-C."""
+    sections: Mapping[str, SettingsSection] = field(default_factory=dict)
+    """The settings tables the plugins registered (``Plugins.sections``)."""
     _number: int = 0
     _state: State = field(default_factory=dict)
     _stopped_run: str | None = None
@@ -206,7 +215,7 @@ class Loop:
         old = self.settings
         try:
             env = self.env.reloaded(self.project_dir)
-            new = load_settings(self.project_dir, env, self.kinds)
+            new = load_settings(self.project_dir, env, self.kinds, self.sections)
         except ConfigError as error:
             self._state = inputs_state(self.project_dir)
             logger.error(
@@ -241,7 +250,9 @@ class Loop:
         try:
             with (
                 self.lock(),
-                Reloader(self.project_dir, self.env, self.kinds, self.settings) as reloader,
+                Reloader(
+                    self.project_dir, self.env, self.kinds, self.settings, self.sections
+                ) as reloader,
             ):
                 cycle = Cycle(reloader, self.hook, self.runs, self.echo)
                 cycle.run(summary, on_stage=_log_stage, resume_if_same=resume, stop_when=stop_when)
@@ -302,7 +313,8 @@ class Loop:
                 return None
             try:
                 new = load_settings(
-                    self.project_dir, self.env.reloaded(self.project_dir), self.kinds
+                    self.project_dir, self.env.reloaded(self.project_dir), self.kinds,
+                    self.sections,
                 )
             except (ConfigError, UserError):
                 return None  # an edit in progress: wait for one that can be used

@@ -9,17 +9,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, SecretStr, model_validator
 
 from overbrainer.plugin import (
     Executor,
     ExecutorHooks,
     Finite,
+    HttpUrl,
     MachineLogQuery,
     NonEmpty,
     Project,
+    RegisterSection,
     RemotePath,
     RunRecord,
+    Section,
     TargetBase,
     TargetPrice,
     comma_list,
@@ -79,6 +82,17 @@ class RunpodTarget(TargetBase):
         return self
 
 
+class RunpodAccount(Section):
+    """``[runpod]``: the account every runpod target uses; its keys come from the
+    environment only (``OVERBRAINER_RUNPOD__API_KEY``, ``.env``)."""
+
+    api_key: SecretStr | None = None
+    base_url: HttpUrl | None = None
+    """Runpod's GraphQL API when not the real one."""
+    rest_url: HttpUrl | None = None
+    """Runpod's REST API (the pods' log stream); https://rest.runpod.io/v1 when unset."""
+
+
 def create_executor(
     name: str, target: RunpodTarget, project: Project, run: RunRecord | None
 ) -> Executor:
@@ -92,7 +106,7 @@ def account(project: Project) -> tuple[Any, Any]:
     built without loading its settings, as the conformance suite does)."""
     from pydantic import SecretStr
 
-    settings = project.settings.runpod
+    settings = project.settings.section("runpod", RunpodAccount)
     key = settings.api_key
     if key is None and project.env.get("OVERBRAINER_RUNPOD__API_KEY"):
         key = SecretStr(project.env["OVERBRAINER_RUNPOD__API_KEY"])
@@ -103,7 +117,8 @@ def account(project: Project) -> tuple[Any, Any]:
 def rest_url(project: Project) -> str | None:
     """Runpod's REST API (the pods' log stream) when not the real one: the settings', else
     the project's environment's."""
-    url = project.settings.runpod.rest_url or project.env.get("OVERBRAINER_RUNPOD__REST_URL")
+    settings = project.settings.section("runpod", RunpodAccount)
+    url = settings.rest_url or project.env.get("OVERBRAINER_RUNPOD__REST_URL")
     return str(url) if url else None
 
 
@@ -114,8 +129,14 @@ def estimate_price(name: str, target: RunpodTarget, project: Project) -> TargetP
 
 
 class RunpodHooks(ExecutorHooks[RunpodTarget]):
-    """The adapter's hooks for ``RunpodExecutor``, with the plugin's own: ``overbrainer
-    pod`` and a pod's log for ``runs logs --pod``."""
+    """The adapter's hooks for ``RunpodExecutor``, with the plugin's own: the ``[runpod]``
+    account, ``overbrainer pod`` and a pod's log for ``runs logs --pod``."""
+
+    @hookimpl
+    def register_settings(self, register: RegisterSection) -> None:
+        register(
+            "runpod", RunpodAccount, secrets=("api_key",), env_only=("base_url", "rest_url")
+        )
 
     @hookimpl
     def register_commands(self, register: Callable[[Any], None]) -> None:

@@ -15,7 +15,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from overbrainer.plugin import UserError, layout, mkdir_nofollow, read_regular
+from overbrainer.plugin import (
+    MachineSpend,
+    UserError,
+    layout,
+    mkdir_nofollow,
+    read_regular,
+    write_spend,
+)
 
 POD_FILE = "pod.json"
 SSH_DIR = "ssh"
@@ -86,6 +93,15 @@ class PodRecord(BaseModel):
         hours = max((end - start).total_seconds(), 0) / 3600
         return round(self.cost_per_hour * hours, 4)
 
+    def machine(self, name: str) -> MachineSpend:
+        """The pod as the run's spend record holds it: its final figure once deleted, else
+        its rate since its create."""
+        started = parse_time(self.created).timestamp() if self.created else None
+        try:
+            return MachineSpend(name, self.cost_per_hour, started, self.estimated_spend)
+        except ValueError:  # a price no figure can come from: the pod's cost is unknown
+            return MachineSpend(name)
+
     def summary(self) -> str:
         """The pod part of a ``runs ls`` line."""
         if self.state is PodState.DELETED:
@@ -122,7 +138,8 @@ def load(run_dir: Path) -> PodRecord | None:
 
 def save(run_dir: Path, record: PodRecord) -> None:
     """Write ``pod.json`` atomically (a temporary file, synced, renamed), then the run's
-    ``runs ls`` note from it (and from the run's other pod: training's and the one after)."""
+    ``runs ls`` note and spend record from it (and from the run's other pod: training's
+    and the one after)."""
     mkdir_nofollow(run_dir, str(run_dir))
     _write(run_dir, POD_FILE, json.dumps(record.model_dump(mode="json"), indent=2) + "\n")
     after = run_dir.name == AFTER_DIR
@@ -133,6 +150,8 @@ def save(run_dir: Path, record: PodRecord) -> None:
     if after_pod is not None:
         parts.append(f"after-training {after_pod.summary()}")
     _write(note_dir, layout.TARGET_NOTE, "; ".join(parts) + "\n")
+    pods = (("training", training), ("after-training", after_pod))
+    write_spend(note_dir, [pod.machine(name) for name, pod in pods if pod is not None])
 
 
 def _quiet_load(run_dir: Path) -> PodRecord | None:

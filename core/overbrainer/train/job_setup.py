@@ -1,0 +1,58 @@
+"""What a training job runs and with what: its stages, its environment besides secrets,
+and the Axolotl plugin copied beside it."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import NamedTuple
+
+from overbrainer.config.model import Training
+from overbrainer.job.layout import CONFIG_FILE, METRICS_FILE, PLUGIN_DIR, SNAPSHOT_REQUEST
+from overbrainer.job.spec import JobStage
+from overbrainer.train.axolotl import PLUGIN_MODULE, is_local_path
+
+
+def job_stages(training: Training, *, cpu: bool) -> tuple[JobStage, ...]:
+    """The job's commands, run in its directory: train, then merge the adapter with ``merge``.
+
+    On a CPU ``axolotl train`` needs ``--launcher python``, or it execs ``accelerate``;
+    ``merge-lora`` runs in its own process and takes no launcher.
+    """
+    train: tuple[str, ...] = ("axolotl", "train", CONFIG_FILE)
+    if cpu:
+        train += ("--launcher", "python")
+    stages = [JobStage("train", train)]
+    if training.merge:
+        stages.append(JobStage("merge", ("axolotl", "merge-lora", CONFIG_FILE)))
+    return tuple(stages)
+
+
+class JobEnv(NamedTuple):
+    """What the job's environment holds besides secrets, as ``job.json`` gives it.
+
+    ``env``: literal values; ``paths``: values relative to the job directory (the runner
+    makes them absolute); ``pythonpath``: job-relative entries prepended to ``PYTHONPATH``.
+    """
+
+    env: dict[str, str]
+    paths: dict[str, str]
+    pythonpath: tuple[str, ...]
+
+
+def job_env(base_model: str) -> JobEnv:
+    """The environment of a job training ``base_model`` (as the job will see it).
+
+    Axolotl's telemetry, with no internet, holds a finished job for minutes at exit; a local
+    base model needs no hub, and offline nothing waits on one.
+    """
+    env = {"AXOLOTL_DO_NOT_TRACK": "1", "DO_NOT_TRACK": "1"}
+    if is_local_path(base_model):
+        env["HF_HUB_OFFLINE"] = "1"
+    paths = {"OVERBRAINER_METRICS": METRICS_FILE, "OVERBRAINER_SNAPSHOT": SNAPSHOT_REQUEST}
+    return JobEnv(env, paths, (PLUGIN_DIR,))
+
+
+def plugin_file() -> Path:
+    """The Axolotl plugin module to copy into each run's ``plugin/`` directory."""
+    return Path(str(resources.files("overbrainer.job").joinpath(f"{PLUGIN_MODULE}.py")))
