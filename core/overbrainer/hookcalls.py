@@ -143,7 +143,7 @@ class Hooks:
 
     def show_machine_log(
         self, *, project: Project, run: RunRecord, query: MachineLogQuery
-    ) -> bool | None:
-        return cast(
-            "bool | None", self._relay.show_machine_log(project=project, run=run, query=query)
-        )
+    ) -> bool:
+        """Whether a plugin printed the log: it answered True (no other answer counts)."""
+        answer = cast(object, self._relay.show_machine_log(project=project, run=run, query=query))
+        return answer is True

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pluggy
 
@@ -243,9 +243,7 @@ def release_executor(executor: Any, run: RunRecord | None, outcome: RunState | N
     """Close what ``executor`` holds; for a machine made for one run, delete it once its
     results are home (unless the job asked to keep it).
 
-    ``outcome`` is the run's state when the command ends, or None when it only detached
-    (``ExecutorHooks`` also takes a raw caller's plain string and hands its executor the
-    ``RunState``).
+    ``outcome`` is the run's state when the command ends, or None when it only detached.
     Every plugin's implementation is called; ignore executors that are not your own.
     """
 
@@ -261,14 +259,17 @@ def register_commands(register: Callable[[Any], None]) -> None:
 
 
 @hookspec(firstresult=True)
-def show_machine_log(project: Project, run: RunRecord, query: MachineLogQuery) -> bool | None:
-    """``runs logs RUN --pod``: print the own log of the machine ``run`` ran on (a Runpod
-    pod's), what the run directory keeps of it, then what its provider still has; with
+def show_machine_log(
+    project: Project, run: RunRecord, query: MachineLogQuery
+) -> Literal[True] | None:
+    """``runs logs RUN --pod``: print the own log of the machine a target made for ``run``,
+    what the run directory keeps of it, then what its provider still has; with
     ``query.follow``, keep printing until the machine is gone.
 
     Lines go to standard output, redacted and each on one line; notes (the machine is
     gone, its provider cannot be reached) to standard error. The core owns Ctrl-C and a
     closed standard output (both end the command quietly). Return None when ``run`` did
-    not run on a machine of this plugin (the core then refuses ``--pod``), else True.
+    not run on a machine of this plugin (the core then refuses ``--pod``), else True (no
+    other value means anything).
     Stops at the first non-None result.
     """

@@ -25,13 +25,15 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   ``collect_directory`` for a job directory this machine can read), metric lines
   (``complete_lines``, ``parse_event``), and the POSIX host pair ``Host``/``HostExecutor``
   with ``LocalHost`` (this machine), ``HostError`` and ``HostRuntime`` (the runtime keys
-  of a target whose settings are not a ``HostTarget``); ``StreamWatches`` for a remote
-  host's ``wait_for_change`` (one long-lived script a job directory).
+  ``HostExecutor`` takes: ``HostTarget.host_runtime()``, or made by a target of another
+  shape); ``StreamWatches`` for a remote host's ``wait_for_change`` (one long-lived
+  script a job directory).
 - For a plugin's own commands (``register_commands``): ``current_project`` (the project of
   the running command), ``ProjectLock`` (the project's writer lock, a context manager) and
   ``check_run_id`` (refuses an id that is not a run id), ``resolve_run_id`` (``latest``
-  or a unique prefix to the run id, as the core's commands take them), ``quiet_end``
-  (Ctrl-C and a closed standard output end a printing command quietly).
+  or a unique prefix to the run id, as the core's commands take them), ``read_run`` (a
+  run's record, ``runs/<id>/run.json``), ``quiet_end`` (Ctrl-C and a closed standard
+  output end a printing command quietly).
 - What a run's machines cost, for the Prometheus endpoint: ``write_spend`` and
   ``MachineSpend`` (``layout.TARGET_SPEND``, beside ``target.note``).
 - Project files, read and written as the core does (:mod:`overbrainer.files`):
@@ -60,6 +62,7 @@ from overbrainer.config.model import (
     TargetBase,
     comma_list,
 )
+from overbrainer.config.runtime import HostRuntime
 from overbrainer.config.sections import RegisterSection
 from overbrainer.cycles import CycleSummary
 from overbrainer.errors import ArtifactMismatch, MissingArtifact, TransientError, UserError
@@ -84,7 +87,6 @@ from overbrainer.job.manifest import (
 )
 from overbrainer.job.metrics import complete_lines, parse_event
 from overbrainer.job.record import Container, JobHandle, RunRecord, RunState
-from overbrainer.job.runtime import HostRuntime
 from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import (
     CANCELLED,
@@ -114,6 +116,15 @@ def current_project() -> Project:
     from overbrainer.cli.context import current_app
 
     return current_app().project
+
+
+def read_run(project: Project, run_id: str) -> RunRecord:
+    """The record of run ``run_id`` of ``project``, read and checked as the core reads it
+    (for a plugin's command about one run: which target it ran on); ``UserError`` when
+    there is no such run or its record is not valid."""
+    from overbrainer.runs.store import RunStore
+
+    return RunStore(project.dir).load(run_id)
 
 
 def quiet_end() -> AbstractContextManager[None]:
@@ -191,6 +202,7 @@ __all__ = [
     "parse_manifest",
     "quiet_end",
     "read_regular",
+    "read_run",
     "redact",
     "register_secret",
     "resolve_run_id",

@@ -56,7 +56,9 @@ class Bench:
 def bench(tmp_path: Path) -> Iterator[Bench]:
     work = tmp_path / "work"
     target = LocalTarget(kind="local", workdir=str(work))
-    executor = HostExecutor("box", target, LocalHost(os.environ), str(work), env=os.environ)
+    executor = HostExecutor(
+        "box", target.host_runtime(), LocalHost(os.environ), str(work), env=os.environ
+    )
     bench = Bench(executor, tmp_path)
     yield bench
     # Whatever a test left running is stopped by its process group.

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -51,9 +52,7 @@ def test_the_job_sees_an_allowlisted_environment_and_what_the_target_passes(benc
         monkeypatch.setenv(name, value)
     bench.executor.host = LocalHost(os.environ)
     bench.executor.env = dict(os.environ)
-    bench.executor.target = bench.executor.target.model_copy(
-        update={"pass_env": ["WANTED_*", "*SECRET*"]}
-    )
+    bench.executor.target = replace(bench.executor.target, pass_env=("WANTED_*", "*SECRET*"))
     run = bench.launch(bench.new_run(), "env > env.txt", env={"GREETING": "hello world"})
     bench.wait(run)
     env = dict(
@@ -70,7 +69,8 @@ def test_the_job_sees_an_allowlisted_environment_and_what_the_target_passes(benc
 
 
 def test_a_host_runtime_drives_the_protocol_without_a_host_target(bench, monkeypatch):
-    """A target of another shape (the runpod target's pod) hands its runtime keys alone."""
+    """A target of another shape (a machine it makes for the run) hands its runtime keys
+    alone."""
     monkeypatch.setenv("WANTED_SETTING", "passed")
     bench.executor.host = LocalHost(os.environ)
     bench.executor.env = dict(os.environ)
@@ -81,6 +81,43 @@ def test_a_host_runtime_drives_the_protocol_without_a_host_target(bench, monkeyp
     assert (poll.status.state, poll.status.exit_code) == (JobState.EXITED, 0)
     env = (Path(run.remote_dir) / "env.txt").read_text().splitlines()
     assert "WANTED_SETTING=passed" in env
+
+
+def test_a_host_target_gives_its_runtime_keys_by_name(tmp_path):
+    from overbrainer_local import LocalTarget
+
+    assert LocalTarget(kind="local").host_runtime() == HostRuntime()
+    target = LocalTarget(kind="local", venv="/opt/ax", device="cpu", install="axolotl",
+                         setup="true", pass_env="A_*,B")  # fmt: skip
+    assert target.host_runtime() == HostRuntime(
+        venv="/opt/ax", device="cpu", install="axolotl", setup="true", pass_env=("A_*", "B")
+    )
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"runtime": "docker", "venv": "/opt/ax"}, 'venv applies only to runtime = "native"'),
+        ({"runtime": "docker", "install": "axolotl"},
+         'install applies only to runtime = "native"'),
+        ({"image": "some/image"}, 'image applies only to runtime = "docker"'),
+        ({"install": "axolotl"}, "install needs venv: the directory to install Axolotl into"),
+        ({"pass_env": ("OVERBRAINER_PROVIDERS__MAIN__API_KEY",)},
+         "pass_env 'OVERBRAINER_PROVIDERS__MAIN__API_KEY': overbrainer's own settings and "
+         "Vault credentials never reach a job"),
+        ({"pass_env": ("A-B",)}, "pass_env 'A-B': a variable name, or a glob of names"),
+    ],
+)  # fmt: skip
+def test_a_host_runtime_is_checked_as_a_host_target_is(keys, message):
+    from overbrainer_local import LocalTarget
+
+    with pytest.raises(ValueError) as made:
+        HostRuntime(**keys)
+    assert message in str(made.value)
+    table = {**keys, "pass_env": list(keys.get("pass_env", ()))}
+    with pytest.raises(ValueError) as set_:
+        LocalTarget(kind="local", **table)
+    assert message.split(": ", 1)[-1] in str(set_.value)
 
 
 def test_only_complete_metric_lines_are_read(bench):

@@ -65,7 +65,8 @@ def create_executor(
     if not isinstance(target, RawTarget):
         return None
     env = dict(os.environ)
-    return RawExecutor(HostExecutor(name, target, LocalHost(env), target.workdir, env=env))
+    runtime = target.host_runtime()
+    return RawExecutor(HostExecutor(name, runtime, LocalHost(env), target.workdir, env=env))
 
 
 @hookimpl

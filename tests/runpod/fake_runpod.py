@@ -32,6 +32,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -584,6 +585,8 @@ class FakeRunpod:
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         cursor = handler.headers.get("Last-Event-ID")
         self.podlogs.requests.append({**query, **({"cursor": cursor} if cursor else {})})
+        if self.podlogs.on_request is not None:
+            self.podlogs.on_request()
         key = handler.headers.get("Authorization", "").removeprefix("Bearer ")
 
         def refuse(status: int, message: str) -> None:
@@ -676,6 +679,8 @@ class PodLogs:
     """The cursor of every event sent, in order, over all connections."""
     boot_lines: list[str] = field(default_factory=list)
     """Container lines every pod's log starts with, after Runpod's own."""
+    on_request: Callable[[], None] | None = None
+    """Called as each log request arrives, before it is answered."""
 
 
 @dataclass

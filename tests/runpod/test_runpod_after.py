@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -200,6 +201,24 @@ def _executor(pod_run: PodRun):
     return plugins.hook.create_executor(name="gpu", target=model, project=project, run=None)
 
 
+def test_a_shell_after_training_needs_the_run_and_is_opened_once(pod_run):
+    from overbrainer.plugin import UserError, read_run
+    from overbrainer_runpod.after import AfterPod
+
+    executor = _executor(pod_run)
+    with pytest.raises(UserError) as refused:
+        executor.open_shell("export", False)
+    assert refused.value.message == "target `gpu`: a shell after training needs the run"
+    executor.run = read_run(executor.project, pod_run.run_id)
+    executor.after_pod = AfterPod(executor, executor.run, "export", False)
+    with pytest.raises(UserError) as again:
+        executor.open_shell("compare", False)
+    assert again.value.message == (
+        f"target `gpu`: a shell after training is open already (export of run {pod_run.run_id})"
+    )
+    assert pod_run.fake.calls.count("create") == 0
+
+
 def test_compare_of_a_runpod_run_answers_on_a_pod_priced_by_it(
     pod_run, run_cli, provider, monkeypatch
 ):
@@ -278,6 +297,59 @@ def test_ctrl_c_during_an_export_deletes_its_pod(pod_run):
     assert cli.returncode != 0
     assert "interrupted: export export_" in err and f"of run {pod_run.run_id} cancelled" in err
     assert pod_run.after_pod()["state"] == "deleted"
+    assert not pod_run.fake.alive()
+
+
+def test_ctrl_c_while_the_logs_come_home_still_deletes_the_pod(pod_run, run_cli):
+    # Ctrl-C once the export is done, as Runpod's log of the pod is read before the delete.
+    main = threading.main_thread().ident
+    assert main is not None
+    pod_run.fake.podlogs.on_request = lambda: signal.pthread_kill(main, signal.SIGINT)
+    result = run_cli("export", pod_run.run_id, "--quantize", "Q8_0")
+    assert result.exit_code == 130, result.stderr
+    assert "interrupted while the logs of pod" in result.stderr
+    assert pod_run.fake.podlogs.requests, "the logs step was not reached"
+    pod = pod_run.after_pod()
+    assert pod["state"] == "deleted" and pod["deleted_by"] == "client"
+    assert pod_run.fake.terminated_by[pod["pod_id"]] == "client"
+    assert not pod_run.fake.alive()
+
+
+def test_logs_that_cannot_come_home_are_said_and_the_pod_deleted(pod_run, run_cli, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (pod_run.run_dir / "after-pod").mkdir()
+    (pod_run.run_dir / "after-pod" / "pod").symlink_to(elsewhere)
+    result = run_cli("export", pod_run.run_id, "--quantize", "Q8_0")
+    assert result.exit_code == 0, result.stderr
+    pod = pod_run.after_pod()
+    assert (
+        f"export: the logs of pod {pod['pod_id']} could not come home: "
+        f"runs/{pod_run.run_id}/after-pod/pod is a symbolic link: refusing to write through it"
+    ) in result.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert pod["state"] == "deleted" and not pod_run.fake.alive()
+
+
+def test_a_pod_that_cannot_be_marked_kept_is_said_and_recorded_kept(pod_run, run_cli):
+    (pod_run.finished.toolchain / "slow").write_text("")
+    cli = pod_run.cli.spawn("export", pod_run.run_id, "--keep-pod")
+
+    def converter() -> list[Path]:
+        return [p for d in pod_run.pod_dirs() for p in d.glob("exports/*/converter.pid")]
+
+    pod_run.fake.wait_until(converter, timeout=60, what="the converter on the pod")
+    [remote] = pod_run.pod_dirs()
+    # `touch .pod/keep` fails (root or not) through a link to nowhere.
+    (remote / ".pod" / "keep").symlink_to(remote / "nowhere" / "keep")
+    [pid_file] = converter()
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)  # the export ends (failed)
+    _, err = cli.communicate(timeout=60)
+    pod = pod_run.after_pod()
+    assert f"runpod: cannot mark pod {pod['pod_id']} kept: " in err
+    assert pod["state"] == "kept"
+    removed = run_cli("pod", "rm", pod_run.run_id)
+    assert removed.exit_code == 0, removed.stderr
     assert not pod_run.fake.alive()
 
 

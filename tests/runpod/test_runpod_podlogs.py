@@ -289,6 +289,24 @@ def test_pod_on_a_run_that_did_not_run_on_a_pod_is_refused(project, run_cli):
     )
 
 
+def test_pod_logs_of_a_run_that_did_not_run_on_a_pod_is_refused(project, run_cli):
+    write_run(project, target="local")
+    result = run_cli("pod", "logs", RUN)
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"error: pod: run {RUN} did not run on a pod (its target `local` is not a runpod "
+        "target): it has no pod log\n"
+    )
+
+
+def test_pod_logs_of_a_run_with_a_broken_record_says_so(project, run_cli):
+    run_dir = write_run(project)
+    (run_dir / "run.json").write_text('{"id": 3}', encoding="utf-8")
+    result = run_cli("pod", "logs", RUN)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: runs/{RUN}/run.json is not a valid run record (")
+
+
 # `pod logs`: the plugin's own command, the same output under its own name.
 
 
@@ -301,8 +319,9 @@ def test_pod_logs_prints_what_runs_logs_pod_prints(project, fake_runpod, run_cli
     fake_runpod.pod_log(pod_id, "step 2")
     keep(run_dir, [("system", "pull image"), ("container", "step 1")], cursor)
 
-    result = run_cli("pod", "logs", "latest")
+    result = run_cli("pod", "logs")  # the latest run
     assert result.exit_code == 0, result.stderr
+    assert result.stdout == run_cli("pod", "logs", "latest").stdout
     assert shown_lines(result.stdout) == [
         "== boot.log ==", "boot 1", "boot 2", "== pod ==", "sys pull image", "ctr step 1",
         "ctr step 2",
@@ -337,28 +356,6 @@ def test_pod_logs_of_an_unknown_run_is_refused(project, fake_runpod, run_cli):
     assert result.stderr == "error: no run nope_20260101-000000 in runs/\n"
     bad = run_cli("pod", "logs", RUN, "--source", "other")
     assert bad.exit_code == 2 and "'other' is not one of 'container', 'system'" in bad.stderr
-
-
-def test_pod_logs_follow_ends_quietly_on_ctrl_c(project, fake_runpod):
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    run_dir = write_run(project)
-    pod_id = live_pod(fake_runpod, run_dir)
-    fake_runpod.pod_log(pod_id, "step 1")
-    code = "import sys\nfrom overbrainer.cli import main\nsys.argv[0] = 'overbrainer'\nmain()\n"
-    args = [sys.executable, "-c", code, "-C", str(project), "pod", "logs", RUN, "-f"]
-    with subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ)
-    ) as process:
-        assert process.stdout is not None
-        lines = [process.stdout.readline() for _ in range(3)]
-        process.send_signal(signal.SIGINT)
-        rest, stderr = process.communicate(timeout=30)
-    assert lines[2].endswith(b" ctr step 1\n")
-    assert (process.returncode, rest, stderr) == (0, b"", b"")
 
 
 def test_source_without_pod_is_a_usage_error(project, run_cli):
@@ -545,7 +542,10 @@ def test_a_drain_never_writes_through_a_symlinked_pod_directory(project, fake_ru
     assert list(elsewhere.iterdir()) == []
 
 
-def test_ctrl_c_ends_following_quietly(project, fake_runpod):
+@pytest.mark.parametrize(
+    "command", [["pod", "logs", RUN, "-f"], ["runs", "logs", RUN, "--pod", "-f"]]
+)
+def test_ctrl_c_ends_following_quietly(project, fake_runpod, command):
     import os
     import signal
     import subprocess
@@ -555,7 +555,7 @@ def test_ctrl_c_ends_following_quietly(project, fake_runpod):
     pod_id = live_pod(fake_runpod, run_dir)
     fake_runpod.pod_log(pod_id, "step 1")
     code = "import sys\nfrom overbrainer.cli import main\nsys.argv[0] = 'overbrainer'\nmain()\n"
-    args = [sys.executable, "-c", code, "-C", str(project), "runs", "logs", RUN, "--pod", "-f"]
+    args = [sys.executable, "-c", code, "-C", str(project), *command]
     with subprocess.Popen(
         args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ)
     ) as process:

@@ -341,7 +341,8 @@ def make_bench(ssh_alias: str, sshd: Sshd, tmp_path: Path) -> Iterator[Callable[
     def make(**options: str) -> Bench:
         target = SshTarget(kind="ssh", host=ssh_alias, **options)
         hosts.append(SshHost("box", ssh_alias))
-        return Bench(HostExecutor("box", target, hosts[-1], target.workdir), tmp_path)
+        executor = HostExecutor("box", target.host_runtime(), hosts[-1], target.workdir)
+        return Bench(executor, tmp_path)
 
     yield make
     for host in hosts:

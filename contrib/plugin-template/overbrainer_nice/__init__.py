@@ -58,5 +58,10 @@ def create_executor(
     host = NiceHost(project.env, target.niceness)
     runs = str(project.runs_dir.resolve())
     return HostExecutor(
-        name, target, host, runs, setup_dir=str(project.dir.resolve()), env=project.env
+        name,
+        target.host_runtime(),
+        host,
+        runs,
+        setup_dir=str(project.dir.resolve()),
+        env=project.env,
     )

@@ -20,10 +20,10 @@ if TYPE_CHECKING:
 def print_machine_log(app: App, run_id: str, query: MachineLogQuery) -> None:
     """Print what the run's target plugin has of its machine's own log."""
     record = app.runs.load(run_id)
-    shown: bool | None = True  # what was cut short was the plugin's
+    shown = True  # what was cut short was the plugin's
     with quiet_end():
         shown = app.plugins.hook.show_machine_log(project=app.project, run=record, query=query)
-    if shown is None:
+    if not shown:
         raise UserError(
             f"runs: run {run_id} has no machine log (its target `{record.target}` keeps "
             "none): --pod has nothing to read"

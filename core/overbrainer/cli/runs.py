@@ -94,8 +94,8 @@ def diff(before: str, after: str) -> None:
 @click.option(
     "--pod",
     is_flag=True,
-    help="The own logs of the machine the run ran on (a Runpod pod), kept and live, not "
-    "job.log.",
+    help="The own logs of the machine a target made for the run (e.g. a Runpod pod), kept "
+    "and live, not job.log.",
 )
 @click.option(
     "--source",
@@ -106,9 +106,8 @@ def logs(
     run_id: str | None, tail: int | None, keep_following: bool, pod: bool, source: str | None
 ) -> None:
     """Print the job log of RUN_ID, redacted; a running job's is read from its target.
-    With --pod, the own logs of the machine it ran on (`overbrainer pod logs` of a Runpod
-    run). RUN_ID may be `latest` (the default) or
-    any unique prefix of an id.
+    With --pod, the own logs of the machine a target made for the run, from the target's
+    plugin. RUN_ID may be `latest` (the default) or any unique prefix of an id.
 
     Example: overbrainer runs logs latest --tail 50 --follow
     """
@@ -119,7 +118,8 @@ def logs(
         from overbrainer.cli.machinelog import print_machine_log
         from overbrainer.job.spec import MachineLogQuery
 
-        print_machine_log(current_app(), run_id, MachineLogQuery(source, tail, keep_following))
+        query = MachineLogQuery(source=source, tail=tail, follow=keep_following)
+        print_machine_log(current_app(), run_id, query)
         return
     from overbrainer.train.joblog import log_lines
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import fields
 from types import MappingProxyType
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
@@ -26,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from overbrainer.config.runtime import HostRuntime, env_pattern, runtime_problems
 from overbrainer.config.sections import SettingsSection
 
 ENV_ONLY: tuple[tuple[str, ...], ...] = (
@@ -65,18 +67,7 @@ def _remote_path(value: str) -> str:
 RemotePath = Annotated[str, AfterValidator(_remote_path)]
 """A ``venv`` or ``workdir`` path on a target."""
 
-_ENV_PATTERN = re.compile(r"^[A-Za-z_*?][A-Za-z0-9_*?]*$")
-
-
-def _env_pattern(value: str) -> str:
-    if not _ENV_PATTERN.match(value):
-        raise ValueError("a variable name, or a glob of names (* and ?)")
-    if value.upper().startswith(("OVERBRAINER_", "VAULT_")):
-        raise ValueError("overbrainer's own settings and Vault credentials never reach a job")
-    return value
-
-
-EnvPattern = Annotated[str, AfterValidator(_env_pattern)]
+EnvPattern = Annotated[str, AfterValidator(env_pattern)]
 """A name of the environment, or a glob of names, passed on to a job."""
 
 
@@ -277,24 +268,19 @@ class HostTarget(TargetBase):
 
     @model_validator(mode="after")
     def _runtime_keys(self) -> HostTarget:
-        problems = []
-        if self.runtime == "native":
-            problems += [
-                f'{key} applies only to runtime = "docker"'
-                for key in ("engine", "image")
-                if getattr(self, key) is not None
-            ]
-            if self.install is not None and self.venv is None:
-                problems.append("install needs venv: the directory to install Axolotl into")
-        else:
-            problems += [
-                f'{key} applies only to runtime = "native"'
-                for key in ("venv", "install")
-                if getattr(self, key) is not None
-            ]
+        problems = runtime_problems(
+            self.runtime, engine=self.engine, image=self.image, venv=self.venv,
+            install=self.install,
+        )  # fmt: skip
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def host_runtime(self) -> HostRuntime:
+        """These settings as ``HostExecutor`` takes them: every key of ``HostRuntime``,
+        read from here by name, so that the two cannot drift apart."""
+        keys = {key.name: getattr(self, key.name) for key in fields(HostRuntime)}
+        return HostRuntime(**{**keys, "pass_env": tuple(self.pass_env)})
 
 
 QUANTIZE_TYPES = (

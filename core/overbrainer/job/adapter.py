@@ -79,6 +79,8 @@ class ExecutorHooks(Generic[T]):
 
     Only the hooks given something to do are implemented (an optional method, one the
     classes override), so ``overbrainer plugins`` lists what the plugin really provides.
+    ``release_executor`` also takes the ``outcome`` of a raw caller as a plain string and
+    hands the executor its ``RunState``.
     """
 
     def __init__(

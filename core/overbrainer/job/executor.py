@@ -24,7 +24,7 @@ from typing import IO
 from loguru import logger
 
 from overbrainer import files
-from overbrainer.config.model import HostTarget
+from overbrainer.config.runtime import HostRuntime
 from overbrainer.errors import MissingArtifact, UserError
 from overbrainer.job import install, layout, scripts, wire
 from overbrainer.job.host import Host, HostError
@@ -32,7 +32,6 @@ from overbrainer.job.interface import Executor
 from overbrainer.job.manifest import Manifest, covered, parse_manifest, select, verify
 from overbrainer.job.metrics import complete_lines
 from overbrainer.job.record import Container, JobHandle, RunRecord, RunState
-from overbrainer.job.runtime import HostRuntime
 from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import (
     ArtifactSpec,
@@ -53,8 +52,8 @@ LOG_CHUNK = 1 << 20
 class HostExecutor(Executor):
     """Runs jobs of the target ``name`` on ``host``, in run directories under ``workdir``.
 
-    ``target``: the target's settings (a ``HostTarget``), or the ``HostRuntime`` of a
-    target whose settings are of another shape; ``setup_dir``: where ``setup`` runs
+    ``target``: the target's runtime keys (``HostTarget.host_runtime()``, or a
+    ``HostRuntime`` made by a target of another shape); ``setup_dir``: where ``setup`` runs
     (default: the work directory); ``env``: overbrainer's environment, from which
     ``pass_env`` takes what the job gets besides its secrets; ``home_only``: names of the
     run directory the target keeps at home besides ``layout.HOME_ONLY`` (its own records
@@ -64,7 +63,7 @@ class HostExecutor(Executor):
     def __init__(
         self,
         name: str,
-        target: HostTarget | HostRuntime,
+        target: HostRuntime,
         host: Host,
         workdir: str,
         *,

@@ -124,7 +124,7 @@ class LogChunk:
     offset: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MachineLogQuery:
     """What ``runs logs RUN --pod`` asks of the log of the machine a run ran on.
 

@@ -34,7 +34,7 @@ def create_executor(
     workdir = target.workdir or str(project.runs_dir.resolve())
     return HostExecutor(
         name,
-        target,
+        target.host_runtime(),
         LocalHost(project.env),
         workdir,
         setup_dir=str(project.dir.resolve()),

@@ -147,20 +147,13 @@ class RunpodHooks(ExecutorHooks[RunpodTarget]):
     @hookimpl
     def show_machine_log(
         self, project: Project, run: RunRecord, query: MachineLogQuery
-    ) -> bool | None:
+    ) -> Literal[True] | None:
         """``runs logs RUN --pod`` of a run on a pod: ``overbrainer pod logs``'s output."""
-        run_dir = project.runs_dir / run.id
-        target = project.settings.targets.get(run.target)
-        ours = (run_dir / "pod.json").exists() or (run_dir / "pod").is_dir()
-        if not ours and not isinstance(target, RunpodTarget):
+        from overbrainer_runpod.podlog import ran_on_a_pod, show_pod_log
+
+        if not ran_on_a_pod(project, run):
             return None
-        from overbrainer_runpod.api import api_of
-        from overbrainer_runpod.podlog import show_pod_log
-
-        def client() -> Any:
-            return api_of(*account(project), rest_url(project)).log_client()
-
-        show_pod_log(project, client, run.id, query, "runs")
+        show_pod_log(project, run.id, query, "runs")
         return True
 
 

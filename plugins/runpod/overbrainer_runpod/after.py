@@ -17,12 +17,12 @@ killed) and at ``max_hours``; the command renews the lease from a thread while i
 from __future__ import annotations
 
 import contextlib
-import shlex
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from shlex import quote as _q
 from typing import TYPE_CHECKING
 
 from loguru import logger
@@ -36,7 +36,7 @@ from overbrainer.plugin import (
     UserError,
 )
 from overbrainer_runpod import record
-from overbrainer_runpod.pods import AFTER_TAG, STATE_DIR, PodLifecycle, alias
+from overbrainer_runpod.pods import AFTER_TAG, STATE_DIR, PodLifecycle, connect
 from overbrainer_runpod.record import AFTER_DIR, PodRecord, PodState
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ class AfterPod:
         if host is None:
             return None
         logger.info(f"{self.label}: using the kept pod {found.pod_id} of run {run.id}")
-        session = executor.reach(life, host)
+        session = executor.session_on(life, host)
         _mark_in_use(session)
         self.session, self.owned = session, False
         return session
@@ -175,7 +175,7 @@ class AfterPod:
             host = self._reach(life, AFTER_TAG)
             if host is not None:
                 logger.info(f"{label}: using the kept pod {previous.pod_id} of run {run.id}")
-                session = executor.reach(life, host)
+                session = executor.session_on(life, host)
                 self.session, self.owned = session, True  # deleted even if what follows fails
                 _mark_in_use(session)
                 life.save(state=PodState.READY, keep=False)
@@ -194,7 +194,7 @@ class AfterPod:
             life.place(executor.target, placement, api_url=executor.api.base_url)
             host = life.wait_ready(lambda config: self._connect(config, AFTER_TAG))
             life.drop_secret()
-            session = executor.reach(life, host)
+            session = executor.session_on(life, host)
             self.session, self.owned = session, True
             _mark_in_use(session)
             session.check_venv()
@@ -230,9 +230,7 @@ class AfterPod:
             return None
 
     def _connect(self, config: Path, tag: str) -> Host:
-        from overbrainer_ssh import open_host
-
-        return open_host(self._executor.name, alias(self.run.id, tag), ssh_config=config)
+        return connect(self._executor.name, self.run.id, config, tag)
 
     def _connector(self, ssh_dir: Path) -> Callable[[], Host]:
         tag = AFTER_TAG if self.owned else ""
@@ -271,11 +269,23 @@ class AfterPod:
             session.logs_home()
         except Exception as error:  # noqa: BLE001 - the logs must never keep a paid pod alive
             logger.warning(f"{label}: the logs of pod {pod.pod_id} could not come home: {error}")
+        except KeyboardInterrupt:  # Ctrl-C while the logs come home: the pod ends all the same
+            logger.warning(f"{label}: interrupted while the logs of pod {pod.pod_id} came home")
+            life.drained = True  # no second read of its log before the delete
+            self._end(session)
+            raise
+        self._end(session)
+
+    def _end(self, session: PodSession) -> None:
+        """The pod made for the command kept (``--keep-pod``) or deleted."""
+        life = session.life
+        pod = life.pod
+        label, run_id = self.label, self.run.id
         where = _q(f"{session.run_dir}/.pod")
         if self.keep:
             try:
                 session.host.check(f"mkdir -p {where} && touch {where}/keep\n")
-            except HostError as error:
+            except Exception as error:  # noqa: BLE001 - a connection cut by Ctrl-C too
                 logger.warning(f"runpod: cannot mark pod {pod.pod_id} kept: {error}")
             _close(session.host)
             life.save(state=PodState.KEPT, keep=True)
@@ -287,7 +297,7 @@ class AfterPod:
             return
         try:
             session.host.check(f"mkdir -p {where} && touch {where}/retrieved\n")
-        except HostError as error:
+        except Exception as error:  # noqa: BLE001 - nothing of the connection stops the delete
             logger.debug(f"runpod: cannot mark the pod done: {error}")
         _close(session.host)
         try:
@@ -358,7 +368,3 @@ def _close(host: Host) -> None:
         host.close()
     except Exception as error:  # noqa: BLE001 - closing is best effort
         logger.debug(f"runpod: closing a connection: {error}")
-
-
-def _q(text: str) -> str:
-    return shlex.quote(text)

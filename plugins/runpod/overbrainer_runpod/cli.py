@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-TAIL_MAX = 1_000_000
+TAIL_OPTION_MAX = 1_000_000
 """The most lines ``--tail`` takes (as ``runs logs``)."""
 
 
@@ -136,7 +136,7 @@ def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
 
 
 @pod.command("logs")
-@click.argument("run_id")
+@click.argument("run_id", default="latest")
 @click.option(
     "--source",
     type=click.Choice(["container", "system"]),
@@ -144,8 +144,8 @@ def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
 )
 @click.option(
     "--tail",
-    type=click.IntRange(min=1, max=TAIL_MAX),
-    help=f"Only the last N lines of each part (at most {TAIL_MAX:,}).",
+    type=click.IntRange(min=1, max=TAIL_OPTION_MAX),
+    help=f"Only the last N lines of each part (at most {TAIL_OPTION_MAX:,}).",
 )
 @click.option(
     "--follow", "-f", "keep_following", is_flag=True, help="Keep printing until the pod is gone."
@@ -153,18 +153,31 @@ def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
 def logs(run_id: str, source: str | None, tail: int | None, keep_following: bool) -> None:
     """Print the logs of the pod RUN_ID ran on: its boot and watchdog logs and Runpod's log
     of it, as the run directory keeps them, then what Runpod still has while the pod exists.
-    Redacted, each line on one line. RUN_ID may be `latest` or any unique prefix of an id.
+    Redacted, each line on one line. RUN_ID may be `latest` (the default) or any unique
+    prefix of an id.
 
     Example: overbrainer pod logs latest --source container --follow
     """
-    from overbrainer.plugin import MachineLogQuery, current_project, quiet_end, resolve_run_id
-    from overbrainer_runpod.podlog import show_pod_log
+    from overbrainer.plugin import (
+        MachineLogQuery,
+        UserError,
+        current_project,
+        quiet_end,
+        read_run,
+        resolve_run_id,
+    )
+    from overbrainer_runpod.podlog import ran_on_a_pod, show_pod_log
 
     project = current_project()
-    run_id = resolve_run_id(project.runs_dir, run_id)
-    query = MachineLogQuery(source, tail, keep_following)
+    run = read_run(project, resolve_run_id(project.runs_dir, run_id))
+    if not ran_on_a_pod(project, run):
+        raise UserError(
+            f"pod: run {run.id} did not run on a pod (its target `{run.target}` is not a "
+            "runpod target): it has no pod log"
+        )
+    query = MachineLogQuery(source=source, tail=tail, follow=keep_following)
     with quiet_end():
-        show_pod_log(project, lambda: _api().log_client(), run_id, query, "pod")
+        show_pod_log(project, run.id, query, "pod")
 
 
 @pod.command("gpus")

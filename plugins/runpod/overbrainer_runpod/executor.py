@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from shlex import quote as _q
 from typing import TYPE_CHECKING
 
 from loguru import logger
@@ -48,6 +49,7 @@ from overbrainer_runpod.pods import (
     PodLifecycle,
     alias,
     auto_gpu_types,
+    connect,
     estimate_vram_gb,
 )
 from overbrainer_runpod.record import PodState
@@ -91,10 +93,11 @@ class PodSession:
             )
 
     def logs_home(self) -> None:
-        """The pod's own logs, into ``runs/<id>/pod/``, and Runpod's log of it into
-        ``runs/<id>/pod/pod.log``."""
-        into = self.life.run_dir / "pod"
-        shown = f"runs/{self.life.run_dir.name}/pod"
+        """The pod's own logs, into ``pod/`` of its lifecycle's directory (``runs/<id>/``,
+        ``runs/<id>/after-pod/``), and Runpod's log of it into ``pod/pod.log`` there."""
+        where, run_id = self.life.run_dir, self.life.pod.run_id
+        into = where / "pod"
+        shown = f"runs/{run_id}" + ("" if where.name == run_id else f"/{where.name}") + "/pod"
         mkdir_nofollow(into, shown)  # a link there would take the logs anywhere
         for name in POD_LOGS:
             try:
@@ -206,9 +209,9 @@ class RunpodExecutor(Executor):
         life = PodLifecycle(self.api, run_dir, self.timing)
         try:
             life.place(self.target, self.placement(), api_url=self.api.base_url)
-            host = life.wait_ready(lambda config: self._connect(run_id, config))
+            host = life.wait_ready(lambda config: connect(self.name, run_id, config))
             life.drop_secret()
-            session = self.reach(life, host)
+            session = self.session_on(life, host)
             self._cost_cap(session)
             remote = session.inner.claim(run_id)
             session.check_venv()
@@ -218,12 +221,7 @@ class RunpodExecutor(Executor):
         self.sessions[run_id] = session
         return remote
 
-    def _connect(self, run_id: str, config: Path) -> Host:
-        from overbrainer_ssh import open_host
-
-        return open_host(self.name, alias(run_id), ssh_config=config)
-
-    def reach(self, life: PodLifecycle, host: Host) -> PodSession:
+    def session_on(self, life: PodLifecycle, host: Host) -> PodSession:
         """The pod of ``life``, reached over ``host``, with the job protocol on it."""
         runtime = HostRuntime(venv=self.target.venv, device="gpu")
         inner = HostExecutor(
@@ -254,11 +252,8 @@ class RunpodExecutor(Executor):
         pod = life.pod
         if pod.pod_id is None or pod.state is PodState.DELETED or pod.workdir is None:
             return None
-        config = life.ssh_dir / "config"
-        from overbrainer_ssh import open_host
-
-        host = open_host(self.name, alias(run_id), ssh_config=config, connect=False)
-        session = self.reach(life, host)
+        host = connect(self.name, run_id, life.ssh_dir / "config", now=False)
+        session = self.session_on(life, host)
         session.launched = True
         self.sessions[run_id] = session
         return session
@@ -360,20 +355,27 @@ class RunpodExecutor(Executor):
 
         if self.run is None:
             raise UserError(f"target `{self.name}`: a shell after training needs the run")
+        if self.after_pod is not None:  # one pod per command: the first is released at its end
+            raise UserError(
+                f"target `{self.name}`: a shell after training is open already "
+                f"({self.after_pod.label} of run {self.run.id})"
+            )
         self.after_pod = AfterPod(self, self.run, purpose, keep_machine)
         return self.after_pod.open()  # released by release_executor whatever follows
 
     def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
-        if self.after_pod is not None:
-            after_pod, self.after_pod = self.after_pod, None
-            after_pod.release()
+        after_pod, self.after_pod = self.after_pod, None
         try:
-            if run is None:
-                for session in list(self.sessions.values()):
-                    if not session.launched:
-                        session.life.abandon()
-            elif outcome is not None and run.id in self.sessions:
-                self.end(self.sessions[run.id], run, outcome)
+            try:
+                if after_pod is not None:
+                    after_pod.release()
+            finally:  # the run's pods end even when the command's pod failed to
+                if run is None:
+                    for session in list(self.sessions.values()):
+                        if not session.launched:
+                            session.life.abandon()
+                elif outcome is not None and run.id in self.sessions:
+                    self.end(self.sessions[run.id], run, outcome)
         finally:
             for session in self.sessions.values():
                 session.host.close()
@@ -413,9 +415,3 @@ class RunpodExecutor(Executor):
             logger.debug(f"runpod: cannot mark the results retrieved: {error}")
         session.host.close()
         life.delete("client")
-
-
-def _q(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)

@@ -5,9 +5,8 @@ writes: keeping the log belongs to the command that deletes the pod (see
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import click
 
@@ -15,6 +14,7 @@ from overbrainer.plugin import (
     LineRedactor,
     MachineLogQuery,
     Project,
+    RunRecord,
     UserError,
     escape_controls,
     register_secret,
@@ -46,16 +46,35 @@ def _last(items: list[T], tail: int | None) -> list[T]:
     return items[-tail:] if tail is not None else items
 
 
+def log_client(project: Project) -> LogClient:
+    """The client of Runpod's log stream, with the project's account."""
+    from overbrainer_runpod import account, rest_url
+    from overbrainer_runpod.api import api_of
+
+    client: LogClient = api_of(*account(project), rest_url(project)).log_client()
+    return client
+
+
+def ran_on_a_pod(project: Project, run: RunRecord) -> bool:
+    """Whether ``run`` ran on a pod of this plugin: its directory keeps a pod's record or
+    logs, or its target is a runpod one."""
+    from overbrainer_runpod import RunpodTarget
+
+    run_dir = project.runs_dir / run.id
+    if (run_dir / "pod.json").exists() or (run_dir / "pod").is_dir():
+        return True
+    return isinstance(project.settings.targets.get(run.target), RunpodTarget)
+
+
 def show_pod_log(
     project: Project,
-    client: Callable[[], LogClient],
     run_id: str,
     query: MachineLogQuery,
-    command: str,
+    command: Literal["pod", "runs"],
 ) -> None:
-    """Print the kept logs of ``run_id``, then the live ones (``client`` made only when
-    the pod still exists); lines on standard output, notes on standard error, each
-    message opened by the ``command`` that prints it (``pod``, ``runs``)."""
+    """Print the kept logs of ``run_id``, then the live ones (the API's client made only
+    when the pod still exists); lines on standard output, notes on standard error, each
+    message opened by the ``command`` that prints it."""
     run_dir = project.runs_dir / run_id
     cursor = kept_cursor(run_dir)  # first: a line kept meanwhile prints twice, none is lost
     shown = _kept(run_dir, run_id, query, command)
@@ -65,7 +84,7 @@ def show_pod_log(
             click.echo(f"{command}: no pod log kept for run {run_id}")
         return
     try:
-        reader = client()
+        reader = log_client(project)
     except UserError as error:
         _note(f"{command}: cannot read the logs of pod {pod.pod_id} from Runpod: {error}")
         return

@@ -25,10 +25,10 @@ from overbrainer.plugin import Host, HostError, TransientError, UserError
 from overbrainer_runpod import keys, record
 from overbrainer_runpod.api import Ambiguous, Enum, Refused, RunpodApi
 from overbrainer_runpod.record import Attempt, PodRecord, PodState
+from overbrainer_runpod.timing import Timing, ssh_user
 
 if TYPE_CHECKING:
     from overbrainer_runpod import RunpodTarget
-from overbrainer_runpod.timing import Timing, ssh_user
 
 DEFAULT_IMAGE = "axolotlai/axolotl-cloud:main-latest"
 STATE_DIR = ".overbrainer-pod"
@@ -51,6 +51,15 @@ def pod_name(run_id: str, attempt: int, tag: str = "") -> str:
 
 def alias(run_id: str, tag: str = "") -> str:
     return f"overbrainer-{run_id}" + ("-after" if tag else "")
+
+
+def connect(target: str, run_id: str, config: Path, tag: str = "", *, now: bool = True) -> Host:
+    """The pod of ``run_id`` (its after-training pod with ``tag``) as a ``Host`` of the
+    target ``target``, reached through the SSH config its lifecycle wrote; connected now
+    when ``now``."""
+    from overbrainer_ssh import open_host
+
+    return open_host(target, alias(run_id, tag), ssh_config=config, connect=now)
 
 
 def secret_name(run_id: str, tag: str = "") -> str:

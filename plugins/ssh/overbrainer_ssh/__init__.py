@@ -62,7 +62,7 @@ def create_executor(
 
     host = SshHost(name, target.host)
     host.connect()
-    return HostExecutor(name, target, host, target.workdir, env=project.env)
+    return HostExecutor(name, target.host_runtime(), host, target.workdir, env=project.env)
 
 
 plugin = ExecutorHooks(targets={"ssh": SshTarget}, create=create_executor)

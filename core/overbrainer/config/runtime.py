@@ -1,0 +1,80 @@
+"""How Axolotl runs on a POSIX host: the runtime keys ``HostExecutor`` reads.
+
+``HostRuntime`` is their one definition. A ``HostTarget`` (``local``, ``ssh``, a third
+party's machine) carries them as settings and gives its ``HostRuntime``
+(``host_runtime()``); a target with settings of its own that drives the job protocol on a
+machine it makes for the run builds one directly, so that no target builds another kind's
+settings to reuse the host executor. Both are checked by the same rules.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+_ENV_PATTERN = re.compile(r"^[A-Za-z_*?][A-Za-z0-9_*?]*$")
+
+
+def env_pattern(value: str) -> str:
+    """``value`` if it names variables of the environment a job may get, else ValueError."""
+    if not _ENV_PATTERN.match(value):
+        raise ValueError("a variable name, or a glob of names (* and ?)")
+    if value.upper().startswith(("OVERBRAINER_", "VAULT_")):
+        raise ValueError("overbrainer's own settings and Vault credentials never reach a job")
+    return value
+
+
+def runtime_problems(
+    runtime: str,
+    *,
+    engine: str | None,
+    image: str | None,
+    venv: str | None,
+    install: str | None,
+) -> list[str]:
+    """What is wrong with a set of runtime keys: those of the other runtime, an ``install``
+    with nowhere to install into. Empty when they hold together."""
+    if runtime == "native":
+        problems = [
+            f'{key} applies only to runtime = "docker"'
+            for key, value in (("engine", engine), ("image", image))
+            if value is not None
+        ]
+        if install is not None and venv is None:
+            problems.append("install needs venv: the directory to install Axolotl into")
+        return problems
+    return [
+        f'{key} applies only to runtime = "native"'
+        for key, value in (("venv", venv), ("install", install))
+        if value is not None
+    ]
+
+
+@dataclass(frozen=True)
+class HostRuntime:
+    """The runtime keys of a host target, with their defaults; ``device`` is what the
+    machine is known to have (``gpu`` for a machine made with one). ValueError when they
+    do not hold together or ``pass_env`` names what never reaches a job."""
+
+    runtime: Literal["native", "docker"] = "native"
+    engine: Literal["docker", "podman"] | None = None
+    image: str | None = None
+    venv: str | None = None
+    device: Literal["auto", "gpu", "cpu"] = "auto"
+    install: str | None = None
+    setup: str | None = None
+    pass_env: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        problems = runtime_problems(
+            self.runtime, engine=self.engine, image=self.image, venv=self.venv,
+            install=self.install,
+        )  # fmt: skip
+        for pattern in self.pass_env:
+            try:
+                env_pattern(pattern)
+            except ValueError as error:
+                problems.append(f"pass_env {pattern!r}: {error}")
+        if problems:
+            raise ValueError("; ".join(problems))
