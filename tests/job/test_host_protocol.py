@@ -343,6 +343,13 @@ def test_a_manifest_that_cannot_be_made_is_an_error_not_an_empty_list(bench):
 
     run = bench.launch(bench.new_run(), "mkdir -p output && echo x > output/a")
     bench.wait(run)
+    # the wrapper's last move (exit_code.tmp to exit_code) may still be under way
+    deadline = time.monotonic() + 20
+    while Path(run.remote_dir, "exit_code.tmp").exists() or not Path(
+        run.remote_dir, "exit_code"
+    ).exists():
+        assert time.monotonic() < deadline, "the wrapper never wrote exit_code"
+        time.sleep(0.05)
     shutil.rmtree(run.remote_dir)
     spec = ArtifactSpec(paths=("output",), required=("output",))
     with pytest.raises(HostError, match="cannot list the job's files on the target"):
