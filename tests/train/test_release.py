@@ -83,10 +83,31 @@ def test_ctrl_c_while_following_releases_with_no_outcome(trainer, run_cli, relea
         f"again with `overbrainer train attach {run['id']}`\n"
     )
     assert released(releases) == [[run["id"], None]]
-    assert loads[run["id"]] == 0
+    assert loads[run["id"]] == 1  # read back at the Ctrl-C: it might have ended meanwhile
     cancelled = run_cli("train", "cancel", run["id"])
     assert cancelled.exit_code == 0, cancelled.stderr
     assert released(releases)[1:] == [[run["id"], "cancelled"]]
+
+
+def test_ctrl_c_as_the_run_ends_releases_with_its_outcome(trainer, run_cli, releases):
+    """A Ctrl-C after the outcome was saved, before the follower hands it on: the release
+    still gets it (a machine made for the run is ended), and nothing says it keeps running."""
+    from overbrainer.events import subscribe
+
+    def ctrl_c_at_the_end(event):
+        if event.kind == "train_end":
+            raise KeyboardInterrupt
+
+    stop = subscribe(ctrl_c_at_the_end)
+    try:
+        result = run_cli("train", env={"FAKE_AXOLOTL_STEPS": "3"})
+    finally:
+        stop()
+    run = trainer.run()
+    assert run["state"] == "succeeded"
+    assert result.exit_code == 130
+    assert "keeps running" not in result.stdout
+    assert released(releases) == [[run["id"], "succeeded"]]
 
 
 def test_attach_and_stop_release_once_with_the_outcome(trainer, run_cli, releases, loads):
@@ -99,7 +120,7 @@ def test_attach_and_stop_release_once_with_the_outcome(trainer, run_cli, release
     interrupted = run_cli("train", "attach", run["id"], env={"POLL_INTERRUPTS": "1"})
     assert interrupted.exit_code == 0, interrupted.stderr
     assert released(releases) == [[run["id"], None]]
-    assert loads[run["id"]] == 1  # attach read it once, detached on what it read
+    assert loads[run["id"]] == 2  # attach read it once, and again at the Ctrl-C
     stopped = run_cli("train", "stop", run["id"])
     assert stopped.exit_code == 0, stopped.stderr
     assert released(releases)[1:] == [[run["id"], "stopped"]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable
@@ -107,7 +108,20 @@ def follow_held(
     try:
         return held.note(follow_to_end(ws, held.executor, record, asked_at=asked_at))
     except KeyboardInterrupt:
-        detached(record)
+        interrupted(ws, held, record)
+
+
+def interrupted(ws: Workspace, held: Held, record: RunRecord | None) -> NoReturn:
+    """Ctrl-C while following. The run may have ended between the follower's last look
+    and the key (its outcome saved, the record in hand not): read back, so that the
+    release gets that outcome (a machine made for the run is ended, not left running) and
+    nothing says the run keeps running; otherwise a detach."""
+    if record is not None and record.job is not None:
+        with contextlib.suppress(UserError):  # unreadable: the record as last seen here
+            record = held.note(ws.runs.load(record.id))
+        if record.state.ended:
+            raise KeyboardInterrupt
+    detached(record)
 
 
 def detached(record: RunRecord | None) -> NoReturn:

@@ -17,7 +17,7 @@ from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.spec import JobSpec
 from overbrainer.runs.interrupt import deferred_sigint
 from overbrainer.train.executors import Held, check_keep_machine, holding
-from overbrainer.train.follow import detached, follow_to_end
+from overbrainer.train.follow import follow_to_end, interrupted
 from overbrainer.train.inputs import Inputs
 from overbrainer.train.plan import (
     Plan,
@@ -126,7 +126,7 @@ def _new_run(
             raise noted.interrupt()
         return held.note(follow_to_end(ws, executor, record, stop_when=stop_when))
     except KeyboardInterrupt:
-        detached(held.run)
+        interrupted(ws, held, held.run)
 
 
 def prepare(
