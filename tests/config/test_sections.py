@@ -208,7 +208,24 @@ def test_a_table_two_plugins_register_keeps_the_first(site):
     assert plugins.sections == {}
 
 
-def test_an_own_plugin_s_table_without_the_plugin_names_what_to_install(run_cli, write_config):
+@pytest.fixture
+def runpod_not_installed(monkeypatch):
+    """overbrainer-runpod as if it were not installed (it is, in the tests' venv)."""
+    from importlib import metadata
+
+    real = metadata.distribution
+
+    def distribution(name):
+        if name == "overbrainer-runpod":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "distribution", distribution)
+
+
+def test_an_own_plugin_s_table_without_the_plugin_names_what_to_install(
+    run_cli, write_config, runpod_not_installed
+):
     write_config("\n[runpod]\n")
     result = run_cli("config", "check", env=plugins_env("local"))
     assert result.exit_code == 1
@@ -219,7 +236,7 @@ def test_an_own_plugin_s_table_without_the_plugin_names_what_to_install(run_cli,
 
 
 def test_its_variables_without_the_plugin_are_ignored_with_a_warning(
-    run_cli, write_config, monkeypatch
+    run_cli, write_config, monkeypatch, runpod_not_installed
 ):
     from overbrainer.config import load
 
@@ -234,6 +251,26 @@ def test_its_variables_without_the_plugin_are_ignored_with_a_warning(
         "table: install overbrainer-runpod: the variable is ignored\n"
     )
     assert "runpod." not in result.stdout
+
+
+def test_an_installed_plugin_left_unloaded_leaves_its_table_unread(
+    run_cli, write_config, monkeypatch
+):
+    """A project that loads only some plugins still loads with the others' tables in it."""
+    from overbrainer.config import load
+
+    monkeypatch.setattr(load, "_warned", set())
+    write_config("\n[runpod]\n")
+    result = run_cli(
+        "config", "check", env=plugins_env("local", OVERBRAINER_RUNPOD__API_KEY="rpa_" + "x" * 20)
+    )
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == (
+        "warning: [runpod] is not read: its plugin overbrainer-runpod is installed but not "
+        "loaded (OVERBRAINER_LOAD_PLUGINS, or a load error `overbrainer plugins` shows)\n"
+    )
+    assert "runpod." not in result.stdout
+    assert "rpa_" not in result.stdout + result.stderr
 
 
 def test_any_other_unknown_table_is_an_unknown_field(run_cli, write_config):

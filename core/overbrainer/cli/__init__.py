@@ -72,11 +72,12 @@ SUMMARIES = {
 importing them (a test holds these equal to the commands' own)."""
 
 DEFERRED_LOGGING = frozenset({"runs"})
+"""Groups that configure logging themselves: ``runs ls`` lists without importing loguru
+(a quarter of its start-up) unless it warns."""
+
 STARTING_IN_STAGE = frozenset({"subtopics", "questions", "answers"})
 """Commands whose start-up goes on into their stage (aiohttp, the stage's module): the
 garbage collector stays held until the stage's requests begin (see ``collector``)."""
-"""Groups that configure logging themselves: ``runs ls`` lists without importing loguru
-(a quarter of its start-up) unless it warns."""
 
 
 class CliError(click.ClickException):

@@ -62,7 +62,7 @@ def train(
         trained = session.train(
             app.workspace(), target=target, resume_from=resume_from, keep_machine=keep_machine
         )
-        if trained is not None and not trained.up_to_date:
+        if not trained.up_to_date:
             after_training(app.project, app.plugins.hook, app.runs, trained.record)
 
 

@@ -412,6 +412,16 @@ def _unprovided_tables(
         if name in sections or (package := plugin_extra(name)) is None:
             continue
         del merged[name]
+        from loguru import logger
+
+        if _installed(package):  # left out by OVERBRAINER_LOAD_PLUGINS, or failed to load
+            if name in data and name not in _warned:
+                _warned.add(name)
+                logger.warning(
+                    f"[{name}] is not read: its plugin {package} is installed but not loaded "
+                    "(OVERBRAINER_LOAD_PLUGINS, or a load error `overbrainer plugins` shows)"
+                )
+            continue
         missing = f"no installed plugin provides the [{name}] table: install {package}"
         if name in data:
             problems.append(f"{name}: {missing} (pip install 'overbrainer[{name}]')")
@@ -419,10 +429,18 @@ def _unprovided_tables(
         for path, variable in origins.items():
             if path[0] == name and variable not in _warned:
                 _warned.add(variable)
-                from loguru import logger
-
                 logger.warning(f"{variable}: {missing}: the variable is ignored")
     return problems
+
+
+def _installed(package: str) -> bool:
+    from importlib import metadata
+
+    try:
+        metadata.distribution(package)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def _cross_checks(data: Mapping[str, Any]) -> list[str]:

@@ -69,7 +69,8 @@ _WIDE = b"0" * 19
 def encode_body(body: dict[str, Any]) -> bytes:
     """``body`` as JSON, by orjson (a tenth of the standard library's CPU, and of a
     request's); what orjson refuses (a lone surrogate, an integer past 64 bits) as aiohttp's
-    ``json=`` writes it."""
+    ``json=`` writes it. A non-finite float is ``null`` here where the standard library
+    writes ``NaN`` (not JSON, which a provider would refuse); settings never hold one."""
     try:
         return orjson.dumps(body)
     except TypeError:

@@ -303,13 +303,13 @@ class OverbrainerApp(App[None]):
                     node.set_label(Text(f"[{question.status}] {fit_label(question.text, width)}"))
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:
-        # A refresh's highlight can come while the screen is taken down (the app quitting):
-        # there is no pane left to fill then.
-        with contextlib.suppress(NoMatches):
-            self.show_detail(event.node.data)
+        self.show_detail(event.node.data)
 
     def show_detail(self, data: Any) -> None:
-        detail = self.query_one("#detail", Static)
+        try:
+            detail = self.query_one("#detail", Static)
+        except NoMatches:  # a refresh's highlight while the screen is taken down (quitting)
+            return
         if not data:
             detail.update("")
             return
