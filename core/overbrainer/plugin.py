@@ -19,7 +19,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
 - Settings models for ``register_targets``: ``TargetBase``, ``HostTarget`` and the field
   types ``NonEmpty``, ``Finite``, ``RemotePath``, ``EnvPattern``, ``HttpUrl``,
   ``comma_list``; for ``register_settings`` (a top-level table of the plugin's own, read
-  with ``Settings.section``), ``Section`` and ``RegisterSection``.
+  with ``Settings.section``), ``Section`` and ``RegisterSection``; ``resolve_secret``
+  reads a secret setting's ``vault:`` reference when the plugin needs the value.
 - Helpers: ``layout`` (the job directory's file names), the manifest (``parse_manifest``,
   ``select``, ``covered``, ``manifest_of``, ``verify``, ``sha256_file``, and
   ``collect_directory`` for a job directory this machine can read), metric lines
@@ -63,6 +64,7 @@ from overbrainer.config.model import (
     comma_list,
 )
 from overbrainer.config.runtime import HostRuntime
+from overbrainer.config.secrets import resolve_secret
 from overbrainer.config.sections import RegisterSection
 from overbrainer.cycles import CycleSummary
 from overbrainer.errors import ArtifactMismatch, MissingArtifact, TransientError, UserError
@@ -206,6 +208,7 @@ __all__ = [
     "redact",
     "register_secret",
     "resolve_run_id",
+    "resolve_secret",
     "select",
     "sha256_file",
     "verify",

@@ -8,6 +8,8 @@ import subprocess
 import sys
 
 import pytest
+from tests.config.test_secrets import TOKEN as VAULT_TOKEN
+from tests.config.test_secrets import vault  # noqa: F401 - a fixture
 from tests.runpod.conftest import API_KEY
 from tests.runpod.fake_runpod import FakeRunpod, argument
 from tests.tools import need
@@ -131,3 +133,21 @@ def test_importing_the_sdk_leaves_the_loggers_levels_alone(monkeypatch, fake_run
     monkeypatch.setattr(paramiko, "level", logging.NOTSET)
     RunpodApi(API_KEY, fake_runpod.url).sdk()
     assert paramiko.level == logging.NOTSET
+
+
+def test_the_api_key_may_be_a_vault_reference(project, run_cli, vault):  # noqa: F811
+    """The key is read from Vault when the API is called: the reference itself never goes
+    to Runpod."""
+    vault.secrets[("secret", "overbrainer/runpod")] = {"api_key": API_KEY}
+    env = {
+        "OVERBRAINER_RUNPOD__API_KEY": "vault:secret/overbrainer/runpod#api_key",
+        "VAULT_ADDR": vault.address,
+        "VAULT_TOKEN": VAULT_TOKEN,
+    }
+    result = run_cli("pod", "ls", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == "pod: no overbrainer pod on this account\n"
+    assert [path for path, _ in vault.requests] == ["/v1/secret/data/overbrainer/runpod"]
+    refused = run_cli("pod", "ls", env={**env, "VAULT_TOKEN": "s.wrong"})
+    assert refused.exit_code == 1
+    assert "runpod.api_key: vault denied access to secret/overbrainer/runpod" in refused.stderr

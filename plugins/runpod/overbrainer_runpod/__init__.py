@@ -27,6 +27,7 @@ from overbrainer.plugin import (
     TargetPrice,
     comma_list,
     hookimpl,
+    resolve_secret,
 )
 
 
@@ -110,6 +111,8 @@ def account(project: Project) -> tuple[Any, Any]:
     key = settings.api_key
     if key is None and project.env.get("OVERBRAINER_RUNPOD__API_KEY"):
         key = SecretStr(project.env["OVERBRAINER_RUNPOD__API_KEY"])
+    if key is not None:  # a vault: reference is read now, when the API is called
+        key = resolve_secret(key, "runpod.api_key", project.env)
     url = settings.base_url or project.env.get("OVERBRAINER_RUNPOD__BASE_URL")
     return key, url
 
