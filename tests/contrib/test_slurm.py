@@ -363,8 +363,11 @@ def test_a_time_limit_stops_a_real_axolotl_run_with_a_snapshot(
     on_slurm, venv, tiny_model, hf_home, slurm_cluster, run_cli, monkeypatch
 ):
     """Slurm signals the runner ``snapshot_margin_s`` before the limit (at its first check,
-    here, a margin nearly the whole limit): Axolotl saves a checkpoint and the run stops."""
-    real_project(on_slurm, venv, tiny_model, hf_home, monkeypatch, epochs=20)
+    here, a margin nearly the whole limit): Axolotl saves a checkpoint and the run stops.
+    slurmctld looks at time limits every 30 s or so: the run is long enough (1,600 steps,
+    about 2 min on a quiet machine) that the signal finds it running; it ends at the
+    signal's step."""
+    real_project(on_slurm, venv, tiny_model, hf_home, monkeypatch, epochs=100)
     config = on_slurm.dir / "overbrainer.toml"
     config.write_text(config.read_text() + 'time_limit = "3"\nsnapshot_margin_s = 170\n')
     result = run_cli("train")
