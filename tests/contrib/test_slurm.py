@@ -93,7 +93,7 @@ def on_slurm(trainer, slurm_cluster, slurm_installed, tmp_path, monkeypatch):  #
             metrics = spool / runs[-1]["id"] / "metrics.jsonl"
             return metrics.exists() and '"log"' in metrics.read_text()
 
-        trainer.wait_for(started, timeout=60, what="a running job on Slurm")
+        trainer.wait_for(started, timeout=120, what="a running job on Slurm")
         return trainer.run()
 
     trainer.configure_slurm = configure
@@ -362,18 +362,24 @@ def test_a_real_axolotl_run_on_slurm_succeeds_with_an_adapter(
 def test_a_time_limit_stops_a_real_axolotl_run_with_a_snapshot(
     on_slurm, venv, tiny_model, hf_home, slurm_cluster, run_cli, monkeypatch
 ):
-    """Slurm signals the runner ``snapshot_margin_s`` before the limit (at its first check,
-    here, a margin nearly the whole limit): Axolotl saves a checkpoint and the run stops.
-    slurmctld looks at time limits every 30 s or so: the run is long enough (1,600 steps,
-    about 2 min on a quiet machine) that the signal finds it running; it ends at the
-    signal's step."""
+    """Slurm signals the runner ``snapshot_margin_s`` before the limit: Axolotl saves a
+    checkpoint and the run stops. Slurm sends that warning once, at a periodic check; due at
+    once, it can come while the job is still starting and be lost, so the job starts with a
+    long limit, cut once Axolotl trains (the warning is then due at the next check). The run
+    is long enough (1,600 steps) that the signal finds it running."""
     real_project(on_slurm, venv, tiny_model, hf_home, monkeypatch, epochs=100)
     config = on_slurm.dir / "overbrainer.toml"
-    config.write_text(config.read_text() + 'time_limit = "3"\nsnapshot_margin_s = 170\n')
-    result = run_cli("train")
-    assert result.exit_code == 0, result.stderr
+    config.write_text(config.read_text() + 'time_limit = "60"\nsnapshot_margin_s = 230\n')
+    process = on_slurm.spawn("train")
+    training = on_slurm.wait_training()
+    shown = slurm_cluster.command("scontrol", "show", "job", "-o", _job(training))
+    hours, minutes, _ = shown.split(" RunTime=", 1)[1].split()[0].split("-")[-1].split(":")
+    cut = int(hours) * 60 + int(minutes) + 4
+    slurm_cluster.command("scontrol", "update", f"JobId={_job(training)}", f"TimeLimit={cut}")
+    _out, err = process.communicate(timeout=200)
+    assert process.returncode == 0, err
     run = on_slurm.run()
-    assert run["state"] == "stopped", result.stderr
+    assert run["state"] == "stopped", err
     step = run["snapshot"]["step"]
     assert run["snapshot"]["reason"] == "requested"
     assert (on_slurm.dir / "runs" / run["id"] / "output" / f"checkpoint-{step}").is_dir()

@@ -223,14 +223,19 @@ class TestSlurmExecutor(ExecutorContract):
         slurm_cluster: LocalSlurm,  # noqa: F811
         request: pytest.FixtureRequest,
     ) -> None:
-        # Slurm checks its limits about once a minute and may signal that much early: the
-        # margin asks for the signal at the first check, the limit leaves a minute to save;
-        # a loaded machine has seen the first checks pass without the signal (one in several
-        # runs at a 3-minute limit), so the limit leaves it four.
-        table.update({"time_limit": "5", "snapshot_margin_s": 290})
+        # Slurm sends the warning once, at one of its periodic checks (up to a minute
+        # early). Due at once, it came while the job was still starting on a loaded machine
+        # and was lost (one run in several: no signal before the limit). So the job starts
+        # with a long limit, and the limit is cut once the runner is training: the warning
+        # is then due at the next check, 3 to 4 minutes before the new end.
+        table.update({"time_limit": "60", "snapshot_margin_s": 230})
         driver = request.getfixturevalue("driver")
         run = driver.launch(knobs={"FAKE_AXOLOTL_HANG": "1"})
         driver.training(run)
+        shown = slurm_cluster.command("scontrol", "show", "job", "-o", job_id(run))
+        hours, minutes, _ = shown.split(" RunTime=", 1)[1].split()[0].split("-")[-1].split(":")
+        cut = int(hours) * 60 + int(minutes) + 4
+        slurm_cluster.command("scontrol", "update", f"JobId={job_id(run)}", f"TimeLimit={cut}")
         deadline = time.monotonic() + 270
         while (poll := driver.poll(run)).status.state is JobState.RUNNING:
             assert time.monotonic() < deadline, "no signal before the time limit"
