@@ -106,26 +106,14 @@ class Plugins:
         from overbrainer.config.sections import SettingsSection
 
         section = SettingsSection.checked(table, model, secrets, env_only, Settings.model_fields)
-        if table in self.sections:
-            logger.warning(
-                f"plugin `{plugin}` registers the settings table [{table}], already provided "
-                f"by plugin `{self.section_owners[table]}`: keeping the first"
-            )
-            return
-        self.sections[table] = section
-        self.section_owners[table] = plugin
+        if _first(self.section_owners, table, plugin, f"the settings table [{table}]"):
+            self.sections[table] = section
 
     def _add_kind(self, plugin: str, kind: str, model: type[BaseModel]) -> None:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise TypeError(f"target kind `{kind}` needs a pydantic model, not {model!r}")
-        if kind in self.kinds:
-            logger.warning(
-                f"plugin `{plugin}` registers target kind `{kind}`, already provided by "
-                f"plugin `{self.owners[kind]}`: keeping the first"
-            )
-            return
-        self.kinds[kind] = model
-        self.owners[kind] = plugin
+        if _first(self.owners, kind, plugin, f"target kind `{kind}`"):
+            self.kinds[kind] = model
 
     def info(self) -> list[PluginInfo]:
         """Every installed plugin loaded, sorted by name (the core's built-in one aside)."""
@@ -160,6 +148,19 @@ def new_manager() -> Plugins:
     plugins = Plugins(pm)
     plugins.register(plugin, name=BUILTIN)
     return plugins
+
+
+def _first(owners: dict[str, str], name: str, plugin: str, shown: str) -> bool:
+    """Whether ``plugin`` is the first to provide ``name`` (noted in ``owners``); a later
+    one is warned of and left out, so the first installed keeps it."""
+    if name in owners:
+        logger.warning(
+            f"plugin `{plugin}` registers {shown}, already provided by plugin "
+            f"`{owners[name]}`: keeping the first"
+        )
+        return False
+    owners[name] = plugin
+    return True
 
 
 def load_plugins(env: Mapping[str, str] | None = None) -> Plugins:
