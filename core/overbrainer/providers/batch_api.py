@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-import aiohttp
-
 from overbrainer.providers.client import Client, http_error
 from overbrainer.providers.completion import Completion
 from overbrainer.providers.errors import ProviderError, TransientError
+from overbrainer.providers.tls import aiohttp
 from overbrainer.redact import redact
 
 REASON_LIMIT = 300

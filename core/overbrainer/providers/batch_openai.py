@@ -7,8 +7,6 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
-
 from overbrainer.providers import openai_chat
 from overbrainer.providers.batch_api import (
     CLOCK_SLACK,
@@ -26,6 +24,7 @@ from overbrainer.providers.batch_api import (
 )
 from overbrainer.providers.client import Client
 from overbrainer.providers.errors import TransientError
+from overbrainer.providers.tls import aiohttp
 
 LIMITS = Limits(requests=50_000, bytes=190_000_000)
 """Under OpenAI's 50,000 requests or 200 MB a file (the margin: the multipart wrapping)."""

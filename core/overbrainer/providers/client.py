@@ -18,7 +18,6 @@ from http import HTTPStatus
 from types import ModuleType
 from typing import Any
 
-import aiohttp
 import orjson
 from loguru import logger
 
@@ -41,6 +40,7 @@ from overbrainer.providers.retry import (
     RetryPolicy,
     parse_retry_after,
 )
+from overbrainer.providers.tls import aiohttp
 from overbrainer.redact import mask_url, redact
 
 PROTOCOLS: dict[str, ModuleType] = {"openai": openai_chat, "anthropic": anthropic_messages}
