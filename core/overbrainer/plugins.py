@@ -169,7 +169,8 @@ def load_plugins(env: Mapping[str, str] | None = None) -> Plugins:
     plugins = new_manager()
     wanted = env.get("OVERBRAINER_LOAD_PLUGINS")
     allowed = None if wanted is None else {n.strip() for n in wanted.split(",") if n.strip()}
-    for entry in metadata.entry_points(group=GROUP):
+    entries = metadata.entry_points(group=GROUP) if allowed != set() else ()  # none wanted
+    for entry in entries:
         if allowed is not None and entry.name not in allowed:
             continue
         if entry.name in dict(plugins.pm.list_name_plugin()):

@@ -20,19 +20,19 @@ from pydantic import BaseModel
 
 from overbrainer import hookimpl
 from overbrainer.job.interface import Executor
-from overbrainer.job.record import JobHandle, RunRecord, RunState
-from overbrainer.job.shell import TargetShell
-from overbrainer.job.spec import (
-    ArtifactSpec,
-    JobPoll,
-    JobSpec,
-    JobStatus,
-    LogChunk,
-    TargetInfo,
-    TargetPrice,
-)
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the plugin manager is made before any job is in sight
+    from overbrainer.job.record import JobHandle, RunRecord, RunState
+    from overbrainer.job.shell import TargetShell
+    from overbrainer.job.spec import (
+        ArtifactSpec,
+        JobPoll,
+        JobSpec,
+        JobStatus,
+        LogChunk,
+        TargetInfo,
+        TargetPrice,
+    )
     from overbrainer.project import Project
 
 T = TypeVar("T", bound=BaseModel)
@@ -174,6 +174,8 @@ class ExecutorHooks(Generic[T]):
         self, executor: object, run: RunRecord | None, outcome: RunState | str | None
     ) -> None:
         if mine := self._mine(executor):
+            from overbrainer.job.record import RunState
+
             mine.release(run, None if outcome is None else RunState(outcome))
 
     def __repr__(self) -> str:

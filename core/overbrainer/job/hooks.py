@@ -9,6 +9,9 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from overbrainer.job.adapter import ExecutorHooks
-from overbrainer.job.executor import HostExecutor
 
-plugin: ExecutorHooks[BaseModel] = ExecutorHooks(HostExecutor, trylast=True)
+plugin: ExecutorHooks[BaseModel] = ExecutorHooks(
+    "overbrainer.job.executor:HostExecutor", trylast=True
+)
+"""Named, not imported: a command that runs no job (``answers``) does not load the job code;
+every ``HostExecutor`` was made by importing it."""
