@@ -105,15 +105,16 @@ def bare_client(url: str, concurrency: int, count: int) -> tuple[float, float]:
     return time.perf_counter() - wall, time.thread_time() - cpu
 
 
-def bare_process(url: str, concurrency: int, count: int) -> float:
+def bare_process(url: str, concurrency: int, count: int, libraries: bool = False) -> float:
     """CPU seconds of a fresh process that is only a bare aiohttp client sending ``count``
-    chat requests (its start-up, ``import aiohttp`` included)."""
+    chat requests (its start-up, ``import aiohttp`` included); with ``libraries``, it
+    imports the other libraries of overbrainer's design first (click, pydantic, loguru)."""
     import resource
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(
         [sys.executable, __file__, "--bare", url, "--answers", str(count),
-         "--concurrency", str(concurrency)],
+         "--concurrency", str(concurrency), *(["--libraries"] if libraries else [])],
         check=True,
     )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -139,6 +140,14 @@ def cold(answers: int, latency: float, concurrency: int, repeat: int) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     rows = []
     bare_whole: list[float] = []
+    bare_rows: list[tuple[float, float]] = []  # its start-up and wall
+    floor: list[float] = []  # the start-up of a bare client importing the design's libraries
+
+    def timed(libraries: bool) -> tuple[float, float, float]:
+        arrivals.clear()
+        began = time.monotonic()
+        cpu = bare_process(provider.url, concurrency, answers, libraries)
+        return arrivals[0] - began, time.monotonic() - began, cpu
     try:
         with tempfile.TemporaryDirectory() as temp:
             for number in range(repeat + 1):
@@ -154,7 +163,10 @@ def cold(answers: int, latency: float, concurrency: int, repeat: int) -> None:
                 if number:  # the first run warms the caches
                     rows.append((arrivals[0] - began, ended - (max(arrivals) + latency),
                                  ended - began, cpu))
-                    bare_whole.append(bare_process(provider.url, concurrency, answers))
+                    start_up, whole_wall, bare_cpu = timed(libraries=False)
+                    bare_whole.append(bare_cpu)
+                    bare_rows.append((start_up, whole_wall))
+                    floor.append(timed(libraries=True)[0])
         _, bare_cpu = bare_client(provider.url, concurrency, answers)
     finally:
         provider.stop()
@@ -168,12 +180,14 @@ def cold(answers: int, latency: float, concurrency: int, repeat: int) -> None:
 
     print(f"cold `overbrainer answers`: {answers} answers at concurrency {concurrency}, "
           f"{latency * 1000:.0f} ms a reply, median of {repeat}")
+    bare_start, bare_wall = (statistics.median(column) for column in zip(*bare_rows, strict=True))
     print(f"  start-up before the first request: {start:.2f} s ({spread(columns[0])}; "
-          f"goal <= 0.25)")
+          f"goal <= 0.25); a bare aiohttp client's {bare_start:.2f} s, the same importing "
+          f"click, pydantic and loguru first {statistics.median(floor):.2f} s")
     print(f"  after the last reply: {tail:.2f} s ({spread(columns[1])})")
     print(f"  whole command: {wall:.2f} s, {ideal / wall:.2f} of ideal ({ideal:.2f} s; "
           f"{min(ideal / w for w in columns[2]):.2f}-{max(ideal / w for w in columns[2]):.2f}; "
-          f"goal >= 0.90)")
+          f"goal >= 0.90); the bare client's whole process {ideal / bare_wall:.2f} of ideal")
     per = 1000 / answers
     print(f"  CPU a request, whole process: {cpu * per:.3f} ms ({spread(columns[3], per)}); "
           f"a bare aiohttp client's whole process {whole * per:.3f} ms "
@@ -191,8 +205,13 @@ def main() -> None:
     parser.add_argument("--cold", type=int, metavar="N", help="the whole command, N answers")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--bare", metavar="URL", help=argparse.SUPPRESS)  # see bare_process
+    parser.add_argument("--libraries", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare:
+        if args.libraries:
+            import click  # noqa: F401
+            import loguru  # noqa: F401
+            import pydantic.main  # noqa: F401
         bare_client(args.bare, args.concurrency[0], args.answers)
         return
     os.environ.update(OVERBRAINER_LOAD_PLUGINS="", OVERBRAINER_LOG="WARNING", NO_COLOR="1")

@@ -13,14 +13,13 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from overbrainer.collector import release
 from overbrainer.config.env import Environment
 from overbrainer.config.model import Role, Settings, Topic
 from overbrainer.errors import Interrupted, Terminated, UserError, signal_of
 from overbrainer.events import publish
-from overbrainer.pipeline import split
 from overbrainer.pipeline.budget import Budget, BudgetExceeded
 from overbrainer.pipeline.history import STAGES, append_history, timestamp
 from overbrainer.pipeline.progress import Progress
@@ -29,6 +28,9 @@ from overbrainer.pipeline.report import Report
 from overbrainer.pipeline.requests import record_requests
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.prices import PriceBook
+
+if TYPE_CHECKING:
+    from overbrainer.pipeline import split
 
 __all__ = ["STAGES", "Outcome", "run_stage", "select_topics"]
 
@@ -118,6 +120,8 @@ def run_stage(
     publish("stage_start", stage=stage)
     try:
         if stage == "split":
+            from overbrainer.pipeline import split  # not for a stage that asks a provider
+
             result = split.run(DataFiles(project_dir), settings, topics)
         else:
             # Imported here: split, which asks no provider, does not pay for aiohttp.
