@@ -27,7 +27,10 @@ def deferred_ca_loading() -> Iterator[None]:
     instead; on leaving, each such context loads them on its first ``wrap_bio`` or
     ``wrap_socket`` (the calls every TLS connection, asyncio's included, begins with)."""
     context_class = ssl.SSLContext
-    own_load = context_class.__dict__["load_default_certs"]
+    own_load = context_class.__dict__.get("load_default_certs")
+    if own_load is None:  # not the standard library's class (replaced): load as it does
+        yield
+        return
     own_paths = context_class.__dict__.get("set_default_verify_paths")  # None: the C method
     deferred: dict[int, tuple[ssl.SSLContext, list[Callable[[], None]]]] = {}
 
