@@ -60,6 +60,12 @@ def subscribe(listener: Listener) -> Callable[[], None]:
     return unsubscribe
 
 
+def listening() -> bool:
+    """Whether anyone listens: a publisher with figures to work out for an event (a price
+    to look up) skips them when no one does."""
+    return bool(_listeners)
+
+
 def publish(kind: str, **fields: Any) -> None:
     """Tell every listener that ``kind`` happened."""
     if not _listeners:

@@ -91,11 +91,22 @@ def register_secret(value: str) -> None:
         _longest_first[:] = sorted(_known, key=len, reverse=True)
 
 
+def _may_match(text: str) -> bool:
+    """Whether ``text`` holds one of ``_NEEDS``: one expression for the text that holds
+    none (most), where the loop over the patterns cost twice as much."""
+    return (
+        "k-" in text or "hf_" in text or "rpa_" in text or "=" in text
+        or "-----BEGIN" in text or "bearer" in text.lower()
+    )
+
+
 def redact(text: str) -> str:
     """``text`` with every known secret and secret-shaped token masked."""
     for value in _longest_first:
         if value in text:
             text = text.replace(value, MASK)
+    if not _may_match(text):
+        return text
     lowered = None
     for (pattern, replacement), needed in zip(_PATTERNS, _NEEDS, strict=True):
         if needed == "bearer":

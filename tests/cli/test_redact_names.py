@@ -47,3 +47,14 @@ SECRETISH = [
 def test_the_screened_redaction_masks_what_every_pattern_would(parts):
     text = "".join(parts)
     assert redact(text) == _redact_every_pattern(text)
+
+
+def test_the_quick_screen_lets_through_every_text_a_pattern_needs():
+    from overbrainer import redact as module
+
+    assert len(module._NEEDS) == len(module._PATTERNS)
+    for needed in module._NEEDS:
+        assert module._may_match(needed)
+        assert module._may_match(f"a {needed} b")
+    assert module._may_match("BEARER x") and module._may_match("BeArEr")
+    assert not module._may_match("The answer to: why does a move invalidate its source?")

@@ -168,3 +168,62 @@ def test_the_small_float_screen_is_the_regex_it_replaced(text):
     out = text.encode()
     regex = re.compile(rb"[0-9]e-[0-9](?![0-9])")
     assert _small_float(out) == (b"0.0000" in out or regex.search(out) is not None)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.text()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([1e-5, 2.5e-7, 1e16, 1e22, -0.0, 5e-324, 1.7976931348623157e308]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.dictionaries(st.text(), JSON_VALUES, max_size=6))
+def test_a_finite_record_is_encoded_as_the_standard_library_writes_it(record):
+    from overbrainer.pipeline.jsonl import dumps, encode_line
+
+    try:
+        expected = (dumps(record) + "\n").encode()
+    except UnicodeEncodeError:  # a lone surrogate: refused the same way
+        with pytest.raises(UnicodeEncodeError):
+            encode_line(record)
+        return
+    assert encode_line(record) == expected
+
+
+def test_what_orjson_would_write_otherwise_goes_through_the_standard_library():
+    import dataclasses
+    import datetime
+    import enum
+
+    from overbrainer.pipeline.jsonl import dumps, encode_line
+
+    class Name(str):
+        pass
+
+    class Kind(enum.IntEnum):
+        ONE = 1
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    for record in ({"a": Name("x")}, {"a": Kind.ONE}, {"a": (1, 2)}, {"a": 2**64},
+                   {"a": 1e-9}, {"a": "\u2028\x7f\x1f"}):
+        assert encode_line(record) == (dumps(record) + "\n").encode()
+    for refused in ({"a": Point(1)}, {"a": datetime.date(2026, 1, 1)}, {1: "x"} | {"a": Point(1)}):
+        with pytest.raises(TypeError):
+            encode_line(refused)
+
+
+def test_a_finite_writer_writes_the_lines_the_standard_library_writes(tmp_path):
+    records = [{"id": "1", "text": "é \u2028 \"q\"", "n": 2**65}, {"id": "2", "f": 1e-7}]
+    with JsonlWriter(tmp_path / "a.jsonl", finite=True) as fast, \
+            JsonlWriter(tmp_path / "b.jsonl") as plain:
+        for record in records:
+            fast.append(record)
+            plain.append(record)
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()

@@ -98,6 +98,29 @@ def test_retry_after_ms_wins_over_retry_after_and_a_date_is_read():
     assert parse_rate_headers(date, NOW).retry_after == 30.0
 
 
+@pytest.mark.parametrize("told", [
+    {"X-RATELIMIT-LIMIT-REQUESTS": "60", "X-RateLimit-Remaining-Requests": "0",
+     "x-ratelimit-reset-requests": "1s"},
+    {"Anthropic-RateLimit-Requests-Limit": "60", "ANTHROPIC-RATELIMIT-REQUESTS-REMAINING": "0",
+     "anthropic-ratelimit-requests-reset": "2026-01-01T00:00:01Z"},
+])
+def test_the_names_of_either_dialect_are_read_in_any_case(told):
+    headers = {"Content-Type": "application/json", "Age": "1", "": "x", **told}
+    assert parse_rate_headers(headers, NOW).buckets == {"requests": Bucket(60, 0, 1.0)}
+
+
+@pytest.mark.parametrize("name", ["Retry-After", "RETRY-AFTER-MS"])
+def test_a_wait_is_read_in_any_case(name):
+    headers = {"Content-Type": "application/json", "": "x", name: "5"}
+    assert parse_rate_headers(headers, NOW).retry_after == (5.0 if "MS" not in name else 0.005)
+
+
+def test_a_reply_that_tells_of_no_limit_is_no_info():
+    headers = {"Content-Type": "application/json", "Authorization-Info": "x", "Age": "1",
+               "Ratelimit": "60", "X-Request-Id": "1", "": "x", "retry_after": "3"}
+    assert parse_rate_headers(headers, NOW) == RateInfo()
+
+
 def test_a_half_told_or_garbled_limit_is_ignored():
     info = parse_rate_headers({
         "x-ratelimit-limit-requests": "60",

@@ -145,9 +145,10 @@ def _select(
     and every question by id; the answered ones are counted skipped."""
     todo, seen = [], set()
     by_id: dict[str, dict[str, Any]] = {}
+    selected = ctx.topic_names  # a set made on each call: once, not once a question
     for question in questions:
         by_id.setdefault(question["id"], question)
-        if question["topic"] not in ctx.topic_names or question["id"] in seen:
+        if question["topic"] not in selected or question["id"] in seen:
             continue
         seen.add(question["id"])
         if question["id"] in answered:

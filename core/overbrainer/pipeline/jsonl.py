@@ -14,6 +14,7 @@ leaves exactly that, and it holds no complete record to lose.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -278,23 +279,67 @@ def fast_codec() -> Any:
     return _orjson()
 
 
+def encode_line(record: dict[str, Any]) -> bytes:
+    """``dumps(record)`` and a newline, as UTF-8 bytes, the same bytes, for a record that
+    holds no float that is not finite (orjson writes ``null`` where the standard library
+    writes ``NaN``, and nothing in its output tells them apart): by orjson, a tenth of
+    the CPU of ``dumps``, which a stage pays on every answer it appends. What orjson
+    refuses (a lone surrogate, an integer past 64 bits, a subclass of a JSON type) or
+    writes otherwise (a small float) goes through ``dumps``, and raises as it does."""
+    orjson = _orjson()
+    if orjson is not None:
+        try:
+            out: bytes = orjson.dumps(record, option=_write_options())
+        except TypeError:
+            pass
+        else:
+            if not _small_float(out):
+                return out
+    return (dumps(record) + "\n").encode()
+
+
+@functools.cache
+def _write_options() -> int:
+    """orjson's options for ``encode_line``: a newline appended, and the types the
+    standard library refuses or writes another way (dataclasses, datetimes, subclasses of
+    str, int, dict and list) refused, so that they go through ``dumps``."""
+    orjson = _orjson()
+    if orjson is None:  # pragma: no cover - a core dependency
+        return 0
+    return int(
+        orjson.OPT_APPEND_NEWLINE
+        | orjson.OPT_PASSTHROUGH_DATACLASS
+        | orjson.OPT_PASSTHROUGH_DATETIME
+        | orjson.OPT_PASSTHROUGH_SUBCLASS
+    )
+
+
 class JsonlWriter:
     """Appends records to ``path``, each line written and flushed on its own.
 
     The file is opened, and its tail repaired, at the first append: a stage that writes
-    nothing leaves no file behind.
+    nothing leaves no file behind. ``finite``: the records never hold a NaN or an
+    infinity, so that they are encoded by ``encode_line`` (an answer's: ints and strings).
     """
 
-    def __init__(self, path: Path, check: Check | None = None, shown: str | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        check: Check | None = None,
+        shown: str | None = None,
+        *,
+        finite: bool = False,
+    ) -> None:
         self.path = path
         self.shown = shown or str(path)
         self._check = check
         self._fd: int | None = None
+        self._finite = finite
 
     def append(self, record: dict[str, Any]) -> None:
         if self._fd is None:
             self._fd = self._open()
-        data = (dumps(record) + "\n").encode()
+        data = encode_line(record) if self._finite else (dumps(record) + "\n").encode()
         while data:
             written = os.write(self._fd, data)
             data = data[written:]

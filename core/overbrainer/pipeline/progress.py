@@ -57,9 +57,14 @@ class Progress:
             usage = f"tokens {input_tokens} in, {output_tokens} out; {spent}"
             usage += f"; {paced}" if paced else ""
             self._bar.update(self._task, completed=completed, usage=usage)
-        elif self.total and (completed * 10) // self.total > ((completed - 1) * 10) // self.total:
+        elif self.due(completed):
             shown = f" ({paced})" if paced else ""
             logger.info(f"{self.stage}: {completed}/{self.total}{shown}")
+
+    def due(self, completed: int) -> bool:
+        """Whether a plain line is due at ``completed``: the first item of each tenth."""
+        total = self.total
+        return bool(total) and (completed * 10) // total > ((completed - 1) * 10) // total
 
     def close(self) -> None:
         if self._bar is not None:

@@ -135,7 +135,10 @@ class DataFiles:
         return read_jsonl(self.path(name), f"{DATA_DIR}/{name}", CHECKS[name])
 
     def writer(self, name: str) -> JsonlWriter:
-        return JsonlWriter(self.path(name), CHECKS[name], f"{DATA_DIR}/{name}")
+        # An answer holds ints and strings, no float: orjson writes it as json would.
+        return JsonlWriter(
+            self.path(name), CHECKS[name], f"{DATA_DIR}/{name}", finite=name == ANSWERS
+        )
 
     def rewrite(self, name: str, records: Iterable[dict[str, Any]]) -> None:
         rewrite_jsonl(self.path(name), records)

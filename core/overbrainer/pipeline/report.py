@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from loguru import logger
 
-from overbrainer.events import TOPIC, publish
+from overbrainer.events import TOPIC, listening, publish
 from overbrainer.pipeline.progress import Progress
 from overbrainer.providers.prices import Price
 
@@ -58,8 +58,9 @@ class Report:
             self.excluded += 1
         else:
             self.done += 1
-        kind = "item_excluded" if excluded else "item_done"
-        publish(kind, stage=self.stage, count=1, topic=TOPIC.get())
+        if listening():
+            kind = "item_excluded" if excluded else "item_done"
+            publish(kind, stage=self.stage, count=1, topic=TOPIC.get())
         self._advance()
 
     def settle(self) -> None:
@@ -108,6 +109,8 @@ class Report:
         tally = self.usage[(provider, model, discount)]
         tally[0] += input_tokens
         tally[1] += output_tokens
+        if not listening():
+            return  # the price and cost are for the event alone: once a request, for no one
         price = self.price_of(provider, model)
         cost = _cost(price, input_tokens, output_tokens, discount) if price else None
         publish(
@@ -181,12 +184,11 @@ class Report:
 
     def _advance(self) -> None:
         self._processed += 1
-        pace = self.pace_of()
         if self.progress.live:
             tokens = self.input_tokens, self.output_tokens
-            self.progress.update(self._processed, *tokens, self.cost(), pace)
-        else:
-            self.progress.update(self._processed, 0, 0, None, pace)
+            self.progress.update(self._processed, *tokens, self.cost(), self.pace_of())
+        elif self.progress.due(self._processed):  # a plain line at each tenth: the pace then
+            self.progress.update(self._processed, 0, 0, None, self.pace_of())
 
 
 def _cost(price: Price, input_tokens: int, output_tokens: int, discount: float) -> float:

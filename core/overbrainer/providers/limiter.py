@@ -197,9 +197,9 @@ class Limiter:
         if usage is not None:
             self._replies += 1
             weight = 1 / min(self._replies, 20)  # an average, then a moving one
-            for name, tokens in (("input-tokens", usage.input_tokens),
-                                 ("output-tokens", usage.output_tokens)):
-                self._average[name] += (tokens - self._average[name]) * weight
+            average = self._average  # both written out: this runs once a reply
+            average["input-tokens"] += (usage.input_tokens - average["input-tokens"]) * weight
+            average["output-tokens"] += (usage.output_tokens - average["output-tokens"]) * weight
         if not info.buckets:  # the provider says nothing of its limits: no pace to set
             return
         per_request = {

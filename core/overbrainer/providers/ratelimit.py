@@ -53,6 +53,8 @@ class RateInfo:
 
 NO_INFO = RateInfo()
 _PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "retry-after")
+_FIRSTS = frozenset("xXaArR")
+"""The first letters of ``_PREFIXES``, in either case: most names are told apart by it."""
 
 
 def parse_duration(value: str) -> float | None:
@@ -87,9 +89,9 @@ def parse_instant(value: str, now: datetime) -> float | None:
 
 def parse_rate_headers(headers: Mapping[str, str], now: datetime | None = None) -> RateInfo:
     """The limits in ``headers`` (any case), in whichever dialect they come."""
-    lowered = {key.lower(): value for key, value in headers.items()}
-    if not any(key.startswith(_PREFIXES) for key in lowered):
+    if not _tells_limits(headers):
         return NO_INFO  # most replies of most servers: nothing to read
+    lowered = {key.lower(): value for key, value in headers.items()}
     moment = now or datetime.now(UTC)
     buckets: dict[str, Bucket] = {}
     for name in BUCKETS:
@@ -101,6 +103,15 @@ def parse_rate_headers(headers: Mapping[str, str], now: datetime | None = None) 
         if found is not None:
             buckets[name] = found
     return RateInfo(buckets, _retry_after(lowered, moment))
+
+
+def _tells_limits(headers: Mapping[str, str]) -> bool:
+    """Whether a name in ``headers`` starts as a limit's or a wait's does (a reply's
+    headers are screened on every request: no copy of them is made for that)."""
+    for key in headers:  # noqa: SIM110 - a loop: half the CPU of any() and a generator
+        if key[:1] in _FIRSTS and key.lower().startswith(_PREFIXES):
+            return True
+    return False
 
 
 def _bucket(headers: Mapping[str, str], pattern: str, reset: object) -> Bucket | None:
