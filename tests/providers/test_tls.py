@@ -40,7 +40,8 @@ async def get(url):
 
 before = held()
 trusted, untrusted = (asyncio.run(get(url)) for url in sys.argv[1:3])
-print(before, trusted, untrusted, held(), ssl.create_default_context().cert_store_stats()["x509_ca"])
+fresh = ssl.create_default_context().cert_store_stats()["x509_ca"]
+print(before, trusted, untrusted, held(), fresh)
 """
 
 
