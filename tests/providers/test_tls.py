@@ -89,7 +89,7 @@ def servers(tmp_path: Path) -> Iterator[tuple[Path, str, str]]:
     _certificate(tmp_path, "untrusted", other_ca)
 
     class Ok(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+        def do_GET(self) -> None:
             self.send_response(200)
             self.send_header("Content-Length", "0")
             self.end_headers()
