@@ -170,3 +170,21 @@ def test_the_project_directory_may_come_after_the_subcommand(tmp_path, minimal_c
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 0, (args, result.stderr)
         assert result.stdout.startswith("subtopics  1 run(s), 3 done"), (args, result.stdout)
+
+
+def test_the_plugin_manager_leaves_the_job_code_and_split_unloaded():
+    # A stage asking a provider starts faster without them (benchmarks/answers.py --cold).
+    code = (
+        "import json, sys\n"
+        "from overbrainer.plugins import load_plugins\n"
+        "import overbrainer.pipeline.runner, overbrainer.cli.stages\n"
+        "plugins = load_plugins({'OVERBRAINER_LOAD_PLUGINS': ''})\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    modules = set(json.loads(result.stdout))
+    assert "overbrainer.job.hooks" in modules  # the built-in plugin is registered
+    unloaded = {"overbrainer.job.executor", "overbrainer.job.record", "overbrainer.pipeline.split"}
+    assert modules.isdisjoint(unloaded), sorted(modules & unloaded)
