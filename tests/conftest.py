@@ -78,6 +78,8 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempP
             monkeypatch.delenv(name)
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
+    # Where a target keeps sockets (an ssh master connection's): never the user's.
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path_factory.mktemp("run")))
     monkeypatch.setenv("OVERBRAINER_LOAD_PLUGINS", OUR_PLUGINS)
     monkeypatch.setenv("NO_COLOR", "1")
     return home

@@ -13,6 +13,7 @@ import secrets
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,8 @@ def _package_tests():
 
 
 _tests = _package_tests()
+from overbrainer_slurm.transport import SshCommands, control_path  # noqa: E402 - on sys.path now
+
 TestSlurmExecutor = _tests["test_contract"].TestSlurmExecutor
 test_a_batch_job_runs_and_a_held_one_is_cancelled_before_it_starts = _tests[
     "test_cluster"
@@ -262,6 +265,7 @@ def test_login_submits_through_ssh_and_cancels_there(
     ssh_alias,  # noqa: F811
     run_cli,
     monkeypatch,
+    runtime,
 ):
     # Only the login node (sshd on 127.0.0.1) knows the cluster: Slurm's commands run
     # here would find no configuration.
@@ -274,7 +278,9 @@ def test_login_submits_through_ssh_and_cancels_there(
     assert result.exit_code == 0, result.stderr
     run = on_slurm.run()
     assert run["state"] == "succeeded"
-    assert "Accepted publickey" in sshd.log.read_text()
+    # The whole run (check, submit, every poll) went through one connection, ended with it.
+    assert sshd.log.read_text().count("Accepted publickey") == 1
+    assert _ssh_processes(runtime) == []
     shown = slurm_cluster.command("scontrol", "show", "job", "-o", _job(run))
     assert f"JobName=overbrainer-{run['id']} " in shown
 
@@ -283,10 +289,122 @@ def test_login_submits_through_ssh_and_cancels_there(
     hanging = on_slurm.wait_training()
     process.kill()
     process.wait()
+    # A killed process's master connection outlives it (until ControlPersist's idle end):
+    # another process makes its own.
+    left = _ssh_processes(runtime)
+    assert len(left) == 1
     cancelled = run_cli("train", "cancel", hanging["id"])
     assert cancelled.exit_code == 0, cancelled.stderr
     assert on_slurm.run()["state"] == "cancelled"
     assert _job(hanging) not in slurm_cluster.jobs()
+    assert sshd.log.read_text().count("Accepted publickey") == 3
+    assert _ssh_processes(runtime) == left
+
+
+@pytest.fixture
+def runtime(isolated_env) -> Iterator[Path]:
+    """``XDG_RUNTIME_DIR`` (isolated_env's, where ssh's master sockets go); the ssh
+    processes that name it are ended, by pid, with the test."""
+    where = Path(os.environ["XDG_RUNTIME_DIR"])
+    yield where
+    for pid in _ssh_processes(where):
+        _end(pid)
+
+
+def _ssh_processes(where: Path) -> list[int]:
+    """The ssh processes (a master connection, its clients) whose command line names a
+    path under ``where``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            line = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"ssh" in line.split(b"\0")[0] and str(where).encode() in line:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def _end(pid: int, signum: int = signal.SIGKILL) -> None:
+    """Signal ``pid`` and wait until it is gone (a master is reparented: init reaps it)."""
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        return
+    _wait_gone(pid)
+
+
+def _wait_gone(pid: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists():
+        assert time.monotonic() < deadline, f"process {pid} is still there"
+        time.sleep(0.02)
+
+
+def test_ssh_commands_share_one_connection_until_closed(sshd, ssh_alias, runtime):  # noqa: F811
+    commands = SshCommands(ssh_alias, dict(os.environ))
+    script = "#!/bin/sh\necho 'a script, as sbatch reads it'\n"
+    assert commands.run(["cat"], input=script).out == script
+    for word in ("one", "two"):
+        assert commands.run(["echo", word]).out == f"{word}\n"
+    failed = commands.run(["sh", "-c", "echo no >&2; exit 3"])
+    assert (failed.code, failed.out, failed.err) == (3, "", "no\n")
+    assert sshd.log.read_text().count("Accepted publickey") == 1
+    control = commands.control
+    assert control is not None and control.is_socket()
+    assert control.parent == runtime / f"overbrainer-ssh-{os.getuid()}"
+    assert control.parent.stat().st_mode & 0o777 == 0o700
+    [master] = _ssh_processes(runtime)
+    commands.close()
+    _wait_gone(master)
+    assert not control.exists()
+    assert commands.control is None
+    commands.close()  # twice: nothing left to end
+    # Used again, it connects again.
+    assert commands.run(["echo", "three"]).out == "three\n"
+    assert sshd.log.read_text().count("Accepted publickey") == 2
+    commands.close()
+    assert _ssh_processes(runtime) == []
+
+
+def test_a_socket_directory_others_can_open_is_not_used(sshd, ssh_alias, runtime):  # noqa: F811
+    from loguru import logger
+
+    shared = runtime / f"overbrainer-ssh-{os.getuid()}"
+    shared.mkdir()
+    shared.chmod(0o755)
+    said: list[str] = []
+    sink = logger.add(said.append, level="WARNING", format="{message}")
+    commands = SshCommands(ssh_alias, dict(os.environ))
+    try:
+        assert [commands.run(["echo", word]).out for word in ("a", "b")] == ["a\n", "b\n"]
+    finally:
+        logger.remove(sink)
+        commands.close()
+    assert said == [
+        f"each ssh command to {ssh_alias} connects anew: {shared} is not a directory that "
+        "only you can open\n"
+    ]
+    assert sshd.log.read_text().count("Accepted publickey") == 2
+    assert list(shared.iterdir()) == []
+    assert _ssh_processes(runtime) == []
+
+
+def test_a_socket_path_too_long_for_unix_goes_under_tmp(tmp_path):
+    deep = tmp_path.joinpath(*["a-long-directory-name"] * 5)
+    fallback = Path("/tmp") / f"overbrainer-ssh-{os.getuid()}"
+    made = not fallback.exists()
+    try:
+        control = control_path("me@login", {"XDG_RUNTIME_DIR": str(deep)})
+        assert control is not None and control.parent == fallback
+        assert control.name.startswith(f"{os.getpid()}-")
+        assert len(str(control)) + 17 < 108  # ssh binds a longer temporary name first
+        assert not deep.exists()
+    finally:
+        if made:
+            fallback.rmdir()
 
 
 def test_a_login_node_ssh_cannot_trust_is_refused_with_ssh_s_reason(
@@ -434,6 +552,7 @@ def test_a_login_node_without_slurm_is_named(
     sshd,  # noqa: F811
     ssh_alias,  # noqa: F811
     run_cli,
+    runtime,
 ):
     sshd.stop()
     sshd.env["PATH"] = "/nonexistent"
@@ -443,6 +562,7 @@ def test_a_login_node_without_slurm_is_named(
     assert result.exit_code == 1
     assert result.stderr.endswith(f"error: `sbatch` is not on the PATH of login node {ssh_alias}\n")
     assert not on_slurm.runs()
+    assert _ssh_processes(runtime) == []  # the master connection ended with the command
 
 
 def test_a_job_submitted_whose_answer_was_lost_is_cancelled(

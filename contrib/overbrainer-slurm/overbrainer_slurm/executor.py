@@ -291,6 +291,7 @@ class SlurmExecutor(Executor):
 
     def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
         self.offsets.clear()
+        self.slurm.commands.close()
         if self.watcher is not None:
             self.watcher.close()
             self.watcher = None
