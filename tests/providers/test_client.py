@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from datetime import UTC, datetime
 
@@ -292,6 +293,30 @@ def test_unreachable_provider_is_a_transport_error():
     server.stop()
     with pytest.raises(ProviderError, match="cannot connect to provider `main`"):
         chat(server, role(), max_retries=1)
+
+
+def test_a_provider_name_resolves_as_the_system_resolves_it(provider, monkeypatch):
+    # A name only this machine's resolver knows (/etc/hosts, nsswitch.conf, a VPN's DNS):
+    # it reaches the loopback provider only if the client asks the system, as curl does.
+    name = "provider.overbrainer.test"
+    real = socket.getaddrinfo
+
+    def system(host, *args, **kwargs):
+        return real("127.0.0.1" if host == name else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", system)
+
+    async def go():
+        url = provider.url.replace("127.0.0.1", name)
+        client = Client("main", "openai", url + "/", KEY, concurrency=1, timeout_secs=5,
+                        retry=RetryPolicy(0))
+        try:
+            return await client.chat(role(), MESSAGES, lambda m, d: None)
+        finally:
+            await client.close()
+
+    asyncio.run(go())
+    assert provider.chats()[0].headers["Host"].startswith(f"{name}:")
 
 
 def test_backoff_doubles_up_to_a_minute_with_jitter():

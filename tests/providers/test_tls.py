@@ -141,3 +141,25 @@ def test_the_core_imports_aiohttp_only_through_the_tls_module() -> None:
         )
     )
     assert importers == []
+
+
+RESOLVER = """
+import importlib.util, sys
+from overbrainer.providers.tls import aiohttp
+import aiohttp.resolver as resolver
+
+print(resolver.DefaultResolver.__name__, "aiodns" in sys.modules)
+import aiodns  # installed (aiohttp[speedups]): hidden only while aiohttp was imported
+print(aiodns.__name__)
+"""
+
+
+def test_aiohttp_is_imported_without_aiodns_which_stays_importable() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("aiodns") is None:
+        pytest.skip("aiodns is not installed: nothing to hide")
+    done = subprocess.run(
+        [sys.executable, "-c", RESOLVER], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.splitlines() == ["ThreadedResolver False", "aiodns"]

@@ -178,7 +178,10 @@ class Client:
         # end of the stage, the pool handing each freed connection to the next request.
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._concurrency + 1),
+                connector=aiohttp.TCPConnector(
+                    limit=self._concurrency + 1,
+                    resolver=aiohttp.ThreadedResolver(),  # the system's, as curl's
+                ),
                 headers=self._headers,
                 timeout=aiohttp.ClientTimeout(total=self._timeout_secs, connect=CONNECT_TIMEOUT),
             )

@@ -7,12 +7,18 @@ local server) needs neither context and one on https needs one. Imported here, t
 made during the import read the bundle when a connection first wraps a socket with them:
 the same certificates, the same checks, read once, later or never.
 
+It is imported without ``aiodns`` too (pulled in by ``aiohttp[speedups]``): aiohttp would
+otherwise import it at once (a tenth of its import) to make c-ares its default resolver,
+where overbrainer's connections use the system's (``ThreadedResolver``: ``/etc/hosts``,
+``nsswitch.conf`` and a VPN's resolver, as curl and Python see them).
+
 The core imports aiohttp only from here (``tests/providers/test_tls.py`` checks it).
 """
 
 from __future__ import annotations
 
 import ssl
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -80,7 +86,22 @@ def _load_on_first_use(context: ssl.SSLContext, loads: list[Callable[[], None]])
     context.wrap_socket = wrap_socket  # type: ignore[method-assign]
 
 
-with deferred_ca_loading():
+@contextmanager
+def hidden(name: str) -> Iterator[None]:
+    """While inside, the module ``name`` imports as if it were not installed (unless it was
+    imported already); after, it imports again."""
+    if name in sys.modules:
+        yield
+        return
+    sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if name in sys.modules and sys.modules[name] is None:
+            del sys.modules[name]
+
+
+with deferred_ca_loading(), hidden("aiodns"):
     import aiohttp
 
-__all__ = ["aiohttp", "deferred_ca_loading"]
+__all__ = ["aiohttp", "deferred_ca_loading", "hidden"]
