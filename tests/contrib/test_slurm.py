@@ -27,7 +27,13 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
 from tests.fixtures.real import REAL_TIMEOUT  # noqa: E402
-from tests.ssh.conftest import client_config, ssh_alias, ssh_keys, sshd  # noqa: E402, F401
+from tests.ssh.conftest import (  # noqa: E402, F401
+    _descendants,
+    client_config,
+    ssh_alias,
+    ssh_keys,
+    sshd,
+)
 from tests.tools import need  # noqa: E402
 from tests.train.conftest import trainer  # noqa: E402, F401 - the fixture
 
@@ -51,7 +57,8 @@ def _package_tests():
 
 
 _tests = _package_tests()
-from overbrainer_slurm.transport import SshCommands, control_path  # noqa: E402 - on sys.path now
+from overbrainer_slurm import transport  # noqa: E402 - on sys.path now
+from overbrainer_slurm.transport import SshCommands, control_path  # noqa: E402
 
 TestSlurmExecutor = _tests["test_contract"].TestSlurmExecutor
 test_a_batch_job_runs_and_a_held_one_is_cancelled_before_it_starts = _tests[
@@ -364,6 +371,36 @@ def test_ssh_commands_share_one_connection_until_closed(sshd, ssh_alias, runtime
     commands.close()  # twice: nothing left to end
     # Used again, it connects again.
     assert commands.run(["echo", "three"]).out == "three\n"
+    assert sshd.log.read_text().count("Accepted publickey") == 2
+    commands.close()
+    assert _ssh_processes(runtime) == []
+
+
+def test_a_master_connection_whose_login_node_stopped_answering_is_replaced(
+    sshd,  # noqa: F811
+    ssh_alias,  # noqa: F811
+    runtime,
+    monkeypatch,
+):
+    monkeypatch.setattr(transport, "ALIVE_S", 1)
+    commands = SshCommands(ssh_alias, dict(os.environ))
+    assert commands.run(["echo", "up"]).out == "up\n"
+    [master] = _ssh_processes(runtime)
+    assert sshd.process is not None
+    # The node's side of the connection stops answering (a dropped route, a hung node);
+    # the node itself still takes new logins.
+    frozen = _descendants(sshd.process.pid, only_exe=os.path.realpath(sshd.program))
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        # Not a wait until COMMAND_TIMEOUT_S's error: the dead master ends, the command
+        # connects anew.
+        assert commands.run(["echo", "again"]).out == "again\n"
+        _wait_gone(master)
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    assert commands.run(["echo", "back"]).out == "back\n"
     assert sshd.log.read_text().count("Accepted publickey") == 2
     commands.close()
     assert _ssh_processes(runtime) == []

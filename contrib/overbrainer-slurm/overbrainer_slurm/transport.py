@@ -33,6 +33,10 @@ COMMAND_TIMEOUT_S = 60.0
 PERSIST_S = 60
 """How long a master connection outlives its last command: it spans a follower's polls,
 and ends on its own when the process that made it was killed before its release."""
+ALIVE_S = 15
+"""How often a master connection asks the login node whether it is there: after three
+unanswered asks (a dropped network, a node gone) it ends, and the next command connects
+anew instead of waiting on a connection that is dead."""
 SOCKET_ROOM = 100
 """The longest control path used: a Unix socket's path holds 107 bytes, and ssh binds a
 name 17 bytes longer first."""
@@ -111,8 +115,10 @@ class SshCommands:
             self.control, self._chosen = control_path(self.login, self.env), True
         if self.control is not None:
             # Options on the command line win over the user's config for this host.
-            options += ["-o", "ControlMaster=auto", "-o", f"ControlPath={self.control}",
-                        "-o", f"ControlPersist={PERSIST_S}"]  # fmt: skip
+            shared = ("ControlMaster=auto", f"ControlPath={self.control}",
+                      f"ControlPersist={PERSIST_S}", f"ServerAliveInterval={ALIVE_S}",
+                      "ServerAliveCountMax=3")  # fmt: skip
+            options += [word for option in shared for word in ("-o", option)]
         done = _run(
             [ssh, *options, "--", self.login, shlex.join(argv)],
             input,
