@@ -37,6 +37,9 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: Any
+    reply_usage: tuple[int, int] | None = None
+    """The tokens in and out of the reply it made (and billed, whether the client waited
+    for it or not), when the reply says them."""
 
     @property
     def model(self) -> str | None:
@@ -84,6 +87,17 @@ class _Rule:
     match: Callable[[Seen], bool]
     reply: Reply | Script
     times: int | None
+
+
+def _usage_of(body: Any) -> tuple[int, int] | None:
+    usage = body.get("usage") if isinstance(body, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    tokens_in = usage.get("prompt_tokens", usage.get("input_tokens"))
+    tokens_out = usage.get("completion_tokens", usage.get("output_tokens"))
+    if isinstance(tokens_in, int) and isinstance(tokens_out, int):
+        return tokens_in, tokens_out
+    return None
 
 
 def openai_completion(
@@ -322,6 +336,8 @@ class FakeProvider:
                 reply = replace(reply, headers={**limited, **reply.headers})
             if reply.body is None and reply.status == 200:
                 reply.body = self._default(seen)
+            if chat and reply.status == 200:
+                seen.reply_usage = _usage_of(reply.body)
             if limited and self.rate_limit is not None and isinstance(reply.body, dict):
                 usage = reply.body.get("usage") or {}
                 with self._lock:
@@ -383,10 +399,18 @@ class FakeProvider:
             reasoning = None
         else:
             text, reasoning = f"The answer to: {prompt}", f"Thinking about: {prompt}"
+        # As a real provider does: never more than max_tokens out, cut ("length") at it.
+        limit = seen.body.get("max_tokens") if isinstance(seen.body, dict) else None
+        out = min(20, limit) if isinstance(limit, int) else 20
         if seen.path == "messages":
             blocks = [{"type": "thinking", "thinking": reasoning}] if reasoning else []
-            return anthropic_message([*blocks, {"type": "text", "text": text}])
-        return openai_completion(text, reasoning=reasoning)
+            stop = "max_tokens" if out < 20 else "end_turn"
+            return anthropic_message(
+                [*blocks, {"type": "text", "text": text}], stop=stop, usage=(10, out)
+            )
+        return openai_completion(
+            text, reasoning=reasoning, finish="length" if out < 20 else "stop", usage=(10, out)
+        )
 
 
 def is_chat(seen: Seen) -> bool:

@@ -16,14 +16,17 @@ def history(every: bool, as_json: bool) -> None:
     \b
     --json: {stages: {STAGE: TOTALS}, total: TOTALS}, TOTALS = {runs, done, skipped,
     failed, excluded, input_tokens, output_tokens, cost: null | dollars, cost_unknown};
-    with --all, a list of the history's entries as recorded, oldest first.
+    with --all, a list of the history's entries as recorded, oldest first (a cost raised
+    to what the spend journal holds; a stage that paid and recorded no end, killed or
+    out of disk, as an entry of status "unfinished").
 
     Example: overbrainer history --all
     """
-    from overbrainer.pipeline.history import execution_lines, read_history, summary_lines
+    from overbrainer.pipeline.history import execution_lines, summary_lines
+    from overbrainer.pipeline.spend import project_history
     from overbrainer.redact import escape_controls
 
-    entries = read_history(current_app().project_dir)
+    entries = project_history(current_app().project_dir)
     if as_json:
         import json
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import click
 
 from overbrainer.cli.context import current_app
+from overbrainer.cli.money import DOLLARS
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-@click.option(
-    "--max-usd", type=click.FloatRange(min=0, min_open=True), help="The budget to show it against."
-)
+@click.option("--max-usd", type=DOLLARS, help="The budget to show it against.")
 def plan(as_json: bool, max_usd: float | None) -> None:
     """What each stage still to run, training, export and compare will cost.
 

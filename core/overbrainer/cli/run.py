@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from overbrainer.cli.context import current_app
+from overbrainer.cli.money import DOLLARS
 
 if TYPE_CHECKING:
     from overbrainer.cli.context import App
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--max-usd",
-    type=click.FloatRange(min=0, min_open=True),
+    type=DOLLARS,
     help="The budget of the project, in place of [budget] max_usd.",
 )
 def run(retrain: bool, max_usd: float | None) -> None:

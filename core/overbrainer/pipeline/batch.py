@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from loguru import logger
 
 from overbrainer.errors import UserError
 from overbrainer.pipeline.batch_ledger import Batch, Ledger, State
-from overbrainer.pipeline.budget import BudgetExceeded
+from overbrainer.pipeline.budget import BudgetExceeded, cost_of, prompt_bound
 from overbrainer.pipeline.jsonl import JsonlWriter
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.batch_anthropic import AnthropicBatches
@@ -28,6 +29,7 @@ from overbrainer.providers.client import PROTOCOLS, Client
 from overbrainer.providers.errors import FatalProviderError, ProviderError, TransientError
 
 if TYPE_CHECKING:
+    from overbrainer.config.model import Role
     from overbrainer.pipeline.answers import Answering
 
 T = TypeVar("T")
@@ -157,7 +159,7 @@ class BatchStage:
         if not waiting:
             return
         role = self.answering.role
-        costs = await budget.admit_batch(
+        _, costs = await budget.admit_batch(
             self.ctx.providers, self.ctx.report, role,
             [self.answering.messages(q) for q in waiting],
             self._discount(role.provider), refuse=False,
@@ -167,7 +169,7 @@ class BatchStage:
     def _release(self, question_id: str) -> None:
         cost = self._reserved.pop(question_id, None)
         if cost is not None and self.ctx.budget is not None:
-            self.ctx.budget.release(cost)
+            self.ctx.budget.release_batch(cost)
 
     def _release_all(self) -> None:
         for question in list(self._reserved):
@@ -219,8 +221,7 @@ class BatchStage:
         """Send ``questions`` in as many batches as the provider's limits take."""
         if not questions:
             return []
-        role = self.answering.role
-        questions = await self._within_budget(questions)
+        questions, role = await self._within_budget(questions)
         if not questions:
             return []
         wire = self._wire(role.provider)
@@ -230,16 +231,19 @@ class BatchStage:
         ]
         return [await self._submit_one(chunk) for chunk in chunks(requests, limits, request_size)]
 
-    async def _within_budget(self, questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The first of ``questions`` whose projected cost at the batch price fits in the
-        budget, reserved; the others are not sent, and the stage will say why."""
+    async def _within_budget(
+        self, questions: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], Role]:
+        """The first of ``questions`` whose cost at most, at the batch price, fits in the
+        budget, reserved, and the role to send them as (its ``max_tokens`` lowered where
+        the budget says so); the others are not sent, and the stage will say why."""
+        role = self.answering.role
         budget = self.ctx.budget
         if budget is None:
-            return questions
+            return questions, role
         for question in questions:
             self._release(question["id"])  # a retried item's first reservation
-        role = self.answering.role
-        costs = await budget.admit_batch(
+        cap, costs = await budget.admit_batch(
             self.ctx.providers, self.ctx.report, role,
             [self.answering.messages(q) for q in questions], self._discount(role.provider),
         )
@@ -247,7 +251,9 @@ class BatchStage:
             self.over_budget = True
         admitted = questions[: len(costs)]
         self._reserved.update(zip((q["id"] for q in admitted), costs, strict=True))
-        return admitted
+        if cap != role.max_tokens:
+            role = role.model_copy(update={"max_tokens": cap})
+        return admitted, role
 
     async def _submit_one(self, requests: list[Request]) -> Batch:
         role = self.answering.role
@@ -404,11 +410,24 @@ class BatchStage:
         report = self.ctx.report
         discount = self._discount(batch.provider)
         self._release(question_id)
+        question = self.questions.get(question_id)
+        if not completion.metered and question is not None:  # priced at its bound
+            completion = replace(
+                completion,
+                input_tokens=prompt_bound(self.answering.messages(question)),
+                output_tokens=self.answering.role.max_tokens,
+            )
+        price = self.ctx.providers.price(batch.provider, batch.model)
+        cost = None if price is None else cost_of(
+            price, completion.input_tokens, completion.output_tokens
+        ) * (1 - discount)
+        self.ctx.journal.paid(
+            None, completion.input_tokens, completion.output_tokens, cost, batch=batch.key
+        )
         report.used(
             batch.provider, batch.model, completion.input_tokens, completion.output_tokens,
             discount=discount,
         )
-        question = self.questions.get(question_id)
         if question is None:
             return  # paid, but no longer asked for
         record = self.answering.record(question, completion)

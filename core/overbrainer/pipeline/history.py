@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,12 +23,23 @@ def timestamp(when: datetime | None = None) -> str:
     return (when or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _is_entry(record: dict[str, Any]) -> bool:
+    """A valid line: counts whole and never negative, a cost finite and never negative (a
+    NaN or a negative cost would switch the budget off: an invalid record, not a discount)."""
+    cost = record.get("cost")
     return (
         isinstance(record.get("stage"), str)
         and isinstance(record.get("status"), str)
-        and all(isinstance(record.get(key, 0), int) for key in _NUMBERS)
-        and (record.get("cost") is None or isinstance(record.get("cost"), int | float))
+        and all(_count(record.get(key, 0)) for key in _NUMBERS)
+        and (
+            cost is None
+            or (isinstance(cost, int | float) and not isinstance(cost, bool)
+                and math.isfinite(cost) and cost >= 0)
+        )
     )
 
 
@@ -116,6 +128,11 @@ def execution_lines(entries: list[dict[str, Any]]) -> list[str]:
             f"{e.get('started_at', '?')}  {e['stage']:<9}  {e['status']:<11}  {counts}; "
             f"tokens {e.get('input_tokens', 0)} in, {e.get('output_tokens', 0)} out; {_cost([e])}"
         )
+        if e.get("unsure"):
+            line += (
+                f"; {e['unsure']} request(s) without a reply, counted at their bound "
+                "(the provider may have billed them)"
+            )
         split = e.get("split")
         if isinstance(split, dict):
             line += (

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from overbrainer.config.model import Role, Settings
-from overbrainer.pipeline.history import read_history
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, SUBTOPICS, DataFiles
 from overbrainer.pipeline.requests import Tally, requests_tally
 from overbrainer.providers.prices import Price
@@ -193,13 +192,3 @@ def project_stage(
     return StagePlan(
         stage, work.requests, tokens_in, tokens_out, usd, each.basis, role.provider, role.model
     )
-
-
-def spent(project_dir: Path) -> float:
-    """USD the project's stages spent so far, as the history says (unknown costs: 0), and
-    what its live batches were projected to cost when they were sent (paid for once they
-    end, whatever the budget says then)."""
-    from overbrainer.pipeline.batch_ledger import Ledger
-
-    done = sum(float(entry.get("cost") or 0.0) for entry in read_history(project_dir))
-    return done + sum(batch.projected_usd for batch in Ledger(project_dir).live())

@@ -44,13 +44,22 @@ def is_question(record: dict[str, Any]) -> bool:
     return _strings(record, "id", "topic", "subtopic_id", "subtopic", "text")
 
 
+def _tokens(value: object) -> bool:
+    """A token count as a record may hold it: absent, or whole and never negative."""
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+
+
 def is_answer(record: dict[str, Any]) -> bool:
+    """A valid answer line; its token counts, when given, whole and never negative (they
+    are what ``plan`` and the budget average: a negative one would be a discount)."""
     meta = record.get("meta")
     return (
         _strings(record, "id", "topic", "subtopic")
         and isinstance(record.get("messages"), list)
         and isinstance(meta, dict)
         and (meta.get("excluded") is None or isinstance(meta.get("excluded"), str))
+        and _tokens(meta.get("input_tokens"))
+        and _tokens(meta.get("output_tokens"))
     )
 
 

@@ -38,6 +38,10 @@ class Report:
         """The batches the stage sent or collected: it ran in batch when there are any."""
         self.waiting = 0
         """Items left in batches still running when the stage returned (``--no-wait``)."""
+        self.unsure = 0
+        """Tries whose reply never came (a timeout, a dropped connection): maybe billed."""
+        self.unsure_usd = 0.0
+        """What they can have cost at most: counted spent."""
         self._processed = 0
 
     def start(self, total: int) -> None:
@@ -123,6 +127,11 @@ class Report:
             topic=TOPIC.get(),
         )
 
+    def possibly_billed(self, bound: float | None) -> None:
+        """A try whose reply never came: the provider may bill it, up to ``bound``."""
+        self.unsure += 1
+        self.unsure_usd += bound or 0.0
+
     @property
     def input_tokens(self) -> int:
         return sum(tally[0] for tally in self.usage.values())
@@ -141,7 +150,7 @@ class Report:
             if price is None:
                 return None
             total += _cost(price, input_tokens, output_tokens, discount)
-        return total
+        return total + self.unsure_usd
 
     def tokens_of(self, provider: str, model: str) -> tuple[int, int]:
         """Tokens in and out of ``model`` at ``provider``, at every price (batch or not)."""
@@ -156,7 +165,7 @@ class Report:
             price = self.price_of(provider, model)
             if price is not None:
                 total += _cost(price, input_tokens, output_tokens, discount)
-        return total
+        return total + self.unsure_usd
 
     def batch_note(self) -> str:
         """What the summary line adds when the stage ran in batch, else nothing."""
@@ -176,10 +185,16 @@ class Report:
             if self.rate_limited
             else ""
         )
+        unsure = (
+            f" ({self.unsure} request(s) without a reply counted at their bound, "
+            f"${self.unsure_usd:.4f}: the provider may have billed them)"
+            if self.unsure
+            else ""
+        )
         return (
             f"{self.stage}: {self.done} done, {self.skipped} skipped, {self.failed} failed, "
             f"{self.excluded} excluded; tokens {self.input_tokens} in, {self.output_tokens} out; "
-            f"{spent}{limited}{self.batch_note()}"
+            f"{spent}{unsure}{limited}{self.batch_note()}"
         )
 
     def _advance(self) -> None:

@@ -26,6 +26,7 @@ from overbrainer.pipeline.progress import Progress
 from overbrainer.pipeline.records import DataFiles
 from overbrainer.pipeline.report import Report
 from overbrainer.pipeline.requests import record_requests
+from overbrainer.pipeline.spend import SpendJournal
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.prices import PriceBook
 
@@ -124,13 +125,11 @@ def run_stage(
 
             result = split.run(DataFiles(project_dir), settings, topics)
         else:
-            # Imported here: split, which asks no provider, does not pay for aiohttp.
-            body = importlib.import_module(f"overbrainer.pipeline.{stage}").run
             context = StageContext(
                 project_dir, settings, topics, force, report, budget,
                 batch=batch, wait=wait, cancel=cancel,
             )
-            _run_async(_run(body, context, env, prices))
+            _ask(context, started, env, prices)
         if report.failed:
             error = f"{report.failed} {stage} item(s) failed; run the command again to retry them"
         elif result is not None and not result.written:
@@ -164,12 +163,25 @@ def run_stage(
     return Outcome(stage, status, summary, error, signum, done=done, cost=cost, brief=brief)
 
 
+def _ask(context: StageContext, started: str, env: Environment, prices: PriceBook) -> None:
+    """Run a stage that asks a provider, each request's cost in the spend journal."""
+    stage = context.report.stage
+    # Imported here: split, which asks no provider, does not pay for aiohttp.
+    body = importlib.import_module(f"overbrainer.pipeline.{stage}").run
+    context.journal = SpendJournal(context.project_dir, stage, started)
+    try:
+        context.journal.begin()
+        _run_async(_run(body, context, env, prices))
+    finally:
+        context.journal.finish()
+
+
 def budget_of(
     stage: str, project_dir: Path, settings: Settings, max_usd: float | None
 ) -> Budget | None:
     """The budget ``stage`` keeps: ``max_usd``, else ``[budget] max_usd``; None when
     unset or for ``split``, which asks no provider."""
-    from overbrainer.pipeline.projection import spent
+    from overbrainer.pipeline.spend import spent
 
     limit = max_usd if max_usd is not None else settings.budget.max_usd
     if limit is None or stage == "split":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING
 from loguru import logger
 
 from overbrainer.config.model import Role, Settings, Topic
-from overbrainer.pipeline.budget import Budget
+from overbrainer.pipeline.budget import Budget, cost_of, prompt_bound
 from overbrainer.pipeline.exchanges import ExchangeLog, first_line
 from overbrainer.pipeline.listreply import parse_list
 from overbrainer.pipeline.records import DataFiles
 from overbrainer.pipeline.report import Report
+from overbrainer.pipeline.spend import SpendJournal
 from overbrainer.providers.completion import Completion
 from overbrainer.providers.errors import ProviderError
 
@@ -43,7 +44,10 @@ class StageContext:
     """Whether a batch stage waits for its batches to end (``--no-wait``: it does not)."""
     cancel: bool = False
     """``answers --cancel``: cancel the live batches, collect what they finished."""
+    journal: SpendJournal = field(init=False)
+    """Where every request's cost goes before the next is admitted."""
     providers: ProviderSet = field(init=False)
+    _unmetered: set[str] = field(init=False, default_factory=set)
 
     @property
     def data(self) -> DataFiles:
@@ -64,25 +68,63 @@ class StageContext:
         item: str,
         verdict: Callable[[Completion], str | None] | None = None,
     ) -> Completion:
-        """``role``'s reply, its tokens counted, the exchange kept for ``overbrainer log``
-        (``verdict``: why the reply cannot be used, if so); refused (``BudgetExceeded``)
-        when its projected cost would take the project past its budget."""
+        """``role``'s reply, its tokens counted and its cost in the spend journal, the
+        exchange kept for ``overbrainer log`` (``verdict``: why the reply cannot be used,
+        if so); refused (``BudgetExceeded``) when it could take the project past its
+        budget. A try that got no reply counts at its bound (it may be billed)."""
         client = self.providers.client(role.provider)
+        sent = role
         reserved = 0.0
         if self.budget is not None:
-            reserved = await self.budget.admit(self.providers, self.report, role, messages)
+            cap, reserved = await self.budget.admit(self.providers, self.report, role, messages)
+            if cap != role.max_tokens:
+                sent = role.model_copy(update={"max_tokens": cap})
+        tokens_in = prompt_bound(messages)
+        # Waited for (the provider's price list, asked for once): a cost on disk needs it.
+        price = await self.providers.ask_price(role.provider, role.model)
+        bound = None if price is None else cost_of(price, tokens_in, sent.max_tokens)
+        completion: Completion | None = None
+        ticket: str | None = None
         try:
-            completion = await client.chat(
-                role, messages, self.report.retrying(item), self.report.limited
+            ticket = self.journal.open(role.provider, role.model, bound)
+
+            def lost() -> None:
+                nonlocal ticket
+                assert ticket is not None
+                self.journal.close(ticket, lost=True)
+                ticket = None
+                self.report.possibly_billed(bound)
+                if self.budget is not None:
+                    self.budget.again(self.report)
+                ticket = self.journal.open(role.provider, role.model, bound)
+
+            try:
+                completion = await client.chat(
+                    sent, messages, self.report.retrying(item), self.report.limited, lost
+                )
+            except ProviderError as error:
+                if ticket is not None:
+                    self.journal.close(ticket, lost=False)
+                    ticket = None
+                self.exchanges.record(
+                    self.report.stage, item, role.model, messages, None, failure=error.message
+                )
+                raise
+            if not completion.metered:
+                completion = self._at_bound(completion, role.provider, tokens_in, sent)
+            cost = None if price is None else cost_of(
+                price, completion.input_tokens, completion.output_tokens
             )
-        except ProviderError as error:
-            self.exchanges.record(
-                self.report.stage, item, role.model, messages, None, failure=error.message
-            )
+            self.journal.paid(ticket, completion.input_tokens, completion.output_tokens, cost)
+            ticket = None
+        except BaseException:
+            if ticket is not None:  # sent, and no reply: left open, counted at its bound
+                self.report.possibly_billed(bound)
             raise
         finally:
             if self.budget is not None:
-                self.budget.release(reserved)
+                out = completion.output_tokens if completion is not None else 0
+                self.budget.release(reserved, role.model, out)
         self.report.used(
             role.provider, role.model, completion.input_tokens, completion.output_tokens
         )
@@ -91,6 +133,19 @@ class StageContext:
             completion.reasoning, verdict(completion) if verdict is not None else None,
         )
         return completion
+
+    def _at_bound(
+        self, completion: Completion, provider: str, tokens_in: int, sent: Role
+    ) -> Completion:
+        """``completion`` of a reply that gave no usage, counted at its request's bound."""
+        if provider not in self._unmetered:
+            self._unmetered.add(provider)
+            logger.warning(
+                f"providers.{provider}: a reply gave no usage: each such reply is counted at "
+                f"what its request could cost at most ({tokens_in} tokens in, "
+                f"{sent.max_tokens} out)"
+            )
+        return replace(completion, input_tokens=tokens_in, output_tokens=sent.max_tokens)
 
     async def ask_list(self, role: Role, prompt: str, item: str) -> list[str]:
         """The strings ``role`` lists in reply to ``prompt``, asking again (up to
@@ -121,5 +176,7 @@ class StageContext:
         assert role is not None
         client = self.providers.client(role.provider)
         vectors, tokens = await client.embed(role.model, texts, self.report.retrying(item))
+        price = self.providers.price(role.provider, role.model)
+        self.journal.paid(None, tokens, 0, None if price is None else cost_of(price, tokens, 0))
         self.report.used(role.provider, role.model, tokens, 0, requests=0)
         return vectors

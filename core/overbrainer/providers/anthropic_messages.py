@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from overbrainer.config.model import Role
-from overbrainer.providers.completion import Completion, FinishReason, token_count
+from overbrainer.providers.completion import Completion, FinishReason, counted, token_count
 
 CHAT_PATH = "messages"
 MODELS_PATH = "models?detailed=true"
@@ -66,7 +66,8 @@ def parse_chat(data: Any) -> Completion:
         elif kind == "redacted_thinking":
             redacted = True
     thinking = "\n\n".join(t.strip() for t in thoughts if t.strip())
-    usage = data.get("usage") or {}
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
     return Completion(
         content="".join(texts),
         reasoning=thinking or None,
@@ -74,4 +75,5 @@ def parse_chat(data: Any) -> Completion:
         finish_reason=_FINISH.get(data.get("stop_reason"), "other"),
         input_tokens=token_count(usage.get("input_tokens")),
         output_tokens=token_count(usage.get("output_tokens")),
+        metered=counted(usage.get("input_tokens"), usage.get("output_tokens")),
     )

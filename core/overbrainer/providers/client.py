@@ -51,6 +51,8 @@ EMBEDDING_CHUNK = 256
 
 OnRetry = Callable[[str, float], None]
 """Told the error and the wait, in seconds, before each new attempt."""
+OnLost = Callable[[], None]
+"""Called when a try was sent and got no reply: it may be billed."""
 OnLimited = Callable[[str, float], None]
 """Told of each 429 and the pause it brought, in seconds (the request waits, then goes
 again: it is no error)."""
@@ -202,11 +204,14 @@ class Client:
         messages: list[dict[str, str]],
         on_retry: OnRetry,
         on_limited: OnLimited | None = None,
+        on_lost: OnLost | None = None,
     ) -> Completion:
-        """The reply of ``role``'s model to ``messages``."""
+        """The reply of ``role``'s model to ``messages``; ``on_lost`` is called for each
+        try that was sent and got no reply (it may be billed), before the next or the end."""
         body = self._wire.chat_body(role, messages)
         data = await self._post(
-            self._wire.CHAT_PATH, body, on_retry, model=role.model, on_limited=on_limited
+            self._wire.CHAT_PATH, body, on_retry, model=role.model, on_limited=on_limited,
+            on_lost=on_lost,
         )
         try:
             return self._wire.parse_chat(data)
@@ -263,6 +268,7 @@ class Client:
         *,
         model: str,
         on_limited: OnLimited | None = None,
+        on_lost: OnLost | None = None,
     ) -> Any:
         limiter = self.limiter(model)
         failures = 0
@@ -295,10 +301,15 @@ class Client:
                 raise
             except TransientError as error:
                 failures += 1
+                if error.billable and on_lost is not None:
+                    limiter.release(number, None, None)
+                    given_back = True
+                    on_lost()  # may refuse the retry (the budget): raised from here
                 if failures > self.retry.max_retries:
                     raise ProviderError(error.message) from None
-                limiter.release(number, None, None)
-                given_back = True
+                if not given_back:
+                    limiter.release(number, None, None)
+                    given_back = True
                 delay = self.retry.delay(failures, error.retry_after)
                 on_retry(error.message, delay)
                 await self.halt.wait(delay)
@@ -320,9 +331,11 @@ class Client:
                 raw = await response.read()
                 headers = response.headers
         except TimeoutError:
-            raise TransientError(f"no reply within {self._timeout_secs} s") from None
+            raise TransientError(
+                f"no reply within {self._timeout_secs} s", billable=True
+            ) from None
         except aiohttp.ServerDisconnectedError:
-            raise TransientError("the provider closed the connection") from None
+            raise TransientError("the provider closed the connection", billable=True) from None
         except aiohttp.ClientConnectorError:
             raise TransientError(f"cannot connect to provider `{self.name}`") from None
         except (aiohttp.ClientError, OSError) as error:

@@ -23,6 +23,9 @@ class Completion:
     finish_reason: FinishReason
     input_tokens: int
     output_tokens: int
+    metered: bool = True
+    """Whether the reply said what it used (both counts, whole numbers): one that did not
+    is priced at what its request could cost at most."""
 
 
 def split_think_prefix(content: str) -> tuple[str, str | None]:
@@ -38,6 +41,11 @@ def split_think_prefix(content: str) -> tuple[str, str | None]:
     if not closed:
         return "", reasoning.strip() or None
     return rest.lstrip(), reasoning.strip() or None
+
+
+def counted(*values: object) -> bool:
+    """Whether each usage figure is a whole number of tokens."""
+    return all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)
 
 
 def token_count(value: object) -> int:

@@ -27,11 +27,16 @@ class ProviderError(Exception):
 
 class TransientError(ProviderError):
     """A failure worth trying again (408, 429, >= 500, transport): ``retry_after`` is the
-    wait the provider asked for, in seconds, if it asked."""
+    wait the provider asked for, in seconds, if it asked; ``billable``: the request was
+    sent and its reply never came (a timeout, a dropped connection), so the provider may
+    have billed it."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, retry_after: float | None = None, *, billable: bool = False
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.billable = billable
 
 
 class RateLimitedError(TransientError):

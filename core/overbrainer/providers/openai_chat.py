@@ -14,6 +14,7 @@ from overbrainer.providers.completion import (
     Completion,
     FinishReason,
     ReasoningKind,
+    counted,
     split_think_prefix,
     token_count,
 )
@@ -65,7 +66,8 @@ def parse_chat(data: Any) -> Completion:
         finish: FinishReason = "refusal"
     else:
         finish = _FINISH.get(choice.get("finish_reason"), "other")
-    usage = data.get("usage") or {}
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
     return Completion(
         content=content,
         reasoning=reasoning,
@@ -73,6 +75,7 @@ def parse_chat(data: Any) -> Completion:
         finish_reason=finish,
         input_tokens=token_count(usage.get("prompt_tokens")),
         output_tokens=token_count(usage.get("completion_tokens")),
+        metered=counted(usage.get("prompt_tokens"), usage.get("completion_tokens")),
     )
 
 

@@ -22,10 +22,10 @@ from overbrainer.pipeline.projection import (
     StagePlan,
     assumed,
     project_stage,
-    spent,
     work_left,
 )
 from overbrainer.pipeline.records import ANSWERS, EVAL, DataFiles
+from overbrainer.pipeline.spend import spent
 from overbrainer.project import Project
 from overbrainer.providers.prices import Price, PriceBook, discounted, table_price
 from overbrainer.train.estimate import TrainingPlan, estimate_training

@@ -148,10 +148,11 @@ def answer_text(answer: dict[str, Any]) -> tuple[str, str]:
 
 def stage_lines(project_dir: Path) -> list[str]:
     """Cost and tokens per stage, from the history."""
-    from overbrainer.pipeline.history import read_history, summary_lines
+    from overbrainer.pipeline.history import summary_lines
+    from overbrainer.pipeline.spend import project_history
 
     try:
-        return summary_lines(read_history(project_dir))
+        return summary_lines(project_history(project_dir))
     except UserError as error:
         return [str(error)]
 
