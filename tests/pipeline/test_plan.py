@@ -1,5 +1,5 @@
 """``overbrainer plan`` against the loopback provider: each stage's requests, tokens and
-dollars, assumed from the settings before a stage ran and measured once part of it did."""
+dollars, from a prior before a stage ran (or a pilot) and measured once part of it did."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from fake_provider import Reply, openai_completion
-from pipeline_data import PIPELINE_CONFIG, seed_questions
+from pipeline_data import PIPELINE_CONFIG, lines, seed_questions
 
 LOCAL_TRAINING = """
 [training]
@@ -42,10 +42,15 @@ def test_an_empty_project_is_planned_from_its_settings(run_cli, project_dir, pro
     stages = found["stages"]
     # 2 topics' subtopics; 3 subtopics x ceil(questions / batch of 2); one answer each.
     assert [stages[s]["requests"] for s in ("subtopics", "questions", "answers")] == [2, 5, 8]
-    assert {stages[s]["basis"] for s in ("subtopics", "questions", "answers")} == {"assumed"}
-    assert stages["answers"]["tokens_out"] == 8 * 16384  # max_tokens: an upper bound
+    assert {stages[s]["basis"] for s in ("subtopics", "questions", "answers")} == {"prior"}
+    # The prior: a few paragraphs (600 tokens) and the reasoning asked for (2000) an answer;
+    # a list's items (3 subtopics of 12 tokens, 8 more a reply); max_tokens is the bound.
+    assert stages["answers"]["tokens_out"] == 8 * 2600
+    assert stages["answers"]["tokens_out_bound"] == 8 * 16384
+    assert stages["subtopics"]["tokens_out"] == 3 * 12 + 2 * 8
     assert stages["split"] == {"requests": 0, "tokens_in": 0, "tokens_out": 0, "usd": 0.0,
-                               "basis": "no requests"}
+                               "basis": "no requests", "tokens_in_bound": 0,
+                               "tokens_out_bound": 0, "usd_bound": 0.0}
     gen, parent = (1e-6, 2e-6), (3e-6, 4e-6)  # the loopback /models prices
     for stage, (price_in, price_out) in (("questions", gen), ("answers", parent)):
         item = stages[stage]
@@ -61,12 +66,19 @@ def test_the_table_says_each_basis_and_the_total(run_cli, project_dir, provider)
     result = run_cli("plan", "--max-usd", "0.5")
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "stage       requests    tokens in   tokens out        usd  basis"
-    assert lines[1].startswith("subtopics          2 ") and lines[1].endswith("  assumed")
-    assert lines[4] == "split              0            0            0    $0.0000  no requests"
+    assert lines[0] == (
+        "stage       requests    tokens in   tokens out        usd      up to  basis"
+    )
+    assert lines[1].startswith("subtopics          2 ") and lines[1].endswith("  prior")
+    assert lines[3] == (
+        "answers            8          256        20800    $0.0840    $0.5331  prior"
+    )
+    assert lines[4] == (
+        "split              0            0            0    $0.0000    $0.0000  no requests"
+    )
     assert lines[-1] == (
-        "total      $0.7545 to spend; spent so far $0.0000; budget $0.5000, $0.5000 left: "
-        "the plan goes past it"
+        "total      $0.0847 to spend (the stages up to $0.7629); spent so far $0.0000; "
+        "budget $0.5000, $0.5000 left"
     )
 
 
@@ -117,7 +129,7 @@ def test_a_model_without_a_price_leaves_the_total_unknown(run_cli, project_dir, 
     found = plan(run_cli)
     assert found["stages"]["answers"]["usd"] is None and found["total_usd"] is None
     table = run_cli("plan").stdout.splitlines()
-    assert table[3].split()[4:] == ["no", "price", "assumed"]
+    assert table[3].split()[4:] == ["no", "price", "no", "price", "prior"]
     assert table[-1] == (
         "total      cost unknown (no price: answers (main/parent-model)); spent so far $0.0000"
     )
@@ -155,10 +167,14 @@ def test_training_tokens_are_projected_from_the_answers_to_come(run_cli, project
 def test_run_shows_the_plan_total_first(run_cli, project_dir, provider):
     result = run_cli("run", "--max-usd", "5")
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.splitlines()[0] == (
-        "plan: $0.7545 to spend; spent so far $0.0000; budget $5.0000, $5.0000 left "
-        "(`overbrainer plan` shows how)"
-    )
+    assert result.stdout.splitlines()[:2] == [
+        "plan: $0.0847 to spend (the stages up to $0.7629); spent so far $0.0000; budget "
+        "$5.0000, $5.0000 left (`overbrainer plan` shows how)",
+        "plan: nothing measured yet, so it assumes subtopics 26 tokens out a request, "
+        "questions 56 tokens out a request, answers 2600 tokens out a request (a prior); the "
+        "budget reserves each request in flight at its max_tokens and holds whatever they "
+        "take (`overbrainer plan --pilot 20` measures first)",
+    ]
 
 
 def test_the_throughput_override_is_checked_and_shown(run_cli, project_dir, provider):
@@ -203,3 +219,37 @@ def test_the_export_and_a_compare(run_cli, project_dir, provider):
     assert lines[6] == "export     $0.0000, no price"
     assert lines[7].startswith("compare    1 judge requests, $")
     assert lines[7].endswith(", assumed (overbrainer compare, not part of run)")
+
+
+def test_a_pilot_pays_for_a_few_answers_then_plans_from_them(run_cli, project_dir, provider):
+    texts = [f"question number {n}" for n in range(40)]
+    seed_questions(project_dir, {("ownership", "moves"): texts})
+    (project_dir / "overbrainer.toml").write_text(ONE_SUBTOPIC)
+    before = plan(run_cli)["stages"]["answers"]
+    assert before["basis"] == "prior" and before["requests"] == 40
+    result = run_cli("plan", "--json", "--pilot", "5")
+    assert result.exit_code == 0, result.stderr
+    assert "pilot: answers: 5 done, 0 skipped" in result.stderr
+    after = json.loads(result.stdout)["stages"]["answers"]
+    assert after["basis"] == "measured" and after["requests"] == 35
+    asked = [seen.prompt for seen in provider.chats("parent-model")]
+    assert len(asked) == 5 and len(set(asked)) == 5
+    assert asked != texts[:5]  # spread over the questions left, not the first five
+    assert len(lines(project_dir, "answers.jsonl")) == 5  # paid for, so kept
+    # The rest then costs what the pilot measured: within 15%.
+    assert run_cli("answers").exit_code == 0
+    history = (project_dir / ".overbrainer" / "history.jsonl").read_text().splitlines()
+    actual = json.loads(history[-1])["cost"]
+    assert abs(after["usd"] / actual - 1) < 0.15
+
+
+def test_a_pilot_needs_questions_and_keeps_the_budget(run_cli, project_dir, provider):
+    empty = run_cli("plan", "--pilot", "3")
+    assert empty.exit_code == 2
+    assert "--pilot answers questions, and there is none without an answer" in empty.stderr
+    seed_questions(project_dir, {("ownership", "moves"): [f"q{n}" for n in range(10)]})
+    (project_dir / "overbrainer.toml").write_text(ONE_SUBTOPIC)
+    poor = run_cli("plan", "--pilot", "3", "--max-usd", "0.00001")
+    assert poor.exit_code == 1
+    assert "budget: answers stopped before a request" in poor.stderr
+    assert provider.chats() == []

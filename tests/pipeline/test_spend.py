@@ -252,3 +252,116 @@ def test_max_usd_refuses_what_is_not_a_positive_finite_number(
     assert result.exit_code == 2
     assert "--max-usd" in result.stderr
     assert provider.chats() == []
+
+
+# -- a full disk -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 256 KiB tmpfs, unmounted at the end (root only: skipped elsewhere, but in CI)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+        capture_output=True, check=False,
+    )
+    if done.returncode != 0:
+        if os.environ.get("CI"):
+            pytest.fail(f"cannot mount a tmpfs: {done.stderr.decode()}")
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def test_a_full_disk_stops_answers_cleanly_keeping_every_paid_answer(small_disk, provider):
+    from conftest import Cli
+    from pipeline_data import write_project
+
+    project_dir = write_project(small_disk / "project", provider.url)
+    questions(project_dir, 40)
+    provider.on(None, lambda seen: openai_completion("word " * 2000, reasoning="r"), times=None)
+    result = Cli(project_dir)("answers")
+    assert result.exit_code == 1
+    assert "Traceback" not in result.stderr
+    assert "the disk is full; what was written before is kept: free some space" in result.stderr
+    saved = _saved(project_dir)  # every line whole, but a torn last one (cut at the next run)
+    assert 0 < len(saved) < 40
+    paid = read_spending(project_dir)
+    [execution] = paid.executions.values()
+    assert execution.requests >= len(saved)  # each saved answer's cost is on disk
+
+    (project_dir / ".overbrainer" / "exchanges.jsonl").unlink(missing_ok=True)
+    for old in (project_dir / ".overbrainer").glob("exchanges*"):
+        old.unlink()
+    provider._rules.clear()
+    again = Cli(project_dir)("answers")
+    assert again.exit_code in (0, 1), again.stderr
+    assert "Traceback" not in again.stderr
+    assert len(_saved(project_dir)) > len(saved)
+
+
+def _saved(project_dir):
+    from overbrainer.pipeline.jsonl import read_jsonl
+    from overbrainer.pipeline.records import is_answer
+
+    return read_jsonl(project_dir / "data" / "answers.jsonl", "answers.jsonl", is_answer)
+
+
+# -- Ctrl-C --------------------------------------------------------------------------------
+
+
+def _start(project_dir):
+    return subprocess.Popen(
+        [CLI, "-C", str(project_dir), "answers"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def _wait_for(project_dir, count, process):
+    deadline = time.monotonic() + 20
+    while len(_answers(project_dir)) < count:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "no answers came"
+        time.sleep(0.01)
+
+
+def test_ctrl_c_lets_the_replies_in_flight_land_and_sends_nothing_more(
+    project_dir, provider
+):
+    configure(project_dir)
+    questions(project_dir, 40)
+    provider.latency = 0.5
+    process = _start(project_dir)
+    _wait_for(project_dir, 4, process)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=20)
+    assert process.returncode == 130, stderr
+    assert "interrupted: nothing more is sent; waiting for the replies on their way" in stderr
+    saved = _answers(project_dir)
+    assert len(provider.chats("parent-model")) == len(saved) < 40  # each paid reply kept
+    assert "without a reply" not in stdout
+    assert read_spending(project_dir).executions  # its spend is on disk
+
+
+def test_a_second_ctrl_c_leaves_at_once_counting_what_may_be_billed(project_dir, provider):
+    configure(project_dir)
+    questions(project_dir, 40)
+    provider.latency = 0.2
+    process = _start(project_dir)
+    _wait_for(project_dir, 4, process)
+    provider.latency = 30  # the next replies would take long
+    time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    stdout, stderr = process.communicate(timeout=20)
+    assert time.monotonic() - started < 10
+    assert process.returncode == 130, stderr
+    assert "Ctrl-C again to leave now (those replies are then lost, and may be billed)" in stderr
+    assert "request(s) without a reply counted at their bound" in stdout
+    [execution] = read_spending(project_dir).executions.values()
+    assert execution.unsure >= 1

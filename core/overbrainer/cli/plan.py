@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from overbrainer.cli.context import current_app
+
+if TYPE_CHECKING:
+    from overbrainer.providers.prices import PriceBook
 from overbrainer.cli.money import DOLLARS
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--max-usd", type=DOLLARS, help="The budget to show it against.")
-def plan(as_json: bool, max_usd: float | None) -> None:
+@click.option(
+    "--pilot",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Answer N questions first (paid, within the budget; the answers are kept), then "
+    "plan from what they took.",
+)
+def plan(as_json: bool, max_usd: float | None, pilot: int | None) -> None:
     """What each stage still to run, training, export and compare will cost.
 
     Requests, tokens in and out and dollars per stage, measured from this project's
@@ -19,7 +31,11 @@ def plan(as_json: bool, max_usd: float | None) -> None:
     GPU hours and dollars on a target with a price. Nothing is spent: only the providers'
     price lists (and the target's) are asked.
 
-    Example: overbrainer plan --json
+    Before a stage's first request its figures are a prior (a few paragraphs an answer,
+    and the reasoning when asked for); `--pilot N` pays for N answers to measure instead.
+    The `up to` column is what the requests can cost at most, which the budget reserves.
+
+    Example: overbrainer plan --pilot 20
     """
     import json
 
@@ -29,10 +45,35 @@ def plan(as_json: bool, max_usd: float | None) -> None:
     from overbrainer.train.costplan import build_plan
 
     app = current_app()
-    found = build_plan(app.project, app.plugins.hook, PriceBook(), max_usd)
+    prices = PriceBook()
+    if pilot is not None:
+        _pilot(pilot, max_usd, prices)
+    found = build_plan(app.project, app.plugins.hook, prices, max_usd)
     if as_json:
         click.echo(redact(json.dumps(found.as_json(), indent=2)))
         return
     for line in plan_lines(found):
         # A price's error may quote what a provider said, and a target's name a file's text.
         click.echo(escape_controls(redact(line)))
+
+
+def _pilot(count: int, max_usd: float | None, prices: PriceBook) -> None:
+    """Answer ``count`` questions, spread over those without an answer (online, under
+    the budget), its summary on stderr: the plan then measures instead of assuming."""
+    from overbrainer.pipeline.records import ANSWERS, QUESTIONS, DataFiles
+    from overbrainer.pipeline.runner import run_stage
+    app = current_app()
+    data = DataFiles(app.project_dir)
+    answered = {record["id"] for record in data.read(ANSWERS)}
+    if not any(q["id"] not in answered for q in data.read(QUESTIONS)):
+        raise click.UsageError(
+            "--pilot answers questions, and there is none without an answer: run "
+            "`overbrainer questions` first (`overbrainer plan` shows what it costs)"
+        )
+    with app.lock():
+        outcome = run_stage(
+            "answers", app.project_dir, app.settings, app.env, prices,
+            max_usd=max_usd, batch=False, limit=count,
+        )
+    click.echo(f"pilot: {outcome.summary}", err=True)
+    outcome.check()

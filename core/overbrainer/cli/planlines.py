@@ -6,7 +6,10 @@ from overbrainer.pipeline.budget import usd
 from overbrainer.train.costplan import CostPlan, Extra
 from overbrainer.train.estimate import TrainingPlan
 
-HEADER = f"{'stage':<10} {'requests':>9} {'tokens in':>12} {'tokens out':>12} {'usd':>10}  basis"
+HEADER = (
+    f"{'stage':<10} {'requests':>9} {'tokens in':>12} {'tokens out':>12} {'usd':>10} "
+    f"{'up to':>10}  basis"
+)
 
 
 def dollars(amount: float | None) -> str:
@@ -19,7 +22,7 @@ def plan_lines(plan: CostPlan) -> list[str]:
     for stage in plan.stages:
         lines.append(
             f"{stage.stage:<10} {stage.requests:>9} {stage.tokens_in:>12} {stage.tokens_out:>12} "
-            f"{dollars(stage.usd):>10}  {stage.basis}"
+            f"{dollars(stage.usd):>10} {dollars(stage.usd_bound):>10}  {stage.basis}"
         )
     if plan.training is not None:
         lines.append(f"{'training':<10} {training_line(plan.training)}")
@@ -58,6 +61,9 @@ def total_line(plan: CostPlan) -> str:
     shown = f"{usd(total)} to spend" if total is not None else (
         "cost unknown (no price: " + ", ".join(plan.unknown()) + ")"
     )
+    bound = plan.stages_bound_usd
+    if total is not None and bound is not None and plan.prior:
+        shown += f" (the stages up to {usd(bound)})"
     line = f"{shown}; spent so far {usd(plan.spent)}"
     if plan.max_usd is not None:
         left = max(plan.max_usd - plan.spent, 0.0)

@@ -12,6 +12,7 @@ from overbrainer.cli.money import DOLLARS
 if TYPE_CHECKING:
     from overbrainer.cli.context import App
     from overbrainer.providers.prices import PriceBook
+    from overbrainer.train.costplan import CostPlan
 
 
 @click.command()
@@ -77,6 +78,21 @@ def plan_total(app: App, prices: PriceBook, max_usd: float | None) -> str:
         found = build_plan(app.project, app.plugins.hook, prices, max_usd, price_compare=False)
     except (UserError, TransientError) as error:
         line = f"plan: cost unknown ({error})"
-    else:
-        line = f"plan: {total_line(found)} (`overbrainer plan` shows how)"
-    return escape_controls(redact(line))
+        return escape_controls(redact(line))
+    lines = [f"plan: {total_line(found)} (`overbrainer plan` shows how)"]
+    if found.max_usd is not None and found.prior:
+        lines.append(prior_line(found))
+    return "\n".join(escape_controls(redact(line)) for line in lines)
+
+
+def prior_line(found: CostPlan) -> str:
+    """What a plan with a budget and no measurement yet assumes, said before it is spent."""
+    said = ", ".join(
+        f"{stage.stage} {round(stage.tokens_out / stage.requests)} tokens out a request"
+        for stage in found.prior
+    )
+    return (
+        f"plan: nothing measured yet, so it assumes {said} (a prior); the budget reserves "
+        "each request in flight at its max_tokens and holds whatever they take "
+        "(`overbrainer plan --pilot 20` measures first)"
+    )

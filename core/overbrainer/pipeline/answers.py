@@ -155,6 +155,9 @@ def _select(
             ctx.report.skip(topic=question["topic"])
         elif question["id"] not in in_batch:
             todo.append(question)
+    if ctx.limit is not None and len(todo) > ctx.limit:  # a pilot: spread over topics
+        step = len(todo) / ctx.limit
+        todo = [todo[int(n * step)] for n in range(ctx.limit)]
     return todo, by_id
 
 
@@ -188,16 +191,21 @@ async def run(ctx: StageContext) -> None:
 
             async def answer(question: dict[str, Any]) -> None:
                 set_topic(question["topic"])
+                saved: list[dict[str, Any]] = []
+
+                def keep(completion: Completion) -> None:
+                    saved.append(record := answering.record(question, completion))
+                    writer.append(record)
+
                 try:
-                    completion = await ctx.chat(
+                    await ctx.chat(
                         role, answering.messages(question), question["id"],
-                        answering.excluded,
+                        answering.excluded, keep,
                     )
                 except ProviderError as error:
                     ctx.report.fail(question["id"], error.message)
                     return
-                writer.append(record := answering.record(question, completion))
-                ctx.report.finish(excluded=record["meta"]["excluded"] is not None)
+                ctx.report.finish(excluded=saved[0]["meta"]["excluded"] is not None)
 
             concurrency = ctx.settings.pipeline.concurrency
             if not live and not in_batch_now:

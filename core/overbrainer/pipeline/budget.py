@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from loguru import logger
 
 from overbrainer.config.model import Role
-from overbrainer.pipeline.projection import tally
+from overbrainer.pipeline.projection import MESSAGE_FRAMING, REQUEST_FRAMING, tally
 from overbrainer.pipeline.report import Report
 from overbrainer.providers.errors import FatalProviderError
 
@@ -40,10 +40,6 @@ RAISE = (
 )
 GO_ON = f"{RAISE}, then run again: it resumes where it stopped"
 
-MESSAGE_FRAMING = 8
-"""Tokens a chat message can cost beyond its text's bytes (its role, the template)."""
-REQUEST_FRAMING = 16
-"""Tokens a request can cost beyond its messages (the reply's opening)."""
 LOWERED_FLOOR = 256
 """The least ``max_tokens`` is lowered to while the budget is not nearly spent."""
 HEADROOM = 4

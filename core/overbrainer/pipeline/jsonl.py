@@ -14,6 +14,7 @@ leaves exactly that, and it holds no complete record to lose.
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
@@ -314,6 +315,17 @@ def _write_options() -> int:
     )
 
 
+class DiskFull(UserError):
+    """A line that could not be written for want of space: the lines before it are kept
+    (a line cut short is cut off at the next append)."""
+
+    def __init__(self, shown: str) -> None:
+        super().__init__(
+            f"cannot write {shown}: the disk is full; what was written before is kept: "
+            "free some space, then run again (it resumes where it stopped)"
+        )
+
+
 class JsonlWriter:
     """Appends records to ``path``, each line written and flushed on its own.
 
@@ -340,9 +352,14 @@ class JsonlWriter:
         if self._fd is None:
             self._fd = self._open()
         data = encode_line(record) if self._finite else (dumps(record) + "\n").encode()
-        while data:
-            written = os.write(self._fd, data)
-            data = data[written:]
+        try:
+            while data:
+                written = os.write(self._fd, data)
+                data = data[written:]
+        except OSError as error:
+            if error.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFull(self.shown) from None
+            raise
 
     def close(self) -> None:
         if self._fd is not None:

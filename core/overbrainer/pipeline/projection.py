@@ -20,9 +20,10 @@ from overbrainer.pipeline.records import ANSWERS, QUESTIONS, SUBTOPICS, DataFile
 from overbrainer.pipeline.requests import Tally, requests_tally
 from overbrainer.providers.prices import Price
 
-Basis = Literal["measured", "assumed", "done", "no requests"]
-"""Where a figure comes from: this project's answers so far, the settings; or no work
-left, or a stage that asks nothing (``split``)."""
+Basis = Literal["measured", "prior", "assumed", "done", "no requests"]
+"""Where a figure comes from: this project's requests so far; before the first, a prior
+(what such a request takes, from the role's settings and the prompt); ``assumed``: the
+role's ``max_tokens`` (compare's judge); or no work left, or a stage that asks nothing."""
 
 CHARS_PER_TOKEN = 4
 """The cheap token estimate of a text not sent yet: its characters / 4."""
@@ -30,6 +31,19 @@ MESSAGE_OVERHEAD = 4
 """Tokens a chat message costs beyond its text (its role, the framing)."""
 QUESTION_CHARS = 80
 """A question's length, assumed before any question is written."""
+ITEM_TOKENS = {"subtopics": 12, "questions": 30}
+"""Tokens of one item of a list reply (a subtopic's name, a question), its quotes and comma."""
+LIST_TOKENS = 8
+"""Tokens of a list reply beyond its items (brackets, a fence)."""
+ANSWER_TOKENS = 600
+"""Tokens of an answer, before any is measured: a few paragraphs, as chat parents write."""
+REASONING_TOKENS = 2000
+"""Tokens of the reasoning before an answer, when the role asks for it (and its
+``thinking_budget``, when set, is larger)."""
+MESSAGE_FRAMING = 8
+"""Tokens a chat message can cost beyond its text's bytes (its role, the template)."""
+REQUEST_FRAMING = 16
+"""Tokens a request can cost beyond its messages (the reply's opening)."""
 
 ROLES = {"subtopics": "generator", "questions": "generator", "answers": "parent"}
 """The role each requesting stage asks."""
@@ -45,6 +59,29 @@ class PerRequest:
 
     def cost(self, price: Price) -> float:
         return self.tokens_in * price.prompt + self.tokens_out * price.completion
+
+
+def prior(stage: str, work: StageWork, role: Role) -> PerRequest:
+    """A request of ``stage`` before any was measured: its prompt's characters / 4 in, and
+    out what such a reply takes (the items a list asks for; a few paragraphs, and the
+    reasoning when asked for), never past ``max_tokens``."""
+    requests = max(work.requests, 1)
+    tokens_in = work.prompt_chars / requests / CHARS_PER_TOKEN + work.messages * MESSAGE_OVERHEAD
+    if stage in ITEM_TOKENS:
+        out = work.items / requests * ITEM_TOKENS[stage] + LIST_TOKENS
+    else:
+        out = ANSWER_TOKENS
+        if role.reasoning:
+            out += min(REASONING_TOKENS, role.thinking_budget or REASONING_TOKENS)
+    return PerRequest(tokens_in, min(out, role.max_tokens), "prior")
+
+
+def bound(work: StageWork, role: Role) -> tuple[int, int]:
+    """What ``work``'s requests can take at most, in and out: each byte of their prompts a
+    token (and the framing), and ``max_tokens`` each."""
+    framing = work.messages * MESSAGE_FRAMING + REQUEST_FRAMING
+    tokens_in = work.prompt_bytes + work.requests * framing
+    return tokens_in, work.requests * role.max_tokens
 
 
 def assumed(prompt_chars: int, messages: int, role: Role) -> PerRequest:
@@ -91,6 +128,10 @@ class StageWork:
     prompt_chars: int = 0
     messages: int = 1
     """Messages per request: answers send a system prompt and the question."""
+    items: int = 0
+    """What the requests ask for in all: subtopics, or questions (answers: 0)."""
+    prompt_bytes: int = 0
+    """The prompts' UTF-8 bytes, for the upper bound."""
 
 
 def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
@@ -115,7 +156,7 @@ def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
             prompt = templates.render(
                 "subtopics.txt", topic=topic.name, description=topic.description, count=missing
             )
-            ask["subtopics"] = _plus(ask["subtopics"], 1, len(prompt))
+            ask["subtopics"] = _plus(ask["subtopics"], 1, prompt, missing)
         have = Counter(q["subtopic_id"] for q in questions if q["topic"] == topic.name)
         gaps = [max(topic.questions_per_subtopic - have[s["id"]], 0) for s in mine]
         gaps += [topic.questions_per_subtopic] * max(missing, 0)
@@ -128,10 +169,11 @@ def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
             accepted=[],
         )
         asks = sum(math.ceil(gap / batch) for gap in gaps)
-        ask["questions"] = _plus(ask["questions"], asks, asks * len(prompt))
-        system = len(
-            templates.render("answer_system.txt", topic=topic.name, description=topic.description)
+        ask["questions"] = _plus(ask["questions"], asks, prompt, sum(gaps))
+        system_text = templates.render(
+            "answer_system.txt", topic=topic.name, description=topic.description
         )
+        system = len(system_text)
         unanswered = [
             q for q in questions
             if q["topic"] == topic.name and q["id"] not in answered and q["id"] not in seen
@@ -141,17 +183,33 @@ def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
         chars = sum(len(q["text"]) + system for q in unanswered) + coming * (
             question_chars + system
         )
-        ask["answers"] = _plus(ask["answers"], len(unanswered) + coming, chars)
+        system_bytes = len(system_text.encode())
+        size = sum(len(q["text"].encode()) + system_bytes for q in unanswered) + coming * (
+            4 * question_chars + system_bytes  # a question to come: 4 bytes a character at most
+        )
+        ask["answers"] = _plus(ask["answers"], len(unanswered) + coming, chars, 0, size)
     return ask
 
 
-def _plus(work: StageWork, requests: int, chars: int) -> StageWork:
-    return StageWork(work.requests + requests, work.prompt_chars + chars, work.messages)
+def _plus(
+    work: StageWork, requests: int, prompt: str | int, items: int = 0, size: int | None = None
+) -> StageWork:
+    """``work`` and ``requests`` more: of ``prompt`` each (a text, ``requests`` times), or
+    of ``prompt`` characters in all and ``size`` bytes."""
+    if isinstance(prompt, str):
+        chars, size = requests * len(prompt), requests * len(prompt.encode())
+    else:
+        chars = prompt
+    return StageWork(
+        work.requests + requests, work.prompt_chars + chars, work.messages,
+        work.items + items, work.prompt_bytes + (size or 0),
+    )
 
 
 @dataclass(frozen=True)
 class StagePlan:
-    """A stage's projection: what it will ask, and its dollars (None: no price known)."""
+    """A stage's projection: what it will ask, and its dollars (None: no price known);
+    beside them what the requests can take at most (their bound: the budget reserves it)."""
 
     stage: str
     requests: int
@@ -161,6 +219,9 @@ class StagePlan:
     basis: Basis
     provider: str | None = None
     model: str | None = None
+    tokens_in_bound: int = 0
+    tokens_out_bound: int = 0
+    usd_bound: float | None = 0.0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -169,26 +230,29 @@ class StagePlan:
             "tokens_out": self.tokens_out,
             "usd": None if self.usd is None else round(self.usd, 6),
             "basis": self.basis,
+            "tokens_in_bound": self.tokens_in_bound,
+            "tokens_out_bound": self.tokens_out_bound,
+            "usd_bound": None if self.usd_bound is None else round(self.usd_bound, 6),
         }
 
 
 def project_stage(
     project_dir: Path, settings: Settings, stage: str, work: StageWork, price: Price | None
 ) -> StagePlan:
-    """``stage``'s projection: ``work``'s requests at the measured average, else assumed."""
+    """``stage``'s projection: ``work``'s requests at the measured average, else at the
+    prior; and their bound."""
     role = getattr(settings.roles, ROLES[stage])
     if not work.requests:
         return StagePlan(stage, 0, 0, 0, 0.0, "done", role.provider, role.model)
-    average = measured(project_dir, stage, role.model)
-    if average is None:
-        each = assumed(work.prompt_chars // work.requests, work.messages, role)
-    else:
-        each = average
+    each = measured(project_dir, stage, role.model) or prior(stage, work, role)
     tokens_in = round(each.tokens_in * work.requests)
     tokens_out = round(each.tokens_out * work.requests)
-    usd = None
+    most_in, most_out = bound(work, role)
+    usd = usd_bound = None
     if price is not None:
         usd = tokens_in * price.prompt + tokens_out * price.completion
+        usd_bound = most_in * price.prompt + most_out * price.completion
     return StagePlan(
-        stage, work.requests, tokens_in, tokens_out, usd, each.basis, role.provider, role.model
+        stage, work.requests, tokens_in, tokens_out, usd, each.basis, role.provider,
+        role.model, most_in, most_out, usd_bound,
     )

@@ -11,9 +11,11 @@ import importlib
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+from loguru import logger
 
 from overbrainer.collector import release
 from overbrainer.config.env import Environment
@@ -102,6 +104,7 @@ def run_stage(
     batch: bool | None = None,
     wait: bool = True,
     cancel: bool = False,
+    limit: int | None = None,
 ) -> Outcome:
     """Run ``stage`` to its end (or the first fatal error, the budget, or Ctrl-C) and record
     it in the history. Raises ``UserError`` only for a ``--topic`` that names no topic.
@@ -109,7 +112,8 @@ def run_stage(
     ``max_usd``: the budget, when not ``[budget] max_usd``; ``batch``: send ``answers``
     through the batch API or not, whatever the parent role says; ``wait``: wait for the
     batches to end (else submit and return); ``cancel``: cancel the live batches instead,
-    collecting what they finished."""
+    collecting what they finished; ``limit``: answer that many questions at most (spread
+    over those left: a pilot)."""
     topics = select_topics(settings, topic)
     started = timestamp()
     report = Report(stage, Progress(stage))
@@ -127,7 +131,7 @@ def run_stage(
         else:
             context = StageContext(
                 project_dir, settings, topics, force, report, budget,
-                batch=batch, wait=wait, cancel=cancel,
+                batch=batch, wait=wait, cancel=cancel, limit=limit,
             )
             _ask(context, started, env, prices)
         if report.failed:
@@ -150,8 +154,7 @@ def run_stage(
             publish("item_excluded", stage=stage, count=result.excluded.total())
         publish("stage_end", stage=stage)
         entry = _entry(stage, started, status, settings, report=report, result=result)
-        append_history(project_dir, entry)
-        record_requests(project_dir, stage, report)
+        error = _recorded(project_dir, stage, entry, report, error)
     summary = result.summary() if result is not None else report.summary()
     if result is not None:
         brief = f"split {result.train}/{result.eval}" if result.written else ""
@@ -171,9 +174,23 @@ def _ask(context: StageContext, started: str, env: Environment, prices: PriceBoo
     context.journal = SpendJournal(context.project_dir, stage, started)
     try:
         context.journal.begin()
-        _run_async(_run(body, context, env, prices))
+        _run_async(_run(body, context, env, prices), context.drain)
     finally:
         context.journal.finish()
+
+
+def _recorded(
+    project_dir: Path, stage: str, entry: dict[str, object], report: Report, error: str | None
+) -> str | None:
+    """Write the execution's history and requests lines; the error the stage ends with
+    (the stage's own, else why they could not be written: its spend is in the journal)."""
+    try:
+        append_history(project_dir, entry)
+        record_requests(project_dir, stage, report)
+    except UserError as failure:
+        logger.warning(f"{stage}: {failure.message} (the spend journal keeps its cost)")
+        return error or failure.message
+    return error
 
 
 def budget_of(
@@ -189,42 +206,74 @@ def budget_of(
     return Budget(limit, spent(project_dir), project_dir, stage)
 
 
-def _run_async(main: Coroutine[Any, Any, None]) -> None:
+@dataclass
+class _Signals:
+    """What SIGTERM and Ctrl-C asked of a running stage."""
+
+    drain: Callable[[], bool] | None
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    terminated: bool = False
+    interrupts: int = 0
+
+    def cancel(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+
+    def terminate(self) -> None:
+        self.terminated = True
+        self.cancel()
+
+    def interrupt(self) -> None:
+        self.interrupts += 1
+        if self.interrupts > 1 or self.drain is None or not self.drain():
+            self.cancel()
+
+    def raise_any(self) -> None:
+        """The stage's end when a signal came: ``Terminated`` or ``KeyboardInterrupt``."""
+        if self.terminated:
+            raise Terminated
+        if self.interrupts:
+            raise KeyboardInterrupt
+
+
+def _run_async(
+    main: Coroutine[Any, Any, None], drain: Callable[[], bool] | None = None
+) -> None:
     """``asyncio.run(main)``, SIGTERM included: like Ctrl-C, it cancels the stage (its
-    files are closed, its requests in flight abandoned), then raises ``Terminated``."""
+    files are closed, its requests in flight abandoned), then raises ``Terminated``.
+
+    ``drain``: asked at the first Ctrl-C; when it says the stage now stops sending and lets
+    its requests in flight land (they are paid for), a second Ctrl-C is needed to cancel.
+    Either way the stage ends in ``KeyboardInterrupt``."""
+    signals = _Signals(drain)
     with asyncio.Runner() as runner:
         loop = runner.get_loop()
-        tasks: list[asyncio.Task[Any]] = []
-        terminated = threading.Event()
 
         async def stage() -> None:
             task = asyncio.current_task()
             assert task is not None
-            tasks.append(task)
+            signals.tasks.append(task)
             await main
-
-        def terminate() -> None:
-            terminated.set()
-            for task in tasks:
-                task.cancel()
 
         previous = signal.getsignal(signal.SIGTERM)
         watching = threading.current_thread() is threading.main_thread()
         if watching:
-            loop.add_signal_handler(signal.SIGTERM, terminate)
+            loop.add_signal_handler(signal.SIGTERM, signals.terminate)
+            if drain is not None:
+                loop.add_signal_handler(signal.SIGINT, signals.interrupt)
         try:
             runner.run(stage())
-        except asyncio.CancelledError:
-            if terminated.is_set():
-                raise Terminated from None
+        except (asyncio.CancelledError, Exception):
+            signals.raise_any()  # a stage that stopped sending ends as interrupted
             raise
         else:
-            if terminated.is_set():  # it came before the stage's task could be cancelled
-                raise Terminated
+            signals.raise_any()  # it came before the stage's task could be cancelled
         finally:
             if watching:
                 loop.remove_signal_handler(signal.SIGTERM)
                 signal.signal(signal.SIGTERM, previous)
+                if drain is not None:
+                    loop.remove_signal_handler(signal.SIGINT)
 
 
 async def _run(body: Body, context: StageContext, env: Environment, prices: PriceBook) -> None:

@@ -18,13 +18,19 @@ from overbrainer.pipeline.records import DataFiles
 from overbrainer.pipeline.report import Report
 from overbrainer.pipeline.spend import SpendJournal
 from overbrainer.providers.completion import Completion
-from overbrainer.providers.errors import ProviderError
+from overbrainer.providers.errors import FatalProviderError, ProviderError
 
 if TYPE_CHECKING:
+    from overbrainer.providers.client import Client
     from overbrainer.providers.registry import ProviderSet  # aiohttp: only where requests go
 
+INTERRUPTING = "interrupted: no request is sent after a Ctrl-C"
 NOT_A_LIST = "the answer is not a JSON array of strings"
 NO_LIST = "no JSON array of strings after all retries"
+
+
+class Interrupting(FatalProviderError):
+    """A request not sent: the stage was interrupted, and lets those in flight land."""
 
 
 @dataclass
@@ -44,10 +50,28 @@ class StageContext:
     """Whether a batch stage waits for its batches to end (``--no-wait``: it does not)."""
     cancel: bool = False
     """``answers --cancel``: cancel the live batches, collect what they finished."""
+    limit: int | None = None
+    """Answer this many questions at most, spread over those left (``plan --pilot``)."""
     journal: SpendJournal = field(init=False)
     """Where every request's cost goes before the next is admitted."""
     providers: ProviderSet = field(init=False)
     _unmetered: set[str] = field(init=False, default_factory=set)
+    _in_flight: int = field(init=False, default=0)
+    _draining: bool = field(init=False, default=False)
+
+    def drain(self) -> bool:
+        """At a first Ctrl-C: send nothing more, and let the replies on their way land
+        (they are paid for). False, to cancel at once, when none is on its way."""
+        if not self._in_flight:
+            return False
+        self._draining = True
+        self.providers.stop_sending(Interrupting(INTERRUPTING))
+        logger.warning(
+            f"{self.report.stage}: interrupted: nothing more is sent; waiting for the "
+            f"replies on their way (up to {self._in_flight}), which are paid for; Ctrl-C "
+            "again to leave now (those replies are then lost, and may be billed)"
+        )
+        return True
 
     @property
     def data(self) -> DataFiles:
@@ -67,12 +91,31 @@ class StageContext:
         messages: list[dict[str, str]],
         item: str,
         verdict: Callable[[Completion], str | None] | None = None,
+        keep: Callable[[Completion], None] | None = None,
     ) -> Completion:
-        """``role``'s reply, its tokens counted and its cost in the spend journal, the
-        exchange kept for ``overbrainer log`` (``verdict``: why the reply cannot be used,
-        if so); refused (``BudgetExceeded``) when it could take the project past its
-        budget. A try that got no reply counts at its bound (it may be billed)."""
+        """``role``'s reply, its tokens counted and its cost in the spend journal, then
+        ``keep`` called with it (the answer saved), then the exchange kept for
+        ``overbrainer log`` (``verdict``: why the reply cannot be used, if so); refused
+        (``BudgetExceeded``) when it could take the project past its budget. A try that
+        got no reply counts at its bound (it may be billed)."""
+        if self._draining:
+            raise Interrupting(INTERRUPTING)
         client = self.providers.client(role.provider)
+        self._in_flight += 1
+        try:
+            return await self._chat(client, role, messages, item, verdict, keep)
+        finally:
+            self._in_flight -= 1
+
+    async def _chat(  # noqa: PLR0917 - chat's arguments, and its client
+        self,
+        client: Client,
+        role: Role,
+        messages: list[dict[str, str]],
+        item: str,
+        verdict: Callable[[Completion], str | None] | None,
+        keep: Callable[[Completion], None] | None,
+    ) -> Completion:
         sent = role
         reserved = 0.0
         if self.budget is not None:
@@ -102,13 +145,16 @@ class StageContext:
                 completion = await client.chat(
                     sent, messages, self.report.retrying(item), self.report.limited, lost
                 )
-            except ProviderError as error:
+            except (ProviderError, FatalProviderError) as error:
+                # An error reply, or a request never sent (the stage halted): not billed.
                 if ticket is not None:
                     self.journal.close(ticket, lost=False)
                     ticket = None
-                self.exchanges.record(
-                    self.report.stage, item, role.model, messages, None, failure=error.message
-                )
+                if isinstance(error, ProviderError):
+                    self.exchanges.record(
+                        self.report.stage, item, role.model, messages, None,
+                        failure=error.message,
+                    )
                 raise
             if not completion.metered:
                 completion = self._at_bound(completion, role.provider, tokens_in, sent)
@@ -128,6 +174,8 @@ class StageContext:
         self.report.used(
             role.provider, role.model, completion.input_tokens, completion.output_tokens
         )
+        if keep is not None:  # what was paid for goes to disk before its log
+            keep(completion)
         self.exchanges.record(
             self.report.stage, item, role.model, messages, completion.content,
             completion.reasoning, verdict(completion) if verdict is not None else None,

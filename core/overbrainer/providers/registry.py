@@ -12,6 +12,7 @@ from overbrainer.config.model import Settings
 from overbrainer.config.secrets import resolve_secret
 from overbrainer.errors import UserError
 from overbrainer.providers.client import Client, Halt
+from overbrainer.providers.errors import FatalProviderError
 from overbrainer.providers.prices import Price, PriceBook, table_price
 from overbrainer.providers.retry import RetryPolicy
 
@@ -80,6 +81,11 @@ class ProviderSet:
         the limit sets the pace; else None."""
         client = self._clients.get(provider)
         return client.limiter(model).pace() if client is not None else None
+
+    def stop_sending(self, error: FatalProviderError) -> None:
+        """Send no request from now on (each not yet sent fails with ``error``); those on
+        their way go on to their replies."""
+        self._halt.stop(error)
 
     async def ask_price(self, provider: str, model: str) -> Price | None:
         """The price of ``model``, waiting for ``provider``'s answer when it was asked for

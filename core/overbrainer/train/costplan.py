@@ -83,6 +83,18 @@ class CostPlan:
             return None
         return sum(part or 0.0 for part in parts)
 
+    @property
+    def stages_bound_usd(self) -> float | None:
+        """What the stages' requests can cost at most (the budget reserves it); None when
+        a price is unknown."""
+        parts = [stage.usd_bound for stage in self.stages]
+        return None if any(p is None for p in parts) else sum(p or 0.0 for p in parts)
+
+    @property
+    def prior(self) -> list[StagePlan]:
+        """The stages with work left and no measurement yet: projected from a prior."""
+        return [stage for stage in self.stages if stage.basis == "prior"]
+
     def unknown(self) -> list[str]:
         """What has no price: ``answers (main/parent-2)``, ``training``."""
         names = [f"{s.stage} ({s.provider}/{s.model})" for s in self.stages if s.usd is None]
@@ -98,9 +110,14 @@ class CostPlan:
             "export": self.export.as_json() if self.export is not None else None,
             "compare": self.compare.as_json() if self.compare is not None else None,
             "total_usd": None if total is None else round(total, 6),
+            "stages_bound_usd": _rounded(self.stages_bound_usd),
             "spent_usd": round(self.spent, 6),
             "max_usd": self.max_usd,
         }
+
+
+def _rounded(amount: float | None) -> float | None:
+    return None if amount is None else round(amount, 6)
 
 
 def build_plan(
