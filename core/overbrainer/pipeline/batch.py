@@ -239,7 +239,13 @@ class BatchStage:
         the budget says so); the others are not sent, and the stage will say why."""
         role = self.answering.role
         budget = self.ctx.budget
-        if budget is None:
+        if budget is None:  # no budget to keep: the bound recorded all the same (spent())
+            price = await self.ctx.providers.ask_price(role.provider, role.model)
+            if price is not None:
+                scale = 1 - self._discount(role.provider)
+                for question in questions:
+                    most = prompt_bound(self.answering.messages(question))
+                    self._reserved[question["id"]] = cost_of(price, most, role.max_tokens) * scale
             return questions, role
         for question in questions:
             self._release(question["id"])  # a retried item's first reservation

@@ -58,7 +58,7 @@ class Batch:
     prepared: dict[str, str] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     projected_usd: float = 0.0
-    """What the budget reserved for it when it was sent: spent, for every other stage's
+    """What it can cost at most, recorded when it was sent: spent, for every other stage's
     budget, until it is collected."""
     cancelled: bool = False
     """Cancelled by ``answers --cancel``: its items without an answer are not tried again
