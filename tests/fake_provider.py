@@ -403,7 +403,11 @@ class FakeProvider:
         limit = seen.body.get("max_tokens") if isinstance(seen.body, dict) else None
         out = min(20, limit) if isinstance(limit, int) else 20
         if seen.path == "messages":
-            blocks = [{"type": "thinking", "thinking": reasoning}] if reasoning else []
+            # Signed, as Anthropic's are (an open-weights server's thinking is not).
+            blocks = (
+                [{"type": "thinking", "thinking": reasoning, "signature": "c2lnbmVk"}]
+                if reasoning else []
+            )
             stop = "max_tokens" if out < 20 else "end_turn"
             return anthropic_message(
                 [*blocks, {"type": "text", "text": text}], stop=stop, usage=(10, out)

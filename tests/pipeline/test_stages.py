@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from fake_provider import Reply, openai_completion
+from fake_provider import Reply, anthropic_message, openai_completion
 from overbrainer.pipeline.ids import question_id, subtopic_id
 from pipeline_data import API_KEY, PIPELINE_CONFIG, lines, seed_questions
 
@@ -235,13 +235,15 @@ def test_a_parent_that_hides_its_reasoning_is_refused_before_any_request(
 
 
 def test_the_anthropic_protocol_is_named_as_the_cause(run_cli, project_dir, provider):
-    config = PIPELINE_CONFIG.replace('protocol = "openai"', 'protocol = "anthropic"')
+    config = PIPELINE_CONFIG.replace('protocol = "openai"', 'protocol = "anthropic"').replace(
+        'model = "parent-model"', 'model = "claude-sonnet-4-5"'
+    )
     (project_dir / "overbrainer.toml").write_text(config)
     seed_questions(project_dir, {("ownership", "moves"): ["Why?"]})
     result = run_cli("answers")
     assert result.exit_code == 1
-    assert ("providers.main speaks the anthropic protocol, which never returns raw reasoning"
-            in result.stderr)
+    assert ("providers.main speaks the anthropic protocol to `claude-sonnet-4-5`, which never "
+            "returns raw reasoning" in result.stderr)
     assert provider.chats() == []
     check = run_cli("config", "check")
     assert check.exit_code == 1
@@ -251,7 +253,9 @@ def test_the_anthropic_protocol_is_named_as_the_cause(run_cli, project_dir, prov
 @pytest.mark.parametrize(
     ("protocol", "model", "hidden"),
     [
-        ("anthropic", "anything", True),
+        ("anthropic", "claude-sonnet-4-5", True),
+        ("anthropic", "anthropic/claude-opus-4-1", True),
+        ("anthropic", "qwen3-235b-a22b", False),  # an open-weights model in that dialect
         ("openai", "openai/o3", True),
         ("openai", "anthropic/claude-sonnet-4", True),
         ("openai", "gpt-4.1", True),
@@ -599,3 +603,43 @@ def test_split_of_one_topic_narrows_the_counts_not_the_split(run_cli, project_di
     # The whole split, every topic's lines, as before.
     for name, data in before.items():
         assert (project_dir / "data" / name).read_bytes() == data
+
+
+def test_an_open_weights_parent_behind_the_anthropic_protocol_keeps_its_raw_reasoning(
+    run_cli, project_dir, provider
+):
+    """vLLM, LiteLLM and llama.cpp speak the anthropic protocol for open-weights models:
+    their thinking blocks are unsigned (Anthropic signs its own), or the reasoning comes
+    as a ``<think>`` prefix of the text; either is raw, and never reaches the answer."""
+    config = PIPELINE_CONFIG.replace('protocol = "openai"', 'protocol = "anthropic"').replace(
+        'model = "parent-model"', 'model = "qwen3-32b"'
+    )
+    (project_dir / "overbrainer.toml").write_text(config)
+    seed_questions(project_dir, {("ownership", "moves"): ["block?", "prefix?", "signed?"]})
+    provider.prices["qwen3-32b"] = ("0.000001", "0.000001")
+
+    def reply(seen):
+        question = seen.prompt
+        if question == "block?":
+            blocks = [{"type": "thinking", "thinking": "Let me see."},
+                      {"type": "text", "text": "Because."}]
+        elif question == "prefix?":
+            blocks = [{"type": "text", "text": "<think>Hmm, first this.</think>\n\nThat."}]
+        else:
+            blocks = [{"type": "thinking", "thinking": "Summary.", "signature": "abc"},
+                      {"type": "text", "text": "Signed."}]
+        return anthropic_message(blocks)
+
+    provider.on(lambda seen: seen.model == "qwen3-32b", reply, times=None)
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    found = {r["messages"][-2]["content"]: r for r in lines(project_dir, "answers.jsonl")}
+    block, prefix, signed = found["block?"], found["prefix?"], found["signed?"]
+    assert block["meta"]["reasoning_kind"] == "raw"
+    assert block["messages"][-1] == {"role": "assistant", "content": "Because.",
+                                     "reasoning_content": "Let me see."}
+    assert prefix["meta"]["reasoning_kind"] == "raw"
+    assert prefix["messages"][-1] == {"role": "assistant", "content": "That.",
+                                      "reasoning_content": "Hmm, first this."}
+    assert signed["meta"]["reasoning_kind"] == "summary"
+    assert signed["meta"]["excluded"] == "no_raw_reasoning"

@@ -153,8 +153,12 @@ def test_openai_finish_reasons(provider, finish, extra, expected):
 @pytest.mark.parametrize(
     ("blocks", "stop", "content", "kind", "finish"),
     [
-        ([{"type": "thinking", "thinking": "T"}, {"type": "text", "text": "A"},
+        ([{"type": "thinking", "thinking": "T", "signature": "s"}, {"type": "text", "text": "A"},
           {"type": "text", "text": "B"}], "end_turn", "AB", "summary", "stop"),
+        # Unsigned: an open-weights model's own thinking, served in this dialect.
+        ([{"type": "thinking", "thinking": "T"}, {"type": "text", "text": "A"}],
+         "end_turn", "A", "raw", "stop"),
+        ([{"type": "text", "text": "<think>T</think>A"}], "end_turn", "A", "raw", "stop"),
         ([{"type": "redacted_thinking", "data": "x"}, {"type": "text", "text": "A"}],
          "stop_sequence", "A", "redacted", "stop"),
         ([{"type": "text", "text": "A"}], "max_tokens", "A", "none", "length"),

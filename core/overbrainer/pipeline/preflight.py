@@ -20,11 +20,13 @@ _HIDING_NAMES = re.compile(r"^(?:gpt-|claude|gemini|o\d)")
 
 def hides_reasoning(protocol: str, model: str) -> bool:
     """Whether the parent shows only a summary of its reasoning, whatever it returns:
-    Anthropic, and OpenAI, Anthropic, Google and o-series models, but not gpt-oss."""
-    if protocol == "anthropic":
-        return True
+    OpenAI, Anthropic, Google and o-series models, but not gpt-oss. Behind the anthropic
+    protocol, Claude; any other model there is an open-weights one served in that dialect
+    (vLLM, LiteLLM, llama.cpp), whose thinking is raw."""
     name = model.lower()
     base = name.rsplit("/", 1)[-1]
+    if protocol == "anthropic":
+        return base.startswith("claude") or name.startswith("anthropic/")
     if base.startswith("gpt-oss"):
         return False
     return name.startswith(("openai/", "anthropic/")) or bool(_HIDING_NAMES.match(base))
@@ -41,8 +43,8 @@ def reasoning_problem(settings: Settings) -> str | None:
         return None
     if provider.protocol == "anthropic":
         cause = (
-            f"providers.{role.provider} speaks the anthropic protocol, which never returns raw "
-            "reasoning (only a summary, or none)"
+            f"providers.{role.provider} speaks the anthropic protocol to `{role.model}`, "
+            "which never returns raw reasoning (only a summary, or none)"
         )
     else:
         cause = f"`{role.model}` returns only a summary of its reasoning, never the raw text"

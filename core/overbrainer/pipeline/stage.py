@@ -116,6 +116,8 @@ class StageContext:
         verdict: Callable[[Completion], str | None] | None,
         keep: Callable[[Completion], None] | None,
     ) -> Completion:
+        # Waited for (the provider's price list, asked for once): a cost on disk needs it.
+        price = await self.providers.ask_price(role.provider, role.model)
         sent = role
         reserved = 0.0
         if self.budget is not None:
@@ -123,8 +125,6 @@ class StageContext:
             if cap != role.max_tokens:
                 sent = role.model_copy(update={"max_tokens": cap})
         tokens_in = prompt_bound(messages)
-        # Waited for (the provider's price list, asked for once): a cost on disk needs it.
-        price = await self.providers.ask_price(role.provider, role.model)
         bound = None if price is None else cost_of(price, tokens_in, sent.max_tokens)
         completion: Completion | None = None
         ticket: str | None = None

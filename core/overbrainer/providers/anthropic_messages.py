@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from overbrainer.config.model import Role
-from overbrainer.providers.completion import Completion, FinishReason, counted, token_count
+from overbrainer.providers.completion import (
+    Completion,
+    FinishReason,
+    ReasoningKind,
+    counted,
+    split_think_prefix,
+    token_count,
+)
 
 CHAT_PATH = "messages"
 MODELS_PATH = "models?detailed=true"
@@ -56,22 +63,31 @@ def parse_chat(data: Any) -> Completion:
     blocks = data["content"]
     if not isinstance(blocks, list):
         raise TypeError("content")
-    texts, thoughts, redacted = [], [], False
+    texts, thoughts, redacted, signed = [], [], False, False
     for block in blocks:
         kind = block.get("type")
         if kind == "text":
             texts.append(block["text"])
         elif kind == "thinking" and isinstance(block.get("thinking"), str):
             thoughts.append(block["thinking"])
+            signed = signed or bool(block.get("signature"))
         elif kind == "redacted_thinking":
             redacted = True
     thinking = "\n\n".join(t.strip() for t in thoughts if t.strip())
+    content, inline = split_think_prefix("".join(texts))
+    # Anthropic signs its thinking (a summary, for its newer models); an open-weights server
+    # speaking this protocol sends the model's own thinking, unsigned: raw.
+    found: ReasoningKind = "raw" if thinking and not signed else "summary"
+    if not thinking:
+        thinking, found = inline or "", "raw" if inline else "none"
+        if redacted and not inline:
+            found = "redacted"
     usage = data.get("usage")
     usage = usage if isinstance(usage, dict) else {}
     return Completion(
-        content="".join(texts),
+        content=content,
         reasoning=thinking or None,
-        reasoning_kind="summary" if thinking else ("redacted" if redacted else "none"),
+        reasoning_kind=found,
         finish_reason=_FINISH.get(data.get("stop_reason"), "other"),
         input_tokens=token_count(usage.get("input_tokens")),
         output_tokens=token_count(usage.get("output_tokens")),
