@@ -69,8 +69,8 @@ def test_questions_keep_a_batch_in_flight_and_ask_for_no_other(run_cli, project_
     result = run_cli("questions", "--topic", "ownership")
     assert result.exit_code == 1
     assert result.stderr.endswith(
-        f"error: HTTP 404 for {provider.url}/chat/completions: no such model (does base_url "
-        "end where the API starts, such as /v1?)\n"
+        "error: providers.main has no model `gen-model` (HTTP 404: no such model): check the "
+        "model's name in overbrainer.toml\n"
     )
     assert [q["text"] for q in lines(project_dir, "questions.jsonl")] == [
         "Why does a move happen?", "What is moved?"

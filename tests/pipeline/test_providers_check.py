@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from fake_provider import Reply
+from fake_provider import Reply, openai_completion
 
 
 def test_each_role_is_tried_once_with_few_tokens(run_cli, provider):
@@ -60,11 +60,54 @@ def test_a_wrong_path_names_the_url_asked(run_cli, project_dir, provider):
     assert f"HTTP 404 for http://127.0.0.1:{provider.port}/chat/completions" in result.stdout
 
 
-def test_a_rate_limit_is_said_not_waited_out(run_cli, provider):
+def test_a_rate_limit_is_waited_out_as_every_command_does(run_cli, project_dir, provider):
     provider.on(lambda seen: seen.model == "gen-model",
                 Reply({"error": {"message": "slow down"}}, status=429,
-                      headers={"retry-after": "30"}))
+                      headers={"retry-after": "1"}))
+    result = run_cli("providers", "check")
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert len(provider.chats("gen-model")) == 2  # refused once, then answered
+    assert "generator  main/gen-model  ok in" in result.stdout
+
+
+def test_a_rate_limit_past_max_wait_s_fails_the_role(run_cli, project_dir, provider):
+    config = (project_dir / "overbrainer.toml").read_text()
+    (project_dir / "overbrainer.toml").write_text(
+        config.replace("[pipeline]\n", "[pipeline]\nmax_wait_s = 1\n")
+    )
+    provider.on(lambda seen: seen.model == "gen-model",
+                Reply({"error": {"message": "slow down"}}, status=429,
+                      headers={"retry-after": "30"}), times=None)
     result = run_cli("providers", "check")
     assert result.exit_code == 1
-    assert ("failed after" in result.stdout
-            and "HTTP 429: slow down (rate-limited: the provider asks for 30.0 s)" in result.stdout)
+    assert "failed after" in result.stdout and "still rate-limited" in result.stdout
+
+
+def test_it_runs_config_check_s_checks_too(run_cli, project_dir, provider):
+    config = (project_dir / "overbrainer.toml").read_text()
+    (project_dir / "overbrainer.toml").write_text(
+        config.replace('protocol = "openai"', 'protocol = "anthropic"').replace(
+            'model = "parent-model"', 'model = "claude-sonnet-4-5"'
+        )
+    )
+    check = run_cli("config", "check")
+    result = run_cli("providers", "check")
+    assert check.exit_code == result.exit_code == 1
+    problem = "problem: roles.parent: reasoning = true, but providers.main speaks"
+    assert problem in check.stderr and problem in result.stderr
+    assert result.stderr.endswith(
+        "error: 1 problem(s): the configuration cannot run as it is\n"
+    )
+
+
+def test_a_parent_whose_probe_shows_no_raw_reasoning_is_flagged(run_cli, provider):
+    provider.on(lambda seen: seen.model == "parent-model",
+                Reply(openai_completion("ok")))  # no reasoning at all
+    result = run_cli("providers", "check")
+    assert result.exit_code == 1
+    assert "parent     main/parent-model  ok in" in result.stdout
+    assert (
+        "problem: roles.parent: reasoning = true, but the probe's reply from "
+        "main/parent-model carried no raw reasoning (reasoning: none): every answer would "
+        "be paid for, then excluded (no_raw_reasoning)"
+    ) in result.stderr

@@ -206,8 +206,14 @@ def test_402_is_fatal(provider):
     assert len(provider.chats()) == 1
 
 
-def test_404_is_fatal_and_names_the_url_asked_masked(provider):
+@pytest.mark.parametrize("models_found", [False, True])
+def test_404_is_fatal_and_names_the_url_asked_masked(provider, models_found):
+    """The /v1 hint only where the base path is the likely cause: the models list is not
+    found there either; else the server simply has no such endpoint."""
     provider.on(None, Reply({"error": {"message": "no such route"}}, status=404))
+    if not models_found:
+        provider.on(lambda seen: seen.path.startswith("models"),
+                    Reply({"error": {"message": "no"}}, status=404), times=None)
 
     async def go():
         url = provider.url.replace("http://", "http://user:hunter2@")  # basic auth, no key
@@ -223,9 +229,32 @@ def test_404_is_fatal_and_names_the_url_asked_masked(provider):
     message = caught.value.message
     assert message.startswith("HTTP 404 for http://***@127.0.0.1:")
     assert "hunter2" not in message
-    assert "/v1/chat/completions: no such route (does base_url end where the API starts, " \
-        "such as /v1?)" in message
+    if models_found:
+        assert message.endswith(
+            "/v1/chat/completions: no such route (providers.main answers at its base_url, but "
+            "has no `chat/completions`: the server does not offer that API)"
+        )
+    else:
+        assert message.endswith(
+            "/v1/chat/completions: no such route (does base_url end where the API starts, "
+            "such as /v1?)"
+        )
     assert len(provider.chats()) == 1
+
+
+@pytest.mark.parametrize(("status", "text"), [
+    (404, "The model `m` does not exist or you do not have access to it."),  # OpenAI, vLLM
+    (400, "Invalid model name passed in model=m. Call `/v1/models` to view available models"),
+    (404, "model 'm' not found"),  # Ollama
+])
+def test_a_model_the_provider_does_not_have_stops_at_the_first_reply(provider, status, text):
+    provider.on(None, Reply({"error": {"message": text}}, status=status), times=None)
+    with pytest.raises(FatalProviderError) as caught:
+        chat(provider, role())
+    assert caught.value.message.startswith(
+        f"providers.main has no model `{role().model}` (HTTP {status}: "
+    )
+    assert caught.value.message.endswith("check the model's name in overbrainer.toml")
 
 
 def test_other_client_errors_fail_the_item_cut_to_300_characters(provider):

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from overbrainer.cli.context import current_app
+
+if TYPE_CHECKING:
+    from overbrainer.config.model import Settings
+    from overbrainer.providers.probe import Probe
 
 
 @click.group()
@@ -17,18 +23,24 @@ def check() -> None:
     """Send each role one cheap request and show what came back.
 
     Per role: its provider and model, the time the reply took, the model's price (or why
-    none is known) and the kind of reasoning the reply carried. Exits 1 when a role got
-    no reply. The requests cost a few tokens each, counted in the last line.
+    none is known) and the kind of reasoning the reply carried; a 429 is waited out. Exits
+    1 when a role got no reply, when `config check` finds a problem (listed first), or when
+    the parent has reasoning = true and its reply carried no raw reasoning. The requests
+    cost a few tokens each, counted in the last line.
 
     Example: overbrainer providers check
     """
     import asyncio
 
     from overbrainer.errors import UserError
+    from overbrainer.pipeline.preflight import problems
     from overbrainer.providers.probe import probe_all
     from overbrainer.redact import escape_controls
 
     app = current_app()
+    found = problems(app.settings)  # what config check finds, before anything is sent
+    for problem in found:
+        click.echo(f"problem: {escape_controls(problem)}", err=True)
     probes = asyncio.run(probe_all(app.settings, app.env.merged))
     width = max(len(p.role) for p in probes)
     total, unknown = 0.0, False
@@ -53,6 +65,33 @@ def check() -> None:
     tokens_in = sum(p.input_tokens for p in probes)
     tokens_out = sum(p.output_tokens for p in probes)
     click.echo(f"providers check: tokens {tokens_in} in, {tokens_out} out; {spent}")
+    for probe in probes:
+        flagged = reasoning_shown(probe, app.settings)
+        if flagged is not None and flagged not in found:
+            click.echo(f"problem: {escape_controls(flagged)}", err=True)
+            found.append(flagged)
     failed = [p.role for p in probes if p.error is not None]
     if failed:
         raise UserError(f"no reply for {', '.join(failed)}: fix the provider, then check again")
+    if found:
+        raise UserError(f"{len(found)} problem(s): the configuration cannot run as it is")
+
+
+def reasoning_shown(probe: Probe, settings: Settings) -> str | None:
+    """Why the parent's probe says its answers would all be excluded: ``reasoning = true``
+    and a reply that carried no raw reasoning; None when it did (or nothing is asked)."""
+    from overbrainer.pipeline.preflight import reasoning_problem
+
+    role = settings.roles.parent
+    if probe.role != "parent" or probe.error is not None or not role.reasoning:
+        return None
+    if reasoning_problem(settings) is not None:  # said already, by name
+        return None
+    if probe.reasoning == "raw":
+        return None
+    return (
+        f"roles.parent: reasoning = true, but the probe's reply from {probe.provider}/"
+        f"{probe.model} carried no raw reasoning (reasoning: {probe.reasoning}): every answer "
+        "would be paid for, then excluded (no_raw_reasoning); set roles.parent.reasoning = "
+        "false, or make the parent a model that returns its raw reasoning"
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
@@ -62,6 +63,13 @@ PERMISSION_DENIED = (
     "providers.{name}: permission denied (403): check that {variable} may use this model"
 )
 NOT_FOUND_HINT = " (does base_url end where the API starts, such as /v1?)"
+NO_SUCH_MODEL = re.compile(
+    r"\bmodel\b.{0,200}?\b(?:not found|does ?n[o']t exist|not exist|unknown|not available"
+    r"|not supported|no such)\b|\b(?:no such|unknown|invalid|unsupported) model\b"
+    r"|\binvalid model name\b|\bmodel_not_found\b",
+    re.IGNORECASE,
+)
+"""How servers say a model is not theirs: OpenAI, Anthropic, LiteLLM, vLLM, Ollama."""
 JSON_BODY = {"Content-Type": "application/json"}
 _DIGITS = bytes(48 if 48 <= byte <= 57 else 46 for byte in range(256))
 """Digits to "0", the rest to ".": a run of 19 digits is a run of 19 zeros."""
@@ -345,13 +353,43 @@ class Client:
                 redact(f"providers.{self.name}: cannot send ({error})")
             ) from None
         if not 200 <= status < 300:
-            raise http_error(
-                status, raw, headers, provider=self.name, url=f"{self.base_url}/{path}"
+            model = body.get("model")
+            failure = http_error(
+                status, raw, headers, provider=self.name, url=f"{self.base_url}/{path}",
+                model=model if isinstance(model, str) else None,
             )
+            if status == 404 and not isinstance(failure, NoSuchModel):
+                failure = await self.not_found(path, raw)
+            raise failure
         try:
             return decode_reply(raw), parse_rate_headers(headers)
         except ValueError:
             raise ProviderError("the provider's reply is not valid JSON") from None
+
+
+    async def not_found(self, path: str, raw: bytes) -> FatalProviderError:
+        """What a 404 for ``path`` means: a ``base_url`` that does not end where the API
+        starts (its models list is not found either), or a server that answers there but
+        has no such endpoint (it does not offer that API)."""
+        url = mask_url(f"{self.base_url}/{path}")
+        text = _provider_message(404, raw)
+        found = redact(f"HTTP 404 for {url}: {text}")[:MESSAGE_LIMIT]
+        try:
+            async with self.session.get(
+                f"{self.base_url}/{self._wire.MODELS_PATH}",
+                timeout=aiohttp.ClientTimeout(total=PRICES_TIMEOUT),
+                allow_redirects=False,
+            ) as response:
+                listed = response.status != 404
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+            listed = False
+        if not listed:
+            return FatalProviderError(found + NOT_FOUND_HINT)
+        endpoint = path.split("?", 1)[0]
+        return FatalProviderError(
+            f"{found} (providers.{self.name} answers at its base_url, but has no "
+            f"`{endpoint}`: the server does not offer that API)"
+        )
 
 
 def _usage(data: Any) -> Usage:
@@ -365,6 +403,10 @@ def _usage(data: Any) -> Usage:
     )
 
 
+class NoSuchModel(FatalProviderError):
+    """A provider that says it serves no such model: every request of it fails alike."""
+
+
 def http_error(  # noqa: PLR0911 - one return a kind of failure
     status: int,
     raw: bytes,
@@ -372,14 +414,22 @@ def http_error(  # noqa: PLR0911 - one return a kind of failure
     *,
     provider: str = "main",
     url: str | None = None,
+    model: str | None = None,
 ) -> Exception:
     """The error an HTTP failure status stands for, naming ``provider`` (and for a 404 the
-    ``url`` asked, masked: it is the likeliest mistake of a first setup)."""
+    ``url`` asked, masked: it is the likeliest mistake of a first setup). A 400 or 404
+    that says ``model`` does not exist stops the stage: every other item would fail alike."""
     variable = provider_variable(provider, "api_key")
     if status in (401, 403):  # the provider's text is dropped: it can quote the key
         refused = AUTHENTICATION_FAILED if status == 401 else PERMISSION_DENIED
         return FatalProviderError(refused.format(name=provider, variable=variable))
     text = _provider_message(status, raw)
+    if model is not None and status in (400, 404) and NO_SUCH_MODEL.search(text):
+        said = redact(f"HTTP {status}: {text}")[:MESSAGE_LIMIT]
+        return NoSuchModel(
+            f"providers.{provider} has no model `{model}` ({said}): check the model's name "
+            "in overbrainer.toml"
+        )
     if status == 404 and url is not None:
         message = redact(f"HTTP 404 for {mask_url(url)}: {text}")[:MESSAGE_LIMIT] + NOT_FOUND_HINT
         return FatalProviderError(message)

@@ -12,6 +12,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from loguru import logger
+
 from overbrainer.config.model import ROLE_NAMES as ROLES
 from overbrainer.config.model import Role, Settings
 from overbrainer.errors import UserError
@@ -81,8 +83,8 @@ async def _probe(providers: ProviderSet, name: str, role: Role) -> Probe:
     def no_retry(message: str, delay: float) -> None:
         raise ProviderError(message)
 
-    def limited(message: str, pause: float) -> None:  # a check waits out no rate limit
-        raise ProviderError(f"{message} (rate-limited: the provider asks for {pause:.1f} s)")
+    def limited(message: str, pause: float) -> None:  # waited out, as every command does
+        logger.info(f"providers check: {name}: {message}; waiting {pause:.1f} s")
 
     try:
         client = providers.client(role.provider)
@@ -104,3 +106,4 @@ async def _probe(providers: ProviderSet, name: str, role: Role) -> Probe:
         input_tokens=completion.input_tokens,
         output_tokens=completion.output_tokens,
     )
+
