@@ -643,3 +643,17 @@ def test_an_open_weights_parent_behind_the_anthropic_protocol_keeps_its_raw_reas
                                       "reasoning_content": "Hmm, first this."}
     assert signed["meta"]["reasoning_kind"] == "summary"
     assert signed["meta"]["excluded"] == "no_raw_reasoning"
+
+
+def test_the_questions_summary_counts_a_subtopic_that_stopped_at_none(
+    run_cli, project_dir, provider
+):
+    seed_questions(project_dir, {("lifetimes", "elision"): ["What is elision?"]})
+    provider.on(lambda s: s.prompt.startswith("questions|"),
+                Reply(openai_completion('["What is elision?"]')), times=None)
+    result = run_cli("questions", "--topic", "lifetimes")
+    assert result.exit_code == 0, result.stderr
+    assert "stopped at 1 of 2 questions" in result.stderr
+    assert result.stdout.startswith(
+        "questions: 0 done, 0 skipped, 0 failed, 2 excluded, 1 with nothing new;"
+    )

@@ -38,6 +38,9 @@ class Report:
         """The batches the stage sent or collected: it ran in batch when there are any."""
         self.waiting = 0
         """Items left in batches still running when the stage returned (``--no-wait``)."""
+        self.empty = 0
+        """Items that ended with nothing to show and no error (a subtopic whose generator
+        kept repeating itself before its first new question)."""
         self.unsure = 0
         """Tries whose reply never came (a timeout, a dropped connection): maybe billed."""
         self.unsure_usd = 0.0
@@ -69,7 +72,8 @@ class Report:
 
     def settle(self) -> None:
         """An item that ended with nothing to show and no error (a warning said why): it
-        counts neither as done nor as failed."""
+        counts neither as done nor as failed, and the summary says how many there were."""
+        self.empty += 1
         self._advance()
 
     def fail(self, item: str, message: str) -> None:
@@ -191,10 +195,11 @@ class Report:
             if self.unsure
             else ""
         )
+        empty = f", {self.empty} with nothing new" if self.empty else ""
         return (
             f"{self.stage}: {self.done} done, {self.skipped} skipped, {self.failed} failed, "
-            f"{self.excluded} excluded; tokens {self.input_tokens} in, {self.output_tokens} out; "
-            f"{spent}{unsure}{limited}{self.batch_note()}"
+            f"{self.excluded} excluded{empty}; tokens {self.input_tokens} in, "
+            f"{self.output_tokens} out; {spent}{unsure}{limited}{self.batch_note()}"
         )
 
     def _advance(self) -> None:
