@@ -2,7 +2,7 @@
 the budget and the spend as overbrainer's files say, in the scenarios of issue 36 (part 2).
 
     uv run python benchmarks/budget.py [--kills 5] [--batch 295] [--typical 100] [--seed 7]
-        [--only a b c c2 d e]
+        [--only a a2 b c c2 d e]
 
 Each scenario is a fresh project in a temporary directory, answered by the real CLI in this
 process (click's ``CliRunner``), or in a process of its own where it is killed with
@@ -17,7 +17,9 @@ listed price less ``batch_discount``, 0.5). ``spent`` is
   1-3 s (drawn) after its first request (its start-up, about a second here, is not
   counted: a run killed before it sends anything pays nothing), against a provider
   answering in 0.3 s at concurrency 8, ``max_usd = 0.10``, answers of 300 tokens
-  (``max_tokens = 1000``) priced so that 33 requests pass the budget;
+  (``max_tokens = 1000``) priced so that 33 requests pass the budget (the first run nearly
+  spends it); ``a2``: the same killed 0.2-0.8 s after its first request, so that every
+  run dies with requests in flight;
 - ``b``: a first run whose answers took 1 output token, then a parent that answers 1,000
   (``max_tokens = 1000``) at concurrency 64, ``max_usd`` = the spend + $0.05;
 - ``c``: a batch (``roles.parent.batch``, the fake batch API) of 295 questions answered with
@@ -165,14 +167,14 @@ def typical_in(project: Path) -> int:
 # -- the scenarios ------------------------------------------------------------------------------
 
 
-def killed(root: Path, runs: int, seed: int) -> Row:
+def killed(root: Path, runs: int, seed: int, window: tuple[float, float], name: str) -> Row:
     """a: ``kill -9`` a few times against a slow provider."""
     provider = FakeProvider(latency=0.3).start()
     provider.prices["parent-model"] = ("0.000002", "0.00001")  # 300 out: $0.0031 an answer
     try:
         provider.on(None, Tokens(fixed(300)), times=None)
         project = write_project(
-            root / "a", provider.url, configure(8, 1000, "\n[budget]\nmax_usd = 0.10\n")
+            root / name, provider.url, configure(8, 1000, "\n[budget]\nmax_usd = 0.10\n")
         )
         questions(project, 400)
         rng = random.Random(seed)
@@ -180,7 +182,7 @@ def killed(root: Path, runs: int, seed: int) -> Row:
         env = {**os.environ, "NO_COLOR": "1"}
         for _ in range(runs):
             asked = len(provider.chats())
-            after = rng.uniform(1.0, 3.0)
+            after = rng.uniform(*window)
             process = subprocess.Popen(
                 [CLI, "-C", str(project), "answers"],
                 env=env,
@@ -209,7 +211,8 @@ def killed(root: Path, runs: int, seed: int) -> Row:
         note = (f"{len(provider.chats())} requests, {len(lines(project, 'answers.jsonl'))} "
                 f"answers saved, {unsure} counted at their bound (in flight when killed); "
                 f"runs: {'; '.join(fates)}")  # fmt: skip
-        return Row("a kill -9 x" + str(runs), 0.10, billed(provider), spent(project),
+        label = f"{name} kill -9 x{runs}, {window[0]:g}-{window[1]:g} s"
+        return Row(label, 0.10, billed(provider), spent(project),
                    kept(project), int(0.10 / each), note)  # fmt: skip
     finally:
         provider.stop()
@@ -360,11 +363,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=295)
     parser.add_argument("--typical", type=int, default=100)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--only", nargs="+", default=["a", "b", "c", "c2", "d", "e"])
+    parser.add_argument("--only", nargs="+", default=["a", "a2", "b", "c", "c2", "d", "e"])
     args = parser.parse_args()
     os.environ.update(OVERBRAINER_LOAD_PLUGINS="", OVERBRAINER_LOG="ERROR", NO_COLOR="1")
     scenarios: dict[str, Callable[[Path], Row]] = {
-        "a": lambda root: killed(root, args.kills, args.seed),
+        "a": lambda root: killed(root, args.kills, args.seed, (1.0, 3.0), "a"),
+        "a2": lambda root: killed(root, args.kills, args.seed, (0.2, 0.8), "a2"),
         "b": longer_than_measured,
         "c": lambda root: in_batch(root, args.batch, after_short=False),
         "c2": lambda root: in_batch(root, args.batch, after_short=True),
