@@ -31,8 +31,8 @@ listed price less ``batch_discount``, 0.5). ``spent`` is
   default ``max_tokens`` 16384, concurrency 8): the answers kept (not excluded) / N.
 
 Printed: a row a scenario, with the budget, what was billed, the spend the files say, the
-share of the budget billed (goal: at most 1.00), and where a budget is worth N answers, the
-answers kept / N (goal for ``e``: at least 0.80).
+share of the budget billed and spent (goal: at most 1.00; ``held``: both within it), and
+where a budget is worth N answers, the answers kept / N (goal for ``e``: at least 0.80).
 """
 
 from __future__ import annotations
@@ -376,15 +376,16 @@ def main() -> None:
         "e": lambda root: typical(root, args.typical, args.seed),
     }
     print(f"{'scenario':<30} {'budget':>9} {'billed':>9} {'spent':>9} {'billed/':>8} "
-          f"{'spent/':>7} {'kept/N':>16}")  # fmt: skip
+          f"{'spent/':>7} {'held':>5} {'kept/N':>16}")  # fmt: skip
     print(f"{'':<30} {'':>9} {'':>9} {'':>9} {'budget':>8} {'budget':>7}")
     with tempfile.TemporaryDirectory() as temp:
         for name in args.only:
             row = scenarios[name](Path(temp))
             share = f"{row.kept}/{row.worth} = {row.kept / row.worth:.2f}" if row.worth else ""
+            held = "yes" if max(row.billed, row.spent) <= row.budget + 1e-9 else "NO"
             print(f"{row.name:<30} ${row.budget:>8.4f} ${row.billed:>8.4f} ${row.spent:>8.4f} "
-                  f"{row.billed / row.budget:>8.2f} {row.spent / row.budget:>7.2f} {share:>16}",
-                  flush=True)  # fmt: skip
+                  f"{row.billed / row.budget:>8.2f} {row.spent / row.budget:>7.2f} {held:>5} "
+                  f"{share:>16}", flush=True)  # fmt: skip
             if row.note:
                 print(f"    {row.note}", flush=True)
 
