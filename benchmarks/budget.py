@@ -46,7 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,8 +73,10 @@ class Row:
     budget: float
     billed: float
     spent: float
-    kept: int | None = None
-    worth: int | None = None
+    kept: int
+    """Answers kept (not excluded)."""
+    worth: int
+    """The answers the budget is worth."""
     note: str = ""
 
 
@@ -118,8 +120,9 @@ def fixed(tokens: int) -> Callable[[Seen], int]:
     return lambda seen: tokens
 
 
-def billed(provider: FakeProvider, unreported: list[tuple[int, int]] = ()) -> float:  # type: ignore[assignment]
-    """USD of every chat the provider answered, at the prices it lists."""
+def billed(provider: FakeProvider, unreported: Sequence[tuple[int, int]] = ()) -> float:
+    """USD of every chat the provider answered, at the prices it lists (and of the replies
+    ``unreported``, whose usage it left out, at the tokens it really made)."""
     total = 0.0
     for seen in provider.chats():
         price_in, price_out = (float(p) for p in provider.prices[seen.model or ""])
@@ -381,7 +384,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as temp:
         for name in args.only:
             row = scenarios[name](Path(temp))
-            share = f"{row.kept}/{row.worth} = {row.kept / row.worth:.2f}" if row.worth else ""
+            share = f"{row.kept}/{row.worth} = {row.kept / row.worth:.2f}"
             held = "yes" if max(row.billed, row.spent) <= row.budget + 1e-9 else "NO"
             print(f"{row.name:<30} ${row.budget:>8.4f} ${row.billed:>8.4f} ${row.spent:>8.4f} "
                   f"{row.billed / row.budget:>8.2f} {row.spent / row.budget:>7.2f} {held:>5} "
