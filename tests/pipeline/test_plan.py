@@ -173,7 +173,7 @@ def test_run_shows_the_plan_total_first(run_cli, project_dir, provider):
         "plan: nothing measured yet, so it assumes subtopics 26 tokens out a request, "
         "questions 56 tokens out a request, answers 2600 tokens out a request (a prior); the "
         "budget reserves each request in flight at its max_tokens and holds whatever they "
-        "take (`overbrainer plan --pilot 20` measures first)",
+        "take (`overbrainer plan --pilot 50` measures first)",
     ]
 
 

@@ -35,7 +35,7 @@ def plan(as_json: bool, max_usd: float | None, pilot: int | None) -> None:
     and the reasoning when asked for); `--pilot N` pays for N answers to measure instead.
     The `up to` column is what the requests can cost at most, which the budget reserves.
 
-    Example: overbrainer plan --pilot 20
+    Example: overbrainer plan --pilot 50
     """
     import json
 

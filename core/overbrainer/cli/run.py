@@ -94,5 +94,5 @@ def prior_line(found: CostPlan) -> str:
     return (
         f"plan: nothing measured yet, so it assumes {said} (a prior); the budget reserves "
         "each request in flight at its max_tokens and holds whatever they take "
-        "(`overbrainer plan --pilot 20` measures first)"
+        "(`overbrainer plan --pilot 50` measures first)"
     )

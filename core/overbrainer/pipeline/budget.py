@@ -14,6 +14,9 @@ pay (never below the measured average reply, or 256 tokens before one: a reply s
 cut is not worth paying for). An answer cut by it is a truncation like any other. A
 request that does not fit waits for those in flight; with none in flight it is refused,
 and the stage stops as a fatal error does (:meth:`Budget.stopped`).
+
+A batch is sent whole and cannot learn from its first replies: its questions go with
+``max_tokens`` as they are, as many as the budget holds (see :meth:`Budget.admit_batch`).
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ class Budget:
         self._lowered_said = False
         self.next_cost: float | None = None
         """The bound of the first request refused."""
+        self.batch_cap: int | None = None
+        """The max_tokens a batch cut by the budget held its questions at."""
 
     # -- online requests -----------------------------------------------------------------
 
@@ -146,26 +151,26 @@ class Budget:
         scale = 1 - discount
         cap = role.max_tokens
         if refuse and bounds:
+            # A batch is sent whole: it cannot learn from its first replies as online
+            # requests do, and a lowered max_tokens measured on earlier answers would cut
+            # every answer of a parent that now writes more. So its questions go with
+            # max_tokens, as many as the budget holds; only when not even one fits does
+            # that one go with what the budget can pay (256 tokens at least).
             left = self.max_usd - self.spent(report) - self._reserved
-            whole = sum(cost_of(price, b, cap) for b in bounds) * scale
-            if whole > left:
-                lowered = self._lowered(role)
-                if lowered is not None and lowered < cap:
-                    cap = lowered
-                fits = cost_of(price, bounds[0], cap) * scale <= left
-                if not fits:  # not even one at the lowered cap: the last one, paid to the end
-                    last = self._affordable(role, price, bounds[0], left / scale)
-                    if last is None:
-                        self._refuse(cost_of(price, bounds[0], cap) * scale)
-                    cap = min(cap, last or cap)
-                if cap < role.max_tokens:
-                    self._say_lowered(cap, role.max_tokens)
+            if cost_of(price, bounds[0], cap) * scale > left:
+                last = self._affordable(role, price, bounds[0], left / scale)
+                if last is None or last < min(LOWERED_FLOOR, role.max_tokens):
+                    self._refuse(cost_of(price, bounds[0], cap) * scale)
+                assert last is not None
+                cap = last
+                self._say_lowered(cap, role.max_tokens)
         admitted: list[float] = []
         for tokens_in in bounds:
             cost = cost_of(price, tokens_in, cap) * scale
             if refuse and self.spent(report) + self._reserved + cost > self.max_usd:
                 if self.next_cost is None:
                     self.next_cost = cost
+                self.batch_cap = cap
                 break
             self._reserved += cost
             admitted.append(cost)
@@ -193,10 +198,16 @@ class Budget:
         spent = self.spent(report)
         left = max(self.max_usd - spent, 0.0)
         upcoming = f" (up to {usd(self.next_cost)})" if self.next_cost is not None else ""
+        held = (
+            f" (a batch holds each question at what it can cost at most, max_tokens "
+            f"{self.batch_cap}: a lower roles.parent.max_tokens sends more at once)"
+            if self.batch_cap is not None
+            else ""
+        )
         return (
             f"budget: {self._stage} stopped before a request{upcoming} that could take the "
             f"project past max_usd {usd(self.max_usd)}: spent {usd(spent)} (this stage "
-            f"{usd(self.stage_spent(report))}), {usd(left)} left; {GO_ON}"
+            f"{usd(self.stage_spent(report))}), {usd(left)} left{held}; {GO_ON}"
         )
 
     # -- the caps ------------------------------------------------------------------------
