@@ -715,6 +715,10 @@ def test_forget_batch_names_the_live_batches_when_none_is_it(run_cli, project_di
     assert result.stderr.endswith(
         f"error: .overbrainer/batches.jsonl has no live batch `batch_nope` (live: {batch.id})\n"
     )
+    result = run_cli("answers", "--forget-batch", batch.id, "--cancel")
+    assert result.exit_code == 2
+    assert "--forget-batch goes alone: it gives up a batch, nothing more" in result.stderr
+    assert batch.id in ledger(project_dir) and '"forgotten"' not in ledger(project_dir)
 
 
 def test_a_batch_left_running_counts_against_every_budget_until_collected(

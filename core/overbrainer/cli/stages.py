@@ -134,6 +134,8 @@ def answers(  # noqa: PLR0917 - click passes each option
     Example: overbrainer answers --batch --no-wait
     """
     if forget is not None:
+        if topic or force or batch is not None or no_wait or cancel:
+            raise click.UsageError("--forget-batch goes alone: it gives up a batch, nothing more")
         forget_batch(forget)
         return
     execute("answers", topic, force, batch=batch, wait=not no_wait, cancel=cancel)
