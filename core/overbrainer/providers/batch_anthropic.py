@@ -96,9 +96,9 @@ class AnthropicBatches:
         undecided = 0
         for _, batch in sorted(candidates, key=lambda found: found[0]):
             url = member(batch, "results_url")
-            if batch.get("processing_status") != "ended" or not isinstance(url, str):
+            if batch.get("processing_status") != "ended":
                 undecided += 1
-            elif await self._carries(url, key):
+            elif isinstance(url, str) and await self._carries(url, key):
                 return Finding(checked_id(batch.get("id"), "batch"))
         return Finding(undecided=undecided)
 
