@@ -6,8 +6,11 @@ item answered as the fake's default model answers it online. Tests script what g
 ``item_fate`` (an item ``errored``, ``expired`` or ``malformed`` in the results), and
 ``batch_fate`` (the whole batch ``failed``, ``cancelled`` or ``expired``), ``hold_create``
 (the batch is made, its id sent back that many seconds later: a kill in between), and the
-scripted replies and faults of ``FakeProvider.on`` (a failing poll). Every request is
-recorded in ``requests``, the uploaded files in ``uploads``.
+scripted replies and faults of ``FakeProvider.on`` (a failing poll, a 429). As real ones do,
+it lists batches a page at a time (``page_size``, newest first unless ``oldest_first``),
+forgets a batch it ``purge``s (a 404 from then on), and may give a relative ``results_url``
+(``results_base = "/v1"``). Every request is recorded in ``requests``, the uploaded files
+in ``uploads`` (their names in ``filenames``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from aiohttp import web
 
@@ -48,6 +52,15 @@ class FakeBatch:
     errors: list[dict[str, str]] = field(default_factory=list)
     cancelled: bool = False
 
+    def questions(self) -> list[str]:
+        """The question ids its items' custom_ids carry (behind the batch's key)."""
+        return [question(custom_id) for custom_id, _ in self.items]
+
+
+def question(custom_id: str) -> str:
+    """The question id in an item's custom_id: what follows the batch's key."""
+    return custom_id.rsplit("-", 1)[-1]
+
 
 class FakeBatchProvider(FakeProvider):
     """``url`` as ``FakeProvider``'s; ``batches`` by id, in the order they were made."""
@@ -62,10 +75,15 @@ class FakeBatchProvider(FakeProvider):
         self.item_fate: Fate = lambda custom_id, body: None
         self.batch_fate: Callable[[FakeBatch], str | None] = lambda batch: None
         self.results_base: str | None = None
-        """Where Anthropic's ``results_url`` points (default: this server)."""
+        """Where Anthropic's ``results_url`` points (default: this server); a path makes
+        it a relative reference."""
+        self.page_size = 100
+        """The most batches a page of the list holds (``has_more`` tells of the rest)."""
+        self.oldest_first = False
         self.batches: dict[str, FakeBatch] = {}
         self.files: dict[str, bytes] = {}
         self.uploads: list[bytes] = []
+        self.filenames: list[str] = []
         self._ids = itertools.count(1)
 
     # -- what tests read ------------------------------------------------------------------
@@ -73,9 +91,13 @@ class FakeBatchProvider(FakeProvider):
     def submitted(self) -> list[FakeBatch]:
         return list(self.batches.values())
 
+    def purge(self, batch_id: str) -> None:
+        """Forget a batch, as a provider does after a while (or another account's key)."""
+        del self.batches[batch_id]
+
     def batch_items(self) -> list[str]:
-        """The custom_ids of every item of every batch made, in order."""
-        return [custom_id for batch in self.batches.values() for custom_id, _ in batch.items]
+        """The question ids of every item of every batch made, in order."""
+        return [q for batch in self.batches.values() for q in batch.questions()]
 
     # -- serving ----------------------------------------------------------------------------
 
@@ -88,6 +110,8 @@ class FakeBatchProvider(FakeProvider):
             async for part in await request.multipart():
                 data = await part.read()  # type: ignore[union-attr]
                 body[part.name] = data.decode() if part.name == "purpose" else data  # type: ignore[union-attr]
+                if part.filename:  # type: ignore[union-attr]
+                    body["filename"] = part.filename  # type: ignore[union-attr]
         else:
             raw = await request.read()
             try:
@@ -119,11 +143,7 @@ class FakeBatchProvider(FakeProvider):
         if method == "POST" and not rest:
             return await self._create(protocol, seen.body)
         if method == "GET" and not rest:
-            listed = sorted(
-                (b for b in self.batches.values() if b.protocol == protocol),
-                key=lambda b: b.created, reverse=True,
-            )
-            return _json({"data": [self._view(self._advance(b)) for b in listed]})
+            return _json(self._list(protocol, seen.path))
         batch = self.batches.get(rest[0]) if rest else None
         if batch is None or batch.protocol != protocol:
             return _json({"error": {"message": "no such batch"}}, 404)
@@ -137,12 +157,28 @@ class FakeBatchProvider(FakeProvider):
             return web.Response(body=batch.results, content_type="application/binary")
         return _json({"error": {"message": "not found"}}, 404)
 
+    def _list(self, protocol: str, path: str) -> dict[str, Any]:
+        """A page of the batches, after the one named by ``after`` (openai) or
+        ``after_id`` (anthropic)."""
+        listed = sorted(
+            (b for b in self.batches.values() if b.protocol == protocol),
+            key=lambda b: (b.created, b.id), reverse=not self.oldest_first,
+        )
+        query = parse_qs(urlsplit(path).query)
+        after = (query.get("after") or query.get("after_id") or [None])[0]
+        ids = [b.id for b in listed]
+        start = ids.index(after) + 1 if after in ids else 0
+        page = listed[start:start + self.page_size]
+        return {"data": [self._view(self._advance(b)) for b in page],
+                "has_more": start + self.page_size < len(listed)}
+
     def _upload(self, body: dict[str, Any]) -> web.Response:
         if not isinstance(body, dict) or body.get("purpose") != "batch" or "file" not in body:
             return _json({"error": {"message": "purpose=batch and a file are required"}}, 400)
         file_id = f"file-{next(self._ids)}"
         self.files[file_id] = body["file"]
         self.uploads.append(body["file"])
+        self.filenames.append(body.get("filename", ""))
         return _json({"id": file_id, "object": "file", "purpose": "batch"})
 
     async def _create(self, protocol: str, body: Any) -> web.Response:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_batch import FakeBatchProvider
+from fake_batch import FakeBatchProvider, question
 from fake_provider import Reply
 from overbrainer.pipeline.batch import chunks
 from overbrainer.providers.batch_api import Limits, Request
@@ -102,7 +102,7 @@ def test_answers_in_batch_are_the_online_answers_at_half_price(
         assert record == by_id[record["id"]]
     # The batch's request bodies are the online ones.
     online_bodies = {chat.prompt: chat.body for chat in provider.chats()}
-    assert dict(batch.items) == {
+    assert dict(zip(batch.questions(), (body for _, body in batch.items), strict=True)) == {
         q["id"]: online_bodies[q["text"]] for q in questions
     }
 
@@ -146,7 +146,11 @@ def test_the_openai_upload_is_a_jsonl_of_chat_requests(run_cli, project_dir, pro
     assert run_cli("answers").exit_code == 0
     [upload] = provider.uploads
     rows = [json.loads(line) for line in upload.decode().splitlines()]
-    assert [row["custom_id"] for row in rows] == [q["id"] for q in questions]
+    # The batch carries the project's key for it: in each custom_id, the file's name and
+    # the batch's metadata.
+    key = json.loads(ledger(project_dir).splitlines()[0])["key"]
+    assert [row["custom_id"] for row in rows] == [f"{key}-{q['id']}" for q in questions]
+    assert provider.filenames == [f"{key}.jsonl"]
     assert {(row["method"], row["url"]) for row in rows} == {("POST", "/v1/chat/completions")}
     assert rows[0]["body"]["messages"] == [
         {"role": "system", "content": "system|ownership"}, {"role": "user", "content": "q0"}
@@ -154,6 +158,7 @@ def test_the_openai_upload_is_a_jsonl_of_chat_requests(run_cli, project_dir, pro
     [create] = [s for s in provider.requests if s.method == "POST" and s.path == "batches"]
     assert create.body["endpoint"] == "/v1/chat/completions"
     assert create.body["completion_window"] == "24h"
+    assert create.body["metadata"] == {"overbrainer_batch": key}
 
 
 def test_a_large_stage_is_cut_into_batches_under_the_limits(
@@ -190,8 +195,8 @@ def test_errored_and_expired_items_go_into_a_new_batch_then_count_as_failed(
         text = body["messages"][-1]["content"]
         if text == "q1":
             return "errored"  # every time
-        if text == "q2" and custom_id not in expired_once:
-            expired_once.add(custom_id)
+        if text == "q2" and text not in expired_once:
+            expired_once.add(text)
             return "expired"
         return None
 
@@ -228,7 +233,7 @@ def test_a_malformed_results_line_loses_only_its_item_which_is_tried_again(
 
     def fate(custom_id, body):
         if not once:
-            once.append(custom_id)
+            once.append(question(custom_id))
             return "malformed"
         return None
 
@@ -236,7 +241,7 @@ def test_a_malformed_results_line_loses_only_its_item_which_is_tried_again(
     result = run_cli("answers")
     assert result.exit_code == 0, result.stderr
     first, second = provider.submitted()
-    assert [c for c, _ in second.items] == once
+    assert second.questions() == once
     assert (
         f"answers: batch {first.id}: a line of its results is malformed (not JSON): the other "
         "lines are kept, and its item is tried again"
@@ -343,7 +348,10 @@ def test_a_batch_made_but_whose_reply_was_lost_is_found_not_made_again(
     assert result.exit_code == 0, result.stderr
     [batch] = provider.submitted()
     assert answered(project_dir) == sorted(q["id"] for q in questions)
-    assert f"answers: batch {batch.id}: 6 question(s) sent" in result.stderr
+    # A message batch shows whose it is only in its results: it may be taken once it ends.
+    assert f"answers: batch {batch.id}: 6 question(s) sent" in result.stderr or (
+        protocol == "anthropic" and f"answers: batch {batch.id}: found again" in result.stderr
+    )
 
 
 def test_a_batch_not_made_is_tried_again(run_cli, project_dir, provider):
@@ -380,7 +388,7 @@ def test_no_wait_submits_and_returns_and_a_later_run_collects(run_cli, project_d
     result = run_cli("run")  # which also makes the questions the project still lacks
     assert result.exit_code == 0, result.stderr
     first, *others = provider.submitted()
-    assert not {c for c, _ in first.items} & {c for b in others for c, _ in b.items}
+    assert not set(first.questions()) & {q for b in others for q in b.questions()}
     assert set(answered(project_dir)) >= {q["id"] for q in questions}
     assert f"answers: {len(answered(project_dir))} done, 0 skipped" in result.stdout
 
@@ -422,14 +430,20 @@ def test_a_results_url_off_the_provider_s_host_is_not_followed(run_cli, project_
     six(project_dir)
     provider.results_base = provider.url.replace("127.0.0.1", "localhost")
     result = run_cli("answers")
-    assert result.exit_code == 1
+    assert result.exit_code == 0, result.stderr  # held: the project goes on
     [batch] = provider.submitted()
-    assert result.stderr.endswith(
-        f"error: batch {batch.id}: a poll failed (the batch's results_url is not on the "
-        "provider's host: not followed); the batch stays recorded: run `overbrainer answers` "
-        "again to collect it\n"
-    )
+    assert (
+        f"answers: batch {batch.id}: its results_url is not on the provider's host: not "
+        "followed (the key would go along): its 6 question(s) without an answer stay held "
+        "(never sent twice) and the stage goes on without them; if you know it will never "
+        f"answer, `overbrainer answers --forget-batch {batch.id}` gives them up"
+    ) in result.stderr
     assert not any(s.path.endswith("/results") for s in provider.requests)
+    assert answered(project_dir) == []
+    again = run_cli("answers")
+    assert again.exit_code == 0, again.stderr
+    assert f"answers: batch {batch.id} is still held (its results_url is not on" in again.stderr
+    assert len(provider.submitted()) == 1 and provider.chats() == []  # nothing sent twice
 
 
 def test_a_batch_that_cannot_start_is_not_recorded_as_live(run_cli, project_dir, provider):
@@ -636,7 +650,7 @@ def test_a_batch_sends_only_what_the_budget_leaves_room_for(run_cli, project_dir
     again = run_cli("answers", env={"OVERBRAINER_BUDGET__MAX_USD": "1"})
     assert again.exit_code == 0, again.stderr
     assert answered(project_dir) == sorted(q["id"] for q in questions)
-    items = [item for b in provider.submitted() for item in dict(b.items)]
+    items = [item for b in provider.submitted() for item in b.questions()]
     assert sorted(items) == sorted(q["id"] for q in questions)  # none sent twice
 
 
@@ -655,9 +669,56 @@ def test_a_batch_whose_making_got_no_reply_is_held_not_made_twice(
         "`overbrainer answers` looks again\n"
     )
     assert '"state":"abandoned"' not in ledger(project_dir)
+    held = (
+        f"answers: batch {key}: the provider does not list it, and its making got no reply: "
+        "its 6 question(s) without an answer stay held (never sent twice) and the stage goes "
+        "on without them; if you know it will never answer, `overbrainer answers "
+        f"--forget-batch {key}` gives them up"
+    )
     again = run_cli("answers")
-    assert f"batch {key} is not listed by the provider yet: its questions wait" in again.stderr
+    assert again.exit_code == 0, again.stderr
+    assert held in again.stderr
+    # However long ago it was asked for (a list cut short, oldest first), it stays held.
+    path = project_dir / ".overbrainer" / "batches.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0]["at"] -= 3600
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    again = run_cli("answers")
+    assert again.exit_code == 0, again.stderr
+    assert f"answers: batch {key} is still held (the provider does not list it" in again.stderr
     assert provider.submitted() == [] and provider.chats() == []  # nothing sent twice
+
+    # Given up knowingly: said what it risks, then sent by the next run.
+    asked = len(provider.requests)
+    forgotten = run_cli("answers", "--forget-batch", key)
+    assert forgotten.exit_code == 0, forgotten.stderr
+    assert forgotten.stdout == (
+        f"answers: batch {key} forgotten: its 6 question(s) without an answer are free, and "
+        "the next `overbrainer answers` sends them again. If the provider made this batch and "
+        "runs it, they are paid twice (its answers are never collected), and the $0.0000 it "
+        "was expected to cost no longer counts against the budget.\n"
+    )
+    assert len(provider.requests) == asked  # --forget-batch asks the provider nothing
+    provider._rules.clear()
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    assert len(answered(project_dir)) == 6 and len(provider.submitted()) == 1
+
+
+def test_forget_batch_names_the_live_batches_when_none_is_it(run_cli, project_dir, provider):
+    six(project_dir)
+    provider.hold = True
+    assert run_cli("answers", "--no-wait").exit_code == 0
+    [batch] = provider.submitted()
+    result = run_cli("answers", "--forget-batch", "batch_nope")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        f"error: .overbrainer/batches.jsonl has no live batch `batch_nope` (live: {batch.id})\n"
+    )
+    result = run_cli("answers", "--forget-batch", batch.id, "--cancel")
+    assert result.exit_code == 2
+    assert "--forget-batch goes alone: it gives up a batch, nothing more" in result.stderr
+    assert batch.id in ledger(project_dir) and '"forgotten"' not in ledger(project_dir)
 
 
 def test_a_batch_left_running_counts_against_every_budget_until_collected(

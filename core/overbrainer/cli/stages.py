@@ -13,6 +13,12 @@ _TOPIC = click.option(
 _FORCE = click.option(
     "--force", is_flag=True, help="Redo the selected topics' output of this stage from scratch."
 )
+FORGOTTEN = (
+    "answers: batch {name} forgotten: its {count} question(s) without an answer are free, "
+    "and the next `overbrainer answers` sends them again. If the provider made this batch "
+    "and runs it, they are paid twice (its answers are never collected), and the "
+    "${usd:.4f} it was expected to cost no longer counts against the budget."
+)
 
 
 def execute(
@@ -105,8 +111,20 @@ def questions(topic: str | None, force: bool) -> None:
     is_flag=True,
     help="Cancel the batches sent and not yet ended; what they finished is kept.",
 )
-def answers(
-    topic: str | None, force: bool, batch: bool | None, no_wait: bool, cancel: bool
+@click.option(
+    "--forget-batch",
+    "forget",
+    metavar="ID",
+    help="Give up a batch the provider does not list or give (its id or key, as `answers` "
+    "names it): its questions are sent again by the next `answers`, paid twice if it ran.",
+)
+def answers(  # noqa: PLR0917 - click passes each option
+    topic: str | None,
+    force: bool,
+    batch: bool | None,
+    no_wait: bool,
+    cancel: bool,
+    forget: str | None,
 ) -> None:
     """Ask the parent to answer every question that has no answer yet.
 
@@ -115,7 +133,25 @@ def answers(
 
     Example: overbrainer answers --batch --no-wait
     """
+    if forget is not None:
+        if topic or force or batch is not None or no_wait or cancel:
+            raise click.UsageError("--forget-batch goes alone: it gives up a batch, nothing more")
+        forget_batch(forget)
+        return
     execute("answers", topic, force, batch=batch, wait=not no_wait, cancel=cancel)
+
+
+def forget_batch(name: str) -> None:
+    """Give up the live batch ``name`` in the ledger; nothing is asked of the provider."""
+    from overbrainer.pipeline.batch_ledger import Ledger
+    from overbrainer.pipeline.records import ANSWERS, DataFiles
+
+    app = current_app()
+    with app.lock():
+        forgotten = Ledger(app.project_dir).forget(name)
+        answered = {record["id"] for record in DataFiles(app.project_dir).read(ANSWERS)}
+    count = len([q for q in forgotten.questions if q not in answered])
+    click.echo(FORGOTTEN.format(name=name, count=count, usd=forgotten.projected_usd))
 
 
 @click.command()

@@ -2,9 +2,12 @@
 
 Each batch is in the ledger before the provider is asked to start it, so nothing stops the
 stage in a way that loses one: the next run finds a batch whose id never came back (by the
-project's key for it), polls the live ones, and never sends again a question a live batch
-holds. Results are written as answers as they download; an item that failed, expired, or
-came back unreadable goes into a new batch, up to ``max_retries`` times, then fails.
+project's key for it, which the batch carries: only a batch carrying it is taken), polls
+the live ones, and never sends again a question a live batch holds. A batch the provider
+does not list, or will not give (a 404), is held, not sent again: ``answers
+--forget-batch`` gives it up. Results are written as answers as they download; an item
+that failed, expired, or came back unreadable goes into a new batch, up to ``max_retries``
+times, then fails.
 """
 
 from __future__ import annotations
@@ -12,21 +15,37 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from loguru import logger
 
 from overbrainer.errors import UserError
-from overbrainer.pipeline.batch_ledger import Batch, Ledger, State
+from overbrainer.pipeline.batch_ledger import KEY_BYTES, Batch, Ledger, State
 from overbrainer.pipeline.budget import BudgetExceeded, cost_of, prompt_bound
 from overbrainer.pipeline.jsonl import JsonlWriter
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.batch_anthropic import AnthropicBatches
-from overbrainer.providers.batch_api import BatchAPI, BatchStatus, Limits, Request
+from overbrainer.providers.batch_api import (
+    BatchAPI,
+    BatchStatus,
+    Finding,
+    Limits,
+    Request,
+    Unreachable,
+    item_id,
+    question_of,
+)
 from overbrainer.providers.batch_openai import OpenAIBatches, request_line
 from overbrainer.providers.client import PROTOCOLS, Client
-from overbrainer.providers.errors import FatalProviderError, ProviderError, TransientError
+from overbrainer.providers.errors import (
+    FatalProviderError,
+    ProviderError,
+    RateLimitedError,
+    TransientError,
+)
+from overbrainer.providers.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from overbrainer.config.model import Role
@@ -47,8 +66,58 @@ MAYBE_STARTED = (
     "batch {key}: no reply to its making ({error}), and the provider does not list it: it "
     "may have been made; its questions wait, and the next `overbrainer answers` looks again"
 )
-LISTED_WITHIN_S = 600.0
-"""How long a batch made may take to show in the provider's list."""
+NOT_LISTED = "the provider does not list it, and its making got no reply"
+HELD = (
+    "answers: batch {name}: {why}: its {count} question(s) without an answer stay held "
+    "(never sent twice) and the stage goes on without them; if you know it will never "
+    "answer, `overbrainer answers --forget-batch {name}` gives them up"
+)
+STILL_HELD = (
+    "answers: batch {name} is still held ({why}): `overbrainer answers --forget-batch "
+    "{name}` gives up its {count} question(s)"
+)
+UNDECIDED = (
+    "answers: batch {key}: {count} batch(es) of the provider may be it, still running: the "
+    "one whose results carry its key is taken when it ends; its questions wait"
+)
+
+
+class Lookup(Enum):
+    """What became of a recorded batch when the provider was asked about it."""
+
+    ADOPTED = "adopted"
+    """Live, with its id."""
+    NEVER_STARTED = "never started"
+    """The provider was never asked to make it: its questions are free."""
+    UNDECIDED = "undecided"
+    """Batches of the provider may be it, still running: looked at again as they run."""
+    HELD = "held"
+    """The provider does not list it: its questions stay held."""
+
+
+@dataclass
+class Refusals:
+    """The 429s one request meets in a row: refusals, not lost replies. Each is waited out
+    as the provider asks (else with backoff), none counts as a failure, until
+    ``max_wait_s`` of them have passed."""
+
+    policy: RetryPolicy
+    max_wait_s: float
+    since: float | None = None
+    count: int = 0
+
+    def pause(self, error: RateLimitedError) -> float:
+        """Seconds to wait before asking again; ``ProviderError`` past ``max_wait_s``."""
+        now = time.monotonic()
+        self.since = now if self.since is None else self.since
+        self.count += 1
+        pause = self.policy.delay(self.count, error.retry_after)
+        if now + pause - self.since > self.max_wait_s:
+            raise ProviderError(
+                f"{error.message}: still rate-limited after {now - self.since:.0f} s "
+                f"(pipeline.max_wait_s = {self.max_wait_s:g})"
+            )
+        return pause
 
 
 def chunks(requests: list[Request], limits: Limits, size: Callable[[Request], int]
@@ -69,9 +138,9 @@ def chunks(requests: list[Request], limits: Limits, size: Callable[[Request], in
 
 
 def request_size(request: Request) -> int:
-    """A request's bytes in a batch: its line of the uploaded file (the JSON each
-    protocol sends differs from it by a few bytes)."""
-    return len(request_line(request))
+    """A request's bytes in a batch: its line of the uploaded file, its ``custom_id``
+    behind the batch's key (the JSON each protocol sends differs from it by a few bytes)."""
+    return len(request_line(request)) + KEY_BYTES + 1
 
 
 class BatchStage:
@@ -105,6 +174,11 @@ class BatchStage:
         self._pending: list[Batch] = []
         self._apis: dict[str, BatchAPI] = {}
         self._pipeline = ctx.settings.pipeline
+        self._submit = True
+        """Whether this run sends the items a batch left without an answer (else they are
+        answered online, or by ``--cancel`` left for a later run)."""
+        self._told: set[str] = set()
+        """The batches whose undecided search was told of in this run."""
 
     # -- the whole ----------------------------------------------------------------------
 
@@ -117,6 +191,7 @@ class BatchStage:
             raise BudgetExceeded("budget: max_usd reached")
 
     async def _run(self, todo: list[dict[str, Any]], live: list[Batch], *, submit: bool) -> None:
+        self._submit = submit
         for batch in live:
             for question in batch.questions:
                 self._tries[question] = 1
@@ -127,9 +202,9 @@ class BatchStage:
             retry: list[dict[str, Any]] = []
             for batch in live:
                 found = await self._found(batch)
-                if found:
+                if found in (Lookup.ADOPTED, Lookup.UNDECIDED):
                     self._pending.append(batch)
-                elif found is False:  # never started: its questions are free to send
+                elif found is Lookup.NEVER_STARTED:  # its questions are free to send
                     retry += self._unanswered(batch.questions)
             if self._pending:
                 self._pending, failed = await self._poll(self._pending)
@@ -187,15 +262,25 @@ class BatchStage:
         self._pending = []
         try:
             for batch in live:
-                if not await self._found(batch):
+                found = await self._found(batch)
+                if found is Lookup.UNDECIDED:
+                    logger.warning(
+                        f"answers: batch {batch.key}: not cancelled: no batch of the provider "
+                        "is known yet to be it"
+                    )
+                if found is not Lookup.ADOPTED:
                     continue
                 self.ledger.update(batch, cancelled=True)
+                try:
+                    status = await self._kept(batch, "a poll", self._status(batch))
+                    if not status.ended:  # one that ended is only collected
+                        api = self._api(batch)
+                        await self._kept(batch, "cancelling it", self._cancel(api, batch.name))
+                        logger.info(f"answers: batch {batch.name}: cancelled")
+                except Unreachable as error:
+                    self._hold(batch, error.message)
+                    continue
                 self._pending.append(batch)
-                status = await self._kept(batch, "a poll", self._status(batch))
-                if not status.ended:  # one that ended is only collected
-                    api = self._api(batch)
-                    await self._kept(batch, "cancelling it", self._cancel(api, batch.name))
-                    logger.info(f"answers: batch {batch.name}: cancelled")
             while self._pending:
                 self._pending, _ = await self._poll(self._pending)
                 if not self._pending or not self.ctx.wait:
@@ -230,6 +315,12 @@ class BatchStage:
             Request(q["id"], wire.chat_body(role, self.answering.messages(q))) for q in questions
         ]
         return [await self._submit_one(chunk) for chunk in chunks(requests, limits, request_size)]
+
+    def _fate(self) -> str:
+        """What becomes, in this run, of the items a batch left without an answer."""
+        if self.ctx.cancel:
+            return "are left for a later `overbrainer answers` (`--cancel` sends nothing)"
+        return "go into a new batch" if self._submit else "are answered online"
 
     async def _within_budget(
         self, questions: list[dict[str, Any]]
@@ -268,6 +359,9 @@ class BatchStage:
         batch = self.ledger.open(role.provider, role.model, ids, projected)
         for question in ids:
             self._tries[question] = self._tries.get(question, 0) + 1
+        # Each item carries the batch's key: where the provider keeps nothing else of a
+        # batch, it is how one found again is told to be this project's.
+        requests = [Request(item_id(batch.key, r.custom_id), r.body) for r in requests]
         api = self._api(batch)
         try:
             prepared = await self._retried(
@@ -276,32 +370,52 @@ class BatchStage:
         except (ProviderError, FatalProviderError) as error:
             self.ledger.update(batch, State.ABANDONED)
             raise UserError(NOT_STARTED.format(error=error.message)) from None
-        self.ledger.update(batch, prepared=prepared)
+        self.ledger.update(batch, prepared=prepared, asked=True)
         batch_id = await self._create(api, batch, requests)
+        if batch_id is None:  # a batch of the provider may be it: looked at as it runs
+            return batch
         self.ledger.update(batch, State.SUBMITTED, batch_id=batch_id)
         self.ctx.report.batched.add(batch_id)
         logger.info(f"answers: batch {batch_id}: {len(ids)} question(s) sent")
         return batch
 
-    async def _create(self, api: BatchAPI, batch: Batch, requests: list[Request]) -> str:
+    async def _create(
+        self, api: BatchAPI, batch: Batch, requests: list[Request]
+    ) -> str | None:
+        """The id of the batch made of ``requests``, or None when batches of the provider
+        may be it but cannot be told yet (``batch`` is looked for again as they run)."""
         # Never simply tried again: a reply lost on the way may hide a batch that was made
-        # (and is paid for). The provider is asked first whether it has it.
+        # (and is paid for). The provider is asked first whether it has it. A 429 is no
+        # lost reply but a refusal: nothing was made, it is waited out and asked again.
         policy = self._client(batch).retry
-        for attempt in range(1, policy.attempts + 1):
+        refusals = self._refusals(batch)
+        attempt = 0
+        while True:
             try:
                 return await api.create(batch.key, requests, batch.prepared)
+            except RateLimitedError as error:
+                try:
+                    await self._wait_refused(batch, "its making", refusals, error)
+                except ProviderError as stop:
+                    self.ledger.update(batch, State.ABANDONED)
+                    raise UserError(NOT_STARTED.format(error=stop.message)) from None
+                continue
             except FatalProviderError as error:
                 self.ledger.update(batch, State.ABANDONED)
                 raise UserError(NOT_STARTED.format(error=error.message)) from None
             except ProviderError as error:
+                attempt += 1
                 transient = isinstance(error, TransientError)
                 if isinstance(error, TransientError):
                     # A batch made as the reply was lost takes a moment to be listed: it is
                     # looked for after the wait, not before, and only then made again.
                     await asyncio.sleep(policy.delay(attempt, error.retry_after))
                 found = await self._kept(batch, "looking for it", lambda: self._find(batch))
-                if found is not None:
-                    return found
+                if found.batch_id is not None:
+                    return found.batch_id
+                if found.undecided:
+                    self._tell_undecided(batch, found.undecided)
+                    return None
                 if not transient:
                     self.ledger.update(batch, State.ABANDONED)
                     raise UserError(NOT_STARTED.format(error=error.message)) from None
@@ -313,29 +427,25 @@ class BatchStage:
                 logger.warning(
                     f"answers: batch {batch.key}: not started ({error.message}); trying again"
                 )
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _find(self, batch: Batch) -> str | None:
+    async def _find(self, batch: Batch) -> Finding:
         known = {b.batch_id for b in self.ledger.batches() if b.batch_id}
         api = self._api(batch)
         return await api.find(batch.key, batch.prepared, len(batch.questions), batch.at, known)
 
-    async def _found(self, batch: Batch) -> bool | None:
-        """Whether ``batch`` is live with its id, looked for when a crash came before it
-        was recorded; False when the provider never started it; None while it is too soon
-        to say (made less than ``LISTED_WITHIN_S`` ago: its questions stay held)."""
+    def _asked(self, batch: Batch) -> bool:
+        """Whether the provider may have been asked to make ``batch``."""
+        if batch.asked is not None:
+            return batch.asked
+        # A line from before ``asked`` was kept: on openai a batch needs its uploaded file.
+        return bool(batch.prepared) or self._wire(batch.provider) is not PROTOCOLS["openai"]
+
+    async def _found(self, batch: Batch) -> Lookup:
+        """Where ``batch`` stands, looked for when a crash or a lost reply came before its
+        id was recorded: only a batch of the provider that carries its key is taken."""
         if batch.state is State.SUBMITTED:
-            return True
-        found = await self._kept(batch, "looking for it", lambda: self._find(batch))
-        # On openai a batch needs its uploaded file: without one, none was ever asked for.
-        asked = bool(batch.prepared) or self._wire(batch.provider) is not PROTOCOLS["openai"]
-        if found is None and asked and time.time() - batch.at < LISTED_WITHIN_S:
-            logger.warning(
-                f"answers: batch {batch.key} is not listed by the provider yet: its questions "
-                "wait for the next run to look again"
-            )
-            return None
-        if found is None:
+            return Lookup.ADOPTED
+        if not self._asked(batch):
             self.ledger.update(batch, State.ABANDONED)
             self.ctx.report.batched.discard(batch.name)
             for question in batch.questions:
@@ -344,12 +454,33 @@ class BatchStage:
                 f"answers: batch {batch.key} was never started by the provider: "
                 "its questions are sent again"
             )
-            return False
+            return Lookup.NEVER_STARTED
+        found = await self._kept(batch, "looking for it", lambda: self._find(batch))
+        if found.batch_id is None and found.undecided:
+            self._tell_undecided(batch, found.undecided)
+            return Lookup.UNDECIDED
+        if found.batch_id is None:
+            self._hold(batch, NOT_LISTED)
+            return Lookup.HELD
         self.ctx.report.batched.discard(batch.name)
-        self.ledger.update(batch, State.SUBMITTED, batch_id=found)
-        self.ctx.report.batched.add(found)
-        logger.info(f"answers: batch {found}: found again, recorded")
-        return True
+        self.ledger.update(batch, State.SUBMITTED, batch_id=found.batch_id)
+        self.ctx.report.batched.add(found.batch_id)
+        logger.info(f"answers: batch {found.batch_id}: found again, recorded")
+        return Lookup.ADOPTED
+
+    def _tell_undecided(self, batch: Batch, count: int) -> None:
+        if batch.key not in self._told:
+            self._told.add(batch.key)
+            logger.info(UNDECIDED.format(key=batch.key, count=count))
+
+    def _hold(self, batch: Batch, why: str) -> None:
+        """Keep ``batch``'s questions from being sent while the provider will not give it;
+        said in full the first time, in a line on each later run."""
+        count = len([q for q in batch.questions if q not in self.answered])
+        message = HELD if batch.held != why else STILL_HELD
+        if batch.held != why:
+            self.ledger.update(batch, held=why)
+        logger.warning(message.format(name=batch.name, why=why, count=count))
 
     # -- collecting ---------------------------------------------------------------------
 
@@ -358,12 +489,21 @@ class BatchStage:
         running and the questions to try again."""
         running, retry = [], []
         for batch in pending:
-            assert batch.batch_id is not None
-            status = await self._kept(batch, "a poll", self._status(batch))
-            if not status.ended:
-                running.append(batch)
+            if batch.state is State.SUBMITTING:  # made, its id unknown: looked for again
+                found = await self._found(batch)
+                if found is Lookup.UNDECIDED:
+                    running.append(batch)
+                if found is not Lookup.ADOPTED:
+                    continue
+            try:
+                status = await self._kept(batch, "a poll", self._status(batch))
+                if not status.ended:
+                    running.append(batch)
+                    continue
+                failed = await self._kept(batch, "its results", self._results(batch, status))
+            except Unreachable as error:
+                self._hold(batch, error.message)
                 continue
-            failed = await self._kept(batch, "its results", self._results(batch, status))
             retry += self._again(batch, failed)
         return running, retry
 
@@ -381,7 +521,7 @@ class BatchStage:
             why = status.reason or "no reason given"
             logger.warning(
                 f"answers: batch {batch.name} {status.status} ({why}): "
-                "its items without an answer go into a new batch"
+                f"its items without an answer {self._fate()}"
             )
         mine = set(batch.questions)
         got: set[str] = set()
@@ -389,6 +529,8 @@ class BatchStage:
         malformed = 0
         async for result in self._api(batch).results(status):
             question = result.custom_id
+            if question is not None and question not in mine:  # sent before items had keys
+                question = question_of(batch.key, question)
             if question is None or question not in mine:
                 malformed += 1
                 logger.warning(
@@ -445,8 +587,9 @@ class BatchStage:
         report.finish(excluded=record["meta"]["excluded"] is not None)
 
     def _again(self, batch: Batch, failed: dict[str, str]) -> list[dict[str, Any]]:
-        """The failed items to try again; those out of tries fail."""
-        if batch.cancelled:
+        """The failed items to try again; those out of tries fail. A ``--cancel`` run
+        sends nothing: it leaves them for a later one."""
+        if self.ctx.cancel:
             left = [q for q in failed if q not in self.answered]
             if left:
                 logger.info(
@@ -480,10 +623,15 @@ class BatchStage:
         transport error, 408, 429, >= 500, a reply that is not JSON or not a batch);
         any other failure, and the last, is raised."""
         policy = self._client(batch).retry
-        for number in range(1, policy.attempts + 1):
+        refusals = self._refusals(batch)
+        number = 0
+        while True:
             try:
                 return await attempt()
+            except RateLimitedError as error:
+                await self._wait_refused(batch, what, refusals, error)
             except TransientError as error:
+                number += 1
                 if number == policy.attempts:
                     raise
                 delay = policy.delay(number, error.retry_after)
@@ -492,13 +640,29 @@ class BatchStage:
                     f"trying again in {delay:.1f}s"
                 )
                 await asyncio.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _refusals(self, batch: Batch) -> Refusals:
+        client = self._client(batch)
+        return Refusals(client.retry, client.max_wait_s)
+
+    async def _wait_refused(
+        self, batch: Batch, what: str, refusals: Refusals, error: RateLimitedError
+    ) -> None:
+        pause = refusals.pause(error)
+        logger.info(
+            f"answers: batch {batch.name}: {what} refused ({error.message}); "
+            f"waiting {pause:.1f}s"
+        )
+        await asyncio.sleep(pause)
 
     async def _kept(self, batch: Batch, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
         """``_retried``, for a batch that may be live: when it gives up, the stage stops
-        and says the batch stays recorded."""
+        and says the batch stays recorded (``Unreachable`` is the caller's: the batch is
+        held, and the stage goes on)."""
         try:
             return await self._retried(batch, what, attempt)
+        except Unreachable:
+            raise
         except (ProviderError, FatalProviderError) as error:
             message = GAVE_UP.format(name=batch.name, what=what, error=error.message)
             raise UserError(message) from None

@@ -1,11 +1,13 @@
 """``.overbrainer/batches.jsonl``: every batch sent to a provider, recorded before it is paid.
 
 One line per change, appended: the first names the batch's questions (``submitting``,
-written before the provider is asked to start it), a later one its id (``submitted``),
-the last how it ended (``ended``, with the items that failed) or that the provider never
-started it (``abandoned``). A line's fields update the batch's earlier ones. A batch that is
-``submitting`` or ``submitted`` is live: its questions are never sent again while it is,
-and the next ``answers`` or ``run`` polls it, whatever stopped the one that sent it.
+written before the provider is asked to start it; ``asked`` once it is), a later one its id
+(``submitted``), the last how it ended (``ended``, with the items that failed) or that the
+provider never started it (``abandoned``; ``forgotten`` too when the user gave it up).
+``cancelled`` records an ``answers --cancel``, ``held`` why the provider will not give it.
+A line's fields update the batch's earlier ones. A batch that is ``submitting`` or
+``submitted`` is live: its questions are never sent again while it is, and the next
+``answers`` or ``run`` polls it, whatever stopped the one that sent it.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from overbrainer.errors import UserError
 from overbrainer.pipeline.jsonl import JsonlWriter, read_jsonl
 
 LEDGER = Path(".overbrainer") / "batches.jsonl"
+KEY_BYTES = len("ob-") + 16
+"""The length of a batch's key: ``ob-`` and 16 random hex digits."""
 
 
 class State(StrEnum):
@@ -60,9 +65,12 @@ class Batch:
     projected_usd: float = 0.0
     """What it can cost at most, recorded when it was sent: spent, for every other stage's
     budget, until it is collected."""
-    cancelled: bool = False
-    """Cancelled by ``answers --cancel``: its items without an answer are not tried again
-    when it is collected (a later ``answers`` asks them anew)."""
+    asked: bool | None = None
+    """Whether the provider was asked to make it: until then a crash leaves its questions
+    free to send. None on a line written before this was recorded."""
+    held: str | None = None
+    """Why the provider will not give it (a 404, results off its host), once reported: its
+    questions stay held until it gives it or ``answers --forget-batch`` gives them up."""
 
     @property
     def live(self) -> bool:
@@ -108,9 +116,11 @@ class Ledger:
             questions=questions,
             at=time.time(),
             projected_usd=projected_usd,
+            asked=False,
         )
         line = {"key": batch.key, "state": batch.state.value, "provider": provider,
-                "model": model, "questions": questions, "at": batch.at}  # fmt: skip
+                "model": model, "questions": questions, "at": batch.at,
+                "asked": False}  # fmt: skip
         if projected_usd:
             line["projected_usd"] = round(projected_usd, 6)
         self._append(line)
@@ -123,6 +133,17 @@ class Ledger:
         for name, value in fields.items():
             setattr(batch, name, value)
         self._append({"key": batch.key, "state": batch.state.value, **fields})
+
+    def forget(self, name: str) -> Batch:
+        """Give up the live batch ``name`` (its id or key): its questions are free to be
+        sent again. A ``UserError`` naming the live ones when none is ``name``."""
+        live = self.live()
+        for batch in live:
+            if name in (batch.batch_id, batch.key):
+                self.update(batch, State.ABANDONED, forgotten=True)
+                return batch
+        known = ", ".join(batch.name for batch in live) or "none"
+        raise UserError(f"{LEDGER} has no live batch `{name}` (live: {known})")
 
     def _append(self, line: dict[str, Any]) -> None:
         with JsonlWriter(self.path, _is_line, str(LEDGER)) as writer:
@@ -150,6 +171,7 @@ def _batch(record: dict[str, Any]) -> Batch:
         batch_id=batch_id if isinstance(batch_id, str) else None,
         prepared=dict(record.get("prepared") or {}),
         failed=dict(record.get("failed") or {}),
-        cancelled=record.get("cancelled") is True,
+        asked=asked if isinstance(asked := record.get("asked"), bool) else None,
+        held=held if isinstance(held := record.get("held"), str) else None,
         projected_usd=float(record.get("projected_usd") or 0.0),
     )

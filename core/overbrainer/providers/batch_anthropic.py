@@ -4,6 +4,7 @@ batch's ``results_url`` once it has ended."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from datetime import datetime
 from typing import Any
 
@@ -12,24 +13,32 @@ from overbrainer.providers.batch_api import (
     CLOCK_SLACK,
     FIND_PAGES,
     BatchStatus,
+    Finding,
     ItemResult,
     Limits,
     Request,
+    Unreachable,
     call,
     checked_id,
     lines,
+    listed_past,
     member,
     opened,
+    question_of,
     reason,
-    same_origin,
+    resolved,
 )
 from overbrainer.providers.client import Client
-from overbrainer.providers.errors import ProviderError, TransientError
+from overbrainer.providers.errors import TransientError
 
 LIMITS = Limits(requests=100_000, bytes=250_000_000)
 """Under Anthropic's 100,000 requests or 256 MB a batch."""
 PATH = "messages/batches"
-FOREIGN_RESULTS = "the batch's results_url is not on the provider's host: not followed"
+FOREIGN_RESULTS = (
+    "its results_url is not on the provider's host: not followed (the key would go along)"
+)
+LOOKED_AT = 5
+"""Results lines read of a batch that may be ours, for one that names an item."""
 
 
 class AnthropicBatches:
@@ -56,19 +65,22 @@ class AnthropicBatches:
 
     async def find(
         self, key: str, prepared: dict[str, str], count: int, since: float, known: set[str]
-    ) -> str | None:
-        # Message Batches carry no metadata: the batch is the one made since the project
-        # recorded it, of as many requests, that no record names.
+    ) -> Finding:
+        # Message Batches carry no metadata, and a key's batches may be another project's:
+        # of those made since the project recorded it, of as many requests, that no record
+        # names, it is the one whose results name its items by ``key``. A batch still
+        # running shows no item: it is undecided until it ends.
         candidates = []
         after = ""
         for _page in range(FIND_PAGES):  # newest first: down to the time it was recorded
             data = await call(self._client, "GET", self._url(f"?limit=100{after}"))
             found = member(data, "data")
             batches = [b for b in (found if isinstance(found, list) else []) if isinstance(b, dict)]
-            older = False
+            times = []
             for batch in batches:
                 created = _time(batch.get("created_at"))
-                older = older or (created is not None and created < since - CLOCK_SLACK)
+                if created is not None:
+                    times.append(created)
                 if batch.get("id") in known:
                     continue
                 counts = batch.get("request_counts")
@@ -77,25 +89,53 @@ class AnthropicBatches:
                     if isinstance(n, int)
                 )
                 if created is not None and created >= since - CLOCK_SLACK and total == count:
-                    candidates.append((created, checked_id(batch.get("id"), "batch")))
-            if not batches or older or member(data, "has_more") is not True:
+                    candidates.append((created, batch))
+            if not batches or listed_past(times, since) or member(data, "has_more") is not True:
                 break
             after = f"&after_id={checked_id(batches[-1].get('id'), 'batch')}"
-        return min(candidates)[1] if candidates else None
+        undecided = 0
+        for _, batch in sorted(candidates, key=lambda found: found[0]):
+            url = member(batch, "results_url")
+            if batch.get("processing_status") != "ended":
+                undecided += 1
+            elif isinstance(url, str) and await self._carries(url, key):
+                return Finding(checked_id(batch.get("id"), "batch"))
+        return Finding(undecided=undecided)
+
+    async def _carries(self, url: str, key: str) -> bool:
+        """Whether the results at ``url`` name their items by ``key``."""
+        where = resolved(url, self._client.base_url)
+        if where is None:
+            return False
+        read = 0
+        try:
+            # Closed as soon as one line tells: the rest of the results is never downloaded.
+            async with aclosing(lines(self._client, where, self._read_timeout)) as results:
+                async for line in results:
+                    found = opened(line)
+                    if not isinstance(found, ItemResult):
+                        return question_of(key, found[1]) is not None
+                    read += 1
+                    if read == LOOKED_AT:
+                        break
+        except Unreachable:
+            return False  # results gone: nothing shows it is ours, so it is not taken
+        return False
 
     async def status(self, batch_id: str) -> BatchStatus:
-        data = await call(self._client, "GET", self._url(f"/{batch_id}"))
+        data = await call(self._client, "GET", self._url(f"/{batch_id}"), batch=True)
         status = member(data, "processing_status")
         if not isinstance(status, str):
             raise TransientError("the provider's reply is not a message batch")
         url = member(data, "results_url")
         ended = status == "ended"
-        if ended and url is not None and not (
-            isinstance(url, str) and same_origin(url, self._client.base_url)
-        ):
-            raise ProviderError(FOREIGN_RESULTS)
+        output = None
+        if ended and url:
+            output = resolved(url, self._client.base_url) if isinstance(url, str) else None
+            if output is None:
+                raise Unreachable(FOREIGN_RESULTS)
         why = "cancelled" if ended and member(data, "cancel_initiated_at") else None
-        return BatchStatus(ended=ended, status=status, reason=why, output=url or None)
+        return BatchStatus(ended=ended, status=status, reason=why, output=output)
 
     async def results(self, status: BatchStatus) -> AsyncIterator[ItemResult]:
         if status.output is None:
@@ -104,7 +144,7 @@ class AnthropicBatches:
             yield item(line)
 
     async def cancel(self, batch_id: str) -> None:
-        await call(self._client, "POST", self._url(f"/{batch_id}/cancel"))
+        await call(self._client, "POST", self._url(f"/{batch_id}/cancel"), batch=True)
 
 
 def item(line: bytes) -> ItemResult:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from overbrainer.providers.client import Client, http_error
 from overbrainer.providers.completion import Completion
@@ -26,10 +26,25 @@ NOT_JSON = "the provider's reply is not valid JSON"
 
 @dataclass(frozen=True)
 class Request:
-    """One chat request of a batch: ``custom_id`` is the question's id."""
+    """One chat request of a batch: ``custom_id`` is the question's id, behind the batch's
+    key once it is sent (``item_id``)."""
 
     custom_id: str
     body: dict[str, Any]
+
+
+def item_id(key: str, question: str) -> str:
+    """An item's ``custom_id``: the batch's key (the project's random name for it), then
+    the question's id. The key is how a batch is told to be this project's where the
+    provider keeps nothing else of it (Anthropic's Message Batches)."""
+    return f"{key}-{question}"
+
+
+def question_of(key: str, custom_id: str) -> str | None:
+    """The question an item of batch ``key`` answers, or None when the item is not one
+    of its own (``custom_id`` carries another key)."""
+    mark = f"{key}-"
+    return custom_id[len(mark):] if custom_id.startswith(mark) else None
 
 
 @dataclass(frozen=True)
@@ -64,6 +79,22 @@ class ItemResult:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class Finding:
+    """What looking for a batch whose id never came back found: its id, or None and how
+    many of the provider's batches may yet prove to be it (``undecided``: still running,
+    their items' ids show only in their results)."""
+
+    batch_id: str | None = None
+    undecided: int = 0
+
+
+class Unreachable(ProviderError):
+    """A batch the provider will not give: it answers 404 for it (purged, or made with
+    another account's key), or its results are where the key must not go. The batch is
+    held, not failed: its items may be paid for."""
+
+
 class BatchAPI(Protocol):
     """The batch API of one provider, for one stage."""
 
@@ -78,18 +109,24 @@ class BatchAPI(Protocol):
         ...
 
     async def find(self, key: str, prepared: dict[str, str], count: int, since: float,
-                   known: set[str]) -> str | None:
-        """The id of the batch that a ``create`` cut short (by a crash) may have started,
-        or None when the provider has none; ``known``: ids already recorded."""
+                   known: set[str]) -> Finding:
+        """The batch that a ``create`` cut short (by a crash, a lost reply) may have
+        started, when it carries ``key`` (another project's batch is never taken);
+        ``known``: ids already recorded."""
         ...
 
-    async def status(self, batch_id: str) -> BatchStatus: ...
+    async def status(self, batch_id: str) -> BatchStatus:
+        """Where the batch stands; ``Unreachable`` when the provider has no such batch."""
+        ...
 
     def results(self, status: BatchStatus) -> AsyncIterator[ItemResult]:
-        """The results of an ended batch, line by line as they download."""
+        """The results of an ended batch, line by line as they download; ``Unreachable``
+        when they are gone."""
         ...
 
-    async def cancel(self, batch_id: str) -> None: ...
+    async def cancel(self, batch_id: str) -> None:
+        """Ask the provider to stop the batch; ``Unreachable`` when it has no such batch."""
+        ...
 
 
 def reason(text: object) -> str:
@@ -104,6 +141,13 @@ def same_origin(url: str, base_url: str) -> bool:
     return (a.scheme, a.hostname, a.port) == (b.scheme, b.hostname, b.port)
 
 
+def resolved(url: str, base_url: str) -> str | None:
+    """``url`` from a reply, a relative reference resolved against the provider's base URL
+    (``/anthropic/v1/...`` is legal); None when it leads off the provider's origin."""
+    absolute = urljoin(base_url.rstrip("/") + "/", url)
+    return absolute if same_origin(absolute, base_url) else None
+
+
 async def call(
     client: Client,
     method: str,
@@ -112,13 +156,18 @@ async def call(
     json_body: Any = None,
     data: aiohttp.FormData | None = None,
     read_timeout: float | None = None,
+    batch: bool = False,
 ) -> Any:
     """One request's JSON reply; transport failures are ``TransientError``.
-    ``read_timeout``: no total limit, only between reads (an upload of 200 MB)."""
+    ``read_timeout``: no total limit, only between reads (an upload of 200 MB).
+    ``batch``: the URL names one batch, so a 404 is ``Unreachable`` (that batch is gone),
+    not a wrong ``base_url``."""
     timeout = None if read_timeout is None else aiohttp.ClientTimeout(
         total=None, sock_read=read_timeout
     )
-    raw = await _send(client, method, url, json_body=json_body, data=data, timeout=timeout)
+    raw = await _send(
+        client, method, url, json_body=json_body, data=data, timeout=timeout, batch=batch
+    )
     try:
         return json.loads(raw)
     except ValueError:
@@ -133,6 +182,7 @@ async def _send(
     json_body: Any,
     data: aiohttp.FormData | None,
     timeout: aiohttp.ClientTimeout | None,
+    batch: bool,
 ) -> bytes:
     extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
     request = client.session.request(
@@ -142,9 +192,7 @@ async def _send(
         async with request as response:
             raw = await response.read()
             if not 200 <= response.status < 300:
-                raise http_error(
-                    response.status, raw, response.headers, provider=client.name, url=url
-                )
+                raise _failure(client, response, raw, batch)
             return raw
     except TimeoutError:
         raise TransientError("no reply in time") from None
@@ -154,7 +202,7 @@ async def _send(
         raise TransientError(f"transport error ({type(error).__name__})") from None
 
 
-async def lines(client: Client, url: str, read_timeout: float) -> AsyncIterator[bytes]:
+async def lines(client: Client, url: str, read_timeout: float) -> AsyncGenerator[bytes]:
     """The lines of a results file as they download, however long each is."""
     timeout = aiohttp.ClientTimeout(total=None, sock_read=read_timeout)
     try:
@@ -162,9 +210,7 @@ async def lines(client: Client, url: str, read_timeout: float) -> AsyncIterator[
         async with client.session.get(url, timeout=timeout, allow_redirects=False) as response:
             if response.status != 200:
                 raw = await response.read()
-                raise http_error(
-                    response.status, raw, response.headers, provider=client.name, url=url
-                )
+                raise _failure(client, response, raw, True)
             rest = b""
             async for chunk in response.content.iter_chunked(1 << 16):
                 rest += chunk
@@ -178,6 +224,19 @@ async def lines(client: Client, url: str, read_timeout: float) -> AsyncIterator[
         raise TransientError("no reply in time") from None
     except (aiohttp.ClientError, OSError) as error:
         raise TransientError(f"transport error ({type(error).__name__})") from None
+
+
+GONE = "the provider has no such batch (HTTP 404: purged, or made with another account's key)"
+
+
+def _failure(client: Client, response: aiohttp.ClientResponse, raw: bytes, batch: bool
+             ) -> Exception:
+    """The error of a failure status; a 404 for a URL naming one batch is that batch gone."""
+    if batch and response.status == 404:
+        return Unreachable(GONE)
+    return http_error(
+        response.status, raw, response.headers, provider=client.name, url=str(response.url)
+    )
 
 
 def parsed(line: bytes) -> dict[str, Any]:
@@ -195,6 +254,15 @@ FIND_PAGES = 20
 """Pages of 100 batches looked through for one lost on its way (a key's recent ones)."""
 CLOCK_SLACK = 300.0
 """Seconds a batch's ``created_at`` may lie before the project recorded it (clock skew)."""
+
+
+def listed_past(times: list[float], since: float) -> bool:
+    """Whether a page of the provider's list (its batches' creation times, in its order)
+    reaches batches older than ``since``, so that no later page can hold one made since.
+    Only a newest-first page tells: an oldest-first list is looked through to the end."""
+    return bool(times) and times == sorted(times, reverse=True) and (
+        times[-1] < since - CLOCK_SLACK
+    )
 
 
 def opened(line: bytes) -> tuple[dict[str, Any], str] | ItemResult:

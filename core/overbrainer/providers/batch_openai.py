@@ -9,15 +9,16 @@ from typing import Any
 
 from overbrainer.providers import openai_chat
 from overbrainer.providers.batch_api import (
-    CLOCK_SLACK,
     FIND_PAGES,
     BatchStatus,
+    Finding,
     ItemResult,
     Limits,
     Request,
     call,
     checked_id,
     lines,
+    listed_past,
     member,
     opened,
     reason,
@@ -33,7 +34,8 @@ WINDOW = "24h"
 ENDED = frozenset({"completed", "expired", "cancelled", "failed"})
 KEY_FIELD = "overbrainer_batch"
 """The batch's metadata field holding the project's key for it: how a batch whose
-creation was cut short is found again."""
+creation was cut short is found again (the uploaded file, named after the key, is the
+other way; both are this project's alone)."""
 
 
 def request_line(request: Request) -> bytes:
@@ -77,7 +79,7 @@ class OpenAIBatches:
 
     async def find(
         self, key: str, prepared: dict[str, str], count: int, since: float, known: set[str]
-    ) -> str | None:
+    ) -> Finding:
         file_id = prepared.get("file_id")
         after = ""
         for _page in range(FIND_PAGES):  # newest first: down to the time it was recorded
@@ -88,16 +90,16 @@ class OpenAIBatches:
                 metadata = batch.get("metadata")
                 mine = isinstance(metadata, dict) and metadata.get(KEY_FIELD) == key
                 if mine or (file_id is not None and batch.get("input_file_id") == file_id):
-                    return checked_id(batch.get("id"), "batch")
+                    return Finding(checked_id(batch.get("id"), "batch"))
             created = [b.get("created_at") for b in batches]
-            older = any(isinstance(t, int | float) and t < since - CLOCK_SLACK for t in created)
-            if not batches or older or member(data, "has_more") is not True:
-                return None
+            times = [float(t) for t in created if isinstance(t, int | float)]
+            if not batches or listed_past(times, since) or member(data, "has_more") is not True:
+                break
             after = f"&after={checked_id(batches[-1].get('id'), 'batch')}"
-        return None
+        return Finding()
 
     async def status(self, batch_id: str) -> BatchStatus:
-        data = await call(self._client, "GET", self._url(f"batches/{batch_id}"))
+        data = await call(self._client, "GET", self._url(f"batches/{batch_id}"), batch=True)
         status = member(data, "status")
         if not isinstance(status, str):
             raise TransientError("the provider's reply is not a batch")
@@ -133,7 +135,7 @@ class OpenAIBatches:
                 yield item(line)
 
     async def cancel(self, batch_id: str) -> None:
-        await call(self._client, "POST", self._url(f"batches/{batch_id}/cancel"))
+        await call(self._client, "POST", self._url(f"batches/{batch_id}/cancel"), batch=True)
 
 
 def item(line: bytes) -> ItemResult:
