@@ -690,13 +690,17 @@ def test_a_batch_whose_making_got_no_reply_is_held_not_made_twice(
 
     # Given up knowingly: said what it risks, then sent by the next run.
     asked = len(provider.requests)
+    # What it can cost at most, recorded as it was sent (6 questions at max_tokens 16384).
+    [bound] = [json.loads(text)["projected_usd"] for text in ledger(project_dir).splitlines()
+               if "projected_usd" in text]
+    assert bound == pytest.approx(6 * 16384 * 4e-6 * 0.5, rel=0.01)
     forgotten = run_cli("answers", "--forget-batch", key)
     assert forgotten.exit_code == 0, forgotten.stderr
     assert forgotten.stdout == (
         f"answers: batch {key} forgotten: its 6 question(s) without an answer are free, and "
         "the next `overbrainer answers` sends them again. If the provider made this batch and "
-        "runs it, they are paid twice (its answers are never collected), and the $0.0000 it "
-        "was expected to cost no longer counts against the budget.\n"
+        f"runs it, they are paid twice (its answers are never collected), and the ${bound:.4f} "
+        "it was expected to cost no longer counts against the budget.\n"
     )
     assert len(provider.requests) == asked  # --forget-batch asks the provider nothing
     provider._rules.clear()
