@@ -16,6 +16,7 @@ from overbrainer.config.model import ROLE_NAMES as ROLES
 from overbrainer.config.model import Role, Settings
 from overbrainer.errors import UserError
 from overbrainer.providers.errors import ProviderError
+from overbrainer.providers.limiter import Refusal
 from overbrainer.providers.prices import Price, PriceBook
 from overbrainer.providers.registry import ProviderSet
 
@@ -81,8 +82,10 @@ async def _probe(providers: ProviderSet, name: str, role: Role) -> Probe:
     def no_retry(message: str, delay: float) -> None:
         raise ProviderError(message)
 
-    def limited(message: str, pause: float) -> None:  # a check waits out no rate limit
-        raise ProviderError(f"{message} (rate-limited: the provider asks for {pause:.1f} s)")
+    def limited(refusal: Refusal) -> None:  # a check waits out no rate limit
+        asked = "the provider asks for" if refusal.pause.asked else "no wait told; backing off"
+        seconds = refusal.pause.seconds
+        raise ProviderError(f"{refusal.message} (rate-limited: {asked} {seconds:.1f} s)")
 
     try:
         client = providers.client(role.provider)
