@@ -151,42 +151,79 @@ def go_duration(seconds: float) -> str:
 @dataclass
 class RateLimit:
     """A token bucket of ``burst`` requests refilled at ``rate`` a second (and, with
-    ``token_rate``, one of ``token_burst`` tokens counted from each reply's usage), telling
-    of itself in the headers of ``dialect``; what it admits and refuses is counted."""
+    ``token_rate``, one of ``token_burst`` tokens), telling of itself in the headers of
+    ``dialect``; what it admits and refuses is counted.
+
+    ``litellm`` is LiteLLM proxy's dialect: OpenAI's names without the reset, and a 429
+    whose wait is ``llm_provider-retry-after`` (whole seconds), or none with ``bare_429``.
+    ``window_s`` makes the buckets fixed windows (full again at each multiple of it, as
+    LiteLLM's per-minute counters) instead of refilling smoothly. Tokens are counted from
+    each reply's usage, or with ``charge = "reserved"`` at admission, the prompt (4
+    characters a token) plus ``max_tokens``, as OpenAI, Anthropic and LiteLLM count them."""
 
     rate: float
     burst: float
-    dialect: Literal["openai", "anthropic"] = "openai"
+    dialect: Literal["openai", "anthropic", "litellm"] = "openai"
     token_rate: float | None = None
     token_burst: float | None = None
+    window_s: float | None = None
+    bare_429: bool = False
+    charge: Literal["usage", "reserved"] = "usage"
     admitted: int = 0
     refused: int = 0
     _level: float = 0.0
     _tokens: float = 0.0
     _at: float = 0.0
+    _need: float = 1.0
 
     def __post_init__(self) -> None:
         self._level, self._tokens = self.burst, self.token_burst or 0.0
         self._at = time.monotonic()
 
-    def take(self) -> dict[str, str] | None:
+    def take(self, seen: Seen) -> dict[str, str] | None:
         """The headers of an admitted request, or None when it is refused."""
         now = time.monotonic()
-        self._level = min(self.burst, self._level + (now - self._at) * self.rate)
-        if self.token_rate:
-            self._tokens = min(self.token_burst or 0.0,
-                               self._tokens + (now - self._at) * self.token_rate)
+        if self.window_s is not None:
+            if now // self.window_s != self._at // self.window_s:
+                self._level, self._tokens = self.burst, self.token_burst or 0.0
+        else:
+            self._level = min(self.burst, self._level + (now - self._at) * self.rate)
+            if self.token_rate:
+                self._tokens = min(self.token_burst or 0.0,
+                                   self._tokens + (now - self._at) * self.token_rate)
         self._at = now
-        if self._level < 1 or (self.token_rate and self._tokens < 1):
+        need = self.reserved(seen) if self.charge == "reserved" else 1
+        if self._level < 1 or (self.token_rate and self._tokens < need):
             self.refused += 1
+            self._need = need
             return None
         self._level -= 1
+        if self.charge == "reserved":
+            self._tokens -= need
         self.admitted += 1
         return self.headers()
 
+    @staticmethod
+    def reserved(seen: Seen) -> int:
+        """What a request is charged at admission: its prompt's characters over 4, plus its
+        ``max_tokens``."""
+        body = seen.body if isinstance(seen.body, dict) else {}
+        text = sum(len(m.get("content") or "") for m in body.get("messages", []))
+        text += len(body.get("system") or "")
+        return math.ceil(text / 4) + int(body.get("max_tokens") or 0)
+
     def spend_tokens(self, count: int) -> None:
-        if self.token_rate:
+        if self.token_rate and self.charge == "usage":
             self._tokens -= count
+
+    def _wait(self) -> float:
+        """Seconds until a request of the bucket's may pass again."""
+        if self.window_s is not None:
+            return self.window_s - time.monotonic() % self.window_s
+        wait = max((1 - self._level) / self.rate, 0.0)
+        if self.token_rate and self._tokens < self._need:
+            wait = max(wait, (self._need - self._tokens) / self.token_rate)
+        return wait
 
     def headers(self) -> dict[str, str]:
         buckets = {"requests": (self.burst, self._level, self.rate)}
@@ -194,11 +231,12 @@ class RateLimit:
             buckets["tokens"] = (self.token_burst or 0.0, max(self._tokens, 0.0), self.token_rate)
         found = {}
         for name, (limit, level, rate) in buckets.items():
-            reset = (limit - level) / rate
-            if self.dialect == "openai":
+            reset = (limit - level) / rate if self.window_s is None else self._wait()
+            if self.dialect in ("openai", "litellm"):
                 found[f"x-ratelimit-limit-{name}"] = str(int(limit))
                 found[f"x-ratelimit-remaining-{name}"] = str(int(level))
-                found[f"x-ratelimit-reset-{name}"] = go_duration(reset)
+                if self.dialect == "openai":
+                    found[f"x-ratelimit-reset-{name}"] = go_duration(reset)
             else:
                 when = datetime.now(UTC) + timedelta(seconds=reset)
                 found[f"anthropic-ratelimit-{name}-limit"] = str(int(limit))
@@ -210,15 +248,18 @@ class RateLimit:
 
     def refusal(self) -> Reply:
         """A 429 as the dialect's provider sends it."""
-        wait = max((1 - self._level) / self.rate, 0.0)
-        if self.token_rate and self._tokens < 1:
-            wait = max(wait, (1 - self._tokens) / self.token_rate)
+        wait = self._wait()
         headers = self.headers()
         if self.dialect == "openai":
             headers["retry-after-ms"] = str(math.ceil(wait * 1000))
             headers["retry-after"] = str(math.ceil(wait))
             body = {"error": {"message": "Rate limit reached for requests", "type": "requests",
                               "code": "rate_limit_exceeded"}}
+        elif self.dialect == "litellm":
+            if not self.bare_429:
+                headers["llm_provider-retry-after"] = str(math.ceil(wait))
+            body = {"error": {"message": "litellm.RateLimitError: Max parallel request limit "
+                                         "reached", "type": "None", "code": "429"}}
         else:
             headers["retry-after"] = str(math.ceil(wait))
             body = {"type": "error", "error": {"type": "rate_limit_error",
@@ -326,7 +367,7 @@ class FakeProvider:
             limited: dict[str, str] | None = {}
             if chat and self.rate_limit is not None:
                 with self._lock:
-                    limited = self.rate_limit.take()
+                    limited = self.rate_limit.take(seen)
             if limited is None:
                 assert self.rate_limit is not None
                 with self._lock:
@@ -437,11 +478,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--rate", type=float, help="admit this many chat requests a second")
-    parser.add_argument("--dialect", choices=["openai", "anthropic"], default="openai")
+    parser.add_argument("--dialect", choices=["openai", "anthropic", "litellm"],
+                        default="openai")
+    parser.add_argument("--bare-429", action="store_true", help="429s without a wait")
     args = parser.parse_args()
     server = FakeProvider(latency=args.latency).start()
     if args.rate:
-        server.limit(args.rate, dialect=args.dialect)
+        server.limit(args.rate, dialect=args.dialect, bare_429=args.bare_429)
     print(server.url, flush=True)
     sys.stdin.read()  # serve until the parent closes our stdin
     server.stop()

@@ -11,6 +11,8 @@ from typing import Any
 
 from loguru import logger
 
+from overbrainer.providers.ratelimit import Pace
+
 
 class Progress:
     """Done/total, tokens and cost so far of the stage ``stage``."""
@@ -49,9 +51,9 @@ class Progress:
         input_tokens: int,
         output_tokens: int,
         cost: float | None,
-        pace: float | None = None,
+        pace: Pace | None = None,
     ) -> None:
-        paced = f"paced by the provider: {pace:.0f}/s" if pace is not None else ""
+        paced = f"paced by the provider: {pace}" if pace is not None else ""
         if self._bar is not None:
             spent = "cost unknown" if cost is None else f"${cost:.4f}"
             usage = f"tokens {input_tokens} in, {output_tokens} out; {spent}"

@@ -9,12 +9,14 @@ from loguru import logger
 
 from overbrainer.events import TOPIC, listening, publish
 from overbrainer.pipeline.progress import Progress
+from overbrainer.providers.limiter import Refusal
 from overbrainer.providers.prices import Price
+from overbrainer.providers.ratelimit import Pace
 
 PriceOf = Callable[[str, str], Price | None]
 """The price of a (provider, model), when known."""
-PaceOf = Callable[[], float | None]
-"""Requests a second the provider's rate limit holds the stage to, while it does."""
+PaceOf = Callable[[], Pace | None]
+"""The provider's rate limit, as it set it, while it holds the stage back."""
 
 
 class Report:
@@ -30,6 +32,8 @@ class Report:
         self.excluded = 0
         self.pace_of: PaceOf = lambda: None
         self.rate_limited = 0
+        self.limit_stopped = False
+        """The stage gave up waiting for the rate limit (``pipeline.max_wait_s``)."""
         self.requests = 0
         """Chat requests answered (embeddings not counted): the measured averages' divisor."""
         self.usage: dict[tuple[str, str, float], list[int]] = defaultdict(lambda: [0, 0])
@@ -91,11 +95,16 @@ class Report:
 
         return warn
 
-    def limited(self, message: str, pause: float) -> None:
-        """A 429, waited out: said once a stage (then counted, and shown at debug)."""
+    def limited(self, refusal: Refusal) -> None:
+        """A 429, waited out: said once a stage (then counted, and shown at debug); or the
+        one the stage gave up at."""
         self.rate_limited += 1
         publish("item_rate_limited", stage=self.stage, topic=TOPIC.get())
-        text = f"{self.stage}: {message}; waiting {pause:.1f}s"
+        if refusal.gave_up:
+            self.limit_stopped = True
+            return  # the stage's error says why
+        whose = "" if refusal.pause.asked else " (the provider said not how long)"
+        text = f"{self.stage}: {refusal.message}; waiting {refusal.pause.seconds:.1f}s{whose}"
         if self.rate_limited == 1:
             logger.info(f"{text}: the provider's rate limit sets the pace from now on")
         else:
@@ -184,11 +193,10 @@ class Report:
     def summary(self) -> str:
         cost = self.cost()
         spent = "cost unknown" if cost is None else f"cost ${cost:.4f}"
-        limited = (
-            f"; {self.rate_limited} request(s) refused by the rate limit (429), waited out"
-            if self.rate_limited
-            else ""
-        )
+        limited = ""
+        if self.rate_limited:
+            ended = "the stage stopped waiting" if self.limit_stopped else "waited out"
+            limited = f"; {self.rate_limited} request(s) refused by the rate limit (429), {ended}"
         unsure = (
             f" ({self.unsure} request(s) without a reply counted at their bound, "
             f"${self.unsure_usd:.4f}: the provider may have billed them)"

@@ -3,7 +3,8 @@
 Requests are retried on 408, >= 500 and transport errors (``max_retries`` times); 401 to
 404 stop the stage; any other failure, and a reply that cannot be read, fails only its item.
 A 429 is the provider's queue: every request of the (provider, model) waits as its limiter
-says, and it is tried again until ``max_wait_s`` of such waits have passed. After a fatal
+says, and it is tried again until ``max_wait_s`` of such waits have passed (a wait the
+provider asks for that would pass it stops the stage at once: it is never cut short). After a fatal
 error no client of the stage sends another request (nor a retry): the requests already on
 the wire finish, since their replies are paid for.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -25,14 +27,14 @@ from loguru import logger
 from overbrainer.config.env import provider_variable
 from overbrainer.config.model import Role
 from overbrainer.providers import anthropic_messages, openai_chat
-from overbrainer.providers.completion import Completion, token_count
+from overbrainer.providers.completion import Completion
 from overbrainer.providers.errors import (
     FatalProviderError,
     ProviderError,
     RateLimitedError,
     TransientError,
 )
-from overbrainer.providers.limiter import Limiter, Usage, limiter_for
+from overbrainer.providers.limiter import Cost, Limiter, Pause, Refusal, limiter_for
 from overbrainer.providers.prices import Price, parse_prices
 from overbrainer.providers.ratelimit import RateInfo, parse_rate_headers
 from overbrainer.providers.retry import (
@@ -54,9 +56,9 @@ OnRetry = Callable[[str, float], None]
 """Told the error and the wait, in seconds, before each new attempt."""
 OnLost = Callable[[], None]
 """Called when a try was sent and got no reply: it may be billed."""
-OnLimited = Callable[[str, float], None]
-"""Told of each 429 and the pause it brought, in seconds (the request waits, then goes
-again: it is no error)."""
+OnLimited = Callable[[Refusal], None]
+"""Told of each 429 and the pause it brought (the request waits, then goes again: it is no
+error), and of the last one when the stage gives up waiting."""
 
 AUTHENTICATION_FAILED = "providers.{name}: the key was refused (401): check {variable}"
 PERMISSION_DENIED = (
@@ -70,6 +72,9 @@ NO_SUCH_MODEL = re.compile(
     re.IGNORECASE,
 )
 """How servers say a model is not theirs: OpenAI, Anthropic, LiteLLM, vLLM, Ollama."""
+CHARS_PER_TOKEN = 4
+"""How providers estimate a prompt's tokens before reading it (OpenAI's rule), to charge a
+request against a token limit before it is sent."""
 JSON_BODY = {"Content-Type": "application/json"}
 _DIGITS = bytes(48 if 48 <= byte <= 57 else 46 for byte in range(256))
 """Digits to "0", the rest to ".": a run of 19 digits is a run of 19 zeros."""
@@ -125,13 +130,14 @@ class Halt:
             return
         self.check()
 
-    async def slot(self, limiter: Limiter) -> int:
-        """A slot of ``limiter``, the wait cut short (and raising) by a fatal error."""
+    async def slot(self, limiter: Limiter, cost: Cost) -> int:
+        """A slot of ``limiter`` for a request of ``cost``, the wait cut short (and raising)
+        by a fatal error."""
         self.check()
-        number = limiter.try_acquire()
+        number = limiter.try_acquire(cost)
         if number is not None:
             return number
-        taking = asyncio.ensure_future(limiter.acquire())
+        taking = asyncio.ensure_future(limiter.acquire(cost))
         halted = asyncio.ensure_future(self._set.wait())
         try:
             await asyncio.wait({taking, halted}, return_when=asyncio.FIRST_COMPLETED)
@@ -140,7 +146,7 @@ class Halt:
             if not taking.done():
                 taking.cancel()  # acquire gives back a slot granted as it is cancelled
             elif not taking.cancelled() and taking.exception() is None:
-                limiter.release(taking.result(), None, None)
+                limiter.release(taking.result(), None)
             raise
         halted.cancel()
         if not taking.done():
@@ -148,7 +154,7 @@ class Halt:
             await asyncio.gather(taking, return_exceptions=True)
         if self.error is not None:
             if not taking.cancelled() and taking.exception() is None:
-                limiter.release(taking.result(), None, None)
+                limiter.release(taking.result(), None)
             self.check()
         return taking.result()
 
@@ -180,6 +186,7 @@ class Client:
         self.max_wait_s = max_wait_s
         self.halt = halt or Halt()
         self._session: aiohttp.ClientSession | None = None
+        self._ignored: set[str] = set()
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -204,7 +211,9 @@ class Client:
 
     def limiter(self, model: str) -> Limiter:
         """The pace of ``model`` here, shared by every request of this process."""
-        return limiter_for(self.name, self.base_url, model, self._concurrency)
+        return limiter_for(
+            self.name, self.base_url, model, self._concurrency, self.max_wait_s
+        )
 
     async def chat(
         self,
@@ -279,30 +288,30 @@ class Client:
         on_lost: OnLost | None = None,
     ) -> Any:
         limiter = self.limiter(model)
+        cost = request_cost(body)
         failures = 0
         limited_since: float | None = None
         while True:
-            number = await self.halt.slot(limiter)
+            number = await self.halt.slot(limiter, cost)
             given_back = False
             try:
                 data, info = await self._post_once(path, body)
             except RateLimitedError as error:
+                self._warn_ignored(error.info)
                 pause = limiter.refuse(number, error.info)
                 given_back = True
-                if on_limited is not None:
-                    on_limited(error.message, pause)
                 now = time.monotonic()
                 limited_since = now if limited_since is None else limited_since
-                if now + pause - limited_since > self.max_wait_s:
+                fatal = self._given_up(error, limiter, cost, pause, now - limited_since)
+                if on_limited is not None:
+                    on_limited(Refusal(error.message, pause, gave_up=fatal is not None))
+                if fatal is not None:
                     # Every other request of this model would wait as long: the stage stops.
-                    fatal = FatalProviderError(
-                        f"providers.{self.name}: {error.message}: still rate-limited after "
-                        f"{now - limited_since:.0f} s, the provider asking for {pause:.0f} s "
-                        f"more (pipeline.max_wait_s = {self.max_wait_s:g}); run again later"
-                    )
                     self.halt.stop(fatal)
                     raise fatal from None
-                logger.debug(f"providers.{self.name}: {error.message}; waiting {pause:.2f} s")
+                logger.debug(
+                    f"providers.{self.name}: {error.message}; waiting {pause.seconds:.2f} s"
+                )
                 continue
             except FatalProviderError as error:
                 self.halt.stop(error)
@@ -310,25 +319,94 @@ class Client:
             except TransientError as error:
                 failures += 1
                 if error.billable and on_lost is not None:
-                    limiter.release(number, None, None)
+                    limiter.release(number, None)
                     given_back = True
                     on_lost()  # may refuse the retry (the budget): raised from here
                 if failures > self.retry.max_retries:
                     raise ProviderError(error.message) from None
                 if not given_back:
-                    limiter.release(number, None, None)
+                    limiter.release(number, None)
                     given_back = True
                 delay = self.retry.delay(failures, error.retry_after)
                 on_retry(error.message, delay)
                 await self.halt.wait(delay)
                 continue
             else:
-                limiter.release(number, info, _usage(data))
+                self._warn_ignored(info)
+                limiter.release(number, info)
                 given_back = True
                 return data
             finally:
                 if not given_back:
-                    limiter.release(number, None, None)
+                    limiter.release(number, None)
+
+    async def not_found(self, path: str, raw: bytes) -> FatalProviderError:
+        """What a 404 for ``path`` means: a ``base_url`` that does not end where the API
+        starts (its models list is not found either), or a server that answers there but
+        has no such endpoint (it does not offer that API)."""
+        url = mask_url(f"{self.base_url}/{path}")
+        text = _provider_message(404, raw)
+        found = redact(f"HTTP 404 for {url}: {text}")[:MESSAGE_LIMIT]
+        try:
+            async with self.session.get(
+                f"{self.base_url}/{self._wire.MODELS_PATH}",
+                timeout=aiohttp.ClientTimeout(total=PRICES_TIMEOUT),
+                allow_redirects=False,
+            ) as response:
+                listed = response.status != 404
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+            listed = False
+        if not listed:
+            return FatalProviderError(found + NOT_FOUND_HINT)
+        endpoint = path.split("?", 1)[0]
+        return FatalProviderError(
+            f"{found} (providers.{self.name} answers at its base_url, but has no "
+            f"`{endpoint}`: the server does not offer that API)"
+        )
+
+
+    def _given_up(
+        self, error: RateLimitedError, limiter: Limiter, cost: Cost, pause: Pause, waited: float
+    ) -> FatalProviderError | None:
+        """The error that stops the stage after this 429, or None to wait it out: a token
+        limit below the request's ``max_tokens`` (no wait helps), or a wait that would pass
+        ``max_wait_s`` (the provider's is never cut short: that would send before it
+        allows)."""
+        head = f"providers.{self.name}: {error.message}"
+        setting = f"pipeline.max_wait_s = {self.max_wait_s:g}"
+        beyond = limiter.too_large(error.info, cost)
+        if beyond is not None:
+            name, bucket = beyond
+            return FatalProviderError(
+                f"{head}: a request may use {cost.output_tokens:.0f} tokens (max_tokens) and "
+                f"the provider's limit is {bucket.limit:g} {name.replace('-', ' ')}: no wait "
+                "lets it through; lower the role's max_tokens or raise the limit"
+            )
+        if waited + pause.seconds <= self.max_wait_s:
+            return None
+        head += f": still rate-limited after {_seconds(waited)} of waiting"
+        if pause.asked:
+            return FatalProviderError(
+                f"{head}, and the provider asks for {_seconds(pause.seconds)} more, past "
+                f"{setting}; run again later"
+            )
+        return FatalProviderError(
+            f"{head} ({setting}), the provider saying nothing of when to come back; run again "
+            "later"
+        )
+
+    def _warn_ignored(self, info: RateInfo) -> None:
+        """Say once a stage each header of this provider ignored as implausible."""
+        for shown in info.ignored:
+            name = shown.partition(" = ")[0]
+            if name not in self._ignored:
+                self._ignored.add(name)
+                logger.warning(
+                    redact(
+                        f"providers.{self.name}: the header {shown} is not a finite, plausible "
+                        "number: ignored (said once)"
+                    )
+                )
 
     async def _post_once(self, path: str, body: dict[str, Any]) -> tuple[Any, RateInfo]:
         try:
@@ -367,40 +445,29 @@ class Client:
             raise ProviderError("the provider's reply is not valid JSON") from None
 
 
-    async def not_found(self, path: str, raw: bytes) -> FatalProviderError:
-        """What a 404 for ``path`` means: a ``base_url`` that does not end where the API
-        starts (its models list is not found either), or a server that answers there but
-        has no such endpoint (it does not offer that API)."""
-        url = mask_url(f"{self.base_url}/{path}")
-        text = _provider_message(404, raw)
-        found = redact(f"HTTP 404 for {url}: {text}")[:MESSAGE_LIMIT]
-        try:
-            async with self.session.get(
-                f"{self.base_url}/{self._wire.MODELS_PATH}",
-                timeout=aiohttp.ClientTimeout(total=PRICES_TIMEOUT),
-                allow_redirects=False,
-            ) as response:
-                listed = response.status != 404
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
-            listed = False
-        if not listed:
-            return FatalProviderError(found + NOT_FOUND_HINT)
-        endpoint = path.split("?", 1)[0]
-        return FatalProviderError(
-            f"{found} (providers.{self.name} answers at its base_url, but has no "
-            f"`{endpoint}`: the server does not offer that API)"
-        )
+def _seconds(value: float) -> str:
+    return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
 
 
-def _usage(data: Any) -> Usage:
-    """The tokens a reply says it cost, in either protocol's words (0 when it does not)."""
-    usage = data.get("usage") if isinstance(data, dict) else None
-    if not isinstance(usage, dict):
-        return Usage()
-    return Usage(
-        token_count(usage.get("prompt_tokens", usage.get("input_tokens"))),
-        token_count(usage.get("completion_tokens", usage.get("output_tokens"))),
+def request_cost(body: dict[str, Any]) -> Cost:
+    """What a request is charged against a provider's limits: its prompt, estimated from its
+    characters as the provider does, and its ``max_tokens``."""
+    limit = body.get("max_tokens", body.get("max_completion_tokens"))
+    prompt = sum(_characters(body.get(key)) for key in ("messages", "system", "input"))
+    return Cost(
+        math.ceil(prompt / CHARS_PER_TOKEN), limit if isinstance(limit, int) else 0
     )
+
+
+def _characters(value: Any) -> int:
+    """The characters of the text in a request's ``value`` (messages, blocks, strings)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, list):
+        return sum(_characters(item) for item in value)
+    if isinstance(value, dict):
+        return _characters(value.get("content")) + _characters(value.get("text"))
+    return 0
 
 
 class NoSuchModel(FatalProviderError):

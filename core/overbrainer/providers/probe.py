@@ -18,6 +18,7 @@ from overbrainer.config.model import ROLE_NAMES as ROLES
 from overbrainer.config.model import Role, Settings
 from overbrainer.errors import UserError
 from overbrainer.providers.errors import ProviderError
+from overbrainer.providers.limiter import Refusal
 from overbrainer.providers.prices import Price, PriceBook
 from overbrainer.providers.registry import ProviderSet
 
@@ -83,8 +84,11 @@ async def _probe(providers: ProviderSet, name: str, role: Role) -> Probe:
     def no_retry(message: str, delay: float) -> None:
         raise ProviderError(message)
 
-    def limited(message: str, pause: float) -> None:  # waited out, as every command does
-        logger.info(f"providers check: {name}: {message}; waiting {pause:.1f} s")
+    def limited(refusal: Refusal) -> None:  # waited out, as every command does
+        asked = "the provider asks for" if refusal.pause.asked else "no wait told; backing off"
+        logger.info(
+            f"providers check: {name}: {refusal.message}; {asked} {refusal.pause.seconds:.1f} s"
+        )
 
     try:
         client = providers.client(role.provider)

@@ -14,6 +14,7 @@ from overbrainer.errors import UserError
 from overbrainer.providers.client import Client, Halt
 from overbrainer.providers.errors import FatalProviderError
 from overbrainer.providers.prices import Price, PriceBook, table_price
+from overbrainer.providers.ratelimit import Pace
 from overbrainer.providers.retry import RetryPolicy
 
 
@@ -76,9 +77,9 @@ class ProviderSet:
             return None
         return self._prices.price(provider, client.base_url, model)
 
-    def pace(self, provider: str, model: str) -> float | None:
-        """Requests a second ``model`` at ``provider`` is paced to by its rate limit, while
-        the limit sets the pace; else None."""
+    def pace(self, provider: str, model: str) -> Pace | None:
+        """The rate limit of ``model`` at ``provider``, as the provider set it, while it sets
+        the pace; else None."""
         client = self._clients.get(provider)
         return client.limiter(model).pace() if client is not None else None
 

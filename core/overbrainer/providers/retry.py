@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -12,6 +13,9 @@ BACKOFF_UNIT = 1.0
 
 BACKOFF_CAP = 60.0
 RETRY_AFTER_CAP = 600.0
+PLAUSIBLE_WAIT_S = 86_400.0
+"""The longest wait a provider's header is believed to mean (a day's limit resets within a
+day): a longer one, like a NaN, a negative or an infinite one, is taken for no wait told."""
 
 RETRIED_STATUSES = frozenset({408, 429})
 FATAL_STATUSES = frozenset({401, 402, 403, 404})
@@ -42,18 +46,26 @@ class RetryPolicy:
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
-    """The wait a ``Retry-After`` header asks for: seconds, or an HTTP date."""
+    """The wait a ``Retry-After`` header asks for: seconds, or an HTTP date (one past is
+    "now"); None when it asks for nothing plausible (garbage, NaN, negative, beyond a day)."""
     if not value:
         return None
     value = value.strip()
     try:
-        return max(float(value), 0.0)
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        return plausible_wait(seconds)
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
+    return plausible_wait(max((when - (now or datetime.now(UTC))).total_seconds(), 0.0))
+
+
+def plausible_wait(seconds: float) -> float | None:
+    """``seconds`` when it is a wait a provider could mean: finite, 0 to a day."""
+    return seconds if math.isfinite(seconds) and 0 <= seconds <= PLAUSIBLE_WAIT_S else None
