@@ -34,6 +34,7 @@ from pydantic import SecretStr
 from overbrainer.errors import ArtifactMismatch, MissingArtifact
 from overbrainer.hookcalls import Hooks
 from overbrainer.job import layout
+from overbrainer.job.interface import Executor
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobState, JobStatus, TargetInfo
 from overbrainer.project import Project
@@ -82,7 +83,7 @@ class Driver:
     """Drives one executor through the hooks, as the training commands do."""
 
     hook: Hooks
-    executor: object
+    executor: Executor
     target: ContractTarget
     project: Path
     info: TargetInfo
