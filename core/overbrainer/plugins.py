@@ -154,7 +154,7 @@ def _executors(name: str, plugin: object) -> dict[str, list[str]]:
     return {cls.__name__: sorted(cls.capabilities) for cls in classes}
 
 
-BUILTIN = "host"
+BUILTIN = "core"
 """The built-in dispatcher serving every ``Executor`` (see ``overbrainer.job.hooks``)."""
 
 

@@ -198,3 +198,26 @@ def test_something_made_that_is_not_an_executor_is_refused_naming_the_target():
         "target `far`: its plugin made a str, not an executor (overbrainer.plugin.Executor): "
         "update the plugin"
     )
+
+
+def test_every_operation_hook_is_dispatched_typed_and_documented():
+    """The places the operations are written agree: the spec, the dispatcher, the typed
+    ``Hooks`` method and the guide's table of hooks, each with the spec's parameters."""
+    from overbrainer import hookspecs
+    from overbrainer.hookcalls import Hooks
+    from overbrainer.job import hooks as dispatcher
+
+    def parameters(function) -> list[str]:
+        return [name for name in inspect.signature(function).parameters if name != "self"]
+
+    specs = {
+        name: parameters(spec)
+        for name, spec in vars(hookspecs).items()
+        if inspect.isfunction(spec) and "executor" in parameters(spec)
+    }
+    assert len(specs) == 12
+    guide = (Path(__file__).parents[2] / "docs" / "plugins.md").read_text()
+    for name, params in specs.items():
+        assert parameters(getattr(dispatcher, name)) == params, name
+        assert parameters(getattr(Hooks, name)) == params, name
+        assert f"| `{name}({', '.join(params)})` |" in guide, name

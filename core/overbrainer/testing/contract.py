@@ -54,7 +54,10 @@ class ContractTarget:
     """What an executor package gives the suite.
 
     Attributes:
-        plugin: the module (or object) holding the plugin's hook implementations.
+        plugin: what the plugin's entry point names: its ``ExecutorHooks`` object, or the
+            module of its hooks. Its ``create_executor`` makes an ``Executor``; the suite
+            drives it through the hooks, as the core does (the core's dispatcher calling its
+            methods, or the plugin's own hooks where it writes them).
         table: the ``[targets.NAME]`` table, ``kind`` included, validated by the model the
             plugin registers; it must make the fake trainer the job's ``axolotl`` (a
             ``venv`` from :func:`~overbrainer.testing.make_fake_venv`, say).
@@ -80,7 +83,7 @@ class ContractTarget:
 
 @dataclass
 class Driver:
-    """Drives one executor through the hooks, as the training commands do."""
+    """Drives one ``Executor`` through the hooks, as the training commands do."""
 
     hook: Hooks
     executor: Executor
