@@ -12,6 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from overbrainer.errors import UserError
+from overbrainer.job.interface import Executor
+
 if TYPE_CHECKING:
     import pluggy
     from pydantic import BaseModel
@@ -36,8 +39,9 @@ if TYPE_CHECKING:
 
 class Hooks:
     """The hooks of one plugin manager, one typed method each (the hooks' own names and
-    keywords: ``hookspecs`` documents them). An executor is an ``object``: any type its
-    plugin's hooks recognise."""
+    keywords: ``hookspecs`` documents them). An executor is an
+    :class:`~overbrainer.job.interface.Executor`: ``create_executor`` refuses anything
+    else, and the core's built-in dispatcher calls its methods."""
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self._relay = pm.hook
@@ -59,13 +63,21 @@ class Hooks:
 
     def create_executor(
         self, *, name: str, target: BaseModel, project: Project, run: RunRecord | None
-    ) -> object | None:
-        return cast(
-            "object | None",
+    ) -> Executor | None:
+        """The executor of the target ``name``; a ``UserError`` naming the target when its
+        plugin made something that is not an ``Executor`` (a plugin older than this core)."""
+        made = cast(
+            "object",
             self._relay.create_executor(name=name, target=target, project=project, run=run),
         )
+        if made is None or isinstance(made, Executor):
+            return made
+        raise UserError(
+            f"target `{name}`: its plugin made a {type(made).__name__}, not an executor "
+            "(overbrainer.plugin.Executor): update the plugin"
+        )
 
-    def describe_target(self, *, executor: object) -> TargetInfo | None:
+    def describe_target(self, *, executor: Executor) -> TargetInfo | None:
         return cast("TargetInfo | None", self._relay.describe_target(executor=executor))
 
     def estimate_price(
@@ -76,24 +88,24 @@ class Hooks:
             self._relay.estimate_price(name=name, target=target, project=project),
         )
 
-    def prepare_target(self, *, executor: object) -> None:
+    def prepare_target(self, *, executor: Executor) -> None:
         self._relay.prepare_target(executor=executor)
 
-    def claim_run_dir(self, *, executor: object, run_id: str) -> str | None:
+    def claim_run_dir(self, *, executor: Executor, run_id: str) -> str | None:
         return cast("str | None", self._relay.claim_run_dir(executor=executor, run_id=run_id))
 
-    def launch_job(self, *, executor: object, run: RunRecord, job: JobSpec) -> JobHandle | None:
+    def launch_job(self, *, executor: Executor, run: RunRecord, job: JobSpec) -> JobHandle | None:
         return cast("JobHandle | None", self._relay.launch_job(executor=executor, run=run, job=job))
 
-    def poll_job(self, *, executor: object, run: RunRecord) -> JobPoll | None:
+    def poll_job(self, *, executor: Executor, run: RunRecord) -> JobPoll | None:
         return cast("JobPoll | None", self._relay.poll_job(executor=executor, run=run))
 
-    def wait_for_job(self, *, executor: object, run: RunRecord, timeout: float) -> bool | None:
+    def wait_for_job(self, *, executor: Executor, run: RunRecord, timeout: float) -> bool | None:
         return cast(
             "bool | None", self._relay.wait_for_job(executor=executor, run=run, timeout=timeout)
         )
 
-    def request_snapshot(self, *, executor: object, run: RunRecord, reason: str) -> bool:
+    def request_snapshot(self, *, executor: Executor, run: RunRecord, reason: str) -> bool:
         """True once the job was asked; False when no plugin took the request."""
         asked = cast(
             "bool | None",
@@ -101,11 +113,11 @@ class Hooks:
         )
         return asked is True
 
-    def cancel_job(self, *, executor: object, run: RunRecord) -> JobStatus | None:
+    def cancel_job(self, *, executor: Executor, run: RunRecord) -> JobStatus | None:
         return cast("JobStatus | None", self._relay.cancel_job(executor=executor, run=run))
 
     def collect_artifacts(
-        self, *, executor: object, run: RunRecord, artifacts: ArtifactSpec, dest: Path
+        self, *, executor: Executor, run: RunRecord, artifacts: ArtifactSpec, dest: Path
     ) -> list[str] | None:
         return cast(
             "list[str] | None",
@@ -114,13 +126,13 @@ class Hooks:
             ),
         )
 
-    def read_job_log(self, *, executor: object, run: RunRecord, offset: int) -> LogChunk | None:
+    def read_job_log(self, *, executor: Executor, run: RunRecord, offset: int) -> LogChunk | None:
         return cast(
             "LogChunk | None", self._relay.read_job_log(executor=executor, run=run, offset=offset)
         )
 
     def open_shell(
-        self, *, executor: object, purpose: str, keep_machine: bool
+        self, *, executor: Executor, purpose: str, keep_machine: bool
     ) -> TargetShell | None:
         return cast(
             "TargetShell | None",
@@ -128,7 +140,7 @@ class Hooks:
         )
 
     def release_executor(
-        self, *, executor: object, run: RunRecord | None, outcome: RunState | None
+        self, *, executor: Executor, run: RunRecord | None, outcome: RunState | None
     ) -> None:
         self._relay.release_executor(executor=executor, run=run, outcome=outcome)
 

@@ -5,6 +5,11 @@ not give their arguments default values: pluggy treats such arguments as opt-in 
 not pass them. Each ``firstresult`` hook stops at the first non-None result, so an
 implementation returns None for an executor (or a target kind) that is not its own.
 
+An executor is an :class:`~overbrainer.job.interface.Executor`. The operation hooks (from
+``describe_target`` to ``release_executor``) are answered for every executor by the core's
+built-in dispatcher (:mod:`overbrainer.job.hooks`), last, calling the executor's method: a
+plugin implements them only to answer before its executor's own method.
+
 The core owns Ctrl-C: ``launch_job`` and ``cancel_job`` are called with SIGINT deferred,
 and plugins never catch ``KeyboardInterrupt``. Plugins import only :mod:`overbrainer.plugin`,
 which holds every type named here; ``docs/plugins.md`` gives the order of the calls of each
@@ -25,6 +30,7 @@ if TYPE_CHECKING:
     from overbrainer.config.model import Settings
     from overbrainer.config.sections import RegisterSection
     from overbrainer.cycles import CycleSummary
+    from overbrainer.job.interface import Executor
     from overbrainer.job.record import JobHandle, RunRecord, RunState
     from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import (
@@ -69,19 +75,21 @@ def register_settings(register: RegisterSection) -> None:
 
 
 @hookspec(firstresult=True)
-def create_executor(name: str, target: BaseModel, project: Project, run: RunRecord | None) -> Any:
+def create_executor(
+    name: str, target: BaseModel, project: Project, run: RunRecord | None
+) -> Executor | None:
     """Connect to, or prepare to reach, the target ``name`` configured as ``target``.
 
     ``run`` is None for a new run, and the run's record when a later command (attach,
     stop, cancel, logs) needs its job again, so that a machine made for one run can be
-    found. Return an executor object, any type the plugin's other hooks recognise, or None
-    when ``target`` is not of a kind this plugin registered. Raise ``UserError`` when the
-    target cannot be reached. Stops at the first non-None result.
+    found. Return an ``Executor`` (the core refuses anything else), or None when ``target``
+    is not of a kind this plugin registered. Raise ``UserError`` when the target cannot
+    be reached. Stops at the first non-None result.
     """
 
 
 @hookspec(firstresult=True)
-def describe_target(executor: Any) -> TargetInfo | None:
+def describe_target(executor: Executor) -> TargetInfo | None:
     """What the core must know of the executor's target before a run is prepared: its
     device (CPU or GPU), whether the job sees this machine's files, whether its machine is
     made for one run, and the channel its secrets take.
@@ -105,7 +113,7 @@ def estimate_price(name: str, target: BaseModel, project: Project) -> TargetPric
 
 
 @hookspec
-def prepare_target(executor: Any) -> None:
+def prepare_target(executor: Executor) -> None:
     """Make the target ready for a new run before it is created: install Axolotl on first
     use, run a setup command. Show progress with loguru (``logger.info``); raise
     ``UserError`` with the last lines of output when it fails.
@@ -115,7 +123,7 @@ def prepare_target(executor: Any) -> None:
 
 
 @hookspec(firstresult=True)
-def claim_run_dir(executor: Any, run_id: str) -> str | None:
+def claim_run_dir(executor: Executor, run_id: str) -> str | None:
     """Reserve run ``run_id`` on the target and return where its job will live there (an
     absolute path, or any string that locates it: ``ray://cluster/overbrainer/ID``).
 
@@ -125,7 +133,7 @@ def claim_run_dir(executor: Any, run_id: str) -> str | None:
 
 
 @hookspec(firstresult=True)
-def launch_job(executor: Any, run: RunRecord, job: JobSpec) -> JobHandle | None:
+def launch_job(executor: Executor, run: RunRecord, job: JobSpec) -> JobHandle | None:
     """Copy ``job.local_dir`` to where the job runs and start ``job.command()`` there,
     detached (it outlives this process).
 
@@ -136,7 +144,7 @@ def launch_job(executor: Any, run: RunRecord, job: JobSpec) -> JobHandle | None:
 
 
 @hookspec(firstresult=True)
-def poll_job(executor: Any, run: RunRecord) -> JobPoll | None:
+def poll_job(executor: Executor, run: RunRecord) -> JobPoll | None:
     """Look at the job of ``run`` once: its status, the complete ``metrics.jsonl`` lines
     written since the previous poll of this executor, a pending snapshot request and a
     saved snapshot.
@@ -149,19 +157,19 @@ def poll_job(executor: Any, run: RunRecord) -> JobPoll | None:
 
 
 @hookspec(firstresult=True)
-def wait_for_job(executor: Any, run: RunRecord, timeout: float) -> bool | None:
+def wait_for_job(executor: Executor, run: RunRecord, timeout: float) -> bool | None:
     """Wait up to ``timeout`` seconds for the job of ``run`` to change state (it ended, was
     cancelled, a snapshot was asked for or saved), so that the core polls at once rather
     than at its next interval. Return True when it changed, False at the timeout.
 
-    Optional: return None (or implement nothing) and the core sleeps between polls. An
-    implementation waits on events (inotify, a long-lived stream), never by polling more
-    often. Stops at the first non-None result.
+    Optional (the ``Executor`` capability ``"wait"``): None, or no implementation, and the
+    core sleeps between polls. An implementation waits on events (inotify, a long-lived
+    stream), never by polling more often. Stops at the first non-None result.
     """
 
 
 @hookspec(firstresult=True)
-def request_snapshot(executor: Any, run: RunRecord, reason: str) -> bool | None:
+def request_snapshot(executor: Executor, run: RunRecord, reason: str) -> bool | None:
     """Ask the job of ``run`` to save a checkpoint at the end of its current step and stop.
 
     Either write ``snapshot.request`` holding ``reason`` in the job directory (atomically;
@@ -172,7 +180,7 @@ def request_snapshot(executor: Any, run: RunRecord, reason: str) -> bool | None:
 
 
 @hookspec(firstresult=True)
-def cancel_job(executor: Any, run: RunRecord) -> JobStatus | None:
+def cancel_job(executor: Executor, run: RunRecord) -> JobStatus | None:
     """Stop the job of ``run`` now, its container or process group and every process in it.
 
     Idempotent, and never signals a job that already finished, nor a process that is not
@@ -183,7 +191,7 @@ def cancel_job(executor: Any, run: RunRecord) -> JobStatus | None:
 
 @hookspec(firstresult=True)
 def collect_artifacts(
-    executor: Any, run: RunRecord, artifacts: ArtifactSpec, dest: Path
+    executor: Executor, run: RunRecord, artifacts: ArtifactSpec, dest: Path
 ) -> list[str] | None:
     """Bring ``artifacts`` of ``run`` home into ``dest`` and verify them.
 
@@ -197,7 +205,7 @@ def collect_artifacts(
 
 
 @hookspec(firstresult=True)
-def read_job_log(executor: Any, run: RunRecord, offset: int) -> LogChunk | None:
+def read_job_log(executor: Executor, run: RunRecord, offset: int) -> LogChunk | None:
     """The job's log (what its runner and stages printed) from byte ``offset``: at most a
     few MiB, and empty data when nothing is new.
 
@@ -223,7 +231,7 @@ def on_cycle_end(summary: CycleSummary) -> None:
 
 
 @hookspec(firstresult=True)
-def open_shell(executor: Any, purpose: str, keep_machine: bool) -> TargetShell | None:
+def open_shell(executor: Executor, purpose: str, keep_machine: bool) -> TargetShell | None:
     """A shell on the executor's target for the commands after training (``export``,
     ``compare``): its POSIX host, its runtime's Python and its work directory. They run
     their own scripts there, in the run's directory, and fetch what they made.
@@ -239,7 +247,7 @@ def open_shell(executor: Any, purpose: str, keep_machine: bool) -> TargetShell |
 
 
 @hookspec
-def release_executor(executor: Any, run: RunRecord | None, outcome: RunState | None) -> None:
+def release_executor(executor: Executor, run: RunRecord | None, outcome: RunState | None) -> None:
     """Close what ``executor`` holds; for a machine made for one run, delete it once its
     results are home (unless the job asked to keep it).
 

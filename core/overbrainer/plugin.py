@@ -5,9 +5,9 @@ module only; the rest of the core is private and may change (import-linter enfor
 CI). ``docs/plugins.md`` explains the contract: the hooks (:mod:`overbrainer.hookspecs`),
 the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of the calls.
 
-- Executors as objects: subclass ``Executor`` (one method per operation) and register
-  an ``ExecutorHooks`` object, which turns the class into the hooks; or write the hooks
-  with ``hookimpl``.
+- Executors as objects: subclass ``Executor`` (one method per operation, the optional ones
+  declared in ``capabilities``) and register its kind with an ``ExecutorHooks`` object; the
+  core's dispatcher calls the methods. A hook written with ``hookimpl`` answers first.
 - Errors: ``UserError`` (a message for the user), ``TransientError`` (worth retrying),
   ``MissingArtifact``, ``ArtifactMismatch``.
 - What hooks take and return: ``JobSpec``, ``JobPoll``, ``JobStatus`` (``RUNNING``,

@@ -37,6 +37,9 @@ class PluginInfo:
     version: str | None
     kinds: list[str] = field(default_factory=list)
     hooks: list[str] = field(default_factory=list)
+    executors: dict[str, list[str]] = field(default_factory=dict)
+    """The executor classes the plugin registers (``ExecutorHooks``), each with the
+    optional operations it declares (``Executor.capabilities``)."""
 
 
 @dataclass
@@ -130,23 +133,39 @@ class Plugins:
                     version=dist.version if dist else None,
                     kinds=sorted(k for k, owner in self.owners.items() if owner == name),
                     hooks=hooks,
+                    executors=_executors(name, plugin),
                 )
             )
         return infos
 
 
-BUILTIN = "host"
-"""The built-in plugin serving every POSIX-host executor (see ``overbrainer.job.hooks``)."""
+def _executors(name: str, plugin: object) -> dict[str, list[str]]:
+    """The executor classes of an ``ExecutorHooks`` plugin and what each declares it can
+    do; a class named ``"module:Class"`` is imported here (a warning when it cannot be)."""
+    from overbrainer.job.adapter import ExecutorHooks
+
+    if not isinstance(plugin, ExecutorHooks):
+        return {}
+    try:
+        classes = plugin.executor_classes()
+    except Exception as error:  # noqa: BLE001 - a broken plugin must not break the listing
+        logger.warning(f"plugin `{name}`: cannot import its executor: {error}")
+        return {}
+    return {cls.__name__: sorted(cls.capabilities) for cls in classes}
+
+
+BUILTIN = "core"
+"""The built-in dispatcher serving every ``Executor`` (see ``overbrainer.job.hooks``)."""
 
 
 def new_manager() -> Plugins:
-    """A manager knowing the overbrainer hook specs, with the built-in plugin registered."""
-    from overbrainer.job.hooks import plugin
+    """A manager knowing the overbrainer hook specs, with the built-in dispatcher registered."""
+    from overbrainer.job import hooks
 
     pm = pluggy.PluginManager(GROUP)
     pm.add_hookspecs(hookspecs)
     plugins = Plugins(pm)
-    plugins.register(plugin, name=BUILTIN)
+    plugins.register(hooks, name=BUILTIN)
     return plugins
 
 

@@ -299,11 +299,21 @@ def test_results_not_retrieved_are_named(finished, run_cli):
 ALIEN = """
     from typing import Literal
 
-    from overbrainer.plugin import TargetBase, hookimpl
+    from overbrainer.plugin import Executor, TargetBase, hookimpl
 
 
     class AlienTarget(TargetBase):
         kind: Literal["alien"]
+
+
+    class AlienExecutor(Executor):
+        # Declares no open_shell: a target that gives no shell.
+
+        def _unused(self, *args):
+            raise NotImplementedError
+
+        describe = claim = launch = poll = request_snapshot = cancel = collect = _unused
+        read_log = _unused
 
 
     @hookimpl
@@ -313,7 +323,7 @@ ALIEN = """
 
     @hookimpl
     def create_executor(name, target, project, run):
-        return f"executor for {name}" if target.kind == "alien" else None
+        return AlienExecutor() if target.kind == "alien" else None
 """
 
 

@@ -1,4 +1,5 @@
-"""``ExecutorHooks`` turns executor classes into hooks; ``Hooks`` calls them typed."""
+"""``ExecutorHooks`` registers a plugin written as classes: its kinds, its ``create`` and its
+``price``, and names its executor classes for ``overbrainer plugins``; nothing else."""
 
 from __future__ import annotations
 
@@ -18,23 +19,23 @@ from overbrainer.plugin import (
     RunState,
     TargetBase,
     TargetInfo,
+    TargetPrice,
 )
 from overbrainer.plugins import new_manager
-
-RUN = RunRecord(
-    id="demo_20260101-000000", target="t", created="2026-01-01T00:00:00Z", remote_dir="/toy"
-)
 
 
 class ToyTarget(TargetBase):
     kind: Literal["toy"]
 
 
-class Toy(Executor):
-    """Records what it was asked."""
+class OtherTarget(TargetBase):
+    kind: Literal["other"]
 
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, object]] = []
+
+class Toy(Executor):
+    """An executor of one run's life and a release of its own."""
+
+    capabilities = frozenset({"release"})
 
     def describe(self) -> TargetInfo:
         return TargetInfo(device="cpu", local_paths=True)
@@ -49,7 +50,7 @@ class Toy(Executor):
         raise NotImplementedError
 
     def request_snapshot(self, run, reason) -> None:
-        self.calls.append(("snapshot", reason))
+        raise NotImplementedError
 
     def cancel(self, run):
         raise NotImplementedError
@@ -60,12 +61,8 @@ class Toy(Executor):
     def read_log(self, run, offset):
         raise NotImplementedError
 
-    def release(self, run, outcome) -> None:
-        self.calls.append(("release", outcome))
-
-
-class SubToy(Toy):
-    pass
+    def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
+        return
 
 
 def _manager(*plugins: object):
@@ -75,41 +72,30 @@ def _manager(*plugins: object):
     return manager
 
 
-def test_the_adapter_registers_kinds_creates_and_dispatches_to_methods():
-    plugins = _manager(ExecutorHooks(Toy, targets={"toy": ToyTarget}, create=lambda *a: Toy()))
+def test_the_adapter_registers_kinds_creates_and_prices_its_own_kinds_only():
+    price = TargetPrice(usd_per_hour=1.5, gpu_type="toy")
+    adapter = ExecutorHooks(
+        Toy, targets={"toy": ToyTarget}, create=lambda *a: Toy(), price=lambda *a: price
+    )
+    plugins = _manager(adapter)
     assert plugins.kinds == {"toy": ToyTarget}
     hooks = plugins.hook
     toy = hooks.create_executor(name="t", target=ToyTarget(kind="toy"), project=None, run=None)
     assert isinstance(toy, Toy)
-    assert hooks.claim_run_dir(executor=toy, run_id=RUN.id) == f"/toy/{RUN.id}"
-    assert hooks.request_snapshot(executor=toy, run=RUN, reason="deadline") is True
-    hooks.release_executor(executor=toy, run=RUN, outcome=RunState.SUCCEEDED)
-    hooks.release_executor(executor=toy, run=RUN, outcome="failed")  # a raw caller's string
-    assert toy.calls == [
-        ("snapshot", "deadline"),
-        ("release", RunState.SUCCEEDED),
-        ("release", RunState.FAILED),
-    ]
-    assert isinstance(toy.calls[2][1], RunState)
+    other = OtherTarget(kind="other")
+    assert hooks.create_executor(name="o", target=other, project=None, run=None) is None
+    assert hooks.estimate_price(name="t", target=ToyTarget(kind="toy"), project=None) == price
+    assert hooks.estimate_price(name="o", target=other, project=None) is None
 
 
-def test_an_executor_of_another_class_gets_none_and_nothing_is_called():
-    plugins = _manager(ExecutorHooks(Toy))
-    hooks = plugins.hook
-    sub = SubToy()  # a subclass is served only by an adapter that names it
-    assert hooks.claim_run_dir(executor=sub, run_id=RUN.id) is None
-    assert hooks.request_snapshot(executor=sub, run=RUN, reason="requested") is False
-    hooks.release_executor(executor=sub, run=None, outcome=None)
-    assert sub.calls == []
-    both = _manager(ExecutorHooks(Toy), ExecutorHooks(SubToy)).hook
-    both.release_executor(executor=sub, run=None, outcome=None)
-    assert sub.calls == [("release", None)]  # once, not once per adapter
-
-
-def test_only_the_hooks_given_something_to_do_are_listed():
+def test_only_the_registration_hooks_are_the_plugins_own():
+    """The operations are the core's dispatcher's: the plugin implements none of them."""
     kinds_only = ExecutorHooks(targets={"toy": ToyTarget}, create=lambda *a: Toy())
-    plugins = _manager(kinds_only)
-    assert [info.hooks for info in plugins.info()] == [["create_executor", "register_targets"]]
+    with_class = ExecutorHooks(Toy, targets={"toy": ToyTarget}, create=lambda *a: Toy())
+    priced = ExecutorHooks(Toy, targets={"toy": ToyTarget}, create=lambda *a: Toy(), price=None)
+    for adapter in (kinds_only, with_class, priced):
+        (listed,) = [info.hooks for info in _manager(adapter).info()]
+        assert listed == ["create_executor", "register_targets"]
 
 
 def test_targets_without_a_create_function_are_refused():
@@ -117,25 +103,31 @@ def test_targets_without_a_create_function_are_refused():
         ExecutorHooks(Toy, targets={"toy": ToyTarget})
 
 
-def test_a_class_named_by_its_path_is_served_once_its_module_is_loaded(monkeypatch):
+def test_plugins_lists_each_executor_class_with_what_it_declares():
+    plugins = _manager(ExecutorHooks(Toy, targets={"toy": ToyTarget}, create=lambda *a: Toy()))
+    (info,) = plugins.info()
+    assert info.executors == {"Toy": ["release"]}
+
+
+def test_a_class_named_by_its_path_is_imported_for_the_listing_only(monkeypatch):
     adapter = ExecutorHooks("toy_executors:Lazy")
-    plugins = _manager(adapter)
-    toy = Toy()
-    assert plugins.hook.claim_run_dir(executor=toy, run_id=RUN.id) is None  # not loaded yet
-    module = types.ModuleType("toy_executors")
-    module.Lazy = type("Lazy", (Toy,), {})  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "toy_executors", module)
-    lazy = module.Lazy()  # type: ignore[attr-defined]
-    assert plugins.hook.claim_run_dir(executor=lazy, run_id=RUN.id) == f"/toy/{RUN.id}"
     assert repr(adapter) == "ExecutorHooks(toy_executors:Lazy; no kind)"
+    plugins = _manager(adapter)  # registering it imports nothing
+    module = types.ModuleType("toy_executors")
+    module.Lazy = type("Lazy", (Toy,), {"capabilities": frozenset({"release"})})  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "toy_executors", module)
+    (info,) = plugins.info()
+    assert info.executors == {"Lazy": ["release"]}
 
 
-def test_an_optional_hook_is_implemented_only_where_a_class_overrides_it():
-    plugins = _manager(ExecutorHooks(Toy))
-    (listed,) = [info.hooks for info in plugins.info()]
-    assert "release_executor" in listed  # Toy has its own release
-    assert not {"prepare_target", "wait_for_job", "open_shell"} & set(listed)
-    assert "poll_job" in listed
-    lazy = _manager(ExecutorHooks("not_loaded_yet:Toy"))  # unknown until loaded: all of them
-    (listed,) = [info.hooks for info in lazy.info()]
-    assert {"prepare_target", "wait_for_job", "open_shell", "release_executor"} <= set(listed)
+def test_a_class_that_cannot_be_imported_is_warned_of_and_the_listing_goes_on(capsys):
+    from overbrainer.logs import configure_logging
+
+    configure_logging()
+    plugins = _manager(ExecutorHooks("overbrainer_no_such_module:Gone"))
+    (info,) = plugins.info()
+    assert info.executors == {}
+    assert (
+        "plugin `p0`: cannot import its executor: No module named 'overbrainer_no_such_module'"
+        in capsys.readouterr().err
+    )

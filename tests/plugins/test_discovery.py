@@ -14,11 +14,26 @@ ALIEN = """
 
     from overbrainer import hookimpl
     from overbrainer.config.model import TargetBase
+    from overbrainer.plugin import Executor
 
 
     class AlienTarget(TargetBase):
         kind: Literal["alien"]
         nodes: int = 1
+
+
+    class AlienExecutor(Executor):
+        def __init__(self, name):
+            self.name = name
+
+        def __repr__(self):
+            return f"AlienExecutor({self.name!r})"
+
+        def _unused(self, *args):
+            raise NotImplementedError
+
+        describe = claim = launch = poll = request_snapshot = cancel = collect = _unused
+        read_log = _unused
 
 
     @hookimpl
@@ -30,7 +45,7 @@ ALIEN = """
     def create_executor(name, target, project, run):
         if target.kind != "alien":
             return None
-        return f"executor for {name}"
+        return AlienExecutor(name)
 """
 
 BROKEN = """
@@ -124,10 +139,13 @@ def test_plugins_lists_versions_kinds_and_hooks(run_cli, site):
     result = run_cli("plugins", env=env("alien", "local", "ssh"))
     assert result.exit_code == 0, result.stderr
     assert result.stderr == ""
+    host = "executor: HostExecutor (open_shell, prepare, release, wait)"
     assert result.stdout == (
         "alien  overbrainer-alien 2.3.1  kinds: alien  hooks: create_executor, register_targets\n"
-        "local  overbrainer-local 0.1.0  kinds: local  hooks: create_executor, register_targets\n"
-        "ssh  overbrainer-ssh 0.1.0  kinds: ssh  hooks: create_executor, register_targets\n"
+        f"local  overbrainer-local 0.1.0  kinds: local  {host}  "
+        "hooks: create_executor, register_targets\n"
+        f"ssh  overbrainer-ssh 0.1.0  kinds: ssh  {host}  "
+        "hooks: create_executor, register_targets\n"
     )
 
 
@@ -142,6 +160,7 @@ def test_plugins_json(run_cli, site):
             "version": "2.3.1",
             "kinds": ["alien"],
             "hooks": ["create_executor", "register_targets"],
+            "executors": {},
         },
         {
             "name": "runpod",
@@ -149,12 +168,10 @@ def test_plugins_json(run_cli, site):
             "version": "0.1.0",
             "kinds": ["runpod"],
             "hooks": [
-                "cancel_job", "claim_run_dir", "collect_artifacts", "create_executor",
-                "describe_target", "estimate_price", "launch_job", "open_shell", "poll_job",
-                "prepare_target",
-                "read_job_log", "register_commands", "register_settings",
-                "register_targets", "release_executor", "request_snapshot", "show_machine_log",
+                "create_executor", "estimate_price", "register_commands", "register_settings",
+                "register_targets", "show_machine_log",
             ],
+            "executors": {"RunpodExecutor": ["open_shell", "prepare", "release"]},
         },
     ]
 
@@ -190,13 +207,12 @@ def test_trace_prints_every_hook_call(site, capsys):
     site.install("alien", ALIEN)
     plugins = load_plugins(env("alien", OVERBRAINER_TRACE_PLUGINS="1"))
     target = plugins.kinds["alien"](kind="alien")
-    assert plugins.hook.create_executor(name="cluster", target=target, project=None, run=None) == (
-        "executor for cluster"
-    )
+    made = plugins.hook.create_executor(name="cluster", target=target, project=None, run=None)
+    assert repr(made) == "AlienExecutor('cluster')"
     assert capsys.readouterr().err == (
         "trace: create_executor(name='cluster', target=AlienTarget(kind='alien', nodes=1), "
         "project=None, run=None) -> [alien]\n"
-        "trace: create_executor returned 'executor for cluster'\n"
+        "trace: create_executor returned AlienExecutor('cluster')\n"
     )
 
 

@@ -1,5 +1,6 @@
 """The conformance suite drives a plugin written as raw, guarded hooks as well as one
-written against ``Executor``: both styles stay the contract."""
+whose hooks are the core's dispatcher calling ``Executor`` methods: a plugin's own hook
+answers before the dispatcher, so both styles stay the contract."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel
 
 from overbrainer.plugin import (
     ArtifactSpec,
+    Executor,
     HostExecutor,
     HostTarget,
     JobHandle,
@@ -25,6 +27,7 @@ from overbrainer.plugin import (
     LogChunk,
     Project,
     RunRecord,
+    RunState,
     TargetInfo,
     hookimpl,
 )
@@ -43,10 +46,17 @@ class RawTarget(HostTarget):
 
 
 @dataclass
-class RawExecutor:
-    """Not an ``Executor``: only this module's hooks know it (the built-in plugin does not)."""
+class RawExecutor(Executor):
+    """An ``Executor`` whose own methods are never reached: this module's hooks answer for
+    it first, and it declares no optional operation, so the core's dispatcher (answering
+    last) calls none of them."""
 
     inner: HostExecutor
+
+    def _never(self, *args: object) -> None:
+        raise AssertionError("the raw hooks answer, not the dispatcher")
+
+    describe = claim = launch = poll = request_snapshot = cancel = collect = read_log = _never
 
 
 def _mine(executor: object) -> HostExecutor | None:
@@ -121,7 +131,7 @@ def read_job_log(executor: object, run: RunRecord, offset: int) -> LogChunk | No
 
 
 @hookimpl
-def release_executor(executor: object, run: RunRecord | None, outcome: str | None) -> None:
+def release_executor(executor: object, run: RunRecord | None, outcome: RunState | None) -> None:
     if mine := _mine(executor):
         mine.close()
 

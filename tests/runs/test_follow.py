@@ -8,6 +8,7 @@ import json
 import pytest
 
 from overbrainer import hookimpl
+from overbrainer.job.interface import Executor
 from overbrainer.job.record import RunRecord
 from overbrainer.job.spec import CANCELLED, RUNNING, JobPoll, JobStatus
 from overbrainer.plugins import new_manager
@@ -35,6 +36,16 @@ class Scripted:
         return CANCELLED
 
 
+class Unanswered(Executor):
+    """An executor only the scripted plugin's own hooks answer for: its methods are never
+    reached (the core's dispatcher answers after that plugin)."""
+
+    def _never(self, *args: object) -> None:
+        raise AssertionError("the scripted plugin answers, not the executor's method")
+
+    describe = claim = launch = poll = request_snapshot = cancel = collect = read_log = _never
+
+
 RUN = RunRecord(
     id="demo_20260101-000000", target="box", created="x", remote_dir="/r", snapshots=True
 )
@@ -58,7 +69,7 @@ def follower(plugin: Scripted, **options) -> tuple[Follower, list[dict]]:
     clock = Clock()
     follower = Follower(
         plugins.hook,
-        executor=object(),
+        executor=Unanswered(),
         run=options.pop("run", RUN),
         on_event=events.append,
         clock=clock,

@@ -67,6 +67,8 @@ STOP_WAIT_VARIABLE = "RAY_JOB_STOP_WAIT_TIME_S"
 class RayExecutor(Executor):
     """The target ``name``: its settings, its Jobs client, and what it read of each job."""
 
+    capabilities = frozenset({"prepare", "release"})
+
     name: str
     target: RayTarget
     client: RayClient

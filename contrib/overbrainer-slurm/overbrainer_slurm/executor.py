@@ -86,6 +86,8 @@ def _write_atomically(path: Path, text: str) -> None:
 class SlurmExecutor(Executor):
     """The target ``name``: its settings, its cluster, and what it read of each job."""
 
+    capabilities = frozenset({"prepare", "wait", "release"})
+
     name: str
     target: SlurmTarget
     project: Project

@@ -1,4 +1,5 @@
-"""``overbrainer plugins``: what is installed, with versions, target kinds and hooks."""
+"""``overbrainer plugins``: what is installed, with versions, target kinds, executors (with
+the optional operations each declares) and hooks."""
 
 from __future__ import annotations
 
@@ -27,4 +28,10 @@ def plugins(as_json: bool) -> None:
     for info in infos:
         source = f"{info.distribution} {info.version}" if info.distribution else "(not installed)"
         kinds = ", ".join(info.kinds) or "none"
-        click.echo(f"{info.name}  {source}  kinds: {kinds}  hooks: {', '.join(info.hooks)}")
+        executors = "".join(
+            f"  executor: {name} ({', '.join(can) or 'no optional operation'})"
+            for name, can in info.executors.items()
+        )
+        click.echo(
+            f"{info.name}  {source}  kinds: {kinds}{executors}  hooks: {', '.join(info.hooks)}"
+        )

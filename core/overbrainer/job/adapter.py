@@ -1,19 +1,16 @@
-"""The adapter from executor classes to hook implementations.
+"""The registration of a plugin written as executor classes.
 
 A plugin whose executors subclass :class:`~overbrainer.job.interface.Executor` registers
-one :class:`ExecutorHooks` object (its entry point names it) instead of writing hooks:
-the object registers the plugin's target kinds, creates an executor for a target of one
-of them, and answers every executor hook for an executor of exactly one of its classes by
-calling that executor's method. For any other executor each hook answers None, so raw-hook
-plugins and adapted ones live side by side.
+one :class:`ExecutorHooks` object (its entry point names it) instead of writing hooks: the
+object registers the plugin's target kinds, creates an executor for a target of one of
+them, and prices one. The operations themselves need no hook of the plugin: the core's
+built-in dispatcher (:mod:`overbrainer.job.hooks`) calls the methods of any ``Executor``.
 """
 
 from __future__ import annotations
 
-import functools
-import sys
+import importlib
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -21,66 +18,29 @@ from pydantic import BaseModel
 from overbrainer import hookimpl
 from overbrainer.job.interface import Executor
 
-if TYPE_CHECKING:  # annotations only: the plugin manager is made before any job is in sight
-    from overbrainer.job.record import JobHandle, RunRecord, RunState
-    from overbrainer.job.shell import TargetShell
-    from overbrainer.job.spec import (
-        ArtifactSpec,
-        JobPoll,
-        JobSpec,
-        JobStatus,
-        LogChunk,
-        TargetInfo,
-        TargetPrice,
-    )
+if TYPE_CHECKING:
+    from overbrainer.job.record import RunRecord
+    from overbrainer.job.spec import TargetPrice
     from overbrainer.project import Project
 
 T = TypeVar("T", bound=BaseModel)
 
-OPERATIONS = (
-    "describe_target",
-    "prepare_target",
-    "claim_run_dir",
-    "launch_job",
-    "poll_job",
-    "wait_for_job",
-    "request_snapshot",
-    "cancel_job",
-    "collect_artifacts",
-    "read_job_log",
-    "open_shell",
-    "release_executor",
-)
-"""The hooks an adapter answers for its executors."""
-
-OPTIONAL = {
-    "prepare_target": "prepare",
-    "wait_for_job": "wait",
-    "open_shell": "open_shell",
-    "release_executor": "release",
-}
-"""The hooks whose ``Executor`` method has a default: implemented only where a class
-overrides it, so that ``overbrainer plugins`` lists what the plugin really does."""
-
 
 class ExecutorHooks(Generic[T]):
-    """The hook implementations of a plugin written as classes.
+    """The registration hooks of a plugin written as classes.
 
     Args:
-        executors: the classes whose instances these hooks serve; an instance of a
-            subclass is served by the adapter that names that subclass. A class may be
-            named ``"module:Class"``: it is looked for only once that module is loaded,
-            so a plugin imports its executor's module when it first creates one.
+        executors: the classes of the executors ``create`` makes, for ``overbrainer
+            plugins`` to show what each offers (its ``capabilities``). A class may be
+            named ``"module:Class"``, so that loading the plugin does not import a slow
+            executor module; only ``overbrainer plugins`` imports it.
         targets: the target kinds to register, each with its settings model.
         create: builds the executor for a target of one of those kinds (``name``, its
             validated table, the project, and the run record of a later command).
         price: ``estimate_price`` for a target of those kinds.
-        trylast: answer after every other plugin (the core's built-in one does).
 
-    Only the hooks given something to do are implemented (an optional method, one the
-    classes override), so ``overbrainer plugins`` lists what the plugin really provides.
-    ``release_executor`` also takes the ``outcome`` of a raw caller as a plain string and
-    hands the executor its ``RunState``.
+    Only the hooks given something to do are implemented, so ``overbrainer plugins``
+    lists what the plugin really provides.
     """
 
     def __init__(
@@ -89,7 +49,6 @@ class ExecutorHooks(Generic[T]):
         targets: Mapping[str, type[T]] | None = None,
         create: Callable[[str, T, Project, RunRecord | None], Executor] | None = None,
         price: Callable[[str, T, Project], TargetPrice | None] | None = None,
-        trylast: bool = False,
     ) -> None:
         self._executors = executors
         self._targets = dict(targets or {})
@@ -113,70 +72,16 @@ class ExecutorHooks(Generic[T]):
                 return None
             return price(name, target, project)
 
-        mark = hookimpl(trylast=trylast)
         if self._targets:
-            self.register_targets = mark(register_targets)
-            self.create_executor = mark(create_executor)
+            self.register_targets = hookimpl(register_targets)
+            self.create_executor = hookimpl(create_executor)
         if price is not None:
-            self.estimate_price = mark(estimate_price)
-        for name in OPERATIONS if executors else ():
-            if name in OPTIONAL and not any(_overrides(cls, OPTIONAL[name]) for cls in executors):
-                continue
-            setattr(self, name, mark(_function(getattr(self, "_" + name))))
+            self.estimate_price = hookimpl(estimate_price)
 
-    def _mine(self, executor: object) -> Executor | None:
-        kind = type(executor)
-        for served in self._executors:
-            if served is kind or (isinstance(served, str) and _named(served) is kind):
-                return executor  # type: ignore[return-value]
-        return None
-
-    def _describe_target(self, executor: object) -> TargetInfo | None:
-        return mine.describe() if (mine := self._mine(executor)) else None
-
-    def _prepare_target(self, executor: object) -> None:
-        if mine := self._mine(executor):
-            mine.prepare()
-
-    def _claim_run_dir(self, executor: object, run_id: str) -> str | None:
-        return mine.claim(run_id) if (mine := self._mine(executor)) else None
-
-    def _launch_job(self, executor: object, run: RunRecord, job: JobSpec) -> JobHandle | None:
-        return mine.launch(run, job) if (mine := self._mine(executor)) else None
-
-    def _poll_job(self, executor: object, run: RunRecord) -> JobPoll | None:
-        return mine.poll(run) if (mine := self._mine(executor)) else None
-
-    def _wait_for_job(self, executor: object, run: RunRecord, timeout: float) -> bool | None:
-        return mine.wait(run, timeout) if (mine := self._mine(executor)) else None
-
-    def _request_snapshot(self, executor: object, run: RunRecord, reason: str) -> bool | None:
-        if not (mine := self._mine(executor)):
-            return None
-        mine.request_snapshot(run, reason)
-        return True
-
-    def _cancel_job(self, executor: object, run: RunRecord) -> JobStatus | None:
-        return mine.cancel(run) if (mine := self._mine(executor)) else None
-
-    def _collect_artifacts(
-        self, executor: object, run: RunRecord, artifacts: ArtifactSpec, dest: Path
-    ) -> list[str] | None:
-        return mine.collect(run, artifacts, dest) if (mine := self._mine(executor)) else None
-
-    def _read_job_log(self, executor: object, run: RunRecord, offset: int) -> LogChunk | None:
-        return mine.read_log(run, offset) if (mine := self._mine(executor)) else None
-
-    def _open_shell(self, executor: object, purpose: str, keep_machine: bool) -> TargetShell | None:
-        return mine.open_shell(purpose, keep_machine) if (mine := self._mine(executor)) else None
-
-    def _release_executor(
-        self, executor: object, run: RunRecord | None, outcome: RunState | str | None
-    ) -> None:
-        if mine := self._mine(executor):
-            from overbrainer.job.record import RunState
-
-            mine.release(run, None if outcome is None else RunState(outcome))
+    def executor_classes(self) -> list[type[Executor]]:
+        """The executor classes named, a ``"module:Class"`` imported now (an ``ImportError``
+        or ``TypeError`` when it cannot be)."""
+        return [_load(served) if isinstance(served, str) else served for served in self._executors]
 
     def __repr__(self) -> str:
         names = ", ".join(
@@ -187,27 +92,10 @@ class ExecutorHooks(Generic[T]):
         return f"ExecutorHooks({names}; {kinds})"
 
 
-def _overrides(served: type[Executor] | str, method: str) -> bool:
-    """Whether ``served`` has its own ``method`` (a class not loaded yet may have)."""
-    if isinstance(served, str):
-        return True
-    return getattr(served, method) is not getattr(Executor, method)
-
-
-def _named(path: str) -> type | None:
-    """The class ``module:Class`` when its module is loaded, else None."""
+def _load(path: str) -> type[Executor]:
+    """The class ``module:Class``, imported."""
     module, _, name = path.partition(":")
-    loaded = sys.modules.get(module)
-    found = getattr(loaded, name, None) if loaded is not None else None
-    return found if isinstance(found, type) else None
-
-
-def _function(method: Callable[..., object]) -> Callable[..., object]:
-    """``method`` as a plain function of the same parameters: pluggy marks functions, and
-    reads the parameters' names through ``__wrapped__``."""
-
-    @functools.wraps(method)
-    def call(*args: object, **kwargs: object) -> object:
-        return method(*args, **kwargs)
-
-    return call
+    found = getattr(importlib.import_module(module), name, None)
+    if not (isinstance(found, type) and issubclass(found, Executor)):
+        raise TypeError(f"{path} is not an Executor class")
+    return found

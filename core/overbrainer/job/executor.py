@@ -60,6 +60,8 @@ class HostExecutor(Executor):
     of the machine), never uploaded.
     """
 
+    capabilities = frozenset({"prepare", "wait", "open_shell", "release"})
+
     def __init__(
         self,
         name: str,

@@ -1,15 +1,15 @@
 """The executor as an object: the operations a target implements, one method each.
 
-A plugin subclasses :class:`Executor` and hands the class to
-:class:`~overbrainer.job.adapter.ExecutorHooks`, which turns it into the hook
-implementations of :mod:`overbrainer.hookspecs`: the core calls the hooks, the hooks call
-these methods, and no plugin writes a hook that must first ask whose executor it got.
+A plugin subclasses :class:`Executor` and returns its instances from ``create_executor``;
+the core's built-in dispatcher (:mod:`overbrainer.job.hooks`) answers every operation hook
+of :mod:`overbrainer.hookspecs` for any ``Executor`` by calling its method, so no plugin
+writes a hook that must first ask whose executor it got.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -19,12 +19,49 @@ if TYPE_CHECKING:
     from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobStatus, LogChunk, TargetInfo
 
 
+OPTIONAL = frozenset({"prepare", "wait", "open_shell", "release"})
+"""The methods an executor offers only by declaring them in its ``capabilities``."""
+
+
 class Executor(ABC):
     """One target reached for one command: each method is the hook of the same purpose
     (``docs/plugins.md`` gives what each must guarantee).
 
-    The abstract methods are the job's life; the others have a default that does nothing.
+    The abstract methods are the job's life. The optional ones (:data:`OPTIONAL`) are
+    called only when the class names them in ``capabilities``; a class that overrides one
+    declares it, and declares only what it overrides (checked when the class is made), so
+    the declaration is what ``overbrainer plugins`` shows and what the core relies on.
     """
+
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+    """The optional operations this class offers (``"prepare"``, ``"wait"``,
+    ``"open_shell"``, ``"release"``); a subclass inherits its parent's."""
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        unknown = sorted(cls.capabilities - OPTIONAL)
+        if unknown:
+            raise TypeError(
+                f"{cls.__qualname__}.capabilities: unknown operation {', '.join(unknown)} "
+                f"(the optional ones are {', '.join(sorted(OPTIONAL))})"
+            )
+        own = {
+            "prepare": cls.prepare is not Executor.prepare,
+            "wait": cls.wait is not Executor.wait,
+            "open_shell": cls.open_shell is not Executor.open_shell,
+            "release": cls.release is not Executor.release,
+        }
+        for name, overridden in sorted(own.items()):
+            if overridden and name not in cls.capabilities:
+                raise TypeError(
+                    f"{cls.__qualname__} overrides {name}() without declaring it: add "
+                    f"{name!r} to its capabilities, or the core never calls it"
+                )
+            if name in cls.capabilities and not overridden:
+                raise TypeError(
+                    f"{cls.__qualname__}.capabilities declares {name!r} but the class has "
+                    f"no {name}() of its own"
+                )
 
     @abstractmethod
     def describe(self) -> TargetInfo:
@@ -32,7 +69,8 @@ class Executor(ABC):
         whether the machine is made for one run, the secrets' channel."""
 
     def prepare(self) -> None:
-        """``prepare_target``: make the target ready for a new run (install, set up)."""
+        """``prepare_target``: make the target ready for a new run (install, set up).
+        Optional: capability ``"prepare"``."""
         return
 
     @abstractmethod
@@ -50,7 +88,8 @@ class Executor(ABC):
 
     def wait(self, run: RunRecord, timeout: float) -> bool | None:
         """``wait_for_job``: True when the job changed state within ``timeout`` seconds,
-        False at the timeout, None when this target cannot tell (the core then sleeps)."""
+        False at the timeout, None when this target cannot tell (the core then sleeps).
+        Optional: capability ``"wait"``."""
         return None
 
     @abstractmethod
@@ -71,9 +110,10 @@ class Executor(ABC):
 
     def open_shell(self, purpose: str, keep_machine: bool) -> TargetShell | None:
         """``open_shell``: a shell for the commands after training; None when the target
-        cannot give one."""
+        cannot give one. Optional: capability ``"open_shell"``."""
         return None
 
     def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
-        """``release_executor``: close what this executor holds."""
+        """``release_executor``: close what this executor holds. Optional: capability
+        ``"release"``."""
         return

@@ -11,6 +11,7 @@ from loguru import logger
 
 from overbrainer.errors import UserError
 from overbrainer.hookcalls import Hooks
+from overbrainer.job.interface import Executor
 from overbrainer.job.metrics import parse_event
 from overbrainer.job.record import RunRecord
 from overbrainer.job.spec import JobState, JobStatus
@@ -61,7 +62,7 @@ class Follower:
     """
 
     hook: Hooks
-    executor: object
+    executor: Executor
     run: RunRecord
     on_event: Callable[[dict[str, Any]], None]
     limits: StopLimits = STOP_LIMITS
@@ -111,15 +112,13 @@ class Follower:
             self._wait(min(self.poll_s, FINAL_POLL_S) if self._ending else self.poll_s)
 
     def _wait(self, seconds: float) -> None:
-        """Until the job changes state, when its plugin can tell (``wait_for_job``);
+        """Until the job changes state, when its executor can tell (``wait_for_job``);
         else the poll interval."""
-        wait = getattr(self.hook, "wait_for_job", None)
         waited = None
-        if wait is not None:
-            try:
-                waited = wait(executor=self.executor, run=self.run, timeout=seconds)
-            except Exception as error:  # noqa: BLE001 - a failed wait only means polling
-                logger.debug(f"cannot wait for the job's events: {error}")
+        try:
+            waited = self.hook.wait_for_job(executor=self.executor, run=self.run, timeout=seconds)
+        except Exception as error:  # noqa: BLE001 - a failed wait only means polling
+            logger.debug(f"cannot wait for the job's events: {error}")
         if waited is None:
             self.sleep(seconds)
 

@@ -15,6 +15,7 @@ from loguru import logger
 from overbrainer import files
 from overbrainer.errors import MissingArtifact, UserError
 from overbrainer.hookcalls import Hooks
+from overbrainer.job.interface import Executor
 from overbrainer.job.layout import (
     CHECKPOINTS,
     CONFIG_FILE,
@@ -70,7 +71,7 @@ def parse_snapshot(text: str | None) -> Snapshot | str | None:
 
 def settle(
     hook: Hooks,
-    executor: object,
+    executor: Executor,
     store: RunStore,
     run: RunRecord,
     seen: Followed,

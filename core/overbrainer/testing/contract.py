@@ -34,6 +34,7 @@ from pydantic import SecretStr
 from overbrainer.errors import ArtifactMismatch, MissingArtifact
 from overbrainer.hookcalls import Hooks
 from overbrainer.job import layout
+from overbrainer.job.interface import Executor
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobState, JobStatus, TargetInfo
 from overbrainer.project import Project
@@ -53,7 +54,10 @@ class ContractTarget:
     """What an executor package gives the suite.
 
     Attributes:
-        plugin: the module (or object) holding the plugin's hook implementations.
+        plugin: what the plugin's entry point names: its ``ExecutorHooks`` object, or the
+            module of its hooks. Its ``create_executor`` makes an ``Executor``; the suite
+            drives it through the hooks, as the core does (the core's dispatcher calling its
+            methods, or the plugin's own hooks where it writes them).
         table: the ``[targets.NAME]`` table, ``kind`` included, validated by the model the
             plugin registers; it must make the fake trainer the job's ``axolotl`` (a
             ``venv`` from :func:`~overbrainer.testing.make_fake_venv`, say).
@@ -79,10 +83,10 @@ class ContractTarget:
 
 @dataclass
 class Driver:
-    """Drives one executor through the hooks, as the training commands do."""
+    """Drives one ``Executor`` through the hooks, as the training commands do."""
 
     hook: Hooks
-    executor: object
+    executor: Executor
     target: ContractTarget
     project: Path
     info: TargetInfo

@@ -22,7 +22,7 @@ QUESTIONS = ("What is a gradient?", "Why checkpoint?", "What does a LoRA adapter
 
 
 def manager_with(plugin: object) -> Plugins:
-    """A plugin manager with the core's built-in plugin and ``plugin``, nothing installed."""
+    """A plugin manager with the core's built-in dispatcher and ``plugin``, nothing installed."""
     plugins = new_manager()
     plugins.register(plugin, name="under-test")
     return plugins

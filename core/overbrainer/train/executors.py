@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from overbrainer.config.model import TargetBase
 from overbrainer.errors import UserError
 from overbrainer.hookcalls import Hooks
+from overbrainer.job.interface import Executor
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.spec import TargetInfo
 from overbrainer.project import Project
@@ -50,7 +51,7 @@ class Held:
     did."""
 
     hooks: Hooks
-    executor: object
+    executor: Executor
     run: RunRecord | None = None
     outcome: RunState | None = None
 

@@ -13,6 +13,7 @@ from loguru import logger
 
 from overbrainer import files
 from overbrainer.errors import DetachedRun, UserError
+from overbrainer.job.interface import Executor
 from overbrainer.job.record import RunRecord
 from overbrainer.runs import follow
 from overbrainer.runs.follow import Detached, Follower
@@ -25,7 +26,7 @@ from overbrainer.train.workspace import Workspace
 
 def follow_to_end(
     ws: Workspace,
-    executor: object,
+    executor: Executor,
     record: RunRecord,
     asked_at: float | None = None,
     stop_when: Callable[[], str | None] | None = None,

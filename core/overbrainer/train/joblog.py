@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 
 from overbrainer.errors import UserError
+from overbrainer.job.interface import Executor
 from overbrainer.job.layout import RECORD
 from overbrainer.job.record import RunRecord
 from overbrainer.job.spec import JobState
@@ -45,7 +46,7 @@ def log_lines(
 
 
 def _live(
-    ws: Workspace, executor: object, record: RunRecord, tail: int | None, keep_following: bool
+    ws: Workspace, executor: Executor, record: RunRecord, tail: int | None, keep_following: bool
 ) -> Iterator[str]:
     hook = ws.hook
     redactor = LineRedactor()

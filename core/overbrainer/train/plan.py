@@ -12,6 +12,7 @@ from pydantic import BaseModel, SecretStr
 from overbrainer import files
 from overbrainer.config.model import Settings, Training
 from overbrainer.errors import UserError
+from overbrainer.job.interface import Executor
 from overbrainer.job.layout import INPUTS_FILE
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.spec import TargetInfo
@@ -51,7 +52,7 @@ class Prepared:
     """The target reached and ready for a new run, and the job's secrets; or, when asked
     to train only if something changed, the run that is already ``up_to_date``."""
 
-    executor: object
+    executor: Executor
     info: TargetInfo
     secrets: dict[str, SecretStr]
     up_to_date: RunRecord | None = None

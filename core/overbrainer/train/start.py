@@ -12,6 +12,7 @@ from pydantic import SecretStr
 
 from overbrainer.config.model import Training
 from overbrainer.errors import TransientError, UserError
+from overbrainer.job.interface import Executor
 from overbrainer.job.layout import INPUTS_FILE
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.spec import JobSpec
@@ -132,7 +133,7 @@ def _new_run(
 def prepare(
     ws: Workspace,
     plan: Plan,
-    executor: object,
+    executor: Executor,
     secrets: dict[str, SecretStr],
     *,
     only_if_changed: bool = False,

@@ -30,7 +30,7 @@ class LocalTarget(HostTarget):
 def create_executor(
     name: str, target: LocalTarget, project: Project, run: RunRecord | None
 ) -> HostExecutor:
-    """A ``HostExecutor`` on this machine: the core's built-in plugin serves its hooks."""
+    """A ``HostExecutor`` on this machine: the core's built-in dispatcher serves its hooks."""
     workdir = target.workdir or str(project.runs_dir.resolve())
     return HostExecutor(
         name,
@@ -42,5 +42,5 @@ def create_executor(
     )
 
 
-plugin = ExecutorHooks(targets={"local": LocalTarget}, create=create_executor)
+plugin = ExecutorHooks(HostExecutor, targets={"local": LocalTarget}, create=create_executor)
 """What the entry point names: the ``local`` kind and its executors."""

@@ -132,7 +132,7 @@ def estimate_price(name: str, target: RunpodTarget, project: Project) -> TargetP
 
 
 class RunpodHooks(ExecutorHooks[RunpodTarget]):
-    """The adapter's hooks for ``RunpodExecutor``, with the plugin's own: the ``[runpod]``
+    """The registration of ``RunpodExecutor``, with the plugin's own hooks: the ``[runpod]``
     account, ``overbrainer pod`` and a pod's log for ``runs logs --pod``."""
 
     @hookimpl

@@ -113,6 +113,8 @@ class PodSession:
 class RunpodExecutor(Executor):
     """A pod per run on Runpod, its job driven over the ssh target's transport."""
 
+    capabilities = frozenset({"prepare", "open_shell", "release"})
+
     name: str
     target: RunpodTarget
     project: Project

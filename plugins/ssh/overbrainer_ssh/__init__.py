@@ -53,7 +53,7 @@ def open_host(
 def create_executor(
     name: str, target: SshTarget, project: Project, run: RunRecord | None
 ) -> HostExecutor:
-    """A ``HostExecutor`` over SSH: the core's built-in plugin serves its hooks."""
+    """A ``HostExecutor`` over SSH: the core's built-in dispatcher serves its hooks."""
     if not target.host:
         raise UserError(
             f"targets.{name}.host is not set: set OVERBRAINER_TARGETS__{name.upper()}__HOST"
@@ -65,5 +65,5 @@ def create_executor(
     return HostExecutor(name, target.host_runtime(), host, target.workdir, env=project.env)
 
 
-plugin = ExecutorHooks(targets={"ssh": SshTarget}, create=create_executor)
+plugin = ExecutorHooks(HostExecutor, targets={"ssh": SshTarget}, create=create_executor)
 """What the entry point names: the ``ssh`` kind and its executors."""
