@@ -253,3 +253,13 @@ def test_a_pilot_needs_questions_and_keeps_the_budget(run_cli, project_dir, prov
     assert poor.exit_code == 1
     assert "budget: answers stopped before a request" in poor.stderr
     assert provider.chats() == []
+
+
+def test_plan_json_is_strict_json_whatever_a_provider_lists(run_cli, project_dir, provider):
+    provider.prices["parent-model"] = ("1e308", "1e308")  # $inf once multiplied
+    result = run_cli("plan", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert "Infinity" not in result.stdout and "NaN" not in result.stdout
+    found = json.loads(result.stdout, parse_constant=lambda name: pytest.fail(name))
+    assert found["stages"]["answers"]["usd"] is None  # no price, never $inf
+    assert found["total_usd"] is None

@@ -415,6 +415,19 @@ def test_prices_strings_per_token_numbers_only_per_million():
     assert prices == {"a": Price(1e-6, 2e-6), "b": Price(3e-6, 15e-6)}
 
 
+@pytest.mark.parametrize("listed", ["1e308", "1_000", "inf", "nan", "0x10", "1e-6 ", "0.02"])
+def test_a_listed_price_that_is_not_a_plausible_decimal_is_no_price(listed):
+    """``float`` reads ``1_000`` as 1000 dollars a token and ``1e308`` costs $inf: neither,
+    nor anything above $0.01 a token, is taken for a price."""
+    prices = parse_prices({"data": [
+        {"id": "m", "pricing": {"prompt": listed, "completion": "0.000001"}},
+    ]})
+    if listed == "1e-6 ":
+        assert prices == {"m": Price(1e-6, 1e-6)}  # a plain decimal, spaces around
+    else:
+        assert prices == {}
+
+
 def test_prices_are_asked_once_per_provider_per_command(provider):
     book = PriceBook()
     from overbrainer.config.model import Settings

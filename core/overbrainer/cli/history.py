@@ -28,11 +28,10 @@ def history(every: bool, as_json: bool) -> None:
 
     entries = project_history(current_app().project_dir)
     if as_json:
-        import json
-
+        from overbrainer.cli.strictjson import dumps
         from overbrainer.pipeline.history import summary_json
 
-        click.echo(json.dumps(entries if every else summary_json(entries), indent=2))
+        click.echo(dumps(entries if every else summary_json(entries)))
         return
     for line in execution_lines(entries) if every else summary_lines(entries):
         click.echo(escape_controls(line))

@@ -37,9 +37,8 @@ def plan(as_json: bool, max_usd: float | None, pilot: int | None) -> None:
 
     Example: overbrainer plan --pilot 50
     """
-    import json
-
     from overbrainer.cli.planlines import plan_lines
+    from overbrainer.cli.strictjson import dumps
     from overbrainer.providers.prices import PriceBook
     from overbrainer.redact import escape_controls, redact
     from overbrainer.train.costplan import build_plan
@@ -50,7 +49,7 @@ def plan(as_json: bool, max_usd: float | None, pilot: int | None) -> None:
         _pilot(pilot, max_usd, prices)
     found = build_plan(app.project, app.plugins.hook, prices, max_usd)
     if as_json:
-        click.echo(redact(json.dumps(found.as_json(), indent=2)))
+        click.echo(redact(dumps(found.as_json())))
         return
     for line in plan_lines(found):
         # A price's error may quote what a provider said, and a target's name a file's text.

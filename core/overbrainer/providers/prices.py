@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -40,19 +41,27 @@ def parse_prices(data: Any) -> dict[str, Price]:
     return prices
 
 
+MOST_PER_TOKEN = 0.01
+"""The dearest price believed, in USD a token ($10,000 a million): anything above is a
+provider's typo or a unit mistaken, and no price at all is safer than that one."""
+_DECIMAL = re.compile(r"\s*\d+(?:\.\d*)?(?:[eE][-+]?\d+)?\s*|\s*\.\d+(?:[eE][-+]?\d+)?\s*")
+"""A price as a string: a plain decimal (``float`` also takes ``1_000``, ``inf``, ``nan``)."""
+
+
 def _per_token(value: Any, pricing: Mapping[str, Any]) -> float | None:
+    """A listed price in USD a token, or None: unreadable, not finite, negative, or above
+    ``MOST_PER_TOKEN``."""
     if isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
+        if not _DECIMAL.fullmatch(value):
             return None
+        number = float(value)
     elif isinstance(value, int | float) and not isinstance(value, bool):
         if pricing.get("unit") != "per_million_tokens":
             return None
         number = value / 1_000_000
     else:
         return None
-    return number if math.isfinite(number) and number >= 0 else None
+    return number if math.isfinite(number) and 0 <= number <= MOST_PER_TOKEN else None
 
 
 class PriceBook:
