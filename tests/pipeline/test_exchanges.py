@@ -126,3 +126,13 @@ def test_each_line_is_dated_to_its_second_in_utc(project_dir, monkeypatch):
         datetime.fromtimestamp(int(t), UTC).strftime("%Y-%m-%dT%H:%M:%SZ") for t in instants
     ]
     assert dated[:3] == ["2023-11-14T22:13:20Z", "2023-11-14T22:13:20Z", "2023-11-14T22:13:21Z"]
+
+
+def test_log_names_an_exchange_log_that_is_a_directory(run_cli, project_dir):
+    (project_dir / ".overbrainer" / "exchanges.jsonl").mkdir(parents=True)
+    result = run_cli("log")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: .overbrainer/exchanges.jsonl is not a regular file: move it away, then try "
+        "again\n"
+    )

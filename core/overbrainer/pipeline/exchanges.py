@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 from loguru import logger
 
+from overbrainer.errors import UserError
 from overbrainer.redact import redact
 
 EXCHANGES = Path(".overbrainer") / "exchanges.jsonl"
@@ -138,9 +139,11 @@ def read_exchanges(project_dir: Path) -> Iterator[dict[str, Any]]:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             continue
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a directory, a FIFO: nothing to read
+            os.close(fd)
+            shown = path.relative_to(project_dir)
+            raise UserError(f"{shown} is not a regular file: move it away, then try again")
         with os.fdopen(fd, "rb") as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                continue
             for raw in file.read(READ_LIMIT).splitlines():
                 try:
                     found = json.loads(raw)
