@@ -254,6 +254,9 @@ def test_refusals(comparable, provider, run_cli, monkeypatch):
     use_provider(monkeypatch, provider)
     result = run_cli("compare", "--rejudge", "compare_nope")
     assert "error: no compare compare_nope in runs/" in result.stderr
+    result = run_cli("compare", "--rejudge", "c" * 300)  # longer than a file name may be
+    assert result.exit_code == 1
+    assert result.stderr.endswith(f"error: no compare {'c' * 59}… in runs/\n")
     (comparable.run_dir / "data" / "eval.jsonl").write_text('{"id": "x", "messages": []}\n')
     result = run_cli("compare")
     assert (

@@ -260,6 +260,6 @@ def test_plan_json_is_strict_json_whatever_a_provider_lists(run_cli, project_dir
     result = run_cli("plan", "--json")
     assert result.exit_code == 0, result.stderr
     assert "Infinity" not in result.stdout and "NaN" not in result.stdout
-    found = json.loads(result.stdout, parse_constant=lambda name: pytest.fail(name))
+    found = json.loads(result.stdout, parse_constant=pytest.fail)
     assert found["stages"]["answers"]["usd"] is None  # no price, never $inf
     assert found["total_usd"] is None

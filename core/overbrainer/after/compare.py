@@ -178,10 +178,16 @@ def _base_model(run_dir: Path) -> str | None:
     return str(base) if base else None
 
 
+NAME_MAX = 255
+"""The longest file name (bytes) POSIX file systems take."""
+
+
 def find_compare(store: RunStore, compare: str) -> Path:
     """The directory of compare ``compare`` in any run."""
-    if "/" in compare or compare.startswith("."):
-        raise UserError(f"no compare {compare} in {RUNS_DIR}/")
+    # No path, and no name longer than a file's may be (a glob of one raised ENAMETOOLONG).
+    if "/" in compare or compare.startswith(".") or len(compare.encode()) > NAME_MAX:
+        shown = compare if len(compare) <= 60 else compare[:59] + "…"
+        raise UserError(f"no compare {shown} in {RUNS_DIR}/")
     for path in sorted(store.root.glob(f"*/{COMPARES}/{compare}/{SETUP}")):
         return path.parent
     raise UserError(f"no compare {compare} in {RUNS_DIR}/")
