@@ -65,6 +65,9 @@ def question(custom_id: str) -> str:
 class FakeBatchProvider(FakeProvider):
     """``url`` as ``FakeProvider``'s; ``batches`` by id, in the order they were made."""
 
+    foreign = False
+    """Whether a ``foreign`` line was written (a results line naming no item)."""
+
     def __init__(self, latency: float = 0.0, process_s: float = 0.05) -> None:
         super().__init__(latency)
         self.process_s = process_s
@@ -254,7 +257,13 @@ class FakeBatchProvider(FakeProvider):
     def _result(
         self, protocol: str, custom_id: str, body: dict[str, Any], kind: str | None
     ) -> tuple[bytes | None, bool]:
-        """An item's results line, and whether it goes to the error file."""
+        """An item's results line, and whether it goes to the error file (``foreign``: the
+        line of an item the batch never had, beside the item's own)."""
+        if kind == "foreign":
+            self.foreign = True
+            own, _ = self._result(protocol, custom_id, body, None)
+            other, _ = self._result(protocol, "ob-0000000000000000-nobody", body, None)
+            return (own or b"") + (other or b""), False
         if kind == "malformed":
             return f'{{"custom_id": "{custom_id}", "resp'.encode() + b"\n", False
         if kind == "canceled" and protocol == "openai":

@@ -244,12 +244,29 @@ def test_a_malformed_results_line_loses_only_its_item_which_is_tried_again(
     assert second.questions() == once
     assert (
         f"answers: batch {first.id}: a line of its results is malformed (not JSON): the other "
-        "lines are kept, and its item is tried again"
+        "lines are kept, and an item left without a result is tried again"
     ) in result.stderr
     assert answered(project_dir) == sorted(q["id"] for q in questions)
     assert {r["meta"]["batch"] for r in lines(project_dir, "answers.jsonl")} == {
         first.id, second.id
     }
+
+
+def test_a_results_line_naming_no_item_of_the_batch_is_ignored(
+    run_cli, project_dir, provider
+):
+    questions = six(project_dir)
+    provider.item_fate = lambda custom_id, body: "foreign" if not provider.foreign else None
+    provider.foreign = False
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    [batch] = provider.submitted()
+    assert (
+        f"answers: batch {batch.id}: a line of its results names no item of the batch: it is "
+        "ignored, the other lines are kept"
+    ) in result.stderr
+    assert "tried again" not in result.stderr  # there is no item to try
+    assert len(answered(project_dir)) == 6 == len(questions)
 
 
 @pytest.mark.parametrize(

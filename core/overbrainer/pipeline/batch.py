@@ -529,14 +529,21 @@ class BatchStage:
         malformed = 0
         async for result in self._api(batch).results(status):
             question = result.custom_id
-            if question is not None and question not in mine:  # sent before items had keys
-                question = question_of(batch.key, question)
-            if question is None or question not in mine:
+            if question is not None and question not in mine:  # items carry the batch's key
+                question = question_of(batch.key, question) or ""  # (but those sent before)
+            if question is None:
                 malformed += 1
                 logger.warning(
                     f"answers: batch {batch.name}: a line of its results is malformed "
-                    f"({result.error or 'it names no item of the batch'}): the other lines "
-                    "are kept, and its item is tried again"
+                    f"({result.error or 'no item named'}): the other lines are kept, and "
+                    "an item left without a result is tried again"
+                )
+                continue
+            if question not in mine:
+                malformed += 1
+                logger.warning(
+                    f"answers: batch {batch.name}: a line of its results names no item of "
+                    "the batch: it is ignored, the other lines are kept"
                 )
                 continue
             if question in got:
