@@ -109,6 +109,14 @@ def test_keep_machine_is_keep_pod(trainer, run_cli):
     assert trainer.runs() == []
 
 
+@pytest.mark.parametrize("name", ["", "  "])
+def test_an_empty_target_is_refused_not_read_as_the_default(trainer, run_cli, name):
+    result = run_cli("train", "--target", name)
+    assert result.exit_code == 2
+    assert "Invalid value for --target: names no target: give a target's name" in result.stderr
+    assert trainer.runs() == []
+
+
 @pytest.mark.parametrize("flag", ["--keep-machine", "--keep-pod"])
 def test_keep_machine_applies_to_a_new_run_only(trainer, run_cli, flag):
     result = run_cli("train", flag, "attach", "latest")

@@ -45,6 +45,8 @@ def train(
 
     Example: overbrainer train --target gpu --resume-from latest
     """
+    if target is not None and not target.strip():  # else read as no --target at all
+        raise click.BadParameter("names no target: give a target's name", param_hint="--target")
     if ctx.invoked_subcommand is not None:
         if target or keep_machine or resume_from:
             raise click.UsageError(
