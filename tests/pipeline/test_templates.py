@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pipeline_data import seed_questions
@@ -98,6 +100,33 @@ def test_a_template_linked_out_of_the_project_is_refused(run_cli, project_dir, p
     assert result.stderr.endswith(
         "error: invalid template subtopics.txt: a symbolic link leading out of the project\n"
     )
+    assert provider.chats() == []
+
+
+def test_a_hard_linked_template_is_refused(run_cli, project_dir, provider, tmp_path):
+    # A hard link is the same file as one elsewhere (a key, say): no path tells it apart.
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n")
+    (project_dir / "prompts" / "subtopics.txt").unlink()
+    os.link(secret, project_dir / "prompts" / "subtopics.txt")
+    result = run_cli("subtopics")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: invalid template subtopics.txt: a hard link (it may be a file from outside "
+        "the project): copy it instead\n"
+    )
+    assert provider.chats() == []
+
+
+def test_a_fifo_template_is_refused_not_replaced_by_the_built_in(run_cli, project_dir,
+                                                                  provider):
+    (project_dir / "prompts" / "answer_system.txt").unlink(missing_ok=True)
+    os.mkfifo(project_dir / "prompts" / "answer_system.txt")
+    result = run_cli("plan")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: prompts/answer_system.txt is a FIFO: refusing to read it\n"
+    ), result.stderr
     assert provider.chats() == []
 
 

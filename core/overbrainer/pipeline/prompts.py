@@ -14,12 +14,17 @@ jinja: a fifth of ``answers``' start-up.
 
 from __future__ import annotations
 
+import os
 import re
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from overbrainer import files
 from overbrainer.errors import UserError
+
+TEMPLATE_LIMIT = 1 << 20
+"""The largest template read (1 MiB): what a template holds goes into every prompt."""
 
 if TYPE_CHECKING:
     import jinja2
@@ -155,15 +160,35 @@ class Templates:
 
     def _load(self, project_dir: Path, name: str) -> jinja2.Template | PlainTemplate:
         override = project_dir / PROMPTS_DIR / name
-        path = override if override.is_file() else DEFAULTS / name
-        if path == override and not path.resolve().is_relative_to(project_dir.resolve()):
+        if override.is_symlink() and not override.resolve().is_relative_to(
+            project_dir.resolve()
+        ):
             # What a template holds is sent to the provider: never a file from elsewhere.
             raise UserError(f"invalid template {name}: a symbolic link leading out of the project")
+        # Missing: the built-in one; a FIFO, a device or a directory: refused, never replaced.
+        fd = files.open_regular(override, f"{PROMPTS_DIR}/{name}")
         try:
-            source = path.read_text(encoding="utf-8")
+            if fd is not None and os.fstat(fd).st_nlink > 1:
+                # A hard link can be a file from anywhere on the disk (a key, say).
+                raise UserError(
+                    f"invalid template {name}: a hard link (it may be a file from outside "
+                    "the project): copy it instead"
+                )
+            if fd is None:
+                raw = (DEFAULTS / name).read_bytes()
+            else:
+                with os.fdopen(fd, "rb") as file:
+                    fd = None
+                    raw = file.read(TEMPLATE_LIMIT + 1)
+            if len(raw) > TEMPLATE_LIMIT:
+                raise UserError(f"invalid template {name}: larger than {TEMPLATE_LIMIT} bytes")
+            source = raw.decode("utf-8")
         except (OSError, UnicodeDecodeError) as error:
             reason = "not UTF-8 text" if isinstance(error, UnicodeDecodeError) else error.strerror
             raise UserError(f"invalid template {name}: {reason}") from None
+        finally:
+            if fd is not None:
+                os.close(fd)
         plain = PlainTemplate.parse(source, VARIABLES[name])
         if plain is not None:
             self._sources[name] = source
