@@ -86,3 +86,19 @@ def test_a_project_above_that_belongs_to_another_user_is_not_used(tmp_path, monk
         f"error: {config} belongs to another user: not used as this directory's project; "
         f"name it with -C {parent} if it is to be\n"
     )
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_a_fifo_settings_file_is_named_not_called_missing(tmp_path, monkeypatch, explicit):
+    import os
+
+    os.mkfifo(tmp_path / "overbrainer.toml")
+    monkeypatch.chdir(tmp_path)
+    args = ["-C", str(tmp_path)] if explicit else []
+    result = invoke(*args, "config", "check")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "overbrainer.toml is not a regular file (a FIFO, a device): move it away, or make it "
+        "the project's settings\n"
+    )
+    assert "no overbrainer.toml" not in result.stderr

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from overbrainer.errors import UserError
@@ -17,12 +18,14 @@ def find_project(given: Path, explicit: bool) -> Path:
     ``given`` (``.``, ``..``) so that messages stay short. Raises ``UserError`` when there
     is none."""
     if explicit:
+        _not_a_file(given / CONFIG_FILE)
         if not (given / CONFIG_FILE).is_file():
             raise UserError(f"no {CONFIG_FILE} in {given}: create one with `overbrainer init`")
         return given
     start = Path(os.path.abspath(given))
     for directory in (start, *start.parents):
         config = directory / CONFIG_FILE
+        _not_a_file(config)
         if config.is_file():
             if directory != start and config.stat().st_uid != os.getuid():
                 # As git's safe.directory: a project above is used only if it is one's own
@@ -36,3 +39,15 @@ def find_project(given: Path, explicit: bool) -> Path:
         f"no {CONFIG_FILE} in {start} or any directory above it: create a project with "
         "`overbrainer init DIR`, or name one with -C DIR"
     )
+
+
+def _not_a_file(config: Path) -> None:
+    """Refuse an ``overbrainer.toml`` that is there but is no regular file (a FIFO, a
+    directory, a device): it is not missing, and saying so would mislead."""
+    try:
+        mode = config.stat().st_mode
+    except OSError:
+        return  # missing (or a dangling link): looked for further up
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, a device)"
+        raise UserError(f"{config} is {kind}: move it away, or make it the project's settings")
