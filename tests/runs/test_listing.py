@@ -149,6 +149,23 @@ def test_a_listing_kept_in_the_cache_follows_every_change_to_the_files(project_d
     assert list(run_lines(root)) == [lines[0] + "  pod gone"]
 
 
+def test_a_cached_row_is_escaped_as_a_fresh_one_is(project_dir):
+    """The cache is a file anyone may write: its row is shown escaped, its stat key
+    matching or not (terminal escapes, a right-to-left override, a line of its own)."""
+    write(project_dir, "demo_20260101-000000", "2026-01-01T00:00:00Z", state="succeeded")
+    backdate(project_dir)
+    root = RunStore(project_dir).root
+    [fresh] = list(run_lines(root))
+    cache_path = root / ".listing.json"
+    cache = json.loads(cache_path.read_text())
+    [entry] = cache["runs"].values()
+    entry[-1] += "\x1b[2J\u202e\nerror: fake line"
+    cache_path.write_text(json.dumps(cache))
+    [shown] = list(run_lines(root))
+    assert shown == fresh + "\\x1b[2J\\u202e\\x0aerror: fake line"
+    assert "\x1b" not in shown and "\n" not in shown and "\u202e" not in shown
+
+
 def test_a_cache_that_is_not_the_listings_is_ignored(project_dir):
     write(project_dir, "demo_20260101-000000", "2026-01-01T00:00:00Z", state="succeeded")
     backdate(project_dir)

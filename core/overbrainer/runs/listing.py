@@ -269,8 +269,12 @@ def run_lines(store: RunStore | Path, header: bool = False) -> Iterator[str]:
     width = max((len(run_id) for _, run_id, _ in rows), default=0)
     if header and rows:
         yield f"{'RUN':<{width}}  {'STATE':<9}  TARGET  CREATED"
+    if not rows:
+        return
+    from overbrainer.redact import escape_controls  # a cached row is a file anyone may edit
+
     for _, run_id, fields in rows:
-        yield f"{run_id:<{width}}{fields[-1]}"
+        yield f"{run_id:<{width}}{escape_controls(str(fields[-1]))}"
 
 
 def runs_json(root: Path) -> list[dict[str, Any]]:
