@@ -187,7 +187,15 @@ def write_atomic(path: Path, data: bytes | Callable[[BinaryIO], object], shown: 
     write = data if callable(data) else (lambda file: file.write(data))
     from overbrainer.replace import replace_file  # tempfile: only for a write
 
-    replace_file(path, write)
+    try:
+        replace_file(path, write)
+    except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise UserError(
+                f"cannot write {shown}: the disk is full; the file is as it was: free some "
+                "space, then run again"
+            ) from None
+        raise
 
 
 def own_path(path: str | Path, root: Path, shown: str) -> Path:

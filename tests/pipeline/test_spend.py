@@ -365,3 +365,29 @@ def test_a_second_ctrl_c_leaves_at_once_counting_what_may_be_billed(project_dir,
     assert "request(s) without a reply counted at their bound" in stdout
     [execution] = read_spending(project_dir).executions.values()
     assert execution.unsure >= 1
+
+
+def test_a_full_disk_stops_split_cleanly_keeping_the_old_pair(small_disk, provider):
+    from conftest import Cli
+    from pipeline_data import answer, write_project
+
+    project_dir = write_project(small_disk / "project", provider.url)
+    chosen = questions(project_dir, 30)
+    with (project_dir / "data" / "answers.jsonl").open("w") as file:
+        file.writelines(json.dumps(answer(q)) + "\n" for q in chosen)
+    assert Cli(project_dir)("split").exit_code == 0
+    before = {n: (project_dir / "data" / n).read_bytes() for n in ("train.jsonl", "eval.jsonl")}
+    filler = small_disk / "filler"
+    with filler.open("wb") as file:  # what is left of the disk: less than a new pair
+        try:
+            file.write(b"\0" * (1 << 20))
+        except OSError:
+            pass
+    result = Cli(project_dir)("split")
+    assert result.exit_code == 1
+    assert "Traceback" not in result.stderr
+    assert "the disk is full; the file is as it was: free some space" in result.stderr
+    for name, data in before.items():
+        assert (project_dir / "data" / name).read_bytes() == data
+    filler.unlink()
+    assert Cli(project_dir)("split").exit_code == 0

@@ -193,3 +193,53 @@ def test_an_answer_that_is_blank_is_excluded_as_empty(run_cli, project_dir):
     write_answers(project_dir, [answer(questions[0]), blank])
     result = run_cli("split")
     assert result.stdout == "split: 1 train, 0 eval, 1 excluded (empty 1), 0 orphaned\n"
+
+
+def test_kill_9_between_the_two_files_never_pairs_a_new_train_with_an_old_eval(
+    run_cli, project_dir
+):
+    """Each file is replaced atomically, one after the other: killed between the two, the
+    pair is refused by `train` until a split runs again (and its temporary files go)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from overbrainer.errors import UserError
+    from overbrainer.train.prepare import check_train_data
+
+    config = project_dir / "overbrainer.toml"
+    config.write_text(PIPELINE_CONFIG.replace("[pipeline]\n", "[pipeline]\neval_ratio = 0.3\n"))
+    questions = seed_questions(project_dir, {("ownership", "moves"): [
+        f"question {i} " + "x" * 200 for i in range(20000)
+    ]})
+    write_answers(project_dir, [answer(q) for q in questions])
+    assert run_cli("split").exit_code == 0
+    data = project_dir / "data"
+    before = os.stat(data / "train.jsonl").st_ino
+    config.write_text(PIPELINE_CONFIG.replace("[pipeline]\n", "[pipeline]\neval_ratio = 0.1\n"))
+    cli = str(Path(sys.executable).parent / "overbrainer")
+    process = subprocess.Popen([cli, "-C", str(project_dir), "split"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while os.stat(data / "train.jsonl").st_ino == before:  # the new train file is in
+        assert process.poll() is None and time.monotonic() < deadline
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    train_ids = {r["id"] for r in lines(project_dir, "train.jsonl")}
+    eval_ids = {r["id"] for r in lines(project_dir, "eval.jsonl")}
+    assert train_ids & eval_ids  # the old eval and the new train: examples in both
+    with pytest.raises(UserError, match="are not a pair: a split was interrupted"):
+        check_train_data(data, project_dir)
+
+    (data / ".train.jsonl.k1ll3d").write_bytes(b"x" * 1000)  # as a killed write leaves one
+    again = run_cli("split")
+    assert again.exit_code == 0, again.stderr
+    assert not list(data.glob(".*.jsonl.*"))  # stale temporary files removed
+    assert "temporary file(s) an interrupted split left" in again.stderr
+    train_ids = {r["id"] for r in lines(project_dir, "train.jsonl")}
+    eval_ids = {r["id"] for r in lines(project_dir, "eval.jsonl")}
+    assert not train_ids & eval_ids and len(train_ids | eval_ids) == 20000
+    assert check_train_data(data, project_dir) is True

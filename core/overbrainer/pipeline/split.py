@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 from loguru import logger
 
-from overbrainer import files
+from overbrainer import files, splitpair
 from overbrainer.config.model import Settings, Topic
 from overbrainer.pipeline import jsonl
 from overbrainer.pipeline.ids import seeded_order
@@ -175,6 +175,9 @@ def run(data: DataFiles, settings: Settings, topics: list[Topic]) -> SplitResult
     by offset, from the same open file, as they are written: memory holds an index,
     never the records.
     """
+    stale = splitpair.remove_stale(data.dir)
+    if stale:
+        logger.info(f"split: removed {stale} temporary file(s) an interrupted split left")
     source = files.open_read(data.path(ANSWERS), f"{DATA_DIR}/{ANSWERS}")
     collecting = gc.isenabled()
     gc.disable()  # 100,000 index entries survive: each full collection would walk them all
@@ -223,8 +226,10 @@ def _split(
         result.written = False  # nothing to train on: the files stay as they are
         return result
     assert source is not None  # there are answers
+    splitpair.begin(data.dir)  # the pair is not to be used until both are written
     _write(data, TRAIN, source, train)
     _write(data, EVAL, source, evaluation)
+    splitpair.commit(data.dir)
     return result
 
 

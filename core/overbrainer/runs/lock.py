@@ -45,7 +45,12 @@ class ProjectLock:
             os.close(fd)
             raise LockHeld(pid) from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as error:  # a full disk: the lock holds all the same (flock)
+            if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+                os.close(fd)
+                raise
         self._fd = fd
 
     def release(self) -> None:

@@ -9,7 +9,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from overbrainer import files
+from overbrainer import files, splitpair
 from overbrainer.config.model import Training
 from overbrainer.errors import UserError
 from overbrainer.job import layout
@@ -41,6 +41,8 @@ def data_source(project_dir: Path, resume: Resume | None) -> Path:
 def check_train_data(source: Path, project_dir: Path) -> bool:
     """Raise unless the train file has an example; whether the eval file has one."""
     train = source / "train.jsonl"
+    if source == project_dir / "data":  # a stopped run's copies were checked as it started
+        splitpair.check(source)
     if not _has_example(train):
         raise UserError(
             f"{_shown(train, project_dir)} has no example: run `overbrainer split` first"
