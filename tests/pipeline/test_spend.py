@@ -4,6 +4,7 @@ and every paid request is counted, against the loopback provider."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -378,11 +379,8 @@ def test_a_full_disk_stops_split_cleanly_keeping_the_old_pair(small_disk, provid
     assert Cli(project_dir)("split").exit_code == 0
     before = {n: (project_dir / "data" / n).read_bytes() for n in ("train.jsonl", "eval.jsonl")}
     filler = small_disk / "filler"
-    with filler.open("wb") as file:  # what is left of the disk: less than a new pair
-        try:
-            file.write(b"\0" * (1 << 20))
-        except OSError:
-            pass
+    with filler.open("wb") as file, contextlib.suppress(OSError):
+        file.write(b"\0" * (1 << 20))  # what is left of the disk: less than a new pair
     result = Cli(project_dir)("split")
     assert result.exit_code == 1
     assert "Traceback" not in result.stderr
