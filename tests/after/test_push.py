@@ -365,3 +365,26 @@ def test_the_card_gives_the_latest_compares_rate_with_its_interval(pushable, run
         "- Compared with the parent: win-or-tie rate 75% (95% interval 47%-91%, each question "
         "judged in both orders) over 12 questions (judged)"
     ) in card
+
+
+def test_a_projects_env_file_does_not_send_the_shells_token_to_its_host(
+    pushable, hub, run_cli, monkeypatch
+):
+    """OVERBRAINER_HF_TOKEN from the shell, hub.base_url from the project's .env: refused
+    before anything is sent; the same host set in the shell is the user's own choice."""
+    monkeypatch.delenv("OVERBRAINER_HUB__BASE_URL")
+    env_file = pushable.run_dir.parents[1] / ".env"
+    env_file.write_text("OVERBRAINER_HUB__BASE_URL=https://hub.example.invalid\n")
+    result = run_cli("push", pushable.run_id)
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: OVERBRAINER_HF_TOKEN comes from your shell, and hub.base_url "
+        "(https://hub.example.invalid) from the project's files: the shell's token goes only "
+        "to huggingface.co or this machine; set OVERBRAINER_HUB__BASE_URL in the shell too if "
+        "that hub is yours\n"
+    )
+    assert TOKEN not in result.stderr + result.stdout
+    # The project's own token, in its .env, goes where its .env says.
+    monkeypatch.delenv("OVERBRAINER_HF_TOKEN")
+    env_file.write_text(f"OVERBRAINER_HUB__BASE_URL={hub.url}\nOVERBRAINER_HF_TOKEN={TOKEN}\n")
+    assert run_cli("push", pushable.run_id).exit_code == 0

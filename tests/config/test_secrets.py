@@ -239,3 +239,15 @@ def test_an_unreachable_vault_is_named_without_the_secrets_in_its_address(run_cl
         f"providers.main.api_key: cannot reach vault at http://***@127.0.0.1:{port}/?token=***: "
         "ConnectionError"
     )
+
+
+def test_a_projects_env_file_does_not_send_the_shells_vault_token_elsewhere(
+    run_cli, project_dir
+):
+    (project_dir / ".env").write_text("VAULT_ADDR=https://vault.example.invalid\n")
+    env = {**key_env(), "VAULT_TOKEN": TOKEN}
+    assert resolve_failure(run_cli, env) == (
+        "providers.main.api_key: your Vault token comes from your shell (or ~/.vault-token), "
+        "and VAULT_ADDR from the project's .env: it is not sent to a host the project names; "
+        "set VAULT_ADDR in the shell too if that Vault is yours"
+    )

@@ -111,3 +111,23 @@ def test_a_parent_whose_probe_shows_no_raw_reasoning_is_flagged(run_cli, provide
         "main/parent-model carried no raw reasoning (reasoning: none): every answer would "
         "be paid for, then excluded (no_raw_reasoning)"
     ) in result.stderr
+
+
+def test_a_projects_env_file_does_not_send_the_shells_key_to_its_host(
+    run_cli, project_dir, provider, monkeypatch
+):
+    """The key from the shell, the URL from the project's .env: refused before anything is
+    sent; on this machine (a local server) or with the URL in the shell too, it goes."""
+    monkeypatch.setenv("OVERBRAINER_PROVIDERS__MAIN__API_KEY", "sk-shell-0123456789")
+    env = project_dir / ".env"
+    env.write_text("OVERBRAINER_PROVIDERS__MAIN__BASE_URL=https://llm.example.invalid/v1\n")
+    result = run_cli("providers", "check")
+    assert result.exit_code == 1
+    assert (
+        "providers.main: OVERBRAINER_PROVIDERS__MAIN__API_KEY comes from your shell, and "
+        "OVERBRAINER_PROVIDERS__MAIN__BASE_URL from the project's .env: your shell's token is "
+        "not sent to a host the project names" in result.stdout
+    )
+    assert "sk-shell" not in result.stdout + result.stderr
+    env.write_text(f"OVERBRAINER_PROVIDERS__MAIN__BASE_URL={provider.url}\n")  # loopback
+    assert run_cli("providers", "check").exit_code == 0

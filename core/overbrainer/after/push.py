@@ -130,6 +130,15 @@ def hf_tools_token(env: Mapping[str, str]) -> str:
         return ""
 
 
+HOST_VAR = "OVERBRAINER_HUB__BASE_URL"
+
+
+def _shell_may_send(url: str) -> bool:
+    """Whether a token from the shell may go to ``url``: Hugging Face's hub, this machine,
+    or a host the shell itself names."""
+    return tools_token_goes_to(url) or os.environ.get(HOST_VAR, "").rstrip("/") == url
+
+
 def tools_token_goes_to(url: str) -> bool:
     """Whether the user's own Hugging Face token (``HF_TOKEN``, ``hf auth login``'s file) may
     be sent to the hub at ``url``: Hugging Face's, or one on this machine. A project's
@@ -143,6 +152,13 @@ def _token(project: Project) -> str:
     secret = project.settings.hf_token
     value = resolve_secret(secret, "hf_token", project.env).get_secret_value() if secret else ""
     url = base_url(project)
+    if value and TOKEN_VAR in os.environ and not _shell_may_send(url):
+        # The project's .env must not point the shell's token at a host of its choosing.
+        raise UserError(
+            f"{TOKEN_VAR} comes from your shell, and hub.base_url ({url}) from the project's "
+            "files: the shell's token goes only to huggingface.co or this machine; set "
+            f"{HOST_VAR} in the shell too if that hub is yours"
+        )
     if not value and tools_token_goes_to(url):
         # The shell's environment only: a project's .env does not choose which of the
         # user's files is read and sent.

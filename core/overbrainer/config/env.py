@@ -61,3 +61,18 @@ class Environment:
             for key, value in self.merged.items()
             if key.startswith(PREFIX) and key not in NOT_SETTINGS
         }
+
+
+def directed_by_project(token_var: str, host_var: str, url: str) -> str | None:
+    """Why a token from the shell must not go to ``url``, or None when it may: a token the
+    shell holds goes to a host the shell names, or to this machine, never to one that only
+    the project's files (its ``.env``) name."""
+    from overbrainer.config.listen import is_loopback_url
+
+    if token_var not in os.environ or host_var in os.environ or is_loopback_url(url):
+        return None
+    return (
+        f"{token_var} comes from your shell, and {host_var} from the project's .env: your "
+        f"shell's token is not sent to a host the project names; set {host_var} in the "
+        f"shell too if that host is yours, or put the token in the project's .env"
+    )

@@ -7,12 +7,14 @@ registered with the redactor so no log line can show it.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import SecretStr
 
+from overbrainer.config.listen import is_loopback_url
 from overbrainer.errors import UserError
 from overbrainer.redact import mask_url, register_secret
 
@@ -43,6 +45,13 @@ def _read_vault(key: str, mount: str, path: str, field: str, env: Mapping[str, s
     if not token:
         raise UserError(
             f"{key}: cannot resolve the vault reference: set VAULT_TOKEN or write ~/.vault-token"
+        )
+    shell_token = "VAULT_TOKEN" in os.environ or not env.get("VAULT_TOKEN")  # or the file
+    if shell_token and "VAULT_ADDR" not in os.environ and not is_loopback_url(address):
+        raise UserError(
+            f"{key}: your Vault token comes from your shell (or ~/.vault-token), and "
+            "VAULT_ADDR from the project's .env: it is not sent to a host the project names; "
+            "set VAULT_ADDR in the shell too if that Vault is yours"
         )
     import hvac  # lazily: only a command that resolves a reference pays for it
     import hvac.exceptions

@@ -40,12 +40,32 @@ NEVER = ("OVERBRAINER_", "VAULT_")
 """overbrainer's own settings and Vault credentials: never passed, whatever asks."""
 
 
-def job_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """The part of ``env`` a script or job on this machine may see."""
+REDIRECTING = frozenset({
+    "HF_ENDPOINT", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+    "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+})  # fmt: skip
+REDIRECTING_PREFIXES = ("PIP_", "UV_")
+"""What says where the job's requests go, and whom they trust: the Hub's address, proxies,
+CA bundles, package indexes. The job carries the user's Hugging Face token: these come from
+the shell only, never from a project's ``.env``, which could point the token anywhere."""
+
+
+def job_environment(
+    env: Mapping[str, str], shell: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The part of ``env`` a script or job on this machine may see: the allowlist, and of
+    it what redirects requests only where ``shell`` (the process's own environment) set it."""
+    shell = os.environ if shell is None else shell
     return {
         key: value
         for key, value in env.items()
-        if (key in ALLOWED or key.startswith(ALLOWED_PREFIXES)) and not key.startswith(NEVER)
+        if (key in ALLOWED or key.startswith(ALLOWED_PREFIXES))
+        and not key.startswith(NEVER)
+        and (
+            not (key in REDIRECTING or key.startswith(REDIRECTING_PREFIXES))
+            or shell.get(key) == value
+        )
     }
 
 

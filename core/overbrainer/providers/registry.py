@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from loguru import logger
 
-from overbrainer.config.env import provider_variable
+from overbrainer.config.env import directed_by_project, provider_variable
 from overbrainer.config.model import Settings
 from overbrainer.config.secrets import resolve_secret
 from overbrainer.errors import UserError
@@ -42,6 +42,12 @@ class ProviderSet:
             )
         key = None
         if provider.api_key is not None:
+            refused = directed_by_project(
+                provider_variable(name, "api_key"), provider_variable(name, "base_url"),
+                str(provider.base_url),
+            )
+            if refused is not None:
+                raise UserError(f"providers.{name}: {refused}")
             key = resolve_secret(provider.api_key, f"providers.{name}.api_key", self._env)
         pipeline = self._settings.pipeline
         client = Client(
