@@ -8,7 +8,9 @@ cancel, the time limit) are collected here too.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import re
 import secrets
 import signal
 import sys
@@ -84,6 +86,13 @@ def on_slurm(trainer, slurm_cluster, slurm_installed, tmp_path, monkeypatch):  #
     spool = tmp_path / "spool"
 
     def configure(more: str = "", **knobs: str) -> None:
+        # The login node comes from the environment only, as an ssh target's host does.
+        login = re.search(r'^login = "([^"]*)"\n', more, re.M)
+        if login is not None:
+            more = more.replace(login.group(0), "")
+            monkeypatch.setenv("OVERBRAINER_TARGETS__CLUSTER__LOGIN", login.group(1))
+        else:
+            monkeypatch.delenv("OVERBRAINER_TARGETS__CLUSTER__LOGIN", raising=False)
         text = (trainer.dir / "overbrainer.toml").read_text().split("\n[targets.cluster]")[0]
         text = text.replace('target = "local"', 'target = "cluster"')
         target = slurm_target(spool, trainer.venv, more)
@@ -253,7 +262,8 @@ def test_without_slurm_here_the_error_says_to_set_login(on_slurm, run_cli, monke
     assert result.exit_code == 1
     assert result.stderr.endswith(
         "error: `sbatch` is not on this machine's PATH: run overbrainer on a node of the "
-        'cluster, or set login = "user@host" (a login node) in the target\n'
+        "cluster, or set the target's login node in the environment "
+        "(OVERBRAINER_TARGETS__NAME__LOGIN=user@host)\n"
     )
     assert not on_slurm.runs(), "a run was created for a target that cannot start it"
 
@@ -623,3 +633,50 @@ def test_a_job_submitted_whose_answer_was_lost_is_cancelled(
     name = f"overbrainer-{run['id']}"
     listed = slurm_cluster.command("squeue", "-h", f"--name={name}", "-t", "all", "-o", "%T")
     assert listed.split() == ["CANCELLED"], "the job submitted runs on unseen"
+
+
+def test_a_login_node_in_the_projects_file_is_refused(on_slurm, run_cli):
+    """Hosts come from the environment only: a project's overbrainer.toml cannot send
+    your ssh keys to a login node of its choosing."""
+    text = (on_slurm.dir / "overbrainer.toml").read_text()
+    (on_slurm.dir / "overbrainer.toml").write_text(
+        text.replace("[targets.cluster]\n", '[targets.cluster]\nlogin = "attacker@host"\n')
+    )
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert "targets.cluster.login: must be set through env, not in overbrainer.toml" in (
+        result.stderr
+    )
+    assert not on_slurm.runs()
+
+
+def test_cancel_acts_only_on_the_run_s_own_job(on_slurm, run_cli, slurm_cluster):
+    """run.json is a file anyone may edit: a job id naming another job is refused before
+    anything is signalled, and that job goes on."""
+    victim = slurm_cluster.command(
+        "sbatch", "--parsable", "--job-name=victim-unrelated", "--wrap", "sleep 300"
+    ).strip().split(";")[0]
+    try:
+        on_slurm.configure_slurm(FAKE_AXOLOTL_HANG="1")
+        process = on_slurm.spawn("train")
+        run = on_slurm.wait_training()
+        process.kill()  # the CLI gone: the job keeps running on Slurm
+        process.wait()
+        record = on_slurm.dir / "runs" / run["id"] / "run.json"
+        data = json.loads(record.read_text())
+        own = data["job"]["data"]["job_id"]
+        data["job"]["data"]["job_id"] = victim
+        record.write_text(json.dumps(data))
+        cancelled = run_cli("train", "cancel", run["id"])
+        assert cancelled.exit_code == 1, cancelled.stdout
+        assert cancelled.stderr.endswith(
+            f"error: run {run['id']}: Slurm job {victim} is not this run's (it is named "
+            f"`victim-unrelated`, not `overbrainer-{run['id']}`): nothing was cancelled; the "
+            "run's record may have been edited\n"
+        )
+        assert victim in slurm_cluster.jobs()  # still queued or running
+        data["job"]["data"]["job_id"] = own
+        record.write_text(json.dumps(data))
+        assert run_cli("train", "cancel", run["id"]).exit_code == 0
+    finally:
+        slurm_cluster.command("scancel", victim, check=False)

@@ -253,12 +253,21 @@ class SlurmExecutor(Executor):
             return status  # a finished job is never signalled
         where = self.job_dir(run)
         job_id = self.job(run).job_id
+        name = f"overbrainer-{run.id}"
+        found = self.slurm.show(job_id)
+        if found is not None and found.name != name:
+            # run.json is a file anyone may edit: its job id is checked against the job.
+            raise UserError(
+                f"run {run.id}: Slurm job {job_id} is not this run's (it is named "
+                f"`{found.name}`, not `{name}`): nothing was cancelled; the run's record "
+                "may have been edited"
+            )
         if status.state is JobState.RUNNING:
             # The marker turns a TERM that reaches the runner meanwhile (a job that just
             # started, Slurm's plain cancel) into "kill the job's process group".
             (where / layout.CANCELLING).touch()
-            self.slurm.kill(job_id)  # every process now, not after KillWait
-            self.slurm.cancel(job_id)  # and a queued job never starts
+            self.slurm.kill(job_id, name)  # every process now, not after KillWait
+            self.slurm.cancel(job_id, name)  # and a queued job never starts
             self._wait_ended(run, job_id)
             if (code := _exit_code(where)) is not None:
                 return JobStatus.exited(code)  # it ended on its own first
@@ -278,7 +287,7 @@ class SlurmExecutor(Executor):
                     f"{CANCEL_WAIT_S:.0f} s after its cancel; try again later"
                 )
             if time.monotonic() > again and state.state == "RUNNING":
-                self.slurm.kill(job_id)  # it had not started yet at the first KILL
+                self.slurm.kill(job_id, f"overbrainer-{run.id}")  # not started at the first
                 again = time.monotonic() + KILL_AGAIN_S
             time.sleep(0.1)
 

@@ -20,7 +20,7 @@ ACTIVE = frozenset(
 """Job states in which the job may still run (or start): everything else is an end."""
 
 JOB_ID = re.compile(r"^\d+(_\d+)?$")
-FIELD = re.compile(r"(?:^|\s)(JobState|Reason|ExitCode)=(\S*)")
+FIELD = re.compile(r"(?:^|\s)(JobState|Reason|ExitCode|JobName)=(\S*)")
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,8 @@ class SlurmState:
     reason: str = "None"
     exit_code: int = 0
     signal: int = 0
+    name: str = ""
+    """The job's name (``overbrainer-<run id>`` for a run's)."""
 
     @property
     def active(self) -> bool:
@@ -89,16 +91,19 @@ class Slurm:
             reason=fields.get("Reason", "None"),
             exit_code=int(code) if code.isdigit() else 0,
             signal=int(signal) if signal.isdigit() else 0,
+            name=fields.get("JobName", ""),
         )
 
-    def kill(self, job_id: str) -> None:
+    def kill(self, job_id: str, name: str) -> None:
         """SIGKILL to every process of every step of a running job, batch shell included:
-        Slurm's plain cancel would send TERM and wait ``KillWait`` before its KILL."""
-        self.commands.run(["scancel", "--signal=KILL", "--full", job_id])
+        Slurm's plain cancel would send TERM and wait ``KillWait`` before its KILL. Only a
+        job of this user named ``name`` (scancel's filters: another job is left alone)."""
+        self.commands.run(["scancel", "--signal=KILL", "--full", "--me", f"--name={name}", job_id])
 
-    def cancel(self, job_id: str) -> None:
-        """Slurm's cancel: a queued job is removed before it starts; a running one ends."""
-        done = self.commands.run(["scancel", job_id])
+    def cancel(self, job_id: str, name: str) -> None:
+        """Slurm's cancel: a queued job is removed before it starts; a running one ends.
+        Only a job of this user named ``name``."""
+        done = self.commands.run(["scancel", "--me", f"--name={name}", job_id])
         if done.code != 0 and "Invalid job id" not in done.err:
             raise TransientError(
                 f"target `{self.name}`: scancel on {self.commands.where}: {_last_line(done)}"

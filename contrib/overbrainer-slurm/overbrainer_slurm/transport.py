@@ -86,7 +86,8 @@ class LocalCommands:
         if program is None:
             raise UserError(
                 f"`{argv[0]}` is not on this machine's PATH: run overbrainer on a node of the "
-                'cluster, or set login = "user@host" (a login node) in the target'
+                "cluster, or set the target's login node in the environment "
+                "(OVERBRAINER_TARGETS__NAME__LOGIN=user@host)"
             )
         return _run([program, *argv[1:]], input, env, argv[0])
 

@@ -193,7 +193,7 @@ class LazyGroup(click.Group):
         return found
 
     def invoke(self, ctx: click.Context) -> Any:
-        from overbrainer.errors import DetachedRun, UserError, signal_of
+        from overbrainer.errors import DetachedRun, TransientError, UserError, signal_of
 
         try:
             return super().invoke(ctx)
@@ -204,6 +204,8 @@ class LazyGroup(click.Group):
             ctx.exit(0)
         except UserError as error:
             raise CliError(error.message, error.exit_code) from None
+        except TransientError as error:  # a plugin's: a busy scheduler, a dropped link
+            raise CliError(f"{error} (it may pass: try again)", 1) from None
         except KeyboardInterrupt as interrupt:
             # Ctrl-C or SIGTERM that no step handled: 130 or 143, as a shell reports them.
             raise CliError("interrupted", 128 + signal_of(interrupt)) from None

@@ -34,6 +34,7 @@ ENV_ONLY: tuple[tuple[str, ...], ...] = (
     ("providers", "*", "base_url"),
     ("providers", "*", "api_key"),
     ("targets", "*", "host"),
+    ("targets", "*", "login"),
     ("hub", "base_url"),
     ("hf_token",),
     ("log",),
