@@ -8,6 +8,7 @@ package's own tests (the executor contract, secrets) are collected here too.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import secrets
 import signal
@@ -227,6 +228,31 @@ def test_cancel_stops_the_job_on_ray_and_logs_stay_readable(on_ray, ray_cluster,
     # Cancelled as soon as training started: the trainer may not have logged a step yet.
     assert "overbrainer: stage train:" in logs.stdout
     assert "overbrainer: cancelled" in logs.stdout
+
+
+def test_cancel_acts_only_on_the_run_s_own_job(on_ray, ray_cluster, run_cli):
+    """run.json is a file anyone may edit: a submission id that is not the run's is
+    refused before anything is stopped."""
+    on_ray.configure_ray(FAKE_AXOLOTL_HANG="1")
+    process = on_ray.spawn("train")
+    run = on_ray.wait_training()
+    process.kill()
+    process.wait()
+    record = on_ray.dir / "runs" / run["id"] / "run.json"
+    data = json.loads(record.read_text())
+    own = data["job"]["data"]["submission_id"]
+    data["job"]["data"]["submission_id"] = "raysubmit_someone_else"
+    record.write_text(json.dumps(data))
+    refused = run_cli("train", "cancel", run["id"])
+    assert refused.exit_code == 1
+    assert refused.stderr.endswith(
+        f"error: run {run['id']}: Ray job raysubmit_someone_else is not this run's (its id "
+        f"does not start with overbrainer-{run['id']}-): nothing was stopped; the run's "
+        "record may have been edited\n"
+    )
+    data["job"]["data"]["submission_id"] = own
+    record.write_text(json.dumps(data))
+    assert run_cli("train", "cancel", run["id"]).exit_code == 0
 
 
 def _zombie(pid: int) -> bool:

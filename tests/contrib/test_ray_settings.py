@@ -112,3 +112,14 @@ def test_without_ray_a_command_that_needs_it_says_what_to_install(ray_installed)
     assert 'install overbrainer-ray with its dependencies (pip install "overbrainer-ray")' in str(
         error.value
     )
+
+
+def test_every_secret_looking_name_is_kept_off_the_dashboard():
+    from overbrainer_ray.target import SECRET_NAME
+
+    for name in ("OPENAI_KEY", "DB_PASS", "SERVICE_AUTH", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY",
+                 "WANDB_API_KEY", "MY_APIKEY", "PRIVATE_PEM", "SESSION_COOKIE", "DB_PASSWORD",
+                 "KEY", "SIGNING_KEYS"):
+        assert SECRET_NAME.search(name), name
+    for name in ("OMP_NUM_THREADS", "NCCL_DEBUG", "HF_HOME", "SSL_CERT_FILE", "MONKEY_MODE"):
+        assert not SECRET_NAME.search(name), name

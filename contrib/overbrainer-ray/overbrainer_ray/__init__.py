@@ -175,6 +175,14 @@ class RayExecutor(Executor):
         _write_atomically(self.job_dir(run) / layout.SNAPSHOT_REQUEST, reason + "\n")
 
     def cancel(self, run: RunRecord) -> JobStatus:
+        submission_id = self.job(run).submission_id
+        if not submission_id.startswith(f"overbrainer-{run.id}-"):
+            # run.json is a file anyone may edit: its id must name this run's own job.
+            raise UserError(
+                f"run {run.id}: Ray job {submission_id} is not this run's (its id does not "
+                f"start with overbrainer-{run.id}-): nothing was stopped; the run's record "
+                "may have been edited"
+            )
         status = _status(self, run)
         if status.state in (JobState.EXITED, JobState.CANCELLED):
             return status  # a finished job is never signalled

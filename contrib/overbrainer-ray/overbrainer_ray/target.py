@@ -9,7 +9,11 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from overbrainer.plugin import Finite, NonEmpty, RemotePath, TargetBase
 
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL|PRIVATE", re.I)
+SECRET_NAME = re.compile(
+    r"TOKEN|SECRET|PASS|AUTH|CREDENTIAL|PRIVATE|COOKIE|SESSION|SIGNATURE"
+    r"|(?:^|_)(?:API_?)?KEY(?:$|_|S$)|APIKEY",
+    re.I,
+)
 """Names of variables that look like secrets: refused in ``runtime_env.env_vars``, which the
 Ray dashboard serves to anyone who can reach it."""
 

@@ -418,6 +418,19 @@ class PodLifecycle:
             if self.pod.state is not PodState.DELETED:
                 self.save(state=PodState.DELETED, deleted=record.now_text(), deleted_by=by)
             return
+        try:
+            found = self.api.pod(pod_id)
+        except TransientError as error:  # not told: the deletion goes on, as it did before
+            logger.debug(f"runpod: pod {pod_id}: its name not checked before deleting: {error}")
+            found = None
+        mine = f"overbrainer-{self.pod.run_id}-"
+        if found is not None and not str(found.get("name") or "").startswith(mine):
+            # The run's record is a file anyone may edit: its pod id must name its own pod.
+            raise UserError(
+                f"run {self.pod.run_id}: pod {pod_id} is not this run's (it is named "
+                f"`{found.get('name')}`, not {mine}…): it was not deleted; the run's record "
+                "may have been edited"
+            )
         self.save(state=PodState.DELETING)
         if not self.drained:
             self.drain_log()
