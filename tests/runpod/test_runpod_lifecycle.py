@@ -424,7 +424,7 @@ def test_pod_rm_refuses_a_running_run_unless_forced(trainer, run_cli):
     run_id = _wait_running(trainer)["id"]
     os.kill(cli.pid, signal.SIGKILL)
     cli.wait()
-    refused = run_cli("pod", "rm", run_id)
+    refused = run_cli("pod", "rm", "--force", run_id)
     assert refused.exit_code == 1
     assert f"error: run {run_id} may still be running on pod" in refused.stderr
     assert "pod running" in run_cli("runs", "ls").stdout
@@ -655,3 +655,26 @@ def test_data_centers_are_tried_in_order_with_the_network_volume(trainer, run_cl
     query = json.loads(create)["query"]
     assert 'networkVolumeId: "vol123"' in query and 'volumeMountPath: "/workspace"' in query
     assert 'dataCenterId: "US-KS-2"' in query
+
+
+def test_a_pod_not_named_for_the_run_is_never_deleted(trainer, run_cli):
+    """The run's pod record is a file anyone may edit: the pod id it names is deleted only
+    when Runpod calls that pod by the run's name (another pod of the account is left)."""
+    trainer.fake.pod_env["FAKE_AXOLOTL_HANG"] = "1"
+    cli = trainer.spawn("train")
+    run_id = _wait_running(trainer)["id"]
+    os.kill(cli.pid, signal.SIGINT)
+    cli.communicate(timeout=60)
+    pod_id = trainer.pod(run_id)["pod_id"]
+    own_name = trainer.fake.pods[pod_id].name
+    trainer.fake.pods[pod_id].name = "someone-elses-pod"  # as if the record named that one
+    refused = run_cli("pod", "rm", "--force", run_id)
+    assert refused.exit_code == 1, (refused.stdout, refused.stderr)
+    assert (
+        f"run {run_id}: pod {pod_id} is not this run's (it is named `someone-elses-pod`, not "
+        f"overbrainer-{run_id}-…): it was not deleted" in refused.stderr
+    )
+    assert pod_id not in trainer.fake.terminated_by
+    trainer.fake.pods[pod_id].name = own_name
+    assert run_cli("pod", "rm", "--force", run_id).exit_code == 0
+    assert pod_id in trainer.fake.terminated_by
