@@ -368,3 +368,23 @@ def test_an_integer_is_a_number(run_cli, write_config):
     result = run_cli("config", "check", env=LOCAL_PROVIDER)
     assert result.exit_code == 0, result.stderr
     assert "pipeline.dedup_threshold = 1.0" in result.stdout.splitlines()
+
+
+def test_counts_are_bounded_so_that_plan_can_count_them(run_cli, write_config):
+    """``subtopics = 99999999999999999999`` was an OverflowError traceback in `plan` (the
+    command the docs call safe to run first), 1000000000 a MemoryError."""
+    for count in ("99999999999999999999", "1000000000"):
+        write_config(
+            f"""
+            [[topics]]
+            name = "huge"
+            subtopics = {count}
+            questions_per_subtopic = {count}
+            """
+        )
+        for command in (("config", "check"), ("plan",)):
+            result = run_cli(*command)
+            assert result.exit_code == 1, command
+            assert "Traceback" not in result.stderr
+            assert "topics[1].subtopics: must be at most 10000" in result.stderr, result.stderr
+            assert "topics[1].questions_per_subtopic: must be at most 10000" in result.stderr

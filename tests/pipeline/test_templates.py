@@ -137,3 +137,23 @@ def test_a_template_linked_inside_the_project_is_read(run_cli, project_dir, prov
     (project_dir / "prompts" / "subtopics.txt").unlink()
     (project_dir / "prompts" / "subtopics.txt").symlink_to("../shared/subtopics.txt")
     assert run_cli("subtopics").exit_code == 0
+
+
+@pytest.mark.parametrize(("source", "said"), [
+    ('{{ "a" * 10**10 }}', "the prompt would be larger than 4 Mi characters"),
+    ("{{ range(10**9)|list|length }}", "range too big"),
+    ("{% for i in range(90000) %}{{ 'x' * 100 }}{% endfor %}",
+     "the prompt would be larger than 4 Mi characters"),
+    ("{{ 2 ** 100000000 }}", "a power past 10,000 is not computed"),
+])
+@pytest.mark.parametrize("command", ["answers", "plan"])
+def test_a_template_cannot_take_the_memory_or_the_minute(
+    run_cli, project_dir, provider, source, said, command
+):
+    (project_dir / "prompts" / "answer_system.txt").write_text(source + "\n")
+    seed_questions(project_dir, {("ownership", "moves"): ["Why?"]})
+    result = run_cli(command)
+    assert result.exit_code == 1
+    assert "error: invalid template answer_system.txt: " in result.stderr, result.stderr
+    assert said.lower() in result.stderr.lower()
+    assert provider.chats() == []

@@ -124,8 +124,10 @@ class ProjectSection(Section):
 class Topic(Section):
     name: NonEmpty
     description: str | None = None
-    subtopics: int = Field(ge=1)
-    questions_per_subtopic: int = Field(ge=1)
+    # Bounded: a count is a plan's list and a stage's loop (10**20 was an OverflowError
+    # traceback in `plan`, 10**9 a MemoryError); 10,000 x 10,000 is 10**8 questions a topic.
+    subtopics: int = Field(ge=1, le=10_000)
+    questions_per_subtopic: int = Field(ge=1, le=10_000)
 
 
 class ModelPrice(Section):
@@ -194,7 +196,7 @@ class Pipeline(Section):
     max_retries: int = Field(default=5, ge=0, le=100)
     dedup_threshold: Finite = Field(default=0.8, gt=0, le=1)
     embedding_threshold: Finite = Field(default=0.9, gt=0, le=1)
-    question_batch_size: int = Field(default=10, ge=1)
+    question_batch_size: int = Field(default=10, ge=1, le=1000)
     request_timeout_secs: int = Field(default=600, ge=1)
     eval_ratio: Finite = Field(default=0.1, gt=0, lt=1)
     seed: int = Field(default=DEFAULT_SEED, ge=0)

@@ -25,6 +25,24 @@ from overbrainer.errors import UserError
 
 TEMPLATE_LIMIT = 1 << 20
 """The largest template read (1 MiB): what a template holds goes into every prompt."""
+OUTPUT_LIMIT = 4 << 20
+"""The largest prompt a template may render (4 Mi characters: more than any model reads)."""
+TOO_LARGE = f"the prompt would be larger than {OUTPUT_LIMIT >> 20} Mi characters"
+
+
+def _bounded(template: jinja2.Template, variables: dict[str, Any]) -> str:
+    """``template`` rendered, stopped as soon as it passes ``OUTPUT_LIMIT`` (a loop can
+    make any size)."""
+    import jinja2.sandbox
+
+    parts: list[str] = []
+    size = 0
+    for part in template.generate(**variables):
+        size += len(part)
+        if size > OUTPUT_LIMIT:
+            raise jinja2.sandbox.SecurityError(TOO_LARGE)
+        parts.append(part)
+    return "".join(parts)
 
 if TYPE_CHECKING:
     import jinja2
@@ -133,8 +151,34 @@ class Templates:
                         template, "a template cannot include or import another"
                     )
 
+            class Bounded(jinja2.sandbox.ImmutableSandboxedEnvironment):
+                """A string or list made by ``*`` no larger than a prompt may be, and no
+                power past 10,000 (``"a" * 10**10`` would take the memory first)."""
+
+                intercepted_binops = frozenset({"*", "**"})
+
+                def call_binop(
+                    self, context: Any, operator: str, left: Any, right: Any
+                ) -> Any:
+                    if operator == "*":
+                        for seq, times in ((left, right), (right, left)):
+                            if (
+                                isinstance(seq, str | list | tuple)
+                                and isinstance(times, int)
+                                and len(seq) * times > OUTPUT_LIMIT
+                            ):
+                                raise jinja2.sandbox.SecurityError(TOO_LARGE)
+                    if (
+                        operator == "**"
+                        and isinstance(right, int)
+                        and isinstance(left, int)
+                        and abs(right) > 10_000
+                    ):
+                        raise jinja2.sandbox.SecurityError("a power past 10,000 is not computed")
+                    return super().call_binop(context, operator, left, right)
+
             # Prompts are plain text sent to a model: there is no HTML to escape.
-            self._jinja_env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+            self._jinja_env = Bounded(
                 undefined=jinja2.StrictUndefined,
                 keep_trailing_newline=True,
                 autoescape=False,
@@ -152,11 +196,16 @@ class Templates:
         import jinja2
 
         try:
-            return template.render(**variables).strip()
+            return _bounded(template, variables).strip()
         except jinja2.TemplateError as error:
             line = _template_line(error, name)
             where = f"line {line}: " if line is not None else ""
             raise UserError(f"invalid template {name}: {where}{error.message}") from None
+        except (OverflowError, MemoryError, RecursionError) as error:
+            # jinja's sandbox refuses a range past 100,000 items with an OverflowError.
+            line = _template_line(error, name)
+            where = f"line {line}: " if line is not None else ""
+            raise UserError(f"invalid template {name}: {where}{error}") from None
 
     def _load(self, project_dir: Path, name: str) -> jinja2.Template | PlainTemplate:
         override = project_dir / PROMPTS_DIR / name
@@ -213,7 +262,7 @@ class Templates:
         )
 
 
-def _template_line(error: jinja2.TemplateError, name: str) -> int | None:
+def _template_line(error: BaseException, name: str) -> int | None:
     """The line of the template ``name`` where rendering failed: jinja rewrites the
     traceback so that its frames point into the template, by its file name."""
     lines = [

@@ -211,20 +211,36 @@ async def lines(client: Client, url: str, read_timeout: float) -> AsyncGenerator
             if response.status != 200:
                 raw = await response.read()
                 raise _failure(client, response, raw, True)
-            rest = b""
+            # Linear in the download: a chunk is split on its own, and the pieces of a line
+            # not ended yet are kept apart until its end comes (no re-join at each chunk).
+            pending: list[bytes] = []
+            size = 0
             async for chunk in response.content.iter_chunked(1 << 16):
-                rest += chunk
-                *whole, rest = rest.split(b"\n")
-                for line in whole:
+                *ended, tail = chunk.split(b"\n")
+                for piece in ended:
+                    line = b"".join([*pending, piece]) if pending else piece
+                    pending, size = [], 0
                     if line.strip():
                         yield line
-            if rest.strip():
-                yield rest
+                if tail:
+                    pending.append(tail)
+                    size += len(tail)
+                    if size > MAX_LINE:
+                        raise ProviderError(
+                            f"a line of the results is longer than {MAX_LINE >> 20} MiB "
+                            "(not a results file, or one with no line ends): not read"
+                        )
+            line = b"".join(pending)
+            if line.strip():
+                yield line
     except TimeoutError:
         raise TransientError("no reply in time") from None
     except (aiohttp.ClientError, OSError) as error:
         raise TransientError(f"transport error ({type(error).__name__})") from None
 
+
+MAX_LINE = 64 << 20
+"""The longest results line read (64 MiB: one answer of a million tokens is far less)."""
 
 GONE = "the provider has no such batch (HTTP 404: purged, or made with another account's key)"
 
