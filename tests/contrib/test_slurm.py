@@ -680,3 +680,31 @@ def test_cancel_acts_only_on_the_run_s_own_job(on_slurm, run_cli, slurm_cluster)
         assert run_cli("train", "cancel", run["id"]).exit_code == 0
     finally:
         slurm_cluster.command("scancel", victim, check=False)
+
+
+def test_a_failing_scontrol_is_a_clean_message_not_a_traceback(
+    on_slurm, run_cli, monkeypatch, tmp_path
+):
+    on_slurm.configure_slurm(FAKE_AXOLOTL_HANG="1")
+    process = on_slurm.spawn("train")
+    run = on_slurm.wait_training()
+    process.kill()
+    process.wait()
+    broken = tmp_path / "broken-bin"
+    broken.mkdir()
+    scontrol = broken / "scontrol"
+    scontrol.write_text(
+        "#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller' >&2\n"
+        "exit 1\n"
+    )
+    scontrol.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{broken}:{os.environ['PATH']}")
+    result = run_cli("train", "cancel", run["id"])
+    assert result.exit_code == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.endswith(
+        "scontrol on this machine: slurm_load_jobs error: Unable to contact slurm controller "
+        "(it may pass: try again)\n"
+    ), result.stderr
+    monkeypatch.setenv("PATH", os.environ["PATH"].split(":", 1)[1])
+    assert run_cli("train", "cancel", run["id"]).exit_code == 0
