@@ -386,5 +386,5 @@ def test_counts_are_bounded_so_that_plan_can_count_them(run_cli, write_config):
             result = run_cli(*command)
             assert result.exit_code == 1, command
             assert "Traceback" not in result.stderr
-            assert "topics[1].subtopics: must be at most 10000" in result.stderr, result.stderr
-            assert "topics[1].questions_per_subtopic: must be at most 10000" in result.stderr
+            assert "topics[1].subtopics: must be at most 100000" in result.stderr, result.stderr
+            assert "topics[1].questions_per_subtopic: must be at most 1000000" in result.stderr

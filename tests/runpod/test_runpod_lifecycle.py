@@ -424,7 +424,7 @@ def test_pod_rm_refuses_a_running_run_unless_forced(trainer, run_cli):
     run_id = _wait_running(trainer)["id"]
     os.kill(cli.pid, signal.SIGKILL)
     cli.wait()
-    refused = run_cli("pod", "rm", "--force", run_id)
+    refused = run_cli("pod", "rm", run_id)
     assert refused.exit_code == 1
     assert f"error: run {run_id} may still be running on pod" in refused.stderr
     assert "pod running" in run_cli("runs", "ls").stdout

@@ -125,9 +125,9 @@ class Topic(Section):
     name: NonEmpty
     description: str | None = None
     # Bounded: a count is a plan's list and a stage's loop (10**20 was an OverflowError
-    # traceback in `plan`, 10**9 a MemoryError); 10,000 x 10,000 is 10**8 questions a topic.
-    subtopics: int = Field(ge=1, le=10_000)
-    questions_per_subtopic: int = Field(ge=1, le=10_000)
+    # traceback in `plan`, 10**9 a MemoryError): 100,000 subtopics of 1,000,000 at most.
+    subtopics: int = Field(ge=1, le=100_000)
+    questions_per_subtopic: int = Field(ge=1, le=1_000_000)
 
 
 class ModelPrice(Section):
