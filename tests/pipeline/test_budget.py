@@ -150,3 +150,19 @@ def test_run_max_usd_overrides_the_settings(run_cli, project_dir, provider):
     assert "max_tokens lowered" not in result.stderr  # 256 tokens or none: no list in 27
     assert "past max_usd $0.0001" in result.stderr
     assert provider.chats() == []
+
+
+def test_a_prices_table_for_every_model_asks_the_provider_for_none(
+    run_cli, project_dir, provider
+):
+    table = (
+        "\n[providers.main.prices]\n"
+        '"parent-model" = { input = 3.0, output = 4.0 }\n'
+        '"gen-model" = { input = 1.0, output = 2.0 }\n'
+        "\n[budget]\nmax_usd = 1\n"
+    )
+    configure(project_dir, table)
+    eight_questions(project_dir)
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    assert [s.path for s in provider.requests if s.method == "GET"] == []  # no price lookup

@@ -452,3 +452,45 @@ def test_prices_are_asked_once_per_provider_per_command(provider):
     assert asyncio.run(stage()) == (Price(1e-6, 2e-6), None)
     asyncio.run(stage())
     assert [s.path for s in provider.requests] == ["models?detailed=true"]
+
+
+def test_litellm_prices_come_from_its_model_info(provider):
+    provider.prices.clear()  # its models list names no price
+    provider.on(
+        lambda seen: seen.method == "GET" and seen.path == "model/info",
+        Reply({"data": [
+            {"model_name": "m", "model_info": {"input_cost_per_token": 2e-6,
+                                               "output_cost_per_token": 8e-6}},
+            {"model_name": "bad", "model_info": {"input_cost_per_token": "1e308",
+                                                 "output_cost_per_token": 1}},
+        ]}),
+    )
+
+    async def go():
+        client = Client("main", "openai", provider.url, None, concurrency=1, timeout_secs=5,
+                        retry=RetryPolicy(0))
+        try:
+            return await client.fetch_prices()
+        finally:
+            await client.close()
+
+    assert asyncio.run(go()) == {"m": Price(2e-6, 8e-6)}
+
+
+def test_a_price_lookup_refused_by_a_429_waits_as_asked(provider):
+    provider.on(lambda seen: seen.method == "GET" and seen.path.startswith("models"),
+                Reply({"error": {"message": "slow down"}}, status=429,
+                      headers={"Retry-After": "1"}))
+
+    async def go():
+        client = Client("main", "openai", provider.url, None, concurrency=1, timeout_secs=5,
+                        retry=RetryPolicy(0))
+        try:
+            return await client.fetch_prices()
+        finally:
+            await client.close()
+
+    prices = asyncio.run(go())
+    assert prices is not None and prices["parent-model"] == Price(3e-6, 4e-6)
+    asked = [s.path for s in provider.requests if s.method == "GET"]
+    assert asked == ["models?detailed=true", "models?detailed=true"]

@@ -35,7 +35,7 @@ from overbrainer.providers.errors import (
     TransientError,
 )
 from overbrainer.providers.limiter import Cost, Limiter, Pause, Refusal, limiter_for
-from overbrainer.providers.prices import Price, parse_prices
+from overbrainer.providers.prices import Price, parse_litellm_prices, parse_prices
 from overbrainer.providers.ratelimit import RateInfo, parse_rate_headers
 from overbrainer.providers.retry import (
     FATAL_STATUSES,
@@ -49,6 +49,10 @@ from overbrainer.redact import mask_url, redact
 PROTOCOLS: dict[str, ModuleType] = {"openai": openai_chat, "anthropic": anthropic_messages}
 CONNECT_TIMEOUT = 30
 PRICES_TIMEOUT = 10
+PRICE_ATTEMPTS = 5
+"""Tries of a price lookup the provider refuses with a 429."""
+LITELLM_INFO_PATH = "model/info"
+"""Where LiteLLM's proxy lists its models' costs (``input_cost_per_token``)."""
 MESSAGE_LIMIT = 300
 EMBEDDING_CHUNK = 256
 
@@ -264,18 +268,39 @@ class Client:
         return vectors, tokens
 
     async def fetch_prices(self) -> dict[str, Price] | None:
-        """The provider's model prices, or None when it does not say within 10 s."""
-        try:
-            async with self.session.get(
-                f"{self.base_url}/{self._wire.MODELS_PATH}",
-                timeout=aiohttp.ClientTimeout(total=PRICES_TIMEOUT),
-            ) as response:
-                if response.status != 200:
-                    return None
-                data = json.loads(await response.read())
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
-            return None
-        return parse_prices(data)
+        """The provider's model prices, or None when it does not say: OpenRouter's
+        ``pricing`` in its models list, else LiteLLM's ``model/info``. A lookup refused by
+        a 429 waits as the provider asks (within ``max_wait_s``), as any request does."""
+        found = parse_prices(await self._get_json(self._wire.MODELS_PATH))
+        if not found:
+            found = parse_litellm_prices(await self._get_json(LITELLM_INFO_PATH))
+        return found or None
+
+    async def _get_json(self, path: str) -> Any:
+        """The JSON ``GET path`` answers with 200 (None for anything else, or no reply
+        within 10 s a try), 429s waited out."""
+        waited = 0.0
+        for attempt in range(1, PRICE_ATTEMPTS + 1):
+            try:
+                async with self.session.get(
+                    f"{self.base_url}/{path}",
+                    timeout=aiohttp.ClientTimeout(total=PRICES_TIMEOUT),
+                    allow_redirects=False,
+                ) as response:
+                    if response.status == 429:
+                        asked = parse_retry_after(response.headers.get("Retry-After"))
+                        pause = min(asked if asked is not None else 2.0**attempt, 60.0)
+                        if attempt == PRICE_ATTEMPTS or waited + pause > self.max_wait_s:
+                            return None
+                        waited += pause
+                        await asyncio.sleep(pause)
+                        continue
+                    if response.status != 200:
+                        return None
+                    return json.loads(await response.read())
+            except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+                return None
+        return None
 
     async def _post(
         self,

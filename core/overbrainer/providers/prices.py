@@ -64,6 +64,31 @@ def _per_token(value: Any, pricing: Mapping[str, Any]) -> float | None:
     return number if math.isfinite(number) and 0 <= number <= MOST_PER_TOKEN else None
 
 
+def parse_litellm_prices(data: Any) -> dict[str, Price]:
+    """The price of each model LiteLLM's ``GET /model/info`` lists (``model_name``, and
+    ``model_info.input_cost_per_token`` / ``output_cost_per_token`` in USD a token)."""
+    prices: dict[str, Price] = {}
+    models = data.get("data") if isinstance(data, dict) else None
+    for model in models if isinstance(models, list) else []:
+        if not isinstance(model, dict) or not isinstance(model.get("model_name"), str):
+            continue
+        info = model.get("model_info")
+        if not isinstance(info, dict):
+            continue
+        prompt = _usd_a_token(info.get("input_cost_per_token"))
+        completion = _usd_a_token(info.get("output_cost_per_token"))
+        if prompt is not None and completion is not None:
+            prices.setdefault(model["model_name"], Price(prompt, completion))
+    return prices
+
+
+def _usd_a_token(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and 0 <= number <= MOST_PER_TOKEN else None
+
+
 class PriceBook:
     """The prices each provider gave during one command (None: it gave none)."""
 

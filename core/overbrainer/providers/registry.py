@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from loguru import logger
 
 from overbrainer.config.env import directed_by_project, provider_variable
-from overbrainer.config.model import Settings
+from overbrainer.config.model import ROLE_NAMES, Settings
 from overbrainer.config.secrets import resolve_secret
 from overbrainer.errors import UserError
 from overbrainer.providers.client import Client, Halt
@@ -62,9 +62,18 @@ class ProviderSet:
             max_wait_s=pipeline.max_wait_s,
         )
         self._clients[name] = client
-        if not self._prices.knows(name, client.base_url):
+        if not self._prices.knows(name, client.base_url) and not self._table_covers(name):
             self._pending.append(asyncio.create_task(self._ask_prices(client)))
         return client
+
+    def _table_covers(self, name: str) -> bool:
+        """Whether ``[providers.NAME.prices]`` prices every model a role asks of ``name``:
+        then the provider is asked for no price at all (a request slot saved)."""
+        roles = [getattr(self._settings.roles, role) for role in ROLE_NAMES]
+        models = {role.model for role in roles if role is not None and role.provider == name}
+        return bool(models) and all(
+            table_price(self._settings, name, model) is not None for model in models
+        )
 
     async def _ask_prices(self, client: Client) -> None:
         prices = await client.fetch_prices()
