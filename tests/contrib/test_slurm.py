@@ -654,7 +654,8 @@ def test_cancel_acts_only_on_the_run_s_own_job(on_slurm, run_cli, slurm_cluster)
     """run.json is a file anyone may edit: a job id naming another job is refused before
     anything is signalled, and that job goes on."""
     victim = slurm_cluster.command(
-        "sbatch", "--parsable", "--job-name=victim-unrelated", "--wrap", "sleep 300"
+        "sbatch", "--parsable", "--job-name=victim-unrelated", "--output=/dev/null",
+        "--wrap", "sleep 300",
     ).strip().split(";")[0]
     try:
         on_slurm.configure_slurm(FAKE_AXOLOTL_HANG="1")
