@@ -225,13 +225,15 @@ class SpendJournal:
         return self._next
 
 
-def project_history(project_dir: Path) -> list[dict[str, Any]]:
+def project_history(
+    project_dir: Path, spending: Spending | None = None
+) -> list[dict[str, Any]]:
     """The history's lines as the money says: each line's cost at least what the journal
     holds of its execution, and a line ``unfinished`` for an execution that paid and
     wrote no line (killed, or its disk full), oldest first."""
     from overbrainer.pipeline.history import read_history
 
-    spending = read_spending(project_dir)
+    spending = read_spending(project_dir) if spending is None else spending
     journal: dict[tuple[str, str], list[Execution]] = defaultdict(list)
     for execution in spending.executions.values():
         journal[(execution.stage, execution.started_at)].append(execution)
@@ -270,8 +272,11 @@ def spent(project_dir: Path) -> float:
     (the budget reserved it when they were sent: paid whatever the budget says now)."""
     from overbrainer.pipeline.batch_ledger import Ledger
 
-    total = sum(float(entry.get("cost") or 0.0) for entry in project_history(project_dir))
-    by_batch = read_spending(project_dir).by_batch
+    spending = read_spending(project_dir)  # read once: the history's pairing and the batches
+    total = sum(
+        float(entry.get("cost") or 0.0) for entry in project_history(project_dir, spending)
+    )
+    by_batch = spending.by_batch
     for batch in Ledger(project_dir).live():  # its results paid so far are counted above
         total += max(batch.projected_usd - by_batch.get(batch.key, 0.0), 0.0)
     return total
