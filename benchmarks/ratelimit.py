@@ -1,14 +1,17 @@
 """Goodput of the ``answers`` stage against a provider that admits so many requests a second.
 
     uv run python benchmarks/ratelimit.py [--answers 960] [--rate 60] [--concurrency 64]
-        [--dialect openai anthropic] [--latency 0.05]
+        [--dialect openai anthropic litellm litellm-bare] [--latency 0.05]
 
 The loopback provider runs in its own process with a token bucket (one second's burst) and
-answers what it cannot admit with a 429 and the headers of the chosen dialect (OpenAI's
-``x-ratelimit-*`` and ``retry-after-ms``, or Anthropic's ``anthropic-ratelimit-*`` and
-``retry-after``). The real CLI answers N questions with ``max_retries = 3``. Printed for each
-dialect: the questions answered, the share of requests refused (goal at most 5%), and the
-goodput against the limit, the ideal in the same run (goal at least 0.9).
+answers what it cannot admit with a 429 and the headers of the chosen dialect: OpenAI's
+``x-ratelimit-*`` and ``retry-after-ms``; Anthropic's ``anthropic-ratelimit-*`` and
+``retry-after``; LiteLLM's limit and remaining without a reset, its 429 waiting
+``llm_provider-retry-after`` whole seconds (``litellm``) or telling no wait at all
+(``litellm-bare``, as its ``/v1/messages``). The real CLI answers N questions with
+``max_retries = 3``. Printed for each dialect: the questions answered, the share of requests
+refused (goal at most 5%), and the goodput against the limit, the ideal in the same run (goal
+at least 0.9).
 """
 
 from __future__ import annotations
@@ -54,17 +57,20 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=60.0)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.05)
-    parser.add_argument("--dialect", nargs="+", default=["openai", "anthropic"])
+    parser.add_argument("--dialect", nargs="+",
+                        default=["openai", "anthropic", "litellm", "litellm-bare"])
     args = parser.parse_args()
     os.environ.update(OVERBRAINER_LOAD_PLUGINS="", OVERBRAINER_LOG="WARNING", NO_COLOR="1")
     print(f"{args.answers} answers at concurrency {args.concurrency}, a provider admitting "
           f"{args.rate:g}/s, {args.latency * 1000:.0f} ms a reply")
-    print(f"{'dialect':<10}  {'answered':>8}  {'failed':>6}  {'refused':>7}  {'share':>6}  "
+    print(f"{'dialect':<12}  {'answered':>8}  {'failed':>6}  {'refused':>7}  {'share':>6}  "
           f"{'wall s':>6}  {'goodput/s':>9}  {'of limit':>8}")
     for dialect in args.dialect:
+        bare = ["--bare-429"] if dialect.endswith("-bare") else []
         server = subprocess.Popen(
             [sys.executable, str(ROOT / "tests" / "fake_provider.py"), "--latency",
-             str(args.latency), "--rate", str(args.rate), "--dialect", dialect],
+             str(args.latency), "--rate", str(args.rate), "--dialect",
+             dialect.removesuffix("-bare"), *bare],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )
         try:
@@ -77,7 +83,7 @@ def main() -> None:
         sent = got["answered"] + got["refused"] + got["failed"]
         share = got["refused"] / sent if sent else 0.0
         goodput = got["answered"] / got["wall"]
-        print(f"{dialect:<10}  {got['answered']:>8}  {got['failed']:>6}  {got['refused']:>7}  "
+        print(f"{dialect:<12}  {got['answered']:>8}  {got['failed']:>6}  {got['refused']:>7}  "
               f"{share:>6.1%}  {got['wall']:>6.1f}  {goodput:>9.1f}  "
               f"{goodput / args.rate:>8.2f}", flush=True)
 
