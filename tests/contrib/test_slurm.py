@@ -307,8 +307,13 @@ def test_login_submits_through_ssh_and_cancels_there(
     process.kill()
     process.wait()
     # A killed process's master connection outlives it (until ControlPersist's idle end):
-    # another process makes its own.
+    # another process makes its own. A poll the kill caught in flight (an ssh client of that
+    # master) ends on its own, moments later.
     left = _ssh_processes(runtime)
+    deadline = time.monotonic() + 30
+    while len(left) > 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = _ssh_processes(runtime)
     assert len(left) == 1
     cancelled = run_cli("train", "cancel", hanging["id"])
     assert cancelled.exit_code == 0, cancelled.stderr
