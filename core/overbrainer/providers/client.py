@@ -14,6 +14,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from http import HTTPStatus
 from types import ModuleType
 from typing import Any
@@ -32,7 +33,7 @@ from overbrainer.providers.errors import (
     TransientError,
 )
 from overbrainer.providers.limiter import Limiter, Usage, limiter_for
-from overbrainer.providers.prices import Price, parse_prices
+from overbrainer.providers.prices import Price, parse_model_info, parse_prices, stated_cost
 from overbrainer.providers.ratelimit import RateInfo, parse_rate_headers
 from overbrainer.providers.retry import (
     FATAL_STATUSES,
@@ -46,6 +47,8 @@ from overbrainer.redact import mask_url, redact
 PROTOCOLS: dict[str, ModuleType] = {"openai": openai_chat, "anthropic": anthropic_messages}
 CONNECT_TIMEOUT = 30
 PRICES_TIMEOUT = 10
+MODEL_INFO_PATH = "model/info"
+"""Where LiteLLM lists its models' prices (under the same ``/v1`` as its chat)."""
 MESSAGE_LIMIT = 300
 EMBEDDING_CHUNK = 256
 
@@ -209,14 +212,15 @@ class Client:
         """The reply of ``role``'s model to ``messages``; ``on_lost`` is called for each
         try that was sent and got no reply (it may be billed), before the next or the end."""
         body = self._wire.chat_body(role, messages)
-        data = await self._post(
+        data, cost = await self._post(
             self._wire.CHAT_PATH, body, on_retry, model=role.model, on_limited=on_limited,
             on_lost=on_lost,
         )
         try:
-            return self._wire.parse_chat(data)
+            completion: Completion = self._wire.parse_chat(data)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
             raise ProviderError("the provider's reply is not a chat completion") from None
+        return completion if cost is None else replace(completion, cost=cost)
 
     async def embed(
         self, model: str, texts: list[str], on_retry: OnRetry
@@ -230,7 +234,7 @@ class Client:
         tokens = 0
         for start in range(0, len(texts), EMBEDDING_CHUNK):
             chunk = texts[start : start + EMBEDDING_CHUNK]
-            data = await self._post(
+            data, _ = await self._post(
                 openai_chat.EMBEDDINGS_PATH,
                 openai_chat.embeddings_body(model, chunk),
                 on_retry,
@@ -247,18 +251,52 @@ class Client:
         return vectors, tokens
 
     async def fetch_prices(self) -> dict[str, Price] | None:
-        """The provider's model prices, or None when it does not say within 10 s."""
-        try:
-            async with self.session.get(
-                f"{self.base_url}/{self._wire.MODELS_PATH}",
-                timeout=aiohttp.ClientTimeout(total=PRICES_TIMEOUT),
-            ) as response:
-                if response.status != 200:
-                    return None
-                data = json.loads(await response.read())
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+        """The provider's model prices: the ``pricing`` its ``/models`` lists (OpenRouter),
+        else the ``model_info`` of its ``/model/info`` (LiteLLM); None when neither says.
+        Each ask gives up after 10 s; a 429 is waited out as a request's is."""
+        listed = await self._price_list(self._wire.MODELS_PATH)
+        if listed is None:
             return None
-        return parse_prices(data)
+        prices = parse_prices(listed)
+        if not prices:  # a list without prices: a gateway's, which may keep them apart
+            info = await self._price_list(MODEL_INFO_PATH)
+            prices = parse_model_info(info) if info is not None else {}
+        return prices or None
+
+    async def _price_list(self, path: str) -> Any:
+        """The JSON at ``path``, or None. A 429 is waited out (the wait the provider asks
+        for, else a backoff), up to ``max_wait_s`` in all: the budget needs the prices."""
+        waited = 0.0
+        refusals = 0
+        while True:
+            try:
+                async with self.session.get(
+                    f"{self.base_url}/{path}",
+                    timeout=aiohttp.ClientTimeout(total=PRICES_TIMEOUT),
+                ) as response:
+                    if response.status == 429:
+                        asked = parse_rate_headers(response.headers).retry_after
+                    elif response.status != 200:
+                        return None
+                    else:
+                        return json.loads(await response.read())
+            except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+                return None
+            refusals += 1
+            delay = self.retry.delay(refusals, asked)
+            if waited + delay > self.max_wait_s:
+                logger.warning(
+                    f"providers.{self.name}: the prices ({path}) are still refused by the "
+                    f"rate limit after {waited:.1f} s (pipeline.max_wait_s = "
+                    f"{self.max_wait_s:g}): costs are unknown"
+                )
+                return None
+            logger.debug(f"providers.{self.name}: {path}: 429; waiting {delay:.1f} s")
+            try:
+                await self.halt.wait(delay)
+            except FatalProviderError:
+                return None  # the stage stopped: its error says why
+            waited += delay
 
     async def _post(
         self,
@@ -269,7 +307,9 @@ class Client:
         model: str,
         on_limited: OnLimited | None = None,
         on_lost: OnLost | None = None,
-    ) -> Any:
+    ) -> tuple[Any, float | None]:
+        """The reply's JSON and the cost it stated (a gateway's), after every wait and
+        retry this request is owed."""
         limiter = self.limiter(model)
         failures = 0
         limited_since: float | None = None
@@ -277,7 +317,7 @@ class Client:
             number = await self.halt.slot(limiter)
             given_back = False
             try:
-                data, info = await self._post_once(path, body)
+                data, info, cost = await self._post_once(path, body)
             except RateLimitedError as error:
                 pause = limiter.refuse(number, error.info)
                 given_back = True
@@ -317,12 +357,14 @@ class Client:
             else:
                 limiter.release(number, info, _usage(data))
                 given_back = True
-                return data
+                return data, cost
             finally:
                 if not given_back:
                     limiter.release(number, None, None)
 
-    async def _post_once(self, path: str, body: dict[str, Any]) -> tuple[Any, RateInfo]:
+    async def _post_once(
+        self, path: str, body: dict[str, Any]
+    ) -> tuple[Any, RateInfo, float | None]:
         try:
             async with self.session.post(
                 f"{self.base_url}/{path}", data=encode_body(body), headers=JSON_BODY
@@ -349,7 +391,7 @@ class Client:
                 status, raw, headers, provider=self.name, url=f"{self.base_url}/{path}"
             )
         try:
-            return decode_reply(raw), parse_rate_headers(headers)
+            return decode_reply(raw), parse_rate_headers(headers), stated_cost(headers)
         except ValueError:
             raise ProviderError("the provider's reply is not valid JSON") from None
 

@@ -1,4 +1,6 @@
-"""Model prices, read from the provider's ``GET models?detailed=true`` once per command."""
+"""Model prices, read from the provider once per command: OpenRouter's ``GET models`` lists
+a ``pricing``, LiteLLM's ``GET model/info`` a ``model_info``; a LiteLLM reply also says what
+it cost (``x-litellm-response-cost``)."""
 
 from __future__ import annotations
 
@@ -53,6 +55,53 @@ def _per_token(value: Any, pricing: Mapping[str, Any]) -> float | None:
     else:
         return None
     return number if math.isfinite(number) and number >= 0 else None
+
+
+STATED_COST = "x-litellm-response-cost"
+"""The header where a gateway says what one reply cost, in USD (LiteLLM's)."""
+
+
+def parse_model_info(data: Any) -> dict[str, Price]:
+    """The price of each model LiteLLM's ``GET model/info`` lists with one: ``model_name``
+    by its ``model_info``'s ``input_cost_per_token`` and ``output_cost_per_token`` (USD per
+    token). A name served by several deployments takes the dearest of them: a budget
+    reserves what a request can cost at most."""
+    prices: dict[str, Price] = {}
+    models = data.get("data") if isinstance(data, dict) else None
+    for model in models if isinstance(models, list) else []:
+        if not isinstance(model, dict) or not isinstance(model.get("model_name"), str):
+            continue
+        info = model.get("model_info")
+        if not isinstance(info, dict):
+            continue
+        prompt = _usd(info.get("input_cost_per_token"))
+        completion = _usd(info.get("output_cost_per_token"))
+        if prompt is None or completion is None:
+            continue
+        known = prices.get(model["model_name"])
+        if known is not None:
+            prompt, completion = max(prompt, known.prompt), max(completion, known.completion)
+        prices[model["model_name"]] = Price(prompt, completion)
+    return prices
+
+
+def stated_cost(headers: Mapping[str, str]) -> float | None:
+    """What a reply says it cost, in USD (``x-litellm-response-cost``), when it says it as
+    a finite, non-negative number; else None."""
+    value = headers.get(STATED_COST)
+    if value is None:
+        return None
+    try:
+        return _usd(float(value))
+    except ValueError:
+        return None
+
+
+def _usd(value: Any) -> float | None:
+    """``value`` when it is a finite, non-negative number (not a bool)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
 
 
 class PriceBook:
