@@ -212,7 +212,7 @@ class Client:
         """The reply of ``role``'s model to ``messages``; ``on_lost`` is called for each
         try that was sent and got no reply (it may be billed), before the next or the end."""
         body = self._wire.chat_body(role, messages)
-        data, cost = await self._post(
+        data, stated = await self._post(
             self._wire.CHAT_PATH, body, on_retry, model=role.model, on_limited=on_limited,
             on_lost=on_lost,
         )
@@ -220,7 +220,7 @@ class Client:
             completion: Completion = self._wire.parse_chat(data)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
             raise ProviderError("the provider's reply is not a chat completion") from None
-        return completion if cost is None else replace(completion, cost=cost)
+        return completion if stated is None else replace(completion, cost=stated)
 
     async def embed(
         self, model: str, texts: list[str], on_retry: OnRetry
@@ -317,7 +317,7 @@ class Client:
             number = await self.halt.slot(limiter)
             given_back = False
             try:
-                data, info, cost = await self._post_once(path, body)
+                data, info, stated = await self._post_once(path, body)
             except RateLimitedError as error:
                 pause = limiter.refuse(number, error.info)
                 given_back = True
@@ -357,7 +357,7 @@ class Client:
             else:
                 limiter.release(number, info, _usage(data))
                 given_back = True
-                return data, cost
+                return data, stated
             finally:
                 if not given_back:
                     limiter.release(number, None, None)
