@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,15 +136,19 @@ def test_its_rpm_limit_is_told_as_limit_and_remaining_without_reset(litellm):
 @pytest.mark.real
 def test_its_rpm_limit_paces_the_answers(tmp_path, litellm):
     """LiteLLM tells ``limit`` and ``remaining`` and no reset, counts per wall-clock
-    minute (admitting ``rpm - 1``) and asks 60 s of a refused request: the answers wait
-    for it (one request asks, at most) instead of retrying on a backoff of their own."""
+    minute (admitting ``rpm - 1``: its ``remaining`` is one too many) and asks 60 s of a
+    refused request (``llm_provider-retry-after``). Not knowing when a window turns, a
+    client has to ask once a window at most; a 429 more is a request sent against what
+    the limit said (without pacing: 8 for these 4 answers)."""
     project_dir = configure(tmp_path / "project", litellm.url, model="limited-model",
                             concurrency=LIMITED_RPM)
+    began = time.time() // 60
     result = run(project_dir, "answers")
+    windows = int(time.time() // 60 - began) + 1
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith(f"answers: {QUESTIONS} done, 0 skipped, 0 failed")
     refused = re.search(r"(\d+) request\(s\) refused by the rate limit", result.stdout)
-    assert refused is None or int(refused[1]) <= 2, result.stdout
+    assert refused is None or int(refused[1]) <= windows, (windows, result.stdout)
 
 
 def test_it_serves_with_no_network(tmp_path):
