@@ -68,6 +68,7 @@ DISCOUNT = 0.5
 """LiteLLM's ``cost_discount_config`` for the openai provider: what its replies say they
 cost is half what ``/model/info`` lists."""
 LIMITED_RPM = 3
+LIMITED_TPM = 100_000
 
 
 def _model(name: str, reply: str, **params: Any) -> str:
@@ -88,7 +89,7 @@ def _model(name: str, reply: str, **params: Any) -> str:
 CONFIG = f"""\
 model_list:
 {_model("parent-model", "The answer, from the mock.")}\
-{_model("limited-model", "A limited answer.", rpm=LIMITED_RPM)}\
+{_model("limited-model", "A limited answer.", rpm=LIMITED_RPM, tpm=LIMITED_TPM)}\
 litellm_settings:
   telemetry: false
   cost_discount_config:
@@ -98,8 +99,9 @@ router_settings:
   num_retries: 0
 """
 """Two models answering with a fixed text: ``parent-model``, and ``limited-model`` with an
-``rpm`` limit that the router keeps (usage-based routing; no retry of its own, so that its
-429 reaches the client). The limit counts per wall-clock minute."""
+``rpm`` limit (and a ``tpm`` one no test reaches) that the router keeps (usage-based
+routing; no retry of its own, so that its 429 reaches the client). The limits count per
+wall-clock minute."""
 
 
 def venv_python() -> Path:

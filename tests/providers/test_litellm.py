@@ -22,6 +22,7 @@ from tests.tools import need
 from litellm_proxy import (
     DISCOUNT,
     LIMITED_RPM,
+    LIMITED_TPM,
     MASTER_KEY,
     OFFLINE,
     PRICE_IN,
@@ -125,11 +126,13 @@ def test_answers_through_its_messages_endpoint_priced_from_its_model_info(tmp_pa
     assert all("The answer, from the mock." in line for line in answers.read_text().splitlines())
 
 
-def test_its_rpm_limit_is_told_as_limit_and_remaining_without_reset(litellm):
+def test_its_limits_are_told_as_limit_and_remaining_without_reset(litellm):
     _, headers, _ = litellm.request("chat/completions", {**CHAT, "model": "limited-model"})
     names = {name.lower(): value for name, value in headers.items()}
     assert names["x-ratelimit-limit-requests"] == str(LIMITED_RPM)
     assert "x-ratelimit-remaining-requests" in names
+    assert names["x-ratelimit-limit-tokens"] == str(LIMITED_TPM)
+    assert "x-ratelimit-remaining-tokens" in names
     assert not [name for name in names if "reset" in name]
 
 
