@@ -47,6 +47,7 @@ def test_a_reply_s_stated_cost_is_read_when_it_is_a_finite_non_negative_number()
     said = stated_cost({"x-litellm-response-cost": "0.00010999999999999999"})
     assert said == pytest.approx(0.00011)
     assert stated_cost({"x-litellm-response-cost": "0.0"}) == 0.0
-    for value in ("nan", "inf", "-1", "", "cheap", "1_0x"):
+    assert stated_cost({"x-litellm-response-cost": " 3e-05 "}) == 3e-05
+    for value in ("nan", "inf", "-1", "", "cheap", "1_000", "0x10", "1e999"):
         assert stated_cost({"x-litellm-response-cost": value}) is None, value
     assert stated_cost({"x-litellm-response-cost-original": "1.0"}) is None

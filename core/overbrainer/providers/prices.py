@@ -5,6 +5,7 @@ it cost (``x-litellm-response-cost``)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,7 @@ def _per_token(value: Any, pricing: Mapping[str, Any]) -> float | None:
 
 STATED_COST = "x-litellm-response-cost"
 """The header where a gateway says what one reply cost, in USD (LiteLLM's)."""
+_DECIMAL = re.compile(r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?")
 
 
 def parse_model_info(data: Any) -> dict[str, Price]:
@@ -89,12 +91,9 @@ def stated_cost(headers: Mapping[str, str]) -> float | None:
     """What a reply says it cost, in USD (``x-litellm-response-cost``), when it says it as
     a finite, non-negative number; else None."""
     value = headers.get(STATED_COST)
-    if value is None:
-        return None
-    try:
-        return _usd(float(value))
-    except ValueError:
-        return None
+    if value is None or not _DECIMAL.fullmatch(value.strip()):
+        return None  # float() would take "1_000", "nan" and "inf" too
+    return _usd(float(value))
 
 
 def _usd(value: Any) -> float | None:
