@@ -275,6 +275,9 @@ class FakeProvider:
         self.latency = latency
         self.requests: list[Seen] = []
         self.prices: dict[str, tuple[str, str]] = dict(PRICES)
+        self.listing: Literal["openrouter", "litellm"] = "openrouter"
+        """Where the prices are: OpenRouter's ``pricing`` in ``/models``, or LiteLLM's
+        ``model_info`` in ``/model/info`` (its ``/models`` then lists no prices)."""
         self.embedding: Callable[[str], list[float]] = hashed_vector
         self.in_flight = 0  # chat requests being answered
         self.max_in_flight = 0
@@ -376,7 +379,10 @@ class FakeProvider:
                 reply = self._scripted(seen) or Reply()
                 reply = replace(reply, headers={**limited, **reply.headers})
             if reply.body is None and reply.status == 200:
-                reply.body = self._default(seen)
+                if seen.path == "model/info" and self.listing != "litellm":
+                    reply = replace(reply, body={"detail": "Not Found"}, status=404)
+                else:
+                    reply.body = self._default(seen)
             if chat and reply.status == 200:
                 seen.reply_usage = _usage_of(reply.body)
             if limited and self.rate_limit is not None and isinstance(reply.body, dict):
@@ -413,6 +419,17 @@ class FakeProvider:
         return None
 
     def _default(self, seen: Seen) -> Any:
+        if seen.method == "GET" and seen.path == "model/info":
+            return {"data": [
+                {"model_name": model, "litellm_params": {"model": f"openai/{model}"},
+                 "model_info": {"input_cost_per_token": float(prompt),
+                                "output_cost_per_token": float(completion)}}
+                for model, (prompt, completion) in self.prices.items()
+            ]}
+        if seen.method == "GET" and seen.path.startswith("models") and self.listing == "litellm":
+            return {"object": "list", "data": [
+                {"id": model, "object": "model", "owned_by": "openai"} for model in self.prices
+            ]}
         if seen.method == "GET" and seen.path.startswith("models"):
             return {"data": [
                 {"id": model, "pricing": {"prompt": prompt, "completion": completion}}

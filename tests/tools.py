@@ -30,6 +30,8 @@ PACKAGES: dict[str, str] = {
     "slurmd": "slurmd",
     "sbatch": "slurm-client",
     "go": "golang-go",
+    "unshare": "util-linux",
+    "ip": "iproute2",
 }
 """Each program the tests run and the Debian package that has it."""
 

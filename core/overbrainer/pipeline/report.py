@@ -38,6 +38,11 @@ class Report:
         """Chat requests answered (embeddings not counted): the measured averages' divisor."""
         self.usage: dict[tuple[str, str, float], list[int]] = defaultdict(lambda: [0, 0])
         """Tokens by (provider, model, discount): a batch's are priced less."""
+        self.stated: dict[tuple[str, str, float], list[float]] = defaultdict(
+            lambda: [0, 0, 0.0]
+        )
+        """Of those, the tokens in and out of replies that said what they cost, and the
+        USD they said (a gateway's): counted as said, not at the price."""
         self.batched: set[str] = set()
         """The batches the stage sent or collected: it ran in batch when there are any."""
         self.waiting = 0
@@ -119,17 +124,26 @@ class Report:
         requests: int = 1,
         *,
         discount: float = 0.0,
+        stated: float | None = None,
     ) -> None:
         """Tokens of ``requests`` answered chat requests (0: an embedding) of ``model``;
-        ``discount``: the share of the price taken off (a batch's)."""
+        ``discount``: the share of the price taken off (a batch's); ``stated``: the USD
+        the reply said it cost, which wins over its tokens at the price."""
         self.requests += requests
         tally = self.usage[(provider, model, discount)]
         tally[0] += input_tokens
         tally[1] += output_tokens
+        if stated is not None:
+            said = self.stated[(provider, model, discount)]
+            said[0] += input_tokens
+            said[1] += output_tokens
+            said[2] += stated
         if not listening():
             return  # the price and cost are for the event alone: once a request, for no one
         price = self.price_of(provider, model)
         cost = _cost(price, input_tokens, output_tokens, discount) if price else None
+        if stated is not None:
+            cost = stated
         publish(
             "tokens",
             stage=self.stage,
@@ -156,13 +170,11 @@ class Report:
     def cost(self) -> float | None:
         """USD spent, or None when a model that was used has no known price."""
         total = 0.0
-        for (provider, model, discount), (input_tokens, output_tokens) in self.usage.items():
-            if not input_tokens and not output_tokens:
-                continue
-            price = self.price_of(provider, model)
-            if price is None:
+        for key in self.usage:
+            known, priced = self._cost_of(key)
+            if not priced:
                 return None
-            total += _cost(price, input_tokens, output_tokens, discount)
+            total += known
         return total + self.unsure_usd
 
     def tokens_of(self, provider: str, model: str) -> tuple[int, int]:
@@ -173,12 +185,21 @@ class Report:
     def spent_at_known_prices(self) -> float:
         """USD spent at the prices known (a model without one counts 0, where ``cost``
         would make the whole unknown)."""
-        total = 0.0
-        for (provider, model, discount), (input_tokens, output_tokens) in self.usage.items():
-            price = self.price_of(provider, model)
-            if price is not None:
-                total += _cost(price, input_tokens, output_tokens, discount)
-        return total + self.unsure_usd
+        return sum(self._cost_of(key)[0] for key in self.usage) + self.unsure_usd
+
+    def _cost_of(self, key: tuple[str, str, float]) -> tuple[float, bool]:
+        """USD of the tokens tallied under ``key`` as far as known (what replies said they
+        cost, the rest at the price), and whether all of them are known."""
+        provider, model, discount = key
+        input_tokens, output_tokens = self.usage[key]
+        said_in, said_out, said_usd = self.stated.get(key, (0, 0, 0.0))
+        rest_in, rest_out = input_tokens - int(said_in), output_tokens - int(said_out)
+        if not rest_in and not rest_out:
+            return said_usd, True
+        price = self.price_of(provider, model)
+        if price is None:
+            return said_usd, False
+        return said_usd + _cost(price, rest_in, rest_out, discount), True
 
     def batch_note(self) -> str:
         """What the summary line adds when the stage ran in batch, else nothing."""

@@ -19,6 +19,7 @@ from overbrainer.pipeline.report import Report
 from overbrainer.pipeline.spend import SpendJournal
 from overbrainer.providers.completion import Completion
 from overbrainer.providers.errors import FatalProviderError, ProviderError
+from overbrainer.providers.prices import Price
 
 if TYPE_CHECKING:
     from overbrainer.providers.client import Client
@@ -27,6 +28,13 @@ if TYPE_CHECKING:
 INTERRUPTING = "interrupted: no request is sent after a Ctrl-C"
 NOT_A_LIST = "the answer is not a JSON array of strings"
 NO_LIST = "no JSON array of strings after all retries"
+
+
+def reply_cost(completion: Completion, price: Price | None) -> float | None:
+    """What a reply cost: what it said (a gateway's), else its tokens at ``price``."""
+    if completion.cost is not None or price is None:
+        return completion.cost
+    return cost_of(price, completion.input_tokens, completion.output_tokens)
 
 
 class Interrupting(FatalProviderError):
@@ -158,10 +166,10 @@ class StageContext:
                 raise
             if not completion.metered:
                 completion = self._at_bound(completion, role.provider, tokens_in, sent)
-            cost = None if price is None else cost_of(
-                price, completion.input_tokens, completion.output_tokens
+            self.journal.paid(
+                ticket, completion.input_tokens, completion.output_tokens,
+                reply_cost(completion, price),
             )
-            self.journal.paid(ticket, completion.input_tokens, completion.output_tokens, cost)
             ticket = None
         except BaseException:
             if ticket is not None:  # sent, and no reply: left open, counted at its bound
@@ -172,7 +180,8 @@ class StageContext:
                 out = completion.output_tokens if completion is not None else 0
                 self.budget.release(reserved, role.model, out)
         self.report.used(
-            role.provider, role.model, completion.input_tokens, completion.output_tokens
+            role.provider, role.model, completion.input_tokens, completion.output_tokens,
+            stated=completion.cost,
         )
         if keep is not None:  # what was paid for goes to disk before its log
             keep(completion)

@@ -17,6 +17,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from http import HTTPStatus
 from types import ModuleType
 from typing import Any
@@ -35,7 +36,7 @@ from overbrainer.providers.errors import (
     TransientError,
 )
 from overbrainer.providers.limiter import Cost, Limiter, Pause, Refusal, limiter_for
-from overbrainer.providers.prices import Price, parse_litellm_prices, parse_prices
+from overbrainer.providers.prices import Price, parse_model_info, parse_prices, stated_cost
 from overbrainer.providers.ratelimit import RateInfo, parse_rate_headers
 from overbrainer.providers.retry import (
     FATAL_STATUSES,
@@ -49,10 +50,8 @@ from overbrainer.redact import mask_url, redact
 PROTOCOLS: dict[str, ModuleType] = {"openai": openai_chat, "anthropic": anthropic_messages}
 CONNECT_TIMEOUT = 30
 PRICES_TIMEOUT = 10
-PRICE_ATTEMPTS = 5
-"""Tries of a price lookup the provider refuses with a 429."""
-LITELLM_INFO_PATH = "model/info"
-"""Where LiteLLM's proxy lists its models' costs (``input_cost_per_token``)."""
+MODEL_INFO_PATH = "model/info"
+"""Where LiteLLM lists its models' prices (under the same ``/v1`` as its chat)."""
 MESSAGE_LIMIT = 300
 EMBEDDING_CHUNK = 256
 
@@ -230,14 +229,15 @@ class Client:
         """The reply of ``role``'s model to ``messages``; ``on_lost`` is called for each
         try that was sent and got no reply (it may be billed), before the next or the end."""
         body = self._wire.chat_body(role, messages)
-        data = await self._post(
+        data, stated = await self._post(
             self._wire.CHAT_PATH, body, on_retry, model=role.model, on_limited=on_limited,
             on_lost=on_lost,
         )
         try:
-            return self._wire.parse_chat(data)
+            completion: Completion = self._wire.parse_chat(data)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
             raise ProviderError("the provider's reply is not a chat completion") from None
+        return completion if stated is None else replace(completion, cost=stated)
 
     async def embed(
         self, model: str, texts: list[str], on_retry: OnRetry
@@ -251,7 +251,7 @@ class Client:
         tokens = 0
         for start in range(0, len(texts), EMBEDDING_CHUNK):
             chunk = texts[start : start + EMBEDDING_CHUNK]
-            data = await self._post(
+            data, _ = await self._post(
                 openai_chat.EMBEDDINGS_PATH,
                 openai_chat.embeddings_body(model, chunk),
                 on_retry,
@@ -268,19 +268,25 @@ class Client:
         return vectors, tokens
 
     async def fetch_prices(self) -> dict[str, Price] | None:
-        """The provider's model prices, or None when it does not say: OpenRouter's
-        ``pricing`` in its models list, else LiteLLM's ``model/info``. A lookup refused by
-        a 429 waits as the provider asks (within ``max_wait_s``), as any request does."""
-        found = parse_prices(await self._get_json(self._wire.MODELS_PATH))
-        if not found:
-            found = parse_litellm_prices(await self._get_json(LITELLM_INFO_PATH))
-        return found or None
+        """The provider's model prices: the ``pricing`` its ``/models`` lists (OpenRouter),
+        else the ``model_info`` of its ``/model/info`` (LiteLLM); None when neither says.
+        Each ask gives up after 10 s; a 429 is waited out as a request's is."""
+        listed = await self._price_list(self._wire.MODELS_PATH)
+        if listed is None:
+            return None
+        prices = parse_prices(listed)
+        if not prices:  # a list without prices: a gateway's, which may keep them apart
+            info = await self._price_list(MODEL_INFO_PATH)
+            prices = parse_model_info(info) if info is not None else {}
+        return prices or None
 
-    async def _get_json(self, path: str) -> Any:
-        """The JSON ``GET path`` answers with 200 (None for anything else, or no reply
-        within 10 s a try), 429s waited out."""
+    async def _price_list(self, path: str) -> Any:
+        """The JSON at ``path``, or None. A 429 is waited out (the wait the provider asks
+        for, in any dialect the requests read, else a backoff), up to ``max_wait_s`` in
+        all: the budget needs the prices."""
         waited = 0.0
-        for attempt in range(1, PRICE_ATTEMPTS + 1):
+        refusals = 0
+        while True:
             try:
                 async with self.session.get(
                     f"{self.base_url}/{path}",
@@ -288,19 +294,28 @@ class Client:
                     allow_redirects=False,
                 ) as response:
                     if response.status == 429:
-                        asked = parse_retry_after(response.headers.get("Retry-After"))
-                        pause = min(asked if asked is not None else 2.0**attempt, 60.0)
-                        if attempt == PRICE_ATTEMPTS or waited + pause > self.max_wait_s:
-                            return None
-                        waited += pause
-                        await asyncio.sleep(pause)
-                        continue
-                    if response.status != 200:
+                        asked = parse_rate_headers(response.headers).retry_after
+                    elif response.status != 200:
                         return None
-                    return json.loads(await response.read())
+                    else:
+                        return json.loads(await response.read())
             except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
                 return None
-        return None
+            refusals += 1
+            delay = self.retry.delay(refusals, asked)
+            if waited + delay > self.max_wait_s:
+                logger.warning(
+                    f"providers.{self.name}: the prices ({path}) are still refused by the "
+                    f"rate limit after {waited:.1f} s (pipeline.max_wait_s = "
+                    f"{self.max_wait_s:g}): costs are unknown"
+                )
+                return None
+            logger.debug(f"providers.{self.name}: {path}: 429; waiting {delay:.1f} s")
+            try:
+                await self.halt.wait(delay)
+            except FatalProviderError:
+                return None  # the stage stopped: its error says why
+            waited += delay
 
     async def _post(
         self,
@@ -311,7 +326,9 @@ class Client:
         model: str,
         on_limited: OnLimited | None = None,
         on_lost: OnLost | None = None,
-    ) -> Any:
+    ) -> tuple[Any, float | None]:
+        """The reply's JSON and the cost it stated (a gateway's), after every wait and
+        retry this request is owed."""
         limiter = self.limiter(model)
         cost = request_cost(body)
         failures = 0
@@ -320,7 +337,7 @@ class Client:
             number = await self.halt.slot(limiter, cost)
             given_back = False
             try:
-                data, info = await self._post_once(path, body)
+                data, info, stated = await self._post_once(path, body)
             except RateLimitedError as error:
                 self._warn_ignored(error.info)
                 pause = limiter.refuse(number, error.info)
@@ -334,9 +351,6 @@ class Client:
                     # Every other request of this model would wait as long: the stage stops.
                     self.halt.stop(fatal)
                     raise fatal from None
-                logger.debug(
-                    f"providers.{self.name}: {error.message}; waiting {pause.seconds:.2f} s"
-                )
                 continue
             except FatalProviderError as error:
                 self.halt.stop(error)
@@ -360,7 +374,7 @@ class Client:
                 self._warn_ignored(info)
                 limiter.release(number, info)
                 given_back = True
-                return data
+                return data, stated
             finally:
                 if not given_back:
                     limiter.release(number, None)
@@ -408,6 +422,7 @@ class Client:
                 "lets it through; lower the role's max_tokens or raise the limit"
             )
         if waited + pause.seconds <= self.max_wait_s:
+            logger.debug(f"{head}; waiting {pause.seconds:.2f} s")
             return None
         head += f": still rate-limited after {_seconds(waited)} of waiting"
         if pause.asked:
@@ -433,7 +448,9 @@ class Client:
                     )
                 )
 
-    async def _post_once(self, path: str, body: dict[str, Any]) -> tuple[Any, RateInfo]:
+    async def _post_once(
+        self, path: str, body: dict[str, Any]
+    ) -> tuple[Any, RateInfo, float | None]:
         try:
             async with self.session.post(
                 f"{self.base_url}/{path}", data=encode_body(body), headers=JSON_BODY
@@ -465,7 +482,7 @@ class Client:
                 failure = await self.not_found(path, raw)
             raise failure
         try:
-            return decode_reply(raw), parse_rate_headers(headers)
+            return decode_reply(raw), parse_rate_headers(headers), stated_cost(headers)
         except ValueError:
             raise ProviderError("the provider's reply is not valid JSON") from None
 

@@ -26,6 +26,9 @@ class Completion:
     metered: bool = True
     """Whether the reply said what it used (both counts, whole numbers): one that did not
     is priced at what its request could cost at most."""
+    cost: float | None = None
+    """USD the reply said it cost (a gateway's ``x-litellm-response-cost``), which wins
+    over its tokens at the listed price; None when it said nothing."""
 
 
 def split_think_prefix(content: str) -> tuple[str, str | None]:

@@ -1,4 +1,6 @@
-"""Model prices, read from the provider's ``GET models?detailed=true`` once per command."""
+"""Model prices, read from the provider once per command: OpenRouter's ``GET models`` lists
+a ``pricing``, LiteLLM's ``GET model/info`` a ``model_info``; a LiteLLM reply also says what
+it cost (``x-litellm-response-cost``)."""
 
 from __future__ import annotations
 
@@ -64,9 +66,22 @@ def _per_token(value: Any, pricing: Mapping[str, Any]) -> float | None:
     return number if math.isfinite(number) and 0 <= number <= MOST_PER_TOKEN else None
 
 
-def parse_litellm_prices(data: Any) -> dict[str, Price]:
-    """The price of each model LiteLLM's ``GET /model/info`` lists (``model_name``, and
-    ``model_info.input_cost_per_token`` / ``output_cost_per_token`` in USD a token)."""
+def _usd_a_token(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and 0 <= number <= MOST_PER_TOKEN else None
+
+
+STATED_COST = "x-litellm-response-cost"
+"""The header where a gateway says what one reply cost, in USD (LiteLLM's)."""
+
+
+def parse_model_info(data: Any) -> dict[str, Price]:
+    """The price of each model LiteLLM's ``GET model/info`` lists with one: ``model_name``
+    by its ``model_info``'s ``input_cost_per_token`` and ``output_cost_per_token`` (USD per
+    token). A name served by several deployments takes the dearest of them: a budget
+    reserves what a request can cost at most."""
     prices: dict[str, Price] = {}
     models = data.get("data") if isinstance(data, dict) else None
     for model in models if isinstance(models, list) else []:
@@ -77,16 +92,23 @@ def parse_litellm_prices(data: Any) -> dict[str, Price]:
             continue
         prompt = _usd_a_token(info.get("input_cost_per_token"))
         completion = _usd_a_token(info.get("output_cost_per_token"))
-        if prompt is not None and completion is not None:
-            prices.setdefault(model["model_name"], Price(prompt, completion))
+        if prompt is None or completion is None:
+            continue
+        known = prices.get(model["model_name"])
+        if known is not None:
+            prompt, completion = max(prompt, known.prompt), max(completion, known.completion)
+        prices[model["model_name"]] = Price(prompt, completion)
     return prices
 
 
-def _usd_a_token(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
+def stated_cost(headers: Mapping[str, str]) -> float | None:
+    """What a reply says it cost, in USD (``x-litellm-response-cost``), when it says it as
+    a finite, non-negative number; else None."""
+    value = headers.get(STATED_COST)
+    if value is None or not _DECIMAL.fullmatch(value):
+        return None  # float() would take "1_000", "nan" and "inf" too
     number = float(value)
-    return number if math.isfinite(number) and 0 <= number <= MOST_PER_TOKEN else None
+    return number if math.isfinite(number) else None
 
 
 class PriceBook:

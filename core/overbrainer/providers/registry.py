@@ -20,7 +20,8 @@ from overbrainer.providers.retry import RetryPolicy
 
 class ProviderSet:
     """Clients by provider name. A client's key is resolved, and its prices asked for (once
-    per command: ``prices`` outlives the stage), only when a stage first needs it."""
+    per command: ``prices`` outlives the stage), only when a stage first needs it; never
+    when ``[providers.NAME.prices]`` prices every model its roles use."""
 
     def __init__(self, settings: Settings, env: Mapping[str, str], prices: PriceBook) -> None:
         self._settings = settings
@@ -28,7 +29,8 @@ class ProviderSet:
         self._prices = prices
         self._clients: dict[str, Client] = {}
         self._halt = Halt()  # one fatal error stops the requests to every provider
-        self._pending: list[asyncio.Task[None]] = []
+        self._pending: list[tuple[str, asyncio.Task[None]]] = []
+        """The price look-ups under way, by provider name."""
 
     def client(self, name: str) -> Client:
         client = self._clients.get(name)
@@ -62,8 +64,8 @@ class ProviderSet:
             max_wait_s=pipeline.max_wait_s,
         )
         self._clients[name] = client
-        if not self._prices.knows(name, client.base_url) and not self._table_covers(name):
-            self._pending.append(asyncio.create_task(self._ask_prices(client)))
+        if not self._table_covers(name):
+            self._look_up(client)
         return client
 
     def _table_covers(self, name: str) -> bool:
@@ -74,6 +76,13 @@ class ProviderSet:
         return bool(models) and all(
             table_price(self._settings, name, model) is not None for model in models
         )
+
+    def _look_up(self, client: Client) -> None:
+        """Ask ``client``'s provider for its prices, unless this command did already."""
+        if not self._prices.knows(client.name, client.base_url) and not any(
+            asking == client.name for asking, _ in self._pending
+        ):
+            self._pending.append((client.name, asyncio.create_task(self._ask_prices(client))))
 
     async def _ask_prices(self, client: Client) -> None:
         prices = await client.fetch_prices()
@@ -107,19 +116,19 @@ class ProviderSet:
         """The price of ``model``, waiting for ``provider``'s answer when it was asked for
         (the budget needs it before a stage's first request)."""
         if table_price(self._settings, provider, model) is None:
-            self.client(provider)
+            self._look_up(self.client(provider))
             await self.settle_prices()
         return self.price(provider, model)
 
     async def settle_prices(self) -> None:
         """Wait for the prices asked for (each ask gives up after 10 s)."""
-        await asyncio.gather(*self._pending)
+        await asyncio.gather(*(task for _, task in self._pending))
         self._pending.clear()
 
     async def aclose(self) -> None:
-        for task in self._pending:
+        for _, task in self._pending:
             task.cancel()
-        await asyncio.gather(*self._pending, return_exceptions=True)
+        await asyncio.gather(*(task for _, task in self._pending), return_exceptions=True)
         self._pending.clear()
         for client in self._clients.values():
             await client.close()
