@@ -12,6 +12,13 @@ answers what it cannot admit with a 429 and the headers of the chosen dialect: O
 ``max_retries = 3``. Printed for each dialect: the questions answered, the share of requests
 refused (goal at most 5%), and the goodput against the limit, the ideal in the same run (goal
 at least 0.9).
+
+Then the real LiteLLM proxy (``tests/litellm_proxy.py``: mock models, no network; its venv as
+``.ci/run`` makes it) with ``--litellm-rpm`` (6) on its model: ``--litellm-answers`` (12)
+answers, the requests it refused and the time per answer against the limit's own pace
+(60 s / rpm). It counts per wall-clock minute and admits one fewer than its ``rpm`` (its
+``remaining`` says one too many), so the ideal is ``rpm - 1`` a minute. ``--litellm-answers
+0`` leaves it out.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.tools, for tests/litellm_proxy.py
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -34,10 +42,21 @@ from answers import project  # noqa: E402
 from overbrainer.cli import cli  # noqa: E402
 
 
-def run(url: str, root: Path, answers: int, concurrency: int) -> dict[str, float]:
+def run(
+    url: str, root: Path, answers: int, concurrency: int, *, model: str = "parent-model",
+    key: str | None = None,
+) -> dict[str, float]:
     directory = project(root, url, concurrency, answers)
     config = directory / "overbrainer.toml"
-    config.write_text(config.read_text().replace("max_retries = 2", "max_retries = 3"))
+    text = config.read_text().replace("max_retries = 2", "max_retries = 3")
+    if model != "parent-model":  # a real server's model: no reasoning to collect
+        text = text.replace('model = "parent-model"\nreasoning = true', f'model = "{model}"')
+    config.write_text(text)
+    if key is not None:
+        (directory / ".env").write_text(
+            f"OVERBRAINER_PROVIDERS__MAIN__BASE_URL={url}\n"
+            f"OVERBRAINER_PROVIDERS__MAIN__API_KEY={key}\n"
+        )
     began = time.perf_counter()
     try:
         cli.main(["-C", str(directory), "answers"], prog_name="overbrainer", standalone_mode=False)
@@ -59,6 +78,8 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--dialect", nargs="+",
                         default=["openai", "anthropic", "litellm", "litellm-bare"])
+    parser.add_argument("--litellm-answers", type=int, default=12)
+    parser.add_argument("--litellm-rpm", type=int, default=6)
     args = parser.parse_args()
     os.environ.update(OVERBRAINER_LOAD_PLUGINS="", OVERBRAINER_LOG="WARNING", NO_COLOR="1")
     print(f"{args.answers} answers at concurrency {args.concurrency}, a provider admitting "
@@ -86,7 +107,37 @@ def main() -> None:
         print(f"{dialect:<12}  {got['answered']:>8}  {got['failed']:>6}  {got['refused']:>7}  "
               f"{share:>6.1%}  {got['wall']:>6.1f}  {goodput:>9.1f}  "
               f"{goodput / args.rate:>8.2f}", flush=True)
+    if args.litellm_answers:
+        litellm(args.litellm_answers, args.litellm_rpm)
 
+
+def litellm(answers: int, rpm: int) -> None:
+    """The answers stage through the real LiteLLM proxy, its model limited to ``rpm``."""
+    import litellm_proxy
+
+    if not (litellm_proxy.VENV / "bin" / "litellm").is_file():
+        print(f"LiteLLM proxy: not installed ({litellm_proxy.INSTALL})")
+        return
+    config = litellm_proxy.CONFIG.replace(
+        f"rpm: {litellm_proxy.LIMITED_RPM}", f"rpm: {rpm}"
+    )
+    with tempfile.TemporaryDirectory() as temp:
+        proxy = litellm_proxy.start(Path(temp) / "proxy", config)
+        try:
+            began = time.time()
+            got = run(proxy.url, Path(temp), answers, rpm, model="limited-model",
+                      key=litellm_proxy.MASTER_KEY)
+        finally:
+            proxy.stop()
+    # The ideal: each window admits rpm - 1 at its start, the first from the second it began.
+    windows = (answers - 1) // (rpm - 1) + 1
+    ideal = max((windows - 1) * 60 - began % 60, 0.0)
+    each = got["wall"] / max(got["answered"], 1)
+    print(f"LiteLLM proxy {litellm_proxy.VERSION}, rpm = {rpm}: {got['answered']:.0f} of "
+          f"{answers} answered, {got['failed']:.0f} failed, {got['refused']:.0f} refused "
+          f"(over {windows} minute windows); {each:.1f} s an answer (the limit's pace: "
+          f"{60 / rpm:.1f} s); wall {got['wall']:.0f} s against {ideal:.0f} s ideal from "
+          f"the windows: {got['wall'] - ideal:+.0f} s", flush=True)
 
 if __name__ == "__main__":
     main()
