@@ -243,3 +243,22 @@ def test_kill_9_between_the_two_files_never_pairs_a_new_train_with_an_old_eval(
     eval_ids = {r["id"] for r in lines(project_dir, "eval.jsonl")}
     assert not train_ids & eval_ids and len(train_ids | eval_ids) == 20000
     assert check_train_data(data, project_dir) is True
+
+
+@pytest.mark.parametrize("filler", [b"x", b"\r"])
+def test_a_line_past_the_bound_is_an_error_naming_its_file_and_line(run_cli, project_dir, filler):
+    """Gigabytes with no newline (or only carriage returns) are one line: refused at 64
+    MiB with the file and line, never read whole (it was taken for a torn last line)."""
+    from overbrainer.lines import MAX_LINE
+
+    questions = seed_questions(project_dir, {("ownership", "moves"): ["q1", "q2"]})
+    write_answers(project_dir, [answer(questions[0])])
+    with (project_dir / "data" / "answers.jsonl").open("ab") as file:
+        file.write(filler * (MAX_LINE + 1))
+    result = run_cli("split")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: data/answers.jsonl:2: a line longer than 64 MiB (no line end: not a file of "
+        "lines, or a damaged one): not read\n"
+    )
+    assert not (project_dir / "data" / "train.jsonl").exists()
