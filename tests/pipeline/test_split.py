@@ -198,8 +198,10 @@ def test_an_answer_that_is_blank_is_excluded_as_empty(run_cli, project_dir):
 def test_kill_9_between_the_two_files_never_pairs_a_new_train_with_an_old_eval(
     run_cli, project_dir
 ):
-    """Each file is replaced atomically, one after the other: killed between the two, the
-    pair is refused by `train` until a split runs again (and its temporary files go)."""
+    """Each file is replaced atomically, one after the other: a real `kill -9` (by pid, of
+    the `overbrainer split` process) as the new train file lands pairs it with the old eval
+    file, and `train` refuses that pair until a split runs again (which removes the killed
+    one's temporary files). Wherever a kill lands, what `train` accepts is a true pair."""
     import os
     import signal
     import subprocess
@@ -211,37 +213,80 @@ def test_kill_9_between_the_two_files_never_pairs_a_new_train_with_an_old_eval(
     from overbrainer.train.prepare import check_train_data
 
     config = project_dir / "overbrainer.toml"
-    config.write_text(PIPELINE_CONFIG.replace("[pipeline]\n", "[pipeline]\neval_ratio = 0.3\n"))
     questions = seed_questions(project_dir, {("ownership", "moves"): [
         f"question {i} " + "x" * 200 for i in range(20000)
     ]})
     write_answers(project_dir, [answer(q) for q in questions])
-    assert run_cli("split").exit_code == 0
     data = project_dir / "data"
-    before = os.stat(data / "train.jsonl").st_ino
-    config.write_text(PIPELINE_CONFIG.replace("[pipeline]\n", "[pipeline]\neval_ratio = 0.1\n"))
     cli = str(Path(sys.executable).parent / "overbrainer")
-    process = subprocess.Popen([cli, "-C", str(project_dir), "split"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while os.stat(data / "train.jsonl").st_ino == before:  # the new train file is in
-        assert process.poll() is None and time.monotonic() < deadline
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
-    train_ids = {r["id"] for r in lines(project_dir, "train.jsonl")}
-    eval_ids = {r["id"] for r in lines(project_dir, "eval.jsonl")}
-    assert train_ids & eval_ids  # the old eval and the new train: examples in both
-    with pytest.raises(UserError, match="are not a pair: a split was interrupted"):
-        check_train_data(data, project_dir)
+
+    def split_with(ratio, kill):
+        config.write_text(
+            PIPELINE_CONFIG.replace("[pipeline]\n", f"[pipeline]\neval_ratio = {ratio}\n")
+        )
+        if not kill:
+            assert run_cli("split").exit_code == 0
+            return
+        before = os.stat(data / "train.jsonl").st_ino
+        process = subprocess.Popen([cli, "-C", str(project_dir), "split"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while os.stat(data / "train.jsonl").st_ino == before:  # the new train file is in
+            assert process.poll() is None and time.monotonic() < deadline
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+
+    def ids(name):
+        return {r["id"] for r in lines(project_dir, name)}
+
+    split_with(0.3, kill=False)
+    torn = 0
+    for attempt in range(6):  # a loaded machine may let a split end before the kill lands
+        split_with((0.1, 0.3)[attempt % 2], kill=True)
+        if json.loads((data / "split.json").read_text())["state"] == "writing":
+            with pytest.raises(UserError, match="are not a pair: a split was interrupted"):
+                check_train_data(data, project_dir)
+            if ids("train.jsonl") & ids("eval.jsonl"):  # the old eval and the new train
+                torn += 1
+                break
+            continue  # killed after the second rename, before the record: refused all the same
+        # The kill came after the split: a whole pair, every example once.
+        assert check_train_data(data, project_dir) is True
+        assert not ids("train.jsonl") & ids("eval.jsonl")
+        assert len(ids("train.jsonl") | ids("eval.jsonl")) == 20000
+    assert torn, "no kill landed between the two renames"
 
     (data / ".train.jsonl.k1ll3d").write_bytes(b"x" * 1000)  # as a killed write leaves one
     again = run_cli("split")
     assert again.exit_code == 0, again.stderr
     assert not list(data.glob(".*.jsonl.*"))  # stale temporary files removed
     assert "temporary file(s) an interrupted split left" in again.stderr
-    train_ids = {r["id"] for r in lines(project_dir, "train.jsonl")}
-    eval_ids = {r["id"] for r in lines(project_dir, "eval.jsonl")}
-    assert not train_ids & eval_ids and len(train_ids | eval_ids) == 20000
+    assert not ids("train.jsonl") & ids("eval.jsonl")
+    assert len(ids("train.jsonl") | ids("eval.jsonl")) == 20000
+    assert check_train_data(data, project_dir) is True
+
+
+def test_a_pair_edited_after_the_split_is_named_and_how_to_train_on_it_said(
+    run_cli, project_dir
+):
+    """Not "interrupted": the split ended, and a file changed since (by hand, by a tool)."""
+    from overbrainer.errors import UserError
+    from overbrainer.train.prepare import check_train_data
+
+    questions = seed_questions(project_dir, {("ownership", "moves"): ["q1", "q2", "q3"]})
+    write_answers(project_dir, [answer(q) for q in questions])
+    assert run_cli("split").exit_code == 0
+    data = project_dir / "data"
+    with (data / "eval.jsonl").open("a") as file:
+        file.write(json.dumps(answer(questions[0])) + "\n")
+    with pytest.raises(UserError) as refused:
+        check_train_data(data, project_dir)
+    assert str(refused.value) == (
+        "data/eval.jsonl is not the file `overbrainer split` wrote with the other "
+        "(data/split.json records another): run `overbrainer split` again, or, to train on "
+        "the files as they are, remove data/split.json"
+    )
+    (data / "split.json").unlink()
     assert check_train_data(data, project_dir) is True
 
 
