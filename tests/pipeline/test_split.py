@@ -307,3 +307,47 @@ def test_a_line_past_the_bound_is_an_error_naming_its_file_and_line(run_cli, pro
         "lines, or a damaged one): not read\n"
     )
     assert not (project_dir / "data" / "train.jsonl").exists()
+
+
+def test_a_full_disk_between_the_two_files_says_what_is_on_disk_and_train_refuses_it(
+    tmpfs_of, provider
+):
+    """The new train file fits, the new eval file does not: the message says which is
+    which and how to go on (it said only "the file is as it was"), `train` refuses the pair,
+    and a split with room again makes a true one."""
+    import os
+
+    from conftest import Cli
+    from overbrainer.errors import UserError
+    from overbrainer.train.prepare import check_train_data
+    from pipeline_data import write_project
+
+    project_dir = write_project(tmpfs_of("8m") / "project", provider.url)
+    config = project_dir / "overbrainer.toml"
+    config.write_text(PIPELINE_CONFIG.replace("[pipeline]\n", "[pipeline]\neval_ratio = 0.5\n"))
+    questions = seed_questions(project_dir, {("ownership", "moves"): [
+        f"question {i} " + "x" * 400 for i in range(2000)
+    ]})
+    write_answers(project_dir, [answer(q) for q in questions])
+    assert Cli(project_dir)("split").exit_code == 0
+    data = project_dir / "data"
+    pair = sum((data / name).stat().st_size for name in ("train.jsonl", "eval.jsonl"))
+    # Train becomes a tenth of the pair (room for it), eval nine tenths: once the old train
+    # is gone, less room than that is left.
+    config.write_text(PIPELINE_CONFIG.replace("[pipeline]\n", "[pipeline]\neval_ratio = 0.9\n"))
+    free = os.statvfs(data).f_bavail * os.statvfs(data).f_frsize
+    (project_dir.parent / "filler").write_bytes(b"\0" * (free - int(pair * 0.3)))
+    result = Cli(project_dir)("split")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: split stopped: the disk is full (data/eval.jsonl could not be written); "
+        "data/train.jsonl is new and data/eval.jsonl as it was: a pair `train` refuses; free "
+        "some "
+        "space, then run `overbrainer split` again\n"
+    )
+    assert not list(data.glob(".*.jsonl.*"))
+    with pytest.raises(UserError, match="are not a pair: a split was interrupted"):
+        check_train_data(data, project_dir)
+    (project_dir.parent / "filler").unlink()
+    assert Cli(project_dir)("split").exit_code == 0
+    assert check_train_data(data, project_dir) is True

@@ -319,14 +319,15 @@ def _write_options() -> int:
     )
 
 
-class DiskFull(UserError):
+class DiskFull(files.DiskFull):
     """A line that could not be written for want of space: the lines before it are kept
     (a line cut short is cut off at the next append)."""
 
     def __init__(self, shown: str) -> None:
         super().__init__(
+            shown,
             f"cannot write {shown}: the disk is full; what was written before is kept: "
-            "free some space, then run again (it resumes where it stopped)"
+            "free some space, then run again (it resumes where it stopped)",
         )
 
 
