@@ -196,7 +196,9 @@ def write_atomic(path: Path, data: bytes | Callable[[BinaryIO], object], shown: 
                 f"cannot write {shown}: the disk is full; the file is as it was: free some "
                 "space, then run again",
             ) from None
-        raise
+        # A directory in the file's place, a read-only disk, no right to write there: the
+        # user's to fix, and the old file (or whatever is there) is as it was.
+        raise UserError(f"cannot write {shown}: {error.strerror or error}") from None
 
 
 class DiskFull(UserError):

@@ -351,3 +351,15 @@ def test_a_full_disk_between_the_two_files_says_what_is_on_disk_and_train_refuse
     (project_dir.parent / "filler").unlink()
     assert Cli(project_dir)("split").exit_code == 0
     assert check_train_data(data, project_dir) is True
+
+
+@pytest.mark.parametrize("name", ["train.jsonl", "eval.jsonl", "split.json"])
+def test_a_directory_in_the_place_of_a_file_split_writes_is_named(run_cli, project_dir, name):
+    """It was an IsADirectoryError traceback from the rename."""
+    questions = seed_questions(project_dir, {("ownership", "moves"): ["q1", "q2", "q3"]})
+    write_answers(project_dir, [answer(q) for q in questions])
+    (project_dir / "data" / name).mkdir()
+    result = run_cli("split")
+    assert result.exit_code == 1
+    assert result.stderr == f"error: cannot write data/{name}: Is a directory\n"
+    assert not list((project_dir / "data").glob(".*.*.*"))  # no temporary file left
