@@ -121,6 +121,10 @@ class Templates:
         self._sources: dict[str, str] = {}
         self._templates = {name: self._load(project_dir, name) for name in names}
 
+    def source(self, name: str) -> str:
+        """The text of the template ``name`` as it was read (for a key that changes with it)."""
+        return self._sources[name]
+
     def render(self, name: str, **variables: Any) -> str:
         template = self._templates[name]
         if isinstance(template, PlainTemplate):
@@ -178,9 +182,9 @@ class Templates:
         finally:
             if fd is not None:
                 os.close(fd)
+        self._sources[name] = source
         plain = PlainTemplate.parse(source, VARIABLES[name])
         if plain is not None:
-            self._sources[name] = source
             return plain
         return self._compile(name, source)
 
