@@ -64,7 +64,7 @@ def _text(path: Path) -> str:
 
 
 def _lines(path: Path) -> list[str]:
-    return _text(path).splitlines()
+    return _text(path).split("\n")  # not splitlines: a record may hold U+2028
 
 
 def _count_lines(path: Path) -> int:

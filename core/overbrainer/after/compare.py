@@ -118,7 +118,8 @@ def eval_questions(project: Project, run_dir: Path, limit: int | None) -> list[d
         path = project.dir / EVAL_FILE
     shown = path.relative_to(project.dir) if path.is_relative_to(project.dir) else path
     try:
-        lines = (files.read_text(path, str(shown), files.READ_LIMIT) or "").splitlines()
+        # Lines end with \n only: a question may hold U+2028, which str.splitlines cuts at.
+        lines = (files.read_text(path, str(shown), files.READ_LIMIT) or "").split("\n")
     except UserError:
         lines = []
     questions: list[dict[str, Any]] = []
