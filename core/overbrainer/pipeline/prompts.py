@@ -5,7 +5,8 @@ applies from the next stage on) and checked before any request is made.
 
 A project may come from anyone, so its templates are rendered in jinja's immutable sandbox:
 no attribute starting with ``_`` (the way from ``cycler`` to ``os``), no method that changes
-a value, and no other file (``include``, ``import`` and ``extends`` find nothing).
+a value, and no other file (``include``, ``import`` and ``extends`` find nothing); and
+within the bounds of :mod:`overbrainer.pipeline.sandbox` on what a render makes and does.
 
 A template of text, ``{{ variable }}`` and ``{% if variable %}…{% endif %}`` alone (the
 built-in ``answer_system.txt``) is rendered here as jinja renders it, without importing
