@@ -191,11 +191,23 @@ def write_atomic(path: Path, data: bytes | Callable[[BinaryIO], object], shown: 
         replace_file(path, write)
     except OSError as error:
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise UserError(
+            raise DiskFull(
+                shown,
                 f"cannot write {shown}: the disk is full; the file is as it was: free some "
-                "space, then run again"
+                "space, then run again",
             ) from None
-        raise
+        # A directory in the file's place, a read-only disk, no right to write there: the
+        # user's to fix, and the old file (or whatever is there) is as it was.
+        raise UserError(f"cannot write {shown}: {error.strerror or error}") from None
+
+
+class DiskFull(UserError):
+    """A write refused for want of space (``ENOSPC``, a quota): what was on disk is kept;
+    ``shown`` names the file."""
+
+    def __init__(self, shown: str, message: str) -> None:
+        super().__init__(message)
+        self.shown = shown
 
 
 def own_path(path: str | Path, root: Path, shown: str) -> Path:

@@ -22,6 +22,11 @@ INTERRUPTED = (
     "data/train.jsonl and data/eval.jsonl are not a pair: a split was interrupted between "
     "writing the two; run `overbrainer split` again"
 )
+CHANGED = (
+    "data/{name} is not the file `overbrainer split` wrote with the other (data/split.json "
+    "records another): run `overbrainer split` again, or, to train on the files as they "
+    "are, remove data/split.json"
+)
 _CHUNK = 1 << 20
 
 
@@ -66,8 +71,8 @@ def check(data_dir: Path) -> None:
     if record["state"] != "written":
         raise UserError(INTERRUPTED)
     for name in PAIR:
-        if fingerprint(data_dir / name) != record.get(name):
-            raise UserError(INTERRUPTED)
+        if fingerprint(data_dir / name) != record.get(name):  # edited since, by hand or a tool
+            raise UserError(CHANGED.format(name=name))
 
 
 def remove_stale(data_dir: Path) -> int:

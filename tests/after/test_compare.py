@@ -352,3 +352,21 @@ def test_the_report_shows_answers_without_reasoning_tags_or_runs_of_blank_lines(
     )
     assert shown_answer("leaked</think>Answer</think>") == "Answer"
     assert shown_answer(None) == ""
+
+
+def test_a_question_holding_a_line_separator_is_asked(tmp_path):
+    """U+2028 is a line end to str.splitlines, not to JSON Lines: such a question was
+    skipped (its record cut in two), and compare asked another in its place."""
+    from overbrainer.after.compare import eval_questions
+    from overbrainer.project import Project
+
+    run_dir = tmp_path / "runs" / "demo_20260101-000000"
+    (run_dir / "data").mkdir(parents=True)
+    records = [eval_record(0, "Why\u2028this?"), eval_record(1), eval_record(2)]
+    (run_dir / "data" / "eval.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    )
+    project = Project(tmp_path, None, {})  # type: ignore[arg-type]  # only its directory is read
+    asked = eval_questions(project, run_dir, 2)
+    assert [q["id"] for q in asked] == ["q0000", "q0001"]
+    assert asked[0]["question"] == "Why\u2028this?"

@@ -83,3 +83,33 @@ def test_a_newer_format_is_refused(run_cli, project_dir):
         "error: this project uses format 7, newer than the format 1 this overbrainer knows: "
         "upgrade overbrainer\n"
     )
+
+
+def test_history_lines_are_rewritten_whole_and_the_others_kept_byte_for_byte(
+    run_cli, project_dir
+):
+    """A record may hold U+2028 (a line separator to str.splitlines: the record was cut in
+    two on the rewrite), and a line that is not JSON is kept as it was, bytes included."""
+    state = project_dir / ".overbrainer"
+    state.mkdir()
+    split = {"stage": "split", "status": "ok", "done": 9, "cost": 0.0, "note": "a\u2028b"}
+    other = b'{"stage": "answers", "error": "x\xff"\n'
+    (state / "history.jsonl").write_bytes(
+        json.dumps(split, ensure_ascii=False).encode() + b"\n" + other
+    )
+    result = run_cli("migrate")
+    assert result.exit_code == 0, result.stderr
+    first, second, end = (state / "history.jsonl").read_bytes().split(b"\n")
+    assert json.loads(first) == {**split, "done": 0, "cost": None}
+    assert (second + b"\n", end) == (other, b"")
+
+
+def test_a_fifo_in_the_place_of_a_file_migrate_reads_is_refused_not_waited_on(
+    run_cli, project_dir
+):
+    import os
+
+    os.mkfifo(project_dir / ".gitignore")
+    result = run_cli("migrate")
+    assert result.exit_code == 1
+    assert result.stderr == "error: .gitignore is a FIFO: refusing to read it\n"

@@ -227,3 +227,18 @@ def test_a_finite_writer_writes_the_lines_the_standard_library_writes(tmp_path):
             fast.append(record)
             plain.append(record)
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+
+
+def test_an_append_after_a_tail_past_the_bound_is_refused_and_cuts_nothing(tmp_path):
+    """A tail with no newline longer than any record is no torn line: it was cut away
+    whole (gigabytes, read into memory first); now it is an error, and the file is kept."""
+    from overbrainer.lines import MAX_LINE
+
+    path = tmp_path / "a.jsonl"
+    body = b'{"id":"1"}\n' + b"x" * (MAX_LINE + 1)
+    path.write_bytes(body)
+    writer = JsonlWriter(path, has_id, "a.jsonl")
+    with pytest.raises(UserError, match=r"^a.jsonl:2: a line longer than 64 MiB"):
+        writer.append({"id": "2"})
+    writer.close()
+    assert path.stat().st_size == len(body)

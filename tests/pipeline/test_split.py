@@ -198,8 +198,10 @@ def test_an_answer_that_is_blank_is_excluded_as_empty(run_cli, project_dir):
 def test_kill_9_between_the_two_files_never_pairs_a_new_train_with_an_old_eval(
     run_cli, project_dir
 ):
-    """Each file is replaced atomically, one after the other: killed between the two, the
-    pair is refused by `train` until a split runs again (and its temporary files go)."""
+    """Each file is replaced atomically, one after the other: a real `kill -9` (by pid, of
+    the `overbrainer split` process) as the new train file lands pairs it with the old eval
+    file, and `train` refuses that pair until a split runs again (which removes the killed
+    one's temporary files). Wherever a kill lands, what `train` accepts is a true pair."""
     import os
     import signal
     import subprocess
@@ -228,8 +230,10 @@ def test_kill_9_between_the_two_files_never_pairs_a_new_train_with_an_old_eval(
         assert process.poll() is None and time.monotonic() < deadline
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
-    train_ids = {r["id"] for r in lines(project_dir, "train.jsonl")}
-    eval_ids = {r["id"] for r in lines(project_dir, "eval.jsonl")}
+    def ids(name):
+        return {r["id"] for r in lines(project_dir, name)}
+
+    train_ids, eval_ids = ids("train.jsonl"), ids("eval.jsonl")
     # Killed between the two renames (as the wait aims at), the old eval and the new train
     # share examples and `train` refuses them; killed a moment later, the pair is a true one
     # (or still marked as being written): never a mixed pair accepted.
@@ -242,7 +246,105 @@ def test_kill_9_between_the_two_files_never_pairs_a_new_train_with_an_old_eval(
     assert again.exit_code == 0, again.stderr
     assert not list(data.glob(".*.jsonl.*"))  # stale temporary files removed
     assert "temporary file(s) an interrupted split left" in again.stderr
-    train_ids = {r["id"] for r in lines(project_dir, "train.jsonl")}
-    eval_ids = {r["id"] for r in lines(project_dir, "eval.jsonl")}
-    assert not train_ids & eval_ids and len(train_ids | eval_ids) == 20000
+    assert not ids("train.jsonl") & ids("eval.jsonl")
+    assert len(ids("train.jsonl") | ids("eval.jsonl")) == 20000
     assert check_train_data(data, project_dir) is True
+
+
+def test_a_pair_edited_after_the_split_is_named_and_how_to_train_on_it_said(
+    run_cli, project_dir
+):
+    """Not "interrupted": the split ended, and a file changed since (by hand, by a tool)."""
+    from overbrainer.errors import UserError
+    from overbrainer.train.prepare import check_train_data
+
+    questions = seed_questions(project_dir, {("ownership", "moves"): ["q1", "q2", "q3"]})
+    write_answers(project_dir, [answer(q) for q in questions])
+    assert run_cli("split").exit_code == 0
+    data = project_dir / "data"
+    with (data / "eval.jsonl").open("a") as file:
+        file.write(json.dumps(answer(questions[0])) + "\n")
+    with pytest.raises(UserError) as refused:
+        check_train_data(data, project_dir)
+    assert str(refused.value) == (
+        "data/eval.jsonl is not the file `overbrainer split` wrote with the other "
+        "(data/split.json records another): run `overbrainer split` again, or, to train on "
+        "the files as they are, remove data/split.json"
+    )
+    (data / "split.json").unlink()
+    assert check_train_data(data, project_dir) is True
+
+
+@pytest.mark.parametrize("filler", [b"x", b"\r"])
+def test_a_line_past_the_bound_is_an_error_naming_its_file_and_line(run_cli, project_dir, filler):
+    """Gigabytes with no newline (or only carriage returns) are one line: refused at 64
+    MiB with the file and line, never read whole (it was taken for a torn last line)."""
+    from overbrainer.lines import MAX_LINE
+
+    questions = seed_questions(project_dir, {("ownership", "moves"): ["q1", "q2"]})
+    write_answers(project_dir, [answer(questions[0])])
+    with (project_dir / "data" / "answers.jsonl").open("ab") as file:
+        file.write(filler * (MAX_LINE + 1))
+    result = run_cli("split")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: data/answers.jsonl:2: a line longer than 64 MiB (no line end: not a file of "
+        "lines, or a damaged one): not read\n"
+    )
+    assert not (project_dir / "data" / "train.jsonl").exists()
+
+
+def test_a_full_disk_between_the_two_files_says_what_is_on_disk_and_train_refuses_it(
+    tmpfs_of, provider
+):
+    """The new train file fits, the new eval file does not: the message says which is
+    which and how to go on (it said only "the file is as it was"), `train` refuses the pair,
+    and a split with room again makes a true one."""
+    import os
+
+    from conftest import Cli
+    from overbrainer.errors import UserError
+    from overbrainer.train.prepare import check_train_data
+    from pipeline_data import write_project
+
+    project_dir = write_project(tmpfs_of("8m") / "project", provider.url)
+    config = project_dir / "overbrainer.toml"
+    config.write_text(PIPELINE_CONFIG.replace("[pipeline]\n", "[pipeline]\neval_ratio = 0.5\n"))
+    questions = seed_questions(project_dir, {("ownership", "moves"): [
+        f"question {i} " + "x" * 400 for i in range(2000)
+    ]})
+    write_answers(project_dir, [answer(q) for q in questions])
+    assert Cli(project_dir)("split").exit_code == 0
+    data = project_dir / "data"
+    pair = sum((data / name).stat().st_size for name in ("train.jsonl", "eval.jsonl"))
+    # Train becomes a tenth of the pair (room for it), eval nine tenths: once the old train
+    # is gone, less room than that is left.
+    config.write_text(PIPELINE_CONFIG.replace("[pipeline]\n", "[pipeline]\neval_ratio = 0.9\n"))
+    free = os.statvfs(data).f_bavail * os.statvfs(data).f_frsize
+    (project_dir.parent / "filler").write_bytes(b"\0" * (free - int(pair * 0.3)))
+    result = Cli(project_dir)("split")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: split stopped: the disk is full (data/eval.jsonl could not be written); "
+        "data/train.jsonl is new and data/eval.jsonl as it was: a pair `train` refuses; free "
+        "some "
+        "space, then run `overbrainer split` again\n"
+    )
+    assert not list(data.glob(".*.jsonl.*"))
+    with pytest.raises(UserError, match="are not a pair: a split was interrupted"):
+        check_train_data(data, project_dir)
+    (project_dir.parent / "filler").unlink()
+    assert Cli(project_dir)("split").exit_code == 0
+    assert check_train_data(data, project_dir) is True
+
+
+@pytest.mark.parametrize("name", ["train.jsonl", "eval.jsonl", "split.json"])
+def test_a_directory_in_the_place_of_a_file_split_writes_is_named(run_cli, project_dir, name):
+    """It was an IsADirectoryError traceback from the rename."""
+    questions = seed_questions(project_dir, {("ownership", "moves"): ["q1", "q2", "q3"]})
+    write_answers(project_dir, [answer(q) for q in questions])
+    (project_dir / "data" / name).mkdir()
+    result = run_cli("split")
+    assert result.exit_code == 1
+    assert result.stderr == f"error: cannot write data/{name}: Is a directory\n"
+    assert not list((project_dir / "data").glob(".*.*.*"))  # no temporary file left

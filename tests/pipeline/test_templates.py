@@ -54,7 +54,7 @@ def test_attribute_escapes_are_refused_naming_the_template_and_line(
 def test_the_answer_system_prompt_is_sandboxed_too(run_cli, project_dir, provider):
     seed_questions(project_dir, {("lifetimes", "elision"): ["q1"]})
     (project_dir / "prompts" / "answer_system.txt").write_text(
-        "system\n{{ lipsum.__globals__['os'].environ }}"
+        "system\n{{ range.__globals__['os'].environ }}"
     )
     result = run_cli("answers")
     assert result.exit_code == 1
@@ -140,11 +140,35 @@ def test_a_template_linked_inside_the_project_is_read(run_cli, project_dir, prov
 
 
 @pytest.mark.parametrize(("source", "said"), [
-    ('{{ "a" * 10**10 }}', "the prompt would be larger than 4 Mi characters"),
+    ('{{ "a" * 10**10 }}', "a value larger than 4 Mi characters is not made"),
     ("{{ range(10**9)|list|length }}", "range too big"),
     ("{% for i in range(90000) %}{{ 'x' * 100 }}{% endfor %}",
      "the prompt would be larger than 4 Mi characters"),
     ("{{ 2 ** 100000000 }}", "a power past 10,000 is not computed"),
+    # Loops and calls that write nothing: no output bound stops them, the steps do.
+    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+     "takes more than 1,000,000 loop steps and calls"),
+    ("{% macro f(n) %}{% if n %}{{ f(n-1) }}{{ f(n-1) }}{% endif %}{% endmacro %}{{ f(40) }}",
+     "takes more than 1,000,000 loop steps and calls"),
+    # What is built before it is output: each value, and all a render makes.
+    ('{% set x %}{% for i in range(100) %}{{ "a" * 4000000 }}{% endfor %}{% endset %}'
+     "{{ x|length }}", "would make more than 64 Mi characters"),
+    ("{% set x %}{% for i in range(100000) %}" + "A" * 1000 + "{% endfor %}{% endset %}{{ x[:9] }}",
+     "would make more than 64 Mi characters"),
+    ('{% set a = "a" * 4000000 %}{{ (a ~ a)|length }}', "a value larger than 4 Mi characters"),
+    ('{% set a = "a" * 4000000 %}{{ ([a] * 1000)|join|length }}',
+     "a value larger than 4 Mi characters"),
+    ('{{ "a"|center(10**9)|length }}', "a value larger than 4 Mi characters"),
+    ('{{ ("%2000000000s" % "a")|length }}', "a value larger than 4 Mi characters"),
+    ('{{ "{:>2000000000}".format("a")|length }}', "a value larger than 4 Mi characters"),
+    ('{{ "{0:{1}}".format("a", 10**9) }}', "a width taken from an argument is not computed"),
+    ("{% set ns = namespace(x=3) %}{% for i in range(40) %}{% set ns.x = ns.x * ns.x %}"
+     "{% endfor %}{{ ns.x > 1 }}", "an integer wider than 65,536 bits is not computed"),
+    ('{{ ("ab" * 1000000)|wordwrap(1)|length }}', "a word this long is not wrapped"),
+    ("{{ lipsum(10**9) }}", "undefined variable `lipsum`"),
+    # A template's own mistakes are its errors, never a traceback.
+    ("{{ 1 / 0 }}", "line 1: ZeroDivisionError: division by zero"),
+    ('{{ "a" + 1 }}', 'line 1: TypeError: can only concatenate str (not "int") to str'),
 ])
 @pytest.mark.parametrize("command", ["answers", "plan"])
 def test_a_template_cannot_take_the_memory_or_the_minute(

@@ -285,3 +285,16 @@ def test_run_id_completion_offers_latest(project_dir):
         ("latest", "the newest run"),
         ("demo_20260101-000000", "succeeded on gpu"),
     ]
+
+
+def test_runs_logs_shows_a_line_past_the_bound_cut_and_goes_on(run_cli, job_log):
+    """A progress bar's carriage returns and no newline for hours: one line, never read
+    whole (it took the whole log into memory): shown cut, and the lines after it."""
+    from overbrainer.runs.logs import LOG_LINE
+
+    job_log.write_bytes(b"start\n" + b"step 1/9\r" * (LOG_LINE // 4) + b"\ndone\n")
+    result = run_cli("runs", "logs", RUN)
+    assert result.exit_code == 0, result.stderr
+    first, cut, last = result.stdout.splitlines()
+    assert (first, last) == ("start", "done")
+    assert cut.endswith("[... line cut: longer than the bound]")

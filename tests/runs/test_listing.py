@@ -252,3 +252,26 @@ def test_a_cache_of_the_layout_before_is_not_read(project_dir):
     ]
     (root / ".listing.json").write_text(json.dumps(data))
     assert list(run_lines(root)) == fresh
+
+
+def test_a_cached_row_names_only_a_valid_run_id(project_dir):
+    """A run directory whose name is no run id is never listed, even when the cache holds
+    a row for it with its stat key (the id was printed raw: terminal escapes, a line)."""
+    write(project_dir, "demo_20260101-000000", "2026-01-01T00:00:00Z", state="succeeded")
+    backdate(project_dir)
+    root = RunStore(project_dir).root
+    [fresh] = list(run_lines(root))
+    cache_path = root / ".listing.json"
+    cache = json.loads(cache_path.read_text())
+    evil = "demo\x1b[2J\nerror: fake"
+    (root / "demo_20260101-000000").rename(root / evil)
+    cache["runs"] = {evil: next(iter(cache["runs"].values()))}
+    cache_path.write_text(json.dumps(cache))
+    backdate(project_dir)
+    folder, record = (root / evil).stat(), (root / evil / "run.json").stat()
+    # The key the cache holds made the renamed directory's, as one who wrote both would.
+    cache["runs"][evil][:4] = [folder.st_mtime_ns, record.st_ino, record.st_size,
+                               record.st_mtime_ns]  # fmt: skip
+    cache_path.write_text(json.dumps(cache))
+    assert fresh
+    assert list(run_lines(root)) == []

@@ -209,7 +209,7 @@ def test_a_failed_save_keeps_the_old_record_and_no_temporary_file(store, tmp_pat
     (directory / "run.json").unlink()
     (directory / "run.json").mkdir()  # rename onto a directory fails
     (directory / "run.json" / "x").write_text("")
-    with pytest.raises(OSError):
+    with pytest.raises(UserError, match=rf"^cannot write runs/{BASE}/run.json: Is a directory$"):
         store.save(record)
     assert sorted(p.name for p in directory.iterdir()) == ["run.json"]
 

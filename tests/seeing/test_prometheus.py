@@ -429,3 +429,22 @@ def test_a_fifo_as_the_spend_record_or_history_never_blocks_a_scrape(tmp_path):
             assert not [key for key in samples if key[0] == "overbrainer_runpod_spend_usd"]
     finally:
         server.close()
+
+
+def test_the_history_seeds_every_whole_line_and_no_infinite_cost(tmp_path):
+    """A line holding U+2028 was cut in two (str.splitlines) and not counted; a cost of
+    Infinity (Python's json reads it) made the dollar counter infinite."""
+    import json
+
+    (tmp_path / ".overbrainer").mkdir()
+    lines = [
+        {"stage": "answers", "done": 3, "model": "m", "cost": 0.5, "error": "a\u2028b"},
+        {"stage": "answers", "done": 1, "model": "m", "cost": float("inf")},
+    ]
+    (tmp_path / ".overbrainer" / "history.jsonl").write_text(
+        "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+    )
+    metrics = ProjectMetrics(tmp_path, clock=lambda: 1100.0)
+    sample = metrics.registry.get_sample_value
+    assert sample("overbrainer_stage_items_total", {"stage": "answers", "result": "done"}) == 4
+    assert sample("overbrainer_cost_usd_total", {"stage": "answers", "model": "m"}) == 0.5

@@ -20,6 +20,7 @@ from overbrainer import files
 from overbrainer.config.model import Settings
 from overbrainer.errors import UserError
 from overbrainer.job.layout import CONFIG_FILE, EVAL_FILE, METRICS_FILE, TRAIN_FILE
+from overbrainer.lines import read_lines
 
 MARKER = "<!-- overbrainer:card -->"
 
@@ -63,7 +64,7 @@ def _text(path: Path) -> str:
 
 
 def _lines(path: Path) -> list[str]:
-    return _text(path).splitlines()
+    return _text(path).split("\n")  # not splitlines: a record may hold U+2028
 
 
 def _count_lines(path: Path) -> int:
@@ -74,7 +75,7 @@ def _count_lines(path: Path) -> int:
     if file is None:
         return 0
     with file:
-        return sum(1 for line in file if line.strip())
+        return sum(1 for line in read_lines(file, path.name, cut=True) if line.strip())
 
 
 def _topics(path: Path) -> list[str]:

@@ -118,7 +118,8 @@ def eval_questions(project: Project, run_dir: Path, limit: int | None) -> list[d
         path = project.dir / EVAL_FILE
     shown = path.relative_to(project.dir) if path.is_relative_to(project.dir) else path
     try:
-        lines = (files.read_text(path, str(shown), files.READ_LIMIT) or "").splitlines()
+        # Lines end with \n only: a question may hold U+2028, which str.splitlines cuts at.
+        lines = (files.read_text(path, str(shown), files.READ_LIMIT) or "").split("\n")
     except UserError:
         lines = []
     questions: list[dict[str, Any]] = []
@@ -308,14 +309,6 @@ def _upload_gguf(target: TargetRun, run_dir: Path, file: str) -> None:
         target.shell.host.upload(stage, target.run.remote_dir)
 
 
-def _template_source(project: Project) -> str:
-    from overbrainer.pipeline.prompts import DEFAULTS, PROMPTS_DIR
-
-    override = project.dir / PROMPTS_DIR / TEMPLATE
-    path = override if override.is_file() else DEFAULTS / TEMPLATE
-    return path.read_text(encoding="utf-8")
-
-
 def _judge_and_report(
     project: Project, directory: Path, setup: dict[str, Any], echo: Callable[[str], None]
 ) -> Path:
@@ -329,9 +322,10 @@ def _judge_and_report(
             "judge prefers its own answers, so the child's rate may be low; set roles.judge "
             "to another model for a fairer one"
         )
-    key = verdicts_key(judge.provider, judge.role.model, _template_source(project))
-    verdicts_file = directory / f"verdicts-{key}.jsonl"
+    # Read once, by the rules of every template (no FIFO, no link out, no hard link, 1 MiB).
     templates = Templates(project.dir, TEMPLATE)
+    key = verdicts_key(judge.provider, judge.role.model, templates.source(TEMPLATE))
+    verdicts_file = directory / f"verdicts-{key}.jsonl"
     questions = setup["questions"]
     answers = records_by_id(directory / ANSWERS)
 

@@ -3,7 +3,6 @@ timings and curves, read from its directory alone."""
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from overbrainer.charts.series import Curves, metrics_path, read_curves
 from overbrainer.charts.terminal import braille_chart, sparkline
 from overbrainer.errors import UserError
 from overbrainer.job.layout import CONFIG_FILE, METRICS_FILE
-from overbrainer.job.metrics import parse_event
+from overbrainer.job.metrics import read_events
 from overbrainer.job.record import RunRecord
 from overbrainer.project import RUNS_DIR
 from overbrainer.redact import escape_controls, redact
@@ -168,11 +167,8 @@ def _timings(run_dir: Path) -> list[str]:
         source = files.open_read(metrics_path(run_dir), "metrics.jsonl")
         if source is None:
             return []
-        with io.TextIOWrapper(source, encoding="utf-8", errors="replace") as file:
-            for line in file:
-                event = parse_event(line)
-                if event is None:
-                    continue
+        with source:
+            for event in read_events(source, "metrics.jsonl"):
                 when = event.get("time")
                 if not isinstance(when, int | float) or isinstance(when, bool):
                     continue

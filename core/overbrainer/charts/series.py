@@ -3,7 +3,6 @@ gradient norm against step, plus the figures a chart marks (snapshot, resume poi
 
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 from overbrainer import files
 from overbrainer.errors import UserError
 from overbrainer.job.layout import FOLLOWED_METRICS, METRICS_FILE
-from overbrainer.job.metrics import parse_event
+from overbrainer.job.metrics import read_events
 
 Point = tuple[int, float]
 
@@ -90,11 +89,9 @@ def read_curves(run_dir: Path, run_id: str) -> Curves | None:
     if source is None:
         return None
     curves = Curves(run_id)
-    with io.TextIOWrapper(source, encoding="utf-8", errors="replace") as file:
-        for line in file:
-            event = parse_event(line)
-            if event is not None:
-                curves.add(event)
+    with source:
+        for event in read_events(source, path.name):
+            curves.add(event)
     return curves
 
 

@@ -30,6 +30,7 @@ def log(stage: str | None, failed: bool, limit: int, full: bool, as_json: bool) 
     import json
     from collections import deque
 
+    from overbrainer.cli.strictjson import finite
     from overbrainer.pipeline.exchanges import read_exchanges
     from overbrainer.redact import escape_controls
 
@@ -48,7 +49,7 @@ def log(stage: str | None, failed: bool, limit: int, full: bool, as_json: bool) 
         return
     for entry in found:
         if as_json:
-            click.echo(json.dumps(entry, ensure_ascii=False))
+            click.echo(json.dumps(finite(entry), ensure_ascii=False, allow_nan=False))
             continue
         outcome = f"failed: {entry['failure']}" if entry.get("failure") else "ok"
         head = (f"{entry.get('at', '?')}  {entry['stage']}  {entry.get('item', '?')}  "

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from overbrainer.lines import read_lines
 
 _TERMINATORS = re.compile(rb"[\r\n]")
+EVENT_LINE = 1 << 20
+"""The longest metrics line read (1 MiB: an event is a few hundred bytes)."""
 
 
 def complete_lines(chunk: bytes, capped: bool) -> tuple[list[str], int]:
@@ -49,3 +54,14 @@ def parse_event(line: str) -> dict[str, Any] | None:
     if not isinstance(event, dict) or not isinstance(event.get("event"), str):
         return None
     return event
+
+
+def read_events(file: BinaryIO, shown: str) -> Iterator[dict[str, Any]]:
+    """The events of the metrics file ``file`` from where it is. A line ends with ``\\n``
+    or ``\\r``, as in :func:`complete_lines`; one longer than ``EVENT_LINE`` is no event
+    (skipped, never read whole), nor is anything else ``parse_event`` refuses."""
+    for raw in read_lines(file, shown, EVENT_LINE, cut=True):
+        for part in raw.split(b"\r"):
+            event = parse_event(part.decode("utf-8", "replace"))
+            if event is not None:
+                yield event

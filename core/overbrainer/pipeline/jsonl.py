@@ -26,6 +26,7 @@ from loguru import logger
 
 from overbrainer import files
 from overbrainer.errors import UserError
+from overbrainer.lines import MAX_LINE, LineTooLong, read_lines
 
 Check = Callable[[dict[str, Any]], bool]
 """Whether a parsed object is a valid record of its file."""
@@ -201,10 +202,13 @@ def scan_records(file: BinaryIO, shown: str, check: Check | None = None) -> Iter
     shapes, wide, slow_loads = _EXPONENTS, _WIDE, json.loads
     offset = 0
     number = 0
-    for raw in file:
+    # read_lines inlined (a line at most MAX_LINE, never the whole file held as one line)
+    for raw in iter(functools.partial(file.readline, MAX_LINE + 1), b""):
         number += 1
         length = len(raw)
         terminated = raw.endswith(b"\n")
+        if length > MAX_LINE and not terminated:
+            raise LineTooLong(shown, number, MAX_LINE)
         body = raw[:-1] if terminated else raw
         if not body or body.isspace():
             offset += length
@@ -253,7 +257,7 @@ def ids_of(path: Path, shown: str, check: Check) -> set[str]:
     ids = set()
     number = 0
     with file:
-        for raw in file:
+        for raw in read_lines(file, shown):
             number += 1
             terminated = raw.endswith(b"\n")
             body = raw[:-1] if terminated else raw
@@ -315,14 +319,15 @@ def _write_options() -> int:
     )
 
 
-class DiskFull(UserError):
+class DiskFull(files.DiskFull):
     """A line that could not be written for want of space: the lines before it are kept
     (a line cut short is cut off at the next append)."""
 
     def __init__(self, shown: str) -> None:
         super().__init__(
+            shown,
             f"cannot write {shown}: the disk is full; what was written before is kept: "
-            "free some space, then run again (it resumes where it stopped)"
+            "free some space, then run again (it resumes where it stopped)",
         )
 
 
@@ -396,6 +401,10 @@ def _repair_tail(fd: int, check: Check | None, shown: str) -> None:
             start = begin + at + 1
             break
         start = begin
+        if size - start > MAX_LINE:  # no record is that long: never read whole
+            raise LineTooLong(shown, _line_number(fd, start), MAX_LINE)
+    if size - start > MAX_LINE:
+        raise LineTooLong(shown, _line_number(fd, start), MAX_LINE)
     tail = os.pread(fd, size - start, start)
     record = _parse(tail, check) if tail.strip() else CUT_SHORT
     if record is None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from overbrainer import files
 from overbrainer.config.load import CONFIG_FILE
 from overbrainer.errors import UserError
 from overbrainer.pipeline.history import HISTORY
@@ -23,7 +24,6 @@ from overbrainer.pipeline.records import (
     DataFiles,
     rejected_text,
 )
-from overbrainer.replace import replace_file
 
 FORMAT = 1
 STATE_DIR = HISTORY.parent.name
@@ -77,11 +77,11 @@ def migrate(project_dir: Path, dry_run: bool) -> list[str]:
 
 
 def _version(project_dir: Path) -> int | None:
-    path = project_dir / STATE_DIR / VERSION_FILE
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
+    raw = files.read_regular(project_dir / STATE_DIR / VERSION_FILE, f"{STATE_DIR}/{VERSION_FILE}",
+                             1 << 10)  # fmt: skip
+    if raw is None:
         return None
+    text = raw.decode("utf-8", "replace").strip()
     if not text.isdigit():
         raise UserError(f"{STATE_DIR}/{VERSION_FILE} does not hold a format number")
     return int(text)
@@ -91,7 +91,7 @@ def _write_version(project_dir: Path) -> Change:
     def make() -> None:
         state = project_dir / STATE_DIR
         state.mkdir(exist_ok=True)
-        _write(state / VERSION_FILE, f"{FORMAT}\n".encode())
+        _write(state / VERSION_FILE, f"{FORMAT}\n".encode(), f"{STATE_DIR}/{VERSION_FILE}")
 
     return Change("wrote", "would write", f"{STATE_DIR}/{VERSION_FILE}: format {FORMAT}", make)
 
@@ -103,8 +103,11 @@ def _hub_model_id(project_dir: Path) -> Change | None:
 
     path = project_dir / CONFIG_FILE
     try:
-        document = tomlkit.parse(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = files.read_regular(path, CONFIG_FILE, files.RECORD_LIMIT)
+        document = tomlkit.parse(raw.decode("utf-8")) if raw is not None else None
+    except (UserError, ValueError):
+        document = None
+    if document is None:
         return None  # `config check` says what is wrong with it
     training = document.get("training")
     if not isinstance(training, dict) or "hub_model_id" not in training:
@@ -122,7 +125,7 @@ def _hub_model_id(project_dir: Path) -> Change | None:
             table.setdefault("after_training", True)
             if not isinstance(hub, dict):
                 document["hub"] = table
-        _write(path, tomlkit.dumps(document).encode("utf-8"))
+        _write(path, tomlkit.dumps(document).encode("utf-8"), CONFIG_FILE)
 
     if kept:
         return Change("removed", "would remove", "training.hub_model_id ([hub] repo is set)", make)
@@ -132,16 +135,14 @@ def _hub_model_id(project_dir: Path) -> Change | None:
 
 def _gitignore(project_dir: Path) -> Change | None:
     path = project_dir / GITIGNORE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    if any(line.strip() in _STATE_ENTRIES for line in text.splitlines()):
+    raw = files.read_regular(path, GITIGNORE, files.RECORD_LIMIT) or b""
+    lines = raw.decode("utf-8", "replace").split("\n")
+    if any(line.strip() in _STATE_ENTRIES for line in lines):
         return None
 
     def make() -> None:
-        prefix = "" if not text or text.endswith("\n") else "\n"
-        _write(path, (text + prefix + STATE_ENTRY + "\n").encode("utf-8"))
+        prefix = b"" if not raw or raw.endswith(b"\n") else b"\n"
+        _write(path, raw + prefix + STATE_ENTRY.encode() + b"\n", GITIGNORE)
 
     return Change("added", "would add", f"{STATE_ENTRY} to {GITIGNORE}", make)
 
@@ -189,17 +190,17 @@ def _reference_shape(record: dict[str, Any]) -> dict[str, Any]:
 def _history(project_dir: Path) -> Change | None:
     """Split lines as the reference tool writes them: ``done`` 0 and ``cost`` null."""
     path = project_dir / HISTORY
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
+    raw = files.read_regular(path, str(HISTORY))
+    if raw is None:
         return None
     entries: list[Any] = []
     changed = 0
-    for line in lines:
+    # Lines end with \n only (a record may hold U+2028, which str.splitlines cuts at).
+    for line in raw.removesuffix(b"\n").split(b"\n"):
         try:
             entry = json.loads(line)
         except ValueError:
-            entries.append(line)
+            entries.append(line)  # kept byte for byte
             continue
         split = isinstance(entry, dict) and entry.get("stage") == "split"
         if split and (entry.get("done") != 0 or entry.get("cost") is not None):
@@ -210,15 +211,15 @@ def _history(project_dir: Path) -> Change | None:
         return None
 
     def make() -> None:
-        text = "".join(
-            (e if isinstance(e, str) else json.dumps(e, ensure_ascii=False)) + "\n"
+        text = b"".join(
+            (e if isinstance(e, bytes) else json.dumps(e, ensure_ascii=False).encode()) + b"\n"
             for e in entries
         )
-        _write(path, text.encode("utf-8"))
+        _write(path, text, str(HISTORY))
 
     what = f"{changed} split line(s) of {HISTORY} (done 0, cost null)"
     return Change("rewrote", "would rewrite", what, make)
 
 
-def _write(path: Path, data: bytes) -> None:
-    replace_file(path, lambda file: file.write(data))
+def _write(path: Path, data: bytes, shown: str) -> None:
+    files.write_atomic(path, data, shown)  # a full disk or a directory there: said, not raised

@@ -5,7 +5,8 @@ applies from the next stage on) and checked before any request is made.
 
 A project may come from anyone, so its templates are rendered in jinja's immutable sandbox:
 no attribute starting with ``_`` (the way from ``cycler`` to ``os``), no method that changes
-a value, and no other file (``include``, ``import`` and ``extends`` find nothing).
+a value, and no other file (``include``, ``import`` and ``extends`` find nothing); and
+within the bounds of :mod:`overbrainer.pipeline.sandbox` on what a render makes and does.
 
 A template of text, ``{{ variable }}`` and ``{% if variable %}…{% endif %}`` alone (the
 built-in ``answer_system.txt``) is rendered here as jinja renders it, without importing
@@ -18,34 +19,19 @@ import os
 import re
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from overbrainer import files
 from overbrainer.errors import UserError
 
 TEMPLATE_LIMIT = 1 << 20
 """The largest template read (1 MiB): what a template holds goes into every prompt."""
-OUTPUT_LIMIT = 4 << 20
-"""The largest prompt a template may render (4 Mi characters: more than any model reads)."""
-TOO_LARGE = f"the prompt would be larger than {OUTPUT_LIMIT >> 20} Mi characters"
-
-
-def _bounded(template: jinja2.Template, variables: dict[str, Any]) -> str:
-    """``template`` rendered, stopped as soon as it passes ``OUTPUT_LIMIT`` (a loop can
-    make any size)."""
-    import jinja2.sandbox
-
-    parts: list[str] = []
-    size = 0
-    for part in template.generate(**variables):
-        size += len(part)
-        if size > OUTPUT_LIMIT:
-            raise jinja2.sandbox.SecurityError(TOO_LARGE)
-        parts.append(part)
-    return "".join(parts)
 
 if TYPE_CHECKING:
     import jinja2
+
+RENDER_ERRORS = (ArithmeticError, LookupError, TypeError, ValueError, MemoryError, RecursionError)
+"""What a template's expressions can raise as they run: its author's error, shown as one."""
 
 DEFAULTS = Path(__file__).parent / "prompts"
 PROMPTS_DIR = "prompts"
@@ -134,57 +120,11 @@ class Templates:
 
     def __init__(self, project_dir: Path, *names: str) -> None:
         self._sources: dict[str, str] = {}
-        self._jinja_env: jinja2.Environment | None = None
         self._templates = {name: self._load(project_dir, name) for name in names}
 
-    @property
-    def _jinja(self) -> jinja2.Environment:
-        if self._jinja_env is None:
-            import jinja2
-            import jinja2.sandbox
-
-            class NoOtherFiles(jinja2.BaseLoader):
-                """What ``include``, ``import`` and ``extends`` load from: nothing."""
-
-                def get_source(self, environment: jinja2.Environment, template: str) -> NoReturn:
-                    raise jinja2.TemplateNotFound(
-                        template, "a template cannot include or import another"
-                    )
-
-            class Bounded(jinja2.sandbox.ImmutableSandboxedEnvironment):
-                """A string or list made by ``*`` no larger than a prompt may be, and no
-                power past 10,000 (``"a" * 10**10`` would take the memory first)."""
-
-                intercepted_binops = frozenset({"*", "**"})
-
-                def call_binop(
-                    self, context: Any, operator: str, left: Any, right: Any
-                ) -> Any:
-                    if operator == "*":
-                        for seq, times in ((left, right), (right, left)):
-                            if (
-                                isinstance(seq, str | list | tuple)
-                                and isinstance(times, int)
-                                and len(seq) * times > OUTPUT_LIMIT
-                            ):
-                                raise jinja2.sandbox.SecurityError(TOO_LARGE)
-                    if (
-                        operator == "**"
-                        and isinstance(right, int)
-                        and isinstance(left, int)
-                        and abs(right) > 10_000
-                    ):
-                        raise jinja2.sandbox.SecurityError("a power past 10,000 is not computed")
-                    return super().call_binop(context, operator, left, right)
-
-            # Prompts are plain text sent to a model: there is no HTML to escape.
-            self._jinja_env = Bounded(
-                undefined=jinja2.StrictUndefined,
-                keep_trailing_newline=True,
-                autoescape=False,
-                loader=NoOtherFiles(),
-            )
-        return self._jinja_env
+    def source(self, name: str) -> str:
+        """The text of the template ``name`` as it was read (for a key that changes with it)."""
+        return self._sources[name]
 
     def render(self, name: str, **variables: Any) -> str:
         template = self._templates[name]
@@ -195,17 +135,22 @@ class Templates:
             template = self._templates[name] = self._compile(name, self._sources[name])
         import jinja2
 
+        from overbrainer.pipeline import sandbox  # jinja: only for a template that needs it
+
         try:
-            return _bounded(template, variables).strip()
+            return sandbox.render(template, variables).strip()
         except jinja2.TemplateError as error:
-            line = _template_line(error, name)
-            where = f"line {line}: " if line is not None else ""
-            raise UserError(f"invalid template {name}: {where}{error.message}") from None
-        except (OverflowError, MemoryError, RecursionError) as error:
-            # jinja's sandbox refuses a range past 100,000 items with an OverflowError.
-            line = _template_line(error, name)
-            where = f"line {line}: " if line is not None else ""
-            raise UserError(f"invalid template {name}: {where}{error}") from None
+            raise self._error(name, error, error.message or str(error)) from None
+        except RENDER_ERRORS as error:
+            # A template's own mistake ({{ 1/0 }}, {{ "a" + 1 }}), or jinja's sandbox
+            # refusing a range past 100,000 items (an OverflowError).
+            raise self._error(name, error, f"{type(error).__name__}: {error}") from None
+
+    @staticmethod
+    def _error(name: str, error: BaseException, message: str) -> UserError:
+        line = _template_line(error, name)
+        where = f"line {line}: " if line is not None else ""
+        return UserError(f"invalid template {name}: {where}{message}")
 
     def _load(self, project_dir: Path, name: str) -> jinja2.Template | PlainTemplate:
         override = project_dir / PROMPTS_DIR / name
@@ -238,9 +183,9 @@ class Templates:
         finally:
             if fd is not None:
                 os.close(fd)
+        self._sources[name] = source
         plain = PlainTemplate.parse(source, VARIABLES[name])
         if plain is not None:
-            self._sources[name] = source
             return plain
         return self._compile(name, source)
 
@@ -248,18 +193,17 @@ class Templates:
         import jinja2
         import jinja2.meta
 
+        from overbrainer.pipeline import sandbox
+
         try:
-            tree = self._jinja.parse(source)
+            tree = sandbox.environment().parse(source)
         except jinja2.TemplateSyntaxError as error:
             where = f"line {error.lineno}: {error.message}"
             raise UserError(f"invalid template {name}: {where}") from None
         unknown = sorted(jinja2.meta.find_undeclared_variables(tree) - VARIABLES[name])
         if unknown:
             raise UserError(f"invalid template {name}: undefined variable `{unknown[0]}`")
-        code = self._jinja.compile(source, name=name, filename=name)
-        return self._jinja.template_class.from_code(
-            self._jinja, code, self._jinja.make_globals(None)
-        )
+        return sandbox.compiled(tree, name)
 
 
 def _template_line(error: BaseException, name: str) -> int | None:

@@ -228,9 +228,26 @@ def _split(
     assert source is not None  # there are answers
     splitpair.begin(data.dir)  # the pair is not to be used until both are written
     _write(data, TRAIN, source, train)
-    _write(data, EVAL, source, evaluation)
-    splitpair.commit(data.dir)
+    try:
+        _write(data, EVAL, source, evaluation)
+    except files.DiskFull as error:
+        raise _stopped(error, "{train} is new and {eval} as it was") from None
+    try:
+        splitpair.commit(data.dir)
+    except files.DiskFull as error:
+        raise _stopped(error, "{train} and {eval} are new, but not recorded") from None
     return result
+
+
+def _stopped(error: files.DiskFull, kept: str) -> files.DiskFull:
+    """A full disk after the first file: what is on disk (``kept``, with ``{train}`` and
+    ``{eval}``), and how to go on."""
+    kept = kept.format(train=f"{DATA_DIR}/{TRAIN}", eval=f"{DATA_DIR}/{EVAL}")
+    return files.DiskFull(
+        error.shown,
+        f"split stopped: the disk is full ({error.shown} could not be written); {kept}: "
+        "a pair `train` refuses; free some space, then run `overbrainer split` again",
+    )
 
 
 Usable = dict[str, dict[str, dict[str, _Answer]]]

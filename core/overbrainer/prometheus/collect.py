@@ -8,6 +8,7 @@ the history, so they count this command's only.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -169,7 +170,8 @@ class ProjectMetrics:
         except UserError as error:  # a FIFO, a device: never read, never waited on
             logger.debug(f"metrics: {error}")
             return
-        lines = text.splitlines() if text is not None else []
+        # Lines end with \n only: a record may hold U+2028, which str.splitlines cuts at.
+        lines = text.split("\n") if text is not None else []
         for line in lines:
             try:
                 entry = json.loads(line)
@@ -190,7 +192,7 @@ class ProjectMetrics:
                 if _is_count(count) and count:
                     self.tokens.labels(stage=stage, model=model, direction=direction).inc(count)
             cost = entry.get("cost")
-            if isinstance(cost, int | float) and not isinstance(cost, bool) and cost > 0:
+            if isinstance(cost, int | float) and not isinstance(cost, bool) and 0 < cost < math.inf:
                 self.cost.inc(cost, stage=stage, model=model)
 
     def __call__(self, event: Event) -> None:

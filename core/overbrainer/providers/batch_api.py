@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urljoin, urlsplit
 
+from overbrainer.lines import MAX_LINE, LineSplitter, LineTooLong
 from overbrainer.providers.client import Client, http_error
 from overbrainer.providers.completion import Completion
 from overbrainer.providers.errors import ProviderError, TransientError
@@ -211,36 +212,24 @@ async def lines(client: Client, url: str, read_timeout: float) -> AsyncGenerator
             if response.status != 200:
                 raw = await response.read()
                 raise _failure(client, response, raw, True)
-            # Linear in the download: a chunk is split on its own, and the pieces of a line
-            # not ended yet are kept apart until its end comes (no re-join at each chunk).
-            pending: list[bytes] = []
-            size = 0
+            splitter = LineSplitter("the results", MAX_LINE)
             async for chunk in response.content.iter_chunked(1 << 16):
-                *ended, tail = chunk.split(b"\n")
-                for piece in ended:
-                    line = b"".join([*pending, piece]) if pending else piece
-                    pending, size = [], 0
+                for line in splitter.feed(chunk):
                     if line.strip():
                         yield line
-                if tail:
-                    pending.append(tail)
-                    size += len(tail)
-                    if size > MAX_LINE:
-                        raise ProviderError(
-                            f"a line of the results is longer than {MAX_LINE >> 20} MiB "
-                            "(not a results file, or one with no line ends): not read"
-                        )
-            line = b"".join(pending)
-            if line.strip():
-                yield line
+            last = splitter.end()
+            if last is not None and last.strip():
+                yield last
+    except LineTooLong:
+        raise ProviderError(
+            f"a line of the results is longer than {MAX_LINE >> 20} MiB "
+            "(not a results file, or one with no line ends): not read"
+        ) from None
     except TimeoutError:
         raise TransientError("no reply in time") from None
     except (aiohttp.ClientError, OSError) as error:
         raise TransientError(f"transport error ({type(error).__name__})") from None
 
-
-MAX_LINE = 64 << 20
-"""The longest results line read (64 MiB: one answer of a million tokens is far less)."""
 
 GONE = "the provider has no such batch (HTTP 404: purged, or made with another account's key)"
 

@@ -60,16 +60,29 @@ def _per_token(value: Any, pricing: Mapping[str, Any]) -> float | None:
     elif isinstance(value, int | float) and not isinstance(value, bool):
         if pricing.get("unit") != "per_million_tokens":
             return None
-        number = value / 1_000_000
+        listed = _float(value)
+        if listed is None:
+            return None
+        number = listed / 1_000_000
     else:
         return None
     return number if math.isfinite(number) and 0 <= number <= MOST_PER_TOKEN else None
 
 
+def _float(value: int | float) -> float | None:
+    """``value`` as a float; None for an integer past a float's range (JSON has them)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
 def _usd_a_token(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    number = float(value)
+    number = _float(value)
+    if number is None:
+        return None
     return number if math.isfinite(number) and 0 <= number <= MOST_PER_TOKEN else None
 
 

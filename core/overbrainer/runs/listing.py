@@ -196,11 +196,10 @@ def _listed(root: Path, warn: Callable[[str], None]) -> list[tuple[str, str, lis
     cache = ListingCache(root)
     rows = []
     kept: set[str] = set()
-    held = cache.entries
     stat = os.stat
     for entry in os.scandir(root):
         name = entry.name
-        if name not in held and not is_valid_id(name):  # the cache holds valid ids only
+        if not is_valid_id(name):  # the cache is a file anyone may write: its names too
             continue
         if not entry.is_dir(follow_symlinks=False):
             continue

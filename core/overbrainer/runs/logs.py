@@ -9,8 +9,12 @@ from collections.abc import Iterator
 from overbrainer import files
 from overbrainer.errors import UserError
 from overbrainer.job.layout import JOB_LOG
+from overbrainer.lines import read_lines
 from overbrainer.redact import LineRedactor, printable
 from overbrainer.runs.store import RUNS_DIR, RunStore
+
+LOG_LINE = 1 << 20
+"""The longest line of a job log shown whole (1 MiB; a longer one is shown cut)."""
 
 
 def read_job_log(store: RunStore, run_id: str, tail: int | None = None) -> Iterator[str]:
@@ -19,7 +23,8 @@ def read_job_log(store: RunStore, run_id: str, tail: int | None = None) -> Itera
     if not directory.is_dir():
         raise UserError(f"no run {run_id} in {RUNS_DIR}/")
     path = directory / JOB_LOG
-    fd = files.open_regular(path, f"{RUNS_DIR}/{run_id}/{JOB_LOG}", follow=False)
+    shown = f"{RUNS_DIR}/{run_id}/{JOB_LOG}"
+    fd = files.open_regular(path, shown, follow=False)
     if fd is None:
         raise UserError(f"runs: no job.log for run {run_id} yet")
     redactor = LineRedactor()
@@ -27,7 +32,8 @@ def read_job_log(store: RunStore, run_id: str, tail: int | None = None) -> Itera
         # Every line goes through the redactor, even before the tail: a tail that starts
         # inside a private key block must still hide it.
         lines: Iterator[str] = (
-            redactor.line(raw.decode("utf-8", errors="replace").rstrip("\n")) for raw in file
+            redactor.line(raw.decode("utf-8", errors="replace").rstrip("\n"))
+            for raw in read_lines(file, shown, LOG_LINE, cut=True)
         )
         if tail is not None:
             lines = iter(deque(lines, maxlen=tail))

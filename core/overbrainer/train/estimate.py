@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from overbrainer import files
 from overbrainer.config.model import Settings
 from overbrainer.errors import UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.spec import TargetPrice
+from overbrainer.lines import read_lines
 from overbrainer.pipeline.projection import CHARS_PER_TOKEN, QUESTION_CHARS
 from overbrainer.pipeline.records import ANSWERS, TRAIN, DataFiles
 from overbrainer.project import Project
@@ -174,9 +176,13 @@ def _tokens_per_epoch(project_dir: Path, settings: Settings, answers_left: int) 
 
 
 def _chars(path: Path) -> int:
+    shown = f"data/{path.name}"
+    file = files.open_read(path, shown)  # a FIFO is refused, never waited on
+    if file is None:
+        return 0
     total = 0
-    with path.open(encoding="utf-8", errors="replace") as file:
-        for line in file:
+    with file:
+        for line in read_lines(file, shown):
             try:
                 record = json.loads(line)
             except ValueError:

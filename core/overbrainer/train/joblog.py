@@ -15,9 +15,10 @@ from overbrainer.job.interface import Executor
 from overbrainer.job.layout import RECORD
 from overbrainer.job.record import RunRecord
 from overbrainer.job.spec import JobState
+from overbrainer.lines import LineSplitter
 from overbrainer.redact import LineRedactor, printable
 from overbrainer.runs import follow
-from overbrainer.runs.logs import read_job_log
+from overbrainer.runs.logs import LOG_LINE, read_job_log
 from overbrainer.runs.store import RunStore
 from overbrainer.train.workspace import Workspace
 
@@ -50,11 +51,15 @@ def _live(
 ) -> Iterator[str]:
     hook = ws.hook
     redactor = LineRedactor()
-    offset, pending = 0, b""
+    offset = 0
+    # Linear however the job writes (a progress bar's carriage returns and no newline for
+    # hours): a line longer than the bound is shown cut.
+    splitter = LineSplitter(f"the job log of run {record.id}", LOG_LINE, cut=True)
 
-    def read() -> list[str]:
-        nonlocal offset, pending
-        lines: list[str] = []
+    def read(keep: int | None = None) -> deque[str]:
+        """The lines written since the last read (the last ``keep`` of them)."""
+        nonlocal offset
+        lines: deque[str] = deque(maxlen=keep)
         while True:
             chunk = hook.read_job_log(executor=executor, run=record, offset=offset)
             if chunk is None:
@@ -65,11 +70,10 @@ def _live(
             if not chunk.data:
                 return lines
             offset = chunk.offset
-            *complete, pending = (pending + chunk.data).split(b"\n")
-            lines += [printable(redactor.line(raw.decode("utf-8", "replace"))) for raw in complete]
+            for raw in splitter.feed(chunk.data):
+                lines.append(printable(redactor.line(raw.decode("utf-8", "replace"))))
 
-    first = read()
-    yield from deque(first, maxlen=tail) if tail is not None else first
+    yield from read(tail)
     if not keep_following:
         return
     while True:
@@ -77,6 +81,7 @@ def _live(
         running = poll is not None and poll.status.state is JobState.RUNNING
         yield from read()
         if not running:
+            pending = splitter.end()
             if pending:
                 yield printable(redactor.line(pending.decode("utf-8", "replace")))
             return

@@ -15,6 +15,7 @@ from overbrainer.errors import UserError
 from overbrainer.job import layout
 from overbrainer.job.scripts import runner_source
 from overbrainer.job.spec import JobStage
+from overbrainer.lines import read_lines
 from overbrainer.train.job_setup import plugin_file
 
 DATA_FILES = ("train.jsonl", "eval.jsonl")
@@ -43,19 +44,20 @@ def check_train_data(source: Path, project_dir: Path) -> bool:
     train = source / "train.jsonl"
     if source == project_dir / "data":  # a stopped run's copies were checked as it started
         splitpair.check(source)
-    if not _has_example(train):
+    if not _has_example(train, _shown(train, project_dir)):
         raise UserError(
             f"{_shown(train, project_dir)} has no example: run `overbrainer split` first"
         )
-    return _has_example(source / "eval.jsonl")
+    evaluation = source / "eval.jsonl"
+    return _has_example(evaluation, _shown(evaluation, project_dir))
 
 
-def _has_example(path: Path) -> bool:
-    file = files.open_read(path, path.name)  # a FIFO would block the train command
+def _has_example(path: Path, shown: str) -> bool:
+    file = files.open_read(path, shown)  # a FIFO would block the train command
     if file is None:
         return False
     with file:
-        return any(line.strip() for line in file)
+        return any(line.strip() for line in read_lines(file, shown))
 
 
 def _shown(path: Path, project_dir: Path) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 from overbrainer import files
@@ -65,7 +64,7 @@ def report(ws: Workspace, record: RunRecord | None, summary: Summary | None = No
 def local_summary(store: RunStore, run_id: str) -> Summary:
     """The latest figures in a run's local ``metrics.jsonl``."""
     from overbrainer.job.layout import METRICS_FILE
-    from overbrainer.job.metrics import parse_event
+    from overbrainer.job.metrics import read_events
 
     summary = Summary()
     path = store.run_dir(run_id) / METRICS_FILE
@@ -73,10 +72,9 @@ def local_summary(store: RunStore, run_id: str) -> Summary:
         source = files.open_read(path, METRICS_FILE)
         if source is None:
             return summary
-        with io.TextIOWrapper(source, encoding="utf-8", errors="replace") as file:
-            for line in file:
-                event = parse_event(line)
-                if event is not None and event["event"] in ("begin", "log", "end"):
+        with source:
+            for event in read_events(source, METRICS_FILE):
+                if event["event"] in ("begin", "log", "end"):
                     summary.update(event)
     except (OSError, UserError):
         pass

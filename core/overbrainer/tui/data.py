@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from overbrainer import files
 from overbrainer.errors import UserError
+from overbrainer.lines import read_lines
 
 
 @dataclass
@@ -55,11 +57,16 @@ def training_line(project_dir: Path) -> str:
         return ""
     if training is None:
         return "no [training] in overbrainer.toml"
+    shown = f"{DATA_DIR}/{TRAIN}"
     try:
-        with (project_dir / DATA_DIR / TRAIN).open("rb") as file:
-            examples = f", {sum(1 for _ in file)} train examples"
-    except OSError:
-        examples = ", no data/train.jsonl"
+        file = files.open_read(project_dir / DATA_DIR / TRAIN, shown)  # never a FIFO's wait
+    except (OSError, UserError):
+        file = None
+    if file is None:
+        examples = f", no {shown}"
+    else:
+        with file:
+            examples = f", {sum(1 for _ in read_lines(file, shown, cut=True))} train examples"
     return escape_controls(
         f"target `{training.target}`, {training.base_model} ({training.adapter}){examples}"
     )
