@@ -14,7 +14,7 @@ from overbrainer.config.model import Role
 from overbrainer.providers import retry
 from overbrainer.providers.client import Client
 from overbrainer.providers.errors import FatalProviderError, ProviderError
-from overbrainer.providers.prices import Price, PriceBook, parse_litellm_prices, parse_prices
+from overbrainer.providers.prices import Price, PriceBook, parse_model_info, parse_prices
 from overbrainer.providers.registry import ProviderSet
 from overbrainer.providers.retry import RetryPolicy, parse_retry_after
 
@@ -433,7 +433,7 @@ def test_a_listed_number_past_a_float_s_range_is_no_price():
     huge = 10**400
     listed = parse_prices({"data": [{"id": "m", "pricing": {
         "prompt": huge, "completion": 1, "unit": "per_million_tokens"}}]})  # fmt: skip
-    info = parse_litellm_prices({"data": [{"model_name": "m", "model_info": {
+    info = parse_model_info({"data": [{"model_name": "m", "model_info": {
         "input_cost_per_token": huge, "output_cost_per_token": 0}}]})  # fmt: skip
     assert (listed, info) == ({}, {})
 

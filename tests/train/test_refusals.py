@@ -286,3 +286,34 @@ def test_a_container_job_is_stopped_by_name_on_cancel(trainer, run_cli, tmp_path
     result = run_cli("train", "cancel", ID)
     assert result.exit_code == 0, result.stderr
     assert (tmp_path / "calls").read_text() == f"stop -t 30 overbrainer-{ID}\n"
+
+
+@pytest.mark.parametrize(
+    "container",
+    [
+        Container(engine="docker", name="victim-unrelated"),
+        Container(engine="docker", name="overbrainer-20250101-000000-other"),
+        Container(engine="./runs/evil.sh", name=f"overbrainer-{ID}"),
+    ],
+)  # fmt: skip
+def test_a_cancel_stops_only_the_runs_own_container(trainer, run_cli, tmp_path, monkeypatch,
+                                                   container):  # fmt: skip
+    """run.json's container is checked against the one a start names: an edited record
+    neither stops another container nor runs a program of its choosing as the engine."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "calls"}\n')
+    (bin_dir / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    store = RunStore(trainer.dir)
+    record = _record(store, ID, RunState.RUNNING)
+    store.save(record.evolve(job=record.job.model_copy(update={"container": container})))
+    result = run_cli("train", "cancel", ID)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: run {ID}: run.json names container {container.name!r} of "
+        f"{container.engine!r}, not 'overbrainer-{ID}' of docker or podman: the record was "
+        "edited, or is not this tool's; nothing was stopped\n"
+    )
+    assert not (tmp_path / "calls").exists()
+    assert store.load(ID).state is RunState.RUNNING

@@ -7,9 +7,12 @@ the job's directory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 from tests.train.conftest import group_alive
@@ -31,6 +34,7 @@ def test_without_a_token_an_unrelated_group_is_never_signalled(trainer, run_cli,
     run = trainer.wait_running()
     process.kill()
     process.wait()
+    job = run["job"]["pid"]  # the job's group: the test ends it, as the edited record cannot
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     unrelated = subprocess.Popen(["sleep", "300"], start_new_session=True, cwd=elsewhere)
@@ -49,6 +53,12 @@ def test_without_a_token_an_unrelated_group_is_never_signalled(trainer, run_cli,
     finally:
         unrelated.kill()
         unrelated.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while group_alive(job) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert not group_alive(job), f"the job's group {job} outlived the test"
 
 
 def test_without_a_token_the_jobs_own_group_is_cancelled(trainer, run_cli):

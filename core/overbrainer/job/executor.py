@@ -217,7 +217,7 @@ class HostExecutor(Executor):
         )
         pid = self._wait_for_pid(root)
         container = (
-            Container(engine=self._engine, name=f"overbrainer-{run.id}") if self.container else None
+            Container(engine=self._engine, name=container_name(run.id)) if self.container else None
         )
         return JobHandle(dir=root, pid=pid, container=container, token=token)
 
@@ -268,7 +268,7 @@ class HostExecutor(Executor):
             "run",
             "--rm",
             "--name",
-            f"overbrainer-{run.id}",
+            container_name(run.id),
             *gpu,
             "--ipc=host",
             "-v",
@@ -327,7 +327,7 @@ class HostExecutor(Executor):
     def cancel(self, run: RunRecord) -> JobStatus:
         container = None
         if run.job is not None and run.job.container is not None:
-            container = (run.job.container.engine, run.job.container.name)
+            container = _own_container(run, run.job.container)
         pid = run.job.pid if run.job is not None else None
         token = run.job.token if run.job is not None else None
         script = wire.cancel_script(self.run_root(run), pid, container, token)
@@ -495,6 +495,25 @@ def _elapsed(seconds: float) -> str:
 def _milestone(line: str) -> bool:
     """Whether a line of an install or setup is worth showing without debug logging."""
     return line.startswith(_MILESTONES)
+
+
+def _own_container(run: RunRecord, recorded: Container) -> tuple[str, str]:
+    """The engine and name of the run's container from ``run.json``, refused unless it is
+    the one ``launch`` names (``overbrainer-<run id>``, docker or podman): an edited record
+    cannot stop another container, nor run a program of its choosing as the engine."""
+    name = container_name(run.id)
+    if recorded.engine not in ("docker", "podman") or recorded.name != name:
+        raise UserError(
+            f"run {run.id}: run.json names container {recorded.name!r} of {recorded.engine!r}, "
+            f"not {name!r} of docker or podman: the record was edited, or is not this tool's; "
+            "nothing was stopped"
+        )
+    return recorded.engine, name
+
+
+def container_name(run_id: str) -> str:
+    """The container of the run ``run_id``'s job."""
+    return f"overbrainer-{run_id}"
 
 
 def _remove(path: Path) -> None:
