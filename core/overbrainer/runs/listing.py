@@ -305,16 +305,15 @@ def run_lines(store: RunStore | Path, header: bool = False) -> Iterator[str]:
 
 
 def _cells(run_id: str, fields: list[Any]) -> list[Any]:
-    """A run's cells in ``COLUMNS``' order, "" where it has no value."""
-    from overbrainer.runs.figures import Figures, duration
+    """A run's cells in ``COLUMNS``' order, "" where it has no value; read from the fields
+    as ``Figures`` orders them, without importing ``runs.figures`` (a cached listing)."""
+    from overbrainer.runs.duration import duration
 
-    state, target, created, step, reason, note = fields[:6]
-    figures = Figures(*fields[6:11])
+    state, target, created, step, reason, note, seconds, loss, eval_loss = fields[:9]
+    exports, compares = fields[9:11]
     snapshot = "" if step is None else f"step {step} ({reason}): partial model in {OUTPUT_DIR}/"
     made = " ".join(
-        word
-        for word, count in (("exported", figures.exports), ("compared", figures.compares))
-        if count
+        word for word, count in (("exported", exports), ("compared", compares)) if count
     )
     return [
         run_id,
@@ -323,9 +322,9 @@ def _cells(run_id: str, fields: list[Any]) -> list[Any]:
         created,
         snapshot,
         note,
-        "" if figures.seconds is None else duration(figures.seconds),
-        "" if figures.loss is None else f"{figures.loss:.4f}",
-        "" if figures.eval_loss is None else f"{figures.eval_loss:.4f}",
+        "" if seconds is None else duration(seconds),
+        "" if loss is None else f"{loss:.4f}",
+        "" if eval_loss is None else f"{eval_loss:.4f}",
         made,
     ]
 
