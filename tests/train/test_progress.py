@@ -107,3 +107,16 @@ def test_on_a_terminal_a_bar_shows_and_phases_still_print(capsys):
     err = capsys.readouterr().err
     assert "train: finalizing (saving model)" in err
     assert "train: step 1/4" not in err  # the bar replaces the periodic step lines
+
+
+def test_a_followed_run_says_each_batch_of_a_short_evaluation(trainer, run_cli, monkeypatch):
+    """Through the fake Axolotl and the metrics plugin: `evaluating 1/3` used to be all."""
+    from overbrainer.testing.fake_axolotl import EVAL_BATCHES
+
+    monkeypatch.setenv("FAKE_AXOLOTL_STEPS", "2")
+    monkeypatch.setenv("FAKE_AXOLOTL_STEP_SECONDS", "0.05")
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    said = [line for line in result.stderr.splitlines() if line.startswith("train: evaluating")]
+    each = [f"train: evaluating {batch}/{EVAL_BATCHES}" for batch in range(1, EVAL_BATCHES + 1)]
+    assert said and said == each * (len(said) // EVAL_BATCHES)
