@@ -161,8 +161,8 @@ def up_to_date_run(store: RunStore, fingerprint: str) -> RunRecord | None:
 
 
 def resume_source(ws: Workspace, training: Training, run_id: str) -> Resume:
-    """The stopped run ``run_id`` to resume from, checked: stopped with its snapshot here,
-    trained with the same settings."""
+    """The run ``run_id`` to resume from, checked: stopped with its snapshot here, or
+    cancelled or failed with a checkpoint here (its last); trained with the same settings."""
     from overbrainer.job.layout import CONFIG_FILE
     from overbrainer.train.axolotl_yaml import resume_mismatch
 
