@@ -5,6 +5,7 @@ and whether an earlier run already trained on the same inputs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
@@ -13,7 +14,7 @@ from overbrainer import files
 from overbrainer.config.model import Settings, Training
 from overbrainer.errors import UserError
 from overbrainer.job.interface import Executor
-from overbrainer.job.layout import INPUTS_FILE
+from overbrainer.job.layout import INPUTS_FILE, OUTPUT_DIR
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.spec import TargetInfo
 from overbrainer.runs.store import RUNS_DIR, RunStore
@@ -160,20 +161,28 @@ def up_to_date_run(store: RunStore, fingerprint: str) -> RunRecord | None:
 
 
 def resume_source(ws: Workspace, training: Training, run_id: str) -> Resume:
-    """The stopped run ``run_id`` to resume from, checked: stopped with its snapshot here,
-    trained with the same settings."""
+    """The run ``run_id`` to resume from, checked: stopped with its snapshot here, or
+    cancelled or failed with a checkpoint here (its last); trained with the same settings."""
     from overbrainer.job.layout import CONFIG_FILE
     from overbrainer.train.axolotl_yaml import resume_mismatch
 
     store = ws.runs
     source = store.load(run_id)
-    if source.state is not RunState.STOPPED or source.snapshot is None:
+    run_dir = store.run_dir(run_id)
+    if source.state in (RunState.CANCELLED, RunState.FAILED):
+        checkpoint = last_checkpoint(run_dir)
+        if checkpoint is None:
+            raise UserError(
+                f"cannot resume from run {run_id}: it is {source.state.value} and has no "
+                f"checkpoint to resume from (none in {RUNS_DIR}/{run_id}/{OUTPUT_DIR})"
+            )
+    elif source.state is not RunState.STOPPED or source.snapshot is None:
         raise UserError(
             f"cannot resume from run {run_id}: it is {source.state.value}, not stopped with a "
             "snapshot (see `overbrainer train stop`)"
         )
-    run_dir = store.run_dir(run_id)
-    checkpoint = source.snapshot.checkpoint
+    else:
+        checkpoint = source.snapshot.checkpoint
     if not (run_dir / checkpoint).is_dir():
         raise UserError(
             f"cannot resume from run {run_id}: its snapshot is not in {RUNS_DIR}/{run_id}/"
@@ -188,7 +197,36 @@ def resume_source(ws: Workspace, training: Training, run_id: str) -> Resume:
             f"cannot resume from run {run_id}: the training settings differ from the ones it "
             f"ran with ({', '.join(differ)}); set them back to resume, or start a new run"
         )
-    return Resume(run_id=run_id, run_dir=run_dir, checkpoint=checkpoint)
+    return Resume(
+        run_id=run_id,
+        run_dir=run_dir,
+        checkpoint=checkpoint,
+        snapshot=source.state is RunState.STOPPED,
+    )
+
+
+def last_checkpoint(run_dir: Path) -> str | None:
+    """The newest whole checkpoint in a run's ``output/`` (``output/checkpoint-N``), or None:
+    a cancelled or failed run resumes from it as a stopped one does from its snapshot. A
+    checkpoint counts when its ``trainer_state.json`` says step N; one cut off while being
+    saved (no such file, another step) is passed over."""
+    import json
+    import re
+
+    found: list[int] = []
+    output = run_dir / OUTPUT_DIR
+    for entry in output.glob("checkpoint-*") if output.is_dir() else ():
+        match = re.fullmatch(r"checkpoint-(\d+)", entry.name)
+        state = entry / "trainer_state.json"
+        if match is None or entry.is_symlink() or not state.is_file():
+            continue
+        try:
+            step = json.loads(state.read_text(encoding="utf-8")).get("global_step")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if step == int(match[1]):
+            found.append(step)
+    return f"{OUTPUT_DIR}/checkpoint-{max(found)}" if found else None
 
 
 def _config_like(ws: Workspace, training: Training, old_yaml: str) -> dict[str, Any]:

@@ -23,11 +23,17 @@ DATA_FILES = ("train.jsonl", "eval.jsonl")
 
 @dataclass(frozen=True)
 class Resume:
-    """The stopped run a new run continues from."""
+    """The run a new run continues from: a stopped one's snapshot, or the last checkpoint
+    of a cancelled or failed one (``snapshot`` False)."""
 
     run_id: str
     run_dir: Path
     checkpoint: str  # "output/checkpoint-N"
+    snapshot: bool = True
+
+    @property
+    def step(self) -> int:
+        return int(self.name.removeprefix("checkpoint-"))
 
     @property
     def name(self) -> str:

@@ -119,9 +119,11 @@ def _new_run(
         if plan.resume is not None:
             record = held.note(record.evolve(resumed_from=plan.resume.run_id))
             store.save(record)
+            resume = plan.resume
+            what = "the snapshot" if resume.snapshot else "the last checkpoint"
             logger.info(
-                f"train: run {record.id} resumes from the snapshot of run "
-                f"{plan.resume.run_id} ({plan.resume.checkpoint})"
+                f"train: run {record.id} resumes from {what} of run {resume.run_id} "
+                f"({resume.checkpoint}" + ("" if resume.snapshot else f", step {resume.step}") + ")"
             )
         logger.info(f"train: run {record.id} on target `{plan.target}`, in {record.remote_dir}")
         # Starting is never interrupted: a job spawned and not recorded would be lost.
