@@ -80,7 +80,7 @@ def test_runs_ls_escapes_what_a_run_record_holds(run_cli, project_dir):
     result = run_cli("runs", "ls")
     assert result.exit_code == 0, result.stderr
     assert result.stdout == (
-        "RUN                   STATE      TARGET  CREATED\n"
+        "RUN                   STATE      TARGET             CREATED\n"
         r"demo_20260101-000000  failed     gpu\x1b[1A\x1b[2K  "
         r"2026-01-01T00:00:00Z\x0ddemo_x  succeeded" "\n"
     )

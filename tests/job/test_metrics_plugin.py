@@ -109,8 +109,9 @@ def test_a_run_writes_begin_a_log_a_step_evaluation_progress_and_end(run):
     assert log["max_steps"] == 6
     assert log["epoch"] == pytest.approx(3 * 2 / 6)
     evals = [e for e in lines if e["event"] == "eval"]
-    assert evals
-    assert all(e["step"] == 1 and e["total"] == 3 for e in evals)
+    assert evals and all(e["total"] == 3 for e in evals)
+    # Each evaluation of 3 batches shows each: the follower sees it end (issue 43).
+    assert [e["step"] for e in evals] == [1, 2, 3] * (len(evals) // 3)
     eval_losses = [e for e in lines if e["event"] == "log" and "eval_loss" in e]
     assert eval_losses[0]["step"] == 0
     assert not (run / "snapshot.json").exists()
@@ -327,6 +328,24 @@ def test_evaluation_progress_is_written_at_once_then_at_most_every_2_seconds(
     callback.on_prediction_step(None, state(), control())
     written = [(e["step"], e["total"]) for e in map(json.loads, metrics.read_text().splitlines())]
     assert written == [(1, 40), (4, 40), (1, None)]
+
+
+def test_a_short_evaluation_is_written_at_each_tenth_and_at_its_last_batch(
+    plugin, tmp_path, monkeypatch
+):
+    """Within 2 s, an evaluation of 4 batches used to write 1/4 only: the follower said
+    `evaluating 1/4` and never more."""
+    monkeypatch.setattr(plugin.time, "monotonic", lambda: 100.0)
+    metrics = tmp_path / "metrics.jsonl"
+    callback = plugin.OverbrainerMetricsCallback(str(metrics), None)
+    for loader in (list(range(4)), list(range(25))):
+        for _ in loader:
+            callback.on_prediction_step(None, state(), control(), eval_dataloader=loader)
+        callback.on_evaluate(None, state(), control(), metrics={})
+    written = [(e["step"], e["total"]) for e in map(json.loads, metrics.read_text().splitlines())]
+    assert written[:4] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert written[4:] == [(1, 25), (3, 25), (5, 25), (8, 25), (10, 25), (13, 25), (15, 25),
+                           (18, 25), (20, 25), (23, 25), (25, 25)]
 
 
 def test_each_line_goes_out_in_one_write(plugin, tmp_path, monkeypatch):

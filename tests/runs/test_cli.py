@@ -40,12 +40,12 @@ def test_runs_ls_lists_oldest_first_padded(run_cli, project_dir):
     assert result.exit_code == 0, result.stderr
     assert result.stderr == ""
     assert result.stdout == (
-        "RUN                      STATE      TARGET  CREATED\n"
-        "demo_20260921-080000     cancelled  local  2026-09-21T08:00:00Z\n"
-        "demo_20260921-080000_12  failed     gpu  2026-09-21T08:00:00Z\n"
-        "demo_20260922-090000     stopped    gpu  2026-09-22T09:00:00Z"
+        "RUN                      STATE      TARGET  CREATED               SNAPSHOT\n"
+        "demo_20260921-080000     cancelled  local   2026-09-21T08:00:00Z\n"
+        "demo_20260921-080000_12  failed     gpu     2026-09-21T08:00:00Z\n"
+        "demo_20260922-090000     stopped    gpu     2026-09-22T09:00:00Z"
         "  step 120 (deadline): partial model in output/\n"
-        "demo_20260922-143005     running    pod  2026-09-22T14:30:05Z\n"
+        "demo_20260922-143005     running    pod     2026-09-22T14:30:05Z\n"
     )
 
 
@@ -61,7 +61,7 @@ def test_runs_ls_skips_unreadable_records_with_a_warning(run_cli, project_dir):
     assert result.exit_code == 0
     assert result.stdout == (
         "RUN                   STATE      TARGET  CREATED\n"
-        "good_20260922-143005  succeeded  gpu  2026-09-22T14:30:05Z\n"
+        "good_20260922-143005  succeeded  gpu     2026-09-22T14:30:05Z\n"
     )
     assert result.stderr == (
         "warning: skipping run bad_20260922-143005: runs/bad_20260922-143005/run.json "

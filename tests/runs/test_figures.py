@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 
 from tests.fixtures.seeing_runs import START, write_metrics
@@ -33,10 +34,10 @@ def test_runs_ls_has_a_header_duration_losses_and_marks(run_cli, project_dir):
     result = run_cli("runs", "ls")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "RUN                   STATE      TARGET  CREATED",
-        f"{RUN}  succeeded  gpu  {CREATED}  took 2m40s  loss 2.6000  eval_loss 2.7000"
-        "  exported  compared",
-        "demo_20260923-000000  failed     gpu  2026-09-23T00:00:00Z",
+        "RUN                   STATE      TARGET  CREATED               TOOK   LOSS    EVAL_LOSS"
+        "  MADE",
+        f"{RUN}  succeeded  gpu     {CREATED}  2m40s  2.6000  2.7000     exported compared",
+        "demo_20260923-000000  failed     gpu     2026-09-23T00:00:00Z",
     ]
 
 
@@ -128,3 +129,39 @@ def test_runs_show_json_hides_a_secret_in_the_record_s_message(run_cli, project_
     result = run_cli("runs", "show", "--json")
     assert "hf_abcdefghijklmnopqrstuv" not in result.stdout
     assert json.loads(result.stdout)[0]["record"]["message"] == "upload refused: ***"
+
+
+def test_runs_ls_header_names_each_column_at_its_start(run_cli, project_dir):
+    """Runs of different widths in every column: each header starts where its column's
+    values start, on every row that has one (issue 43: TARGET and CREATED were off)."""
+    _made(_trained(project_dir))
+    write_run(project_dir, "demo_20260923-000000_7", "2026-09-23T00:00:00Z", "stopped",
+              "a_much_longer_target",
+              snapshot={"checkpoint": "output/checkpoint-7", "step": 7, "reason": "cost"})
+    (project_dir / "runs" / "demo_20260923-000000_7" / "target.note").write_text("pod gone\n")
+    write_run(project_dir, "demo_20260924-000000", "2026-09-24T00:00:00Z", "failed", "pc")
+    listed = json.loads(run_cli("runs", "ls", "--json").stdout)
+    result = run_cli("runs", "ls")
+    assert result.exit_code == 0, result.stderr
+    header, *rows = result.stdout.splitlines()
+    starts = {m.group(): m.start() for m in re.finditer(r"\S+", header)}
+    assert list(starts) == ["RUN", "STATE", "TARGET", "CREATED", "SNAPSHOT", "NOTE", "TOOK",
+                            "LOSS", "EVAL_LOSS", "MADE"]
+    assert len(rows) == len(listed) == 3
+    for row, run in zip(rows, listed, strict=True):
+        shown = {"RUN": run["id"], "STATE": run["state"], "TARGET": run["target"],
+                 "CREATED": run["created"], "NOTE": run["note"]}
+        if run["snapshot"]:
+            shown["SNAPSHOT"] = f"step {run['snapshot']['step']} ({run['snapshot']['reason']})"
+        if run["loss"] is not None:
+            shown["LOSS"], shown["EVAL_LOSS"] = f"{run['loss']:.4f}", f"{run['eval_loss']:.4f}"
+        if run["exports"]:
+            shown["MADE"] = "exported"
+        for column, value in shown.items():
+            if value is not None:
+                start = starts[column]
+                assert row[start:].startswith(value), (column, row)
+                assert start == 0 or row[start - 2:start] == "  ", (column, row)
+        if run["duration_s"] is not None:
+            assert row[starts["TOOK"] - 2:starts["TOOK"] + 1].startswith("  "), row
+            assert row[starts["TOOK"]] != " ", row

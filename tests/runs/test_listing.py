@@ -11,6 +11,7 @@ from overbrainer.errors import UserError
 from overbrainer.job.layout import TARGET_NOTE
 from overbrainer.job.record import RunState, SnapshotReason
 from overbrainer.runs.listing import REASONS, STATES, run_line, run_lines, runs_json
+from overbrainer.runs.listing_cache import FIELDS
 from overbrainer.runs.store import RunStore
 
 
@@ -61,7 +62,7 @@ def test_records_wrong_in_what_is_printed_are_skipped_with_why(run_cli, project_
     assert result.exit_code == 0
     assert result.stdout == (
         "RUN                   STATE      TARGET  CREATED\n"
-        "good_20260101-000000  failed     gpu  2026-01-01T00:00:00Z\n"
+        "good_20260101-000000  failed     gpu     2026-01-01T00:00:00Z\n"
     )
     shown = "warning: skipping run {0}: runs/{0}/run.json is not a valid run record ({1})"
     assert sorted(result.stderr.splitlines()) == sorted([
@@ -136,14 +137,14 @@ def test_a_listing_kept_in_the_cache_follows_every_change_to_the_files(project_d
     cache = json.loads((root / ".listing.json").read_text())
     assert sorted(cache["runs"]) == ["demo_20260101-000000", "demo_20260101-000001"]
     assert list(run_lines(root)) == first  # from the cache
-    assert "loss 2.5000" in first[1]
+    assert first[1].endswith("  2.5000")
     with metrics.open("a") as file:  # the running run's metrics grow in place
         file.write(json.dumps({"event": "log", "time": 1767225700.0, "loss": 1.25}) + "\n")
     record = root / "demo_20260101-000000" / "run.json"
     record.write_text(record.read_text().replace("succeeded", "cancelled"))  # same size
     lines = list(run_lines(root))
     assert "cancelled" in lines[0]
-    assert "loss 1.2500" in lines[1]
+    assert lines[1].endswith("  1.2500")
     (root / "demo_20260101-000000" / "target.note").write_text("pod gone\n")
     (root / "demo_20260101-000001").rename(root / "x")
     assert list(run_lines(root)) == [lines[0] + "  pod gone"]
@@ -159,7 +160,7 @@ def test_a_cached_row_is_escaped_as_a_fresh_one_is(project_dir):
     cache_path = root / ".listing.json"
     cache = json.loads(cache_path.read_text())
     [entry] = cache["runs"].values()
-    entry[-1] += "\x1b[2J\u202e\nerror: fake line"
+    entry[-FIELDS + 2] += "\x1b[2J\u202e\nerror: fake line"  # its creation time
     cache_path.write_text(json.dumps(cache))
     [shown] = list(run_lines(root))
     assert shown == fresh + "\\x1b[2J\\u202e\\x0aerror: fake line"
@@ -235,7 +236,7 @@ def test_metrics_that_appear_for_a_running_run_are_shown(project_dir):
     import os
 
     os.utime(directory, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert "loss 0.2500" in next(run_lines(root))
+    assert next(run_lines(root)).endswith("  0.2500")
 
 
 def test_a_cache_of_the_layout_before_is_not_read(project_dir):

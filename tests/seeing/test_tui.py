@@ -4,6 +4,7 @@ through it: delete a question into rejected.jsonl, stop a run of the fake traine
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from pathlib import Path
@@ -212,3 +213,26 @@ async def export_logs(project_dir):
     assert "split: 1 train, 0 eval\n" in text
     assert "a debug line" not in text  # below the level shown
     assert "sk-0123456789abcdefghijklmnop" not in text
+
+
+def test_every_footer_key_fits_in_80_columns(tui_project):
+    """Issue 43: at 80x24 the training view's footer cut off `e export` and `C compare`."""
+    asyncio.run(footer_keys(tui_project))
+
+
+async def footer_keys(project_dir):
+    from textual.widgets._footer import FooterKey
+
+    app = OverbrainerApp(project_dir, refresh_s=QUIET)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for view in "12345":
+            await pilot.press(view)
+            await pilot.pause()
+            shown = {key.action: key.region for key in app.screen.query(FooterKey)}
+            assert {"quit", "reload", "help", *app.VIEW_KEYS.get(app.view, ())} <= set(shown)
+            for action, region in shown.items():
+                assert region.width > 0 and region.right <= 80, (app.view, action)
+            ordered = sorted(shown.values(), key=lambda region: region.x)
+            for left, right in itertools.pairwise(ordered):  # none over another
+                assert left.right <= right.x, app.view
+        await pilot.press("q")

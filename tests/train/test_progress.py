@@ -50,11 +50,27 @@ def test_step_lines_at_each_tenth_with_pace_and_every_phase(capsys):
         "train: step 12/40 (30%), epoch 0.90, loss 1.2345, lr 2.00e-04, grad_norm 0.812, "
         "2.0 s/step, about 56 s left",
         "train: evaluating 1/120",
+        "train: evaluating 20/120",
         "train: evaluating 60/120",
+        "train: evaluating 90/120",
         "train: finalizing (saving model)",
         "train: merging adapter",
         "train: retrieving results",
     ]
+
+
+def test_an_evaluation_is_said_at_each_tenth_and_at_its_end_however_fast(capsys):
+    """Issue 43: an evaluation of 4 batches within a second said `evaluating 1/4` only."""
+    configure_logging()
+    progress = Progress(clock=Clock(), bar=False)
+    progress.event({"event": "log", "step": 1, "max_steps": 2, "loss": 2.0})
+    for _ in range(2):
+        for batch in range(1, 5):
+            progress.event({"event": "eval", "step": batch, "total": 4})
+        progress.event({"event": "eval", "step": 4, "total": 4})  # said once
+    progress.event({"event": "eval", "step": 9, "total": None})  # no total: by time only
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[1:] == [f"train: evaluating {batch}/4" for batch in (1, 2, 3, 4)] * 2
 
 
 def test_a_long_run_has_a_step_line_at_least_every_thirty_seconds(capsys):
@@ -91,3 +107,16 @@ def test_on_a_terminal_a_bar_shows_and_phases_still_print(capsys):
     err = capsys.readouterr().err
     assert "train: finalizing (saving model)" in err
     assert "train: step 1/4" not in err  # the bar replaces the periodic step lines
+
+
+def test_a_followed_run_says_each_batch_of_a_short_evaluation(trainer, run_cli, monkeypatch):
+    """Through the fake Axolotl and the metrics plugin: `evaluating 1/3` used to be all."""
+    from overbrainer.testing.fake_axolotl import EVAL_BATCHES
+
+    monkeypatch.setenv("FAKE_AXOLOTL_STEPS", "2")
+    monkeypatch.setenv("FAKE_AXOLOTL_STEP_SECONDS", "0.05")
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    said = [line for line in result.stderr.splitlines() if line.startswith("train: evaluating")]
+    each = [f"train: evaluating {batch}/{EVAL_BATCHES}" for batch in range(1, EVAL_BATCHES + 1)]
+    assert said and said == each * (len(said) // EVAL_BATCHES)

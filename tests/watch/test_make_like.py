@@ -134,3 +134,14 @@ def test_a_changed_training_seed_trains_again_and_diff_names_it(run_cli, project
     first, second = runs_of(project_dir)
     diff = run_cli("runs", "diff", first["id"], second["id"])
     assert diff.stdout == "seed: 42 -> 7\n"
+
+
+def test_run_makes_the_target_ready_once(run_cli, project_dir):
+    """Issue 43: the preflight and the training each ran the target's setup (and said so)."""
+    config = project_dir / "overbrainer.toml"
+    save(config, config.read_text() + "setup = \"echo ran >> setup.count && echo 'model ready'\"\n")
+    result = run_cli("run")
+    assert result.exit_code == 0, result.stderr
+    assert runs_of(project_dir)[0]["state"] == "succeeded"
+    assert (project_dir / "setup.count").read_text().splitlines() == ["ran"]
+    assert result.stderr.count("setup: model ready\n") == 1

@@ -7,8 +7,8 @@ file's directory on ``PYTHONPATH``. Its trainer callback, on the main process on
   (time, max_steps), ``log`` (time,
   step, epoch, max_steps and the loss, eval_loss, learning_rate, grad_norm the trainer logged,
   non-finite numbers as null), ``eval`` (time, step, total: evaluation progress, the first
-  batch at once, then at most every 2 s) and ``end`` (time, step); each line goes out in one
-  write, so a reader never sees half of one;
+  batch at once, then at each tenth of the batches, at the last, and every 2 s between) and
+  ``end`` (time, step); each line goes out in one write, so a reader never sees half of one;
 * turns ``$OVERBRAINER_SNAPSHOT`` (a file holding a reason word) into "save a checkpoint at the
   end of this step, then stop", and once the checkpoint is saved writes ``snapshot.json``
   beside the request: ``{"checkpoint": "output/checkpoint-<step>", "step", "time",
@@ -154,6 +154,7 @@ class OverbrainerMetricsCallback(TrainerCallback):
         self.snapshot_step: int | None = None
         self._eval_batches = 0
         self._eval_written_at: float | None = None
+        self._eval_written = 0
         self._warned = False
 
     @classmethod
@@ -204,18 +205,23 @@ class OverbrainerMetricsCallback(TrainerCallback):
         if not _main(state):
             return
         self._eval_batches += 1
-        clock = time.monotonic()
-        if self._eval_written_at is None or clock - self._eval_written_at >= EVAL_INTERVAL:
-            self._eval_written_at = clock
-            loader = kwargs.get("eval_dataloader")
-            try:
-                total = len(loader) if loader is not None else None
-            except TypeError:
-                total = None
-            self.emit("eval", step=self._eval_batches, total=total)
+        batches, clock = self._eval_batches, time.monotonic()
+        loader = kwargs.get("eval_dataloader")
+        try:
+            total = len(loader) if loader is not None else None
+        except TypeError:
+            total = None
+        # A short evaluation ends within EVAL_INTERVAL: its tenths and its end still show.
+        share = total is not None and total > 0 and (
+            batches >= total or batches * 10 // total > self._eval_written * 10 // total
+        )
+        due = self._eval_written_at is None or clock - self._eval_written_at >= EVAL_INTERVAL
+        if due or share:
+            self._eval_written_at, self._eval_written = clock, batches
+            self.emit("eval", step=batches, total=total)
 
     def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._eval_batches = 0
+        self._eval_batches = self._eval_written = 0
         self._eval_written_at = None
 
     on_predict = on_evaluate

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from overbrainer.job.layout import FOLLOWED_METRICS, METRICS_FILE
+from overbrainer.runs.duration import duration
 
 TAIL_BYTES = 32 << 10
 """How much of the end of ``metrics.jsonl`` is read: the last figures are there."""
@@ -57,16 +58,6 @@ class Figures:
             "exports": self.exports,
             "compares": self.compares,
         }
-
-
-def duration(seconds: float) -> str:
-    """``42s``, ``12m03s``, ``3h07m``."""
-    whole = int(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
 def figures_of(directory: str, created: str) -> Figures:

@@ -9,7 +9,8 @@ loads no plugin.
 
 The line starts as the reference tool's (``id  state  target  created{snapshot}{pod}``,
 fixed by the spec); what this version adds (``runs.figures``: duration, losses, exports,
-compares) follows it, each field labelled, and a header names the fixed columns.
+compares) follows it. Every field is a column, padded to the widest of its runs, and the
+header names each column at its start; a column no run has a value in is left out.
 """
 
 from __future__ import annotations
@@ -259,21 +260,73 @@ def _warner() -> Callable[[str], None]:
     return warn
 
 
+COLUMNS = (
+    "RUN",
+    "STATE",
+    "TARGET",
+    "CREATED",
+    "SNAPSHOT",
+    "NOTE",
+    "TOOK",
+    "LOSS",
+    "EVAL_LOSS",
+    "MADE",
+)
+"""``runs ls``'s header; a column after CREATED is shown only when a run has a value in it."""
+FIXED = 4
+"""The reference tool's columns, always shown."""
+
+
 def run_lines(store: RunStore | Path, header: bool = False) -> Iterator[str]:
     """The lines of ``runs ls`` for a ``RunStore`` or a ``runs/`` directory, each with the
     note its target keeps (``layout.TARGET_NOTE``: a pod's state and spend) and its
-    figures; with ``header``, a line naming the columns first (when there is a run)."""
+    figures, in columns; with ``header``, a line naming each column at its start first
+    (when there is a run)."""
     root = store if isinstance(store, Path) else store.root
     rows = _listed(root, _warner())
-    width = max((len(run_id) for _, run_id, _ in rows), default=0)
-    if header and rows:
-        yield f"{'RUN':<{width}}  {'STATE':<9}  TARGET  CREATED"
     if not rows:
         return
     from overbrainer.redact import escape_controls  # a cached row is a file anyone may edit
+    from overbrainer.runs.listing_cache import FIELDS
 
-    for _, run_id, fields in rows:
-        yield f"{run_id:<{width}}{escape_controls(str(fields[-1]))}"
+    table = [
+        [escape_controls(str(cell)) for cell in _cells(run_id, fields[-FIELDS:])]
+        for _, run_id, fields in rows
+    ]
+    shown = [n for n in range(len(COLUMNS)) if n < FIXED or any(row[n] for row in table)]
+    if header:
+        table.insert(0, list(COLUMNS))
+    widths = {n: max(len(row[n]) for row in table) for n in shown}
+    widths[1] = max(widths[1], len(max(STATES, key=len)))  # as the reference: always 9
+    last = shown[-1]
+    for row in table:
+        cells = (row[n] if n == last else f"{row[n]:<{widths[n]}}" for n in shown)
+        yield "  ".join(cells).rstrip()
+
+
+def _cells(run_id: str, fields: list[Any]) -> list[Any]:
+    """A run's cells in ``COLUMNS``' order, "" where it has no value; read from the fields
+    as ``Figures`` orders them, without importing ``runs.figures`` (a cached listing)."""
+    from overbrainer.runs.duration import duration
+
+    state, target, created, step, reason, note, seconds, loss, eval_loss = fields[:9]
+    exports, compares = fields[9:11]
+    snapshot = "" if step is None else f"step {step} ({reason}): partial model in {OUTPUT_DIR}/"
+    made = " ".join(
+        word for word, count in (("exported", exports), ("compared", compares)) if count
+    )
+    return [
+        run_id,
+        state,
+        target,
+        created,
+        snapshot,
+        note,
+        "" if seconds is None else duration(seconds),
+        "" if loss is None else f"{loss:.4f}",
+        "" if eval_loss is None else f"{eval_loss:.4f}",
+        made,
+    ]
 
 
 def runs_json(root: Path) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from typing import Any
 from overbrainer import files
 from overbrainer.errors import UserError
 from overbrainer.job.layout import EVAL_FILE, INPUTS_FILE, TRAIN_FILE
-from overbrainer.train.axolotl import RESUME_IGNORED, is_local_path
+from overbrainer.train.axolotl import RESUME_IGNORED, TYPED_KEYS, is_local_path
 
 FORMAT = 1
 WHOLE_FILE_LIMIT = 256 << 20
@@ -132,7 +132,9 @@ def _file_digest(path: Path) -> str:
 
 
 def differences(before: Inputs, after: Inputs) -> list[str]:
-    """What changed from ``before`` to ``after``, a line each."""
+    """What changed from ``before`` to ``after``, a line each; an axolotl.yaml key that
+    ``[training]`` sets is named as the config names it (``epochs``, not ``num_epochs``),
+    one set through ``axolotl_extra`` as Axolotl does."""
     lines = []
     for name in sorted({*before.parts, *after.parts}):
         old, new = before.parts.get(name), after.parts.get(name)
@@ -142,11 +144,12 @@ def differences(before: Inputs, after: Inputs) -> list[str]:
             lines.append(f"{name}: {old} -> {new}")
         else:
             lines.append(f"{name}: changed")
-    for key in sorted({*before.config, *after.config}):
+    changed = []
+    for key in {*before.config, *after.config}:
         old, new = before.config.get(key), after.config.get(key)
         if old != new:
-            lines.append(f"{key}: {_shown(old)} -> {_shown(new)}")
-    return lines
+            changed.append(f"{TYPED_KEYS.get(key, key)}: {_shown(old)} -> {_shown(new)}")
+    return lines + sorted(changed)
 
 
 def _shown(value: Any) -> str:

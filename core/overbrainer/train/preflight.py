@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from loguru import logger
+from pydantic import BaseModel
 
 from overbrainer.errors import UserError
 from overbrainer.train.executors import holding
@@ -23,15 +24,18 @@ hours an epoch: the quickstart's tiny model trains 20 steps in about 30 s."""
 _SIZE = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)[bB](?![A-Za-z0-9])")
 
 
-def check_training_target(ws: Workspace) -> None:
+def check_training_target(ws: Workspace) -> BaseModel | None:
     """Make the training target ready, or raise a ``UserError`` saying what to set, with
-    nothing paid for yet; warn when it trains on a CPU a base model sized for a GPU."""
+    nothing paid for yet; warn when it trains on a CPU a base model sized for a GPU. The
+    target's settings made ready (``train``'s ``prepared``: its setup runs once a ``run``),
+    None without ``[training]``."""
     training = ws.settings.training
     if training is None:
-        return
+        return None
     name = training.target
+    target = target_of(ws.settings, name)
     try:
-        with holding(ws.project, ws.hook, name, target_of(ws.settings, name)) as held:
+        with holding(ws.project, ws.hook, name, target) as held:
             info = ws.hook.describe_target(executor=held.executor)
             ws.hook.prepare_target(executor=held.executor)
     except UserError as error:
@@ -45,6 +49,7 @@ def check_training_target(ws: Workspace) -> None:
             "would take hours an epoch there; set training.base_model to a tiny model (as "
             "examples/quickstart does) or training.target to a GPU target"
         )
+    return target
 
 
 def model_billions(base_model: str) -> float | None:

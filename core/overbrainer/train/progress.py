@@ -99,6 +99,7 @@ class Progress:
         self._last_log: float | None = None
         self._last_step: int | None = None
         self._phase_said = 0.0
+        self._share = -1
         self._phase = "training"
         self._bar = _Bar() if (sys.stderr.isatty() if bar is None else bar) else None
 
@@ -112,7 +113,7 @@ class Progress:
             self._log_step(event)
         elif kind == "eval":
             step, total = event.get("step"), event.get("total")
-            self._set_phase("evaluating", f"train: evaluating {step}/{total}")
+            self._set_phase("evaluating", f"train: evaluating {step}/{total}", _share(step, total))
         elif kind == "end":
             self._set_phase("finalizing", "train: finalizing (saving model)")
         elif kind == "stage" and event.get("name") == "merge":
@@ -175,22 +176,37 @@ class Progress:
             pace += f", about {_duration(left)} left"
         return pace
 
-    def _set_phase(self, phase: str, line: str) -> None:
-        """Say ``line`` when the phase changes; while evaluating, again at most every
-        ``LOG_EVERY_S`` (the bar shows the rest on a terminal)."""
+    def _set_phase(self, phase: str, line: str, share: int | None = None) -> None:
+        """Say ``line`` when the phase changes; while evaluating, again at each other tenth
+        ``share`` of the batches (the last batch is one; a next evaluation's first too) or
+        ``LOG_EVERY_S`` after the last line (the bar shows the rest on a terminal)."""
         now = self.clock()
         if phase != self._phase:
             self._phase = phase
-        elif phase != "evaluating" or self._bar is not None or now - self._phase_said < LOG_EVERY_S:
+        elif phase != "evaluating" or self._bar is not None or not self._due(now, share):
             return
-        self._phase_said = now
+        self._phase_said, self._share = now, -1 if share is None else share
         self._say(line)
+
+    def _due(self, now: float, share: int | None) -> bool:
+        """Whether an evaluation's line is due again: another tenth, or time."""
+        return (share is not None and share != self._share) or (
+            now - self._phase_said >= LOG_EVERY_S
+        )
 
     def _say(self, line: str) -> None:
         if self._bar is not None:
             self._bar.print(line)
         else:
             logger.info(line)
+
+
+def _share(step: Any, total: Any) -> int | None:
+    """Which tenth of an evaluation's ``total`` batches ``step`` is in (10: the last), or
+    None when the event does not say."""
+    if type(step) is not int or type(total) is not int or total <= 0 or step < 0:
+        return None
+    return min(step, total) * SHARES // total
 
 
 def _duration(seconds: float) -> str:

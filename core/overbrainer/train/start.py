@@ -8,7 +8,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 
 from loguru import logger
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 
 from overbrainer.config.model import Training
 from overbrainer.errors import TransientError, UserError
@@ -46,6 +46,7 @@ def train(
     resume_if_same: str | None = None,
     stop_when: Callable[[], str | None] | None = None,
     max_usd: float | None = None,
+    prepared: BaseModel | None = None,
 ) -> Trained:
     """``overbrainer train``: start a run on ``target`` (default: training.target), follow
     it to its end, report; the run. ``max_usd``: the budget, when not ``[budget] max_usd``:
@@ -55,7 +56,9 @@ def train(
     ``only_if_changed``: when a succeeded run was made from the same inputs, say so and
     train nothing. ``resume_if_same``: a stopped run to resume from if it was made from the
     same inputs. ``stop_when``: asked at each poll; a reason it returns asks the job for a
-    snapshot (``watch``, when the configuration changes).
+    snapshot (``watch``, when the configuration changes). ``prepared``: the target settings
+    ``run`` made ready before its stages (``preflight``); a target with the same settings is
+    not made ready again (its ``setup`` runs once a ``run``).
     """
     plan = plan_run(ws, target, resume_from, keep_machine)
     check_budget(ws, plan.target, max_usd)
@@ -71,6 +74,7 @@ def train(
                 secrets,
                 only_if_changed=only_if_changed,
                 same_as=resume_if_same,
+                ready_already=prepared is not None and plan.target_model == prepared,
             )
         except KeyboardInterrupt:
             raise UserError("interrupted before the run started") from None
@@ -138,9 +142,10 @@ def prepare(
     *,
     only_if_changed: bool = False,
     same_as: str | None = None,
+    ready_already: bool = False,
 ) -> Prepared:
-    """Learn what the target is and make it ready; or, with ``only_if_changed``, find
-    the run already made from the same inputs."""
+    """Learn what the target is and make it ready (unless ``ready_already``: this command
+    did); or, with ``only_if_changed``, find the run already made from the same inputs."""
     hook = ws.hook
     info = hook.describe_target(executor=executor)
     if info is None:
@@ -156,7 +161,8 @@ def prepare(
         if same_as is not None:
             before = Inputs.read(ws.runs.run_dir(same_as) / INPUTS_FILE)
             resumable = same_as if before and before.fingerprint == fingerprint else None
-    hook.prepare_target(executor=executor)
+    if not ready_already:
+        hook.prepare_target(executor=executor)
     return Prepared(executor, info, secrets, same_as=resumable)
 
 

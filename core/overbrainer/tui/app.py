@@ -69,7 +69,7 @@ HELP: dict[str, list[str]] = {
         "x  export the lines shown to .overbrainer/logs-<time>.log",
     ],
 }
-GLOBAL_HELP = ["1-5  views   R  reload   ?  this help   q  quit"]
+GLOBAL_HELP = ["1-5  views   R  reload   ?  this help   q  quit   ctrl+p  commands"]
 
 
 class OverbrainerApp(App[None]):
@@ -102,7 +102,7 @@ class OverbrainerApp(App[None]):
         Binding("question_mark", "help", "help"),
         Binding("d", "delete", "delete"),
         Binding("r", "run_stages", "run stages"),
-        Binding("s", "stop_run", "snapshot stop"),
+        Binding("s", "stop_run", "stop"),  # a snapshot stop: the help says so
         Binding("c", "cancel", "cancel"),
         Binding("a", "attach", "attach"),
         Binding("t", "train", "train"),
@@ -160,7 +160,8 @@ class OverbrainerApp(App[None]):
             with TabPane("5 Logs", id="logs"), Vertical():
                 yield Static(id="level")
                 yield RichLog(id="log", max_lines=5000, wrap=True)
-        yield Footer()
+        # Compact, the palette's key in the help: the training view's keys fit in 80 columns.
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         table = self.query_one("#runs", DataTable)

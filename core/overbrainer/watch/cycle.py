@@ -66,7 +66,7 @@ class Cycle:
             problem = reasoning_problem(self.reloader.settings)
             if problem is not None:
                 raise UserError(problem)
-            check_training_target(self.workspace())
+            prepared = check_training_target(self.workspace())
             for stage in STAGES:
                 self.reloader.changed()
                 outcome = run_stage(
@@ -93,6 +93,7 @@ class Cycle:
                 resume_if_same=resume_if_same,
                 stop_when=stop_when,
                 max_usd=self.max_usd,
+                prepared=prepared,
             )
             if trained is not None:
                 summary.run = trained.record
