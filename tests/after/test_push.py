@@ -170,6 +170,17 @@ def test_dry_run_sends_nothing_and_needs_no_token(pushable, hub, run_cli, monkey
     assert hub.requests == []
 
 
+def test_push_without_run_id_takes_the_latest_run_as_export_does(
+    pushable, hub, run_cli, monkeypatch
+):
+    monkeypatch.delenv("OVERBRAINER_HF_TOKEN")
+    result = run_cli("push", "--dry-run")
+    assert result.exit_code == 0, result.stderr
+    assert f"{pushable.run_id}-Q4_K_M.gguf  9 B" in result.stdout.splitlines()
+    assert (pushable.run_dir / "hub" / "README.md").is_file()
+    assert hub.requests == []
+
+
 def test_a_bad_repo_and_an_http_hub_off_loopback(pushable, hub, run_cli, monkeypatch):
     result = run_cli("push", pushable.run_id, "--repo", "nope")
     assert "error: `nope` is not a Hugging Face repo: use NAMESPACE/NAME" in result.stderr

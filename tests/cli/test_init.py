@@ -11,6 +11,10 @@ from overbrainer.cli import cli
 from tests.conftest import OPENROUTER
 
 PROMPTS = ["answer_system.txt", "judge.txt", "questions.txt", "subtopics.txt"]
+NOTE = (
+    "# overbrainer: secrets, runs (models) and local state stay out; data/ (the answers you "
+    "paid for) is meant to be committed"
+)
 
 
 @pytest.fixture
@@ -44,7 +48,7 @@ def test_init_writes_a_project_that_passes_config_check(run_cli, empty_dir):
         *[f"prompts/{name}" for name in PROMPTS],
     ]
     assert (empty_dir / ".overbrainer" / "version").read_text() == "1\n"
-    assert (empty_dir / ".gitignore").read_text() == ".env\n/data/\n/runs/\n/.overbrainer/\n"
+    assert (empty_dir / ".gitignore").read_text() == f"{NOTE}\n.env\n/runs/\n/.overbrainer/\n"
     config = tomllib.loads((empty_dir / "overbrainer.toml").read_text())
     assert config["project"] == {"name": "my Distill"}
     assert config["training"]["target"] == "local"
@@ -113,7 +117,7 @@ def test_gitignore_lines_are_appended_without_duplicates(run_cli, empty_dir):
     (empty_dir / ".gitignore").write_text("*.pyc\n/runs/\n.env")
     result = init(run_cli, empty_dir)
     assert result.exit_code == 0, result.stderr
-    assert (empty_dir / ".gitignore").read_text() == "*.pyc\n/runs/\n.env\n/data/\n/.overbrainer/\n"
+    assert (empty_dir / ".gitignore").read_text() == f"*.pyc\n/runs/\n.env\n{NOTE}\n/.overbrainer/\n"
 
 
 def test_gitignore_already_complete_is_left_alone(run_cli, empty_dir):
@@ -182,7 +186,9 @@ def test_init_in_a_clone_never_writes_through_a_link(run_cli, empty_dir, tmp_pat
     assert result.exit_code == 0, result.stderr
     assert outside.read_text() == "kept"
     assert not (empty_dir / ".gitignore").is_symlink()
-    assert (empty_dir / ".gitignore").read_text() == "kept\n.env\n/data/\n/runs/\n/.overbrainer/\n"
+    assert (empty_dir / ".gitignore").read_text() == (
+        f"kept\n{NOTE}\n.env\n/runs/\n/.overbrainer/\n"
+    )
 
 
 def test_init_says_what_the_local_target_and_the_base_model_need(run_cli, empty_dir):
@@ -210,3 +216,55 @@ def test_a_first_run_of_an_init_project_stops_before_paying_when_it_cannot_train
     )
     assert [r.path for r in provider.requests if r.method != "GET"] == []  # a price list only
     assert not (empty_dir / "data").exists()
+
+
+def test_init_takes_the_topics_and_the_base_model(run_cli, empty_dir):
+    result = init(run_cli, empty_dir, "--topic", "SQL query optimisation", "--topic",
+                  "indexes", "--base-model", "HuggingFaceTB/SmolLM2-135M")
+    assert result.exit_code == 0, result.stderr
+    config = tomllib.loads((empty_dir / "overbrainer.toml").read_text())
+    assert [topic["name"] for topic in config["topics"]] == ["SQL query optimisation", "indexes"]
+    assert config["training"]["base_model"] == "HuggingFaceTB/SmolLM2-135M"
+    assert "rust" not in (empty_dir / "overbrainer.toml").read_text().lower()
+    check = run_cli("config", "check", env=OPENROUTER)
+    assert check.exit_code == 0, check.stderr
+    assert "training = HuggingFaceTB/SmolLM2-135M on local (lora)" in check.stdout.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--topic", " "], "error: --topic is empty: name the topic to distill\n"),
+        (["--topic", "a", "--topic", "a"], "error: --topic 'a' is given twice\n"),
+        (["--base-model", ""],
+         "error: --base-model is empty: give a Hub id (org/name) or a directory\n"),
+    ],
+)
+def test_init_refuses_an_empty_or_repeated_option_and_writes_nothing(
+    run_cli, empty_dir, args, message
+):
+    result = init(run_cli, empty_dir, *args)
+    assert result.exit_code == 1
+    assert result.stderr == message
+    assert tree(empty_dir) == []
+
+
+def test_a_new_project_keeps_its_data_in_git(run_cli, empty_dir):
+    """data/ holds what the parent was paid for: git sees it; secrets and runs it does not."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    assert init(run_cli, empty_dir).exit_code == 0
+    (empty_dir / "data").mkdir()
+    (empty_dir / "data" / "answers.jsonl").write_text("{}\n")
+    (empty_dir / ".env").write_text("OVERBRAINER_PROVIDERS__OPENROUTER__API_KEY=sk-x\n")
+    (empty_dir / "runs").mkdir()
+    (empty_dir / "runs" / "model.bin").write_text("x")
+    subprocess.run(["git", "init", "-q", str(empty_dir)], check=True)
+    ignored = subprocess.run(
+        ["git", "-C", str(empty_dir), "check-ignore", "data/answers.jsonl", ".env",
+         "runs/model.bin"], capture_output=True, text=True,
+    )
+    assert ignored.stdout.splitlines() == [".env", "runs/model.bin"]

@@ -13,7 +13,16 @@ if TYPE_CHECKING:
     from tomlkit.items import Table
 
 PROMPTS = ("subtopics.txt", "questions.txt", "answer_system.txt", "judge.txt")
-GITIGNORE = (".env", "/data/", "/runs/", "/.overbrainer/")
+GITIGNORE = (".env", "/runs/", "/.overbrainer/")
+"""What a new project keeps out of git: its secrets, its runs (models: gigabytes) and this
+machine's state. ``data/`` stays in: the questions and answers are what the parent was paid
+for, worth a commit (``git lfs track 'data/*.jsonl'`` when they grow large)."""
+GITIGNORE_NOTE = (
+    "# overbrainer: secrets, runs (models) and local state stay out; data/ (the answers you"
+    " paid for) is meant to be committed"
+)
+DEFAULT_TOPIC = ("rust-ownership", "ownership, borrowing and lifetimes in Rust")
+DEFAULT_BASE_MODEL = "Qwen/Qwen3-0.6B"
 STATE_VERSION = "1"
 
 ENV_EXAMPLE = """\
@@ -42,17 +51,32 @@ OVERBRAINER_PROVIDERS__OPENROUTER__API_KEY=
 
 @click.command()
 @click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
-def init(directory: Path | None) -> None:
+@click.option(
+    "--topic", "topics", multiple=True, metavar="NAME",
+    help="A topic to distill (repeat for several); default: an example, rust-ownership.",
+)
+@click.option(
+    "--base-model", metavar="ID",
+    help=f"The child's base model: a Hub id or a local directory [default: {DEFAULT_BASE_MODEL}].",
+)
+def init(directory: Path | None, topics: tuple[str, ...], base_model: str | None) -> None:
     """Create a project: overbrainer.toml, .env.example and the prompt templates.
 
     DIRECTORY defaults to the project directory (-C). Nothing is written when any of
     these files already exists.
 
-    Example: overbrainer init my-project
+    Example: overbrainer init my-project --topic "SQL query optimisation"
     """
     from overbrainer import files
     from overbrainer.errors import UserError
 
+    for topic in topics:
+        if not topic.strip():
+            raise UserError("--topic is empty: name the topic to distill")
+    if len(set(topics)) < len(topics):
+        raise UserError(f"--topic {_first_twice(topics)!r} is given twice")
+    if base_model is not None and not base_model.strip():
+        raise UserError("--base-model is empty: give a Hub id (org/name) or a directory")
     root = directory if directory is not None else current_app().given
     targets = [root / "overbrainer.toml", root / ".env.example"]
     existing = [path for path in targets if path.exists() or path.is_symlink()]
@@ -65,7 +89,7 @@ def init(directory: Path | None) -> None:
     root.mkdir(parents=True, exist_ok=True)
     name = root.resolve().name or "project"
     # Every file by rename, no directory through a link: `init` may run in a clone.
-    config = config_template(name).encode()
+    config = config_template(name, topics, base_model).encode()
     files.write_atomic(root / "overbrainer.toml", config, "overbrainer.toml")
     files.write_atomic(root / ".env.example", ENV_EXAMPLE.encode(), ".env.example")
     defaults = Path(__file__).parent.parent / "pipeline" / "prompts"
@@ -91,11 +115,25 @@ def _extend_gitignore(path: Path) -> None:
         return
     if text and not text.endswith("\n"):
         text += "\n"
+    if GITIGNORE_NOTE not in text.splitlines():
+        missing.insert(0, GITIGNORE_NOTE)
     files.write_atomic(path, (text + "\n".join(missing) + "\n").encode(), ".gitignore")
 
 
-def config_template(project_name: str) -> str:
-    """A commented ``overbrainer.toml`` for a project called ``project_name``."""
+def _first_twice(values: tuple[str, ...]) -> str:
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            return value
+        seen.add(value)
+    return ""
+
+
+def config_template(
+    project_name: str, topic_names: tuple[str, ...] = (), base_model: str | None = None
+) -> str:
+    """A commented ``overbrainer.toml`` for a project called ``project_name``: its topics
+    (else an example one) and the child's base model (else a small Qwen)."""
     import tomlkit
 
     doc = tomlkit.document()
@@ -107,16 +145,12 @@ def config_template(project_name: str) -> str:
     doc.add("project", _table({"name": project_name}))
 
     topics = tomlkit.aot()
-    topics.append(
-        _table(
-            {
-                "name": "rust-ownership",
-                "description": "ownership, borrowing and lifetimes in Rust",
-                "subtopics": 5,
-                "questions_per_subtopic": 10,
-            }
-        )
-    )
+    given: list[tuple[str, str | None]] = [(name.strip(), None) for name in topic_names]
+    for name, description in given or [DEFAULT_TOPIC]:
+        values: dict[str, object] = {"name": name}
+        if description is not None:
+            values["description"] = description
+        topics.append(_table({**values, "subtopics": 5, "questions_per_subtopic": 10}))
     doc.add(tomlkit.nl())
     doc.add(tomlkit.comment("Each topic gets `subtopics` subtopics, each `questions_per_subtopic`"))
     doc.add(tomlkit.comment("questions, and the parent answers every question."))
@@ -149,16 +183,19 @@ def config_template(project_name: str) -> str:
         ),
     )
 
-    training = _table({"target": "local", "base_model": "Qwen/Qwen3-0.6B", "adapter": "lora"})
+    child = base_model.strip() if base_model is not None else DEFAULT_BASE_MODEL
+    training = _table({"target": "local", "base_model": child, "adapter": "lora"})
     training.comment("the child model; `overbrainer run` trains it after split")
     doc.add(tomlkit.nl())
-    for line in (
-        "Qwen/Qwen3-0.6B is sized for a GPU: on this machine's CPU it trains for hours an",
-        "epoch. Train it on a GPU target (ssh, runpod below), or set base_model to a tiny",
-        "model for a first try on the CPU (examples/quickstart does). `run` checks the target",
-        "before the first paid request, and stops there when it cannot train.",
-    ):
-        doc.add(tomlkit.comment(line))
+    if base_model is None:
+        for line in (
+            "Qwen/Qwen3-0.6B is sized for a GPU: on this machine's CPU it trains for hours an",
+            "epoch. Train it on a GPU target (ssh, runpod below), or set base_model to a tiny",
+            "model for a first try on the CPU (examples/quickstart does).",
+        ):
+            doc.add(tomlkit.comment(line))
+    doc.add(tomlkit.comment("`run` checks the target before the first paid request, and stops"))
+    doc.add(tomlkit.comment("there when it cannot train."))
     doc.add("training", training)
 
     targets = tomlkit.table(is_super_table=True)

@@ -9,7 +9,7 @@ from overbrainer.cli.context import current_app
 
 
 @click.command()
-@click.argument("run_id", shell_complete=complete_run_id)
+@click.argument("run_id", required=False, shell_complete=complete_run_id)
 @click.option(
     "--repo", metavar="NS/NAME", help="The repo (default: hub.repo, else <you>/<project>)."
 )
@@ -26,7 +26,7 @@ from overbrainer.cli.context import current_app
     "lower bound of its 95% interval.",
 )
 def push(  # noqa: PLR0917 - click passes each option
-    run_id: str,
+    run_id: str | None,
     repo: str | None,
     public: bool,
     overwrite_card: bool,
@@ -35,7 +35,7 @@ def push(  # noqa: PLR0917 - click passes each option
 ) -> None:
     """Push RUN_ID's output/ (and its GGUF) to the Hugging Face Hub with a model card.
 
-    RUN_ID may be `latest` or any unique prefix of an id.
+    RUN_ID may be `latest` (the default, as in export) or any unique prefix of an id.
 
     Example: overbrainer push latest --repo me/my-child --dry-run
     """
@@ -45,12 +45,12 @@ def push(  # noqa: PLR0917 - click passes each option
     from overbrainer.redact import escape_controls
 
     app = current_app()
-    run_id = app.runs.resolve(run_id)
+    resolved = app.runs.resolve(run_id)
     with app.lock():
         push_run(
             app.project,
             app.runs,
-            run_id,
+            resolved,
             repo=repo,
             public=public,
             overwrite_card=overwrite_card,
