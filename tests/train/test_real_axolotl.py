@@ -106,13 +106,27 @@ def stopped(venv: Path, training: Training, hf_home: str,
     process = start(venv, root, training, stage(training, "train"), hf_home)
     metrics = root / "metrics.jsonl"
     while process.poll() is None and time.monotonic() - began < TIMEOUT:
-        if metrics.is_file() and '"step": 3,' in metrics.read_text(encoding="utf-8"):
+        if metrics.is_file() and _logged_step(metrics) >= 3:
             (root / "snapshot.request").write_text("deadline\n", encoding="utf-8")
             break
         time.sleep(0.02)
     run = finish(process, root, began)
     print(f"\nreal axolotl: stopped run {run.seconds:.1f} s")
     return run
+
+
+def _logged_step(metrics: Path) -> int:
+    """The last training step a ``log`` event names (an ``eval`` event's ``step`` counts
+    evaluation batches, not training steps); 0 before any."""
+    step = 0
+    for line in metrics.read_text(encoding="utf-8").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a line still being written
+        if event.get("event") == "log" and isinstance(event.get("step"), int):
+            step = event["step"]
+    return step
 
 
 @pytest.fixture(scope="module")
