@@ -4,6 +4,8 @@ and whether an earlier run already trained on the same inputs.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -205,18 +207,18 @@ def resume_source(ws: Workspace, training: Training, run_id: str) -> Resume:
     )
 
 
+_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+
+
 def last_checkpoint(run_dir: Path) -> str | None:
     """The newest whole checkpoint in a run's ``output/`` (``output/checkpoint-N``), or None:
     a cancelled or failed run resumes from it as a stopped one does from its snapshot. A
     checkpoint counts when its ``trainer_state.json`` says step N; one cut off while being
     saved (no such file, another step) is passed over."""
-    import json
-    import re
-
     found: list[int] = []
     output = run_dir / OUTPUT_DIR
     for entry in output.glob("checkpoint-*") if output.is_dir() else ():
-        match = re.fullmatch(r"checkpoint-(\d+)", entry.name)
+        match = _CHECKPOINT.fullmatch(entry.name)
         state = entry / "trainer_state.json"
         if match is None or entry.is_symlink() or not state.is_file():
             continue
