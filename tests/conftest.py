@@ -22,6 +22,8 @@ from overbrainer import redact
 from overbrainer.cli import cli
 
 OUR_PLUGINS = "local,ssh,runpod"
+CLOSED_HUB = "http://127.0.0.1:9"
+DEFAULT_BASE_MODEL = "Qwen/Qwen3-0.6B"
 
 LOCAL_PROVIDER = {"OVERBRAINER_PROVIDERS__MAIN__BASE_URL": "http://127.0.0.1:9/v1"}
 """A URL for MINIMAL_CONFIG's provider that needs no key (a server on this machine, never
@@ -82,7 +84,21 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempP
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path_factory.mktemp("run")))
     monkeypatch.setenv("OVERBRAINER_LOAD_PLUGINS", OUR_PLUGINS)
     monkeypatch.setenv("NO_COLOR", "1")
+    # No test reaches the Hub: a closed port on this machine. The base model most projects
+    # here name is in the home's Hugging Face cache, as after a first download, so that
+    # ``run``'s base-model check passes where it would for a user who trained once.
+    monkeypatch.setenv("HF_ENDPOINT", CLOSED_HUB)
+    cached_model(home, DEFAULT_BASE_MODEL)
     return home
+
+
+def cached_model(home: Path, model: str) -> Path:
+    """Put ``model`` in the Hugging Face cache under ``home`` (its config only)."""
+    snapshot = home / ".cache/huggingface/hub" / f"models--{model.replace('/', '--')}"
+    config = snapshot / "snapshots" / ("0" * 40) / "config.json"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("{}", encoding="utf-8")
+    return config
 
 
 @pytest.fixture(autouse=True)

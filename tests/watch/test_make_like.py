@@ -7,6 +7,8 @@ import re
 
 from tests.watch.conftest import save
 
+from tests.conftest import cached_model
+
 
 def runs_of(project_dir):
     return sorted(
@@ -79,7 +81,10 @@ def test_diff_of_a_run_without_recorded_inputs_says_so(run_cli, project_dir):
     assert result.stderr == f"error: run {run['id']} has no record of its inputs (inputs.json)\n"
 
 
-def test_the_chat_template_warning_comes_only_with_a_run_that_trains(run_cli, project_dir):
+def test_the_chat_template_warning_comes_only_with_a_run_that_trains(
+    run_cli, project_dir, isolated_env
+):
+    cached_model(isolated_env, "meta-llama/Llama-3.2-1B")
     config = project_dir / "overbrainer.toml"
     save(config, config.read_text().replace('"Qwen/Qwen3-0.6B"', '"meta-llama/Llama-3.2-1B"'))
     warning = "training.chat_template is not set and the base model meta-llama/Llama-3.2-1B"

@@ -11,11 +11,18 @@ from __future__ import annotations
 import re
 
 from loguru import logger
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 from overbrainer.errors import UserError
+from overbrainer.job.interface import Executor
+from overbrainer.job.localhost import job_environment
+from overbrainer.job.spec import TargetInfo
+from overbrainer.train import model_check
+from overbrainer.train.axolotl import is_local_path
 from overbrainer.train.executors import holding
+from overbrainer.train.model_check import Found
 from overbrainer.train.plan import target_of
+from overbrainer.train.prepare import resolve_base_model
 from overbrainer.train.workspace import Workspace
 
 CPU_BILLIONS = 0.5
@@ -38,10 +45,16 @@ def check_training_target(ws: Workspace) -> BaseModel | None:
         with holding(ws.project, ws.hook, name, target) as held:
             info = ws.hook.describe_target(executor=held.executor)
             ws.hook.prepare_target(executor=held.executor)
+            found = _base_model_found(ws, held.executor, info)
     except UserError as error:
         raise UserError(
             f"training.target `{name}` cannot train: {error}; nothing was paid for yet"
         ) from None
+    if found is not None:
+        try:
+            model_check.check(found, training.base_model, name)
+        except UserError as error:
+            raise UserError(f"{error}; nothing was paid for yet") from None
     size = model_billions(training.base_model)
     if info is not None and info.cpu and size is not None and size >= CPU_BILLIONS:
         logger.warning(
@@ -50,6 +63,40 @@ def check_training_target(ws: Workspace) -> BaseModel | None:
             "examples/quickstart does) or training.target to a GPU target"
         )
     return target
+
+
+def _base_model_found(ws: Workspace, executor: Executor, info: TargetInfo | None) -> Found | None:
+    """Where the job will find the base model: probed on the target's host when it gives a
+    shell without making a machine, else on this machine; None when neither can tell (a
+    container runtime, whose cache is its image's)."""
+    training = ws.settings.training
+    assert training is not None
+    local = info is not None and info.local_paths
+    base_model = resolve_base_model(training, ws.project_dir, local)
+    token = model_check.token_text(_token(ws))
+    if info is None or not info.per_run:
+        try:
+            shell = ws.hook.open_shell(executor=executor, purpose="check", keep_machine=False)
+        except UserError as error:
+            logger.debug(f"base model not checked on target `{training.target}`: {error}")
+            return None
+        if shell is not None:
+            done = shell.host.run(
+                model_check.probe_script(shell.python, base_model),
+                input=(token + "\n").encode(),
+                timeout=model_check.PROBE_TIMEOUT_S + 30,
+            )
+            return model_check.parse(done.text())
+    if is_local_path(base_model):
+        return None  # a directory on a machine not made yet
+    return model_check.probe_here(base_model, job_environment(ws.project.env), token)
+
+
+def _token(ws: Workspace) -> SecretStr | None:
+    from overbrainer.config.secrets import resolve_secret
+
+    token = ws.settings.hf_token
+    return None if token is None else resolve_secret(token, "hf_token", ws.project.env)
 
 
 def model_billions(base_model: str) -> float | None:

@@ -1,0 +1,39 @@
+"""``.ci/leftovers``: CI fails a tier whose tests leave a process running, even one that
+started a session of its own, as a training job does."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+LEFTOVERS = Path(__file__).parents[2] / ".ci" / "leftovers"
+
+
+def test_a_process_left_behind_fails_the_command_and_is_named():
+    done = subprocess.run(
+        [str(LEFTOVERS), "sh", "-c", "setsid sleep 61 </dev/null >/dev/null 2>&1 & exit 0"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CI_LEFTOVERS_GRACE_S": "2"},
+        timeout=60,
+        check=False,
+    )
+    found = re.search(r"^  (\d+) sleep 61$", done.stderr, re.MULTILINE)
+    try:
+        assert done.returncode == 1
+        assert done.stderr.startswith("processes left running by: sh -c setsid sleep 61")
+        assert found, done.stderr
+    finally:
+        if found:
+            os.kill(int(found[1]), signal.SIGKILL)
+
+
+def test_without_leftovers_the_command_s_own_exit_code_is_kept():
+    for script, code in (("exit 0", 0), ("exit 3", 3), ("sleep 0.2 & wait", 0)):
+        done = subprocess.run(
+            [str(LEFTOVERS), "sh", "-c", script], capture_output=True, text=True, check=False
+        )
+        assert (done.returncode, done.stderr) == (code, "")
