@@ -229,3 +229,16 @@ def test_a_file_of_another_kind_is_refused(run_cli, project_dir, tmp_path):
     result = run_cli("dataset", "import", str(seed), "--topic", "ownership")
     assert result.exit_code != 0
     assert "not a file overbrainer imports: its name must end in .jsonl" in result.stderr
+
+
+def test_the_tui_shows_imported_questions_under_their_subtopics(run_cli, project_dir, tmp_path):
+    from overbrainer.tui.data import read_dataset
+
+    seed = write_jsonl(tmp_path / "seed.jsonl", ROWS)
+    assert run_cli("dataset", "import", str(seed), "--topic", "ownership").exit_code == 0
+    [topic] = read_dataset(project_dir).topics
+    shown = {s.name: [(q.text, q.status) for q in s.questions] for s in topic.subtopics}
+    assert shown == {
+        "imported": [(ROWS[0]["question"], "a"), (ROWS[2]["prompt"], "a")],
+        "drops": [(ROWS[1]["question"], " ")],
+    }
