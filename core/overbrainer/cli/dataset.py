@@ -42,7 +42,7 @@ def import_(source: str, topic: str | None, subtopic: str | None) -> None:
     if read.ignored:
         logger.warning(
             f"dataset: {label}: ignoring {', '.join(sorted(read.ignored))} (no shape "
-            "`dataset import` reads uses them: see docs/pipeline.md)"
+            "`dataset import` reads uses them: see docs/your-own-data.md)"
         )
     with app.lock():
         imported = import_items(

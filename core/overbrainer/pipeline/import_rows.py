@@ -1,5 +1,5 @@
 """What ``dataset import`` reads: rows of JSON Lines or CSV, each a question, a question
-with its answer, or a conversation, in the shapes such data is kept in (docs/pipeline.md
+with its answer, or a conversation, in the shapes such data is kept in (docs/your-own-data.md
 lists them). Every row is checked before anything is written: a bad one is an error that
 names its file and line, and nothing is imported."""
 
