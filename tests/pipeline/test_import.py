@@ -164,6 +164,13 @@ def test_csv_rows_with_aliases_and_quoted_lines(run_cli, project_dir, tmp_path):
     assert second["text"] == "Why are lifetimes elided in simple signatures?"
     [answer] = lines(project_dir, "answers.jsonl")
     assert answer["messages"][-1] == {"role": "assistant", "content": "It checks\nreferences."}
+    chat = [{"role": "user", "content": "Can a borrow outlive its owner?"},
+            {"role": "assistant", "content": "No."}]
+    cell = json.dumps(chat).replace('"', '""')  # CSV's quoting
+    seed.write_text(f'messages\n"{cell}"\n', encoding="utf-8")
+    result = run_cli("dataset", "import", str(seed), "--topic", "lifetimes")
+    assert result.exit_code == 0, result.stderr
+    assert lines(project_dir, "answers.jsonl")[-1]["messages"] == chat
     seed.write_text('question,answer\n"ok question here",fine\nq,a,extra\n', encoding="utf-8")
     result = run_cli("dataset", "import", str(seed), "--topic", "lifetimes")
     assert result.exit_code != 0

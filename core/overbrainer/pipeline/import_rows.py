@@ -222,6 +222,11 @@ def _check_question(question: str, where: str) -> None:
 
 
 def _conversation(turns: Any, key: str, where: str) -> list[dict[str, str]]:
+    if isinstance(turns, str):  # a CSV cell holds the list as JSON
+        try:
+            turns = json.loads(turns)
+        except ValueError:
+            raise RowError(where, f"{key} is not a JSON list of messages") from None
     if not isinstance(turns, list):
         raise RowError(where, f"{key} is not a list of messages")
     messages = [_turn(turn, number, where) for number, turn in enumerate(turns, 1)]
