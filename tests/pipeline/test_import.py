@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from overbrainer.errors import UserError
 from overbrainer.pipeline.ids import question_id, subtopic_id
+from overbrainer.pipeline.import_rows import read_bytes
 from pipeline_data import lines, seed_questions
 
 SOURCE = "import:seed.jsonl"
@@ -249,3 +253,25 @@ def test_the_tui_shows_imported_questions_under_their_subtopics(run_cli, project
         "imported": [(ROWS[0]["question"], "a"), (ROWS[2]["prompt"], "a")],
         "drops": [(ROWS[1]["question"], " ")],
     }
+
+
+@pytest.mark.parametrize(("row", "problem"), [
+    ({"question": "A question here?", "reasoning": "r"}, "reasoning without an answer"),
+    ({"question": ["a", "list"]}, "question is not text"),
+    ({"question": "?!"}, "the question has no word"),
+    ({"conversations": [{"from": "bot", "value": "x"}]}, "message 1: from 'bot' is not one of"),
+    ({"messages": [{"role": "tool", "content": "x"}]}, "message 1: role 'tool' is not system"),
+    ({"messages": [{"role": "user", "content": "Why?"},
+                   {"role": "assistant", "content": "a", "reasoning": "r", "thinking": "t"}]},
+     "message 2 has two reasonings"),
+    ({"messages": "hello"}, "messages is not a JSON list of messages"),
+    ({"messages": [{"role": "user", "content": "Why?"}, {"role": "user", "content": "And?"},
+                   {"role": "assistant", "content": "a"}]},
+     "messages: the turns are not user, assistant"),
+])
+def test_what_is_wrong_with_a_row_is_said(row, problem):
+    with pytest.raises(UserError) as raised:
+        read_bytes(b'{"question": "fine, a question"}\n' + json.dumps(row).encode(), "f.jsonl",
+                   "jsonl")
+    assert str(raised.value).startswith(f"f.jsonl:2: {problem}")
+    assert str(raised.value).endswith("; nothing was imported")
