@@ -1,6 +1,7 @@
 """A loopback Hugging Face Hub for tests: the endpoints ``huggingface_hub`` uses to push a
 model (whoami, repo info, repo creation, YAML validation, preupload, commit, file download),
-on 127.0.0.1 with a real socket. Repositories live in memory; every request is recorded.
+and to read a dataset (its info with its files, a file's download), on 127.0.0.1 with a
+real socket. Repositories live in memory; every request is recorded.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class FakeHub:
     def __init__(self, tokens: dict[str, tuple[str, str]]) -> None:
         self.tokens = tokens
         self.repos: dict[str, Repo] = {}
+        self.datasets: dict[str, Repo] = {}
+        """Dataset repositories; a private one is answered only with a known token."""
         self.requests: list[Request] = []
         self.status_override: dict[str, int] = {}
         hub = self
@@ -122,6 +125,8 @@ class FakeHub:
             self.repos[repo_id] = Repo(private=private)
             return 200, {"url": f"{self.url}/{repo_id}"}, {}
         parts = path.split("/")
+        if path.startswith(("/api/datasets/", "/datasets/")):
+            return self._dataset(path, user)
         if path.startswith("/api/models/"):
             repo_id = "/".join(parts[3:5])
             repo = self.repos.get(repo_id)
@@ -166,6 +171,25 @@ class FakeHub:
         sha = hashlib.sha1(body).hexdigest()
         repo.commits.append(sha)
         return 200, {"commitUrl": f"{self.url}/{repo_id}/commit/{sha}", "commitOid": sha}, {}
+
+    def _dataset(self, path: str, user: tuple[str, str] | None) -> tuple[int, Any, dict[str, str]]:
+        parts = path.split("/")
+        api = parts[1] == "api"
+        repo_id = "/".join(parts[3:5] if api else parts[2:4])
+        repo = self.datasets.get(repo_id)
+        if repo is None or (repo.private and user is None):
+            return 404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"}
+        if api:
+            info = _info(repo_id, repo)
+            info["siblings"] = [
+                {"rfilename": name, "size": len(content)}
+                for name, content in sorted(repo.files.items())
+            ]
+            return 200, info, {}
+        name = unquote("/".join(parts[6:]))  # /datasets/ORG/NAME/resolve/REV/PATH
+        if name not in repo.files:
+            return 404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound"}
+        return 200, repo.files[name], {"Content-Type": "text/plain", "X-Repo-Commit": repo.sha}
 
     def commits(self) -> list[Request]:
         return [r for r in self.requests if "/commit/" in r.path]

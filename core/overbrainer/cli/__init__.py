@@ -62,7 +62,7 @@ SUMMARIES = {
     "history": "Runs, items, tokens and cost per stage, and their total.",
     "log": "Show the prompts and replies of the last stages, newest last.",
     "migrate": "Bring the project's files to the format this overbrainer writes.",
-    "dataset": "Change the dataset by hand.",
+    "dataset": "Import your own data, or change the dataset by hand.",
     "tui": "Browse the project, its dataset, pipeline, runs and logs in a terminal UI.",
     "export": "Export RUN_ID's model to a GGUF file and an Ollama Modelfile, on its target.",
     "push": "Push RUN_ID's output/ (and its GGUF) to the Hugging Face Hub with a model card.",

@@ -1,4 +1,5 @@
-"""``overbrainer dataset``: changing the dataset by hand (the TUI's Dataset view uses it)."""
+"""``overbrainer dataset``: bringing your own data in, and changing the dataset by hand (the
+TUI's Dataset view uses it)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,48 @@ from overbrainer.cli.context import current_app
 
 @click.group()
 def dataset() -> None:
-    """Change the dataset by hand."""
+    """Import your own data, or change the dataset by hand."""
+
+
+@dataset.command("import")
+@click.argument("source", metavar="FILE")
+@click.option("--topic", help="The topic of rows that name none (needed with several topics).")
+@click.option("--subtopic", help="The subtopic of rows that name none (default: imported).")
+def import_(source: str, topic: str | None, subtopic: str | None) -> None:
+    """Import questions, questions with answers, or conversations from FILE (.jsonl or
+    .csv; columns question, answer, reasoning, subtopic, or messages) or from a Hugging
+    Face dataset, hf:ORG/NAME[:SPLIT]. Duplicates are skipped; imported answers are
+    trained on and never asked for again; then split again.
+
+    Example: overbrainer dataset import seed.jsonl --topic "SQL query optimisation"
+    """
+    from pathlib import Path
+
+    from loguru import logger
+
+    from overbrainer.pipeline.hub_dataset import PREFIX, read_hub
+    from overbrainer.pipeline.import_rows import read_file
+    from overbrainer.pipeline.importer import DEFAULT_SUBTOPIC, import_items
+
+    app = current_app()
+    settings = app.settings
+    if source.startswith(PREFIX):
+        read, label = read_hub(source)
+    else:
+        read, label = read_file(Path(source), source), Path(source).name
+    if read.ignored:
+        logger.warning(
+            f"dataset: {label}: ignoring {', '.join(sorted(read.ignored))} (no shape "
+            "`dataset import` reads uses them: see docs/your-own-data.md)"
+        )
+    with app.lock():
+        imported = import_items(
+            app.project_dir, settings, read.items, label,
+            topic=topic, subtopic=subtopic or DEFAULT_SUBTOPIC,
+        )  # fmt: skip
+        click.echo(imported.summary(label))
+        if imported.answers:
+            _split_again()
 
 
 @dataset.command("rm")
@@ -21,21 +63,27 @@ def remove(item_id: str, answer_only: bool) -> None:
 
     Example: overbrainer dataset rm 3f2a9c1e0b7d4e55 --answer-only
     """
+    from overbrainer.pipeline.remove import remove_item
+
+    app = current_app()
+    with app.lock():
+        removed = remove_item(app.project_dir, item_id, answer_only=answer_only)
+        click.echo(f"dataset: deleted {removed.describe()}")
+        _split_again()
+
+
+def _split_again() -> None:
+    """Run ``split`` after a change of the dataset (the project lock held)."""
     from loguru import logger
 
-    from overbrainer.pipeline.remove import remove_item
     from overbrainer.pipeline.runner import run_stage
     from overbrainer.providers.prices import PriceBook
 
     app = current_app()
-    settings = app.settings
-    with app.lock():
-        removed = remove_item(app.project_dir, item_id, answer_only=answer_only)
-        click.echo(f"dataset: deleted {removed.describe()}")
-        outcome = run_stage("split", app.project_dir, settings, app.env, PriceBook())
-        click.echo(outcome.summary)
-        if outcome.signum is not None:
-            outcome.check()  # interrupted: exit as the signal says
-        if outcome.error is not None:
-            # The deletion stands; what split could not do is the next thing to look at.
-            logger.warning(f"dataset: {outcome.error}")
+    outcome = run_stage("split", app.project_dir, app.settings, app.env, PriceBook())
+    click.echo(outcome.summary)
+    if outcome.signum is not None:
+        outcome.check()  # interrupted: exit as the signal says
+    if outcome.error is not None:
+        # The change stands; what split could not do is the next thing to look at.
+        logger.warning(f"dataset: {outcome.error}")

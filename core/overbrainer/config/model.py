@@ -201,6 +201,10 @@ class Pipeline(Section):
     eval_ratio: Finite = Field(default=0.1, gt=0, lt=1)
     seed: int = Field(default=DEFAULT_SEED, ge=0)
     include_system_prompt: bool = False
+    system_prompt: NonEmpty | None = None
+    """The system turn of every training example (``split``'s train and eval files), in
+    place of any the answer holds: the parent's, kept by ``include_system_prompt``, or an
+    imported conversation's. ``answers.jsonl`` keeps what it holds. Unset: as answered."""
     max_wait_s: Finite = Field(default=600, ge=0)
     """The longest a request waits out a provider's rate limit (429s) in all, before failing."""
     batch_poll_s: Finite = Field(default=30, gt=0)

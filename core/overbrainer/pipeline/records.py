@@ -27,6 +27,11 @@ MALFORMED = "malformed"
 
 _TURN_KEYS = {"role", "content", "reasoning_content"}
 
+SOURCE = "source"
+"""Where a record came from when no stage made it: a question's top-level ``source``, an
+answer's ``meta.source``; ``import:<file>`` for what ``dataset import`` brought in."""
+IMPORTED = "import:"
+
 
 def _strings(record: dict[str, Any], *keys: str) -> bool:
     get = record.get
@@ -103,6 +108,16 @@ def is_rejected(record: dict[str, Any]) -> bool:
     return _strings(record, "kind", "topic") and rejected_text(record) is not None
 
 
+def is_imported(record: dict[str, Any]) -> bool:
+    """Whether ``record`` (a question or an answer) came from ``dataset import``: it is
+    the user's own, never asked for nor answered again, ``--force`` included."""
+    source = record.get(SOURCE)
+    if source is None:
+        meta = record.get("meta")
+        source = meta.get(SOURCE) if isinstance(meta, dict) else None
+    return isinstance(source, str) and source.startswith(IMPORTED)
+
+
 def rejected_text(record: dict[str, Any]) -> str | None:
     """The text a ``rejected.jsonl`` record sets aside."""
     for key in ("text", "name"):
@@ -156,7 +171,8 @@ class DataFiles:
         self, name: str, topic: str, kind: str | None = None, writer: JsonlWriter | None = None
     ) -> None:
         """Rewrite ``name`` without the records of ``topic`` (and of ``kind``, for
-        ``rejected.jsonl``), read afresh: what was appended since the stage began stays.
+        ``rejected.jsonl``; imported ones stay), read afresh: what was appended since the
+        stage began stays.
         ``writer``, appending to that file, is closed first so it reopens the new file."""
         if writer is not None:
             writer.close()
@@ -176,12 +192,17 @@ def without(
     records: list[dict[str, Any]], topics: set[str], kind: str | None = None
 ) -> list[dict[str, Any]]:
     """``records`` less those of ``topics`` (and of ``kind``, for ``rejected.jsonl``): what
-    ``--force`` starts from. Nothing is written: see ``Forgetting``."""
+    ``--force`` starts from; imported records stay (no stage can make them again).
+    Nothing is written: see ``Forgetting``."""
     return [r for r in records if not _of(r, topics, kind)]
 
 
 def _of(record: dict[str, Any], topics: set[str], kind: str | None) -> bool:
-    return record["topic"] in topics and (kind is None or record["kind"] == kind)
+    return (
+        record["topic"] in topics
+        and (kind is None or record["kind"] == kind)
+        and not is_imported(record)
+    )
 
 
 class Forgetting:

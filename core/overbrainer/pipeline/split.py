@@ -227,9 +227,10 @@ def _split(
         return result
     assert source is not None  # there are answers
     splitpair.begin(data.dir)  # the pair is not to be used until both are written
-    _write(data, TRAIN, source, train)
+    system = settings.pipeline.system_prompt
+    _write(data, TRAIN, source, train, system)
     try:
-        _write(data, EVAL, source, evaluation)
+        _write(data, EVAL, source, evaluation, system)
     except files.DiskFull as error:
         raise _stopped(error, "{train} is new and {eval} as it was") from None
     try:
@@ -303,10 +304,25 @@ def ranked(answers: dict[str, _Answer], rank: Callable[[str], int]) -> list[_Ans
 _WRITE_CHUNK = 1 << 20
 
 
-def _write(data: DataFiles, name: str, source: BinaryIO, answers: list[_Answer]) -> None:
+def with_system(record: dict[str, Any], system: str) -> dict[str, Any]:
+    """``record`` whose conversation opens with the system turn ``system``, in place of
+    the one it had (``pipeline.system_prompt``)."""
+    messages = record["messages"]
+    if messages and messages[0].get("role") == "system":
+        messages = messages[1:]
+    return {**record, "messages": [{"role": "system", "content": system}, *messages]}
+
+
+def _write(
+    data: DataFiles,
+    name: str,
+    source: BinaryIO,
+    answers: list[_Answer],
+    system: str | None = None,
+) -> None:
     """``name`` rewritten with the lines of ``answers``, read again from answers.jsonl:
     each as ``dumps`` writes its record (through the fast codec, checked to give the
-    same bytes)."""
+    same bytes); with ``system``, each opening with that system turn."""
 
     def write(out: BinaryIO) -> None:
         pending: list[bytes] = []
@@ -315,7 +331,10 @@ def _write(data: DataFiles, name: str, source: BinaryIO, answers: list[_Answer])
         for answer in answers:
             raw = os.pread(fd, answer.length, answer.offset)
             line = raw[:-1] if raw.endswith(b"\n") else raw
-            if not answer.verbatim:
+            if system is not None:
+                record, fast = loads(line)
+                line = encode(with_system(record, system), fast)
+            elif not answer.verbatim:
                 line = encode(*loads(line))
             pending.append(line)
             pending.append(b"\n")

@@ -137,8 +137,11 @@ def read_dataset(project_dir: Path) -> Dataset:
         topics.setdefault(record["topic"], TopicNode(record["topic"])).subtopics.append(node)
     for record in questions:
         parent = by_id.get(record["subtopic_id"])
-        if parent is None:
-            continue
+        if parent is None:  # a subtopic only questions name: an import's, say
+            parent = by_id[record["subtopic_id"]] = SubtopicNode(
+                record["subtopic_id"], record["subtopic"]
+            )
+            topics.setdefault(record["topic"], TopicNode(record["topic"])).subtopics.append(parent)
         answer = answers.get(record["id"])
         status = " " if answer is None else "x" if answer["meta"].get("excluded") else "a"
         parent.questions.append(QuestionNode(record["id"], record["text"], status, answer))
