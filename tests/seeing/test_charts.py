@@ -208,3 +208,26 @@ def test_progress_line():
     assert progress_line(100, 100, 120.0, width=10) == "step 100/100 ━━━━━━━━━━ 100%"
     assert progress_line(7, None, 3.0) == "step 7"
     assert progress_line(None, 10, None) == "no step yet"
+
+
+def test_a_resumed_run_s_terminal_chart_starts_at_its_first_step(run_cli, project_dir):
+    """Its steps continue its parent's (51..100): drawn from 0 the curve would take the right
+    half only; from its first step it fills the chart's width."""
+    write_run(
+        project_dir,
+        RUN,
+        "stopped",
+        snapshot={"checkpoint": "output/checkpoint-50", "step": 50, "reason": "requested"},
+    )
+    child = write_run(project_dir, CHILD, resumed_from=RUN)
+    write_metrics(child, range(51, 101))
+    result = run_cli("runs", "show", CHILD)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    axis = next(i for i, line in enumerate(lines) if "└" in line)
+    rows = [line.split("┤", 1)[1] for line in lines[:axis] if "┤" in line]
+    width = len(rows[0])
+    drawn = {i for row in rows for i, cell in enumerate(row) if cell != " "}
+    assert min(drawn) <= 1  # step 51 of an axis from 50 to 100
+    assert max(drawn) == width - 1
+    assert lines[axis + 1].split() == ["50", "100"]

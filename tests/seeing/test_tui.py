@@ -236,3 +236,37 @@ async def footer_keys(project_dir):
             for left, right in itertools.pairwise(ordered):  # none over another
                 assert left.right <= right.x, app.view
         await pilot.press("q")
+
+
+def test_the_logs_view_opens_with_the_project_s_last_stage_runs(tui_project, project_dir):
+    """Issue 43: it was empty until the TUI ran something."""
+    from overbrainer.pipeline.history import append_history, execution_lines, read_history
+
+    for stage, done in (("questions", 6), ("answers", 5)):
+        append_history(
+            tui_project,
+            {"stage": stage, "started_at": "2026-12-05T10:00:00Z", "ended_at":
+             "2026-12-05T10:01:00Z", "status": "completed", "provider": "main",
+             "model": "parent-model", "done": done, "skipped": 0, "failed": 0, "excluded": 0,
+             "input_tokens": 100, "output_tokens": 200, "cost": 0.01},
+        )  # fmt: skip
+    entries = read_history(tui_project)
+    assert len(entries) == 2
+    lines = asyncio.run(opening_logs(tui_project))
+    assert lines[0] == "the last 2 of 2 stage runs (.overbrainer/history.jsonl):"
+    assert lines[1:] == [f"  {line}" for line in execution_lines(entries)]
+
+
+def test_a_project_with_no_history_says_so_in_its_logs(project_dir):
+    lines = asyncio.run(opening_logs(project_dir))
+    assert lines == ["no stage has run here yet: what the TUI runs shows here"]
+
+
+async def opening_logs(project_dir):
+    app = OverbrainerApp(project_dir, refresh_s=QUIET)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        lines = [text for _, text in app.log_entries]
+        await pilot.press("q")
+    return lines

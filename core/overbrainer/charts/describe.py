@@ -120,8 +120,16 @@ def curve_lines(curves: Curves, width: int = 60, height: int = 10) -> Iterator[s
         yield f"runs: run {curves.run_id} has no loss to plot"
         return
     yield f"  loss (line: train, {'•'}: eval) against step"
+    # A resumed run's steps start where its parent stopped: its axis starts there too.
+    first = min(step for step, _ in [*curves.loss, *curves.eval_loss])
+    x_min = min(curves.resume_step or first, first) if curves.resumed_from else 0
     for row in braille_chart(
-        [curves.loss], curves.eval_loss, width=width, height=height, x_max=curves.max_steps
+        [curves.loss],
+        curves.eval_loss,
+        width=width,
+        height=height,
+        x_max=curves.max_steps,
+        x_min=x_min,
     ):
         yield "  " + row
     for name, label in (("learning_rate", "lr"), ("grad_norm", "grad_norm")):

@@ -19,10 +19,12 @@ def braille_chart(
     width: int = 60,
     height: int = 10,
     x_max: int | None = None,
+    x_min: int = 0,
 ) -> list[str]:
     """Rows of a chart ``width`` x ``height`` characters (plus a label margin): each of
-    ``lines`` as a Braille line, ``points`` as ``•``. x runs from 0 to ``x_max`` (else the
-    last step seen), y over the values drawn."""
+    ``lines`` as a Braille line, ``points`` as ``•``. x runs from ``x_min`` (a resumed run's
+    first step: its curve fills the chart) to ``x_max`` (else the last step seen), y over
+    the values drawn."""
     values = [value for line in lines for _, value in line] + [value for _, value in points]
     if not values:
         return []
@@ -30,14 +32,14 @@ def braille_chart(
     if high == low:
         low, high = low - 0.5, high + 0.5
     steps = [step for line in lines for step, _ in line] + [step for step, _ in points]
-    right = max(x_max or 0, *steps, 1)
+    right = max(x_max or 0, *steps, x_min + 1)
     cols, rows = width * 2, height * 4
     cells = [[0] * width for _ in range(height)]
     marks: dict[tuple[int, int], str] = {}
 
     def pixel(point: Point) -> tuple[int, int]:
         step, value = point
-        x = round(step / right * (cols - 1))
+        x = round((step - x_min) / (right - x_min) * (cols - 1))
         y = round((high - value) / (high - low) * (rows - 1))
         return min(max(x, 0), cols - 1), min(max(y, 0), rows - 1)
 
@@ -68,9 +70,9 @@ def braille_chart(
         )
         out.append(f"{label:>{margin}} ┤{text}")
     axis = f"{'':>{margin}} └{'─' * width}"
-    end = str(right)
+    start, end = str(x_min), str(right)
     out.append(axis)
-    out.append(f"{'':>{margin}}  0{end:>{width - 1}}")
+    out.append(f"{'':>{margin}}  {start}{end:>{width - len(start)}}")
     return out
 
 

@@ -31,6 +31,8 @@ from overbrainer.tui.data import (
 )
 from overbrainer.tui.dialogs import Confirm, Help
 
+SEEDED_LINES = 20
+"""The stage runs of the project's history the Logs view opens with."""
 VIEWS = ("project", "dataset", "pipeline", "training", "logs")
 LEVELS = ("error", "warning", "info", "debug", "trace")
 STAGES = ("subtopics", "questions", "answers", "split")
@@ -168,6 +170,7 @@ class OverbrainerApp(App[None]):
         table.add_columns("run", "state", "target", "created")
         self.load_all()
         self._show_level()
+        self._seed_logs()
         self.set_interval(self.refresh_s, lambda: self._closing_safe(self.refresh_live))
         self._check_size()
 
@@ -587,6 +590,24 @@ class OverbrainerApp(App[None]):
 
     def _shown(self, level: str) -> bool:
         return LEVELS.index(level) <= LEVELS.index(self.level)
+
+    def _seed_logs(self) -> None:
+        """The project's last stage runs, from its history: the view tells what happened
+        before the TUI opened, not only what it runs."""
+        from overbrainer.pipeline.history import HISTORY, execution_lines, read_history
+
+        try:
+            entries = read_history(self.project_dir)
+        except Exception as error:  # noqa: BLE001 - a bad history is a line here, not a crash
+            self.add_log("warning", f"cannot read {HISTORY}: {error}")
+            return
+        if not entries:
+            self.add_log("info", "no stage has run here yet: what the TUI runs shows here")
+            return
+        shown = entries[-SEEDED_LINES:]
+        self.add_log("info", f"the last {len(shown)} of {len(entries)} stage runs ({HISTORY}):")
+        for line in execution_lines(shown):
+            self.add_log("info", f"  {line}")
 
     def add_log(self, level: str, text: str) -> None:
         level = level if level in LEVELS else "info"
