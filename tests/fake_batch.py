@@ -9,7 +9,8 @@ item answered as the fake's default model answers it online. Tests script what g
 scripted replies and faults of ``FakeProvider.on`` (a failing poll, a 429). As real ones do,
 it lists batches a page at a time (``page_size``, newest first unless ``oldest_first``),
 forgets a batch it ``purge``s (a 404 from then on), and may give a relative ``results_url``
-(``results_base = "/v1"``). Every request is recorded in ``requests``, the uploaded files
+(``results_base = "/v1"``); a running batch's ``progress`` is the items its
+``request_counts`` say are done. Every request is recorded in ``requests``, the uploaded files
 in ``uploads`` (their names in ``filenames``).
 """
 
@@ -51,6 +52,8 @@ class FakeBatch:
     counts: dict[str, int] = field(default_factory=dict)
     errors: list[dict[str, str]] = field(default_factory=list)
     cancelled: bool = False
+    progress: int = 0
+    """Items counted as answered while it still runs (its ``request_counts``)."""
 
     def questions(self) -> list[str]:
         """The question ids its items' custom_ids carry (behind the batch's key)."""
@@ -296,7 +299,8 @@ class FakeBatchProvider(FakeProvider):
     def _view(self, batch: FakeBatch) -> dict[str, Any]:
         if batch.protocol == "anthropic":
             ended = batch.status == "ended"
-            counts = batch.counts or {"processing": len(batch.items)}
+            counts = batch.counts or {"processing": len(batch.items) - batch.progress,
+                                      "succeeded": batch.progress}
             base = self.results_base or self.url
             return {
                 "id": batch.id, "type": "message_batch",
@@ -314,7 +318,7 @@ class FakeBatchProvider(FakeProvider):
             "created_at": int(batch.created), "metadata": batch.metadata,
             "errors": {"object": "list", "data": batch.errors} if batch.errors else None,
             "request_counts": {"total": len(batch.items),
-                               "completed": batch.counts.get("succeeded", 0),
+                               "completed": batch.counts.get("succeeded", batch.progress),
                                "failed": len(batch.items) - batch.counts.get("succeeded", 0)
                                if batch.counts else 0},
         }

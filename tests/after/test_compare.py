@@ -86,7 +86,14 @@ def test_compare_answers_judges_and_reports(comparable, provider, run_cli, monke
         "0 ties (0 flipped with the order), 0 losses, 0 unparsed"
     )
     assert lines[1].startswith("compare: child latency p50 ") and ", p95 " in lines[1]
-    assert lines[2] == "compare: cost per 1,000 requests not computed: set [compare] prices"
+    # No [compare] prices: the parent's comes from the provider's price list ($3/$4 a
+    # million tokens; 100 in and 300 out an eval question), the child's is asked for.
+    assert lines[2:5] == [
+        "compare: cost per 1,000 requests: parent $1.500000, child - (upper bound)",
+        "compare: the parent's price: $3.00 in, $4.00 out per million tokens, from the price "
+        "list of provider `main` ([compare] parent_price_in/parent_price_out override it)",
+        "compare: no price per hour for the child: set [compare] child_price_per_hour",
+    ]
     assert (
         "warning: compare: the judge main/parent-model is the parent's model: a judge prefers "
         "its own answers"
@@ -115,7 +122,10 @@ def test_compare_answers_judges_and_reports(comparable, provider, run_cli, monke
     assert summary["questions"] == 5
     assert summary["wins"] == 5 and summary["win_or_tie"] == 1.0
     assert summary["intervals"]["win_or_tie"] == [0.565518, 1.0]
-    assert summary["parent_per_1k"] is None
+    assert summary["parent_per_1k"] == round((100 * 3.0 + 300 * 4.0) / 1000, 6)
+    assert data["parent_price"] == {
+        "in": 3.0, "out": 4.0, "source": "the price list of provider `main`",
+    }
     judged = [s for s in provider.chats() if JUDGE_PROMPT in s.prompt]
     assert len(judged) == 10  # each question in both orders
     for seen in judged:
@@ -126,7 +136,11 @@ def test_compare_answers_judges_and_reports(comparable, provider, run_cli, monke
     assert "- Win-or-tie rate: 100.0% (95% interval 56.6%-100.0%)" in report
     assert "each question judged in both orders, 0 verdicts flipped with the order" in report
 
-    assert "not computed: set [compare] prices" in report
+    assert (
+        "- The parent's price: $3.00 in, $4.00 out per million tokens, from the price list of "
+        "provider `main`"
+    ) in report
+    assert "- No price per hour for the child: set [compare] child_price_per_hour" in report
     assert "The child ran on a CPU." in report
     assert "serving ../../output/gguf/" in (directory / "server.log").read_text()
 
@@ -165,6 +179,42 @@ def test_costs_per_thousand_requests(comparable, provider, run_cli, monkeypatch,
     assert summary["ties"] == 2 and summary["win_or_tie"] == 1.0
     assert summary["parent_per_1k"] == round((100 * 3.0 + 300 * 15.0) / 1000, 6)
     assert summary["child_per_1k"] == round(0.5 * summary["mean_seconds"] / 3.6, 6)
+    # [compare] wins over the provider's price list ($3/$4), and says so.
+    assert (
+        "compare: the parent's price: $3.00 in, $15.00 out per million tokens, from [compare] "
+        "parent_price_in/parent_price_out\n"
+    ) in result.stdout
+
+
+def test_a_parent_without_any_known_price_asks_for_compare_prices(
+    comparable, provider, run_cli, monkeypatch
+):
+    use_provider(monkeypatch, provider)
+    provider.prices = {}  # the provider lists no price
+    result = run_cli("compare", "--limit", "2")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "compare: cost per 1,000 requests not computed: no price known for the parent: set "
+        "[compare] parent_price_in and parent_price_out (USD per million tokens); no price per "
+        "hour for the child: set [compare] child_price_per_hour\n"
+    ) in result.stdout
+
+
+def test_the_providers_table_prices_the_parent_without_asking(
+    comparable, provider, run_cli, monkeypatch
+):
+    use_provider(monkeypatch, provider)
+    config = comparable.dir / "overbrainer.toml"
+    config.write_text(config.read_text().replace(
+        "[roles.parent]", "[providers.main.prices]\nparent-model = { input = 2.0, output = 8.0 }"
+        "\n\n[roles.parent]", 1,
+    ) + "\n[compare]\nchild_price_per_hour = 0.5\n")
+    result = run_cli("compare", "--limit", "2")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "compare: the parent's price: $2.00 in, $8.00 out per million tokens, from "
+        "[providers.main.prices] ([compare] parent_price_in/parent_price_out override it)\n"
+    ) in result.stdout
 
 
 def test_an_unparsed_verdict_is_asked_twice_and_a_failed_answer_is_not_judged(

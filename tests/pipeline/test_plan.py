@@ -151,17 +151,84 @@ def test_a_finished_project_plans_nothing_and_asks_nothing(run_cli, project_dir,
     assert training["tokens_from"] == "data/train.jsonl"
     assert (training["usd"], training["basis"], training["gpu_type"]) == (0.0, "no price", None)
     assert found["total_usd"] == 0.0
+    # A local target has no price, but training has a time: a guess before any run there.
+    assert training["hours"] > 0
+    assert training["hours_basis"] == GUESS
     line = run_cli("plan").stdout.splitlines()[5]
     assert line.startswith("training   on `here`: ")
-    assert line.endswith(" tokens (assumed: data/train.jsonl, characters / 4); $0.0000, no price")
+    assert line.endswith(
+        " tokens (assumed: data/train.jsonl, characters / 4); about 0s of training "
+        f"({GUESS}); $0.0000, no price"
+    )
+
+
+GUESS = (
+    "a guess: the throughput table's A40 figure for a lora of a 0.6B model; a first run on "
+    "`here` measures it"
+)
 
 
 def test_training_tokens_are_projected_from_the_answers_to_come(run_cli, project_dir, provider):
     (project_dir / "overbrainer.toml").write_text(PIPELINE_CONFIG + LOCAL_TRAINING)
+    found = plan(run_cli)
+    training = found["training"]
+    # No answer yet: each as long as the answers stage's prior says, never max_tokens.
+    out = found["stages"]["answers"]["tokens_out"] / found["stages"]["answers"]["requests"]
+    assert training["tokens_from"] == (
+        f"no answers yet: {out:.0f} tokens an answer, the answers stage's prior, not max_tokens"
+    )
+    # 8 answers, 90% to train, each a question and the prior's answer (characters / 4).
+    assert training["tokens_per_epoch"] == pytest.approx(8 * 0.9 * (80 + out * 4) / 4, rel=0.01)
+    assert training["tokens_per_epoch"] < 8 * 0.9 * 16384 / 4  # max_tokens: 16384
+
+
+def test_training_tokens_come_from_the_answers_lengths_once_there_are_some(
+    run_cli, project_dir, provider
+):
+    (project_dir / "overbrainer.toml").write_text(PIPELINE_CONFIG + LOCAL_TRAINING)
+    assert run_cli("subtopics").exit_code == 0 and run_cli("questions").exit_code == 0
+    assert run_cli("plan", "--pilot", "3").exit_code == 0
+    answers = lines(project_dir, "answers.jsonl")
+    chars = sum(
+        len(m.get("content") or "") + len(m.get("reasoning_content") or "")
+        for record in answers for m in record["messages"]
+    )
     training = plan(run_cli)["training"]
-    assert training["tokens_from"] == "the answers, projected"
-    # 8 answers, 90% to train, each about max_tokens long.
-    assert training["tokens_per_epoch"] == pytest.approx(8 * 0.9 * 16384, rel=0.01)
+    left = 8 - len(answers)
+    assert training["tokens_from"] == (
+        f"the lengths of {len(answers)} answers, {left} more at their average"
+    )
+    assert training["tokens_per_epoch"] == int(8 * 0.9 * chars / len(answers)) // 4
+    line = run_cli("plan").stdout.splitlines()[5]
+    assert f"(assumed: the lengths of {len(answers)} answers, {left} more at their average, " \
+        "characters / 4)" in line
+
+
+def test_training_time_on_a_local_target_is_measured_from_a_previous_run(
+    run_cli, project_dir, provider
+):
+    assert run_cli("run").exit_code == 0
+    (project_dir / "overbrainer.toml").write_text(PIPELINE_CONFIG + LOCAL_TRAINING)
+    run_dir = project_dir / "runs" / "demo-20260101-000000"
+    (run_dir / "data").mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({
+        "id": run_dir.name, "target": "here", "created": "2026-01-01T00:00:00Z",
+        "remote_dir": str(run_dir), "state": "succeeded",
+    }))  # fmt: skip
+    example = {"messages": [{"role": "user", "content": "x" * 3996},
+                            {"role": "assistant", "content": "y" * 4000}]}
+    (run_dir / "data" / "train.jsonl").write_text(json.dumps(example) + "\n")  # 2000 tokens
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in (
+        {"event": "begin", "time": 1000.0, "max_steps": 4},
+        {"event": "log", "time": 1004.0, "step": 2, "epoch": 1.0, "loss": 1.0},
+        {"event": "log", "time": 1010.0, "step": 4, "epoch": 2.0, "loss": 0.9},
+    )))  # fmt: skip  # 2 epochs of 2000 tokens in 10 s: 400 tokens/s
+    training = plan(run_cli)["training"]
+    assert training["hours_basis"] == f"measured on run {run_dir.name}: 400 tokens/s"
+    assert training["hours"] == pytest.approx(training["tokens"] / 400 / 3600, abs=1e-6)
+    line = run_cli("plan").stdout.splitlines()[5]
+    assert f"of training (measured on run {run_dir.name}: 400 tokens/s); $0.0000, no price" \
+        in line
 
 
 def test_run_shows_the_plan_total_first(run_cli, project_dir, provider):

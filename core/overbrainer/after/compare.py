@@ -32,6 +32,7 @@ from overbrainer.after.judge import (
     verdicts_key,
 )
 from overbrainer.after.metrics import summary
+from overbrainer.after.parent_price import parent_price
 from overbrainer.after.report import render as render_report
 from overbrainer.after.report import terminal_summary
 from overbrainer.after.target_run import TargetRun, open_target
@@ -361,14 +362,8 @@ def _judge_and_report(
     from_pod = child_price is None and isinstance(setup.get("pod_price_per_hour"), int | float)
     if from_pod:
         child_price = float(setup["pod_price_per_hour"])
-    figures = summary(
-        questions,
-        verdicts,
-        answers,
-        compare_settings.parent_price_in,
-        compare_settings.parent_price_out,
-        child_price,
-    )
+    parent = parent_price(settings, dict(project.env))
+    figures = summary(questions, verdicts, answers, parent.price_in, parent.price_out, child_price)
     data = {
         **{k: v for k, v in setup.items() if k != "questions"},
         "hardware": _read_json(directory / HARDWARE) or {},
@@ -382,6 +377,7 @@ def _judge_and_report(
             "ratio": figures["ratio"],
         },
         "child_price_from_pod": from_pod,
+        "parent_price": parent.json(),
         "questions": [
             _row(q, answers.get(q["id"], {}), verdicts.get(q["id"], {})) for q in questions
         ],

@@ -37,6 +37,36 @@ def shown_answer(text: str | None) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
+PARENT_UNPRICED = (
+    "no price known for the parent: set [compare] parent_price_in and parent_price_out "
+    "(USD per million tokens)"
+)
+CHILD_UNPRICED = "no price per hour for the child: set [compare] child_price_per_hour"
+NOT_PRICED = f"{PARENT_UNPRICED}; {CHILD_UNPRICED}"
+
+
+def price_lines(data: dict[str, Any]) -> list[str]:
+    """Where the parent's price came from (``[compare]``, the providers' table, the
+    provider's price list), or what to set for a price that is missing."""
+    summary = data["summary"]
+    price = data.get("parent_price") or {}
+    lines = []
+    if summary.get("parent_per_1k") is None:
+        lines.append(PARENT_UNPRICED)
+    elif price.get("source"):
+        override = (
+            "" if str(price["source"]).startswith("[compare]")
+            else " ([compare] parent_price_in/parent_price_out override it)"
+        )
+        lines.append(
+            f"the parent's price: ${price['in']:.2f} in, ${price['out']:.2f} out per million "
+            f"tokens, from {price['source']}{override}"
+        )
+    if summary.get("child_per_1k") is None:
+        lines.append(CHILD_UNPRICED)
+    return lines
+
+
 def percent(value: Any) -> str:
     return f"{value:.1%}" if isinstance(value, int | float) else "-"
 
@@ -62,12 +92,13 @@ def terminal_summary(data: dict[str, Any]) -> list[str]:
         f"{_seconds(summary['latency_p95'])}",
     ]
     if summary.get("parent_per_1k") is None and summary.get("child_per_1k") is None:
-        lines.append("compare: cost per 1,000 requests not computed: set [compare] prices")
+        lines.append(f"compare: cost per 1,000 requests not computed: {NOT_PRICED}")
     else:
         lines.append(
             f"compare: cost per 1,000 requests: parent {_money(summary.get('parent_per_1k'))}, "
             f"child {_money(summary.get('child_per_1k'))} (upper bound)"
         )
+        lines += [f"compare: {line}" for line in price_lines(data)]
     if data.get("judge_is_parent"):
         lines.append(f"compare: the judge is the parent's model ({data['judge']})")
     return lines
@@ -119,7 +150,7 @@ def render(data: dict[str, Any]) -> str:
     speed = summary.get("tokens_per_second")
     lines.append(f"- Tokens per second: {f'{speed:.1f}' if isinstance(speed, float) else '-'}")
     if summary.get("parent_per_1k") is None and summary.get("child_per_1k") is None:
-        lines.append("- Cost per 1,000 requests: not computed: set [compare] prices")
+        lines.append(f"- Cost per 1,000 requests: not computed: {NOT_PRICED}")
     else:
         ratio = summary.get("ratio")
         lines.append(
@@ -129,6 +160,7 @@ def render(data: dict[str, Any]) -> str:
         )
         if data.get("child_price_from_pod"):
             lines.append("- The child's price per hour is its Runpod pod's.")
+        lines += [f"- {line[0].upper()}{line[1:]}" for line in price_lines(data)]
     questions = data["questions"]
     losses = [q for q in questions if q.get("verdict") == "error"]
     losses += [q for q in questions if q.get("verdict") == "loss"]

@@ -41,7 +41,8 @@ def training_line(training: TrainingPlan) -> str:
     price = training.price
     if price is None:
         spend = "$0.0000, no price" if training.usd == 0 else f"no price ({training.basis})"
-        return f"on `{training.target}`: {tokens}; {spend}"
+        time = training.time_text()
+        return f"on `{training.target}`: {tokens}; " + (f"{time}; " if time else "") + spend
     gpus = f"{price.gpu_count} x {price.gpu_type}" if price.gpu_count > 1 else price.gpu_type
     return (
         f"on `{training.target}`: {tokens}; {training.gpu_hours or 0:.2f} GPU hours of {gpus} "

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from loguru import logger
 
 from overbrainer.errors import UserError
+from overbrainer.pipeline import batch_watch
 from overbrainer.pipeline.batch_ledger import KEY_BYTES, Batch, Ledger, State
 from overbrainer.pipeline.budget import BudgetExceeded, cost_of, prompt_bound
 from overbrainer.pipeline.jsonl import JsonlWriter
@@ -179,6 +180,7 @@ class BatchStage:
         answered online, or by ``--cancel`` left for a later run)."""
         self._told: set[str] = set()
         """The batches whose undecided search was told of in this run."""
+        self._watch = batch_watch.BatchWatch(self._pipeline.batch_poll_s)
 
     # -- the whole ----------------------------------------------------------------------
 
@@ -497,6 +499,9 @@ class BatchStage:
                     continue
             try:
                 status = await self._kept(batch, "a poll", self._status(batch))
+                said = self._watch.line(batch, status)
+                if said is not None:
+                    logger.info(said)
                 if not status.ended:
                     running.append(batch)
                     continue
@@ -687,7 +692,9 @@ class BatchStage:
         if api is None:
             client = self._client(batch)
             kind = OpenAIBatches if client.protocol == "openai" else AnthropicBatches
-            api = kind(client, self._pipeline.request_timeout_secs)
+            api = kind(
+                client, self._pipeline.request_timeout_secs, batch_watch.POLL_TIMEOUT_S
+            )
             self._apis[batch.provider] = api
         return api
 

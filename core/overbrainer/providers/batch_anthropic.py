@@ -20,6 +20,7 @@ from overbrainer.providers.batch_api import (
     Unreachable,
     call,
     checked_id,
+    counts_of,
     lines,
     listed_past,
     member,
@@ -46,9 +47,10 @@ class AnthropicBatches:
 
     limits = LIMITS
 
-    def __init__(self, client: Client, read_timeout: float) -> None:
+    def __init__(self, client: Client, read_timeout: float, poll_timeout: float) -> None:
         self._client = client
         self._read_timeout = read_timeout
+        self._poll_timeout = poll_timeout
 
     def _url(self, path: str = "") -> str:
         return f"{self._client.base_url}/{PATH}{path}"
@@ -73,7 +75,8 @@ class AnthropicBatches:
         candidates = []
         after = ""
         for _page in range(FIND_PAGES):  # newest first: down to the time it was recorded
-            data = await call(self._client, "GET", self._url(f"?limit=100{after}"))
+            data = await call(self._client, "GET", self._url(f"?limit=100{after}"),
+                              total_timeout=self._poll_timeout)
             found = member(data, "data")
             batches = [b for b in (found if isinstance(found, list) else []) if isinstance(b, dict)]
             times = []
@@ -123,7 +126,8 @@ class AnthropicBatches:
         return False
 
     async def status(self, batch_id: str) -> BatchStatus:
-        data = await call(self._client, "GET", self._url(f"/{batch_id}"), batch=True)
+        data = await call(self._client, "GET", self._url(f"/{batch_id}"), batch=True,
+                          total_timeout=self._poll_timeout)
         status = member(data, "processing_status")
         if not isinstance(status, str):
             raise TransientError("the provider's reply is not a message batch")
@@ -135,7 +139,13 @@ class AnthropicBatches:
             if output is None:
                 raise Unreachable(FOREIGN_RESULTS)
         why = "cancelled" if ended and member(data, "cancel_initiated_at") else None
-        return BatchStatus(ended=ended, status=status, reason=why, output=output)
+        # ``request_counts``: ``processing``, then ``succeeded``, ``errored``, ``canceled``
+        # and ``expired`` (the last three: finished without a message).
+        counts = counts_of(
+            data, ("succeeded", "errored", "canceled", "expired"),
+            ("errored", "canceled", "expired"), ("processing",),
+        )
+        return BatchStatus(ended=ended, status=status, reason=why, output=output, counts=counts)
 
     async def results(self, status: BatchStatus) -> AsyncIterator[ItemResult]:
         if status.output is None:
@@ -144,7 +154,8 @@ class AnthropicBatches:
             yield item(line)
 
     async def cancel(self, batch_id: str) -> None:
-        await call(self._client, "POST", self._url(f"/{batch_id}/cancel"), batch=True)
+        await call(self._client, "POST", self._url(f"/{batch_id}/cancel"), batch=True,
+                          total_timeout=self._poll_timeout)
 
 
 def item(line: bytes) -> ItemResult:

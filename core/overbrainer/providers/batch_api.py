@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from urllib.parse import urljoin, urlsplit
 
 from overbrainer.lines import MAX_LINE, LineSplitter, LineTooLong
-from overbrainer.providers.client import Client, http_error
+from overbrainer.providers.client import CONNECT_TIMEOUT, Client, http_error
 from overbrainer.providers.completion import Completion
 from overbrainer.providers.errors import ProviderError, TransientError
 from overbrainer.providers.tls import aiohttp
@@ -57,6 +57,37 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Counts:
+    """A batch's items as the provider counts them while it runs (``request_counts``):
+    ``done`` those it finished, ``failed`` the part of them without an answer."""
+
+    done: int
+    failed: int
+    total: int
+
+
+def counts_of(data: Any, done: tuple[str, ...], failed: tuple[str, ...],
+              waiting: tuple[str, ...]) -> Counts | None:
+    """The ``request_counts`` of a reply, summed by the provider's words for finished,
+    failed and still waiting items; None when it gives none readable."""
+    found = member(data, "request_counts")
+    if not isinstance(found, dict):
+        return None
+    numbers = {
+        key: value for key, value in found.items()
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    }
+    if not numbers:
+        return None
+    finished = sum(numbers.get(key, 0) for key in done)
+    return Counts(
+        done=finished,
+        failed=sum(numbers.get(key, 0) for key in failed),
+        total=finished + sum(numbers.get(key, 0) for key in waiting),
+    )
+
+
+@dataclass(frozen=True)
 class BatchStatus:
     """Where a batch stands: ``ended`` once the provider will do no more of it; ``status``
     in the provider's word; ``reason``: why it did not complete, when it did not."""
@@ -68,6 +99,8 @@ class BatchStatus:
     """Where its results are: a file id (openai) or the results URL (anthropic)."""
     errors: str | None = None
     """The file id of its failed items (openai)."""
+    counts: Counts | None = None
+    """How far it is, when the provider says."""
 
 
 @dataclass(frozen=True)
@@ -157,15 +190,20 @@ async def call(
     json_body: Any = None,
     data: aiohttp.FormData | None = None,
     read_timeout: float | None = None,
+    total_timeout: float | None = None,
     batch: bool = False,
 ) -> Any:
     """One request's JSON reply; transport failures are ``TransientError``.
-    ``read_timeout``: no total limit, only between reads (an upload of 200 MB).
+    ``read_timeout``: no total limit, only between reads (an upload of 200 MB);
+    ``total_timeout``: the whole reply within it (a poll: one that hangs is asked again
+    soon, not after the stage's ``request_timeout_secs``).
     ``batch``: the URL names one batch, so a 404 is ``Unreachable`` (that batch is gone),
     not a wrong ``base_url``."""
-    timeout = None if read_timeout is None else aiohttp.ClientTimeout(
-        total=None, sock_read=read_timeout
-    )
+    timeout = None
+    if read_timeout is not None:
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=read_timeout)
+    elif total_timeout is not None:
+        timeout = aiohttp.ClientTimeout(total=total_timeout, connect=CONNECT_TIMEOUT)
     raw = await _send(
         client, method, url, json_body=json_body, data=data, timeout=timeout, batch=batch
     )
@@ -196,7 +234,8 @@ async def _send(
                 raise _failure(client, response, raw, batch)
             return raw
     except TimeoutError:
-        raise TransientError("no reply in time") from None
+        within = f"within {timeout.total:g} s" if timeout and timeout.total else "in time"
+        raise TransientError(f"no reply {within}") from None
     except aiohttp.ClientConnectorError:
         raise TransientError(f"cannot connect to provider `{client.name}`") from None
     except (aiohttp.ClientError, OSError) as error:

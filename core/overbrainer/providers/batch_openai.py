@@ -11,12 +11,14 @@ from overbrainer.providers import openai_chat
 from overbrainer.providers.batch_api import (
     FIND_PAGES,
     BatchStatus,
+    Counts,
     Finding,
     ItemResult,
     Limits,
     Request,
     call,
     checked_id,
+    counts_of,
     lines,
     listed_past,
     member,
@@ -50,9 +52,10 @@ class OpenAIBatches:
 
     limits = LIMITS
 
-    def __init__(self, client: Client, read_timeout: float) -> None:
+    def __init__(self, client: Client, read_timeout: float, poll_timeout: float) -> None:
         self._client = client
         self._read_timeout = read_timeout
+        self._poll_timeout = poll_timeout
 
     def _url(self, path: str) -> str:
         return f"{self._client.base_url}/{path}"
@@ -83,7 +86,8 @@ class OpenAIBatches:
         file_id = prepared.get("file_id")
         after = ""
         for _page in range(FIND_PAGES):  # newest first: down to the time it was recorded
-            data = await call(self._client, "GET", self._url(f"batches?limit=100{after}"))
+            data = await call(self._client, "GET", self._url(f"batches?limit=100{after}"),
+                              total_timeout=self._poll_timeout)
             found = member(data, "data")
             batches = [b for b in (found if isinstance(found, list) else []) if isinstance(b, dict)]
             for batch in batches:
@@ -99,7 +103,8 @@ class OpenAIBatches:
         return Finding()
 
     async def status(self, batch_id: str) -> BatchStatus:
-        data = await call(self._client, "GET", self._url(f"batches/{batch_id}"), batch=True)
+        data = await call(self._client, "GET", self._url(f"batches/{batch_id}"), batch=True,
+                          total_timeout=self._poll_timeout)
         status = member(data, "status")
         if not isinstance(status, str):
             raise TransientError("the provider's reply is not a batch")
@@ -124,6 +129,7 @@ class OpenAIBatches:
             reason=why,
             output=checked_id(output, "output file") if output else None,
             errors=checked_id(errors_file, "error file") if errors_file else None,
+            counts=_counts(data),
         )
 
     async def results(self, status: BatchStatus) -> AsyncIterator[ItemResult]:
@@ -135,7 +141,17 @@ class OpenAIBatches:
                 yield item(line)
 
     async def cancel(self, batch_id: str) -> None:
-        await call(self._client, "POST", self._url(f"batches/{batch_id}/cancel"), batch=True)
+        await call(self._client, "POST", self._url(f"batches/{batch_id}/cancel"), batch=True,
+                          total_timeout=self._poll_timeout)
+
+
+def _counts(data: Any) -> Counts | None:
+    """``request_counts``: ``total``, ``completed`` (answered) and ``failed``."""
+    counts = counts_of(data, ("completed", "failed"), ("failed",), ())
+    total = member(member(data, "request_counts"), "total")
+    if counts is None or not isinstance(total, int) or total < counts.done:
+        return counts
+    return Counts(counts.done, counts.failed, total)
 
 
 def item(line: bytes) -> ItemResult:

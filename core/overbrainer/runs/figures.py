@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from overbrainer.duration import duration
 from overbrainer.job.layout import FOLLOWED_METRICS, METRICS_FILE
-from overbrainer.runs.duration import duration
 
 TAIL_BYTES = 32 << 10
 """How much of the end of ``metrics.jsonl`` is read: the last figures are there."""

@@ -307,7 +307,7 @@ def run_lines(store: RunStore | Path, header: bool = False) -> Iterator[str]:
 def _cells(run_id: str, fields: list[Any]) -> list[Any]:
     """A run's cells in ``COLUMNS``' order, "" where it has no value; read from the fields
     as ``Figures`` orders them, without importing ``runs.figures`` (a cached listing)."""
-    from overbrainer.runs.duration import duration
+    from overbrainer.duration import duration
 
     state, target, created, step, reason, note, seconds, loss, eval_loss = fields[:9]
     exports, compares = fields[9:11]

@@ -17,13 +17,21 @@ from typing import Any
 
 from overbrainer import files
 from overbrainer.config.model import Settings
+from overbrainer.duration import duration
 from overbrainer.errors import UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.spec import TargetPrice
 from overbrainer.lines import read_lines
-from overbrainer.pipeline.projection import CHARS_PER_TOKEN, QUESTION_CHARS
+from overbrainer.pipeline.projection import (
+    CHARS_PER_TOKEN,
+    QUESTION_CHARS,
+    StageWork,
+    measured,
+    prior,
+)
 from overbrainer.pipeline.records import ANSWERS, TRAIN, DataFiles
 from overbrainer.project import Project
+from overbrainer.train.throughput import last_span
 
 SIZES = (1, 3, 8, 14, 34, 72)
 """The model sizes of the table's columns, in billions of parameters (at most)."""
@@ -104,6 +112,10 @@ class TrainingPlan:
     usd: float | None
     basis: str
     """``assumed`` (the throughput's source follows), ``no price`` or why it is unknown."""
+    hours: float | None = None
+    """How long training takes on the target, priced or not (None: unknown)."""
+    hours_basis: str = ""
+    """Where ``hours`` comes from: a run of this project measured, or a guess."""
 
     @property
     def tokens(self) -> int:
@@ -124,7 +136,15 @@ class TrainingPlan:
             "gpu_hours": None if self.gpu_hours is None else round(self.gpu_hours, 4),
             "usd": None if self.usd is None else round(self.usd, 4),
             "basis": self.basis,
+            "hours": None if self.hours is None else round(self.hours, 6),
+            "hours_basis": self.hours_basis,
         }
+
+    def time_text(self) -> str | None:
+        """``about 1h02m of training (…)``, or None when unknown."""
+        if self.hours is None:
+            return None
+        return f"about {duration(self.hours * 3600)} of training ({self.hours_basis})"
 
 
 def estimate_training(
@@ -150,11 +170,43 @@ def estimate_training(
         return TrainingPlan(name, tokens, training.epochs, source, None, None, None,
                             f"unknown: {error.message}")  # fmt: skip
     if price is None:
-        return TrainingPlan(name, tokens, training.epochs, source, None, None, 0.0, "no price")
+        hours, how = unpriced_hours(project.dir, settings, name, tokens * training.epochs)
+        return TrainingPlan(name, tokens, training.epochs, source, None, None, 0.0, "no price",
+                            hours, how)  # fmt: skip
     speed, basis = tokens_per_second(settings, price)
     hours = tokens * training.epochs / speed / 3600
     return TrainingPlan(name, tokens, training.epochs, source, price, hours,
-                        hours * price.usd_per_hour, f"assumed ({basis})")  # fmt: skip
+                        hours * price.usd_per_hour, f"assumed ({basis})", hours,
+                        f"assumed: {basis}")  # fmt: skip
+
+
+GUESS = (
+    "a guess: the throughput table's {cls} figure for a {adapter} of a {size}; a first run "
+    "on `{target}` measures it"
+)
+
+
+def unpriced_hours(
+    project_dir: Path, settings: Settings, target: str, tokens: int
+) -> tuple[float, str]:
+    """Training's hours on a target with no price (this machine, an ssh host): at the
+    throughput a run of this project measured on it, else at the table's figure for the
+    model on a mid-range GPU, labelled as the guess it is."""
+    span = last_span(project_dir, target)
+    if span is not None:
+        run_tokens = _chars(span.train_file) // CHARS_PER_TOKEN
+        if run_tokens > 0:
+            speed = run_tokens * span.epochs / span.seconds
+            return tokens / speed / 3600, (
+                f"measured on run {span.run_id}: {speed:,.0f} tokens/s"
+            )
+    training = settings.training
+    assert training is not None
+    speed, _ = tokens_per_second(settings, TargetPrice(0.0, DEFAULT_CLASS))
+    size = model_size(training.base_model)
+    shown = f"{size:g}B model" if size is not None else f"model ({DEFAULT_SIZE:g}B assumed)"
+    guess = GUESS.format(cls=DEFAULT_CLASS, size=shown, adapter=training.adapter, target=target)
+    return tokens / speed / 3600, guess
 
 
 def _tokens_per_epoch(project_dir: Path, settings: Settings, answers_left: int) -> tuple[int, str]:
@@ -169,10 +221,23 @@ def _tokens_per_epoch(project_dir: Path, settings: Settings, answers_left: int) 
             if record["meta"].get("excluded") is None:
                 usable += 1
                 chars += _conversation_chars(record)
-    parent = settings.roles.parent
-    each = chars / usable if usable else QUESTION_CHARS + parent.max_tokens * CHARS_PER_TOKEN
     examples = (usable + answers_left) * (1 - settings.pipeline.eval_ratio)
-    return int(examples * each) // CHARS_PER_TOKEN, "the answers, projected"
+    if usable:
+        more = f", {answers_left} more at their average" if answers_left else ""
+        return int(examples * chars / usable) // CHARS_PER_TOKEN, (
+            f"the lengths of {usable} answers{more}"
+        )
+    # No answer yet: an answer as long as the answers stage projects one, never max_tokens
+    # (an upper bound: 50 times the usual answer where it is 32k).
+    parent = settings.roles.parent
+    each = measured(project_dir, "answers", parent.model) or prior(
+        "answers", StageWork(1, QUESTION_CHARS, 2), parent
+    )
+    chars_each = QUESTION_CHARS + each.tokens_out * CHARS_PER_TOKEN
+    return int(examples * chars_each) // CHARS_PER_TOKEN, (
+        f"no answers yet: {each.tokens_out:.0f} tokens an answer, the answers stage's "
+        f"{each.basis}, not max_tokens"
+    )
 
 
 def _chars(path: Path) -> int:

@@ -1,6 +1,7 @@
-"""A run's duration as ``runs ls`` and ``runs show`` print it, in a module of its own:
-``runs ls`` formats it from its cache without importing ``runs.figures`` (dataclasses,
-datetime: about 10 ms)."""
+"""A duration as ``runs ls``, ``runs show`` and a batch's wait print it, in a module of its
+own: ``runs ls`` formats it from its cache without importing ``runs.figures``
+(dataclasses, datetime: about 10 ms), and the pipeline, which may not import ``runs``,
+shares it."""
 
 from __future__ import annotations
 
