@@ -27,9 +27,10 @@ def plan(as_json: bool, max_usd: float | None, pilot: int | None) -> None:
     """What each stage still to run, training, export and compare will cost.
 
     Requests, tokens in and out and dollars per stage, measured from this project's
-    requests so far or assumed from the settings (max_tokens), then training's tokens,
-    GPU hours and dollars on a target with a price. Nothing is spent: only the providers'
-    price lists (and the target's) are asked.
+    requests so far or assumed from the settings (max_tokens), then training's tokens (from
+    the answers' lengths once there are some), its hours (measured on an earlier run of the
+    target, else a guess said as one) and dollars on a target with a price. Nothing is
+    spent: only the providers' price lists (and the target's) are asked.
 
     Before a stage's first request its figures are a prior (a few paragraphs an answer,
     and the reasoning when asked for); `--pilot N` pays for N answers to measure instead.
