@@ -18,6 +18,7 @@ from overbrainer.project import RUNS_DIR
 from overbrainer.redact import escape_controls, redact
 from overbrainer.runs.figures import made_of
 from overbrainer.runs.listing import run_line
+from overbrainer.runs.machine import machine_lines, read_machine
 from overbrainer.runs.store import RunStore
 
 SETTINGS = (
@@ -73,6 +74,9 @@ def show_lines(store: RunStore, record: RunRecord, width: int = 60) -> Iterator[
         if ids:
             where = [f"{RUNS_DIR}/{record.id}" + ("" if i == "." else f"/{kind}/{i}") for i in ids]
             yield escape_controls(f"  {kind}: {', '.join(where)}")
+    machine = read_machine(run_dir)
+    if machine is not None:
+        yield from machine_lines(machine)
     if curves is None:
         yield f"runs: no {METRICS_FILE} for run {record.id} yet"
         return
