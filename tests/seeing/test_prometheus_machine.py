@@ -5,15 +5,23 @@ follows the run; and end to end, from the runner's samples of a real `train`."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
+from tests.fixtures.run_dirs import write_examples
+from tests.seeing.conftest import BOOT, TRAINING
 from tests.seeing.test_prometheus import free_port, sample, scrape
 from tests.seeing.test_prometheus_names import _scraped
 
 from overbrainer.events import Event
 from overbrainer.prometheus.collect import ProjectMetrics
 from overbrainer.runs.machine import parse_sample
+from overbrainer.testing.fake_axolotl import make_fake_venv
 
 RUN = "demo_20260922-143005"
 FAKE_NVIDIA_SMI = Path(__file__).parents[1] / "job" / "fake_nvidia_smi"
@@ -148,3 +156,41 @@ def test_a_followed_run_has_its_machine_gauges(project_dir, start_training, monk
         61,
     )
 
+
+
+def test_a_job_running_elsewhere_has_its_latest_sample_kept_at_home(project_dir, tmp_path, run_cli):
+    """A local target whose work directory is not the project's `runs/`: the job's samples
+    reach home only through the follower, as from an ssh host or a pod."""
+    work = tmp_path / "work"
+    venv = make_fake_venv(tmp_path / "fake-venv")
+    write_examples(project_dir / "data" / "train.jsonl", range(10))
+    write_examples(project_dir / "data" / "eval.jsonl", range(10, 12))
+    config = project_dir / "overbrainer.toml"
+    config.write_text(config.read_text() + TRAINING.format(venv=venv) + f'workdir = "{work}"\n')
+    env = {**os.environ, "FAKE_AXOLOTL_STEP_SECONDS": "0.1", "FAKE_AXOLOTL_STEPS": "100000"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", BOOT, "-C", str(project_dir), "train"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        kept = None
+        while kept is None or not kept.exists():
+            assert time.monotonic() < deadline, "no machine sample kept at home"
+            time.sleep(0.2)
+            found = sorted((project_dir / "runs").glob("*/run.json"))
+            kept = found[-1].parent / "machine.json" if found else None
+        run_id = kept.parent.name
+        assert (work / run_id / "machine.json").exists()  # the runner's, on the "target"
+        result = run_cli("runs", "show", run_id)
+        assert result.exit_code == 0, result.stderr
+        assert "  machine: (sampled " in result.stdout
+        assert "    disk /: " in result.stdout
+    finally:
+        process.kill()
+        process.wait()
+        for pid_file in work.glob("*/job.pid"):
+            with suppress(ProcessLookupError, ValueError):
+                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
