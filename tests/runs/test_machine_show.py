@@ -66,3 +66,14 @@ def test_a_run_without_a_sample_or_with_a_broken_one_has_no_machine_block(run_cl
     result = run_cli("runs", "show", "demo_20260922-143005")
     assert result.exit_code == 0 and "machine:" not in result.stdout
     assert result.stderr == ""
+
+
+def test_runs_show_json_has_the_latest_machine_sample(run_cli, project_dir):
+    run_dir = write_run(project_dir, "demo_20260922-143005", "2026-09-22T14:30:05Z", "running")
+    (run_dir / "machine.json").write_text(json.dumps(SAMPLE))
+    [shown] = json.loads(run_cli("runs", "show", "--json").stdout)
+    machine = shown["machine"]
+    assert machine["cpu"] == {"usage": 0.42, "load1": 3.25, "cpus": 7.5}
+    assert machine["memory"] == {"used_bytes": 3 * GIB, "limit_bytes": 16 * GIB}
+    assert [disk["mount"] for disk in machine["disks"]] == ["/workspace", "/"]
+    assert [(gpu["index"], gpu["utilization"]) for gpu in machine["gpus"]] == [(0, 0.97), (1, None)]

@@ -4,6 +4,7 @@ timings and curves, read from its directory alone."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,14 @@ def show_json(store: RunStore, record: RunRecord) -> dict[str, Any]:
         "loss": curves.last("loss"),
         "eval_loss": curves.last("eval_loss"),
         **made_of(run_dir),
+        "machine": _machine_json(store.run_dir(record.id)),
     }
+
+
+def _machine_json(run_dir: Path) -> dict[str, Any] | None:
+    """The run's latest machine sample as ``machine.json``'s fields, None without one."""
+    sample = read_machine(run_dir)
+    return None if sample is None else asdict(sample)
 
 
 def curve_lines(curves: Curves, width: int = 60, height: int = 10) -> Iterator[str]:
