@@ -133,7 +133,7 @@ def test_a_followed_run_has_its_machine_gauges(project_dir, start_training, monk
     fake_bin = tmp_path / "fake-bin"
     fake_bin.mkdir()
     (fake_bin / "nvidia-smi").symlink_to(FAKE_NVIDIA_SMI)
-    monkeypatch.setenv("PATH", f"{fake_bin}:{Path('/usr/bin')}:{Path('/bin')}")
+    monkeypatch.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
     start_training(f'\n[metrics]\nlisten = "127.0.0.1:{port}"\n')
