@@ -40,7 +40,7 @@ def test_the_status_script_is_read_by_its_parser(tmp_path):
     (tmp_path / "snapshot.request").write_text("deadline\n")
     (tmp_path / "metrics.jsonl").write_text('{"a": 1}\n{"b": 2}\n')
     done = _sh(wire.status_script(str(tmp_path), offset=9))
-    status, request, snapshot, size, rest = wire.parse_status(done.stdout.encode())
+    status, request, snapshot, _, size, rest = wire.parse_status(done.stdout.encode())
     assert (status, request, snapshot, size, rest) == (
         JobStatus.exited(0), "deadline", None, 18, b'{"b": 2}\n'
     )

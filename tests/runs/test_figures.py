@@ -119,7 +119,9 @@ def test_runs_show_json(run_cli, project_dir):
         "eval_loss",
         "exports",
         "compares",
+        "machine",
     }
+    assert shown["machine"] is None  # no sample of its machine
 
 
 def test_runs_show_json_hides_a_secret_in_the_record_s_message(run_cli, project_dir):

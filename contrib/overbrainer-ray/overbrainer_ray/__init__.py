@@ -162,11 +162,13 @@ class RayExecutor(Executor):
         self.offsets[run.id] = offset + used
         request = _read(where / layout.SNAPSHOT_REQUEST, 0, 64).decode("ascii", "replace").strip()
         snapshot = _read(where / layout.SNAPSHOT_FILE, 0, (64 << 10) + 1)
+        machine = _read(where / layout.MACHINE_FILE, 0, 64 << 10)  # the runner's gauges
         return JobPoll(
             status,
             tuple(lines),
             snapshot_request=request or None,
             snapshot=snapshot.decode("utf-8", "replace") if snapshot else None,
+            machine=machine.decode("utf-8", "replace") if machine else None,
         )
 
     def request_snapshot(self, run: RunRecord, reason: str) -> None:

@@ -4,6 +4,7 @@ timings and curves, read from its directory alone."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from overbrainer.project import RUNS_DIR
 from overbrainer.redact import escape_controls, redact
 from overbrainer.runs.figures import made_of
 from overbrainer.runs.listing import run_line
+from overbrainer.runs.machine import machine_lines, read_machine
 from overbrainer.runs.store import RunStore
 
 SETTINGS = (
@@ -73,6 +75,9 @@ def show_lines(store: RunStore, record: RunRecord, width: int = 60) -> Iterator[
         if ids:
             where = [f"{RUNS_DIR}/{record.id}" + ("" if i == "." else f"/{kind}/{i}") for i in ids]
             yield escape_controls(f"  {kind}: {', '.join(where)}")
+    machine = read_machine(run_dir)
+    if machine is not None:
+        yield from machine_lines(machine)
     if curves is None:
         yield f"runs: no {METRICS_FILE} for run {record.id} yet"
         return
@@ -97,7 +102,14 @@ def show_json(store: RunStore, record: RunRecord) -> dict[str, Any]:
         "loss": curves.last("loss"),
         "eval_loss": curves.last("eval_loss"),
         **made_of(run_dir),
+        "machine": _machine_json(store.run_dir(record.id)),
     }
+
+
+def _machine_json(run_dir: Path) -> dict[str, Any] | None:
+    """The run's latest machine sample as ``machine.json``'s fields, None without one."""
+    sample = read_machine(run_dir)
+    return None if sample is None else asdict(sample)
 
 
 def curve_lines(curves: Curves, width: int = 60, height: int = 10) -> Iterator[str]:

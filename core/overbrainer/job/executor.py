@@ -308,14 +308,14 @@ class HostExecutor(Executor):
         done = self.host.run(wire.status_script(self.run_root(run), offset, token), timeout=60)
         if done.code != 0:
             raise HostError(done.stderr.decode("utf-8", "replace").strip() or "status failed")
-        status, request, snapshot, size, chunk = wire.parse_status(done.stdout)
+        status, request, snapshot, machine, size, chunk = wire.parse_status(done.stdout)
         if size < offset:
             # metrics.jsonl shrank (rewritten): start over rather than skip lines.
             offset = 0
             chunk = b""
         lines, used = complete_lines(chunk, capped=len(chunk) >= wire.METRICS_CAP)
         self._offsets[run.id] = offset + used
-        return JobPoll(status, tuple(lines), request, snapshot)
+        return JobPoll(status, tuple(lines), request, snapshot, machine)
 
     def wait(self, run: RunRecord, timeout: float) -> bool | None:
         """Until the job changes state or ``timeout`` passes; None: poll instead."""

@@ -4,12 +4,13 @@ One owner for the layout, so the runner, the host scripts, the executors and the
 records agree. Paths are relative to the job directory (a run's ``runs/<id>/`` at home,
 wherever a target puts it). Files the core writes before the start::
 
-    run_job.py   job.json   axolotl.yaml   data/train.jsonl   data/eval.jsonl
+    run_job.py   machine_sample.py   job.json   axolotl.yaml   data/train.jsonl   data/eval.jsonl
     plugin/overbrainer_metrics.py   resume/checkpoint-N/
 
 Files the job writes::
 
-    metrics.jsonl   output/   prepared/   snapshot.json   manifest.sha256   exit_code
+    metrics.jsonl   machine.json   output/   prepared/   snapshot.json   manifest.sha256
+    exit_code
 
 Files a target writes: ``job.log`` (the job's output), ``snapshot.request`` (a stop asked
 for), ``.secrets.json`` (secrets by file: the runner reads and deletes it at start); a POSIX
@@ -21,6 +22,12 @@ from __future__ import annotations
 
 RUNNER = "run_job.py"
 """The stdlib-only runner: ``python run_job.py`` runs the whole job."""
+MACHINE_SAMPLER = "machine_sample.py"
+"""The stdlib-only sampler of the machine's gauges, beside the runner, which loads it."""
+MACHINE_FILE = "machine.json"
+"""The latest sample of the machine's gauges, rewritten by the runner while a stage runs;
+the poll reads it with the job's status. At home, a follower keeps there the last one it
+saw of a job running elsewhere (``runs show``, the TUI)."""
 JOB_FILE = "job.json"
 """What the runner runs: stages, environment, paths (written by the core)."""
 CONFIG_FILE = "axolotl.yaml"

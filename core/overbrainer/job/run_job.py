@@ -12,7 +12,10 @@ a scheduler starts), so any target runs the same job with one command:
 3. turns SIGTERM into a graceful stop: it writes ``snapshot.request`` (the trainer saves a
    checkpoint at the end of its step, then stops) unless a ``cancelling`` marker says a
    host is cancelling the job, in which case its whole process group is killed at once;
-4. writes ``manifest.sha256`` (SHA-256 of ``output/``, ``metrics.jsonl`` and
+4. while a stage runs, rewrites ``machine.json`` every ``machine_sample_s`` of ``job.json``
+   (default 2 s, the follow loop's pace; 0: never) with a sample of the machine's gauges,
+   taken by ``machine_sample.py`` beside it (a job directory without it has no gauges);
+5. writes ``manifest.sha256`` (SHA-256 of ``output/``, ``metrics.jsonl`` and
    ``snapshot.json``) and ``exit_code``, then exits with the outcome: 0, or the exit status
    of the stage that failed (128 + N for a signal).
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -50,6 +54,9 @@ EXIT_CODE = "exit_code"
 CANCELLING = "cancelling"
 SIGNAL_REASON = "requested"
 FORMAT = 1
+MACHINE_SAMPLER = "machine_sample.py"
+MACHINE_FILE = "machine.json"
+SAMPLE_S = 2.0
 
 
 def say(message: str) -> None:
@@ -57,15 +64,17 @@ def say(message: str) -> None:
     print(f"overbrainer: {message}", flush=True)
 
 
-def write_atomically(path: str, data: bytes, mode: int = 0o644) -> None:
-    """``path`` holds ``data`` entirely or not at all (a synced temporary file, renamed)."""
+def write_atomically(path: str, data: bytes, mode: int = 0o644, sync: bool = True) -> None:
+    """``path`` holds ``data`` entirely or not at all (a temporary file, synced unless
+    ``sync`` is false, renamed)."""
     temp = f"{path}.tmp.{os.getpid()}"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(temp, path)
@@ -138,6 +147,8 @@ class Runner:
     def __init__(self, root: str) -> None:
         self.root = root
         self.stop_asked = False
+        self.sample_s = SAMPLE_S
+        self.sampler: object = None
 
     def path(self, name: str) -> str:
         return os.path.join(self.root, name)
@@ -212,8 +223,44 @@ class Runner:
         except OSError as error:
             say(f"stage {name} could not start: {error}")
             return 127
-        code = child.wait()
+        code = self.wait(child)
         return 128 - code if code < 0 else code
+
+    def wait(self, child: subprocess.Popen) -> int:
+        """The stage's exit status; meanwhile a machine sample now and every ``sample_s``."""
+        while True:
+            self.write_sample()
+            try:
+                return child.wait(timeout=self.sample_s if self.sampler is not None else None)
+            except subprocess.TimeoutExpired:
+                continue
+
+    def start_sampling(self, job: dict) -> None:
+        """The sampler beside the runner, when it is there and ``job.json`` wants samples."""
+        every = job.get("machine_sample_s", SAMPLE_S)
+        path = self.path(MACHINE_SAMPLER)
+        if not isinstance(every, (int, float)) or every <= 0 or not os.path.isfile(path):
+            return
+        try:
+            spec = importlib.util.spec_from_file_location("machine_sample", path)
+            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+            spec.loader.exec_module(module)  # type: ignore[union-attr]
+            self.sampler = module.Sampler(self.root)
+        except Exception as error:  # noqa: BLE001 - gauges never stop a job
+            say(f"no machine gauges: {error}")
+            return
+        self.sample_s = float(every)
+
+    def write_sample(self) -> None:
+        if self.sampler is None:
+            return
+        try:
+            sample = self.sampler.sample()  # type: ignore[attr-defined]
+            data = json.dumps(sample).encode("utf-8")
+            write_atomically(self.path(MACHINE_FILE), data, sync=False)
+        except Exception as error:  # noqa: BLE001 - gauges never stop a job
+            say(f"machine gauges stopped: {error}")
+            self.sampler = None
 
     def run(self) -> int:
         os.chdir(self.root)
@@ -222,6 +269,7 @@ class Runner:
         try:
             job = self.load()
             env = self.environment(job)
+            self.start_sampling(job)
             for index, stage in enumerate(job.get("stages", [])):
                 if index > 0 and os.path.exists(self.path(SNAPSHOT_FILE)):
                     say(f"a snapshot was saved: stage {stage['name']} is skipped")

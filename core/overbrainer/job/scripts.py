@@ -27,6 +27,7 @@ from overbrainer.job.layout import (
     CANCELLING,
     EXIT_CODE,
     JOB_PID,
+    MACHINE_SAMPLER,
     MANIFEST_FILE,
     RUNNER,
 )
@@ -135,3 +136,8 @@ def tar_out_script(root: str) -> str:
 def tar_in_script(root: str) -> str:
     """Unpack a tar from stdin into ``root`` (created if needed)."""
     return f"mkdir -p {q(root)} && tar -x -f - -C {q(root)} --no-same-owner\n"
+
+
+def sampler_source() -> str:
+    """The text of the machine sampler (``machine_sample.py``), shipped beside the runner."""
+    return resources.files("overbrainer.job").joinpath(MACHINE_SAMPLER).read_text(encoding="utf-8")

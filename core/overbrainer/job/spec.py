@@ -185,13 +185,16 @@ class JobPoll:
     (cut them with :func:`~overbrainer.job.metrics.complete_lines`, which keeps a partial
     last line for the next look). ``snapshot_request`` is the reason word of a pending
     ``snapshot.request`` (None when there is none), ``snapshot`` the raw text of
-    ``snapshot.json`` (at most 64 KiB + 1 byte) once the job saved one.
+    ``snapshot.json`` (at most 64 KiB + 1 byte) once the job saved one. ``machine`` is
+    the raw text of the runner's latest ``machine.json`` (at most 64 KiB), the gauges of
+    the machine the job runs on, when the target reads it (None otherwise: no gauges).
     """
 
     status: JobStatus
     lines: tuple[str, ...] = ()
     snapshot_request: str | None = None
     snapshot: str | None = None
+    machine: str | None = None
 
 
 @dataclass(frozen=True)

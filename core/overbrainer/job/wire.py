@@ -17,6 +17,7 @@ from overbrainer.job.spec import CANCELLED, LOST, RUNNING, JobStatus
 TOKEN_VAR = "OVERBRAINER_JOB"  # noqa: S105 - a variable's name; its value is no secret
 METRICS_CAP = 1 << 20
 SNAPSHOT_CAP = 64 << 10
+MACHINE_CAP = 64 << 10
 WAIT_TERM_S = 10
 WAIT_KILL_S = 10
 CANCEL_NO_PID = 3
@@ -103,7 +104,8 @@ def status_script(root: str, offset: int, token: str | None = None) -> str:
 
     Output: a ``status`` line; ``request <reason>`` when ``snapshot.request`` exists;
     ``snapshot <n>`` followed by n bytes of ``snapshot.json`` (at most 64 KiB + 1, so a
-    larger file shows as too large); ``metrics <size>`` then the bytes of
+    larger file shows as too large); ``machine <n>`` followed by n bytes of the
+    runner's latest ``machine.json`` (at most 64 KiB); ``metrics <size>`` then the bytes of
     ``metrics.jsonl`` from ``offset`` (at most 1 MiB) to the end of the output. A group
     that does not carry ``token`` (without one: none of whose processes runs in ``root``)
     is not the job's: without an exit code, it is lost.
@@ -123,6 +125,10 @@ fi
 if [ -f snapshot.json ]; then
   n=$(head -c {SNAPSHOT_CAP + 1} snapshot.json | wc -c)
   echo "snapshot $n"; head -c {SNAPSHOT_CAP + 1} snapshot.json
+fi
+if [ -f machine.json ]; then
+  m=$(head -c {MACHINE_CAP} machine.json | wc -c)
+  echo "machine $m"; head -c {MACHINE_CAP} machine.json
 fi
 size=$(wc -c < metrics.jsonl 2>/dev/null || echo 0)
 echo "metrics $size"
@@ -231,13 +237,15 @@ def status_line(line: str) -> JobStatus:
     raise HostError("the status script answered something unexpected")
 
 
-def parse_status(output: bytes) -> tuple[JobStatus, str | None, str | None, int, bytes]:
+def parse_status(
+    output: bytes,
+) -> tuple[JobStatus, str | None, str | None, str | None, int, bytes]:
     """Split ``status_script``'s output into the status, a pending request, a saved snapshot,
-    the size of ``metrics.jsonl`` and its new bytes."""
+    the latest machine sample, the size of ``metrics.jsonl`` and its new bytes."""
     rest = output
     line, _, rest = rest.partition(b"\n")
     status = status_line(line.decode("ascii", "replace"))
-    request = snapshot = None
+    request = snapshot = machine = None
     size = 0
     while rest:
         line, _, rest = rest.partition(b"\n")
@@ -247,7 +255,10 @@ def parse_status(output: bytes) -> tuple[JobStatus, str | None, str | None, int,
         elif word == "snapshot":
             length = int(value)
             snapshot, rest = rest[:length].decode("utf-8", "replace"), rest[length:]
+        elif word == "machine" and value.strip().isdigit():
+            length = int(value)
+            machine, rest = rest[:length].decode("utf-8", "replace"), rest[length:]
         elif word == "metrics":
             size = int(value) if value.strip().isdigit() else 0
-            return status, request, snapshot, size, rest
-    return status, request, snapshot, size, b""
+            return status, request, snapshot, machine, size, rest
+    return status, request, snapshot, machine, size, b""

@@ -26,6 +26,8 @@ from overbrainer.events import Event
 from overbrainer.job.layout import TARGET_SPEND
 from overbrainer.job.spend import run_spend
 from overbrainer.prometheus.dollars import DECIMALS, DollarCounter
+from overbrainer.prometheus.machine import MachineGauges
+from overbrainer.runs.machine import MachineSample
 
 STAGES = ("subtopics", "questions", "answers", "split")
 RESULTS = ("done", "skipped", "failed", "excluded")
@@ -154,6 +156,7 @@ class ProjectMetrics:
         self.train_grad_norm = Gauge(
             "overbrainer_train_grad_norm", "Last gradient norm.", ["run_id"], registry=r
         )
+        self.machine = MachineGauges(r)
         build = Gauge("overbrainer_build_info", "1; the version.", ["version"], registry=r)
         build.labels(version=__version__).set(1)
         for stage in STAGES:
@@ -225,13 +228,23 @@ class ProjectMetrics:
                     cost = f.get("cost")
                     if isinstance(cost, int | float) and cost > 0:
                         self.cost.inc(cost, stage=stage, model=model)
-                case "train_event":
-                    self._train_event(str(f["run_id"]), f.get("event") or {})
-                    self._set_phase(str(f["run_id"]), f.get("phase"))
-                case "train_phase":
-                    self._set_phase(str(f["run_id"]), f.get("phase"))
-                case "train_end":
-                    self._end(str(f["run_id"]))
+                case "train_event" | "train_phase" | "train_machine" | "train_end":
+                    self._train(event.kind, str(f["run_id"]), f)
+
+    def _train(self, kind: str, run_id: str, f: dict[str, Any]) -> None:
+        """An event of a followed run."""
+        match kind:
+            case "train_event":
+                self._train_event(run_id, f.get("event") or {})
+                self._set_phase(run_id, f.get("phase"))
+            case "train_phase":
+                self._set_phase(run_id, f.get("phase"))
+            case "train_machine":
+                sample = f.get("sample")
+                if isinstance(sample, MachineSample):
+                    self.machine.set(run_id, sample)
+            case "train_end":
+                self._end(run_id)
 
     def _by_topic(self, event: Event, stage: str, topic: str) -> None:
         f = event.fields
@@ -283,7 +296,9 @@ class ProjectMetrics:
             self.phase.labels(run_id=run_id, phase=name).set(1 if name == phase else 0)
 
     def _end(self, run_id: str) -> None:
-        """Nothing follows the run any more: its phase series and line age go."""
+        """Nothing follows the run any more: its phase series, line age and machine gauges
+        go."""
+        self.machine.remove(run_id)
         if self._phase.pop(run_id, None) is not None:
             for name in PHASES:
                 self.phase.remove(run_id, name)

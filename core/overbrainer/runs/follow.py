@@ -58,7 +58,8 @@ class Follower:
     ``watch_requests`` a request written by anyone else starts the same clock. Runs whose
     job cannot save a snapshot are never held to the limits. ``stop_when`` is asked at each
     poll of a running job: the first reason it gives asks the job for a snapshot (and starts
-    the clock), as ``train stop`` would.
+    the clock), as ``train stop`` would. ``on_machine`` gets the text of each new sample of
+    the machine's gauges a poll brings (``JobPoll.machine``).
     """
 
     hook: Hooks
@@ -72,6 +73,8 @@ class Follower:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     stop_when: Callable[[], str | None] | None = None
+    on_machine: Callable[[str], None] | None = None
+    _machine: str | None = None
     _proof_at: float | None = None
     _ending: bool = False
     _cancelled_by_limit: bool = False
@@ -99,6 +102,7 @@ class Follower:
                 raise UserError(f"no plugin can follow the job of run {self.run.id}")
             for line in poll.lines:
                 self._publish(line, seen)
+            self._machine_sample(poll.machine)
             seen.status = poll.status
             if poll.snapshot is not None:
                 seen.snapshot = poll.snapshot
@@ -121,6 +125,12 @@ class Follower:
             logger.debug(f"cannot wait for the job's events: {error}")
         if waited is None:
             self.sleep(seconds)
+
+    def _machine_sample(self, text: str | None) -> None:
+        if text is None or text == self._machine or self.on_machine is None:
+            return
+        self._machine = text
+        self.on_machine(text)
 
     def _publish(self, line: str, seen: Followed) -> None:
         event = parse_event(line)

@@ -49,6 +49,7 @@ def follow_to_end(
         publish("train_phase", run_id=record.id, phase=progress.current_phase)
 
     publish("train_phase", run_id=record.id, phase=progress.current_phase)
+    on_machine = _machine_keeper(ws, record)
     try:
         follower = Follower(
             ws.hook,
@@ -59,6 +60,7 @@ def follow_to_end(
             poll_s=follow.POLL_S,
             limits=follow.STOP_LIMITS,
             stop_when=stop_when,
+            on_machine=on_machine,
         )
         seen = follower.follow()
         progress.status(seen.status.describe())
@@ -88,6 +90,27 @@ def _followed_metrics(ws: Workspace, record: RunRecord) -> IO[str] | None:
     except (OSError, UserError) as error:
         logger.debug(f"no live copy of the metrics of run {record.id}: {error}")
         return None
+
+
+def _machine_keeper(ws: Workspace, record: RunRecord) -> Callable[[str], None]:
+    """What takes each new sample of the job's machine: published (the Prometheus gauges,
+    the TUI) and, for a job running away from its run directory, kept there as
+    ``machine.json`` (``runs show``)."""
+    from overbrainer.events import publish
+    from overbrainer.runs.machine import keep_machine, parse_sample
+
+    run_dir = ws.runs.run_dir(record.id)
+    here = Path(record.remote_dir) in (run_dir, run_dir.resolve())
+
+    def on_machine(text: str) -> None:
+        sample = parse_sample(text)
+        if sample is None:
+            return
+        if not here:
+            keep_machine(run_dir, text)
+        publish("train_machine", run_id=record.id, sample=sample)
+
+    return on_machine
 
 
 def attach(ws: Workspace, run_id: str) -> None:

@@ -1,5 +1,5 @@
-"""The job directory a run starts from: the runner and its job.json, data copies, the
-metrics plugin, axolotl.yaml, the checkpoint to resume from."""
+"""The job directory a run starts from: the runner, its machine sampler and its job.json,
+data copies, the metrics plugin, axolotl.yaml, the checkpoint to resume from."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from overbrainer import files, splitpair
 from overbrainer.config.model import Training
 from overbrainer.errors import UserError
 from overbrainer.job import layout
-from overbrainer.job.scripts import runner_source
+from overbrainer.job.scripts import runner_source, sampler_source
 from overbrainer.job.spec import JobStage
 from overbrainer.lines import read_lines
+from overbrainer.runs.follow import POLL_S
 from overbrainer.train.job_setup import plugin_file
 
 DATA_FILES = ("train.jsonl", "eval.jsonl")
@@ -104,6 +105,7 @@ def write_run_dir(
         _link_tree(resume.run_dir / resume.checkpoint, run_dir / layout.RESUME_DIR / resume.name)
     (run_dir / layout.CONFIG_FILE).write_text(yaml_text, encoding="utf-8")
     (run_dir / layout.RUNNER).write_text(runner_source(), encoding="utf-8")
+    (run_dir / layout.MACHINE_SAMPLER).write_text(sampler_source(), encoding="utf-8")
     (run_dir / layout.JOB_FILE).write_text(job, encoding="utf-8")
 
 
@@ -131,5 +133,7 @@ def job_description(training: Training, base_model: str, *, cpu: bool) -> str:
         "env": env,
         "paths": paths,
         "pythonpath": list(pythonpath),
+        # the machine's gauges at the pace the follow loop reads them
+        "machine_sample_s": POLL_S,
     }
     return json.dumps(description, indent=2) + "\n"

@@ -15,6 +15,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, RichLog, Static, TabbedContent, TabPane, Tree
 
+from overbrainer.job.layout import MACHINE_FILE
 from overbrainer.tui.commands import CommandRunner, Job
 from overbrainer.tui.data import (
     Dataset,
@@ -23,6 +24,7 @@ from overbrainer.tui.data import (
     data_key,
     excluded_reason,
     fit_label,
+    machine_block,
     read_config,
     read_dataset,
     runs_by_state,
@@ -41,6 +43,13 @@ WORK = (*STAGES, "train", "export", "compare")
 MIN_SIZE = (80, 24)
 SMALL_HEIGHT = 30
 """Below this many rows the runs table and the loss chart shrink, so the chart fits."""
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def tree_nodes(node: Any) -> list[Any]:
@@ -396,6 +405,7 @@ class OverbrainerApp(App[None]):
             key = (run_id, state, stat.st_size, stat.st_mtime_ns, self.size)
         except OSError:
             key = (run_id, state, None, None, self.size)
+        key += (_mtime(store.run_dir(run_id) / MACHINE_FILE),)
         if key == self._chart_key:
             return  # nothing new: no redraw, no CPU
         self._chart_key = key
@@ -408,7 +418,7 @@ class OverbrainerApp(App[None]):
         following = [j for j in self.runner.running("attach") if run_id in j.args]
         head = f"{'● ' if following else ''}{run_id}  {record.state.value}"
         if curves is None:
-            widget.update(Text(f"{head}\nno metrics yet"))
+            widget.update(Text(f"{head}\nno metrics yet{machine_block(store.run_dir(run_id))}"))
             return
         # the sparklines' label and range take about 36 columns beside the chart's width
         width = max(min(self.size.width - 36, 100), 20)
@@ -421,7 +431,10 @@ class OverbrainerApp(App[None]):
             else None
         )
         progress = progress_line(curves.step, curves.max_steps, elapsed)
-        widget.update(Text(f"{head}\n{progress}\n{body}", no_wrap=True, overflow="crop"))
+        machine = machine_block(store.run_dir(run_id))
+        widget.update(
+            Text(f"{head}\n{progress}\n{body}{machine}", no_wrap=True, overflow="crop")
+        )
 
     @property
     def _chart_height(self) -> int:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from overbrainer import files
 from overbrainer.errors import UserError
 from overbrainer.lines import read_lines
+from overbrainer.runs.machine import machine_lines, read_machine
 
 
 @dataclass
@@ -254,3 +256,15 @@ def data_key(project_dir: Path) -> tuple[tuple[int, int] | None, ...]:
         else:
             key.append((stat.st_mtime_ns, stat.st_size))
     return tuple(key)
+
+
+def machine_block(run_dir: Path) -> str:
+    """The gauges of the run's machine under its chart: its latest sample (``runs show``'s
+    block, headed by the time it was taken, UTC), "" without one."""
+    sample = read_machine(run_dir)
+    if sample is None:
+        return ""
+    at = ""
+    if sample.time is not None:
+        at = " at " + datetime.fromtimestamp(sample.time, UTC).strftime("%H:%M:%S UTC")
+    return "\n".join(["", f"machine{at}", *machine_lines(sample)[1:]])

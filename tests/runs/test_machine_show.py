@@ -1,0 +1,79 @@
+"""`runs show`'s `machine:` block: the latest sample of the run's machine, from its directory."""
+
+from __future__ import annotations
+
+import json
+
+from tests.runs.test_cli import write_run
+
+GIB = 1 << 30
+SAMPLE = {
+    "format": 1,
+    "time": 1000.0,
+    "cpu": {"usage": 0.42, "load1": 3.25, "cpus": 7.5, "container": True},
+    "memory": {"used_bytes": 3 * GIB, "limit_bytes": 16 * GIB, "container": True},
+    "disks": [
+        {"mount": "/workspace", "shared": True, "used_bytes": GIB, "size_bytes": 900 * GIB},
+        {"mount": "/", "shared": False, "used_bytes": 9 * GIB, "size_bytes": 20 * GIB},
+    ],
+    "gpus": [
+        {
+            "index": 0,
+            "name": "NVIDIA A40",
+            "utilization": 0.97,
+            "memory_used_bytes": 40 * GIB,
+            "memory_total_bytes": 48 * GIB,
+            "temperature_celsius": 71,
+            "power_watts": 290.5,
+            "power_limit_watts": 300,
+        },
+        {
+            "index": 1,
+            "name": "NVIDIA A40",
+            "utilization": None,
+            "memory_used_bytes": 0,
+            "memory_total_bytes": 48 * GIB,
+            "temperature_celsius": 30,
+            "power_watts": None,
+            "power_limit_watts": None,
+        },
+    ],
+}
+
+
+def test_runs_show_prints_the_latest_machine_sample(run_cli, project_dir):
+    run_dir = write_run(project_dir, "demo_20260922-143005", "2026-09-22T14:30:05Z", "running")
+    (run_dir / "machine.json").write_text(json.dumps(SAMPLE))
+    result = run_cli("runs", "show", "demo_20260922-143005")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  machine: (sampled "))
+    assert lines[at + 1 : at + 7] == [
+        "    cpu: 42% busy, of 7.5 CPUs, load 3.25",
+        "    memory: 3.0 GiB of 16.0 GiB",
+        "    disk /workspace: 1.0 GiB of 900.0 GiB (network: the whole volume's)",
+        "    disk /: 9.0 GiB of 20.0 GiB",
+        "    gpu 0 NVIDIA A40: 97% busy, memory 40.0 GiB of 48.0 GiB, 71 °C, 290.5 of 300 W",
+        "    gpu 1 NVIDIA A40: memory 0 B of 48.0 GiB, 30 °C",
+    ]
+
+
+def test_a_run_without_a_sample_or_with_a_broken_one_has_no_machine_block(run_cli, project_dir):
+    run_dir = write_run(project_dir, "demo_20260922-143005", "2026-09-22T14:30:05Z")
+    result = run_cli("runs", "show", "demo_20260922-143005")
+    assert result.exit_code == 0 and "machine:" not in result.stdout
+    (run_dir / "machine.json").write_text('{"format": 1, "cpu": ')
+    result = run_cli("runs", "show", "demo_20260922-143005")
+    assert result.exit_code == 0 and "machine:" not in result.stdout
+    assert result.stderr == ""
+
+
+def test_runs_show_json_has_the_latest_machine_sample(run_cli, project_dir):
+    run_dir = write_run(project_dir, "demo_20260922-143005", "2026-09-22T14:30:05Z", "running")
+    (run_dir / "machine.json").write_text(json.dumps(SAMPLE))
+    [shown] = json.loads(run_cli("runs", "show", "--json").stdout)
+    machine = shown["machine"]
+    assert machine["cpu"] == {"usage": 0.42, "load1": 3.25, "cpus": 7.5}
+    assert machine["memory"] == {"used_bytes": 3 * GIB, "limit_bytes": 16 * GIB}
+    assert [disk["mount"] for disk in machine["disks"]] == ["/workspace", "/"]
+    assert [(gpu["index"], gpu["utilization"]) for gpu in machine["gpus"]] == [(0, 0.97), (1, None)]
