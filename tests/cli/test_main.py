@@ -64,7 +64,7 @@ def test_help_lists_the_commands(run_cli):
     assert result.exit_code == 0
     commands = re.findall(r"^  (\w+)\s", result.stdout.split("Commands:")[1], re.MULTILINE)
     assert commands == [
-        "answers", "compare", "completion", "config", "dataset", "export", "history", "init",
+        "answers", "batches", "compare", "completion", "config", "dataset", "export", "history", "init",
         "log", "migrate",
         "plan", "plugins", "providers", "push", "questions", "run", "runs", "split", "subtopics",
         "train", "tui", "watch",

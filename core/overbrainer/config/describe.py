@@ -31,7 +31,7 @@ def describe_settings(settings: Settings) -> Iterator[str]:
         if role is not None:
             yield f"roles.{name} = {_role(role)}"
     for key, value in settings.pipeline.model_dump().items():
-        yield f"pipeline.{key} = {_value(value)}"
+        yield f"pipeline.{key} = {_value(UNSET if value is None else value)}"
     training = settings.training
     if training is None:
         yield "training = (none: run stops after split)"
