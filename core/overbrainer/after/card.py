@@ -193,7 +193,7 @@ def reproduce_toml(settings: Settings) -> str:
         if role is not None:
             roles[name] = {"model": role.model, "reasoning": role.reasoning}
     document["roles"] = roles
-    document["pipeline"] = settings.pipeline.model_dump()
+    document["pipeline"] = settings.pipeline.model_dump(exclude_none=True)
     if settings.training is not None:
         values = settings.training.model_dump(include=set(REPRODUCE_TRAINING), exclude_none=True)
         if "base_model" in values:
