@@ -74,6 +74,18 @@ def gpu_script() -> str:
     )
 
 
+def gpu_count_script() -> str:
+    """Print how many GPUs a job started now would see: ``CUDA_VISIBLE_DEVICES``'s entries
+    when it is set, else the lines of ``nvidia-smi -L``, else 0."""
+    return (
+        'if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then\n'
+        '  printf \'%s\\n\' "$CUDA_VISIBLE_DEVICES" | tr \',\' \'\\n\' | grep -c \'[^ ]\' || true\n'
+        "elif command -v nvidia-smi >/dev/null 2>&1; then\n"
+        "  nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true\n"
+        "else echo 0; fi\n"
+    )
+
+
 def clear_stale_script(root: str) -> str:
     """Remove the markers a previous spawn in ``root`` may have left."""
     return f"cd {q(root)} && rm -f {' '.join(STALE)} job.pid.tmp exit_code.tmp\n"
