@@ -21,6 +21,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainValidator,
     PrivateAttr,
     SecretStr,
     StringConstraints,
@@ -32,6 +33,7 @@ from overbrainer.config.runtime import (
     FSDP_PRESETS,
     HostRuntime,
     env_pattern,
+    gpus_value,
     runtime_problems,
     sharding_problems,
 )
@@ -280,7 +282,7 @@ class HostTarget(TargetBase):
     setup: NonEmpty | None = None
     pass_env: Annotated[list[EnvPattern], BeforeValidator(comma_list)] = Field(default_factory=list)
     # Several GPUs on the machine (docs/training.md, "Several GPUs").
-    gpus: Annotated[int, Field(ge=1)] | Literal["all"] | None = None
+    gpus: Annotated[int | Literal["all"], PlainValidator(gpus_value)] | None = None
     """Axolotl's processes, one a GPU, through ``accelerate launch --num_processes N``;
     ``"all"``: as many as the machine shows when a run starts. Unset: Axolotl's own launch."""
     deepspeed: Literal[DEEPSPEED_PRESETS] | None = None  # type: ignore[valid-type]

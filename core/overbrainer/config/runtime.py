@@ -62,6 +62,18 @@ again after the forward pass with ``shard_grad_op``; parameters offloaded to the
 Gpus = int | Literal["all"] | None
 
 
+def gpus_value(value: object) -> int | Literal["all"]:
+    """A target's ``gpus``: a count of 1 or more (a number's text from the environment
+    too), or ``"all"``; ValueError saying so otherwise."""
+    if value == "all":
+        return "all"
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    raise ValueError('a number of GPUs (1 or more), or "all"')
+
+
 def sharding_problems(gpus: Gpus, deepspeed: str | None, fsdp: str | None) -> list[str]:
     """What is wrong with a target's ``gpus``, ``deepspeed`` and ``fsdp`` together: a
     preset needs several GPUs, and only one preset applies."""

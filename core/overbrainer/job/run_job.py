@@ -11,7 +11,9 @@ a scheduler starts), so any target runs the same job with one command:
    saved (a stopped run is not merged);
 3. turns SIGTERM into a graceful stop: it writes ``snapshot.request`` (the trainer saves a
    checkpoint at the end of its step, then stops) unless a ``cancelling`` marker says a
-   host is cancelling the job, in which case its whole process group is killed at once;
+   host is cancelling the job, in which case its whole process group is killed at once,
+   and every process that carries the job's token (``OVERBRAINER_JOB``) besides: torch's
+   launcher starts each rank of a training on several GPUs in a session of its own;
 4. writes ``manifest.sha256`` (SHA-256 of ``output/``, ``metrics.jsonl`` and
    ``snapshot.json``) and ``exit_code``, then exits with the outcome: 0, or the exit status
    of the stage that failed (128 + N for a signal).
@@ -48,6 +50,7 @@ MANIFEST_FILE = "manifest.sha256"
 MANIFEST_ROOTS = ("output", METRICS_FILE, SNAPSHOT_FILE)
 EXIT_CODE = "exit_code"
 CANCELLING = "cancelling"
+TOKEN_VAR = "OVERBRAINER_JOB"  # noqa: S105 - a variable's name; its value is no secret
 SIGNAL_REASON = "requested"
 FORMAT = 1
 
@@ -185,6 +188,9 @@ class Runner:
             # A host's cancel (it writes the marker, then signals the job's process group):
             # nothing to save, and the stages ignore TERM, so end the whole group now.
             say("cancelled")
+            for pid in token_carriers(os.environ.get(TOKEN_VAR, "")):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
             os.killpg(os.getpgrp(), signal.SIGKILL)
             return  # only a container's PID 1 outlives that; its stage is gone, it ends
         if not self.stop_asked:
@@ -244,6 +250,29 @@ class Runner:
         except OSError as error:
             say(f"cannot write {MANIFEST_FILE}: {error}")
         write_atomically(self.path(EXIT_CODE), f"{code}\n".encode())
+
+
+def token_carriers(token: str) -> list:
+    """The pids of the other processes whose environment holds ``OVERBRAINER_JOB=token``
+    (those of the same user: /proc lets a process read only theirs); none without /proc."""
+    if not token:
+        return []
+    entry = f"{TOKEN_VAR}={token}".encode()
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as file:
+                if entry in file.read().split(b"\0"):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
 
 
 def _shield_from_term() -> None:
