@@ -88,8 +88,9 @@ carriers() {{
     set -- "$1" ${{line##*) }}
     [ "$2" != Z ] || continue
     d=${{f%/stat}}
-    tr '\\0' '\\n' < "$d/environ" 2>/dev/null | grep -qx "{TOKEN_VAR}=$1" && echo "${{d#/proc/}}"
+    tr '\\0' '\\n' 2>/dev/null < "$d/environ" | grep -qx "{TOKEN_VAR}=$1" && echo "${{d#/proc/}}"
   done
+  return 0
 }}
 """
 
@@ -204,7 +205,7 @@ fi
     # own) is the job's too: killed, as the group was.
     sweep = "" if not token else _CARRIERS + f"""\
 i=0
-while left=$(carriers {q(token)}) && [ -n "$left" ]; do
+while left=$(carriers {q(token)}); [ -n "$left" ]; do
   [ $i -ge {WAIT_KILL_S * 10} ] && {{ echo "the job survived KILL"; exit {CANCEL_SURVIVED_KILL}; }}
   kill -KILL $left 2>/dev/null
   sleep 0.1; i=$((i + 1))
