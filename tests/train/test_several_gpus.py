@@ -64,12 +64,12 @@ def test_two_gpus_train_in_two_ranks_through_accelerate(
     job = json.loads((run_dir / "job.json").read_text())
     assert job["stages"][0]["argv"] == [
         "axolotl", "train", "axolotl.yaml", "--launcher", "accelerate", "--",
-        "--num_processes", "2", "--num_machines", "1",
+        "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
     ]  # fmt: skip
     calls = [json.loads(line) for line in (run_dir / CALLS_FILE).read_text().splitlines()]
     assert calls.count(["axolotl", "train", "axolotl.yaml"]) == 2  # one a rank
     assert [
-        "accelerate", "launch", "--num_processes", "2", "--num_machines", "1",
+        "accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
         "-m", "axolotl.cli.train", "axolotl.yaml",
     ] in calls  # fmt: skip
     assert len(_ranks(trainer, run["id"])) == 2
@@ -148,7 +148,7 @@ def test_all_gpus_counts_the_visible_devices(trainer, run_cli, monkeypatch, rank
     assert result.exit_code == 0, result.stderr
     run = trainer.run()
     argv = json.loads((trainer.dir / "runs" / run["id"] / "job.json").read_text())["stages"][0]
-    assert argv["argv"][6:8] == ["--num_processes", "3"]
+    assert argv["argv"][6:9] == ["--multi_gpu", "--num_processes", "3"]
     assert len(_ranks(trainer, run["id"])) == 3
 
 
@@ -193,3 +193,16 @@ def test_the_settings_are_checked_and_named(run_cli, write_config, keys, message
     result = run_cli("config", "check", env={"OVERBRAINER_LOAD_PLUGINS": "local"})
     found = problems(result)
     assert message in found
+
+
+def test_one_gpu_is_one_process_through_accelerate(trainer, run_cli, monkeypatch, ranks_stopped):
+    trainer.configure(extra='device = "gpu"\ngpus = 1\n')
+    monkeypatch.setenv("FAKE_AXOLOTL_STEPS", "2")
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    run = trainer.run()
+    job = json.loads((trainer.dir / "runs" / run["id"] / "job.json").read_text())
+    assert job["stages"][0]["argv"][3:] == [
+        "--launcher", "accelerate", "--", "--num_processes", "1", "--num_machines", "1",
+    ]  # fmt: skip
+    assert len(_ranks(trainer, run["id"])) == 1

@@ -34,10 +34,12 @@ def job_stages(
 
 
 def launch_args(launch: Launch) -> tuple[str, ...]:
-    """``accelerate launch``'s arguments for ``launch``: the process count and one machine,
-    so that no accelerate config file of the host's decides them (DeepSpeed and FSDP come
-    from axolotl.yaml, which Axolotl turns into accelerate's environment in each process)."""
-    return ("--num_processes", str(launch.processes), "--num_machines", "1")
+    """``accelerate launch``'s arguments for ``launch``: the process count, one machine and,
+    for several processes, data parallel, so that no accelerate config file on the host
+    decides them (DeepSpeed and FSDP come from axolotl.yaml: Axolotl sets accelerate's
+    environment for them in each process)."""
+    several = ("--multi_gpu",) if launch.processes > 1 else ()
+    return (*several, "--num_processes", str(launch.processes), "--num_machines", "1")
 
 
 class JobEnv(NamedTuple):
