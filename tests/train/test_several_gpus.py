@@ -206,3 +206,22 @@ def test_one_gpu_is_one_process_through_accelerate(trainer, run_cli, monkeypatch
         "--launcher", "accelerate", "--", "--num_processes", "1", "--num_machines", "1",
     ]  # fmt: skip
     assert len(_ranks(trainer, run["id"])) == 1
+
+
+def test_a_stopped_run_with_a_preset_resumes_with_it(trainer, run_cli, monkeypatch, ranks_stopped):
+    trainer.configure(extra=TWO_GPUS + 'fsdp = "full_shard"\n')
+    process = trainer.spawn("train", env={"FAKE_AXOLOTL_HANG": "1"})
+    run = trainer.wait_running()
+    process.kill()
+    process.wait()
+    assert run_cli("train", "stop", run["id"]).exit_code == 0
+    step = trainer.run()["snapshot"]["step"]
+    monkeypatch.setenv("FAKE_AXOLOTL_STEPS", str(step + 2))
+    resumed = run_cli("train", "--resume-from", run["id"])
+    assert resumed.exit_code == 0, resumed.stderr
+    new = trainer.run()
+    assert new["resumed_from"] == run["id"] and new["state"] == "succeeded"
+    config = yaml.safe_load((trainer.dir / "runs" / new["id"] / "axolotl.yaml").read_text())
+    assert config["fsdp_version"] == 2 and config["resume_from_checkpoint"].endswith(
+        f"checkpoint-{step}"
+    )
