@@ -145,7 +145,9 @@ def differences(before: Inputs, after: Inputs) -> list[str]:
         old, new = before.parts.get(name), after.parts.get(name)
         if old == new:
             continue
-        if name in ("device", "merge", "processes"):
+        if name == "processes":  # the GPUs trained on together; unset: Axolotl's own launch
+            lines.append(f"gpus: {old or '(unset)'} -> {new or '(unset)'}")
+        elif name in ("device", "merge"):
             lines.append(f"{name}: {old} -> {new}")
         else:
             lines.append(f"{name}: changed")
