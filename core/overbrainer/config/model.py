@@ -281,7 +281,7 @@ class HostTarget(TargetBase):
     install: NonEmpty | None = None
     setup: NonEmpty | None = None
     pass_env: Annotated[list[EnvPattern], BeforeValidator(comma_list)] = Field(default_factory=list)
-    # Several GPUs on the machine (docs/training.md, "Several GPUs").
+    # Several GPUs on the machine (docs/targets.md, "Several GPUs on one machine").
     gpus: Annotated[int | Literal["all"], PlainValidator(gpus_value)] | None = None
     """Axolotl's processes, one a GPU, through ``accelerate launch --num_processes N``;
     ``"all"``: as many as the machine shows when a run starts. Unset: Axolotl's own launch."""

@@ -14,7 +14,9 @@ Files of a job's directory (its *root* on the target; :mod:`overbrainer.job.layo
 
 Every process of a job carries ``OVERBRAINER_JOB=<token>`` in its environment (the token
 is in ``run.json``): a process group is the job's only if a live member carries it, so a
-stale or edited pid is never signalled nor read as running.
+stale or edited pid is never signalled nor read as running; and a cancel kills whatever
+carries it outside the group too (the ranks of a training over several GPUs, each in a
+session of its own).
 """
 
 from __future__ import annotations
