@@ -111,6 +111,10 @@ def test_a_stop_snapshots_once_and_every_rank_stops(trainer, run_cli, ranks_stop
     assert not any(_alive(pid) for pid in ranks)
     saved = [line for line in log.splitlines() if line.startswith("fake axolotl: saved")]
     assert saved == [f"fake axolotl: saved checkpoint-{step}"] * 2  # one save, no second one
+    # The main process alone writes the metrics lines and the snapshot's record.
+    events = [e["event"] for e in trainer.metrics(run["id"])]
+    assert events.count("begin") == 1 and events.count("end") == 1
+    assert json.loads((run_dir / "snapshot.json").read_text())["step"] == step
 
 
 def test_a_cancel_leaves_no_rank_behind(trainer, run_cli, ranks_stopped):
