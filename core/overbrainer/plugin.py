@@ -11,7 +11,7 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
 - Errors: ``UserError`` (a message for the user), ``TransientError`` (worth retrying),
   ``MissingArtifact``, ``ArtifactMismatch``.
 - What hooks take and return: ``JobSpec``, ``JobPoll``, ``JobStatus`` (``RUNNING``,
-  ``CANCELLED``, ``LOST``), ``ArtifactSpec``, ``TargetInfo``, ``SecretsChannel``,
+  ``CANCELLED``, ``LOST``), ``ArtifactSpec``, ``TargetInfo`` (with ``Launch``), ``SecretsChannel``,
   ``LogChunk``, ``JobHandle`` (with ``Container``), ``RunRecord``, ``Project``; for
   ``open_shell``, ``TargetShell``; for ``estimate_price``, ``TargetPrice``; for
   ``show_machine_log``, ``MachineLogQuery``; for the
@@ -99,6 +99,7 @@ from overbrainer.job.spec import (
     JobSpec,
     JobState,
     JobStatus,
+    Launch,
     LogChunk,
     MachineLogQuery,
     SecretsChannel,
@@ -162,6 +163,7 @@ __all__ = [
     "JobSpec",
     "JobState",
     "JobStatus",
+    "Launch",
     "LineRedactor",
     "LocalHost",
     "LogChunk",

@@ -64,8 +64,8 @@ def test_help_lists_the_commands(run_cli):
     assert result.exit_code == 0
     commands = re.findall(r"^  (\w+)\s", result.stdout.split("Commands:")[1], re.MULTILINE)
     assert commands == [
-        "answers", "batches", "compare", "completion", "config", "dataset", "export", "history", "init",
-        "log", "migrate",
+        "answers", "batches", "compare", "completion", "config", "dataset", "export", "history",
+        "init", "log", "migrate",
         "plan", "plugins", "providers", "push", "questions", "run", "runs", "split", "subtopics",
         "train", "tui", "watch",
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -174,6 +175,54 @@ def test_cancel_kills_the_whole_group_at_once_even_a_child_that_ignores_term(ben
     assert not [f for f in live if f[0] == str(run.job.pid) and not f[1].startswith("Z")]
     assert bench.executor.cancel(run).state is JobState.CANCELLED  # a no-op the second time
     assert bench.executor.poll(run).status.state is JobState.CANCELLED
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+# A rank as torch's launcher starts one: in a session of its own, out of the job's group.
+RANK_IN_ITS_OWN_SESSION = (
+    "python3 -c \"import subprocess; p = subprocess.Popen(['sleep', '300'], "
+    "start_new_session=True); open('rank.pid', 'w').write(str(p.pid)); p.wait()\""
+)
+
+
+def test_cancel_kills_a_process_of_the_job_in_a_session_of_its_own(bench):
+    run = bench.launch(bench.new_run(), RANK_IN_ITS_OWN_SESSION)
+    rank_file = Path(run.remote_dir, "rank.pid")
+    bench.wait(run, until=lambda p: rank_file.exists() and rank_file.read_text().isdigit())
+    rank = int(rank_file.read_text())
+    try:
+        assert os.getpgid(rank) != run.job.pid and _process_alive(rank)
+        assert bench.executor.cancel(run).state is JobState.CANCELLED
+        assert not _process_alive(rank)
+    finally:
+        if _process_alive(rank):
+            os.kill(rank, signal.SIGKILL)
+
+
+def test_cancel_kills_what_carries_the_token_when_the_group_is_gone_already(bench):
+    # The runner died (the OOM killer, a KILL) and left a rank in a session of its own.
+    run = bench.new_run()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    rank = _foreign_group(bench.tmp, token="b" * 32)
+    try:
+        run = run.evolve(job=JobHandle(dir=run.remote_dir, pid=gone.pid, token="b" * 32),
+                         state="running")  # fmt: skip
+        Path(run.remote_dir, "job.pid").write_text(f"{gone.pid}\n")
+        time.sleep(0.2)
+        assert bench.executor.cancel(run).state is JobState.CANCELLED
+        rank.wait(timeout=5)
+        assert not group_alive(rank.pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(rank.pid, signal.SIGKILL)
+        rank.wait()
 
 
 def _foreign_group(tmp_path: Path, token: str | None = None) -> subprocess.Popen:

@@ -21,13 +21,22 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainValidator,
     PrivateAttr,
     SecretStr,
     StringConstraints,
     model_validator,
 )
 
-from overbrainer.config.runtime import HostRuntime, env_pattern, runtime_problems
+from overbrainer.config.runtime import (
+    DEEPSPEED_PRESETS,
+    FSDP_PRESETS,
+    HostRuntime,
+    env_pattern,
+    gpus_value,
+    runtime_problems,
+    sharding_problems,
+)
 from overbrainer.config.sections import SettingsSection
 
 ENV_ONLY: tuple[tuple[str, ...], ...] = (
@@ -276,6 +285,14 @@ class HostTarget(TargetBase):
     install: NonEmpty | None = None
     setup: NonEmpty | None = None
     pass_env: Annotated[list[EnvPattern], BeforeValidator(comma_list)] = Field(default_factory=list)
+    # Several GPUs on the machine (docs/targets.md, "Several GPUs on one machine").
+    gpus: Annotated[int | Literal["all"], PlainValidator(gpus_value)] | None = None
+    """Axolotl's processes, one a GPU, through ``accelerate launch --num_processes N``;
+    ``"all"``: as many as the machine shows when a run starts. Unset: Axolotl's own launch."""
+    deepspeed: Literal[DEEPSPEED_PRESETS] | None = None  # type: ignore[valid-type]
+    """A DeepSpeed ZeRO preset, shipped as a JSON file into the job (needs ``gpus``)."""
+    fsdp: Literal[FSDP_PRESETS] | None = None  # type: ignore[valid-type]
+    """An FSDP2 preset, written as Axolotl's ``fsdp_config`` (needs ``gpus``)."""
 
     @model_validator(mode="after")
     def _runtime_keys(self) -> HostTarget:
@@ -283,6 +300,7 @@ class HostTarget(TargetBase):
             self.runtime, engine=self.engine, image=self.image, venv=self.venv,
             install=self.install,
         )  # fmt: skip
+        problems += sharding_problems(self.gpus, self.deepspeed, self.fsdp)
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -38,6 +38,7 @@ from overbrainer.job.spec import (
     JobPoll,
     JobSpec,
     JobStatus,
+    Launch,
     LogChunk,
     TargetInfo,
 )
@@ -101,11 +102,42 @@ class HostExecutor(Executor):
         return self.target.runtime == "docker"
 
     def describe(self) -> TargetInfo:
-        """A job here sees this machine's files when the host is local and not a container."""
+        """A job here sees this machine's files when the host is local and not a container;
+        with ``gpus``, Axolotl runs in one process a GPU (``"all"``: counted now)."""
         return TargetInfo(
             device="cpu" if self.cpu_only else "gpu",
             local_paths=self.host.local and not self.container,
+            launch=self._launch(),
         )
+
+    def _launch(self) -> Launch | None:
+        gpus = self.target.gpus
+        if gpus is None:
+            return None
+        shown = str(gpus) if isinstance(gpus, int) else '"all"'
+        setting = f"targets.{self.name}.gpus = {shown}"
+        if self.cpu_only:
+            why = "device = cpu" if self.target.device == "cpu" else "no GPU found: no nvidia-smi"
+            raise UserError(
+                f"{setting}, but this target trains on the CPU ({why}): remove gpus, or "
+                "train on a machine with GPUs"
+            )
+        count = gpus if isinstance(gpus, int) else self._gpu_count()
+        if count < 1:
+            raise UserError(
+                f"{setting}: the machine shows no GPU (nvidia-smi -L, CUDA_VISIBLE_DEVICES)"
+            )
+        preset = self.target.deepspeed or self.target.fsdp
+        if preset is not None and count < 2:
+            raise UserError(
+                f'{setting}: the machine shows 1 GPU, and the preset "{preset}" shards '
+                "across several: remove it, or train on a machine with more GPUs"
+            )
+        return Launch(count, deepspeed=self.target.deepspeed, fsdp=self.target.fsdp)
+
+    def _gpu_count(self) -> int:
+        text = self.host.check(scripts.gpu_count_script()).strip()
+        return int(text) if text.isdigit() else 0
 
     def claim(self, run_id: str) -> str:
         """Reserve the run's directory; "" when another owner holds that id on the host."""

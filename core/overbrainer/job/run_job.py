@@ -11,7 +11,9 @@ a scheduler starts), so any target runs the same job with one command:
    saved (a stopped run is not merged);
 3. turns SIGTERM into a graceful stop: it writes ``snapshot.request`` (the trainer saves a
    checkpoint at the end of its step, then stops) unless a ``cancelling`` marker says a
-   host is cancelling the job, in which case its whole process group is killed at once;
+   host is cancelling the job, in which case its whole process group is killed at once,
+   and every process that carries the job's token (``OVERBRAINER_JOB``) besides: torch's
+   launcher starts each rank of a training on several GPUs in a session of its own;
 4. while a stage runs, rewrites ``machine.json`` every ``machine_sample_s`` of ``job.json``
    (default 2 s, the follow loop's pace; 0: never) with a sample of the machine's gauges,
    taken by ``machine_sample.py`` beside it (a job directory without it has no gauges);
@@ -52,6 +54,7 @@ MANIFEST_FILE = "manifest.sha256"
 MANIFEST_ROOTS = ("output", METRICS_FILE, SNAPSHOT_FILE)
 EXIT_CODE = "exit_code"
 CANCELLING = "cancelling"
+TOKEN_VAR = "OVERBRAINER_JOB"  # noqa: S105 - a variable's name; its value is no secret
 SIGNAL_REASON = "requested"
 FORMAT = 1
 MACHINE_SAMPLER = "machine_sample.py"
@@ -196,6 +199,9 @@ class Runner:
             # A host's cancel (it writes the marker, then signals the job's process group):
             # nothing to save, and the stages ignore TERM, so end the whole group now.
             say("cancelled")
+            for pid in token_carriers(os.environ.get(TOKEN_VAR, "")):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
             os.killpg(os.getpgrp(), signal.SIGKILL)
             return  # only a container's PID 1 outlives that; its stage is gone, it ends
         if not self.stop_asked:
@@ -292,6 +298,29 @@ class Runner:
         except OSError as error:
             say(f"cannot write {MANIFEST_FILE}: {error}")
         write_atomically(self.path(EXIT_CODE), f"{code}\n".encode())
+
+
+def token_carriers(token: str) -> list:
+    """The pids of the other processes whose environment holds ``OVERBRAINER_JOB=token``
+    (those of the same user: /proc lets a process read only theirs); none without /proc."""
+    if not token:
+        return []
+    entry = f"{TOKEN_VAR}={token}".encode()
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as file:
+                if entry in file.read().split(b"\0"):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
 
 
 def _shield_from_term() -> None:

@@ -14,7 +14,9 @@ Files of a job's directory (its *root* on the target; :mod:`overbrainer.job.layo
 
 Every process of a job carries ``OVERBRAINER_JOB=<token>`` in its environment (the token
 is in ``run.json``): a process group is the job's only if a live member carries it, so a
-stale or edited pid is never signalled nor read as running.
+stale or edited pid is never signalled nor read as running; and a cancel kills whatever
+carries it outside the group too (the ranks of a training over several GPUs, each in a
+session of its own).
 """
 
 from __future__ import annotations
@@ -72,6 +74,18 @@ def gpu_script() -> str:
     return (
         "if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; "
         "then echo gpu; else echo cpu; fi\n"
+    )
+
+
+def gpu_count_script() -> str:
+    """Print how many GPUs a job started now would see: ``CUDA_VISIBLE_DEVICES``'s entries
+    when it is set, else the lines of ``nvidia-smi -L``, else 0."""
+    return (
+        'if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then\n'
+        '  printf \'%s\\n\' "$CUDA_VISIBLE_DEVICES" | tr \',\' \'\\n\' | grep -c \'[^ ]\' || true\n'
+        "elif command -v nvidia-smi >/dev/null 2>&1; then\n"
+        "  nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true\n"
+        "else echo 0; fi\n"
     )
 
 

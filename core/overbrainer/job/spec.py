@@ -72,6 +72,21 @@ class SecretsChannel(StrEnum):
 
 
 @dataclass(frozen=True)
+class Launch:
+    """How the job starts Axolotl over several GPUs of one machine.
+
+    Attributes:
+        processes: how many processes ``accelerate launch`` starts, one a GPU.
+        deepspeed: the DeepSpeed preset (``zero1``..``zero3``), or None.
+        fsdp: the FSDP preset (``full_shard``...), or None.
+    """
+
+    processes: int
+    deepspeed: str | None = None
+    fsdp: str | None = None
+
+
+@dataclass(frozen=True)
 class TargetInfo:
     """What the core needs to know of a target, from ``describe_target``.
 
@@ -83,12 +98,15 @@ class TargetInfo:
         per_run: whether the machine exists for one run only (a pod): ``--keep-machine``
             (alias ``--keep-pod``) and ``JobSpec.keep_machine`` apply.
         secrets: the channel the target uses for the job's secrets.
+        launch: Axolotl over several GPUs (the target's ``gpus``), or None: Axolotl's own
+            launch.
     """
 
     device: Literal["cpu", "gpu"]
     local_paths: bool = False
     per_run: bool = False
     secrets: SecretsChannel = SecretsChannel.ENV
+    launch: Launch | None = None
 
     @property
     def cpu(self) -> bool:

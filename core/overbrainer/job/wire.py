@@ -79,6 +79,23 @@ tied() {
 """
 
 
+# The processes that carry the job's token $1, a pid a line: those of the group, and the
+# ranks torch's launcher starts in sessions of their own (training on several GPUs).
+_CARRIERS = f"""\
+carriers() {{
+  [ -r /proc/self/environ ] || return 0
+  for f in /proc/[0-9]*/stat; do
+    read -r line 2>/dev/null < "$f" || continue
+    set -- "$1" ${{line##*) }}
+    [ "$2" != Z ] || continue
+    d=${{f%/stat}}
+    tr '\\0' '\\n' 2>/dev/null < "$d/environ" | grep -qx "{TOKEN_VAR}=$1" && echo "${{d#/proc/}}"
+  done
+  return 0
+}}
+"""
+
+
 def _alive(token: str | None) -> str:
     """``alive``: the job of ``job.pid`` runs (proven by ``token`` when there is one, tied by
     its directory otherwise, where ``/proc`` can tell)."""
@@ -190,6 +207,16 @@ token (its leader runs in $where)"
   exit {CANCEL_NOT_THE_JOB}
 fi
 """
+    # Whatever still carries the token once the group is gone (ranks in sessions of their
+    # own) is the job's too: killed, as the group was.
+    sweep = "" if not token else _CARRIERS + f"""\
+i=0
+while left=$(carriers {q(token)}); [ -n "$left" ]; do
+  [ $i -ge {WAIT_KILL_S * 10} ] && {{ echo "the job survived KILL"; exit {CANCEL_SURVIVED_KILL}; }}
+  kill -KILL $left 2>/dev/null
+  sleep 0.1; i=$((i + 1))
+done
+"""
     return f"""\
 if ! cd {q(root)} 2>/dev/null; then echo "status lost"; exit 0; fi
 if [ -f cancelled ]; then echo "status cancelled"; exit 0; fi
@@ -216,6 +243,7 @@ if group_alive "$pid"; then
     fi
   fi
 fi
+{sweep}\
 : > cancelled.tmp && mv -f cancelled.tmp cancelled
 echo "status cancelled"
 """

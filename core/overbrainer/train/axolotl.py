@@ -14,11 +14,13 @@ from typing import Any
 from overbrainer.config.load import ConfigError
 from overbrainer.config.model import Training
 from overbrainer.job.layout import (
+    DEEPSPEED_DIR,
     EVAL_FILE,
     OUTPUT_DIR,
     PREPARED_DIR,
     TRAIN_FILE,
 )
+from overbrainer.job.spec import Launch
 
 PLUGIN_MODULE = "overbrainer_metrics"
 PLUGIN = f"{PLUGIN_MODULE}.OverbrainerMetricsPlugin"
@@ -93,6 +95,41 @@ turns on by itself for lora/qlora (they need CUDA). Written for every adapter, s
 axolotl.yaml tells alone whether it was made for a CPU."""
 
 
+SHARDING_KEYS = ("deepspeed", "fsdp_version", "fsdp_config")
+"""axolotl.yaml keys a target's ``deepspeed`` or ``fsdp`` preset sets."""
+
+_FSDP_COMMON: Mapping[str, Any] = {
+    "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+    # Checkpoints (snapshots) are saved shard by shard, quickly; the final model whole, so
+    # that export and merge-lora read it as any other.
+    "state_dict_type": "SHARDED_STATE_DICT",
+    "final_state_dict_type": "FULL_STATE_DICT",
+}
+FSDP_CONFIGS: Mapping[str, Mapping[str, Any]] = {
+    "full_shard": {**_FSDP_COMMON, "reshard_after_forward": True, "offload_params": False},
+    "shard_grad_op": {**_FSDP_COMMON, "reshard_after_forward": False, "offload_params": False},
+    "full_shard_offload": {**_FSDP_COMMON, "reshard_after_forward": True, "offload_params": True},
+}
+"""Axolotl's ``fsdp_config`` (FSDP2) for each ``fsdp`` preset of a target."""
+
+
+def deepspeed_file(preset: str) -> str:
+    """The job-relative path of the DeepSpeed preset ``preset``'s JSON."""
+    return f"{DEEPSPEED_DIR}/{preset}.json"
+
+
+def sharding_config(launch: Launch | None, root: str = "") -> dict[str, Any]:
+    """axolotl.yaml's keys for a target's ``deepspeed`` or ``fsdp`` preset (none without)."""
+    if launch is None:
+        return {}
+    if launch.deepspeed is not None:
+        path = deepspeed_file(launch.deepspeed)
+        return {"deepspeed": f"{root}/{path}" if root else path}
+    if launch.fsdp is not None:
+        return {"fsdp_version": 2, "fsdp_config": dict(FSDP_CONFIGS[launch.fsdp])}
+    return {}
+
+
 def axolotl_config(
     training: Training,
     *,
@@ -100,11 +137,13 @@ def axolotl_config(
     resume_checkpoint: str | None = None,
     cpu: bool = False,
     root: str = "",
+    launch: Launch | None = None,
 ) -> dict[str, Any]:
     """The content of axolotl.yaml for ``training``.
 
     ``has_eval``: the run has ``data/eval.jsonl``; ``resume_checkpoint``: the job-relative
-    checkpoint to resume from (``resume/checkpoint-N``); ``cpu``: the job trains on a CPU.
+    checkpoint to resume from (``resume/checkpoint-N``); ``cpu``: the job trains on a CPU;
+    ``launch``: over several GPUs, with the target's DeepSpeed or FSDP preset.
     ``training.axolotl_extra`` merges last, tables key by key. Paths are relative to the
     job directory; ``root`` makes them absolute under it, as older runs had them (to
     compare a stopped run's settings with today's).
@@ -165,6 +204,7 @@ def axolotl_config(
         config["resume_from_checkpoint"] = at(resume_checkpoint)
     if cpu:
         config |= CPU_KEYS
+    config |= sharding_config(launch, root)
     return _merged(config, training.axolotl_extra)
 
 

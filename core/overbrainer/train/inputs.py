@@ -90,8 +90,11 @@ def inputs_of(
     *,
     device: str,
     merge: bool,
+    processes: int | None = None,
 ) -> Inputs:
-    """The inputs of a run training ``config`` on the data of ``data_dir``."""
+    """The inputs of a run training ``config`` on the data of ``data_dir``; ``processes``:
+    the GPUs it trains on together (the batch is that many times larger), None: Axolotl's
+    own launch (left out, so that a run made before ``gpus`` existed keeps its fingerprint)."""
     parts = {
         TRAIN_FILE: _file_digest(data_dir / Path(TRAIN_FILE).name),
         EVAL_FILE: _file_digest(data_dir / Path(EVAL_FILE).name),
@@ -99,6 +102,8 @@ def inputs_of(
         "device": device,
         "merge": "yes" if merge else "no",
     }
+    if processes is not None:
+        parts["processes"] = str(processes)
     return Inputs(parts, model_config(config))
 
 
@@ -140,7 +145,9 @@ def differences(before: Inputs, after: Inputs) -> list[str]:
         old, new = before.parts.get(name), after.parts.get(name)
         if old == new:
             continue
-        if name in ("device", "merge"):
+        if name == "processes":  # the GPUs trained on together; unset: Axolotl's own launch
+            lines.append(f"gpus: {old or '(unset)'} -> {new or '(unset)'}")
+        elif name in ("device", "merge"):
             lines.append(f"{name}: {old} -> {new}")
         else:
             lines.append(f"{name}: changed")

@@ -9,23 +9,37 @@ from typing import NamedTuple
 
 from overbrainer.config.model import Training
 from overbrainer.job.layout import CONFIG_FILE, METRICS_FILE, PLUGIN_DIR, SNAPSHOT_REQUEST
-from overbrainer.job.spec import JobStage
+from overbrainer.job.spec import JobStage, Launch
 from overbrainer.train.axolotl import PLUGIN_MODULE, is_local_path
 
 
-def job_stages(training: Training, *, cpu: bool) -> tuple[JobStage, ...]:
+def job_stages(
+    training: Training, *, cpu: bool, launch: Launch | None = None
+) -> tuple[JobStage, ...]:
     """The job's commands, run in its directory: train, then merge the adapter with ``merge``.
 
     On a CPU ``axolotl train`` needs ``--launcher python``, or it execs ``accelerate``;
-    ``merge-lora`` runs in its own process and takes no launcher.
+    ``merge-lora`` runs in its own process and takes no launcher. ``launch``: Axolotl's own
+    CLI execs ``accelerate launch`` with the arguments after ``--``, one process a GPU.
     """
     train: tuple[str, ...] = ("axolotl", "train", CONFIG_FILE)
-    if cpu:
+    if launch is not None:
+        train += ("--launcher", "accelerate", "--", *launch_args(launch))
+    elif cpu:
         train += ("--launcher", "python")
     stages = [JobStage("train", train)]
     if training.merge:
         stages.append(JobStage("merge", ("axolotl", "merge-lora", CONFIG_FILE)))
     return tuple(stages)
+
+
+def launch_args(launch: Launch) -> tuple[str, ...]:
+    """``accelerate launch``'s arguments for ``launch``: the process count, one machine and,
+    for several processes, data parallel, so that no accelerate config file on the host
+    decides them (DeepSpeed and FSDP come from axolotl.yaml: Axolotl sets accelerate's
+    environment for them in each process)."""
+    several = ("--multi_gpu",) if launch.processes > 1 else ()
+    return (*several, "--num_processes", str(launch.processes), "--num_machines", "1")
 
 
 class JobEnv(NamedTuple):
@@ -56,3 +70,9 @@ def job_env(base_model: str) -> JobEnv:
 def plugin_file() -> Path:
     """The Axolotl plugin module to copy into each run's ``plugin/`` directory."""
     return Path(str(resources.files("overbrainer.job").joinpath(f"{PLUGIN_MODULE}.py")))
+
+
+def deepspeed_preset(name: str) -> Path:
+    """The JSON of the DeepSpeed preset ``name`` (``zero1``..``zero3``), shipped with
+    overbrainer, to copy into the run's ``deepspeed/`` directory."""
+    return Path(str(resources.files("overbrainer.job").joinpath(f"deepspeed/{name}.json")))

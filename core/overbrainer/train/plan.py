@@ -127,6 +127,7 @@ def job_config(ws: Workspace, plan: Plan, info: TargetInfo) -> tuple[str, dict[s
         has_eval=plan.has_eval,
         resume_checkpoint=f"resume/{resume.name}" if resume else None,
         cpu=info.cpu,
+        launch=info.launch,
     )
     return base_model, config
 
@@ -143,6 +144,7 @@ def job_inputs(
         base_model,
         device=info.device,
         merge=plan.training.merge,
+        processes=info.launch.processes if info.launch else None,
     )
 
 
@@ -236,7 +238,7 @@ def _config_like(ws: Workspace, training: Training, old_yaml: str) -> dict[str, 
     paths (relative, or absolute under its old root) and the same form of ``base_model``."""
     import yaml
 
-    from overbrainer.train.axolotl import axolotl_config
+    from overbrainer.train.axolotl import SHARDING_KEYS, axolotl_config
     from overbrainer.train.prepare import resolve_base_model
 
     old = yaml.safe_load(old_yaml) or {}
@@ -246,9 +248,12 @@ def _config_like(ws: Workspace, training: Training, old_yaml: str) -> dict[str, 
     # A path relative to the project was made absolute for a target that sees this machine.
     forms = {training.base_model, resolve_base_model(training, ws.project_dir, True)}
     base_model = old.get("base_model") if old.get("base_model") in forms else training.base_model
-    return axolotl_config(
+    config = axolotl_config(
         training.model_copy(update={"base_model": base_model}),
         has_eval="test_datasets" in old,
         cpu=cpu,
         root=root,
     )
+    # A DeepSpeed or FSDP preset is the target's, not a training setting: kept as it was.
+    kept = {key: old[key] for key in SHARDING_KEYS if key in old}
+    return config | {key: value for key, value in kept.items() if key not in training.axolotl_extra}

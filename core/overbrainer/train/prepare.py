@@ -14,10 +14,10 @@ from overbrainer.config.model import Training
 from overbrainer.errors import UserError
 from overbrainer.job import layout
 from overbrainer.job.scripts import runner_source, sampler_source
-from overbrainer.job.spec import JobStage
+from overbrainer.job.spec import JobStage, Launch
 from overbrainer.lines import read_lines
 from overbrainer.runs.follow import POLL_S
-from overbrainer.train.job_setup import plugin_file
+from overbrainer.train.job_setup import deepspeed_preset, plugin_file
 
 DATA_FILES = ("train.jsonl", "eval.jsonl")
 
@@ -89,10 +89,12 @@ def write_run_dir(
     yaml_text: str,
     resume: Resume | None,
     job: str,
+    *,
+    launch: Launch | None = None,
 ) -> None:
     """Fill ``run_dir`` with what the job needs: the runner and ``job`` (its job.json),
-    ``data/``, ``plugin/``, ``axolotl.yaml``, and the checkpoint to resume from (hard-linked
-    when possible)."""
+    ``data/``, ``plugin/``, ``axolotl.yaml``, the checkpoint to resume from (hard-linked
+    when possible), and the DeepSpeed preset of ``launch``."""
     data = run_dir / layout.DATA_DIR
     data.mkdir(exist_ok=True)
     for name in DATA_FILES:
@@ -103,6 +105,10 @@ def write_run_dir(
     shutil.copyfile(plugin_file(), plugin / plugin_file().name)
     if resume is not None:
         _link_tree(resume.run_dir / resume.checkpoint, run_dir / layout.RESUME_DIR / resume.name)
+    if launch is not None and launch.deepspeed is not None:
+        (run_dir / layout.DEEPSPEED_DIR).mkdir(exist_ok=True)
+        name = f"{launch.deepspeed}.json"
+        shutil.copyfile(deepspeed_preset(launch.deepspeed), run_dir / layout.DEEPSPEED_DIR / name)
     (run_dir / layout.CONFIG_FILE).write_text(yaml_text, encoding="utf-8")
     (run_dir / layout.RUNNER).write_text(runner_source(), encoding="utf-8")
     (run_dir / layout.MACHINE_SAMPLER).write_text(sampler_source(), encoding="utf-8")
@@ -121,12 +127,14 @@ def _link_tree(source: Path, dest: Path) -> None:
                 shutil.copy2(Path(directory) / name, target / name)
 
 
-def job_description(training: Training, base_model: str, *, cpu: bool) -> str:
+def job_description(
+    training: Training, base_model: str, *, cpu: bool, launch: Launch | None = None
+) -> str:
     """``job.json``: what the runner runs (Axolotl's stages) and the environment they need."""
     from overbrainer.train.job_setup import job_env, job_stages
 
     env, paths, pythonpath = job_env(base_model)
-    stages: tuple[JobStage, ...] = job_stages(training, cpu=cpu)
+    stages: tuple[JobStage, ...] = job_stages(training, cpu=cpu, launch=launch)
     description = {
         "format": 1,
         "stages": [{"name": stage.name, "argv": list(stage.argv)} for stage in stages],

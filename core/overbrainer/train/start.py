@@ -192,7 +192,8 @@ def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared, held: H
             data_source(ws.project_dir, resume),
             dump_yaml(config),
             resume,
-            job_description(training, base_model, cpu=info.cpu),
+            job_description(training, base_model, cpu=info.cpu, launch=info.launch),
+            launch=info.launch,
         )
         job = JobSpec(
             run_id=run.id, local_dir=run_dir, secrets=ready.secrets, keep_machine=plan.keep_machine
