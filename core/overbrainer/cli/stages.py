@@ -29,6 +29,7 @@ def execute(
     batch: bool | None = None,
     wait: bool = True,
     cancel: bool = False,
+    stale: bool = False,
 ) -> None:
     """Run ``stage`` under the project lock; print its summary; fail as it failed.
 
@@ -65,6 +66,7 @@ def execute(
                 batch=batch,
                 wait=wait,
                 cancel=cancel,
+                stale=stale and name == stage,
             )
             click.echo(outcome.summary)
             outcome.check()
@@ -112,6 +114,12 @@ def questions(topic: str | None, force: bool) -> None:
     help="Cancel the batches sent and not yet ended; what they finished is kept.",
 )
 @click.option(
+    "--stale",
+    is_flag=True,
+    help="Answer again, too, the answers made with another prompt, model or parent "
+    "setting than now (`overbrainer plan` counts them); only those are paid for.",
+)
+@click.option(
     "--forget-batch",
     "forget",
     metavar="ID",
@@ -124,6 +132,7 @@ def answers(  # noqa: PLR0917 - click passes each option
     batch: bool | None,
     no_wait: bool,
     cancel: bool,
+    stale: bool,
     forget: str | None,
 ) -> None:
     """Ask the parent to answer every question that has no answer yet.
@@ -134,11 +143,13 @@ def answers(  # noqa: PLR0917 - click passes each option
     Example: overbrainer answers --batch --no-wait
     """
     if forget is not None:
-        if topic or force or batch is not None or no_wait or cancel:
+        if topic or force or batch is not None or no_wait or cancel or stale:
             raise click.UsageError("--forget-batch goes alone: it gives up a batch, nothing more")
         forget_batch(forget)
         return
-    execute("answers", topic, force, batch=batch, wait=not no_wait, cancel=cancel)
+    if stale and force:
+        raise click.UsageError("--stale or --force: --force redoes every answer already")
+    execute("answers", topic, force, batch=batch, wait=not no_wait, cancel=cancel, stale=stale)
 
 
 def forget_batch(name: str) -> None:

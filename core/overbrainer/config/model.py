@@ -407,6 +407,9 @@ class WatchSection(Section):
     (resuming from the snapshot when the change left the training's inputs as they were)."""
 
     on_change: Literal["snapshot", "wait"] = "wait"
+    redo_stale: bool = False
+    """Answer again, each cycle, the answers an edit made stale (a prompt, the parent's
+    model or settings: ``pipeline.fingerprint``), under the budget; else only say so."""
 
 
 M = TypeVar("M", bound=BaseModel)

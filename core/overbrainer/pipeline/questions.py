@@ -13,9 +13,10 @@ from typing import Any
 
 from loguru import logger
 
-from overbrainer.config.model import Topic
+from overbrainer.config.model import Settings, Topic
 from overbrainer.events import set_topic
 from overbrainer.pipeline.dedup import Deduplicator
+from overbrainer.pipeline.fingerprint import FIELD, fingerprint
 from overbrainer.pipeline.ids import question_id
 from overbrainer.pipeline.jsonl import JsonlWriter
 from overbrainer.pipeline.pool import for_each
@@ -173,8 +174,9 @@ class _Filler:
         """Keep what is new of ``candidates``, set the rest aside; how many were kept."""
         async with self._locks[topic]:
             admitted, refused = await self._dedup(topic).admit(candidates, missing)
+            made = self.fingerprint(subtopic)
             for text in admitted:
-                self.questions.append(_question(topic, subtopic, text))
+                self.questions.append({**_question(topic, subtopic, text), FIELD: made})
                 self.accepted[subtopic["id"]].append(text)
             for text, reason in refused:
                 record = _question(topic, subtopic, text)
@@ -187,6 +189,12 @@ class _Filler:
             self.ctx.report.exclude(len(refused))
         return len(admitted)
 
+    def fingerprint(self, subtopic: dict[str, Any]) -> str:
+        """What a question of ``subtopic`` is made from now (``pipeline.fingerprint``)."""
+        return question_fingerprint(
+            self.templates.source("questions.txt"), self.ctx.settings, subtopic
+        )
+
     def _dedup(self, topic: str) -> Deduplicator:
         if topic not in self._dedups:
             pipeline = self.ctx.settings.pipeline
@@ -198,6 +206,15 @@ class _Filler:
             dedup.seed(rejected_text(r) or "" for r in self._rejected if r["topic"] == topic)
             self._dedups[topic] = dedup
         return self._dedups[topic]
+
+
+def question_fingerprint(template: str, settings: Settings, subtopic: dict[str, Any]) -> str:
+    """A question's fingerprint: its template, the generator's settings, its topic (and
+    description) and its subtopic (the prompt's other parts vary from ask to ask)."""
+    topic = next((t for t in settings.topics if t.name == subtopic["topic"]), None)
+    description = topic.description if topic is not None else None
+    role = settings.roles.generator
+    return fingerprint(template, role, subtopic["topic"], description, subtopic["name"])
 
 
 def _question(topic: str, subtopic: dict[str, Any], text: str) -> dict[str, Any]:

@@ -60,6 +60,8 @@ class StageContext:
     """``answers --cancel``: cancel the live batches, collect what they finished."""
     limit: int | None = None
     """Answer this many questions at most, spread over those left (``plan --pilot``)."""
+    stale: bool = False
+    """``answers --stale``: answer again the questions whose answer is stale as well."""
     journal: SpendJournal = field(init=False)
     """Where every request's cost goes before the next is admitted."""
     providers: ProviderSet = field(init=False)
