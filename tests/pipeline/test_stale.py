@@ -136,3 +136,17 @@ def test_stale_and_force_go_apart(run_cli, project_dir, provider):
     result = run_cli("answers", "--stale", "--force")
     assert result.exit_code == 2
     assert "--stale or --force: --force redoes every answer already" in result.stderr
+
+
+def test_redoing_stale_answers_keeps_the_budget(run_cli, project_dir, provider):
+    answered(run_cli, project_dir, provider)
+    (project_dir / "prompts" / "answer_system.txt").write_text(OWNERSHIP_ONLY)
+    config = project_dir / "overbrainer.toml"
+    config.write_text(config.read_text() + "\n[budget]\nmax_usd = 0.0004\n")
+    path = project_dir / "data" / "answers.jsonl"
+    before = path.read_bytes()
+    result = run_cli("answers", "--stale")
+    assert result.exit_code == 1
+    assert "error: budget: answers stopped before a request" in result.stderr, result.stderr
+    assert len(provider.chats("parent-model")) == 3  # nothing sent past it
+    assert path.read_bytes() == before  # the stale answers stay until redone

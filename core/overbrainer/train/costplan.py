@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from overbrainer.config.model import Role, Settings
-from overbrainer.errors import UserError
+from overbrainer.errors import TransientError, UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.pipeline.budget import usd
 from overbrainer.pipeline.projection import (
@@ -191,8 +191,13 @@ def stale_costs(project: Project, prices: PriceBook) -> tuple[StaleCost, ...]:
     price = None
     if found["answers"].work.requests:
         parent = project.settings.roles.parent
-        known = _prices(project.settings, project.env, prices, {(parent.provider, parent.model)})
-        price = _price(project.settings, "answers", known)
+        try:
+            wanted = {(parent.provider, parent.model)}
+            price = _price(project.settings, "answers", _prices(
+                project.settings, project.env, prices, wanted
+            ))
+        except TransientError:
+            price = None  # said as "no price": the count is what matters here
     return _stale_costs(project, found, price)
 
 
@@ -298,9 +303,9 @@ UNKNOWN = (
 )
 
 
-def stale_lines(stale: tuple[StaleCost, ...]) -> list[str]:
+def stale_lines(stale: tuple[StaleCost, ...], unknown: bool = True) -> list[str]:
     """``stale: answers: 12 made with another prompt …``: a line a stage with stale
-    records, and one for those made before fingerprints were kept."""
+    records, and (``unknown``) one for those made before fingerprints were kept."""
     lines = []
     for cost in stale:
         if cost.count and cost.redo is not None:
@@ -315,7 +320,7 @@ def stale_lines(stale: tuple[StaleCost, ...]) -> list[str]:
                 f"stale: {cost.stage}: {cost.count} {STALE} (`overbrainer {cost.stage} "
                 "--force` redoes a topic's)"
             )
-        if cost.unknown:
+        if cost.unknown and unknown:
             lines.append(f"stale: {cost.stage}: {cost.unknown} {UNKNOWN.format(stage=cost.stage)}")
     return lines
 

@@ -70,7 +70,7 @@ class Cycle:
             if problem is not None:
                 raise UserError(problem)
             prepared = check_training_target(self.workspace())
-            redo = self.watching and self._stale()
+            redo = self.watching and self._stale(first=summary.number == 1)
             for stage in STAGES:
                 self.reloader.changed()
                 outcome = run_stage(
@@ -112,14 +112,15 @@ class Cycle:
         finally:
             summary.seconds = time.monotonic() - started
 
-    def _stale(self) -> bool:
-        """Say what an edit made stale and what redoing it costs; whether to redo it."""
+    def _stale(self, first: bool) -> bool:
+        """Say what an edit made stale and what redoing it costs (the records of unknown
+        making: at the first cycle only, they do not change); whether to redo it."""
         from overbrainer.train.costplan import stale_costs, stale_lines
 
         settings = self.reloader.settings
         costs = stale_costs(self.workspace().project, self.prices)
         redo = settings.watch.redo_stale
-        for line in stale_lines(costs):
+        for line in stale_lines(costs, unknown=first):
             self.echo(f"watch: {line}")
         if any(cost.count for cost in costs if cost.stage == "answers") and not redo:
             self.echo("watch: stale answers are not redone: set [watch] redo_stale = true")
