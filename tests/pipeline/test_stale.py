@@ -150,3 +150,45 @@ def test_redoing_stale_answers_keeps_the_budget(run_cli, project_dir, provider):
     assert "error: budget: answers stopped before a request" in result.stderr, result.stderr
     assert len(provider.chats("parent-model")) == 3  # nothing sent past it
     assert path.read_bytes() == before  # the stale answers stay until redone
+
+
+LIFETIMES = '[[topics]]\nname = "lifetimes"\n'
+
+
+def test_questions_stale_makes_only_the_stale_ones_again(run_cli, project_dir, provider):
+    for stage in ("subtopics", "questions", "answers"):
+        assert run_cli(stage).exit_code == 0
+    path = project_dir / "data" / "questions.jsonl"
+    before = path.read_text().splitlines()
+    assert len(before) == 8
+    config = project_dir / "overbrainer.toml"
+    # The topic's description is part of its prompts (the test template shows none).
+    config.write_text(config.read_text().replace(LIFETIMES, LIFETIMES + 'description = "Scopes"\n'))
+    stale = plan_json(run_cli)
+    assert [stale[s]["stale"] for s in ("subtopics", "questions", "answers")] == [1, 2, 0]
+    shown = run_cli("plan").stdout
+    found = re.search(
+        r"^stale: questions: 2 made with another prompt, model or setting than now; redoing "
+        r"them: 1 requests, \$(\d+\.\d+) \(up to \$[\d.]+, measured\): "
+        r"`overbrainer questions --stale`$", shown, re.M,
+    )
+    assert found, shown
+    assert stale["questions"]["redo"]["usd"] > 0  # the line rounds it to $0.0000 here
+    assert (
+        "stale: subtopics: 1 made with another prompt, model or setting than now "
+        "(`overbrainer subtopics --force --topic NAME` makes a topic's again)"
+    ) in shown.splitlines()
+
+    asked = len(provider.chats("gen-model"))
+    result = run_cli("questions", "--stale")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("questions: 1 done, 2 skipped, 0 failed")
+    [again] = provider.chats("gen-model")[asked:]
+    assert again.prompt.startswith("questions|lifetimes|")
+    after = path.read_text().splitlines()
+    kept = [line for line in before if '"ownership"' in line]
+    assert [line for line in after if '"ownership"' in line] == kept  # byte-identical
+    assert len(after) == 8
+    assert plan_json(run_cli)["questions"]["stale"] == 0
+    # The new questions are new ids: answered as any missing one.
+    assert json.loads(run_cli("plan", "--json").stdout)["stages"]["answers"]["requests"] == 2

@@ -86,12 +86,20 @@ def subtopics(topic: str | None, force: bool) -> None:
 @click.command()
 @_TOPIC
 @_FORCE
-def questions(topic: str | None, force: bool) -> None:
+@click.option(
+    "--stale",
+    is_flag=True,
+    help="Make again, too, the questions made with another prompt or generator setting "
+    "than now: each subtopic holding some is asked for that many new ones.",
+)
+def questions(topic: str | None, force: bool, stale: bool) -> None:
     """Ask the generator for the questions each subtopic is missing.
 
     Example: overbrainer questions --topic ownership
     """
-    execute("questions", topic, force)
+    if stale and force:
+        raise click.UsageError("--stale or --force: --force makes every question again")
+    execute("questions", topic, force, stale=stale)
 
 
 @click.command()

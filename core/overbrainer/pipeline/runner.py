@@ -114,7 +114,7 @@ def run_stage(
     through the batch API or not, whatever the parent role says; ``wait``: wait for the
     batches to end (else submit and return); ``cancel``: cancel the live batches instead,
     collecting what they finished; ``limit``: answer that many questions at most (spread
-    over those left: a pilot); ``stale``: answer again the stale answers too."""
+    over those left: a pilot); ``stale``: make the stale records again too."""
     topics = select_topics(settings, topic)
     started = timestamp()
     report = Report(stage, Progress(stage))

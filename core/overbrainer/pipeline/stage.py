@@ -61,7 +61,7 @@ class StageContext:
     limit: int | None = None
     """Answer this many questions at most, spread over those left (``plan --pilot``)."""
     stale: bool = False
-    """``answers --stale``: answer again the questions whose answer is stale as well."""
+    """``--stale``: make again the stage's stale records as well (``pipeline.staleness``)."""
     journal: SpendJournal = field(init=False)
     """Where every request's cost goes before the next is admitted."""
     providers: ProviderSet = field(init=False)

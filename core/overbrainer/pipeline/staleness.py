@@ -7,6 +7,8 @@ no one's (``split`` leaves it out), not stale.
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,9 +21,6 @@ from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.questions import question_fingerprint
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, SUBTOPICS, DataFiles
 from overbrainer.pipeline.subtopics import subtopic_fingerprint
-
-REDOABLE = ("answers",)
-"""The stages whose stale records ``--stale`` redoes one by one."""
 
 
 @dataclass(frozen=True)
@@ -49,13 +48,14 @@ def find_stale(project_dir: Path, settings: Settings) -> dict[str, Stale]:
     found = {"subtopics": _compare(subtopics, lambda s: made[s["topic"]], "subtopics")}
     questions = [q for q in data.read(QUESTIONS) if q["topic"] in topics]
     source = templates.source("questions.txt")
-    found["questions"] = _compare(
+    stale = _compare(
         questions,
         lambda q: question_fingerprint(
             source, settings, {"topic": q["topic"], "name": q["subtopic"]}
         ),
         "questions",
     )
+    found["questions"] = _questions_work(stale, questions, templates, settings)
     by_id = {q["id"]: q for q in questions}
     systems = answer_systems(settings, templates)
     answers = [a for a in data.read(ANSWERS) if a["id"] in by_id]
@@ -83,3 +83,27 @@ def _compare(records: list[dict[str, Any]], now: Any, stage: str) -> Stale:
         elif made != now(record):
             stale.add(identifier)
     return Stale(stage, frozenset(stale), unknown, StageWork())
+
+
+def _questions_work(
+    stale: Stale, questions: list[dict[str, Any]], templates: Templates, settings: Settings
+) -> Stale:
+    """``stale`` with what making its questions again asks: a subtopic's in batches of
+    ``question_batch_size``, each prompt as ``questions`` renders it (no question held)."""
+    batch = settings.pipeline.question_batch_size
+    topics = {topic.name: topic for topic in settings.topics}
+    per_subtopic = Counter(
+        (q["topic"], q["subtopic"]) for q in questions if q["id"] in stale.ids
+    )
+    work = StageWork()
+    for (topic, name), count in per_subtopic.items():
+        asks = math.ceil(count / batch)
+        prompt = templates.render(
+            "questions.txt", topic=topic, description=topics[topic].description,
+            subtopic=name, count=min(batch, count), accepted=[],
+        )
+        work = StageWork(
+            work.requests + asks, work.prompt_chars + asks * len(prompt), 1,
+            work.items + count, work.prompt_bytes + asks * len(prompt.encode()),
+        )
+    return Stale(stale.stage, stale.ids, stale.unknown, work)

@@ -156,8 +156,7 @@ def build_plan(
     roles = {name: _role(settings, name) for name in stages}
     wanted = {(roles[s].provider, roles[s].model) for s in stages if work[s].requests}
     found = find_stale(project.dir, settings)
-    if found["answers"].work.requests:
-        wanted.add((roles["answers"].provider, roles["answers"].model))
+    wanted |= {(roles[s].provider, roles[s].model) for s in stages if found[s].work.requests}
     judge = settings.roles.judge or settings.roles.parent
     if price_compare and settings.training is not None:
         wanted.add((judge.provider, judge.model))
@@ -180,34 +179,35 @@ def build_plan(
         judge_price = known.get((judge.provider, judge.model))
         compare = _compare(project, settings, judge, judge_price, rate if priced else None)
     limit = max_usd if max_usd is not None else settings.budget.max_usd
-    stale = _stale_costs(project, found, _price(settings, "answers", known))
+    stale = _stale_costs(project, found, known)
     return CostPlan(plans, training, export, compare, spent(project.dir), limit, stale)
 
 
 def stale_costs(project: Project, prices: PriceBook) -> tuple[StaleCost, ...]:
-    """What an edit made stale in ``project`` now, and what redoing its answers costs
-    (the parent's price asked only when some are stale): ``watch``'s report."""
-    found = find_stale(project.dir, project.settings)
-    price = None
-    if found["answers"].work.requests:
-        parent = project.settings.roles.parent
-        try:
-            wanted = {(parent.provider, parent.model)}
-            price = _price(project.settings, "answers", _prices(
-                project.settings, project.env, prices, wanted
-            ))
-        except TransientError:
-            price = None  # said as "no price": the count is what matters here
-    return _stale_costs(project, found, price)
+    """What an edit made stale in ``project`` now, and what redoing it costs (a price
+    asked only for a stage with stale records): ``watch``'s report."""
+    settings = project.settings
+    found = find_stale(project.dir, settings)
+    wanted = set()
+    for stage, stale in found.items():
+        if stale.work.requests:
+            role = _role(settings, stage)
+            wanted.add((role.provider, role.model))
+    try:
+        known = _prices(settings, project.env, prices, wanted)
+    except TransientError:
+        known = {}  # said as "no price": the count is what matters here
+    return _stale_costs(project, found, known)
 
 
 def _stale_costs(
-    project: Project, found: dict[str, Stale], price: Price | None
+    project: Project, found: dict[str, Stale], known: dict[tuple[str, str], Price | None]
 ) -> tuple[StaleCost, ...]:
     costs = []
     for stage, stale in found.items():
         redo = None
-        if stage == "answers" and stale.work.requests:
+        if stale.work.requests:
+            price = _price(project.settings, stage, known)
             redo = project_stage(project.dir, project.settings, stage, stale.work, price)
         costs.append(StaleCost(stage, len(stale.ids), stale.unknown, redo))
     return tuple(costs)
@@ -315,10 +315,10 @@ def stale_lines(stale: tuple[StaleCost, ...], unknown: bool = True) -> list[str]
                 f"requests, {_dollars(redo.usd)} (up to {_dollars(redo.usd_bound)}, "
                 f"{redo.basis}): `overbrainer {cost.stage} --stale`"
             )
-        elif cost.count:
+        elif cost.count:  # subtopics: their questions hang on their ids
             lines.append(
                 f"stale: {cost.stage}: {cost.count} {STALE} (`overbrainer {cost.stage} "
-                "--force` redoes a topic's)"
+                "--force --topic NAME` makes a topic's again)"
             )
         if cost.unknown and unknown:
             lines.append(f"stale: {cost.stage}: {cost.unknown} {UNKNOWN.format(stage=cost.stage)}")
