@@ -408,8 +408,9 @@ class WatchSection(Section):
 
     on_change: Literal["snapshot", "wait"] = "wait"
     redo_stale: bool = False
-    """Answer again, each cycle, the answers an edit made stale (a prompt, the parent's
-    model or settings: ``pipeline.fingerprint``), under the budget; else only say so."""
+    """Make again, each cycle, the questions and answers an edit made stale (a prompt, a
+    model or a role's settings: ``pipeline.fingerprint``), under the budget; else only
+    say so."""
 
 
 M = TypeVar("M", bound=BaseModel)

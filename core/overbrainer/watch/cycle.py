@@ -80,7 +80,7 @@ class Cycle:
                     self.reloader.env,
                     self.prices,
                     max_usd=self.max_usd,
-                    stale=redo and stage == "answers",
+                    stale=redo and stage in ("questions", "answers"),
                 )
                 summary.cost += outcome.cost
                 if outcome.brief:
@@ -122,6 +122,6 @@ class Cycle:
         redo = settings.watch.redo_stale
         for line in stale_lines(costs, unknown=first):
             self.echo(f"watch: {line}")
-        if any(cost.count for cost in costs if cost.stage == "answers") and not redo:
-            self.echo("watch: stale answers are not redone: set [watch] redo_stale = true")
+        if any(cost.count for cost in costs if cost.stage != "subtopics") and not redo:
+            self.echo("watch: stale records are not redone: set [watch] redo_stale = true")
         return redo
