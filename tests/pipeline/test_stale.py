@@ -192,3 +192,12 @@ def test_questions_stale_makes_only_the_stale_ones_again(run_cli, project_dir, p
     assert plan_json(run_cli)["questions"]["stale"] == 0
     # The new questions are new ids: answered as any missing one.
     assert json.loads(run_cli("plan", "--json").stdout)["stages"]["answers"]["requests"] == 2
+
+
+def test_stale_with_a_topic_redoes_that_topic_s_only(run_cli, project_dir, provider):
+    answered(run_cli, project_dir, provider)
+    (project_dir / "prompts" / "answer_system.txt").write_text("new|system|{{ topic }}")
+    result = run_cli("answers", "--stale", "--topic", "lifetimes")
+    assert result.exit_code == 0, result.stderr
+    assert [seen.system for seen in provider.chats("parent-model")[3:]] == ["new|system|lifetimes"]
+    assert plan_json(run_cli)["answers"]["stale"] == 2

@@ -208,7 +208,8 @@ async def run(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one pat
         answers = without(answers, ctx.topic_names)
     elif ctx.stale:
         systems = answer_systems(ctx.settings, templates)
-        redo = stale_answers(answers, questions, systems, ctx.settings.roles.parent)
+        selected = {name: systems[name] for name in ctx.topic_names}
+        redo = stale_answers(answers, questions, selected, ctx.settings.roles.parent)
         answers = [answer for answer in answers if answer["id"] not in redo]
     answered = {answer["id"]: answer["meta"].get("batch") for answer in answers}
     live = Ledger(ctx.project_dir).live()
