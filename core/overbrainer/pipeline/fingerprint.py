@@ -9,6 +9,7 @@ may well be current; redoing it on a guess would re-pay every answer of an old p
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import orjson
@@ -19,16 +20,17 @@ from overbrainer.config.model import Role
 FIELD = "fingerprint"
 
 
-def role_settings(role: Role) -> dict[str, Any]:
-    """What ``role`` sends besides the item: the model and its generation settings
-    (``batch`` is how, not what: a batch answer is the online one)."""
-    return role.model_dump(mode="json", exclude={"provider", "batch"})
+@functools.lru_cache(maxsize=16)
+def role_settings(role: Role) -> str:
+    """What ``role`` sends besides the item, as JSON: the model and its generation
+    settings (``batch`` is how, not what: a batch answer is the online one). Kept: a
+    project's every answer is checked against the same role."""
+    return role.model_dump_json(exclude={"provider", "batch"})
 
 
 def fingerprint(prompt: str, role: Role, *item: str | None) -> str:
     """16 hex characters of ``prompt``, ``role``'s settings and ``item``'s parts."""
-    parts = orjson.dumps([prompt, role_settings(role), *item], option=orjson.OPT_SORT_KEYS)
-    return xxhash.xxh3_64_hexdigest(parts)
+    return xxhash.xxh3_64_hexdigest(orjson.dumps([prompt, role_settings(role), *item]))
 
 
 def answer_fingerprint(system: str, role: Role, question: dict[str, Any]) -> str:
