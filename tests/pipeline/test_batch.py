@@ -764,3 +764,20 @@ def test_a_batch_left_running_counts_against_every_budget_until_collected(
     assert result.exit_code == 0, result.stderr
     plan = json.loads(run_cli("plan", "--json").stdout)
     assert plan["spent_usd"] == pytest.approx(SIX_ONLINE / 2, abs=1e-4)  # the real cost only
+
+
+def test_stale_answers_are_redone_in_batch_in_place(run_cli, project_dir, provider):
+    questions = six(project_dir)
+    assert run_cli("answers").exit_code == 0
+    prompt = project_dir / "prompts" / "answer_system.txt"
+    prompt.write_text("new|" + prompt.read_text())
+    before = [r["id"] for r in lines(project_dir, "answers.jsonl")]
+    result = run_cli("answers", "--stale")
+    assert result.exit_code == 0, result.stderr
+    _, again = provider.submitted()
+    assert sorted(again.questions()) == sorted(q["id"] for q in questions)
+    records = lines(project_dir, "answers.jsonl")
+    assert [r["id"] for r in records] == before  # each in its old line's place
+    assert {r["meta"]["batch"] for r in records} == {again.id}
+    plan = json.loads(run_cli("plan", "--json").stdout)
+    assert plan["stale"]["answers"]["stale"] == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import time
 
 import pytest
@@ -39,7 +40,8 @@ def test_subtopics_then_questions_fill_every_target(run_cli, project_dir, provid
     for question in questions:
         per_subtopic[question["subtopic_id"]] += 1
         assert question["id"] == question_id(question["subtopic_id"], question["text"])
-        assert set(question) == {"id", "topic", "subtopic_id", "subtopic", "text"}
+        # The reference's fields, and what made it (a field the reference reads past).
+        assert set(question) == {"id", "topic", "subtopic_id", "subtopic", "text", "fingerprint"}
     targets = {"ownership": 3, "lifetimes": 2}
     assert per_subtopic == {s["id"]: targets[s["topic"]] for s in subtopics}
     # batches of min(question_batch_size = 2, missing)
@@ -132,6 +134,8 @@ def test_answer_records_have_the_reference_format(run_cli, project_dir, provider
     result = run_cli("answers")
     assert result.exit_code == 0, result.stderr
     [record] = lines(project_dir, "answers.jsonl")
+    made = record["meta"].pop("fingerprint")  # this tool's, read past by the reference
+    assert re.fullmatch("[0-9a-f]{16}", made)
     assert record == {
         "id": question["id"],
         "topic": "ownership",
@@ -147,6 +151,7 @@ def test_answer_records_have_the_reference_format(run_cli, project_dir, provider
     }
     assert list(record) == ["id", "topic", "subtopic", "messages", "meta"]
     line = (project_dir / "data" / "answers.jsonl").read_text()
+    record["meta"]["fingerprint"] = made
     assert line == json.dumps(record, separators=(",", ":")) + "\n"  # compact, one a line
     # The system prompt is sent either way; it is kept only when asked.
     assert provider.chats("parent-model")[0].system == "system|ownership"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from overbrainer.pipeline.budget import usd
-from overbrainer.train.costplan import CostPlan, Extra
+from overbrainer.train.costplan import CostPlan, Extra, stale_lines
 from overbrainer.train.estimate import TrainingPlan
 
 HEADER = (
@@ -30,7 +30,7 @@ def plan_lines(plan: CostPlan) -> list[str]:
         if extra is not None:
             lines.append(f"{name:<10} {extra_line(extra)}")
     lines.append(f"{'total':<10} {total_line(plan)}")
-    return lines
+    return lines + stale_lines(plan.stale)
 
 
 def training_line(training: TrainingPlan) -> str:

@@ -72,7 +72,7 @@ def plan_total(app: App, prices: PriceBook, max_usd: float | None) -> str:
     from overbrainer.cli.planlines import total_line
     from overbrainer.errors import TransientError, UserError
     from overbrainer.redact import escape_controls, redact
-    from overbrainer.train.costplan import build_plan
+    from overbrainer.train.costplan import build_plan, stale_lines
 
     try:
         found = build_plan(app.project, app.plugins.hook, prices, max_usd, price_compare=False)
@@ -82,6 +82,7 @@ def plan_total(app: App, prices: PriceBook, max_usd: float | None) -> str:
     lines = [f"plan: {total_line(found)} (`overbrainer plan` shows how)"]
     if found.max_usd is not None and found.prior:
         lines.append(prior_line(found))
+    lines += stale_lines(found.stale)
     return "\n".join(escape_controls(redact(line)) for line in lines)
 
 

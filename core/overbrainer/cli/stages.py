@@ -29,6 +29,7 @@ def execute(
     batch: bool | None = None,
     wait: bool = True,
     cancel: bool = False,
+    stale: bool = False,
 ) -> None:
     """Run ``stage`` under the project lock; print its summary; fail as it failed.
 
@@ -65,6 +66,7 @@ def execute(
                 batch=batch,
                 wait=wait,
                 cancel=cancel,
+                stale=stale and name == stage,
             )
             click.echo(outcome.summary)
             outcome.check()
@@ -84,12 +86,20 @@ def subtopics(topic: str | None, force: bool) -> None:
 @click.command()
 @_TOPIC
 @_FORCE
-def questions(topic: str | None, force: bool) -> None:
+@click.option(
+    "--stale",
+    is_flag=True,
+    help="Make again, too, the questions made with another prompt or generator setting "
+    "than now: each subtopic holding some is asked for that many new ones.",
+)
+def questions(topic: str | None, force: bool, stale: bool) -> None:
     """Ask the generator for the questions each subtopic is missing.
 
     Example: overbrainer questions --topic ownership
     """
-    execute("questions", topic, force)
+    if stale and force:
+        raise click.UsageError("--stale or --force: --force makes every question again")
+    execute("questions", topic, force, stale=stale)
 
 
 @click.command()
@@ -112,6 +122,12 @@ def questions(topic: str | None, force: bool) -> None:
     help="Cancel the batches sent and not yet ended; what they finished is kept.",
 )
 @click.option(
+    "--stale",
+    is_flag=True,
+    help="Answer again, too, the answers made with another prompt, model or parent "
+    "setting than now (`overbrainer plan` counts them); only those are paid for.",
+)
+@click.option(
     "--forget-batch",
     "forget",
     metavar="ID",
@@ -124,6 +140,7 @@ def answers(  # noqa: PLR0917 - click passes each option
     batch: bool | None,
     no_wait: bool,
     cancel: bool,
+    stale: bool,
     forget: str | None,
 ) -> None:
     """Ask the parent to answer every question that has no answer yet.
@@ -134,11 +151,13 @@ def answers(  # noqa: PLR0917 - click passes each option
     Example: overbrainer answers --batch --no-wait
     """
     if forget is not None:
-        if topic or force or batch is not None or no_wait or cancel:
+        if topic or force or batch is not None or no_wait or cancel or stale:
             raise click.UsageError("--forget-batch goes alone: it gives up a batch, nothing more")
         forget_batch(forget)
         return
-    execute("answers", topic, force, batch=batch, wait=not no_wait, cancel=cancel)
+    if stale and force:
+        raise click.UsageError("--stale or --force: --force redoes every answer already")
+    execute("answers", topic, force, batch=batch, wait=not no_wait, cancel=cancel, stale=stale)
 
 
 def forget_batch(name: str) -> None:

@@ -429,6 +429,10 @@ class WatchSection(Section):
     (resuming from the snapshot when the change left the training's inputs as they were)."""
 
     on_change: Literal["snapshot", "wait"] = "wait"
+    redo_stale: bool = False
+    """Make again, each cycle, the questions and answers an edit made stale (a prompt, a
+    model or a role's settings: ``pipeline.fingerprint``), under the budget; else only
+    say so."""
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -15,10 +15,11 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from overbrainer.config.model import Role
+from overbrainer.config.model import Role, Settings
 from overbrainer.errors import UserError
 from overbrainer.events import set_topic
 from overbrainer.pipeline.batch_ledger import Ledger
+from overbrainer.pipeline.fingerprint import FIELD, answer_fingerprint, recorded
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.preflight import hides_reasoning
 from overbrainer.pipeline.prompts import Templates
@@ -44,14 +45,16 @@ def exclusion(completion: Completion, kind: ReasoningKind, wants_reasoning: bool
     return None
 
 
-def answer_record(
+def answer_record(  # noqa: PLR0917 - the record's parts
     question: dict[str, Any],
     completion: Completion,
     role: Role,
     hidden: bool,
     system: str | None,
+    made: str | None = None,
 ) -> dict[str, Any]:
-    """The ``answers.jsonl`` line of ``question``; ``system`` is kept when given."""
+    """The ``answers.jsonl`` line of ``question``; ``system`` is kept when given, ``made``
+    (its fingerprint) as ``meta.fingerprint``."""
     kind = completion.reasoning_kind
     if hidden and kind == "raw":
         kind = "summary"
@@ -75,6 +78,7 @@ def answer_record(
             "finish_reason": completion.finish_reason,
             "reasoning_kind": kind,
             "excluded": exclusion(completion, kind, role.reasoning),
+            **({} if made is None else {FIELD: made}),
         },
     }
 
@@ -102,9 +106,14 @@ class Answering:
             kind = "summary"
         return exclusion(completion, kind, self.role.reasoning)
 
+    def fingerprint(self, question: dict[str, Any]) -> str:
+        """What the answer of ``question`` is made from now (``pipeline.fingerprint``)."""
+        return answer_fingerprint(self.systems[question["topic"]], self.role, question)
+
     def record(self, question: dict[str, Any], completion: Completion) -> dict[str, Any]:
         system = self.systems[question["topic"]] if self.keep_system else None
-        return answer_record(question, completion, self.role, self.hidden, system)
+        made = self.fingerprint(question)
+        return answer_record(question, completion, self.role, self.hidden, system, made)
 
 
 def _answering(ctx: StageContext, templates: Templates) -> Answering:
@@ -116,14 +125,41 @@ def _answering(ctx: StageContext, templates: Templates) -> Answering:
     role = ctx.settings.roles.parent
     protocol = ctx.settings.providers[role.provider].protocol
     hidden = hides_reasoning(protocol, role.model)
-    # Every topic's: a live batch may hold questions of a topic not selected.
-    systems = {
+    systems = answer_systems(ctx.settings, templates)
+    return Answering(role, hidden, systems, ctx.settings.pipeline.include_system_prompt)
+
+
+def answer_systems(settings: Settings, templates: Templates) -> dict[str, str]:
+    """Each topic's system prompt, rendered (every topic's: a live batch may hold
+    questions of a topic not selected)."""
+    return {
         topic.name: templates.render(
             "answer_system.txt", topic=topic.name, description=topic.description
         )
-        for topic in ctx.settings.topics
+        for topic in settings.topics
     }
-    return Answering(role, hidden, systems, ctx.settings.pipeline.include_system_prompt)
+
+
+def stale_answers(
+    answers: list[dict[str, Any]],
+    questions: list[dict[str, Any]],
+    systems: dict[str, str],
+    role: Role,
+) -> set[str]:
+    """The ids of the answers made otherwise than ``systems`` and ``role`` would make them
+    now, of the topics in ``systems``; one with no fingerprint (older) is not stale."""
+    by_id = {question["id"]: question for question in questions}
+    stale = set()
+    for answer in answers:
+        made = recorded(answer)
+        question = by_id.get(answer["id"])
+        if made is None or question is None or answer["topic"] not in systems:
+            continue
+        if made != answer_fingerprint(systems[answer["topic"]], role, question):
+            stale.add(answer["id"])
+        else:
+            stale.discard(answer["id"])  # the later line of an id is the one that counts
+    return stale
 
 
 async def _beside(online: Awaitable[None], batches: Awaitable[None]) -> None:
@@ -161,7 +197,7 @@ def _select(
     return todo, by_id
 
 
-async def run(ctx: StageContext) -> None:
+async def run(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one path
     """Answer each question of the selected topics that has no answer yet, online or in
     batch; a question in a live batch waits for that batch, whichever way the stage runs."""
     data = ctx.data
@@ -170,6 +206,11 @@ async def run(ctx: StageContext) -> None:
     answers = data.read(ANSWERS)
     if ctx.force:
         answers = without(answers, ctx.topic_names)
+    elif ctx.stale:
+        systems = answer_systems(ctx.settings, templates)
+        selected = {name: systems[name] for name in ctx.topic_names}
+        redo = stale_answers(answers, questions, selected, ctx.settings.roles.parent)
+        answers = [answer for answer in answers if answer["id"] not in redo]
     answered = {answer["id"]: answer["meta"].get("batch") for answer in answers}
     live = Ledger(ctx.project_dir).live()
     in_batch = {question for batch in live for question in batch.questions}
@@ -223,5 +264,5 @@ async def run(ctx: StageContext) -> None:
             await _beside(for_each(todo, answer, concurrency), batches.run([], live, submit=False))
             await for_each(batches.leftover, answer, concurrency)
     finally:
-        if ctx.force or (batches is not None and batches.replaced):
-            data.latest(ANSWERS)  # each replaced answer's old line goes
+        if ctx.force or ctx.stale or (batches is not None and batches.replaced):
+            data.latest(ANSWERS, in_place=ctx.stale)  # each replaced answer's old line goes

@@ -13,9 +13,10 @@ from typing import Any
 
 from loguru import logger
 
-from overbrainer.config.model import Topic
+from overbrainer.config.model import Settings, Topic
 from overbrainer.events import set_topic
 from overbrainer.pipeline.dedup import Deduplicator
+from overbrainer.pipeline.fingerprint import FIELD, fingerprint, recorded
 from overbrainer.pipeline.ids import question_id
 from overbrainer.pipeline.jsonl import JsonlWriter
 from overbrainer.pipeline.pool import for_each
@@ -53,7 +54,13 @@ async def run(ctx: StageContext) -> None:
         questions = without(questions, ctx.topic_names)
         rejected = without(rejected, ctx.topic_names, KIND)
         reasons = without(reasons, ctx.topic_names, KIND)
+    stale: dict[str, set[str]] = defaultdict(set)
+    if ctx.stale:
+        stale = stale_questions(questions, subtopics, templates, ctx)
+        dropped = {identifier for ids in stale.values() for identifier in ids}
+        questions = [q for q in questions if q["id"] not in dropped]
     filler = _Filler(ctx, templates, questions, rejected)
+    filler.stale = stale
     filler.count_removed(reasons)
     filler.forgetting = Forgetting(
         data, ctx.force, [(QUESTIONS, None), (REJECTED, KIND), (REJECTED_REASONS, KIND)]
@@ -87,6 +94,8 @@ class _Filler:
     """Fills subtopics with questions, sharing one deduplicator per topic."""
 
     questions: JsonlWriter
+    stale: dict[str, set[str]]
+    """``questions --stale``: each subtopic's stale questions, dropped once it is asked."""
     rejects: JsonlWriter
     reasons: JsonlWriter
     forgetting: Forgetting
@@ -142,6 +151,7 @@ class _Filler:
             try:
                 candidates = await self.ctx.ask_list(self.ctx.settings.roles.generator, prompt,
                                                      subtopic["id"])
+                self._drop_stale(subtopic["id"])
                 self.forgetting.answered(
                     topic.name,
                     {
@@ -173,8 +183,9 @@ class _Filler:
         """Keep what is new of ``candidates``, set the rest aside; how many were kept."""
         async with self._locks[topic]:
             admitted, refused = await self._dedup(topic).admit(candidates, missing)
+            made = self.fingerprint(subtopic)
             for text in admitted:
-                self.questions.append(_question(topic, subtopic, text))
+                self.questions.append({**_question(topic, subtopic, text), FIELD: made})
                 self.accepted[subtopic["id"]].append(text)
             for text, reason in refused:
                 record = _question(topic, subtopic, text)
@@ -187,6 +198,21 @@ class _Filler:
             self.ctx.report.exclude(len(refused))
         return len(admitted)
 
+    def _drop_stale(self, subtopic: str) -> None:
+        """The provider answered for ``subtopic``: its stale questions go now (once), before
+        the first new one; a stage that fails before keeps them where they were."""
+        ids = self.stale.pop(subtopic, None)
+        if ids:
+            self.questions.close()  # reopened on the next append, on the new file
+            data = self.ctx.data
+            data.rewrite(QUESTIONS, [q for q in data.read(QUESTIONS) if q["id"] not in ids])
+
+    def fingerprint(self, subtopic: dict[str, Any]) -> str:
+        """What a question of ``subtopic`` is made from now (``pipeline.fingerprint``)."""
+        return question_fingerprint(
+            self.templates.source("questions.txt"), self.ctx.settings, subtopic
+        )
+
     def _dedup(self, topic: str) -> Deduplicator:
         if topic not in self._dedups:
             pipeline = self.ctx.settings.pipeline
@@ -198,6 +224,37 @@ class _Filler:
             dedup.seed(rejected_text(r) or "" for r in self._rejected if r["topic"] == topic)
             self._dedups[topic] = dedup
         return self._dedups[topic]
+
+
+def stale_questions(
+    questions: list[dict[str, Any]],
+    subtopics: list[dict[str, Any]],
+    templates: Templates,
+    ctx: StageContext,
+) -> dict[str, set[str]]:
+    """The stale questions of the selected topics, by subtopic id; one with no
+    fingerprint (older) is not stale."""
+    names = {s["id"]: s for s in subtopics}
+    source = templates.source("questions.txt")
+    selected = ctx.topic_names
+    stale: dict[str, set[str]] = defaultdict(set)
+    for question in questions:
+        made = recorded(question)
+        subtopic = names.get(question["subtopic_id"])
+        if made is None or subtopic is None or question["topic"] not in selected:
+            continue
+        if made != question_fingerprint(source, ctx.settings, subtopic):
+            stale[subtopic["id"]].add(question["id"])
+    return stale
+
+
+def question_fingerprint(template: str, settings: Settings, subtopic: dict[str, Any]) -> str:
+    """A question's fingerprint: its template, the generator's settings, its topic (and
+    description) and its subtopic (the prompt's other parts vary from ask to ask)."""
+    topic = next((t for t in settings.topics if t.name == subtopic["topic"]), None)
+    description = topic.description if topic is not None else None
+    role = settings.roles.generator
+    return fingerprint(template, role, subtopic["topic"], description, subtopic["name"])
 
 
 def _question(topic: str, subtopic: dict[str, Any], text: str) -> dict[str, Any]:

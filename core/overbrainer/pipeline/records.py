@@ -179,13 +179,24 @@ class DataFiles:
         records = self.read(name)
         self.rewrite(name, [r for r in records if not _of(r, {topic}, kind)])
 
-    def latest(self, name: str) -> None:
+    def latest(self, name: str, in_place: bool = False) -> None:
         """Rewrite ``name`` keeping only the last record of each id, where it is, when an
-        id appears twice (an answer and the one that replaced it)."""
+        id appears twice (an answer and the one that replaced it); ``in_place``: where
+        the first was (a stale answer redone keeps its line's place)."""
         records = self.read(name)
         last = {record["id"]: index for index, record in enumerate(records)}
-        if len(last) < len(records):
+        if len(last) == len(records):
+            return
+        if not in_place:
             self.rewrite(name, [r for i, r in enumerate(records) if last[r["id"]] == i])
+            return
+        seen: set[str] = set()
+        kept = []
+        for record in records:
+            if record["id"] not in seen:
+                seen.add(record["id"])
+                kept.append(records[last[record["id"]]])
+        self.rewrite(name, kept)
 
 
 def without(

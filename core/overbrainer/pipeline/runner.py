@@ -105,6 +105,7 @@ def run_stage(
     wait: bool = True,
     cancel: bool = False,
     limit: int | None = None,
+    stale: bool = False,
 ) -> Outcome:
     """Run ``stage`` to its end (or the first fatal error, the budget, or Ctrl-C) and record
     it in the history. Raises ``UserError`` only for a ``--topic`` that names no topic.
@@ -113,7 +114,7 @@ def run_stage(
     through the batch API or not, whatever the parent role says; ``wait``: wait for the
     batches to end (else submit and return); ``cancel``: cancel the live batches instead,
     collecting what they finished; ``limit``: answer that many questions at most (spread
-    over those left: a pilot)."""
+    over those left: a pilot); ``stale``: make the stale records again too."""
     topics = select_topics(settings, topic)
     started = timestamp()
     report = Report(stage, Progress(stage))
@@ -131,7 +132,7 @@ def run_stage(
         else:
             context = StageContext(
                 project_dir, settings, topics, force, report, budget,
-                batch=batch, wait=wait, cancel=cancel, limit=limit,
+                batch=batch, wait=wait, cancel=cancel, limit=limit, stale=stale,
             )
             _ask(context, started, env, prices)
         if report.failed:

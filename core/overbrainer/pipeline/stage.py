@@ -60,6 +60,8 @@ class StageContext:
     """``answers --cancel``: cancel the live batches, collect what they finished."""
     limit: int | None = None
     """Answer this many questions at most, spread over those left (``plan --pilot``)."""
+    stale: bool = False
+    """``--stale``: make again the stage's stale records as well (``pipeline.staleness``)."""
     journal: SpendJournal = field(init=False)
     """Where every request's cost goes before the next is admitted."""
     providers: ProviderSet = field(init=False)

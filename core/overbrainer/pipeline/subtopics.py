@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from overbrainer.config.model import Topic
+from overbrainer.config.model import Role, Topic
 from overbrainer.events import set_topic
+from overbrainer.pipeline.fingerprint import FIELD, fingerprint
 from overbrainer.pipeline.ids import normalize, subtopic_id
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.prompts import Templates
@@ -66,6 +67,7 @@ async def run(ctx: StageContext) -> None:
                 return
             forgetting.answered(topic.name, {SUBTOPICS: writer})
             seen = known[topic.name]
+            made = subtopic_fingerprint(templates.source("subtopics.txt"), role, topic)
             kept = 0
             for name in names:
                 if kept == missing:
@@ -75,8 +77,14 @@ async def run(ctx: StageContext) -> None:
                     ctx.report.exclude()
                     continue
                 seen.add(identifier)
-                writer.append({"id": identifier, "topic": topic.name, "name": name})
+                writer.append({"id": identifier, "topic": topic.name, "name": name, FIELD: made})
                 kept += 1
             ctx.report.finish()
 
         await for_each(todo, ask, ctx.settings.pipeline.concurrency)
+
+
+def subtopic_fingerprint(template: str, role: Role, topic: Topic) -> str:
+    """A subtopic's fingerprint: its template, the generator's settings and its topic
+    (the count asked for varies from ask to ask)."""
+    return fingerprint(template, role, topic.name, topic.description)

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from overbrainer.config.model import Role, Settings
-from overbrainer.errors import UserError
+from overbrainer.errors import TransientError, UserError
 from overbrainer.hookcalls import Hooks
+from overbrainer.pipeline.budget import usd
 from overbrainer.pipeline.projection import (
     CHARS_PER_TOKEN,
     StagePlan,
@@ -26,6 +27,7 @@ from overbrainer.pipeline.projection import (
 )
 from overbrainer.pipeline.records import ANSWERS, EVAL, DataFiles
 from overbrainer.pipeline.spend import spent
+from overbrainer.pipeline.staleness import Stale, find_stale
 from overbrainer.project import Project
 from overbrainer.providers.prices import Price, PriceBook, discounted, table_price
 from overbrainer.train.estimate import TrainingPlan, estimate_training
@@ -61,6 +63,20 @@ class Extra:
 
 
 @dataclass(frozen=True)
+class StaleCost:
+    """A stage's stale records, those of unknown making, and (answers) redoing's plan."""
+
+    stage: str
+    count: int
+    unknown: int
+    redo: StagePlan | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        redo = self.redo.as_json() if self.redo is not None else None
+        return {"stale": self.count, "unknown": self.unknown, "redo": redo}
+
+
+@dataclass(frozen=True)
 class CostPlan:
     """The projection of the rest of a run, and what the project spent so far."""
 
@@ -70,6 +86,8 @@ class CostPlan:
     compare: Extra | None
     spent: float
     max_usd: float | None
+    stale: tuple[StaleCost, ...] = ()
+    """What an edit made stale: not part of the total (``answers --stale`` redoes it)."""
 
     @property
     def total_usd(self) -> float | None:
@@ -113,6 +131,7 @@ class CostPlan:
             "stages_bound_usd": _rounded(self.stages_bound_usd),
             "spent_usd": round(self.spent, 6),
             "max_usd": self.max_usd,
+            "stale": {cost.stage: cost.as_json() for cost in self.stale},
         }
 
 
@@ -136,17 +155,17 @@ def build_plan(
     stages = ["subtopics", "questions", "answers"]
     roles = {name: _role(settings, name) for name in stages}
     wanted = {(roles[s].provider, roles[s].model) for s in stages if work[s].requests}
+    found = find_stale(project.dir, settings)
+    wanted |= {(roles[s].provider, roles[s].model) for s in stages if found[s].work.requests}
     judge = settings.roles.judge or settings.roles.parent
     if price_compare and settings.training is not None:
         wanted.add((judge.provider, judge.model))
     known = _prices(settings, project.env, prices, wanted)
     plans = []
     for stage in stages:
-        role = roles[stage]
-        price = known.get((role.provider, role.model))
-        if price is not None and stage == "answers" and role.batch:
-            price = discounted(price, settings.providers[role.provider].batch_discount)
-        plans.append(project_stage(project.dir, settings, stage, work[stage], price))
+        plans.append(
+            project_stage(project.dir, settings, stage, work[stage], _price(settings, stage, known))
+        )
     plans.append(StagePlan("split", 0, 0, 0, 0.0, "no requests"))
     training = estimate_training(project, hook, work["answers"].requests)
     export = compare = None
@@ -160,7 +179,49 @@ def build_plan(
         judge_price = known.get((judge.provider, judge.model))
         compare = _compare(project, settings, judge, judge_price, rate if priced else None)
     limit = max_usd if max_usd is not None else settings.budget.max_usd
-    return CostPlan(plans, training, export, compare, spent(project.dir), limit)
+    stale = _stale_costs(project, found, known)
+    return CostPlan(plans, training, export, compare, spent(project.dir), limit, stale)
+
+
+def stale_costs(project: Project, prices: PriceBook) -> tuple[StaleCost, ...]:
+    """What an edit made stale in ``project`` now, and what redoing it costs (a price
+    asked only for a stage with stale records): ``watch``'s report."""
+    settings = project.settings
+    found = find_stale(project.dir, settings)
+    wanted = set()
+    for stage, stale in found.items():
+        if stale.work.requests:
+            role = _role(settings, stage)
+            wanted.add((role.provider, role.model))
+    try:
+        known = _prices(settings, project.env, prices, wanted)
+    except TransientError:
+        known = {}  # said as "no price": the count is what matters here
+    return _stale_costs(project, found, known)
+
+
+def _stale_costs(
+    project: Project, found: dict[str, Stale], known: dict[tuple[str, str], Price | None]
+) -> tuple[StaleCost, ...]:
+    costs = []
+    for stage, stale in found.items():
+        redo = None
+        if stale.work.requests:
+            price = _price(project.settings, stage, known)
+            redo = project_stage(project.dir, project.settings, stage, stale.work, price)
+        costs.append(StaleCost(stage, len(stale.ids), stale.unknown, redo))
+    return tuple(costs)
+
+
+def _price(
+    settings: Settings, stage: str, known: dict[tuple[str, str], Price | None]
+) -> Price | None:
+    """``stage``'s price per token: its role's, at the batch discount when it batches."""
+    role = _role(settings, stage)
+    price = known.get((role.provider, role.model))
+    if price is not None and stage == "answers" and role.batch:
+        price = discounted(price, settings.providers[role.provider].batch_discount)
+    return price
 
 
 def _role(settings: Settings, stage: str) -> Role:
@@ -233,3 +294,36 @@ async def _ask(
     finally:
         await providers.aclose()
     return found
+
+
+STALE = "made with another prompt, model or setting than now"
+UNKNOWN = (
+    "made before overbrainer kept what made them: unknown, not counted stale "
+    "(`overbrainer {stage} --force` redoes them all)"
+)
+
+
+def stale_lines(stale: tuple[StaleCost, ...], unknown: bool = True) -> list[str]:
+    """``stale: answers: 12 made with another prompt …``: a line a stage with stale
+    records, and (``unknown``) one for those made before fingerprints were kept."""
+    lines = []
+    for cost in stale:
+        if cost.count and cost.redo is not None:
+            redo = cost.redo
+            lines.append(
+                f"stale: {cost.stage}: {cost.count} {STALE}; redoing them: {redo.requests} "
+                f"requests, {_dollars(redo.usd)} (up to {_dollars(redo.usd_bound)}, "
+                f"{redo.basis}): `overbrainer {cost.stage} --stale`"
+            )
+        elif cost.count:  # subtopics: their questions hang on their ids
+            lines.append(
+                f"stale: {cost.stage}: {cost.count} {STALE} (`overbrainer {cost.stage} "
+                "--force --topic NAME` makes a topic's again)"
+            )
+        if cost.unknown and unknown:
+            lines.append(f"stale: {cost.stage}: {cost.unknown} {UNKNOWN.format(stage=cost.stage)}")
+    return lines
+
+
+def _dollars(amount: float | None) -> str:
+    return "no price" if amount is None else usd(amount)

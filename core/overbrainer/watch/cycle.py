@@ -36,6 +36,9 @@ class Cycle:
     prices: PriceBook = field(default_factory=PriceBook)
     max_usd: float | None = None
     """The budget, in place of ``[budget] max_usd`` (``run --max-usd``)."""
+    watching: bool = False
+    """A ``watch`` cycle: it says what is stale first, and redoes it when ``[watch]
+    redo_stale`` says so (``run`` says it with its plan)."""
 
     def workspace(self) -> Workspace:
         """The training side's view, with the settings in force now."""
@@ -67,6 +70,7 @@ class Cycle:
             if problem is not None:
                 raise UserError(problem)
             prepared = check_training_target(self.workspace())
+            redo = self.watching and self._stale(first=summary.number == 1)
             for stage in STAGES:
                 self.reloader.changed()
                 outcome = run_stage(
@@ -76,6 +80,7 @@ class Cycle:
                     self.reloader.env,
                     self.prices,
                     max_usd=self.max_usd,
+                    stale=redo and stage in ("questions", "answers"),
                 )
                 summary.cost += outcome.cost
                 if outcome.brief:
@@ -106,3 +111,17 @@ class Cycle:
             return summary
         finally:
             summary.seconds = time.monotonic() - started
+
+    def _stale(self, first: bool) -> bool:
+        """Say what an edit made stale and what redoing it costs (the records of unknown
+        making: at the first cycle only, they do not change); whether to redo it."""
+        from overbrainer.train.costplan import stale_costs, stale_lines
+
+        settings = self.reloader.settings
+        costs = stale_costs(self.workspace().project, self.prices)
+        redo = settings.watch.redo_stale
+        for line in stale_lines(costs, unknown=first):
+            self.echo(f"watch: {line}")
+        if any(cost.count for cost in costs if cost.stage != "subtopics") and not redo:
+            self.echo("watch: stale records are not redone: set [watch] redo_stale = true")
+        return redo

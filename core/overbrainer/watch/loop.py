@@ -254,7 +254,7 @@ class Loop:
                     self.project_dir, self.env, self.kinds, self.settings, self.sections
                 ) as reloader,
             ):
-                cycle = Cycle(reloader, self.hook, self.runs, self.echo)
+                cycle = Cycle(reloader, self.hook, self.runs, self.echo, watching=True)
                 cycle.run(summary, on_stage=_log_stage, resume_if_same=resume, stop_when=stop_when)
                 self.env, self.settings = reloader.env, reloader.settings
                 if summary.run is not None:
