@@ -201,3 +201,26 @@ def test_stale_with_a_topic_redoes_that_topic_s_only(run_cli, project_dir, provi
     assert result.exit_code == 0, result.stderr
     assert [seen.system for seen in provider.chats("parent-model")[3:]] == ["new|system|lifetimes"]
     assert plan_json(run_cli)["answers"]["stale"] == 2
+
+
+def test_imported_answers_are_neither_stale_nor_unknown_nor_redone(
+    run_cli, project_dir, provider, tmp_path
+):
+    """The user's own answers were made by no prompt of ours: an edit leaves them alone."""
+    answered(run_cli, project_dir, provider)
+    own = tmp_path / "own.jsonl"
+    own.write_text(
+        json.dumps({"topic": "ownership", "question": "Is Box a pointer?", "answer": "Yes."})
+        + "\n"
+    )
+    imported = run_cli("dataset", "import", str(own))
+    assert imported.exit_code == 0, imported.stderr
+    (project_dir / "prompts" / "answer_system.txt").write_text(OWNERSHIP_ONLY)
+    assert plan_json(run_cli)["answers"]["stale"] == 2
+    assert plan_json(run_cli)["answers"]["unknown"] == 0
+    redone = run_cli("answers", "--stale")
+    assert redone.exit_code == 0, redone.stderr
+    assert len(provider.chats("parent-model")) == 3 + 2
+    assert not any("Is Box a pointer?" in chat.prompt for chat in provider.chats())
+    mine = [a for a in lines(project_dir, "answers.jsonl") if a.get("meta", {}).get("source")]
+    assert [a["meta"]["source"] for a in mine] == ["import:own.jsonl"]

@@ -23,7 +23,7 @@ from overbrainer.pipeline.fingerprint import FIELD, answer_fingerprint, recorded
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.preflight import hides_reasoning
 from overbrainer.pipeline.prompts import Templates
-from overbrainer.pipeline.records import ANSWERS, QUESTIONS, without
+from overbrainer.pipeline.records import ANSWERS, QUESTIONS, is_imported, without
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.completion import Completion, ReasoningKind
 from overbrainer.providers.errors import ProviderError
@@ -151,6 +151,9 @@ def stale_answers(
     by_id = {question["id"]: question for question in questions}
     stale = set()
     for answer in answers:
+        if is_imported(answer):  # the user's own: made by no prompt of ours
+            stale.discard(answer["id"])
+            continue
         made = recorded(answer)
         question = by_id.get(answer["id"])
         if made is None or question is None or answer["topic"] not in systems:

@@ -19,7 +19,7 @@ from overbrainer.pipeline.fingerprint import recorded
 from overbrainer.pipeline.projection import StageWork
 from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.questions import question_fingerprint
-from overbrainer.pipeline.records import ANSWERS, QUESTIONS, SUBTOPICS, DataFiles
+from overbrainer.pipeline.records import ANSWERS, QUESTIONS, SUBTOPICS, DataFiles, is_imported
 from overbrainer.pipeline.subtopics import subtopic_fingerprint
 
 
@@ -49,7 +49,7 @@ def find_stale(project_dir: Path, settings: Settings) -> dict[str, Stale]:
     questions = [q for q in data.read(QUESTIONS) if q["topic"] in topics]
     source = templates.source("questions.txt")
     stale = _compare(
-        questions,
+        [q for q in questions if not is_imported(q)],
         lambda q: question_fingerprint(
             source, settings, {"topic": q["topic"], "name": q["subtopic"]}
         ),
@@ -60,7 +60,7 @@ def find_stale(project_dir: Path, settings: Settings) -> dict[str, Stale]:
     systems = answer_systems(settings, templates)
     answers = [a for a in data.read(ANSWERS) if a["id"] in by_id]
     ids = stale_answers(answers, questions, systems, settings.roles.parent)
-    unknown = len({a["id"] for a in answers if recorded(a) is None})
+    unknown = len({a["id"] for a in answers if recorded(a) is None and not is_imported(a)})
     chars = size = 0
     for identifier in ids:
         question = by_id[identifier]
