@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+from fake_provider import Reply, openai_completion
 from pipeline_data import PIPELINE_CONFIG, answer, lines, seed_questions
 
 FULL = (
@@ -224,3 +225,26 @@ def test_imported_answers_are_neither_stale_nor_unknown_nor_redone(
     assert not any("Is Box a pointer?" in chat.prompt for chat in provider.chats())
     mine = [a for a in lines(project_dir, "answers.jsonl") if a.get("meta", {}).get("source")]
     assert [a["meta"]["source"] for a in mine] == ["import:own.jsonl"]
+
+
+def test_a_stale_answer_redone_into_an_excluded_one_is_kept(run_cli, project_dir, provider):
+    """A redo cut short (a budget's lowered max_tokens, a refusal) would swap a usable
+    answer for an excluded one: the stale one stays, said so, and is tried again later."""
+    answered(run_cli, project_dir, provider)
+    (project_dir / "prompts" / "answer_system.txt").write_text(OWNERSHIP_ONLY)
+    path = project_dir / "data" / "answers.jsonl"
+    before = path.read_text().splitlines()
+    provider.on(None, Reply(openai_completion("cut", finish="length", reasoning="r")), times=2)
+    result = run_cli("answers", "--stale")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "warning: answers: 2 stale answer(s) redone came back excluded (cut short or refused): "
+        "the old ones are kept, still stale; `answers --stale` tries again"
+    ) in result.stderr
+    assert path.read_text().splitlines() == before
+    assert plan_json(run_cli)["answers"]["stale"] == 2
+    again = run_cli("answers", "--stale")
+    assert again.exit_code == 0, again.stderr
+    after = lines(project_dir, "answers.jsonl")
+    assert all(a["meta"]["excluded"] is None for a in after)
+    assert plan_json(run_cli)["answers"]["stale"] == 0

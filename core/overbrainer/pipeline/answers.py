@@ -15,6 +15,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from loguru import logger
+
 from overbrainer.config.model import Role, Settings
 from overbrainer.errors import UserError
 from overbrainer.events import set_topic
@@ -268,4 +270,11 @@ async def run(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one pat
             await for_each(batches.leftover, answer, concurrency)
     finally:
         if ctx.force or ctx.stale or (batches is not None and batches.replaced):
-            data.latest(ANSWERS, in_place=ctx.stale)  # each replaced answer's old line goes
+            # each replaced answer's old line goes; a stale one redone into an excluded
+            # one (cut short, refused) stays: it is stale, not broken
+            kept = data.latest(ANSWERS, in_place=ctx.stale, keep_usable=ctx.stale)
+            if kept:
+                logger.warning(
+                    f"answers: {kept} stale answer(s) redone came back excluded (cut short or "
+                    "refused): the old ones are kept, still stale; `answers --stale` tries again"
+                )

@@ -179,24 +179,41 @@ class DataFiles:
         records = self.read(name)
         self.rewrite(name, [r for r in records if not _of(r, {topic}, kind)])
 
-    def latest(self, name: str, in_place: bool = False) -> None:
+    def latest(self, name: str, in_place: bool = False, keep_usable: bool = False) -> int:
         """Rewrite ``name`` keeping only the last record of each id, where it is, when an
         id appears twice (an answer and the one that replaced it); ``in_place``: where
-        the first was (a stale answer redone keeps its line's place)."""
+        the first was (a stale answer redone keeps its line's place). ``keep_usable``: a
+        usable first record stays when its replacement came back excluded (a stale answer
+        redone under a budget that cut it short is worse than the stale one). The number of
+        first records so kept."""
         records = self.read(name)
         last = {record["id"]: index for index, record in enumerate(records)}
         if len(last) == len(records):
-            return
+            return 0
         if not in_place:
             self.rewrite(name, [r for i, r in enumerate(records) if last[r["id"]] == i])
-            return
+            return 0
         seen: set[str] = set()
         kept = []
+        stayed = 0
         for record in records:
             if record["id"] not in seen:
                 seen.add(record["id"])
-                kept.append(records[last[record["id"]]])
+                newest = records[last[record["id"]]]
+                if keep_usable and newest is not record and _excluded(newest) and not _excluded(
+                    record
+                ):
+                    kept.append(record)
+                    stayed += 1
+                else:
+                    kept.append(newest)
         self.rewrite(name, kept)
+        return stayed
+
+
+def _excluded(record: dict[str, Any]) -> bool:
+    meta = record.get("meta")
+    return isinstance(meta, dict) and meta.get("excluded") is not None
 
 
 def without(
