@@ -19,6 +19,7 @@ epochs = 2
 
 [targets.here]
 kind = "local"
+device = "gpu"
 """
 
 
@@ -157,7 +158,7 @@ def test_a_finished_project_plans_nothing_and_asks_nothing(run_cli, project_dir,
     line = run_cli("plan").stdout.splitlines()[5]
     assert line.startswith("training   on `here`: ")
     assert line.endswith(
-        " tokens (assumed: data/train.jsonl, characters / 4); about 0s of training "
+        " tokens (assumed: data/train.jsonl, characters / 4); under 1s of training "
         f"({GUESS}); $0.0000, no price"
     )
 
@@ -166,6 +167,29 @@ GUESS = (
     "a guess: the throughput table's A40 figure for a lora of a 0.6B model; a first run on "
     "`here` measures it"
 )
+
+
+def test_no_time_is_guessed_for_a_cpu_and_several_gpus_divide_it(run_cli, project_dir, provider):
+    """The throughput table is a GPU's: on a CPU its figure would be hundreds of times too
+    short, so none is given; over `gpus` GPUs the guess takes the scaling as linear."""
+    config = project_dir / "overbrainer.toml"
+    config.write_text(PIPELINE_CONFIG + LOCAL_TRAINING)
+    one = plan(run_cli)["training"]["hours"]
+    config.write_text(PIPELINE_CONFIG + LOCAL_TRAINING + "gpus = 2\n")
+    two = plan(run_cli)["training"]
+    assert two["hours"] == pytest.approx(one / 2)
+    assert two["hours_basis"] == GUESS.replace("A40", "2 x A40")
+    config.write_text(PIPELINE_CONFIG + LOCAL_TRAINING.replace('"gpu"', '"cpu"'))
+    cpu = plan(run_cli)["training"]
+    assert cpu["hours"] is None
+    assert cpu["hours_basis"] == (
+        "training time not guessed on a CPU; a first run on `here` measures it"
+    )
+    line = next(x for x in run_cli("plan").stdout.splitlines() if x.startswith("training "))
+    assert line.endswith(
+        "; training time not guessed on a CPU; a first run on `here` measures it; "
+        "$0.0000, no price"
+    )
 
 
 def test_training_tokens_are_projected_from_the_answers_to_come(run_cli, project_dir, provider):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,10 +142,12 @@ class TrainingPlan:
         }
 
     def time_text(self) -> str | None:
-        """``about 1h02m of training (…)``, or None when unknown."""
+        """``about 1h02m of training (…)``, why it is not known, or None."""
         if self.hours is None:
-            return None
-        return f"about {duration(self.hours * 3600)} of training ({self.hours_basis})"
+            return self.hours_basis or None
+        seconds = self.hours * 3600
+        about = "under 1s" if seconds < 1 else f"about {duration(seconds)}"
+        return f"{about} of training ({self.hours_basis})"
 
 
 def estimate_training(
@@ -188,10 +191,12 @@ GUESS = (
 
 def unpriced_hours(
     project_dir: Path, settings: Settings, target: str, tokens: int
-) -> tuple[float, str]:
+) -> tuple[float | None, str]:
     """Training's hours on a target with no price (this machine, an ssh host): at the
     throughput a run of this project measured on it, else at the table's figure for the
-    model on a mid-range GPU, labelled as the guess it is."""
+    model on a mid-range GPU (over the target's ``gpus``, scaling taken as linear),
+    labelled as the guess it is; none for a target that trains on a CPU (the table is a
+    GPU's: its figure would be hundreds of times too short)."""
     span = last_span(project_dir, target)
     if span is not None:
         run_tokens = _chars(span.train_file) // CHARS_PER_TOKEN
@@ -202,11 +207,30 @@ def unpriced_hours(
             )
     training = settings.training
     assert training is not None
+    settings_of = settings.targets.get(target)
+    if _trains_on_cpu(settings_of):
+        return None, f"training time not guessed on a CPU; a first run on `{target}` measures it"
     speed, _ = tokens_per_second(settings, TargetPrice(0.0, DEFAULT_CLASS))
+    gpus = getattr(settings_of, "gpus", None)
+    if isinstance(gpus, int) and gpus > 1:
+        speed *= gpus
     size = model_size(training.base_model)
     shown = f"{size:g}B model" if size is not None else f"model ({DEFAULT_SIZE:g}B assumed)"
-    guess = GUESS.format(cls=DEFAULT_CLASS, size=shown, adapter=training.adapter, target=target)
+    cls = f"{gpus} x {DEFAULT_CLASS}" if isinstance(gpus, int) and gpus > 1 else DEFAULT_CLASS
+    guess = GUESS.format(cls=cls, size=shown, adapter=training.adapter, target=target)
     return tokens / speed / 3600, guess
+
+
+def _trains_on_cpu(target: object) -> bool:
+    """Whether a target trains on a CPU as its settings say (``device = "cpu"``), or, for
+    one on this machine left at ``auto``, for want of ``nvidia-smi``; not asked of a
+    remote host (``plan`` reaches no machine)."""
+    device = getattr(target, "device", None)
+    if device == "cpu":
+        return True
+    return device == "auto" and getattr(target, "kind", None) == "local" and (
+        shutil.which("nvidia-smi") is None
+    )
 
 
 def _tokens_per_epoch(project_dir: Path, settings: Settings, answers_left: int) -> tuple[int, str]:
