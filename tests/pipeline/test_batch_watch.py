@@ -197,4 +197,6 @@ def test_a_past_batch_shows_its_end_and_cost_from_disk(run_cli, project_dir, pro
 def test_no_batch_says_how_to_send_one(run_cli, project_dir):
     result = run_cli("batches")
     assert result.exit_code == 0, result.stderr
-    assert result.stdout == "no batch: `answers` sends some with [roles.parent] batch = true\n"
+    assert result.stdout == (
+        "no batch: `answers --batch` sends one (or `answers` with [roles.parent] batch = true)\n"
+    )

@@ -308,7 +308,7 @@ def test_the_export_and_a_compare(run_cli, project_dir, provider):
     assert compare["basis"] == "assumed (overbrainer compare, not part of run)"
     lines = run_cli("plan").stdout.splitlines()
     assert lines[6] == "export     $0.0000, no price"
-    assert lines[7].startswith("compare    1 judge requests, $")
+    assert lines[7].startswith("compare    1 judge request, $")
     assert lines[7].endswith(", assumed (overbrainer compare, not part of run)")
 
 

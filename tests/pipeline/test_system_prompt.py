@@ -56,3 +56,11 @@ def test_unset_the_examples_are_as_answered(run_cli, project_dir):
     assert result.exit_code == 0, result.stderr
     made = {e["id"]: e["messages"] for e in examples(project_dir)}
     assert made == {a["id"]: a["messages"] for a in answers}
+
+
+def test_a_blank_system_prompt_is_refused(run_cli, project_dir):
+    config = PIPELINE_CONFIG.replace("[pipeline]\n", '[pipeline]\nsystem_prompt = "   "\n')
+    (project_dir / "overbrainer.toml").write_text(config)
+    result = run_cli("config", "check")
+    assert result.exit_code != 0
+    assert "pipeline.system_prompt: must hold some text (unset it for none)" in result.stderr

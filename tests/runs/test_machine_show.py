@@ -77,3 +77,13 @@ def test_runs_show_json_has_the_latest_machine_sample(run_cli, project_dir):
     assert machine["memory"] == {"used_bytes": 3 * GIB, "limit_bytes": 16 * GIB}
     assert [disk["mount"] for disk in machine["disks"]] == ["/workspace", "/"]
     assert [(gpu["index"], gpu["utilization"]) for gpu in machine["gpus"]] == [(0, 0.97), (1, None)]
+
+
+def test_the_first_sample_says_its_busy_share_is_not_known_yet(run_cli, project_dir):
+    """The share is measured between two samples: the first has none, and says so rather
+    than reading `cpu: of 2 CPUs`."""
+    run_dir = write_run(project_dir, "demo_20260922-143005", "2026-09-22T14:30:05Z", "running")
+    first = {**SAMPLE, "cpu": {"usage": None, "load1": 2.07, "cpus": 2, "container": False}}
+    (run_dir / "machine.json").write_text(json.dumps(first))
+    lines = run_cli("runs", "show", "demo_20260922-143005").stdout.splitlines()
+    assert "    cpu: busy: not known yet (one sample), of 2 CPUs, load 2.07" in lines

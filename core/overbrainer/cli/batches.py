@@ -46,7 +46,9 @@ def batches(offline: bool, as_json: bool) -> None:
         click.echo(dumps([view_json(view) for view in views]))
         return
     if not views:
-        click.echo("no batch: `answers` sends some with [roles.parent] batch = true")
+        click.echo(
+            "no batch: `answers --batch` sends one (or `answers` with [roles.parent] batch = true)"
+        )
         return
     rows = [HEADER, *(row(view) for view in views)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER) - 1)]

@@ -51,7 +51,8 @@ def training_line(training: TrainingPlan) -> str:
 
 
 def extra_line(extra: Extra) -> str:
-    requests = f"{extra.requests} judge requests, " if extra.requests else ""
+    plural = "" if extra.requests == 1 else "s"
+    requests = f"{extra.requests} judge request{plural}, " if extra.requests else ""
     hours = f"{extra.gpu_hours:g} h of the target, " if extra.gpu_hours else ""
     return f"{requests}{hours}{dollars(extra.usd)}, {extra.basis}"
 

@@ -75,6 +75,13 @@ def _remote_path(value: str) -> str:
 
 
 RemotePath = Annotated[str, AfterValidator(_remote_path)]
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must hold some text (unset it for none)")
+    return value
+
 """A ``venv`` or ``workdir`` path on a target."""
 
 EnvPattern = Annotated[str, AfterValidator(env_pattern)]
@@ -210,7 +217,7 @@ class Pipeline(Section):
     eval_ratio: Finite = Field(default=0.1, gt=0, lt=1)
     seed: int = Field(default=DEFAULT_SEED, ge=0)
     include_system_prompt: bool = False
-    system_prompt: NonEmpty | None = None
+    system_prompt: Annotated[str, AfterValidator(_not_blank)] | None = None
     """The system turn of every training example (``split``'s train and eval files), in
     place of any the answer holds: the parent's, kept by ``include_system_prompt``, or an
     imported conversation's. ``answers.jsonl`` keeps what it holds. Unset: as answered."""

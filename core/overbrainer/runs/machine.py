@@ -177,6 +177,21 @@ def keep_machine(run_dir: Path, text: str) -> None:
 # Told.
 
 
+def _cpu(cpu: Cpu) -> str:
+    """``42% busy, of 7.5 CPUs, load 3.25``; the first sample has no busy share (it is
+    measured between two)."""
+    parts = [
+        f"{cpu.usage * 100:.0f}% busy"
+        if cpu.usage is not None
+        else "busy: not known yet (one sample)"
+    ]
+    if cpu.cpus is not None:
+        parts.append(f"of {cpu.cpus:g} CPUs")
+    if cpu.load1 is not None:
+        parts.append(f"load {cpu.load1:.2f}")
+    return ", ".join(parts)
+
+
 def machine_lines(sample: MachineSample, now: float | None = None) -> list[str]:
     """``runs show``'s ``machine:`` block: CPU, memory, each disk, each GPU."""
     age = ""
@@ -185,24 +200,15 @@ def machine_lines(sample: MachineSample, now: float | None = None) -> list[str]:
         age = f" (sampled {_ago(seconds)} ago)"
     lines = [f"  machine:{age}"]
     if sample.cpu is not None:
-        parts = []
-        if sample.cpu.usage is not None:
-            parts.append(f"{sample.cpu.usage * 100:.0f}% busy")
-        if sample.cpu.cpus is not None:
-            parts.append(f"of {sample.cpu.cpus:g} CPUs")
-        if sample.cpu.load1 is not None:
-            parts.append(f"load {sample.cpu.load1:.2f}")
-        lines.append("    cpu: " + ", ".join(parts))
+        lines.append("    cpu: " + _cpu(sample.cpu))
     if sample.memory is not None:
         lines.append(
-            f"    memory: {_bytes(sample.memory.used_bytes)} of "
-            f"{_bytes(sample.memory.limit_bytes)}"
+            f"    memory: {_bytes(sample.memory.used_bytes)} of {_bytes(sample.memory.limit_bytes)}"
         )
     for disk in sample.disks:
         shared = " (network: the whole volume's)" if disk.shared else ""
         lines.append(
-            f"    disk {disk.mount}: {_bytes(disk.used_bytes)} of {_bytes(disk.size_bytes)}"
-            f"{shared}"
+            f"    disk {disk.mount}: {_bytes(disk.used_bytes)} of {_bytes(disk.size_bytes)}{shared}"
         )
     for gpu in sample.gpus:
         parts = []
