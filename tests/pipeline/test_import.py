@@ -11,7 +11,7 @@ import pytest
 from overbrainer.errors import UserError
 from overbrainer.pipeline.ids import question_id, subtopic_id
 from overbrainer.pipeline.import_rows import read_bytes
-from pipeline_data import lines, seed_questions
+from pipeline_data import answer, lines, seed_questions
 
 SOURCE = "import:seed.jsonl"
 
@@ -275,3 +275,33 @@ def test_what_is_wrong_with_a_row_is_said(row, problem):
                    "jsonl")
     assert str(raised.value).startswith(f"f.jsonl:2: {problem}")
     assert str(raised.value).endswith("; nothing was imported")
+
+
+def test_an_answer_for_an_answered_question_is_said_not_taken_and_an_excluded_one_is_replaced(
+    run_cli, project_dir, tmp_path
+):
+    """Issue 43's probe: a user's answer to a question the parent answered vanished in
+    "duplicates"; one whose parent answer was cut short was dropped too."""
+    good, cut = seed_questions(
+        project_dir, {("ownership", "moves"): ["What is a move?", "What is a borrow?"]}
+    )
+    answers = project_dir / "data" / "answers.jsonl"
+    answers.write_text(
+        json.dumps(answer(good)) + "\n" + json.dumps(answer(cut, excluded="truncated")) + "\n"
+    )
+    seed = write_jsonl(
+        tmp_path / "seed.jsonl",
+        [{"question": good["text"], "answer": "mine"}, {"question": cut["text"], "answer": "mine"}],
+    )
+    result = run_cli("dataset", "import", str(seed), "--topic", "ownership")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == (
+        "dataset: imported 0 questions, 1 answer from seed.jsonl (1 duplicate skipped); "
+        "1 answer not taken: the question has a usable answer already "
+        "(`overbrainer dataset rm ID` first to bring yours)"
+    )
+    by_id = {a["id"]: a for a in lines(project_dir, "answers.jsonl")}
+    assert len(lines(project_dir, "answers.jsonl")) == 2
+    assert by_id[good["id"]]["meta"]["model"] == "parent-model"
+    assert by_id[cut["id"]]["meta"]["source"] == SOURCE
+    assert by_id[cut["id"]]["messages"][-1]["content"] == "mine"

@@ -33,6 +33,7 @@ from overbrainer.pipeline.records import (
     REJECTED,
     SOURCE,
     DataFiles,
+    is_imported,
     rejected_text,
 )
 
@@ -51,13 +52,21 @@ class Imported:
     questions: int
     answers: int
     duplicates: int
+    unused: int = 0
+    """Answers of rows whose question the project has, answered already: not taken."""
 
     def summary(self, source: str) -> str:
-        return (
+        text = (
             f"dataset: imported {plural(self.questions, 'question')}, "
             f"{plural(self.answers, 'answer')} from {source} "
             f"({plural(self.duplicates, 'duplicate')} skipped)"
         )
+        if self.unused:
+            text += (
+                f"; {plural(self.unused, 'answer')} not taken: the question has a usable "
+                "answer already (`overbrainer dataset rm ID` first to bring yours)"
+            )
+        return text
 
 
 def import_items(
@@ -78,12 +87,14 @@ def import_items(
     questions = data.read(QUESTIONS)
     answers = data.read(ANSWERS)
     rejected = [r for r in data.read(REJECTED) if r["kind"] == "question"]
-    answered = {answer["id"] for answer in answers}
+    # An answer excluded (cut short, refused) is no answer: an imported one takes its place.
+    answered = {answer["id"] for answer in answers if answer["meta"].get("excluded") is None}
+    own = {answer["id"] for answer in answers if is_imported(answer)}
     held = {(q["topic"], normalize(q["text"])): q for q in questions}
     mark = f"{IMPORTED}{source}"
     new_questions: list[dict[str, Any]] = []
     new_answers: list[dict[str, Any]] = []
-    duplicates = 0
+    duplicates = unused = 0
     fresh: dict[str, list[Item]] = defaultdict(list)
     for name, item in placed:
         known = held.get((name, normalize(item.question)))
@@ -94,6 +105,9 @@ def import_items(
             new_answers.append(_answer(known, item.messages, mark))
         else:
             duplicates += 1
+            # a row re-imported is a duplicate; one whose question the parent answered is
+            # said apart: the user's answer is not taken
+            unused += item.messages is not None and known["id"] not in own
     for name, group in fresh.items():
         dedup = Deduplicator(settings.pipeline.dedup_threshold)
         dedup.seed(q["text"] for q in questions if q["topic"] == name)
@@ -110,10 +124,12 @@ def import_items(
                 new_answers.append(_answer(question, item.messages, mark))
         duplicates += len(group) - len(admitted)
     if new_answers:
-        data.rewrite(ANSWERS, [*answers, *new_answers])
+        replaced = {answer["id"] for answer in new_answers}
+        kept = [answer for answer in answers if answer["id"] not in replaced]
+        data.rewrite(ANSWERS, [*kept, *new_answers])
     if new_questions:
         data.rewrite(QUESTIONS, [*questions, *new_questions])
-    return Imported(len(new_questions), len(new_answers), duplicates)
+    return Imported(len(new_questions), len(new_answers), duplicates, unused)
 
 
 def _topic_of(item: Item, given: str | None, topics: list[str]) -> str:
