@@ -40,7 +40,8 @@ def test_redo_stale_answers_them_again_in_the_cycle(watch, project_dir, provider
     watching.line(CYCLE.format(n=1))
     asked = len(provider.chats("parent-model"))
     edit_answer_prompt(project_dir)
-    watching.line(STALE)
+    said = watching.line(STALE)
+    assert said.string.endswith(": redone now")  # not the command the user need not type
     second = watching.line(CYCLE.format(n=2))
     assert "answers 8 done" in second["ran"]
     assert NOT_REDONE not in watching.seen

@@ -303,17 +303,21 @@ UNKNOWN = (
 )
 
 
-def stale_lines(stale: tuple[StaleCost, ...], unknown: bool = True) -> list[str]:
+def stale_lines(
+    stale: tuple[StaleCost, ...], unknown: bool = True, redoing: bool = False
+) -> list[str]:
     """``stale: answers: 12 made with another prompt …``: a line a stage with stale
-    records, and (``unknown``) one for those made before fingerprints were kept."""
+    records, and (``unknown``) one for those made before fingerprints were kept;
+    ``redoing``: said as what this cycle does now, not the command that would."""
     lines = []
     for cost in stale:
         if cost.count and cost.redo is not None:
             redo = cost.redo
+            how = "redone now" if redoing else f"`overbrainer {cost.stage} --stale`"
             lines.append(
                 f"stale: {cost.stage}: {cost.count} {STALE}; redoing them: {redo.requests} "
                 f"requests, {_dollars(redo.usd)} (up to {_dollars(redo.usd_bound)}, "
-                f"{redo.basis}): `overbrainer {cost.stage} --stale`"
+                f"{redo.basis}): {how}"
             )
         elif cost.count:  # subtopics: their questions hang on their ids
             lines.append(

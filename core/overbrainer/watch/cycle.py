@@ -120,7 +120,7 @@ class Cycle:
         settings = self.reloader.settings
         costs = stale_costs(self.workspace().project, self.prices)
         redo = settings.watch.redo_stale
-        for line in stale_lines(costs, unknown=first):
+        for line in stale_lines(costs, unknown=first, redoing=redo):
             self.echo(f"watch: {line}")
         if any(cost.count for cost in costs if cost.stage != "subtopics") and not redo:
             self.echo("watch: stale records are not redone: set [watch] redo_stale = true")
