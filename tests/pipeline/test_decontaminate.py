@@ -113,6 +113,10 @@ def test_a_decontaminate_files_question_drops_a_train_example(run_cli, project_d
     questions = seed(project_dir)
     _, trained, eval_before = first_split(run_cli, project_dir, questions)
     benchmark = "Natalia sold clips to 48 of her friends in April and then half as many in May"
+    # A record of this tool's older format, without an id, is read past.
+    (project_dir / "data" / "rejected.jsonl").write_text(
+        json.dumps({"kind": "subtopic", "topic": "ownership", "text": "old"}) + "\n"
+    )
     with_benchmarks(project_dir, json.dumps({"question": "What is 2 + 2?", "answer": "4"})
                     + "\n" + json.dumps({"question": benchmark}) + "\n", n=10)
     write_answers(project_dir, answered_with(

@@ -31,7 +31,7 @@ def words(text: str) -> list[str]:
 
 def grams(text_words: list[str], n: int) -> Iterator[tuple[str, ...]]:
     """The ``n``-grams of ``text_words``, in order (none when it has fewer words)."""
-    return zip(*(text_words[start:] for start in range(n)), strict=False)
+    return zip(*[text_words[start:] for start in range(n)], strict=False)
 
 
 @dataclass(frozen=True)
@@ -72,17 +72,15 @@ class Index:
         return bool(self._first)
 
     def match(self, texts: Iterable[str]) -> Contamination | None:
-        """The first overlap of ``texts`` (in order) with an eval item, or None."""
+        """The first overlap of ``texts`` (an example's turns, in order, read as one text:
+        a run of words across two turns counts too) with an eval item, or None."""
         n = self.n
-        keys = self._first.keys()
-        for text in texts:
-            text_words = words(text)
-            if keys.isdisjoint(map(hash, grams(text_words, n))):
-                continue  # the common case, tested without leaving C
-            for gram in grams(text_words, n):
-                index = self._first.get(hash(gram))
-                if index is None:
-                    continue
+        text_words = words("\n".join(texts))
+        if self._first.keys().isdisjoint(map(hash, grams(text_words, n))):
+            return None  # the common case, tested without leaving C
+        for gram in grams(text_words, n):
+            index = self._first.get(hash(gram))
+            if index is not None:
                 item = self._items[index]
                 if gram in set(grams(words(item.text), n)):  # not a hash collision
                     return Contamination(item, " ".join(gram))

@@ -14,7 +14,7 @@ import math
 import os
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, BinaryIO
@@ -309,9 +309,15 @@ def _record(data: DataFiles, dropped: list[tuple[_Answer, Contamination]], n: in
     if not dropped:
         return
     ids = {answer.id for answer, _ in dropped}
-    questions = {q["id"]: q for q in data.read(QUESTIONS) if q["id"] in ids}
-    rejected = {r.get("id") for r in data.read(REJECTED) if r["kind"] == "question"}
-    reasons = {(r["id"], r["reason"]) for r in data.read(REJECTED_REASONS)}
+
+    def scan(name: str) -> Iterator[dict[str, Any]]:  # one line at a time: 100,000 questions
+        for line in jsonl.scan_jsonl(data.path(name), f"{DATA_DIR}/{name}", CHECKS[name]):
+            if line.record.get("id") in ids:
+                yield line.record
+
+    questions = {q["id"]: q for q in scan(QUESTIONS)}
+    rejected = {r["id"] for r in scan(REJECTED) if r["kind"] == "question"}
+    reasons = {(r["id"], r["reason"]) for r in scan(REJECTED_REASONS)}
     with data.writer(REJECTED) as rejects, data.writer(REJECTED_REASONS) as why:
         for answer, found in dropped:
             question = questions.get(answer.id)
