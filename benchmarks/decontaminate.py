@@ -12,7 +12,8 @@ changed and punctuation added. Both methods see the same texts:
 - the real ``overbrainer.pipeline.decontaminate.Index`` (every eval n-gram's hash in one
   dict, a train text tested by ``isdisjoint`` over its n-grams' hashes);
 - the naive one: the eval n-grams as a Python set of word tuples, each train text's n-grams
-  made into a set and intersected with it.
+  made into a set and intersected with it; words found by the regular expression alone
+  (the index's ``words`` splits an ASCII text without it, four times faster).
 
 Printed for each: recall of the planted copies (goal ≥ 0.95), the share of clean answers
 dropped (goal ≤ 1%), CPU seconds (``time.process_time``, the index built and every text
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import gc
 import random
+import re
 import sys
 import time
 import tracemalloc
@@ -35,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "core"))
 
-from overbrainer.pipeline.decontaminate import EvalItem, Index, grams, words  # noqa: E402
+from overbrainer.pipeline.decontaminate import EvalItem, Index, grams  # noqa: E402
 
 VOCABULARY = 30_000
 PUNCTUATION = (",", ".", ";", ":", "!", "?", " -", "")
@@ -89,10 +91,15 @@ def held_index(evaluation: list[str], n: int) -> object:
     return Index([EvalItem(f"eval {i}", text) for i, text in enumerate(evaluation)], n)
 
 
+def naive_words(text: str) -> list[str]:
+    """The same words as ``words``, the obvious way (``words`` splits ASCII text faster)."""
+    return re.findall(r"\w+", text.casefold())
+
+
 def held_naive(evaluation: list[str], n: int) -> object:
     held: set[tuple[str, ...]] = set()
     for text in evaluation:
-        held.update(grams(words(text), n))
+        held.update(grams(naive_words(text), n))
     return held
 
 
@@ -118,7 +125,7 @@ def naive(evaluation: list[str], answers: list[list[str]], n: int) -> set[int]:
     assert isinstance(held, set)
     dropped = set()
     for number, pair in enumerate(answers):
-        if any(set(grams(words(text), n)) & held for text in pair):
+        if set(grams(naive_words("\n".join(pair)), n)) & held:
             dropped.add(number)
     return dropped
 

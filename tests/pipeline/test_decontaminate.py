@@ -4,7 +4,11 @@ a row with an eval question is dropped, said, and recorded; the eval split never
 from __future__ import annotations
 
 import json
+import random
+import re
+import string
 
+from overbrainer.pipeline.decontaminate import words
 from pipeline_data import answer, lines, seed_questions
 
 TOPIC = ("ownership", "moves")
@@ -205,3 +209,12 @@ def test_a_link_out_of_the_project_is_refused(run_cli, project_dir, tmp_path):
     result = run_cli("split")
     assert result.exit_code != 0
     assert "benchmarks/linked.jsonl" in result.stderr and "is not inside" in result.stderr
+
+
+def test_words_are_the_runs_of_word_characters_casefolded():
+    rng = random.Random(7)
+    alphabet = string.printable + "éÉßẞ«»—’ﬁΣς日本_"
+    for _ in range(2000):
+        text = "".join(rng.choices(alphabet, k=rng.randint(0, 60)))
+        assert words(text) == re.findall(r"\w+", text.casefold()), text
+    assert words("Don't STOP--me, NOW!") == ["don", "t", "stop", "me", "now"]
