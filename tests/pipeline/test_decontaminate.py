@@ -218,3 +218,20 @@ def test_words_are_the_runs_of_word_characters_casefolded():
         text = "".join(rng.choices(alphabet, k=rng.randint(0, 60)))
         assert words(text) == re.findall(r"\w+", text.casefold()), text
     assert words("Don't STOP--me, NOW!") == ["don", "t", "stop", "me", "now"]
+
+
+def test_decontaminate_n_0_turns_it_off_and_1_or_2_is_refused(run_cli, project_dir):
+    questions = seed(project_dir)
+    evaluated, trained, _ = first_split(run_cli, project_dir, questions)
+    write_answers(project_dir, answered_with(questions, trained, evaluated["text"]))
+    with (project_dir / "overbrainer.toml").open("a", encoding="utf-8") as config:
+        config.write("\n[split]\ndecontaminate_n = 0\n")
+    assert run_cli("split").stdout == "split: 9 train, 1 eval, 0 excluded, 0 orphaned\n"
+    assert trained["id"] in {r["id"] for r in lines(project_dir, "train.jsonl")}
+    (project_dir / "overbrainer.toml").write_text(
+        (project_dir / "overbrainer.toml").read_text().replace("decontaminate_n = 0",
+                                                               "decontaminate_n = 2")
+    )
+    result = run_cli("split")
+    assert result.exit_code != 0
+    assert "decontaminate_n must be 0 (off) or at least 3" in result.stderr

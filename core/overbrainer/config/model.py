@@ -236,7 +236,14 @@ class SplitSection(Section):
     decontaminate: Annotated[
         list[Annotated[str, AfterValidator(_project_glob)]], BeforeValidator(comma_list)
     ] = Field(default_factory=list)
-    decontaminate_n: int = Field(default=13, ge=3, le=1000)
+    decontaminate_n: int = Field(default=13, ge=0, le=1000)
+    """0 turns decontamination off; else at least 3 (fewer words would drop most of train)."""
+
+    @model_validator(mode="after")
+    def _enough_words(self) -> SplitSection:
+        if self.decontaminate_n in (1, 2):
+            raise ValueError("decontaminate_n must be 0 (off) or at least 3")
+        return self
 
 
 class Training(Section):

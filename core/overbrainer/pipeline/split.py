@@ -209,7 +209,9 @@ def _split(
     data: DataFiles, settings: Settings, topics: list[Topic], source: BinaryIO | None
 ) -> SplitResult:
     # Read first: a malformed file is reported before anything is written.
-    benchmarks = load_files(data.dir.parent, settings.split.decontaminate)
+    decontaminating = settings.split.decontaminate_n > 0
+    patterns = settings.split.decontaminate if decontaminating else []
+    benchmarks = load_files(data.dir.parent, patterns)
     counted = {topic.name for topic in topics}
     configured = {topic.name for topic in settings.topics}
     questions = jsonl.ids_of(data.path(QUESTIONS), f"{DATA_DIR}/{QUESTIONS}", CHECKS[QUESTIONS])
@@ -237,7 +239,7 @@ def _split(
     del questions
 
     train, evaluation = _divided(usable, settings)
-    if train and source is not None:
+    if train and source is not None and decontaminating:
         # The eval split is chosen first, and never changed: only train is cleaned.
         train, dropped = _decontaminated(source, train, evaluation, benchmarks, settings)
         result.contaminated = sum(1 for answer, _ in dropped if answer.topic in counted)
