@@ -227,6 +227,32 @@ class Pipeline(Section):
     """How often a batch submitted to a provider is looked at."""
 
 
+def _project_glob(value: str) -> str:
+    # Read from the project only: a pattern that could reach outside it is refused here,
+    # and each file it matches is checked again once links are followed.
+    if not value or value.startswith(("/", "~")) or ".." in value.replace("\\", "/").split("/"):
+        raise ValueError("must be a glob relative to the project, without ..")
+    return value
+
+
+class SplitSection(Section):
+    """``[split]``: decontamination. A train example sharing ``decontaminate_n`` words in
+    a row (case and punctuation aside) with an eval split question, or with a question of
+    the JSONL files ``decontaminate`` matches, is left out of ``train.jsonl``."""
+
+    decontaminate: Annotated[
+        list[Annotated[str, AfterValidator(_project_glob)]], BeforeValidator(comma_list)
+    ] = Field(default_factory=list)
+    decontaminate_n: int = Field(default=13, ge=0, le=1000)
+    """0 turns decontamination off; else at least 3 (fewer words would drop most of train)."""
+
+    @model_validator(mode="after")
+    def _enough_words(self) -> SplitSection:
+        if self.decontaminate_n in (1, 2):
+            raise ValueError("decontaminate_n must be 0 (off) or at least 3")
+        return self
+
+
 class Training(Section):
     target: NonEmpty
     base_model: NonEmpty
@@ -454,6 +480,7 @@ class Settings(Section):
     providers: dict[str, Provider] = Field(default_factory=dict)
     roles: Roles
     pipeline: Pipeline = Field(default_factory=Pipeline)
+    split: SplitSection = Field(default_factory=SplitSection)
     training: Training | None = None
     budget: BudgetSection = Field(default_factory=BudgetSection)
     plan: PlanSection = Field(default_factory=PlanSection)

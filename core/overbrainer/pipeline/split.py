@@ -2,7 +2,9 @@
 
 The eval set gets ``round(n x eval_ratio)`` examples (at least one, never all), shared over
 topics, then subtopics, by largest remainder; within a subtopic, the first by a seeded XXH3-64
-order go to eval. Nothing depends on the order of ``answers.jsonl``.
+order go to eval. Nothing depends on the order of ``answers.jsonl``. Then, and only then,
+train is cleaned: an example sharing ``[split] decontaminate_n`` words in a row with an eval
+question is dropped (:mod:`overbrainer.pipeline.decontaminate`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import math
 import os
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, BinaryIO
@@ -22,6 +24,7 @@ from loguru import logger
 from overbrainer import files, splitpair
 from overbrainer.config.model import Settings, Topic
 from overbrainer.pipeline import jsonl
+from overbrainer.pipeline.decontaminate import Contamination, EvalItem, Index, load_files
 from overbrainer.pipeline.ids import seeded_order
 from overbrainer.pipeline.jsonl import encode, loads
 from overbrainer.pipeline.records import (
@@ -32,9 +35,12 @@ from overbrainer.pipeline.records import (
     EXCLUSIONS,
     MALFORMED,
     QUESTIONS,
+    REJECTED,
+    REJECTED_REASONS,
     TRAIN,
     DataFiles,
     conversation_problem,
+    rejected_question,
 )
 from overbrainer.redact import escape_controls
 
@@ -46,6 +52,8 @@ class SplitResult:
     train: int = 0
     eval: int = 0
     orphaned: int = 0
+    contaminated: int = 0
+    """Train examples dropped for sharing an n-gram with an eval item (``[split]``)."""
     excluded: Counter[str] = field(default_factory=Counter)
     written: bool = True
 
@@ -58,7 +66,12 @@ class SplitResult:
         # A reason is read from answers.jsonl: whatever it holds is shown escaped.
         reasons = escape_controls(reasons)
         excluded = f"{self.excluded.total()} excluded" + (f" ({reasons})" if reasons else "")
-        return f"split: {self.train} train, {self.eval} eval, {excluded}, {self.orphaned} orphaned"
+        # Said only when there are some: the line stays the reference tool's otherwise.
+        dropped = f", {self.contaminated} contaminated" if self.contaminated else ""
+        return (
+            f"split: {self.train} train, {self.eval} eval, {excluded}, {self.orphaned} orphaned"
+            f"{dropped}"
+        )
 
 
 def eval_size(n: int, ratio: float) -> int:
@@ -127,6 +140,7 @@ class _Answer:
     """What ``split`` keeps of an answer while it reads them: where its line is, never
     the record itself (100,000 answers are tens of MiB)."""
 
+    id: str
     offset: int
     length: int
     topic: str
@@ -155,6 +169,7 @@ def _answers(source: BinaryIO | None) -> dict[str, _Answer]:
         else:
             verbatim = jsonl.dumps(answer).encode() == body
         latest[answer["id"]] = _Answer(
+            answer["id"],
             offset,
             length,
             intern(answer["topic"]),
@@ -193,6 +208,10 @@ def run(data: DataFiles, settings: Settings, topics: list[Topic]) -> SplitResult
 def _split(
     data: DataFiles, settings: Settings, topics: list[Topic], source: BinaryIO | None
 ) -> SplitResult:
+    # Read first: a malformed file is reported before anything is written.
+    decontaminating = settings.split.decontaminate_n > 0
+    patterns = settings.split.decontaminate if decontaminating else []
+    benchmarks = load_files(data.dir.parent, patterns)
     counted = {topic.name for topic in topics}
     configured = {topic.name for topic in settings.topics}
     questions = jsonl.ids_of(data.path(QUESTIONS), f"{DATA_DIR}/{QUESTIONS}", CHECKS[QUESTIONS])
@@ -220,6 +239,11 @@ def _split(
     del questions
 
     train, evaluation = _divided(usable, settings)
+    if train and source is not None and decontaminating:
+        # The eval split is chosen first, and never changed: only train is cleaned.
+        train, dropped = _decontaminated(source, train, evaluation, benchmarks, settings)
+        result.contaminated = sum(1 for answer, _ in dropped if answer.topic in counted)
+        _record(data, dropped, settings.split.decontaminate_n)
     result.train = sum(1 for answer in train if answer.topic in counted)
     result.eval = sum(1 for answer in evaluation if answer.topic in counted)
     if not train and not evaluation:
@@ -238,6 +262,76 @@ def _split(
     except files.DiskFull as error:
         raise _stopped(error, "{train} and {eval} are new, but not recorded") from None
     return result
+
+
+def _turns(source: BinaryIO, answer: _Answer, roles: tuple[str, ...]) -> list[str]:
+    """The texts of ``answer``'s turns of ``roles`` (an assistant's reasoning included)."""
+    raw = os.pread(source.fileno(), answer.length, answer.offset)
+    record, _ = loads(raw[:-1] if raw.endswith(b"\n") else raw)
+    texts = []
+    for turn in record["messages"]:
+        if turn["role"] in roles:
+            texts.append(turn["content"])
+            if "reasoning_content" in turn:
+                texts.append(turn["reasoning_content"])
+    return texts
+
+
+def _decontaminated(
+    source: BinaryIO,
+    train: list[_Answer],
+    evaluation: list[_Answer],
+    benchmarks: list[EvalItem],
+    settings: Settings,
+) -> tuple[list[_Answer], list[tuple[_Answer, Contamination]]]:
+    """``train`` less the examples whose question or answer shares a
+    ``decontaminate_n``-gram with an eval question (the eval split's, then the files'),
+    and those dropped with why; in the same order, so the result is the same every time."""
+    items = [
+        EvalItem(f"eval item {answer.id}", "\n".join(_turns(source, answer, ("user",))))
+        for answer in evaluation
+    ]
+    index = Index([*items, *benchmarks], settings.split.decontaminate_n)
+    if not index:
+        return train, []  # no eval question is that long
+    kept: list[_Answer] = []
+    dropped: list[tuple[_Answer, Contamination]] = []
+    for answer in train:
+        found = index.match(_turns(source, answer, ("user", "assistant")))
+        if found is None:
+            kept.append(answer)
+        else:
+            dropped.append((answer, found))
+    return kept, dropped
+
+
+def _record(data: DataFiles, dropped: list[tuple[_Answer, Contamination]], n: int) -> None:
+    """Each dropped example's question in ``rejected.jsonl`` (the reference's shape) and
+    why in ``rejected.reasons.jsonl``, once: a split run again adds only what is new."""
+    if not dropped:
+        return
+    ids = {answer.id for answer, _ in dropped}
+
+    def scan(name: str) -> Iterator[dict[str, Any]]:  # one line at a time: 100,000 questions
+        for line in jsonl.scan_jsonl(data.path(name), f"{DATA_DIR}/{name}", CHECKS[name]):
+            if line.record.get("id") in ids:
+                yield line.record
+
+    questions = {q["id"]: q for q in scan(QUESTIONS)}
+    rejected = {r["id"] for r in scan(REJECTED) if r["kind"] == "question"}
+    reasons = {(r["id"], r["reason"]) for r in scan(REJECTED_REASONS)}
+    with data.writer(REJECTED) as rejects, data.writer(REJECTED_REASONS) as why:
+        for answer, found in dropped:
+            question = questions.get(answer.id)
+            if question is None:
+                continue  # never: an answer without its question is orphaned, not split
+            if answer.id not in rejected:
+                rejects.append(rejected_question(question))
+            reason = found.reason(n)
+            if (answer.id, reason) not in reasons:
+                why.append(
+                    {"id": answer.id, "kind": "question", "topic": answer.topic, "reason": reason}
+                )
 
 
 def _stopped(error: files.DiskFull, kept: str) -> files.DiskFull:

@@ -1,0 +1,237 @@
+"""Decontamination in ``split``: a train example sharing ``[split] decontaminate_n`` words in
+a row with an eval question is dropped, said, and recorded; the eval split never moves."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import string
+
+from overbrainer.pipeline.decontaminate import words
+from pipeline_data import answer, lines, seed_questions
+
+TOPIC = ("ownership", "moves")
+
+
+def long_question(number: int) -> str:
+    """Twenty words no other question shares."""
+    return " ".join(f"q{number}w{word}" for word in range(20))
+
+
+def seed(project_dir, count=10):
+    """``count`` answered questions; split once. The questions, an eval one, a train one."""
+    questions = seed_questions(project_dir, {TOPIC: [long_question(i) for i in range(count)]})
+    write_answers(project_dir, [answer(q) for q in questions])
+    return questions
+
+
+def write_answers(project_dir, records):
+    with (project_dir / "data" / "answers.jsonl").open("w") as file:
+        file.writelines(json.dumps(r) + "\n" for r in records)
+
+
+def first_split(run_cli, project_dir, questions):
+    """Split the clean answers: an eval question, a train one, and eval.jsonl's bytes."""
+    result = run_cli("split")
+    assert result.exit_code == 0, result.stderr
+    eval_ids = {r["id"] for r in lines(project_dir, "eval.jsonl")}
+    evaluated = next(q for q in questions if q["id"] in eval_ids)
+    trained = next(q for q in questions if q["id"] not in eval_ids)
+    return evaluated, trained, (project_dir / "data" / "eval.jsonl").read_bytes()
+
+
+def answered_with(questions, target, content):
+    """The answers, ``target``'s saying ``content``."""
+    records = [answer(q) for q in questions]
+    for record in records:
+        if record["id"] == target["id"]:
+            record["messages"][1]["content"] = content
+    return records
+
+
+def reasons(project_dir):
+    return [r for r in lines(project_dir, "rejected.reasons.jsonl")
+            if r["reason"].startswith("contaminated")]
+
+
+def test_an_overlapping_train_example_is_dropped_with_its_reason(run_cli, project_dir):
+    questions = seed(project_dir)
+    evaluated, trained, eval_before = first_split(run_cli, project_dir, questions)
+    shared = evaluated["text"].split()[3:16]  # 13 words of the eval question
+    write_answers(project_dir, answered_with(
+        questions, trained, f"As the textbook says: {' '.join(shared)}, and so on."
+    ))
+    result = run_cli("split")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == "split: 8 train, 1 eval, 0 excluded, 0 orphaned, 1 contaminated\n"
+    assert trained["id"] not in {r["id"] for r in lines(project_dir, "train.jsonl")}
+    assert (project_dir / "data" / "eval.jsonl").read_bytes() == eval_before
+    rejected = [r for r in lines(project_dir, "rejected.jsonl") if r["id"] == trained["id"]]
+    assert rejected == [{"kind": "question", "id": trained["id"], "topic": "ownership",
+                         "subtopic_id": trained["subtopic_id"], "text": trained["text"]}]
+    assert reasons(project_dir) == [{
+        "id": trained["id"], "kind": "question", "topic": "ownership",
+        "reason": f"contaminated: shares the 13-gram {' '.join(shared)!r} with eval item "
+                  f"{evaluated['id']}",
+    }]
+    # Split again: the same result, recorded once.
+    assert run_cli("split").stdout == result.stdout
+    assert len(reasons(project_dir)) == 1
+    assert len([r for r in lines(project_dir, "rejected.jsonl") if r["id"] == trained["id"]]) == 1
+
+
+def test_twelve_words_in_common_are_not_thirteen(run_cli, project_dir):
+    questions = seed(project_dir)
+    evaluated, trained, _ = first_split(run_cli, project_dir, questions)
+    shared = evaluated["text"].split()[:12]
+    write_answers(project_dir, answered_with(questions, trained, f"see {' '.join(shared)} x"))
+    result = run_cli("split")
+    assert result.stdout == "split: 9 train, 1 eval, 0 excluded, 0 orphaned\n"
+    assert trained["id"] in {r["id"] for r in lines(project_dir, "train.jsonl")}
+    assert reasons(project_dir) == []
+
+
+def test_case_and_punctuation_do_not_hide_an_overlap(run_cli, project_dir):
+    questions = seed(project_dir)
+    evaluated, trained, _ = first_split(run_cli, project_dir, questions)
+    shared = [word.upper() for word in evaluated["text"].split()[:13]]
+    write_answers(project_dir, answered_with(
+        questions, trained, "«" + ", ".join(shared[:6]) + "!\n\n(" + " -- ".join(shared[6:]) + ")?"
+    ))
+    result = run_cli("split")
+    assert result.stdout.endswith(", 1 contaminated\n")
+    assert trained["id"] not in {r["id"] for r in lines(project_dir, "train.jsonl")}
+
+
+def with_benchmarks(project_dir, text, n=None):
+    """``[split] decontaminate`` naming benchmarks/*.jsonl, which holds ``text``."""
+    setting = f"decontaminate_n = {n}\n" if n else ""
+    with (project_dir / "overbrainer.toml").open("a", encoding="utf-8") as config:
+        config.write(f'\n[split]\ndecontaminate = ["benchmarks/*.jsonl"]\n{setting}')
+    (project_dir / "benchmarks").mkdir()
+    (project_dir / "benchmarks" / "gsm.jsonl").write_text(text, encoding="utf-8")
+
+
+def test_a_decontaminate_files_question_drops_a_train_example(run_cli, project_dir):
+    questions = seed(project_dir)
+    _, trained, eval_before = first_split(run_cli, project_dir, questions)
+    benchmark = "Natalia sold clips to 48 of her friends in April and then half as many in May"
+    # A record of this tool's older format, without an id, is read past.
+    (project_dir / "data" / "rejected.jsonl").write_text(
+        json.dumps({"kind": "subtopic", "topic": "ownership", "text": "old"}) + "\n"
+    )
+    with_benchmarks(project_dir, json.dumps({"question": "What is 2 + 2?", "answer": "4"})
+                    + "\n" + json.dumps({"question": benchmark}) + "\n", n=10)
+    write_answers(project_dir, answered_with(
+        questions, trained, f"Q: {benchmark.lower()}? How many clips did she sell?"
+    ))
+    result = run_cli("split")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.endswith(", 1 contaminated\n")
+    assert (project_dir / "data" / "eval.jsonl").read_bytes() == eval_before
+    [record] = reasons(project_dir)
+    assert record["id"] == trained["id"]
+    assert record["reason"] == ("contaminated: shares the 10-gram 'natalia sold clips to 48 of "
+                                "her friends in april' with benchmarks/gsm.jsonl:2")
+
+
+def test_a_malformed_decontaminate_line_is_named_and_nothing_written(run_cli, project_dir):
+    questions = seed(project_dir)
+    first_split(run_cli, project_dir, questions)
+    train_before = (project_dir / "data" / "train.jsonl").read_bytes()
+    with_benchmarks(project_dir, json.dumps({"question": "fine"}) + "\n\n"
+                    + json.dumps({"prompt": "not the shape"}) + "\n")
+    write_answers(project_dir, [answer(q) for q in questions[:5]])
+    result = run_cli("split")
+    assert result.exit_code != 0
+    assert "benchmarks/gsm.jsonl:3: not {\"question\"" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert (project_dir / "data" / "train.jsonl").read_bytes() == train_before
+
+
+def test_the_eval_split_is_never_changed_by_decontamination(run_cli, project_dir):
+    # Every question shares 13 words with every other: all of train overlaps the eval
+    # split, and eval items overlap each other; eval stays as chosen, train goes.
+    common = " ".join(f"common{word}" for word in range(13))
+    texts = [f"{long_question(i)} {common}" for i in range(10)]
+    questions = seed_questions(project_dir, {TOPIC: texts})
+    write_answers(project_dir, [answer(q) for q in questions])
+    with (project_dir / "overbrainer.toml").open("a", encoding="utf-8") as config:
+        config.write("\n[split]\ndecontaminate_n = 50\n")  # longer than any question: off
+    assert run_cli("split").stdout == "split: 9 train, 1 eval, 0 excluded, 0 orphaned\n"
+    eval_before = (project_dir / "data" / "eval.jsonl").read_bytes()
+    (project_dir / "overbrainer.toml").write_text(
+        (project_dir / "overbrainer.toml").read_text().replace("decontaminate_n = 50", "")
+    )
+    result = run_cli("split")
+    assert result.stdout == "split: 0 train, 1 eval, 0 excluded, 0 orphaned, 9 contaminated\n"
+    assert (project_dir / "data" / "eval.jsonl").read_bytes() == eval_before
+
+
+def test_an_imported_answer_that_overlaps_is_dropped_too(run_cli, project_dir, tmp_path):
+    questions = seed(project_dir)
+    evaluated, _, eval_before = first_split(run_cli, project_dir, questions)
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({
+        "question": "Explain moves, please, in a few words.",
+        "answer": f"Consider: {evaluated['text']}.",
+    }) + "\n", encoding="utf-8")
+    result = run_cli("dataset", "import", str(pairs), "--topic", "ownership")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[-1].endswith(", 1 contaminated")
+    imported = [r for r in lines(project_dir, "answers.jsonl")
+                if r["messages"][0]["content"].startswith("Explain moves")]
+    assert len(imported) == 1
+    assert imported[0]["id"] not in {r["id"] for r in lines(project_dir, "train.jsonl")}
+    assert (project_dir / "data" / "eval.jsonl").read_bytes() == eval_before
+    [record] = reasons(project_dir)
+    assert record["id"] == imported[0]["id"]
+    assert f"with eval item {evaluated['id']}" in record["reason"]
+
+
+def test_a_pattern_reaching_outside_the_project_is_refused(run_cli, project_dir):
+    with (project_dir / "overbrainer.toml").open("a", encoding="utf-8") as config:
+        config.write('\n[split]\ndecontaminate = ["../elsewhere/*.jsonl"]\n')
+    result = run_cli("split")
+    assert result.exit_code != 0
+    assert "split.decontaminate" in result.stderr
+    assert "must be a glob relative to the project, without .." in result.stderr
+
+
+def test_a_link_out_of_the_project_is_refused(run_cli, project_dir, tmp_path):
+    seed(project_dir)
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text(json.dumps({"question": "secret"}) + "\n", encoding="utf-8")
+    with_benchmarks(project_dir, "")
+    (project_dir / "benchmarks" / "gsm.jsonl").unlink()
+    (project_dir / "benchmarks" / "linked.jsonl").symlink_to(outside)
+    result = run_cli("split")
+    assert result.exit_code != 0
+    assert "benchmarks/linked.jsonl" in result.stderr and "is not inside" in result.stderr
+
+
+def test_words_are_the_runs_of_word_characters_casefolded():
+    rng = random.Random(7)
+    alphabet = string.printable + "éÉßẞ«»—’ﬁΣς日本_"
+    for _ in range(2000):
+        text = "".join(rng.choices(alphabet, k=rng.randint(0, 60)))
+        assert words(text) == re.findall(r"\w+", text.casefold()), text
+    assert words("Don't STOP--me, NOW!") == ["don", "t", "stop", "me", "now"]
+
+
+def test_decontaminate_n_0_turns_it_off_and_1_or_2_is_refused(run_cli, project_dir):
+    questions = seed(project_dir)
+    evaluated, trained, _ = first_split(run_cli, project_dir, questions)
+    write_answers(project_dir, answered_with(questions, trained, evaluated["text"]))
+    with (project_dir / "overbrainer.toml").open("a", encoding="utf-8") as config:
+        config.write("\n[split]\ndecontaminate_n = 0\n")
+    assert run_cli("split").stdout == "split: 9 train, 1 eval, 0 excluded, 0 orphaned\n"
+    assert trained["id"] in {r["id"] for r in lines(project_dir, "train.jsonl")}
+    (project_dir / "overbrainer.toml").write_text(
+        (project_dir / "overbrainer.toml").read_text().replace("decontaminate_n = 0",
+                                                               "decontaminate_n = 2")
+    )
+    result = run_cli("split")
+    assert result.exit_code != 0
+    assert "decontaminate_n must be 0 (off) or at least 3" in result.stderr
