@@ -781,3 +781,17 @@ def test_stale_answers_are_redone_in_batch_in_place(run_cli, project_dir, provid
     assert {r["meta"]["batch"] for r in records} == {again.id}
     plan = json.loads(run_cli("plan", "--json").stdout)
     assert plan["stale"]["answers"]["stale"] == 0
+
+
+def test_plan_leaves_out_what_a_live_batch_holds(run_cli, project_dir, provider):
+    """Issue 43's probe: after `answers --no-wait`, `plan` counted the batch's questions as
+    still to answer (and to redo, when stale): paid twice on paper."""
+    six(project_dir)
+    before = json.loads(run_cli("plan", "--json").stdout)["stages"]["answers"]["requests"]
+    provider.hold = True
+    result = run_cli("answers", "--no-wait")
+    assert result.exit_code == 0, result.stderr
+    assert "6 waiting" in result.stdout
+    found = json.loads(run_cli("plan", "--json").stdout)
+    assert found["stages"]["answers"]["requests"] == before - 6
+    assert found["stale"]["answers"]["stale"] == 0

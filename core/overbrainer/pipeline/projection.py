@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from overbrainer.config.model import Role, Settings
+from overbrainer.pipeline.batch_ledger import Ledger
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, SUBTOPICS, DataFiles
 from overbrainer.pipeline.requests import Tally, requests_tally
 from overbrainer.providers.prices import Price
@@ -142,6 +143,7 @@ def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
     subtopics = data.read(SUBTOPICS)
     questions = data.read(QUESTIONS)
     answered = {record["id"] for record in data.read(ANSWERS)}
+    answered |= in_live_batches(project_dir)  # asked and reserved already: not left to do
     batch = settings.pipeline.question_batch_size
     templates = Templates(project_dir, "subtopics.txt", "questions.txt", "answer_system.txt")
     question_chars = (
@@ -189,6 +191,12 @@ def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
         )
         ask["answers"] = _plus(ask["answers"], len(unanswered) + coming, chars, 0, size)
     return ask
+
+
+def in_live_batches(project_dir: Path) -> set[str]:
+    """The questions a provider's batch holds now: their answers are on their way, their
+    cost reserved (``Batch.projected_usd``)."""
+    return {question for batch in Ledger(project_dir).live() for question in batch.questions}
 
 
 def _plus(

@@ -16,7 +16,7 @@ from typing import Any
 from overbrainer.config.model import Settings
 from overbrainer.pipeline.answers import answer_systems, stale_answers
 from overbrainer.pipeline.fingerprint import recorded
-from overbrainer.pipeline.projection import StageWork
+from overbrainer.pipeline.projection import StageWork, in_live_batches
 from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.questions import question_fingerprint
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, SUBTOPICS, DataFiles, is_imported
@@ -59,7 +59,9 @@ def find_stale(project_dir: Path, settings: Settings) -> dict[str, Stale]:
     by_id = {q["id"]: q for q in questions}
     systems = answer_systems(settings, templates)
     answers = [a for a in data.read(ANSWERS) if a["id"] in by_id]
+    # a question a live batch holds is being answered again already
     ids = stale_answers(answers, questions, systems, settings.roles.parent)
+    ids -= in_live_batches(project_dir)
     unknown = len({a["id"] for a in answers if recorded(a) is None and not is_imported(a)})
     chars = size = 0
     for identifier in ids:
