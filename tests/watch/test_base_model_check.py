@@ -24,6 +24,14 @@ GATED = "meta-llama/Llama-3.2-1B"
 TOKEN = "hf_probe_token_0123456789"
 
 
+@pytest.fixture(autouse=True)
+def online(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Hub these tests reach is a port on this machine (``HF_ENDPOINT``): CI's
+    ``HF_HUB_OFFLINE`` would make every case the offline one."""
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
     fake = FakeHub({TOKEN: ("someone", "read")}).start()
