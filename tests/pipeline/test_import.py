@@ -162,7 +162,7 @@ def test_csv_rows_with_aliases_and_quoted_lines(run_cli, project_dir, tmp_path):
     result = run_cli("dataset", "import", str(seed), "--topic", "lifetimes")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("dataset: imported 2 questions, 1 answer from pairs.csv")
-    assert "ignoring category" in result.stderr
+    assert "columns not read: category" in result.stderr
     first, second = lines(project_dir, "questions.jsonl")
     assert first["text"] == "Explain the borrow checker\n\nin two lines"
     assert second["text"] == "Why are lifetimes elided in simple signatures?"
@@ -305,3 +305,11 @@ def test_an_answer_for_an_answered_question_is_said_not_taken_and_an_excluded_on
     assert by_id[good["id"]]["meta"]["model"] == "parent-model"
     assert by_id[cut["id"]]["meta"]["source"] == SOURCE
     assert by_id[cut["id"]]["messages"][-1]["content"] == "mine"
+
+
+def test_an_empty_file_is_said_to_hold_no_row(run_cli, project_dir, tmp_path):
+    seed = tmp_path / "seed.jsonl"
+    seed.write_text("")
+    result = run_cli("dataset", "import", str(seed), "--topic", "ownership")
+    assert result.exit_code == 0, result.stderr
+    assert "warning: dataset: seed.jsonl holds no row: nothing to import" in result.stderr

@@ -150,3 +150,17 @@ def test_run_makes_the_target_ready_once(run_cli, project_dir):
     assert runs_of(project_dir)[0]["state"] == "succeeded"
     assert (project_dir / "setup.count").read_text().splitlines() == ["ran"]
     assert result.stderr.count("setup: model ready\n") == 1
+
+
+def test_watch_says_the_cpu_warning_once_not_every_cycle(watch, project_dir):
+    """Issue 43's probe: the same warning came back at each cycle, edits of prompts too."""
+    from tests.watch.test_stale_watch import edit_answer_prompt
+    from tests.watch.test_watch import CYCLE
+
+    config = project_dir / "overbrainer.toml"
+    save(config, config.read_text().replace('kind = "local"', 'kind = "local"\ndevice = "cpu"'))
+    watching = watch()
+    watching.line(CYCLE.format(n=1))
+    edit_answer_prompt(project_dir)
+    watching.line(CYCLE.format(n=2))
+    assert sum(CPU_WARNING in line for line in watching.err) == 1

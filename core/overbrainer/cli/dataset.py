@@ -39,10 +39,12 @@ def import_(source: str, topic: str | None, subtopic: str | None) -> None:
         read, label = read_hub(source)
     else:
         read, label = read_file(Path(source), source), Path(source).name
+    if not read.items:
+        logger.warning(f"dataset: {label} holds no row: nothing to import")
     if read.ignored:
         logger.warning(
-            f"dataset: {label}: ignoring {', '.join(sorted(read.ignored))} (no shape "
-            "`dataset import` reads uses them: see docs/your-own-data.md)"
+            f"dataset: {label}: columns not read: {', '.join(sorted(read.ignored))} (none of "
+            "the shapes `dataset import` reads has them: see docs/your-own-data.md)"
         )
     with app.lock():
         imported = import_items(

@@ -31,7 +31,7 @@ hours an epoch: the quickstart's tiny model trains 20 steps in about 30 s."""
 _SIZE = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)[bB](?![A-Za-z0-9])")
 
 
-def check_training_target(ws: Workspace) -> BaseModel | None:
+def check_training_target(ws: Workspace, said: set[str] | None = None) -> BaseModel | None:
     """Make the training target ready, or raise a ``UserError`` saying what to set, with
     nothing paid for yet; warn when it trains on a CPU a base model sized for a GPU. The
     target's settings made ready (``train``'s ``prepared``: its setup runs once a ``run``),
@@ -57,12 +57,22 @@ def check_training_target(ws: Workspace) -> BaseModel | None:
             raise UserError(f"{error}; nothing was paid for yet") from None
     size = model_billions(training.base_model)
     if info is not None and info.cpu and size is not None and size >= CPU_BILLIONS:
-        logger.warning(
+        _warn_once(
+            said,
             f"target `{name}` trains on a CPU: {training.base_model} ({size:g}B parameters) "
             "would take hours an epoch there; set training.base_model to a tiny model (as "
-            "examples/quickstart does) or training.target to a GPU target"
+            "examples/quickstart does) or training.target to a GPU target",
         )
     return target
+
+
+def _warn_once(said: set[str] | None, message: str) -> None:
+    """Warn, unless ``said`` (a ``watch``'s warnings so far) holds ``message`` already."""
+    if said is not None:
+        if message in said:
+            return
+        said.add(message)
+    logger.warning(message)
 
 
 def _base_model_found(ws: Workspace, executor: Executor, info: TargetInfo | None) -> Found | None:

@@ -39,6 +39,9 @@ class Cycle:
     watching: bool = False
     """A ``watch`` cycle: it says what is stale first, and redoes it when ``[watch]
     redo_stale`` says so (``run`` says it with its plan)."""
+    said: set[str] = field(default_factory=set)
+    """Warnings of the training target's check said already: a ``watch`` says each once,
+    not every cycle."""
 
     def workspace(self) -> Workspace:
         """The training side's view, with the settings in force now."""
@@ -69,7 +72,7 @@ class Cycle:
             problem = reasoning_problem(self.reloader.settings)
             if problem is not None:
                 raise UserError(problem)
-            prepared = check_training_target(self.workspace())
+            prepared = check_training_target(self.workspace(), said=self.said)
             redo = self.watching and self._stale(first=summary.number == 1)
             for stage in STAGES:
                 self.reloader.changed()

@@ -188,6 +188,8 @@ class Loop:
     _number: int = 0
     _state: State = field(default_factory=dict)
     _stopped_run: str | None = None
+    _said: set[str] = field(default_factory=set)
+    """The target check's warnings said so far: each once a ``watch``."""
 
     def run(self) -> None:
         """Cycle at start, then after every change, until Ctrl-C (or ``cycles``)."""
@@ -254,7 +256,9 @@ class Loop:
                     self.project_dir, self.env, self.kinds, self.settings, self.sections
                 ) as reloader,
             ):
-                cycle = Cycle(reloader, self.hook, self.runs, self.echo, watching=True)
+                cycle = Cycle(
+                    reloader, self.hook, self.runs, self.echo, watching=True, said=self._said
+                )
                 cycle.run(summary, on_stage=_log_stage, resume_if_same=resume, stop_when=stop_when)
                 self.env, self.settings = reloader.env, reloader.settings
                 if summary.run is not None:
