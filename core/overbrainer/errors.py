@@ -57,6 +57,11 @@ class Interrupted(UserError):
         self.exit_code = 128 + signum
 
 
+class Stopped(Interrupted):
+    """A command that runs until Ctrl-C (``watch``) ended that way: its normal end, so the
+    CLI says the message without ``error:``; the exit status is still 128 + the signal."""
+
+
 class DetachedRun(UserError):
     """Ctrl-C (or SIGTERM) while a started run was followed: not a failure, the job keeps
     running. The CLI prints the message on stdout and exits 0; what sits above a run

@@ -138,7 +138,8 @@ def test_ctrl_c_while_idle_stops_watching(watch):
     watching = watch()
     watching.line(CYCLE.format(n=1))
     assert watching.interrupt() == 130
-    watching.stderr_has("error: watch: stopped")
+    watching.stderr_has("watch: stopped")
+    assert not any("error" in line for line in watching.err), watching.err
 
 
 def test_ctrl_c_during_a_stage_writes_its_history_and_exits_130(watch, provider):
@@ -149,6 +150,9 @@ def test_ctrl_c_during_a_stage_writes_its_history_and_exits_130(watch, provider)
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert watching.interrupt(signal.SIGTERM) == 143
+    # Ending watch is not an error; what it cut short is said, and resumes.
+    watching.stderr_has("watch: stopped (interrupted: the stage resumes on its next run)")
+    assert not any(line.startswith("error") for line in watching.err), watching.err
     history = (watching.project_dir / ".overbrainer" / "history.jsonl").read_text().splitlines()
     assert json.loads(history[-1])["stage"] == "questions"
     assert json.loads(history[-1])["status"] == "interrupted"

@@ -195,7 +195,7 @@ class LazyGroup(click.Group):
         return found
 
     def invoke(self, ctx: click.Context) -> Any:
-        from overbrainer.errors import DetachedRun, TransientError, UserError, signal_of
+        from overbrainer.errors import DetachedRun, Stopped, TransientError, UserError, signal_of
 
         try:
             return super().invoke(ctx)
@@ -204,6 +204,11 @@ class LazyGroup(click.Group):
 
             click.echo(escape_controls(detached.message))
             ctx.exit(0)
+        except Stopped as stopped:
+            from overbrainer.redact import escape_controls, redact
+
+            click.echo(escape_controls(redact(stopped.message), keep="\n"), err=True)
+            ctx.exit(stopped.exit_code)
         except UserError as error:
             raise CliError(error.message, error.exit_code) from None
         except TransientError as error:  # a plugin's: a busy scheduler, a dropped link

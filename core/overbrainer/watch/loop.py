@@ -29,7 +29,7 @@ from overbrainer.config.model import Settings
 from overbrainer.config.reload import Reloader
 from overbrainer.config.sections import SettingsSection
 from overbrainer.cycles import CycleSummary
-from overbrainer.errors import Interrupted, UserError, signal_of
+from overbrainer.errors import Interrupted, Stopped, UserError, signal_of
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.pipeline.runner import Outcome
@@ -192,7 +192,19 @@ class Loop:
     """The target check's warnings said so far: each once a ``watch``."""
 
     def run(self) -> None:
-        """Cycle at start, then after every change, until Ctrl-C (or ``cycles``)."""
+        """Cycle at start, then after every change, until Ctrl-C (or ``cycles``), which ends
+        watching as it should: ``watch: stopped``, with what it cut short, not an error."""
+        try:
+            self._watch()
+        except Stopped:
+            raise
+        except Interrupted as interrupted:
+            signum = interrupted.exit_code - 128
+            raise Stopped(f"watch: stopped ({interrupted.message})", signum) from None
+        except KeyboardInterrupt as interrupt:
+            raise Stopped("watch: stopped", signal_of(interrupt)) from None
+
+    def _watch(self) -> None:
         with Watcher(self.project_dir) as watcher:
             self._state = inputs_state(self.project_dir)
             self._cycle(("start",), watcher)
@@ -200,7 +212,7 @@ class Loop:
                 try:
                     changed = self._wait(watcher)
                 except KeyboardInterrupt as interrupt:
-                    raise Interrupted("watch: stopped", signal_of(interrupt)) from None
+                    raise Stopped("watch: stopped", signal_of(interrupt)) from None
                 self._on_change(changed, watcher)
 
     def _wait(self, watcher: Watcher) -> tuple[str, ...]:
@@ -301,7 +313,7 @@ class Loop:
         except KeyboardInterrupt as interrupt:
             # The cycle is over: a Ctrl-C as its line is printed (one read at once, as the
             # line comes) stops watching, as one while idle does.
-            raise Interrupted("watch: stopped", signal_of(interrupt)) from None
+            raise Stopped("watch: stopped", signal_of(interrupt)) from None
 
     def _stop_when(self, used: State, watcher: Watcher) -> Callable[[], str | None]:
         """While training: a reason to snapshot once the configuration or a prompt changed
