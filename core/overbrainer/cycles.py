@@ -27,10 +27,14 @@ class CycleSummary:
     cost: float = 0.0
     error: str | None = None
     run: RunRecord | None = None
+    detached: bool = False
+    """Ctrl-C while following the cycle's run: watching ended, the run goes on."""
 
     def line(self) -> str:
         did = ", ".join(self.ran) or "nothing to do"
         ended = f"; error: {self.error}" if self.error else ""
+        if self.detached:
+            ended = "; detached, the run goes on"
         return (
             f"watch: cycle {self.number} ({', '.join(self.changed)}): {did}; "
             f"{self.seconds:.1f} s, ${self.cost:.4f}{ended}"

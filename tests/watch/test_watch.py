@@ -167,6 +167,8 @@ def test_ctrl_c_during_training_leaves_the_run_running_and_listed(watch, run_cli
         "keeps running on target `local`; follow it again with "
         f"`overbrainer train attach {run['id']}`"
     )
+    cycle = next(line for line in watching.seen if line.startswith("watch: cycle 1 "))
+    assert cycle.endswith("; detached, the run goes on") and "error" not in cycle, cycle
     assert group_alive(run["job"]["pid"])
     assert f"{run['id']}  running" in run_cli("runs", "ls").stdout
     os.killpg(run["job"]["pid"], signal.SIGKILL)

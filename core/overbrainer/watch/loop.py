@@ -29,7 +29,7 @@ from overbrainer.config.model import Settings
 from overbrainer.config.reload import Reloader
 from overbrainer.config.sections import SettingsSection
 from overbrainer.cycles import CycleSummary
-from overbrainer.errors import Interrupted, Stopped, UserError, signal_of
+from overbrainer.errors import DetachedRun, Interrupted, Stopped, UserError, signal_of
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.pipeline.runner import Outcome
@@ -279,6 +279,10 @@ class Loop:
                         summary.ran.extend(self._after_training(cycle, summary.run))
                     finally:
                         summary.seconds += time.monotonic() - started
+        except DetachedRun:
+            summary.detached = True
+            self._finish(summary)
+            raise
         except UserError as error:
             summary.error = error.message
             if error.exit_code != 1 or error.message.startswith("interrupted"):
