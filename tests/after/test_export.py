@@ -48,6 +48,52 @@ def test_export_writes_the_gguf_the_modelfile_and_export_json(finished, run_cli)
     assert not list(finished.run_dir.glob("exports/*/gguf"))
 
 
+def _trained_on(finished, *systems: str | None) -> None:
+    """The run's copy of its training data: one example a system turn (None: no system)."""
+    data = finished.run_dir / "data"
+    data.mkdir(exist_ok=True)
+    lines = []
+    for n, system in enumerate(systems):
+        turns = [{"role": "user", "content": f"q{n}"}, {"role": "assistant", "content": "a"}]
+        if system is not None:
+            turns.insert(0, {"role": "system", "content": system})
+        lines.append(json.dumps({"messages": turns}) + "\n")
+    (data / "train.jsonl").write_text("".join(lines))
+
+
+def _modelfile(finished) -> str:
+    gguf_dir = finished.run_dir / "output" / "gguf"
+    return (gguf_dir / f"{finished.run_id}-Q4_K_M.Modelfile").read_text()
+
+
+def test_the_modelfile_gives_the_system_prompt_the_child_was_trained_with(finished, run_cli):
+    _trained_on(finished, "You are terse.\nAnswer in Rust.", "You are terse.\nAnswer in Rust.")
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 0, result.stderr
+    text = _modelfile(finished)
+    assert 'SYSTEM """You are terse.\nAnswer in Rust."""\n' in text
+
+
+@pytest.mark.parametrize("systems", [("one", "two"), ("one", None), (None, None)])
+def test_no_system_line_when_the_examples_do_not_share_one(finished, run_cli, systems):
+    _trained_on(finished, *systems)
+    assert run_cli("export", finished.run_id).exit_code == 0
+    text = _modelfile(finished)
+    assert "SYSTEM" not in text
+
+
+def test_a_system_prompt_the_modelfile_cannot_quote_is_left_out_with_a_warning(
+    finished, run_cli
+):
+    _trained_on(finished, 'Say "hi"')
+    result = run_cli("export", finished.run_id)
+    assert result.exit_code == 0, result.stderr
+    text = _modelfile(finished)
+    assert "SYSTEM" not in text
+    assert "the system prompt the run trained with cannot be written in" in result.stderr
+    assert "give it as the system message of each request" in result.stderr
+
+
 def test_f16_is_converted_without_quantizing(finished, run_cli):
     result = run_cli("export", finished.run_id, "--quantize", "F16")
     assert result.exit_code == 0, result.stderr

@@ -23,12 +23,13 @@ from overbrainer import files
 from overbrainer.after.accept import AcceptedRun, accept_run
 from overbrainer.after.chat_template import read_chat_template
 from overbrainer.after.ollama_template import OllamaChat
+from overbrainer.after.system_turn import system_line, trained_system
 from overbrainer.after.target_run import TargetRun, open_target
 from overbrainer.after.toolchain import LLAMA_CPP, target_file
 from overbrainer.errors import Interrupted, UserError, signal_of
 from overbrainer.hookcalls import Hooks
 from overbrainer.job import scripts
-from overbrainer.job.layout import CONFIG_FILE, OUTPUT_DIR
+from overbrainer.job.layout import CONFIG_FILE, OUTPUT_DIR, TRAIN_FILE
 from overbrainer.job.manifest import sha256_file
 from overbrainer.project import RUNS_DIR, Project
 from overbrainer.runs.store import RunStore
@@ -106,13 +107,21 @@ def modelfile_name(gguf_name: str) -> str:
     return gguf_name.removesuffix(".gguf") + ".Modelfile"
 
 
-def modelfile(gguf_name: str, num_ctx: int | None, chat: OllamaChat | None = None) -> str:
+def modelfile(
+    gguf_name: str,
+    num_ctx: int | None,
+    chat: OllamaChat | None = None,
+    system: str | None = None,
+) -> str:
     """An Ollama Modelfile for the GGUF beside it: the chat format the child was trained
-    with (``TEMPLATE`` and ``PARAMETER stop``), when it could be written, and its context."""
+    with (``TEMPLATE`` and ``PARAMETER stop``), when it could be written, the ``SYSTEM``
+    line it was trained with (``system``, written by :func:`system_line`), and its context."""
     lines = [f"FROM ./{gguf_name}"]
     if chat is not None and chat.template is not None:
         lines.append(f'TEMPLATE """{chat.template}"""')
         lines += [f"PARAMETER stop {json.dumps(stop, ensure_ascii=False)}" for stop in chat.stops]
+    if system is not None:
+        lines.append(system)
     if num_ctx:
         lines.append(f"PARAMETER num_ctx {num_ctx}")
     return "\n".join(lines) + "\n"
@@ -130,6 +139,17 @@ def chat_lines(run_dir: Path, model: str) -> OllamaChat:
         if template is not None:
             break
     return ollama_chat(template)
+
+
+def _write_modelfile(accepted: AcceptedRun, gguf_name: str, dest: Path, chat: OllamaChat) -> str:
+    """Write the Modelfile of ``gguf_name`` into ``dest``; its name."""
+    run_id = accepted.record.id
+    modelfile_file = modelfile_name(gguf_name)
+    shown = f"{RUNS_DIR}/{run_id}/{GGUF_DIR}/{modelfile_file}"
+    trained = trained_system(accepted.dir / TRAIN_FILE, f"{RUNS_DIR}/{run_id}/{TRAIN_FILE}")
+    text = modelfile(gguf_name, sequence_len(accepted.dir), chat, system_line(trained, shown))
+    files.write_atomic(dest / modelfile_file, text.encode("utf-8"), shown)
+    return modelfile_file
 
 
 def export_run(
@@ -295,12 +315,7 @@ def _export_on_target(  # noqa: PLR0917 - private, called once
     gguf = dest / gguf_name
     size = gguf.stat().st_size
     chat = chat_lines(accepted.dir, accepted.model)
-    modelfile_file = modelfile_name(gguf_name)
-    files.write_atomic(
-        dest / modelfile_file,
-        modelfile(gguf_name, sequence_len(accepted.dir), chat).encode("utf-8"),
-        f"{RUNS_DIR}/{run.id}/{GGUF_DIR}/{modelfile_file}",
-    )
+    modelfile_file = _write_modelfile(accepted, gguf_name, dest, chat)
     file = f"{GGUF_DIR}/{gguf_name}"
     check = result.get("verify") if isinstance(result.get("verify"), dict) else None
     record: dict[str, Any] = {
