@@ -34,6 +34,18 @@ def test_assignments_quotes_comments_and_export():
     }
 
 
+@pytest.mark.parametrize("inside", ["\u2028", "\u2029", "\x85", "\x0c", "\x0b", "\x1c"])
+def test_a_value_keeps_characters_other_tools_take_for_line_ends(inside):
+    text = f"KEY=sk-a{inside}b\r\nQUOTED='c{inside}d'\rLAST=e\n"
+    assert parse_dotenv(text) == {"KEY": f"sk-a{inside}b", "QUOTED": f"c{inside}d", "LAST": "e"}
+
+
+def test_a_syntax_error_counts_lines_as_a_dotenv_ends_them():
+    with pytest.raises(DotenvError) as caught:
+        parse_dotenv("A=x\u2028y\r\nB=1\rthis line is bad\n")
+    assert caught.value.line == 3
+
+
 @pytest.mark.parametrize(
     ("text", "line"),
     [

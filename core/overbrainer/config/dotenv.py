@@ -12,6 +12,9 @@ from overbrainer import files
 from overbrainer.errors import UserError
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*")
+_LINE_END = re.compile(r"\r\n|\r|\n")
+"""What ends a line of a .env: not ``str.splitlines``'s set, which also splits at U+2028,
+U+0085 or a form feed, characters a value (a key, a password) may hold."""
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
 
 
@@ -24,7 +27,7 @@ class DotenvError(UserError):
 def parse_dotenv(text: str) -> dict[str, str]:
     """The variables ``text`` assigns, in order; later assignments win."""
     values: dict[str, str] = {}
-    lines = text.splitlines()
+    lines = _LINE_END.split(text)
     index = 0
     while index < len(lines):
         number = index + 1
