@@ -165,6 +165,25 @@ def test_a_reply_without_usage_is_counted_at_its_bound(run_cli, project_dir, pro
         assert answer["meta"]["output_tokens"] == 100
 
 
+@pytest.mark.parametrize("claimed", [10**10, 10**30, 10**400])
+def test_a_reply_claiming_more_tokens_than_any_reply_holds_is_counted_at_its_bound(
+    run_cli, project_dir, provider, claimed
+):
+    configure(project_dir, "\n[budget]\nmax_usd = 0.01\n", max_tokens=100)
+    questions(project_dir, 2)
+
+    def reply(seen):
+        return openai_completion("an answer", reasoning="thinking", usage=(10, claimed))
+
+    provider.on(None, reply, times=None)
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.count("a reply gave no usage") == 1
+    [entry] = json.loads((project_dir / ".overbrainer" / "history.jsonl").read_text())["cost"],
+    bounds = [_prompt_bound(seen) * PROMPT + 100 * COMPLETION for seen in provider.chats()]
+    assert entry == pytest.approx(sum(bounds))
+
+
 def _prompt_bound(seen):
     return sum(len(m["content"].encode()) + 8 for m in seen.body["messages"]) + 16
 

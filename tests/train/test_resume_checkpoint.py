@@ -86,3 +86,40 @@ def test_a_cancelled_run_without_a_checkpoint_says_so(trainer, run_cli):
         f"resume from (none in runs/{run['id']}/output)\n"
     )
     assert len(trainer.runs()) == 1  # a refusal creates no run
+
+
+def _checkpoint(output, step: int, state: bytes | None) -> None:
+    directory = output / f"checkpoint-{step}"
+    directory.mkdir(parents=True)
+    if state is not None:
+        (directory / "trainer_state.json").write_bytes(state)
+
+
+def test_the_last_checkpoint_is_read_within_bounds(tmp_path):
+    import json
+    import os
+    import threading
+
+    from overbrainer.train.plan import last_checkpoint
+
+    output = tmp_path / "run" / "output"
+    history = [{"loss": 1.0, "step": n} for n in range(300_000)]  # about 9 MB of log
+    big = json.dumps({"global_step": 7, "log_history": history}, indent=2, sort_keys=True)
+    _checkpoint(output, 7, big.encode())
+    _checkpoint(output, 8, b'{"global_step": 9}')  # another step: cut off, passed over
+    _checkpoint(output, 9, None)
+    os.mkfifo(output / "checkpoint-9" / "trainer_state.json")  # never a file to read
+    _checkpoint(output, 10, b'{"log_history": [], "global_step": 10}')  # a hand-written order
+    # A link out of the run (to a file the run does not own) is never followed.
+    (tmp_path / "elsewhere.json").write_bytes(b'{"global_step": 11}')
+    _checkpoint(output, 11, None)
+    (output / "checkpoint-11" / "trainer_state.json").symlink_to(tmp_path / "elsewhere.json")
+    found: list[str | None] = []
+    reader = threading.Thread(target=lambda: found.append(last_checkpoint(output.parent)))
+    reader.start()
+    reader.join(timeout=30)
+    if reader.is_alive():  # release the read blocked on the FIFO, then fail
+        with open(output / "checkpoint-9" / "trainer_state.json", "wb"):
+            pass
+        reader.join()
+    assert found == ["output/checkpoint-10"]

@@ -200,7 +200,8 @@ class StageContext:
         if provider not in self._unmetered:
             self._unmetered.add(provider)
             logger.warning(
-                f"providers.{provider}: a reply gave no usage: each such reply is counted at "
+                f"providers.{provider}: a reply gave no usage (or more tokens than any reply "
+                "holds): each such reply is counted at "
                 f"what its request could cost at most ({tokens_in} tokens in, "
                 f"{sent.max_tokens} out)"
             )

@@ -46,11 +46,23 @@ def split_think_prefix(content: str) -> tuple[str, str | None]:
     return rest.lstrip(), reasoning.strip() or None
 
 
+TOKENS_MAX = 10**9
+"""The most tokens a usage figure may say: no model reads or writes a billion tokens in one
+request, so a larger figure is a broken or hostile server's (priced as given it would pass
+any budget at once, and past a float's range it cannot be priced at all)."""
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= TOKENS_MAX
+
+
 def counted(*values: object) -> bool:
-    """Whether each usage figure is a whole number of tokens."""
-    return all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)
+    """Whether each usage figure is a whole number of tokens a reply can hold: a reply
+    without that is counted at its request's bound instead."""
+    return all(_whole(v) for v in values)
 
 
 def token_count(value: object) -> int:
-    """A usage figure as an integer; anything else counts as 0."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    """A usage figure as an integer; anything else (more than ``TOKENS_MAX`` too) counts
+    as 0."""
+    return value if isinstance(value, int) and _whole(value) else 0

@@ -224,13 +224,36 @@ def last_checkpoint(run_dir: Path) -> str | None:
         state = entry / "trainer_state.json"
         if match is None or entry.is_symlink() or not state.is_file():
             continue
-        try:
-            step = json.loads(state.read_text(encoding="utf-8")).get("global_step")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if step == int(match[1]):
+        step = int(match[1])
+        if _global_step(state, f"{RUNS_DIR}/{run_dir.name}/{OUTPUT_DIR}/{entry.name}") == step:
             found.append(step)
     return f"{OUTPUT_DIR}/checkpoint-{max(found)}" if found else None
+
+
+_STATE_HEAD = 64 << 10
+"""What of a ``trainer_state.json`` is read first: Transformers writes its keys sorted, so
+``global_step`` comes before ``log_history``, which grows with every logged step."""
+_STATE_LIMIT = 64 << 20
+_GLOBAL_STEP = re.compile(rb'"global_step"\s*:\s*(\d+)')
+
+
+def _global_step(state: Path, shown: str) -> int | None:
+    """The step a checkpoint's ``trainer_state.json`` says, read within a bound (a FIFO or
+    a link out is refused), or None."""
+    try:
+        shown = f"{shown}/trainer_state.json"
+        source = files.open_read(state, shown, follow=False)
+        if source is None:
+            return None
+        with source:
+            found = _GLOBAL_STEP.search(source.read(_STATE_HEAD))
+        if found is not None:
+            return int(found[1])
+        data = files.read_regular(state, shown, _STATE_LIMIT, follow=False) or b""
+        step = json.loads(data).get("global_step")
+    except (OSError, UserError, ValueError, AttributeError):
+        return None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
 def _config_like(ws: Workspace, training: Training, old_yaml: str) -> dict[str, Any]:
