@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
+import pytest
 from tests.fixtures.seeing_project import RUN, write_tui_project
 from tests.runs.test_machine_show import SAMPLE
+from textual.widgets import Static
 
 from overbrainer.tui.app import OverbrainerApp
 
@@ -19,3 +22,28 @@ def test_the_training_view_shows_the_machine_of_the_run(snap_compare, project_di
     (project_dir / "runs" / RUN / "machine.json").write_text(json.dumps(sample))
     app = OverbrainerApp(project_dir, refresh_s=QUIET)
     assert snap_compare(app, press=("4",), terminal_size=(120, 40))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (120, 40)])
+def test_the_gauges_are_on_screen_without_scrolling(project_dir: Path, size):
+    """The smallest terminal the TUI takes shows the chart and every GPU's gauge at once:
+    the chart gives rows up to its least, then the gauges fold into two lines."""
+    write_tui_project(project_dir)
+    (project_dir / "runs" / RUN / "machine.json").write_text(json.dumps(SAMPLE))
+    asyncio.run(_gauges_fit(project_dir, size))
+
+
+async def _gauges_fit(project_dir: Path, size: tuple[int, int]) -> None:
+    app = OverbrainerApp(project_dir, refresh_s=QUIET)
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        widget = app.query_one("#curves", Static)
+        assert widget.parent is not None
+        lines = str(widget.render()).splitlines()
+        assert len(lines) <= widget.parent.region.height, lines
+        assert any(line.startswith("machine at ") for line in lines), lines
+        gpus = [line for line in lines if "gpu 1 " in line]
+        assert gpus and "48.0 GiB" in gpus[0], lines
+        assert any("┤" in line for line in lines)  # the chart is still drawn
+        await pilot.press("q")

@@ -227,6 +227,30 @@ def machine_lines(sample: MachineSample, now: float | None = None) -> list[str]:
     return lines
 
 
+def machine_brief(sample: MachineSample) -> list[str]:
+    """The gauges in two lines, where ``machine_lines`` does not fit (a terminal of 24
+    rows): CPU, memory and disks in one, the GPUs in the other."""
+    host = []
+    if sample.cpu is not None and sample.cpu.usage is not None:
+        host.append(f"cpu {sample.cpu.usage * 100:.0f}%")
+    if sample.memory is not None:
+        used, limit = sample.memory.used_bytes, sample.memory.limit_bytes
+        host.append(f"memory {_bytes(used)} of {_bytes(limit)}")
+    host += [
+        f"disk {disk.mount} {_bytes(disk.used_bytes)} of {_bytes(disk.size_bytes)}"
+        for disk in sample.disks
+    ]
+    gpus = []
+    for gpu in sample.gpus:
+        parts = [f"gpu {gpu.index}"]
+        if gpu.utilization is not None:
+            parts.append(f"{gpu.utilization * 100:.0f}%")
+        if gpu.memory_used_bytes is not None and gpu.memory_total_bytes is not None:
+            parts.append(f"{_bytes(gpu.memory_used_bytes)} of {_bytes(gpu.memory_total_bytes)}")
+        gpus.append(" ".join(parts))
+    return [line for line in (", ".join(host), "; ".join(gpus)) if line]
+
+
 def _bytes(count: int) -> str:
     if count < 1024:
         return f"{count} B"

@@ -42,6 +42,7 @@ WORK = (*STAGES, "train", "export", "compare")
 """Commands of which one runs at a time: each takes the project lock, most of them cost."""
 MIN_SIZE = (80, 24)
 SMALL_HEIGHT = 30
+MIN_CHART_ROWS = 3
 """Below this many rows the runs table and the loss chart shrink, so the chart fits."""
 
 
@@ -420,9 +421,12 @@ class OverbrainerApp(App[None]):
         if curves is None:
             widget.update(Text(f"{head}\nno metrics yet{machine_block(store.run_dir(run_id))}"))
             return
+        # The gauges get what the smallest chart leaves, in two lines when that is too few.
+        machine = machine_block(store.run_dir(run_id), self._around_chart - MIN_CHART_ROWS)
         # the sparklines' label and range take about 36 columns beside the chart's width
         width = max(min(self.size.width - 36, 100), 20)
-        body = "\n".join(curve_lines(curves, width, self._chart_height))
+        height = self._chart_height(machine.count("\n"))
+        body = "\n".join(curve_lines(curves, width, height))
         elapsed = (
             curves.last_time - curves.started
             if curves.last_time is not None
@@ -431,16 +435,20 @@ class OverbrainerApp(App[None]):
             else None
         )
         progress = progress_line(curves.step, curves.max_steps, elapsed)
-        machine = machine_block(store.run_dir(run_id))
         widget.update(
             Text(f"{head}\n{progress}\n{body}{machine}", no_wrap=True, overflow="crop")
         )
 
     @property
-    def _chart_height(self) -> int:
-        """Rows of the loss chart: what is left under the tabs, the runs table and the
-        footer once the 8 lines around the chart are drawn, 3 to 10."""
-        return min(max(self.size.height - 3 - self._runs_height - 8, 3), 10)
+    def _around_chart(self) -> int:
+        """Rows under the tabs, the runs table and the footer, less the 8 lines drawn
+        around the chart."""
+        return self.size.height - 3 - self._runs_height - 8
+
+    def _chart_height(self, machine_rows: int) -> int:
+        """Rows of the loss chart: what is left once the lines around it and the
+        ``machine_rows`` of gauges under it are drawn, 3 to 10."""
+        return min(max(self._around_chart - machine_rows, MIN_CHART_ROWS), 10)
 
     def load_pipeline(self) -> None:
         self.query_one("#stages", Static).update(

@@ -12,7 +12,7 @@ from typing import Any
 from overbrainer import files
 from overbrainer.errors import UserError
 from overbrainer.lines import read_lines
-from overbrainer.runs.machine import machine_lines, read_machine
+from overbrainer.runs.machine import machine_brief, machine_lines, read_machine
 
 
 @dataclass
@@ -258,13 +258,18 @@ def data_key(project_dir: Path) -> tuple[tuple[int, int] | None, ...]:
     return tuple(key)
 
 
-def machine_block(run_dir: Path) -> str:
+def machine_block(run_dir: Path, rows: int | None = None) -> str:
     """The gauges of the run's machine under its chart: its latest sample (``runs show``'s
-    block, headed by the time it was taken, UTC), "" without one."""
+    block, headed by the time it was taken, UTC), "" without one. In fewer than ``rows``
+    rows, when it is not given them: two lines (:func:`machine_brief`)."""
     sample = read_machine(run_dir)
     if sample is None:
         return ""
     at = ""
     if sample.time is not None:
         at = " at " + datetime.fromtimestamp(sample.time, UTC).strftime("%H:%M:%S UTC")
-    return "\n".join(["", f"machine{at}", *machine_lines(sample)[1:]])
+    full = ["", f"machine{at}", *machine_lines(sample)[1:]]
+    if rows is None or len(full) <= rows:
+        return "\n".join(full)
+    brief = machine_brief(sample)
+    return "\n".join(["", f"machine{at}: {brief[0]}" if brief else f"machine{at}", *brief[1:]])
