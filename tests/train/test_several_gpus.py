@@ -156,6 +156,37 @@ def test_all_gpus_counts_the_visible_devices(trainer, run_cli, monkeypatch, rank
     assert len(_ranks(trainer, run["id"])) == 3
 
 
+def test_more_gpus_than_the_machine_shows_are_refused_before_a_run(trainer, run_cli, monkeypatch):
+    trainer.configure(extra=TWO_GPUS)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    result = run_cli("train")
+    assert result.exit_code == 1
+    assert (
+        "targets.local.gpus = 2, but the machine shows 1 GPU (nvidia-smi -L, "
+        'CUDA_VISIBLE_DEVICES): set gpus = 1 or gpus = "all", or train on a machine with more'
+    ) in result.stderr
+    assert trainer.runs() == []
+
+
+def test_gpus_that_cannot_be_counted_are_trusted_with_a_warning(
+    trainer, run_cli, monkeypatch, ranks_stopped
+):
+    trainer.configure(extra=TWO_GPUS)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("PATH", os.pathsep.join(
+        p for p in os.environ["PATH"].split(os.pathsep)
+        if not (Path(p) / "nvidia-smi").exists()
+    ))  # fmt: skip
+    monkeypatch.setenv("FAKE_AXOLOTL_STEPS", "2")
+    result = run_cli("train")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "targets.local.gpus = 2: the GPUs cannot be counted here (no nvidia-smi, no "
+        "CUDA_VISIBLE_DEVICES): trusting the setting"
+    ) in result.stderr
+    assert len(_ranks(trainer, trainer.run()["id"])) == 2
+
+
 def test_all_gpus_on_a_machine_without_one_is_refused(trainer, run_cli, monkeypatch):
     trainer.configure(extra='device = "gpu"\ngpus = "all"\nfsdp = "full_shard"\n')
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")

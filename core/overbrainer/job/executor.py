@@ -122,7 +122,7 @@ class HostExecutor(Executor):
                 f"{setting}, but this target trains on the CPU ({why}): remove gpus, or "
                 "train on a machine with GPUs"
             )
-        count = gpus if isinstance(gpus, int) else self._gpu_count()
+        count = self._gpus_asked(gpus, setting) if isinstance(gpus, int) else self._gpu_count()
         if count < 1:
             raise UserError(
                 f"{setting}: the machine shows no GPU (nvidia-smi -L, CUDA_VISIBLE_DEVICES)"
@@ -134,6 +134,27 @@ class HostExecutor(Executor):
                 "across several: remove it, or train on a machine with more GPUs"
             )
         return Launch(count, deepspeed=self.target.deepspeed, fsdp=self.target.fsdp)
+
+    def _gpus_asked(self, gpus: int, setting: str) -> int:
+        """``gpus``, once the machine shows that many: fewer is refused before a run starts
+        (its ranks would wait for GPUs that are not there); none counted (no nvidia-smi: a
+        ROCm machine, a container without it) is trusted, with a warning."""
+        if gpus < 2:
+            return gpus
+        seen = self._gpu_count()
+        if seen == 0:
+            logger.warning(
+                f"{setting}: the GPUs cannot be counted here (no nvidia-smi, no "
+                "CUDA_VISIBLE_DEVICES): trusting the setting"
+            )
+        elif seen < gpus:
+            plural = "GPU" if seen == 1 else "GPUs"
+            raise UserError(
+                f"{setting}, but the machine shows {seen} {plural} (nvidia-smi -L, "
+                f'CUDA_VISIBLE_DEVICES): set gpus = {seen} or gpus = "all", or train on a '
+                "machine with more"
+            )
+        return gpus
 
     def _gpu_count(self) -> int:
         text = self.host.check(scripts.gpu_count_script()).strip()
