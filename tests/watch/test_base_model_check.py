@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from tests.watch.conftest import save
+from tests.watch.test_watch import CYCLE
 
 from fake_hub import FakeHub, Repo
 from overbrainer.train import model_check
@@ -203,3 +204,18 @@ def test_a_missing_venv_python_falls_back_to_python3(tmp_path, isolated_env):
     )
     found = model_check.parse(done.stdout.decode())
     assert (found.where, found.ok) == ("cache", True)
+
+
+def test_watch_probes_a_base_model_once_not_every_cycle(project_dir, provider, hub, watch):
+    hub.repos[GATED] = Repo(private=True)
+    hub.repos["Org/Other-0.5B"] = Repo(private=False)
+    use_model(project_dir, GATED)
+    watching = watch(OVERBRAINER_HF_TOKEN=TOKEN)
+    watching.line(CYCLE.format(n=1), timeout=60)
+    assert [r.path for r in hub.requests] == [f"/api/models/{GATED}"]
+    watching.edit('adapter = "lora"', 'adapter = "lora"\nsaves_per_epoch = 2')
+    watching.line(CYCLE.format(n=2), timeout=60)
+    assert len(hub.requests) == 1  # the same model on the same target: found already
+    use_model(project_dir, "Org/Other-0.5B")
+    watching.line(CYCLE.format(n=3), timeout=60)
+    assert [r.path for r in hub.requests][1:] == ["/api/models/Org/Other-0.5B"]

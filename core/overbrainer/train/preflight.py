@@ -31,30 +31,38 @@ hours an epoch: the quickstart's tiny model trains 20 steps in about 30 s."""
 _SIZE = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)[bB](?![A-Za-z0-9])")
 
 
-def check_training_target(ws: Workspace, said: set[str] | None = None) -> BaseModel | None:
+def check_training_target(
+    ws: Workspace, said: set[str] | None = None, found: set[str] | None = None
+) -> BaseModel | None:
     """Make the training target ready, or raise a ``UserError`` saying what to set, with
     nothing paid for yet; warn when it trains on a CPU a base model sized for a GPU. The
     target's settings made ready (``train``'s ``prepared``: its setup runs once a ``run``),
-    None without ``[training]``."""
+    None without ``[training]``. ``found``: the base models a ``watch`` found already on
+    their target (with its settings then), not probed again each cycle (a probe opens the
+    target's shell, and the Hub token may be a command that asks for a password)."""
     training = ws.settings.training
     if training is None:
         return None
     name = training.target
     target = target_of(ws.settings, name)
+    key = f"{name}\0{training.base_model}\0{target.model_dump_json()}"
+    probe = found is None or key not in found
     try:
         with holding(ws.project, ws.hook, name, target) as held:
             info = ws.hook.describe_target(executor=held.executor)
             ws.hook.prepare_target(executor=held.executor)
-            found = _base_model_found(ws, held.executor, info)
+            where = _base_model_found(ws, held.executor, info) if probe else None
     except UserError as error:
         raise UserError(
             f"training.target `{name}` cannot train: {error}; nothing was paid for yet"
         ) from None
-    if found is not None:
+    if where is not None:
         try:
-            model_check.check(found, training.base_model, name)
+            model_check.check(where, training.base_model, name)
         except UserError as error:
             raise UserError(f"{error}; nothing was paid for yet") from None
+    if found is not None:
+        found.add(key)
     size = model_billions(training.base_model)
     if info is not None and info.cpu and size is not None and size >= CPU_BILLIONS:
         _warn_once(

@@ -42,6 +42,8 @@ class Cycle:
     said: set[str] = field(default_factory=set)
     """Warnings of the training target's check said already: a ``watch`` says each once,
     not every cycle."""
+    models_found: set[str] | None = None
+    """A ``watch``'s base models found on their targets: probed once, not every cycle."""
 
     def workspace(self) -> Workspace:
         """The training side's view, with the settings in force now."""
@@ -72,7 +74,9 @@ class Cycle:
             problem = reasoning_problem(self.reloader.settings)
             if problem is not None:
                 raise UserError(problem)
-            prepared = check_training_target(self.workspace(), said=self.said)
+            prepared = check_training_target(
+                self.workspace(), said=self.said, found=self.models_found
+            )
             redo = self.watching and self._stale(first=summary.number == 1)
             for stage in STAGES:
                 self.reloader.changed()

@@ -190,6 +190,8 @@ class Loop:
     _stopped_run: str | None = None
     _said: set[str] = field(default_factory=set)
     """The target check's warnings said so far: each once a ``watch``."""
+    _models_found: set[str] = field(default_factory=set)
+    """Base models found on their targets so far: each probed once a ``watch``."""
 
     def run(self) -> None:
         """Cycle at start, then after every change, until Ctrl-C (or ``cycles``), which ends
@@ -269,7 +271,13 @@ class Loop:
                 ) as reloader,
             ):
                 cycle = Cycle(
-                    reloader, self.hook, self.runs, self.echo, watching=True, said=self._said
+                    reloader,
+                    self.hook,
+                    self.runs,
+                    self.echo,
+                    watching=True,
+                    said=self._said,
+                    models_found=self._models_found,
                 )
                 cycle.run(summary, on_stage=_log_stage, resume_if_same=resume, stop_when=stop_when)
                 self.env, self.settings = reloader.env, reloader.settings
