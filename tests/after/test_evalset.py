@@ -88,6 +88,9 @@ def test_compare_eval_asks_a_set_of_child_and_parent_and_keeps_the_parents_answe
     assert entry["model"] == "parent-model" and entry["cost"] == pytest.approx(
         sum(line["cost"] for line in paid)
     )
+    shown = run_cli("history")
+    assert shown.exit_code == 0, shown.stderr
+    assert shown.stdout.startswith("compare    1 run(s), 3 done, 0 failed; tokens 30 in, 60 out; $")
     kept = read_lines(run.dir / ".overbrainer" / "eval_answers.jsonl")
     assert sorted(record["question"] for record in kept) == sorted(i["question"] for i in HELD_OUT)
     # The cost per 1,000 requests is the parent's answers' (10 tokens in, 20 out each).

@@ -401,3 +401,10 @@ def test_eval_files_are_checked_and_printed(run_cli, write_config):
     assert "eval.files" in result.stderr
     assert "must be a glob relative to the project, without .." in result.stderr
     assert "eval.questions" in result.stderr
+    write_config()
+    env = {**LOCAL_PROVIDER, "OVERBRAINER_EVAL__FILES": "evals/a.jsonl,evals/b.jsonl"}
+    result = run_cli("config", "check", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert "eval.files = evals/a.jsonl, evals/b.jsonl" in result.stdout.splitlines()
+    result = run_cli("config", "check", env=LOCAL_PROVIDER)
+    assert "eval.files" not in result.stdout  # unset: compare asks the eval split alone
