@@ -10,7 +10,7 @@ import pytest
 from tests.after.test_compare import JUDGE_PROMPT, use_provider
 from tests.after.test_compare import comparable as compared  # noqa: F401 - its fixture
 
-from fake_provider import Reply
+from fake_provider import Reply, openai_completion
 from overbrainer.after.evalset import eval_sets
 from overbrainer.config.model import Settings
 
@@ -228,3 +228,31 @@ def test_a_set_is_named_by_its_file_once(tmp_path):
     (tmp_path / "more" / "split.jsonl").write_text("")
     with pytest.raises(Exception, match=r"more/split.jsonl: a set cannot be named `split`"):
         eval_sets(tmp_path, settings_with(["more/split.jsonl"]))
+
+
+def test_a_parents_answer_cut_short_is_judged_and_said_and_asked_again_with_more_tokens(
+    run, provider, run_cli, monkeypatch
+):
+    use_provider(monkeypatch, provider)
+    with_eval_files(run.dir, {"rust": jsonl(HELD_OUT)})
+    cut = HELD_OUT[0]["question"]
+    provider.on(
+        lambda seen: seen.prompt == cut,
+        openai_completion("The borrow checker checks that", finish="length"),
+        times=1,
+    )
+    result = run_cli("compare", "--eval", "rust")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "warning: compare: the parent's answer to rust:1 is truncated (cut at "
+        "roles.parent.max_tokens: raised, compare asks it again): judged as it is"
+    ) in result.stderr
+    [directory] = compares(run.run_dir)
+    rows = json.loads((directory / "compare.json").read_text())["questions"]
+    assert rows[0]["parent"] == "The borrow checker checks that"
+    # The parent's settings are part of what an answer is kept by: raised, asked again.
+    monkeypatch.setenv("OVERBRAINER_ROLES__PARENT__MAX_TOKENS", "32000")
+    result = run_cli("compare", "--eval", "rust")
+    assert result.exit_code == 0, result.stderr
+    assert "is truncated" not in result.stderr
+    assert len(parent_chats(provider)) == 6

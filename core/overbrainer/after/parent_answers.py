@@ -18,6 +18,7 @@ from loguru import logger
 from overbrainer.after.judge import strip_reasoning
 from overbrainer.config.model import Role
 from overbrainer.errors import Interrupted, UserError, signal_of
+from overbrainer.pipeline.answers import exclusion
 from overbrainer.pipeline.budget import BudgetExceeded
 from overbrainer.pipeline.fingerprint import fingerprint
 from overbrainer.pipeline.history import append_history, timestamp
@@ -87,11 +88,26 @@ def fill_parent_answers(project: Project, questions: list[dict[str, Any]]) -> No
             f"question(s) ({len(missing) - len(todo)} answered before, kept in {CACHE})"
         )
         _ask(project, role, todo, cache)
+    unfit: dict[str, list[str]] = {}
     for question in missing:
         record = cache[answer_key(question["messages"], role)]
         question["parent"] = strip_reasoning(record["answer"])
         question["parent_input_tokens"] = record["input_tokens"]
         question["parent_output_tokens"] = record["output_tokens"]
+        if isinstance(record.get("excluded"), str):
+            unfit.setdefault(record["excluded"], []).append(question["id"])
+    for reason, ids in unfit.items():
+        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        why = f" ({UNFIT[reason]})" if reason in UNFIT else ""
+        logger.warning(f"compare: the parent's answer to {shown} is {reason}{why}: judged as it is")
+
+
+UNFIT = {
+    "truncated": "cut at roles.parent.max_tokens: raised, compare asks it again",
+    "refused": "the provider refused or filtered it",
+    "empty": "it holds no text",
+}
+"""Why a parent's answer is a poor one to judge against (``answers.exclusion``'s reasons)."""
 
 
 def _ask(
@@ -158,6 +174,7 @@ async def _ask_all(  # noqa: PLR0917 - _ask's state, passed once
                 "input_tokens": completion.input_tokens,
                 "output_tokens": completion.output_tokens,
                 "finish_reason": completion.finish_reason,
+                "excluded": exclusion(completion, completion.reasoning_kind, False),
             }
             writer.append(record)
             cache[key] = record
