@@ -407,7 +407,7 @@ def test_the_report_shows_answers_without_reasoning_tags_or_runs_of_blank_lines(
 def test_a_question_holding_a_line_separator_is_asked(tmp_path):
     """U+2028 is a line end to str.splitlines, not to JSON Lines: such a question was
     skipped (its record cut in two), and compare asked another in its place."""
-    from overbrainer.after.compare import eval_questions
+    from overbrainer.after.evalset import eval_questions
     from overbrainer.project import Project
 
     run_dir = tmp_path / "runs" / "demo_20260101-000000"

@@ -388,3 +388,23 @@ def test_counts_are_bounded_so_that_plan_can_count_them(run_cli, write_config):
             assert "Traceback" not in result.stderr
             assert "topics[1].subtopics: must be at most 100000" in result.stderr, result.stderr
             assert "topics[1].questions_per_subtopic: must be at most 1000000" in result.stderr
+
+
+def test_eval_files_are_checked_and_printed(run_cli, write_config):
+    write_config('[eval]\nfiles = ["evals/*.jsonl", "more/held-out.jsonl"]\n')
+    result = run_cli("config", "check", env=LOCAL_PROVIDER)
+    assert result.exit_code == 0, result.stderr
+    assert "eval.files = evals/*.jsonl, more/held-out.jsonl" in result.stdout.splitlines()
+    write_config('[eval]\nfiles = ["../outside/*.jsonl"]\nquestions = 3\n')
+    result = run_cli("config", "check", env=LOCAL_PROVIDER)
+    assert result.exit_code != 0
+    assert "eval.files" in result.stderr
+    assert "must be a glob relative to the project, without .." in result.stderr
+    assert "eval.questions" in result.stderr
+    write_config()
+    env = {**LOCAL_PROVIDER, "OVERBRAINER_EVAL__FILES": "evals/a.jsonl,evals/b.jsonl"}
+    result = run_cli("config", "check", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert "eval.files = evals/a.jsonl, evals/b.jsonl" in result.stdout.splitlines()
+    result = run_cli("config", "check", env=LOCAL_PROVIDER)
+    assert "eval.files" not in result.stdout  # unset: compare asks the eval split alone

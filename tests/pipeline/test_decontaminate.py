@@ -235,3 +235,41 @@ def test_decontaminate_n_0_turns_it_off_and_1_or_2_is_refused(run_cli, project_d
     result = run_cli("split")
     assert result.exit_code != 0
     assert "decontaminate_n must be 0 (off) or at least 3" in result.stderr
+
+
+def with_eval_files(project_dir, text, name="mine.jsonl"):
+    """``[eval] files`` naming evals/*.jsonl; ``name`` holds ``text``."""
+    with (project_dir / "overbrainer.toml").open("a", encoding="utf-8") as config:
+        config.write('\n[eval]\nfiles = ["evals/*.jsonl"]\n')
+    (project_dir / "evals").mkdir(exist_ok=True)
+    (project_dir / "evals" / name).write_text(text, encoding="utf-8")
+
+
+def test_an_eval_files_question_is_never_trained_on(run_cli, project_dir):
+    """The user's held-out questions ([eval] files) clean train as the eval split does."""
+    questions = seed(project_dir)
+    _, trained, eval_before = first_split(run_cli, project_dir, questions)
+    held_out = "Why does a borrowed reference outlive the value it points to in this function"
+    with_eval_files(project_dir, json.dumps({"question": "Short?"}) + "\n"
+                    + json.dumps({"question": held_out, "answer": "It cannot."}) + "\n")
+    write_answers(project_dir, answered_with(questions, trained, f"Asked: {held_out}."))
+    result = run_cli("split")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.endswith(", 1 contaminated\n")
+    assert trained["id"] not in {r["id"] for r in lines(project_dir, "train.jsonl")}
+    assert (project_dir / "data" / "eval.jsonl").read_bytes() == eval_before
+    [record] = reasons(project_dir)
+    assert record["reason"].startswith("contaminated: shares the 13-gram 'why does a borrowed")
+    assert record["reason"].endswith("' with evals/mine.jsonl:2")
+
+
+def test_a_malformed_eval_files_line_is_named_by_split(run_cli, project_dir):
+    questions = seed(project_dir)
+    first_split(run_cli, project_dir, questions)
+    train_before = (project_dir / "data" / "train.jsonl").read_bytes()
+    with_eval_files(project_dir, json.dumps({"question": "fine"}) + "\n{not json\n")
+    result = run_cli("split")
+    assert result.exit_code != 0
+    assert "evals/mine.jsonl:2: not a JSON line" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert (project_dir / "data" / "train.jsonl").read_bytes() == train_before

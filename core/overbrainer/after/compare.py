@@ -20,6 +20,7 @@ from typing import Any
 from loguru import logger
 
 from overbrainer import files
+from overbrainer.after.evalset import select_questions
 from overbrainer.after.export import EXPORT_FILE, sequence_len
 from overbrainer.after.judge import (
     TEMPLATE,
@@ -32,6 +33,7 @@ from overbrainer.after.judge import (
     verdicts_key,
 )
 from overbrainer.after.metrics import summary
+from overbrainer.after.parent_answers import fill_parent_answers
 from overbrainer.after.parent_price import parent_price
 from overbrainer.after.report import render as render_report
 from overbrainer.after.report import terminal_summary
@@ -40,7 +42,7 @@ from overbrainer.after.toolchain import target_file
 from overbrainer.errors import Interrupted, UserError, signal_of
 from overbrainer.hookcalls import Hooks
 from overbrainer.job import scripts
-from overbrainer.job.layout import CONFIG_FILE, EVAL_FILE
+from overbrainer.job.layout import CONFIG_FILE
 from overbrainer.pipeline.exchanges import ExchangeLog
 from overbrainer.project import RUNS_DIR, Project
 from overbrainer.runs.store import RunStore
@@ -111,64 +113,6 @@ def pick_run(store: RunStore, run_id: str | None) -> tuple[str, dict[str, Any]]:
     )
 
 
-def eval_questions(project: Project, run_dir: Path, limit: int | None) -> list[dict[str, Any]]:
-    """The first ``limit`` eval records with a user and an assistant message, in file order:
-    what the child is asked, and the parent's answer without its reasoning."""
-    path = run_dir / EVAL_FILE
-    if not path.is_file():
-        path = project.dir / EVAL_FILE
-    shown = path.relative_to(project.dir) if path.is_relative_to(project.dir) else path
-    try:
-        # Lines end with \n only: a question may hold U+2028, which str.splitlines cuts at.
-        lines = (files.read_text(path, str(shown), files.READ_LIMIT) or "").split("\n")
-    except UserError:
-        lines = []
-    questions: list[dict[str, Any]] = []
-    for line in lines:
-        if limit is not None and len(questions) >= limit:
-            break
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        question = _question(record)
-        if question is not None:
-            questions.append(question)
-    if not questions:
-        raise UserError(f"{shown} has no question with an answer: run `overbrainer split` first")
-    return questions
-
-
-def _question(record: Any) -> dict[str, Any] | None:
-    if not isinstance(record, dict) or not isinstance(record.get("messages"), list):
-        return None
-    messages = record["messages"]
-    index = next(
-        (i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"),
-        None,
-    )
-    if index is None:
-        return None
-    before = [
-        {"role": m["role"], "content": m["content"]}
-        for m in messages[:index]
-        if isinstance(m, dict) and isinstance(m.get("content"), str)
-    ]
-    users = [m["content"] for m in before if m["role"] == "user"]
-    if not users or not isinstance(messages[index].get("content"), str):
-        return None
-    meta = record["meta"] if isinstance(record.get("meta"), dict) else {}
-    return {
-        "id": str(record.get("id", "")),
-        "topic": record.get("topic"),
-        "messages": before,
-        "question": users[-1],
-        "parent": strip_reasoning(messages[index]["content"]),
-        "parent_input_tokens": int(meta.get("input_tokens") or 0),
-        "parent_output_tokens": int(meta.get("output_tokens") or 0),
-    }
-
-
 def _base_model(run_dir: Path) -> str | None:
     import yaml
 
@@ -202,13 +146,15 @@ def compare(
     *,
     run_id: str | None = None,
     limit: int | None = None,
+    eval_set: str | None = None,
     rejudge: str | None = None,
     keep_machine: bool = False,
     echo: Callable[[str], None] | None = None,
 ) -> Path:
     """Run a compare (or judge ``rejudge`` again) and return the path of its compare.md
-    (``keep_machine``: a machine made for it is kept); ``echo`` gets the summary. More than a
-    tenth of the verdicts unread fails, once both files are written."""
+    (``eval_set``: the questions of that set alone, see ``after.evalset``; ``keep_machine``:
+    a machine made for it is kept); ``echo`` gets the summary. More than a tenth of the
+    verdicts unread fails, once both files are written."""
     if rejudge is not None:
         directory = find_compare(store, rejudge)
         setup = _read_json(directory / SETUP)
@@ -218,10 +164,11 @@ def compare(
         run_id, export = pick_run(store, run_id)
         run_dir = store.run_dir(run_id)
         record = store.load(run_id)
+        questions = select_questions(project, run_dir, eval_set, limit)
+        fill_parent_answers(project, questions)  # before a machine is made for the child
         ident = compare_id()
         directory = run_dir / COMPARES / ident
         files.mkdir_nofollow(directory, f"{COMPARES}/{ident}", levels=2)
-        questions = eval_questions(project, run_dir, limit)
         setup = {
             "run": run_id,
             "compare": ident,
@@ -231,6 +178,7 @@ def compare(
             "llama_cpp": export.get("llama_cpp"),
             "base_model": _base_model(run_dir),
             "seed": project.settings.pipeline.seed,
+            "eval": eval_set,
             "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "questions": questions,
         }
@@ -404,8 +352,10 @@ def _row(
 ) -> dict[str, Any]:
     return {
         "id": question["id"],
+        "set": question.get("set"),
         "topic": question.get("topic"),
         "question": question["question"],
+        "reference": question.get("reference"),
         "parent": question["parent"],
         "child": strip_reasoning(answer.get("answer", "")) if "answer" in answer else None,
         "error": answer.get("error"),

@@ -22,6 +22,7 @@ from loguru import logger
 from overbrainer import files
 from overbrainer.after.accept import AcceptedRun, accept_run
 from overbrainer.after.chat_template import read_chat_template
+from overbrainer.after.evalset import NoEvalQuestions, eval_questions
 from overbrainer.after.ollama_template import OllamaChat
 from overbrainer.after.system_turn import system_line, trained_system
 from overbrainer.after.target_run import TargetRun, open_target
@@ -239,17 +240,15 @@ def _verify_prompts(
         if kind == AUTO or max_drift is not None:
             raise UserError("--quantize auto and --max-drift verify the GGUF: --verify 0 cannot")
         return None, None
-    from overbrainer.after.compare import eval_questions
-
     try:
         questions = eval_questions(project, run_dir, count)
-    except UserError as error:
+    except NoEvalQuestions as error:
+        unverified = f"{error.shown} has no question with an answer"
         if kind == AUTO or max_drift is not None:
             raise UserError(
-                f"{error.message.split(': run ')[0]}: --quantize auto and --max-drift verify "
-                "the GGUF on eval prompts"
+                f"{unverified}: --quantize auto and --max-drift verify the GGUF on eval prompts"
             ) from None
-        return None, error.message.split(": run ")[0]
+        return None, unverified
     lines = [
         json.dumps({"id": q["id"], "messages": q["messages"]}, ensure_ascii=False) + "\n"
         for q in questions

@@ -17,7 +17,17 @@ from overbrainer.cli.context import current_app
     help="The run whose GGUF to compare: an id, a prefix, `latest` (default: the newest with one).",
 )
 @click.option(
-    "--limit", type=click.IntRange(min=1), metavar="N", help="Ask only the first N eval questions."
+    "--limit",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Ask only the first N questions of each eval set.",
+)
+@click.option(
+    "--eval",
+    "eval_set",
+    metavar="NAME",
+    help="Ask only this eval set: `split` (the eval split) or a file of [eval] files, by its "
+    "name without .jsonl (default: the eval split, then every [eval] files set).",
 )
 @click.option(
     "--rejudge",
@@ -32,19 +42,25 @@ from overbrainer.cli.context import current_app
     help="Keep a machine made for this compare, such as a pod (a later command reuses it); "
     "--keep-pod is the same.",
 )
-def compare(run_id: str | None, limit: int | None, rejudge: str | None, keep_machine: bool) -> None:
+def compare(
+    run_id: str | None,
+    limit: int | None,
+    eval_set: str | None,
+    rejudge: str | None,
+    keep_machine: bool,
+) -> None:
     """Compare the child (its GGUF, served on the run's target) with its parent.
 
     Prints the summary (win-or-tie rate and its 95% interval, latency, costs), then the
     path of compare.md.
 
-    Example: overbrainer compare --run latest --limit 20
+    Example: overbrainer compare --run latest --limit 20 --eval split
     """
     from overbrainer.after.compare import compare as run_compare
     from overbrainer.redact import escape_controls
 
-    if rejudge is not None and (run_id is not None or limit is not None):
-        raise click.UsageError("--rejudge takes neither --run nor --limit")
+    if rejudge is not None and (run_id is not None or limit is not None or eval_set is not None):
+        raise click.UsageError("--rejudge takes none of --run, --limit and --eval")
     if rejudge is not None and keep_machine:
         raise click.UsageError("--rejudge makes no machine: --keep-machine does not apply")
     app = current_app()
@@ -57,6 +73,7 @@ def compare(run_id: str | None, limit: int | None, rejudge: str | None, keep_mac
             app.runs,
             run_id=run_id,
             limit=limit,
+            eval_set=eval_set,
             rejudge=rejudge,
             keep_machine=keep_machine,
             echo=lambda line: click.echo(escape_controls(line)),

@@ -47,6 +47,8 @@ def describe_settings(settings: Settings) -> Iterator[str]:
         for key, value in target.model_dump(exclude_none=True).items():
             note = SSH_CLIENT_NOTE if key == "ssh_client" else ""
             yield f"targets.{name}.{key} = {_value(value)}{note}"
+    if settings.eval.files:  # the held-out sets compare asks (unset: the eval split alone)
+        yield f"eval.files = {_value(settings.eval.files)}"
     yield from _sections(settings)
     for gpu, speed in sorted(settings.plan.throughput.items()):
         yield f"plan.throughput.{gpu} = {_value(speed)} tokens/s"

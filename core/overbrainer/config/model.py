@@ -253,6 +253,17 @@ class SplitSection(Section):
         return self
 
 
+class EvalSection(Section):
+    """``[eval]``: held-out questions of the user's own. ``files``: globs of JSONL files, one
+    ``{"question": ..., "answer": ...}`` a line (the answer an optional reference), each
+    file a named eval set (its stem): never trained on (``split`` decontaminates train
+    against them), asked of the child and the parent by ``compare``."""
+
+    files: Annotated[
+        list[Annotated[str, AfterValidator(_project_glob)]], BeforeValidator(comma_list)
+    ] = Field(default_factory=list)
+
+
 class Training(Section):
     target: NonEmpty
     base_model: NonEmpty
@@ -481,6 +492,7 @@ class Settings(Section):
     roles: Roles
     pipeline: Pipeline = Field(default_factory=Pipeline)
     split: SplitSection = Field(default_factory=SplitSection)
+    eval: EvalSection = Field(default_factory=EvalSection)
     training: Training | None = None
     budget: BudgetSection = Field(default_factory=BudgetSection)
     plan: PlanSection = Field(default_factory=PlanSection)

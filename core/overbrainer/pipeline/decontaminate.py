@@ -47,6 +47,8 @@ class EvalItem:
 
     where: str
     text: str
+    answer: str | None = None
+    """The reference answer the file gives, if any (``[eval] files``: the judge may use it)."""
 
 
 @dataclass(frozen=True)
@@ -93,25 +95,41 @@ class Index:
         return None
 
 
-def load_files(project_dir: Path, patterns: Sequence[str]) -> list[EvalItem]:
+def load_files(
+    project_dir: Path, patterns: Sequence[str], setting: str = "[split] decontaminate"
+) -> list[EvalItem]:
     """The questions of the JSONL files ``patterns`` (globs relative to the project) match,
     in the patterns' order, then by path; a line that is not ``{"question": ...}`` (with an
-    optional ``"answer"``) is an error naming its file and line."""
+    optional ``"answer"``) is an error naming its file and line. ``setting`` is where the
+    patterns are from, as a warning or an error names it."""
     items: list[EvalItem] = []
+    for path, shown in matched_files(project_dir, patterns, setting):
+        items.extend(read_items(path, shown))
+    return items
+
+
+def matched_files(
+    project_dir: Path, patterns: Sequence[str], setting: str
+) -> list[tuple[Path, str]]:
+    """Each file ``patterns`` match, once, with its path as shown (relative to the
+    project); a pattern matching nothing is a warning, a file reached through a link out
+    of the project an error."""
+    found: list[tuple[Path, str]] = []
     seen: set[Path] = set()
     for pattern in patterns:
         paths = sorted(path for path in project_dir.glob(pattern) if path not in seen)
         if not paths:
-            logger.warning(f"split: [split] decontaminate: {pattern!r} matches no file")
+            logger.warning(f"{setting}: {pattern!r} matches no file")
         for path in paths:
             seen.add(path)
             shown = path.relative_to(project_dir).as_posix()
-            files.own_path(path, project_dir, f"[split] decontaminate file {shown}")
-            items.extend(_items(path, shown))
-    return items
+            files.own_path(path, project_dir, f"{setting} file {shown}")
+            found.append((path, shown))
+    return found
 
 
-def _items(path: Path, shown: str) -> Iterator[EvalItem]:
+def read_items(path: Path, shown: str) -> Iterator[EvalItem]:
+    """The items of one JSONL file, ``where`` its ``FILE:LINE``."""
     data = files.read_regular(path, shown)
     if data is None:
         return
@@ -126,6 +144,7 @@ def _items(path: Path, shown: str) -> Iterator[EvalItem]:
         if not isinstance(record, dict) or not isinstance(record.get("question"), str):
             raise UserError(f'{where}: not {{"question": "...", "answer": "..."}} (the '
                             "question a string, the answer optional)")
-        if not isinstance(record.get("answer", ""), str):
+        answer = record.get("answer")
+        if answer is not None and not isinstance(answer, str):
             raise UserError(f"{where}: its answer is not a string")
-        yield EvalItem(where, record["question"])
+        yield EvalItem(where, record["question"], answer)

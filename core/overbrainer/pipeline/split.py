@@ -4,7 +4,8 @@ The eval set gets ``round(n x eval_ratio)`` examples (at least one, never all), 
 topics, then subtopics, by largest remainder; within a subtopic, the first by a seeded XXH3-64
 order go to eval. Nothing depends on the order of ``answers.jsonl``. Then, and only then,
 train is cleaned: an example sharing ``[split] decontaminate_n`` words in a row with an eval
-question is dropped (:mod:`overbrainer.pipeline.decontaminate`).
+question (the eval split's, ``[eval] files``', ``[split] decontaminate``'s) is dropped
+(:mod:`overbrainer.pipeline.decontaminate`).
 """
 
 from __future__ import annotations
@@ -210,8 +211,7 @@ def _split(
 ) -> SplitResult:
     # Read first: a malformed file is reported before anything is written.
     decontaminating = settings.split.decontaminate_n > 0
-    patterns = settings.split.decontaminate if decontaminating else []
-    benchmarks = load_files(data.dir.parent, patterns)
+    benchmarks = _held_out(data, settings) if decontaminating else []
     counted = {topic.name for topic in topics}
     configured = {topic.name for topic in settings.topics}
     questions = jsonl.ids_of(data.path(QUESTIONS), f"{DATA_DIR}/{QUESTIONS}", CHECKS[QUESTIONS])
@@ -264,6 +264,15 @@ def _split(
     return result
 
 
+def _held_out(data: DataFiles, settings: Settings) -> list[EvalItem]:
+    """The eval items of files train must not overlap: the user's held-out questions
+    (``[eval] files``), then the benchmarks ``[split] decontaminate`` lists."""
+    return [
+        *load_files(data.dir.parent, settings.eval.files, "[eval] files"),
+        *load_files(data.dir.parent, settings.split.decontaminate),
+    ]
+
+
 def _turns(source: BinaryIO, answer: _Answer, roles: tuple[str, ...]) -> list[str]:
     """The texts of ``answer``'s turns of ``roles`` (an assistant's reasoning included)."""
     raw = os.pread(source.fileno(), answer.length, answer.offset)
@@ -285,7 +294,8 @@ def _decontaminated(
     settings: Settings,
 ) -> tuple[list[_Answer], list[tuple[_Answer, Contamination]]]:
     """``train`` less the examples whose question or answer shares a
-    ``decontaminate_n``-gram with an eval question (the eval split's, then the files'),
+    ``decontaminate_n``-gram with an eval question (the eval split's, then the files':
+    ``[eval] files``, ``[split] decontaminate``),
     and those dropped with why; in the same order, so the result is the same every time."""
     items = [
         EvalItem(f"eval item {answer.id}", "\n".join(_turns(source, answer, ("user",))))
