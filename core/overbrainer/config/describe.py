@@ -32,6 +32,8 @@ def describe_settings(settings: Settings) -> Iterator[str]:
             yield f"roles.{name} = {_role(role)}"
     for key, value in settings.pipeline.model_dump().items():
         yield f"pipeline.{key} = {_value(UNSET if value is None else value)}"
+    for key, value in settings.split.model_dump().items():
+        yield f"split.{key} = {_value(value) if value != [] else '(none)'}"
     training = settings.training
     if training is None:
         yield "training = (none: run stops after split)"
@@ -54,6 +56,7 @@ def describe_settings(settings: Settings) -> Iterator[str]:
         yield f"plan.throughput.{gpu} = {_value(speed)} tokens/s"
     yield from _plugin_tables(settings)
     yield f"hf_token = {_secret(settings.hf_token)}"
+    yield f"log = {settings.log or UNSET}"
 
 
 def _providers(settings: Settings) -> Iterator[str]:
@@ -70,8 +73,8 @@ def _providers(settings: Settings) -> Iterator[str]:
 
 
 def _sections(settings: Settings) -> Iterator[str]:
-    """The tables of later commands (watch, export, hub, compare), key by key."""
-    for section in ("budget", "watch", "export", "hub", "compare"):
+    """The tables of later commands (watch, export, hub, compare, metrics), key by key."""
+    for section in ("budget", "watch", "export", "hub", "compare", "metrics"):
         for key, value in getattr(settings, section).model_dump().items():
             if key == "base_url":
                 if value:
