@@ -30,10 +30,7 @@ def describe_settings(settings: Settings) -> Iterator[str]:
         role = getattr(settings.roles, name)
         if role is not None:
             yield f"roles.{name} = {_role(role)}"
-    for key, value in settings.pipeline.model_dump().items():
-        yield f"pipeline.{key} = {_value(UNSET if value is None else value)}"
-    for key, value in settings.split.model_dump().items():
-        yield f"split.{key} = {_value(value) if value != [] else '(none)'}"
+    yield from _pipeline(settings)
     training = settings.training
     if training is None:
         yield "training = (none: run stops after split)"
@@ -57,6 +54,13 @@ def describe_settings(settings: Settings) -> Iterator[str]:
     yield from _plugin_tables(settings)
     yield f"hf_token = {_secret(settings.hf_token)}"
     yield f"log = {settings.log or UNSET}"
+
+
+def _pipeline(settings: Settings) -> Iterator[str]:
+    for key, value in settings.pipeline.model_dump().items():
+        yield f"pipeline.{key} = {_value(UNSET if value is None else value)}"
+    for key, value in settings.split.model_dump().items():
+        yield f"split.{key} = {_value(value) if value != [] else '(none)'}"
 
 
 def _providers(settings: Settings) -> Iterator[str]:
