@@ -1,0 +1,122 @@
+"""A served parent on the local target, through the CLI: the stand-in vLLM is started
+when a stage needs it, answers, and is ended when the command ends; a killed command's
+engine is ended by the next; ``serve up|down|status``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from litellm_proxy import free_port
+from overbrainer.cli import cli
+from pipeline_data import lines, seed_questions
+from serve_fixtures import MODEL, engine_argv, running, watchdog_pids
+
+
+def invoke(project: Path, *args: str):
+    return CliRunner().invoke(cli, ["-C", str(project), *args], catch_exceptions=False)
+
+
+def records(project: Path) -> list[str]:
+    directory = project / ".overbrainer" / "serve"
+    return sorted(p.name for p in directory.glob("*.json")) if directory.is_dir() else []
+
+
+def test_a_stage_starts_the_served_parent_and_the_command_ends_it(served_dir):
+    seed_questions(served_dir, {("ownership", "borrowing"): ["What is a borrow?", "Why move?"]})
+
+    result = invoke(served_dir, "answers")
+
+    assert result.exit_code == 0, result.output
+    answers = lines(served_dir, "answers.jsonl")
+    assert len(answers) == 2
+    assert all("served answer to:" in a["messages"][-1]["content"] for a in answers)
+    argv = engine_argv(served_dir)
+    # vLLM's documented command line, on the loopback only
+    assert argv[:3] == ["vllm", "serve", MODEL]
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert "starting vllm with Qwen/Qwen3-0.6B on target `box`" in result.stderr
+    pids = watchdog_pids(served_dir)
+    assert pids and not any(running(pid) for pid in pids)
+    assert records(served_dir) == []
+
+
+def test_a_killed_command_s_engine_is_ended_by_the_next_command(served_dir):
+    seed_questions(served_dir, {("ownership", "borrowing"): ["What is a borrow?"]})
+    env = {**os.environ, "FAKE_ENGINE_DELAY": "60"}
+    command = subprocess.Popen(
+        [str(Path(sys.executable).parent / "overbrainer"), "-C", str(served_dir), "answers"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (records(served_dir) and engine_asked(served_dir)):
+            assert command.poll() is None, "the command ended before it was killed"
+            assert time.monotonic() < deadline, "the engine was never asked"
+            time.sleep(0.1)
+    finally:
+        os.killpg(command.pid, signal.SIGKILL)
+        command.wait()
+    (pid,) = watchdog_pids(served_dir)
+    assert running(pid), "kill -9 of the command leaves its engine up"
+
+    result = invoke(served_dir, "serve", "status")
+
+    assert "ending the vllm serve a killed command left on `box`" in result.stderr
+    assert result.stdout == "nothing is served\n"
+    assert not running(pid)
+    assert records(served_dir) == []
+
+
+def engine_asked(project: Path) -> bool:
+    """Whether the stand-in engine has a connection open (a request on its way)."""
+    return any(project.rglob(".serve/*/argv.json"))
+
+
+def test_serve_up_keeps_it_across_commands_status_shows_it_and_down_ends_it(served_dir):
+    up = invoke(served_dir, "serve", "up")
+    assert up.exit_code == 0, up.output
+    assert up.stdout.startswith("big: up at http://127.0.0.1:")
+    (pid,) = watchdog_pids(served_dir)
+
+    seed_questions(served_dir, {("ownership", "borrowing"): ["What is a borrow?"]})
+    assert invoke(served_dir, "answers").exit_code == 0
+    assert running(pid), "a kept serve outlives the commands that use it"
+    assert watchdog_pids(served_dir) == [pid], "the stage reused it"
+
+    status = invoke(served_dir, "serve", "status")
+    assert "big: vllm Qwen/Qwen3-0.6B on `box`, since " in status.stdout
+    assert "kept (serve up): up at http://127.0.0.1:" in status.stdout
+
+    down = invoke(served_dir, "serve", "down", "big")
+    assert down.stdout == "big: ended\n"
+    assert not running(pid)
+    assert invoke(served_dir, "serve", "status").stdout == "nothing is served\n"
+    assert invoke(served_dir, "serve", "down", "big").stdout == "big: not up\n"
+
+
+def test_the_watchdog_ends_an_engine_left_without_a_connection(tmp_path, engine_venv):
+    from overbrainer.job.serving import watchdog_source
+
+    watchdog = tmp_path / "watchdog.py"
+    watchdog.write_bytes(watchdog_source())
+    port = free_port()
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(watchdog), "--port", str(port), "--idle", "1", "--pid-file",
+         str(tmp_path / "watchdog.pid"), "--", str(engine_venv / "bin" / "vllm"), "serve",
+         MODEL, "--host", "127.0.0.1", "--port", str(port)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=30, start_new_session=True,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0
+    assert "watchdog: no connection for 1 s: ending the engine" in done.stdout
+    assert time.monotonic() - started < 20
+    pid = int((tmp_path / "watchdog.pid").read_text())
+    assert not running(pid), "the engine ended with its watchdog"
