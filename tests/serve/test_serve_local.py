@@ -4,6 +4,7 @@ engine is ended by the next; ``serve up|down|status``."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ from click.testing import CliRunner
 from litellm_proxy import free_port
 from overbrainer.cli import cli
 from pipeline_data import lines, seed_questions
-from serve_fixtures import MODEL, engine_argv, running, watchdog_pids
+from serve_fixtures import MODEL, engine_argv, running, watchdog_pids, write_served_project
 
 
 def invoke(project: Path, *args: str):
@@ -93,6 +94,7 @@ def test_serve_up_keeps_it_across_commands_status_shows_it_and_down_ends_it(serv
     status = invoke(served_dir, "serve", "status")
     assert "big: vllm Qwen/Qwen3-0.6B on `box`, since " in status.stdout
     assert "kept (serve up): up at http://127.0.0.1:" in status.stdout
+    assert status.stdout.rstrip().endswith("/v1")
 
     down = invoke(served_dir, "serve", "down", "big")
     assert down.stdout == "big: ended\n"
@@ -120,3 +122,28 @@ def test_the_watchdog_ends_an_engine_left_without_a_connection(tmp_path, engine_
     assert time.monotonic() - started < 20
     pid = int((tmp_path / "watchdog.pid").read_text())
     assert not running(pid), "the engine ended with its watchdog"
+
+
+def test_an_orphan_on_a_target_out_of_reach_warns_and_the_command_goes_on(
+    tmp_path, engine_venv, monkeypatch
+):
+    project = write_served_project(tmp_path / "p", engine_venv, target="gpu", kind="ssh")
+    monkeypatch.setenv("OVERBRAINER_TARGETS__GPU__HOST", f"nobody@127.0.0.1:{free_port()}")
+    records_dir = project / ".overbrainer" / "serve"
+    records_dir.mkdir(parents=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    handle = {"serve_id": "big-1", "dir": "/nowhere/.serve/big-1", "pid": 4242, "port": 8000}
+    (records_dir / "big.json").write_text(json.dumps({
+        "provider": "big", "target": "gpu", "engine": "vllm", "model": MODEL,
+        "started": time.time(), "owner": dead.pid, "kept": False, "handle": handle,
+    }))  # fmt: skip
+
+    result = invoke(project, "serve", "status")
+
+    assert result.exit_code == 0, result.output
+    assert "providers.big: cannot end the serve a killed command left (" in result.stderr
+    assert "the next command tries again" in result.stderr
+    assert "big: vllm Qwen/Qwen3-0.6B on `gpu`, since " in result.stdout
+    assert ": not known: " in result.stdout
+    assert records(project) == ["big.json"], "kept for the next command to end"

@@ -69,12 +69,11 @@ def status(provider: str | None) -> None:
 
     serving = current_app().serving()
     shown = 0
-    for record, url in serving.status():
+    for record, state in serving.status():
         if provider and record.provider != provider:
             continue
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.started))
         up_for = duration(time.time() - record.started)
-        state = f"up at {url}" if url else "gone (ended on its target)"
         kept = "kept (serve up)" if record.kept else f"for command pid {record.owner}"
         click.echo(escape_controls(
             f"{record.provider}: {record.engine} {record.model} on `{record.target}`, since "

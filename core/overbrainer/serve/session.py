@@ -18,7 +18,7 @@ from loguru import logger
 
 from overbrainer.config.model import Serve
 from overbrainer.engines import Engine, EngineLaunch
-from overbrainer.errors import UserError
+from overbrainer.errors import TransientError, UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.interface import Executor
 from overbrainer.job.serving import LOG_FILE, ServeHandle, ServeSpec
@@ -86,9 +86,7 @@ class Serving:
             self._end(record)
             record = None
         if record is not None:
-            base = self.hooks.reach_serve(
-                executor=self._executor(record.target), handle=record.handle
-            )
+            base = self._reach(record)
             if base:
                 self._urls[provider] = f"{base}/v1"
                 if record.orphaned():  # a killed command's: this one ends it, or keeps it
@@ -215,14 +213,22 @@ class Serving:
         """End the orphans (a record whose command is gone, not kept): the providers."""
         ended = []
         for provider in self.records.providers():
-            record = self.records.load(provider)
-            if record is not None and record.orphaned():
+            try:
+                record = self.records.load(provider)
+                if record is None or not record.orphaned():
+                    continue
                 logger.info(
                     f"providers.{provider}: ending the {record.engine} serve a killed command "
                     f"left on `{record.target}`"
                 )
                 self._end(record)
                 ended.append(provider)
+            except (UserError, TransientError) as error:
+                # Not this command's business to fail for: its idle limit ends it anyway.
+                logger.warning(
+                    f"providers.{provider}: cannot end the serve a killed command left "
+                    f"({error}); the next command tries again"
+                )
         return ended
 
     def close(self) -> None:
@@ -236,15 +242,19 @@ class Serving:
             self._executors.clear()
 
     def status(self) -> list[tuple[ServeRecord, str]]:
-        """Each recorded serve and its URL here (``""``: it is gone)."""
+        """Each recorded serve and where it stands: ``up at URL`` (reached from here),
+        ``gone``, or why its target cannot be asked."""
         found = []
         for provider in self.records.providers():
             record = self.records.load(provider)
-            if record is not None:
-                url = self.hooks.reach_serve(
-                    executor=self._executor(record.target), handle=record.handle
-                )
-                found.append((record, url or ""))
+            if record is None:
+                continue
+            try:
+                url = self._reach(record)
+            except (UserError, TransientError) as error:
+                found.append((record, f"not known: {error}"))
+                continue
+            found.append((record, f"up at {url}/v1" if url else "gone (ended on its target)"))
         return found
 
     def _reach(self, record: ServeRecord) -> str:
