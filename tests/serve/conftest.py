@@ -9,6 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.ssh.conftest import (  # noqa: F401 - the real sshd and a client that knows it
+    client_config,
+    ssh_alias,
+    ssh_keys,
+    ssh_target_env,
+    sshd,
+)
 
 from serve_fixtures import make_engine_venv, watchdog_pids, write_served_project
 
