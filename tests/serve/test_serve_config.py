@@ -87,3 +87,12 @@ def test_a_served_provider_with_a_base_url_or_anthropic_is_refused(project_dir):
     )
     assert "providers.big.serve: a served provider speaks the openai protocol" in found
     assert "providers.big: base_url and serve cannot both be set" in found
+
+
+def test_a_host_target_s_price_per_hour_is_a_price(project_dir):
+    text = SERVED.format(more="", parent="Qwen/Qwen3-0.6B").replace(
+        'kind = "local"', 'kind = "local"\nprice_per_hour = -1'
+    )
+    assert "targets.box.price_per_hour: must be at least 0" in problems(project_dir, text)
+    fine = load(project_dir, text.replace("= -1", "= 2.5"))
+    assert fine.targets["box"].price_per_hour == 2.5

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from litellm_proxy import free_port
@@ -53,7 +54,10 @@ def test_a_killed_command_s_engine_is_ended_by_the_next_command(served_dir):
     env = {**os.environ, "FAKE_ENGINE_DELAY": "60"}
     command = subprocess.Popen(
         [str(Path(sys.executable).parent / "overbrainer"), "-C", str(served_dir), "answers"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 60
@@ -147,3 +151,53 @@ def test_an_orphan_on_a_target_out_of_reach_warns_and_the_command_goes_on(
     assert "big: vllm Qwen/Qwen3-0.6B on `gpu`, since " in result.stdout
     assert ": not known: " in result.stdout
     assert records(project) == ["big.json"], "kept for the next command to end"
+
+
+def test_a_serve_s_hours_and_their_price_are_in_the_history(tmp_path, engine_venv):
+    project = write_served_project(tmp_path / "p", engine_venv)
+    config = project / "overbrainer.toml"
+    config.write_text(
+        config.read_text().replace('kind = "local"', 'kind = "local"\nprice_per_hour = 3.6')
+    )
+    assert invoke(project, "serve", "up").exit_code == 0
+    time.sleep(1.0)
+    assert invoke(project, "serve", "down").exit_code == 0
+
+    (line,) = [
+        json.loads(x) for x in (project / ".overbrainer" / "history.jsonl").read_text().splitlines()
+    ]
+    assert (line["stage"], line["status"], line["provider"], line["target"]) == (
+        "serve",
+        "ended",
+        "big",
+        "box",
+    )
+    assert 1.0 / 3600 <= line["hours"] < 60.0 / 3600
+    assert line["cost"] == pytest.approx(line["hours"] * 3.6, abs=2e-6)
+    history = invoke(project, "history")
+    assert f"serve      1 run(s), 0 done, 0 failed; tokens 0 in, 0 out; ${line['cost']:.4f}" in (
+        history.stdout
+    )
+
+
+def test_a_serve_its_watchdog_ended_is_in_the_history_without_a_cost(served_dir):
+    assert invoke(served_dir, "serve", "up").exit_code == 0
+    (pid,) = watchdog_pids(served_dir)
+    os.killpg(pid, signal.SIGTERM)  # as its idle limit ends it, on the target
+    while running(pid):
+        time.sleep(0.05)
+
+    status = invoke(served_dir, "serve", "status")
+    assert "gone (ended on its target)" in status.stdout
+    assert invoke(served_dir, "serve", "down").stdout == "big: ended\n"
+
+    (line,) = [
+        json.loads(x)
+        for x in (served_dir / ".overbrainer" / "history.jsonl").read_text().splitlines()
+    ]
+    assert (line["stage"], line["status"], line["hours"], line["cost"]) == (
+        "serve",
+        "gone",
+        None,
+        None,
+    )

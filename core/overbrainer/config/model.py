@@ -370,6 +370,9 @@ class HostTarget(TargetBase):
     """A DeepSpeed ZeRO preset, shipped as a JSON file into the job (needs ``gpus``)."""
     fsdp: Literal[FSDP_PRESETS] | None = None  # type: ignore[valid-type]
     """An FSDP2 preset, written as Axolotl's ``fsdp_config`` (needs ``gpus``)."""
+    price_per_hour: Finite | None = Field(default=None, ge=0)
+    """What the machine costs (USD an hour), for what a served parent's hours cost
+    (docs/serving.md); unset: nothing."""
 
     @model_validator(mode="after")
     def _runtime_keys(self) -> HostTarget:

@@ -4,6 +4,7 @@ lost, so a later command finds it (an orphan of a killed command, a ``serve up``
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +32,15 @@ class ServeRecord:
     kept: bool
     """Kept up across commands (``serve up``): only ``serve down`` or its idle limit end it."""
     handle: ServeHandle
+    price_per_hour: float = 0.0
+    """What its target costs an hour (USD) as it started: its hours' price in the history."""
 
     def to_json(self) -> bytes:
         data: dict[str, Any] = {
             "provider": self.provider, "target": self.target, "engine": self.engine,
             "model": self.model, "started": self.started, "owner": self.owner,
             "kept": self.kept, "handle": self.handle.to_dict(),
+            "price_per_hour": self.price_per_hour,
         }  # fmt: skip
         return json.dumps(data, indent=2).encode("utf-8") + b"\n"
 
@@ -76,14 +80,18 @@ class ServeRecords:
             return None
         try:
             data = json.loads(text)
-            return ServeRecord(
+            record = ServeRecord(
                 provider=str(data["provider"]), target=str(data["target"]),
                 engine=str(data["engine"]), model=str(data["model"]),
                 started=float(data["started"]), owner=int(data["owner"]),
                 kept=bool(data["kept"]), handle=ServeHandle.from_dict(data["handle"]),
+                price_per_hour=float(data.get("price_per_hour", 0.0)),
             )  # fmt: skip
+            if not (math.isfinite(record.price_per_hour) and record.price_per_hour >= 0):
+                raise ValueError("price_per_hour is not a price")
         except (ValueError, KeyError, TypeError) as error:
             raise UserError(f"{shown} is not a valid serve record ({error}): remove it") from None
+        return record
 
     def remove(self, provider: str) -> None:
         self.path(provider).unlink(missing_ok=True)

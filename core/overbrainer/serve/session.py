@@ -13,15 +13,17 @@ import os
 import secrets
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 from loguru import logger
 
-from overbrainer.config.model import Serve
+from overbrainer.config.model import HostTarget, Serve
 from overbrainer.engines import Engine, EngineLaunch
 from overbrainer.errors import TransientError, UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.interface import Executor
 from overbrainer.job.serving import LOG_FILE, ServeHandle, ServeSpec
+from overbrainer.pipeline.history import append_history, timestamp
 from overbrainer.project import Project
 from overbrainer.runs.interrupt import deferred_sigint
 from overbrainer.serve import ready
@@ -100,7 +102,8 @@ class Serving:
                     f"`{record.target}` ({base})"
                 )
                 return self._urls[provider]
-            self.records.remove(provider)  # it ended (its idle limit, a reboot)
+            self._account(record, "gone")  # it ended (its idle limit, a reboot)
+            self.records.remove(provider)
         return self._start(provider, serve, keep)
 
     def _start(self, provider: str, serve: Serve, keep: bool) -> str:
@@ -137,6 +140,7 @@ class Serving:
                 self.records.save(ServeRecord(
                     provider=provider, target=serve.target, engine=engine.name, model=model,
                     started=time.time(), owner=_own_pid(), kept=keep, handle=handle,
+                    price_per_hour=self._price(serve.target),
                 ))  # fmt: skip
                 if not keep:
                     self._started.append(provider)
@@ -197,7 +201,9 @@ class Serving:
 
     def _end(self, record: ServeRecord) -> None:
         with deferred_sigint() as noted:
-            self.hooks.stop_serve(executor=self._executor(record.target), handle=record.handle)
+            executor = self._executor(record.target)
+            ran = self.hooks.stop_serve(executor=executor, handle=record.handle)
+            self._account(record, "ended" if ran else "gone")
             self._forget(record.provider)
         logger.info(f"providers.{record.provider}: {record.engine} ended on `{record.target}`")
         if noted.caught:
@@ -257,6 +263,26 @@ class Serving:
             found.append((record, f"up at {url}/v1" if url else "gone (ended on its target)"))
         return found
 
+    def _price(self, target: str) -> float:
+        """The target's ``price_per_hour`` (a host target's setting), else 0."""
+        settings = self.project.settings.targets.get(target)
+        price = settings.price_per_hour if isinstance(settings, HostTarget) else None
+        return price or 0.0
+
+    def _account(self, record: ServeRecord, status: str) -> None:
+        """The serve's hours and what they cost, in the history as a ``serve`` line; when
+        it ended on its own (``gone``: its idle limit) its end is not known, nor its cost."""
+        ended = time.time()
+        hours = max(0.0, ended - record.started) / 3600 if status == "ended" else None
+        append_history(self.project.dir, {
+            "stage": "serve", "started_at": timestamp(datetime.fromtimestamp(record.started, UTC)),
+            "ended_at": timestamp(datetime.fromtimestamp(ended, UTC)), "status": status,
+            "provider": record.provider, "model": record.model, "target": record.target,
+            "engine": record.engine, "hours": None if hours is None else round(hours, 6),
+            "price_per_hour": record.price_per_hour,
+            "cost": None if hours is None else round(hours * record.price_per_hour, 6),
+        })  # fmt: skip
+
     def _reach(self, record: ServeRecord) -> str:
         executor = self._executor(record.target)
         return self.hooks.reach_serve(executor=executor, handle=record.handle) or ""
@@ -285,7 +311,7 @@ def _owned(record: ServeRecord, keep: bool) -> ServeRecord:
     return ServeRecord(
         provider=record.provider, target=record.target, engine=record.engine,
         model=record.model, started=record.started, owner=_own_pid(),
-        kept=record.kept or keep, handle=record.handle,
+        kept=record.kept or keep, handle=record.handle, price_per_hour=record.price_per_hour,
     )  # fmt: skip
 
 
