@@ -201,3 +201,21 @@ def test_a_serve_its_watchdog_ended_is_in_the_history_without_a_cost(served_dir)
         None,
         None,
     )
+
+
+def test_plan_starts_nothing_and_says_a_served_parent_is_paid_by_the_hour(served_dir):
+    config = served_dir / "overbrainer.toml"
+    config.write_text(
+        config.read_text().replace('kind = "local"', 'kind = "local"\nprice_per_hour = 2.5')
+    )
+
+    result = invoke(served_dir, "plan")
+
+    assert result.exit_code == 0, result.output
+    assert (
+        "served: providers.big (vllm Qwen/Qwen3-0.6B on `box`) is paid by the hour, not the "
+        "token: $2.50/h (targets.box.price_per_hour), recorded in history when it ends"
+        in result.stdout
+    )
+    assert "answers  " in result.stdout
+    assert watchdog_pids(served_dir) == [], "plan asks no served provider for its prices"

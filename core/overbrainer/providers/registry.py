@@ -122,7 +122,8 @@ class ProviderSet:
     async def ask_price(self, provider: str, model: str) -> Price | None:
         """The price of ``model``, waiting for ``provider``'s answer when it was asked for
         (the budget needs it before a stage's first request)."""
-        if table_price(self._settings, provider, model) is None:
+        served = self._settings.providers[provider].serve is not None
+        if table_price(self._settings, provider, model) is None and not served:
             self._look_up(self.client(provider))
             await self.settle_prices()
         return self.price(provider, model)
