@@ -75,9 +75,10 @@ def test_an_engine_name_that_cannot_be_one_is_refused(project_dir):
 
 def test_a_served_provider_needs_a_known_target_and_its_own_model_in_roles(project_dir):
     text = SERVED.format(more="", parent="other-model").replace('target = "box"', 'target = "gpu"')
-    found = problems(project_dir, text)
+    found = problems(project_dir, text + "batch = true\n")
     assert "providers.big.serve.target: unknown target `gpu`" in found
     assert "roles.parent.model: provider `big` serves `Qwen/Qwen3-0.6B` only" in found
+    assert "roles.parent.batch: provider `big` is served, and engines have no batch API" in found
 
 
 def test_a_served_provider_with_a_base_url_or_anthropic_is_refused(project_dir):

@@ -516,6 +516,11 @@ def _serve_checks(data: Mapping[str, Any]) -> list[str]:
                     f"roles.{role_name}.model: provider `{name}` serves `{model}` only: "
                     "set the role's model to it"
                 )
+            if role.get("provider") == name and role.get("batch") is True:
+                problems.append(
+                    f"roles.{role_name}.batch: provider `{name}` is served, and engines have "
+                    "no batch API: remove batch"
+                )
     return problems
 
 
