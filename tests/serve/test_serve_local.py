@@ -219,3 +219,34 @@ def test_plan_starts_nothing_and_says_a_served_parent_is_paid_by_the_hour(served
     )
     assert "answers  " in result.stdout
     assert watchdog_pids(served_dir) == [], "plan asks no served provider for its prices"
+
+
+def test_a_token_reaches_the_engine_through_its_environment_never_a_command_line(
+    served_dir, monkeypatch
+):
+    token = "hf_servedEngineToken1234567890abcdef"
+    config = served_dir / "overbrainer.toml"
+    config.write_text(config.read_text().replace('["FAKE_ENGINE_DELAY"]', '["HF_TOKEN"]'))
+    monkeypatch.setenv("HF_TOKEN", token)
+    assert invoke(served_dir, "serve", "up").exit_code == 0
+    try:
+        argv = json.loads(next(served_dir.rglob(".serve/*/argv.json")).read_text())
+        assert "HF_TOKEN" in argv["env"], "pass_env reaches the engine"
+        holding = [
+            entry.name for entry in Path("/proc").iterdir()
+            if entry.name.isdigit() and token.encode() in _cmdline(entry)
+        ]  # fmt: skip
+        assert holding == []
+        written = [
+            p for p in served_dir.rglob("*") if p.is_file() and token.encode() in p.read_bytes()
+        ]
+        assert written == []
+    finally:
+        invoke(served_dir, "serve", "down")
+
+
+def _cmdline(entry: Path) -> bytes:
+    try:
+        return (entry / "cmdline").read_bytes()
+    except OSError:
+        return b""
