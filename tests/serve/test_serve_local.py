@@ -250,3 +250,32 @@ def _cmdline(entry: Path) -> bytes:
         return (entry / "cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_ctrl_c_of_the_command_ends_its_engine(served_dir):
+    seed_questions(served_dir, {("ownership", "borrowing"): ["What is a borrow?"]})
+    env = {**os.environ, "FAKE_ENGINE_DELAY": "60"}
+    command = subprocess.Popen(
+        [str(Path(sys.executable).parent / "overbrainer"), "-C", str(served_dir), "answers"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (records(served_dir) and engine_asked(served_dir)):
+            assert command.poll() is None, "the command ended before Ctrl-C"
+            assert time.monotonic() < deadline, "the engine was never asked"
+            time.sleep(0.1)
+        (pid,) = watchdog_pids(served_dir)
+        time.sleep(0.5)  # the request on its way
+        for _ in range(2):  # the first drains the stage, the second stops waiting for it
+            os.killpg(command.pid, signal.SIGINT)
+            time.sleep(0.3)
+        _, stderr = command.communicate(timeout=30)
+    finally:
+        if command.poll() is None:
+            os.killpg(command.pid, signal.SIGKILL)
+            command.wait()
+    assert command.returncode != 0
+    assert b"vllm ended on `box`" in stderr
+    assert not running(pid)
+    assert records(served_dir) == []
