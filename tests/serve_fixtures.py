@@ -106,5 +106,3 @@ def engine_argv(root: Path) -> list[str]:
     """The argv the stand-in engine was started with (its ``argv.json``)."""
     (found,) = list(root.rglob(".serve/*/argv.json"))
     return list(json.loads(found.read_text())["argv"])
-
-

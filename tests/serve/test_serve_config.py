@@ -54,9 +54,9 @@ def test_a_served_provider_loads_with_its_defaults(project_dir):
 @pytest.mark.parametrize(
     ("more", "setting", "why"),
     [
-        (', idle_minutes = 0', "providers.big.serve.idle_minutes", "must be at least 1"),
-        (', port = 80', "providers.big.serve.port", "must be at least 1024"),
-        (', gpus = 0', "providers.big.serve.gpus", "must be at least 1"),
+        (", idle_minutes = 0", "providers.big.serve.idle_minutes", "must be at least 1"),
+        (", port = 80", "providers.big.serve.port", "must be at least 1024"),
+        (", gpus = 0", "providers.big.serve.gpus", "must be at least 1"),
         (', args = ["--port", "9"]', "providers.big.serve.args", "--port is set by overbrainer"),
         (', args = ["--host=0.0.0.0"]', "providers.big.serve.args", "--host is set by"),
         (', colour = "red"', "providers.big.serve.colour", ""),

@@ -21,9 +21,7 @@ from serve_fixtures import (
 )
 
 
-def test_a_parent_served_over_ssh_answers_through_a_forwarded_port(
-    tmp_path, sshd, ssh_target_env
-):
+def test_a_parent_served_over_ssh_answers_through_a_forwarded_port(tmp_path, sshd, ssh_target_env):
     ssh_target_env("gpu")
     venv = make_engine_venv(tmp_path / "engine-venv")
     project = write_served_project(tmp_path / "project", venv, target="gpu", kind="ssh")
