@@ -174,6 +174,9 @@ class Role(Section):
     thinking_budget: int | None = Field(default=None, ge=1024)
     batch: bool = False
     """Send the ``answers`` stage through the provider's batch API (the parent role)."""
+    samples: int = Field(default=1, ge=1, le=64)
+    """Answers asked for each question (the parent role): ``[pipeline] select`` says which
+    become training examples."""
 
     @model_validator(mode="after")
     def _reasoning_rules(self) -> Role:
@@ -202,6 +205,18 @@ class Roles(Section):
     embedder: Role | None = None
     judge: Role | None = None
 
+    @model_validator(mode="after")
+    def _samples_of_the_parent(self) -> Roles:
+        others = [name for name in ROLE_NAMES if name != "parent" and _samples(self, name) != 1]
+        if others:
+            raise ValueError(f"samples is the parent's setting, not {', '.join(others)}'s")
+        return self
+
+
+def _samples(roles: Roles, name: str) -> int:
+    role: Role | None = getattr(roles, name)
+    return 1 if role is None else role.samples
+
 
 DEFAULT_SEED = 42
 """``pipeline.seed`` unset, and with it ``training.seed``."""
@@ -225,6 +240,9 @@ class Pipeline(Section):
     """The longest a request waits out a provider's rate limit (429s) in all, before failing."""
     batch_poll_s: Finite = Field(default=30, gt=0)
     """How often a batch submitted to a provider is looked at."""
+    select: Literal["all", "agree"] = "all"
+    """Which of a question's ``samples`` answers ``split`` trains on: all, or those whose
+    final result agrees with the majority's (``pipeline.select``)."""
 
 
 def _project_glob(value: str) -> str:

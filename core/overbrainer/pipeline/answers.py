@@ -26,6 +26,7 @@ from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.preflight import hides_reasoning
 from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, is_imported, without
+from overbrainer.pipeline.samples import item_meta, items, question_of
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.completion import Completion, ReasoningKind
 from overbrainer.providers.errors import ProviderError
@@ -55,8 +56,8 @@ def answer_record(  # noqa: PLR0917 - the record's parts
     system: str | None,
     made: str | None = None,
 ) -> dict[str, Any]:
-    """The ``answers.jsonl`` line of ``question``; ``system`` is kept when given, ``made``
-    (its fingerprint) as ``meta.fingerprint``."""
+    """The ``answers.jsonl`` line of ``question`` (a sample's item: ``pipeline.samples``);
+    ``system`` is kept when given, ``made`` (its fingerprint) as ``meta.fingerprint``."""
     kind = completion.reasoning_kind
     if hidden and kind == "raw":
         kind = "summary"
@@ -81,6 +82,7 @@ def answer_record(  # noqa: PLR0917 - the record's parts
             "reasoning_kind": kind,
             "excluded": exclusion(completion, kind, role.reasoning),
             **({} if made is None else {FIELD: made}),
+            **item_meta(question),
         },
     }
 
@@ -149,7 +151,8 @@ def stale_answers(
     role: Role,
 ) -> set[str]:
     """The ids of the answers made otherwise than ``systems`` and ``role`` would make them
-    now, of the topics in ``systems``; one with no fingerprint (older) is not stale."""
+    now, of the topics in ``systems``; one with no fingerprint (older) is not stale. Each
+    sample of a question on its own."""
     by_id = {question["id"]: question for question in questions}
     stale = set()
     for answer in answers:
@@ -157,7 +160,7 @@ def stale_answers(
             stale.discard(answer["id"])
             continue
         made = recorded(answer)
-        question = by_id.get(answer["id"])
+        question = by_id.get(question_of(answer))
         if made is None or question is None or answer["topic"] not in systems:
             continue
         if made != answer_fingerprint(systems[answer["topic"]], role, question):
@@ -182,8 +185,9 @@ def _select(
     answered: dict[str, str | None],
     in_batch: set[str],
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """The questions to send (of the selected topics, with no answer, in no live batch),
-    and every question by id; the answered ones are counted skipped."""
+    """The items to send (each question's samples, ``pipeline.samples``, of the selected
+    topics, with no answer, in no live batch), and every item by id; the answered ones are
+    counted skipped."""
     todo, seen = [], set()
     by_id: dict[str, dict[str, Any]] = {}
     selected = ctx.topic_names  # a set made on each call: once, not once a question
@@ -209,6 +213,7 @@ async def run(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one pat
     templates = Templates(ctx.project_dir, "answer_system.txt")
     questions = data.read(QUESTIONS)
     answers = data.read(ANSWERS)
+    asked = list(items(questions, ctx.settings.roles.parent.samples))
     if ctx.force:
         answers = without(answers, ctx.topic_names)
     elif ctx.stale:
@@ -219,7 +224,7 @@ async def run(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one pat
     answered = {answer["id"]: answer["meta"].get("batch") for answer in answers}
     live = Ledger(ctx.project_dir).live()
     in_batch = {question for batch in live for question in batch.questions}
-    todo, by_id = _select(ctx, questions, answered, in_batch)
+    todo, by_id = _select(ctx, asked, answered, in_batch)
     # A live batch is collected even when its questions have answers (it replaces them:
     # it was sent by --force): it is paid for, and it stays live until it is.
     ctx.report.start(len(todo) + len(in_batch & by_id.keys()))

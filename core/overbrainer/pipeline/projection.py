@@ -19,6 +19,7 @@ from overbrainer.config.model import Role, Settings
 from overbrainer.pipeline.batch_ledger import Ledger
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, SUBTOPICS, DataFiles
 from overbrainer.pipeline.requests import Tally, requests_tally
+from overbrainer.pipeline.samples import sample_id
 from overbrainer.providers.prices import Price
 
 Basis = Literal["measured", "prior", "assumed", "done", "no requests"]
@@ -136,7 +137,8 @@ class StageWork:
 
 
 def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
-    """The requests each stage still has to make, the stages before it done as set."""
+    """The requests each stage still has to make, the stages before it done as set: for
+    ``answers``, each sample of a question (``samples``) not answered yet."""
     from overbrainer.pipeline.prompts import Templates  # jinja2: only to plan
 
     data = DataFiles(project_dir)
@@ -145,6 +147,7 @@ def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
     answered = {record["id"] for record in data.read(ANSWERS)}
     answered |= in_live_batches(project_dir)  # asked and reserved already: not left to do
     batch = settings.pipeline.question_batch_size
+    samples = settings.roles.parent.samples
     templates = Templates(project_dir, "subtopics.txt", "questions.txt", "answer_system.txt")
     question_chars = (
         sum(len(q["text"]) for q in questions) // len(questions) if questions else QUESTION_CHARS
@@ -176,12 +179,14 @@ def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
             "answer_system.txt", topic=topic.name, description=topic.description
         )
         system = len(system_text)
+        mine_now = [q for q in questions if q["topic"] == topic.name and q["id"] not in seen]
+        seen.update(q["id"] for q in mine_now)
+        # each question asked `samples` times: each sample not answered is a request
         unanswered = [
-            q for q in questions
-            if q["topic"] == topic.name and q["id"] not in answered and q["id"] not in seen
+            q for q in mine_now for item in range(samples)
+            if sample_id(q["id"], item) not in answered
         ]  # fmt: skip
-        seen.update(q["id"] for q in unanswered)
-        coming = sum(gaps)
+        coming = sum(gaps) * samples
         chars = sum(len(q["text"]) + system for q in unanswered) + coming * (
             question_chars + system
         )
