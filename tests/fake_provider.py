@@ -282,6 +282,9 @@ class FakeProvider:
         self.in_flight = 0  # chat requests being answered
         self.max_in_flight = 0
         self.rate_limit: RateLimit | None = None
+        self.takes_n = True
+        """Whether a chat completion asking for ``n`` replies gets them (False: one, as a
+        server that ignores ``n`` gives)."""
         self._rules: list[_Rule] = []
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
@@ -470,9 +473,15 @@ class FakeProvider:
             return anthropic_message(
                 [*blocks, {"type": "text", "text": text}], stop=stop, usage=(10, out)
             )
-        return openai_completion(
+        reply = openai_completion(
             text, reasoning=reasoning, finish="length" if out < 20 else "stop", usage=(10, out)
         )
+        n = seen.body.get("n", 1) if isinstance(seen.body, dict) else 1
+        if self.takes_n and isinstance(n, int) and n > 1:  # n replies, the prompt paid once
+            [choice] = reply["choices"]
+            reply["choices"] = [{**choice, "index": i} for i in range(n)]
+            reply["usage"]["completion_tokens"] = n * out
+        return reply
 
 
 def is_chat(seen: Seen) -> bool:

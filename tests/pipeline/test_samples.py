@@ -51,8 +51,10 @@ def test_each_question_is_asked_samples_times_each_answer_a_record(
     result = run_cli("answers")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("answers: 9 done, 0 skipped, 0 failed")
-    asked = Counter(seen.prompt for seen in provider.chats("parent-model"))
-    assert asked == {question["text"]: 3 for question in questions}
+    # one request a question, asking for its 3 answers (`n`): its prompt paid once
+    asked = Counter((seen.prompt, seen.body["n"]) for seen in provider.chats("parent-model"))
+    assert asked == {(question["text"], 3): 1 for question in questions}
+    assert "tokens 30 in, 180 out" in result.stdout
     answers = lines(project_dir, "answers.jsonl")
     assert {a["id"] for a in answers} == {
         sample_id(q["id"], k) for q in questions for k in range(3)
@@ -69,7 +71,44 @@ def test_each_question_is_asked_samples_times_each_answer_a_record(
     assert plan_answers(run_cli)["requests"] == 0
     again = run_cli("answers")
     assert again.stdout.startswith("answers: 0 done, 9 skipped")
-    assert len(provider.chats("parent-model")) == 9
+    assert len(provider.chats("parent-model")) == len(questions)
+
+
+def test_without_n_each_sample_is_a_request_of_its_own(run_cli, project_dir, provider):
+    questions = project(project_dir, 3)
+    config_path = project_dir / "overbrainer.toml"
+    config_path.write_text(config_path.read_text().replace("samples = 3\n", "samples = 3\n"
+                                                           "samples_n = false\n"))
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    asked = Counter(seen.prompt for seen in provider.chats("parent-model"))
+    assert asked == {question["text"]: 3 for question in questions}
+    assert all("n" not in seen.body for seen in provider.chats("parent-model"))
+    assert "tokens 90 in, 180 out" in result.stdout
+
+
+def test_a_server_that_ignores_n_is_asked_again_for_the_rest(run_cli, project_dir, provider):
+    questions = project(project_dir, 3)
+    provider.takes_n = False
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("answers: 9 done, 0 skipped, 0 failed")
+    asked = Counter((seen.prompt, seen.body.get("n")) for seen in provider.chats("parent-model"))
+    assert asked == {(q["text"], n): 1 for q in questions for n in (3, 2, None)}
+    assert len(lines(project_dir, "answers.jsonl")) == 9
+
+
+def test_the_budget_reserves_every_reply_a_request_asks_for(run_cli, project_dir, provider):
+    """One reply at max_tokens fits in $0.1; three do not: the request is cut to fit."""
+    project(project_dir, 3)
+    with (project_dir / "overbrainer.toml").open("a") as file:
+        file.write("\n[budget]\nmax_usd = 0.1\n")
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    first = provider.chats("parent-model")[0]
+    assert first.body["n"] == 3
+    assert 3 * first.body["max_tokens"] * 4e-6 <= 0.1 < 16384 * 3 * 4e-6
+    assert "max_tokens lowered to" in result.stderr
 
 
 def test_more_samples_later_ask_only_the_missing_ones_and_make_nothing_stale(
@@ -89,7 +128,8 @@ def test_more_samples_later_ask_only_the_missing_ones_and_make_nothing_stale(
     result = run_cli("answers")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("answers: 6 done, 6 skipped, 0 failed")
-    assert len(provider.chats("parent-model")) == 4 * len(questions)
+    later = provider.chats("parent-model")[len(questions):]
+    assert sorted(seen.body["n"] for seen in later) == [2] * len(questions)
     after = (project_dir / "data" / "answers.jsonl").read_text()
     assert after.startswith(before)
     assert sorted(a["meta"].get("sample", 0) for a in lines(project_dir, "answers.jsonl")) == (
@@ -113,7 +153,8 @@ def test_a_stale_sample_is_redone_alone(run_cli, project_dir, provider):
     redone = run_cli("answers", "--stale")
     assert redone.exit_code == 0, redone.stderr
     assert redone.stdout.startswith("answers: 1 done, 5 skipped")
-    assert [seen.prompt for seen in provider.chats("parent-model")[6:]] == [questions[0]["text"]]
+    [again] = provider.chats("parent-model")[len(questions):]
+    assert again.prompt == questions[0]["text"] and "n" not in again.body
     assert len(lines(project_dir, "answers.jsonl")) == 6
 
 

@@ -177,6 +177,10 @@ class Role(Section):
     samples: int = Field(default=1, ge=1, le=64)
     """Answers asked for each question (the parent role): ``[pipeline] select`` says which
     become training examples."""
+    samples_n: bool = True
+    """A question's samples asked in one request (``n``) where the protocol has it (the
+    openai one): its prompt is paid once. False: one request a sample (a server that
+    does not take ``n`` gives one reply, and the rest are asked again anyway)."""
 
     @model_validator(mode="after")
     def _reasoning_rules(self) -> Role:

@@ -26,7 +26,7 @@ from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.preflight import hides_reasoning
 from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, is_imported, without
-from overbrainer.pipeline.samples import item_meta, items, question_of
+from overbrainer.pipeline.samples import item_meta, items, question_of, together
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.completion import Completion, ReasoningKind
 from overbrainer.providers.errors import ProviderError
@@ -240,27 +240,43 @@ async def run(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one pat
     try:
         with data.writer(ANSWERS) as writer:
 
-            async def answer(question: dict[str, Any]) -> None:
-                set_topic(question["topic"])
+            async def answer(group: list[dict[str, Any]]) -> None:
+                """Answer ``group``, samples of one question: in one request asking for
+                them all (``n``), then again for those a server that ignores it left."""
+                set_topic(group[0]["topic"])
+                while group:
+                    saved = await ask(group)
+                    if not saved:
+                        return
+                    group = group[len(saved):]
+
+            async def ask(group: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                """The answers of one request for ``group`` (none when it failed)."""
                 saved: list[dict[str, Any]] = []
 
-                def keep(completion: Completion) -> None:
-                    saved.append(record := answering.record(question, completion))
-                    writer.append(record)
+                def keep(completions: list[Completion]) -> None:
+                    # more replies than asked (never seen) are paid for, and not kept
+                    for item, completion in zip(group, completions, strict=False):
+                        saved.append(record := answering.record(item, completion))
+                        writer.append(record)
 
                 try:
-                    await ctx.chat(
-                        role, answering.messages(question), question["id"],
+                    await ctx.chats(
+                        role, answering.messages(group[0]), group[0]["id"], len(group),
                         answering.excluded, keep,
                     )
                 except ProviderError as error:
-                    ctx.report.fail(question["id"], error.message)
-                    return
-                ctx.report.finish(excluded=saved[0]["meta"]["excluded"] is not None)
+                    for item in group:
+                        ctx.report.fail(item["id"], error.message)
+                    return []
+                for record in saved:
+                    ctx.report.finish(excluded=record["meta"]["excluded"] is not None)
+                return saved
 
             concurrency = ctx.settings.pipeline.concurrency
+            in_one = role.samples_n and ctx.providers.client(role.provider).samples_in_one
             if not live and not in_batch_now:
-                await for_each(todo, answer, concurrency)
+                await for_each(together(todo, in_one), answer, concurrency)
                 return
             from overbrainer.pipeline.batch import BatchStage
 
@@ -271,8 +287,11 @@ async def run(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one pat
             if in_batch_now:
                 await batches.run(todo, live, submit=True)
                 return
-            await _beside(for_each(todo, answer, concurrency), batches.run([], live, submit=False))
-            await for_each(batches.leftover, answer, concurrency)
+            await _beside(
+                for_each(together(todo, in_one), answer, concurrency),
+                batches.run([], live, submit=False),
+            )
+            await for_each(together(batches.leftover, False), answer, concurrency)
     finally:
         if ctx.force or ctx.stale or (batches is not None and batches.replaced):
             # each replaced answer's old line goes; a stale one redone into an excluded

@@ -51,3 +51,14 @@ def item_meta(item: dict[str, Any]) -> dict[str, Any]:
     if SAMPLE not in item:
         return {}
     return {QUESTION: item[QUESTION], SAMPLE: item[SAMPLE]}
+
+
+def together(todo: list[dict[str, Any]], in_one: bool) -> list[list[dict[str, Any]]]:
+    """``todo`` in the requests that ask for it: a question's samples in one (``in_one``:
+    the protocol has ``n``, and ``samples_n`` lets it), else each item in one of its own."""
+    if not in_one:
+        return [[item] for item in todo]
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for item in todo:
+        groups.setdefault(item.get(QUESTION, item["id"]), []).append(item)
+    return list(groups.values())
