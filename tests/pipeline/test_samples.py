@@ -207,6 +207,12 @@ def test_select_agree_keeps_the_majority_and_rejects_the_rest_with_why(
     assert "3 not selected" in again.stdout
     assert len(lines(project_dir, "rejected.reasons.jsonl")) == len(reasons)
 
+    shown = run_cli("history")
+    [split_line] = [line for line in shown.stdout.splitlines() if line.startswith("split")]
+    assert split_line.endswith("; select kept 6 of 9 answers (67%)")
+    executions = run_cli("history", "--all").stdout
+    assert executions.count("; select kept 6 of 9 answers (67%)") == 2
+
 
 def test_select_all_keeps_disagreeing_answers(run_cli, project_dir, provider):
     project(project_dir, 3)
@@ -216,6 +222,9 @@ def test_select_all_keeps_disagreeing_answers(run_cli, project_dir, provider):
     result = run_cli("split")
     assert "not selected" not in result.stdout
     assert lines(project_dir, "rejected.jsonl") == []
+    assert "select kept" not in run_cli("history", "--all").stdout
+    history = (project_dir / ".overbrainer" / "history.jsonl").read_text().splitlines()
+    assert set(json.loads(history[-1])["split"]) == {"train", "eval", "orphaned"}
 
 
 def test_samples_is_the_parent_s_setting(run_cli, project_dir):

@@ -58,6 +58,8 @@ class SplitResult:
     """Train examples dropped for sharing an n-gram with an eval item (``[split]``)."""
     unkept: int = 0
     """A question's answers ``[pipeline] select`` did not keep (``samples`` > 1)."""
+    selected: int = 0
+    """The usable answers ``[pipeline] select`` chose from (the kept and the unkept)."""
     held_out: int = 0
     """The other answers of an eval question: the eval split has one an eval question,
     and none of them trains (they would teach the eval set)."""
@@ -254,8 +256,7 @@ def _split(
             usable[answer.topic][answer.subtopic][answer.question].append(answer)
     del questions
 
-    unkept = _select(source, usable, settings.pipeline.select) if source is not None else []
-    result.unkept = sum(1 for answer, _ in unkept if answer.topic in counted)
+    unkept = _selecting(source, usable, settings.pipeline.select, counted, result)
     train, evaluation, held = _divided(usable, settings)
     result.held_out = sum(1 for answer in held if answer.topic in counted)
     if train and source is not None and decontaminating:
@@ -456,6 +457,20 @@ def _select(source: BinaryIO, usable: Usable, how: str) -> list[tuple[_Answer, s
                     )
                     unkept.append((answers[index], reason))
                 group[question] = [a for i, a in enumerate(answers) if i not in others]
+    return unkept
+
+
+def _selecting(
+    source: BinaryIO | None, usable: Usable, how: str, counted: set[str], result: SplitResult
+) -> list[tuple[_Answer, str]]:
+    """:func:`_select`, its counts (of the ``counted`` topics) in ``result``."""
+    unkept = _select(source, usable, how) if source is not None else []
+    result.unkept = sum(1 for answer, _ in unkept if answer.topic in counted)
+    result.selected = result.unkept + sum(
+        len(answers)
+        for name, subtopics in usable.items() if name in counted
+        for group in subtopics.values() for answers in group.values()
+    )  # fmt: skip
     return unkept
 
 
