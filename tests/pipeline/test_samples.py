@@ -290,3 +290,97 @@ def test_removing_a_question_or_its_answers_takes_every_sample(run_cli, project_
     assert removed.exit_code == 0, removed.stderr
     assert "2 answer" in removed.stdout
     assert len(lines(project_dir, "answers.jsonl")) == 2
+
+
+JUDGE = '\n[roles.judge]\nprovider = "main"\nmodel = "judge-model"\n'
+
+
+def _numbered(seen) -> dict:
+    """The parent's answers to a question, in the order asked: v1, v2, v3."""
+    counts = _numbered.asked  # type: ignore[attr-defined]
+    counts[seen.prompt] += 1
+    return openai_completion(f"Answer v{counts[seen.prompt]} to {seen.prompt}", reasoning="r")
+
+
+def _prefers_v2(seen) -> dict:
+    """A judge that prefers the answer v2 wherever it stands, and else the first."""
+    answer_a = seen.prompt.split("Answer A:\n", 1)[1].split("\n\nAnswer B:", 1)[0]
+    verdict = "B" if "v2" not in answer_a and "v2" in seen.prompt else "A"
+    return openai_completion(f'{{"verdict": "{verdict}", "reason": "r"}}')
+
+
+def judged_project(run_cli, project_dir, provider, judge=_prefers_v2):
+    questions = project(project_dir, 3, "judge")
+    with (project_dir / "overbrainer.toml").open("a") as file:
+        file.write(JUDGE)
+    provider.prices["judge-model"] = ("0.000001", "0.000001")
+    _numbered.asked = Counter()  # type: ignore[attr-defined]
+    provider.on(lambda seen: seen.model == "parent-model", _numbered, times=None)
+    provider.on(lambda seen: seen.model == "judge-model", judge, times=None)
+    return questions
+
+
+def test_select_judge_keeps_the_answer_preferred_in_both_orders(run_cli, project_dir, provider):
+    questions = judged_project(run_cli, project_dir, provider)
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    # v1 against v2: both orders (v2 wins); v2 against v3: one order (v2 holds)
+    assert len(provider.chats("judge-model")) == 3 * len(questions)
+    kept = lines(project_dir, "preferences.jsonl")
+    assert Counter(r["winner"] for r in kept) == {"challenger": 3, "holder": 3}
+
+    again = run_cli("answers")  # every verdict kept: nothing asked again
+    assert again.exit_code == 0, again.stderr
+    assert len(provider.chats("judge-model")) == 3 * len(questions)
+
+    split = run_cli("split")
+    assert split.exit_code == 0, split.stderr
+    assert "6 not selected" in split.stdout
+    examples = lines(project_dir, "train.jsonl") + lines(project_dir, "eval.jsonl")
+    assert len(examples) == len(questions)
+    assert all(e["messages"][-1]["content"].startswith("Answer v2 ") for e in examples)
+    reasons = [r for r in lines(project_dir, "rejected.reasons.jsonl") if r["kind"] == "answer"]
+    assert len(reasons) == 6
+    winners = {sample_id(q["id"], 1) for q in questions}
+    assert all(
+        any(f"the judge (judge-model) preferred answer {w}" in r["reason"] for w in winners)
+        for r in reasons
+    )
+
+
+def test_a_judge_that_prefers_a_position_keeps_the_first_answer(run_cli, project_dir, provider):
+    questions = judged_project(
+        run_cli, project_dir, provider, lambda seen: openai_completion('{"verdict": "A"}')
+    )
+    assert run_cli("answers").exit_code == 0
+    # each challenger loses the first order: the second is never asked
+    assert len(provider.chats("judge-model")) == 2 * len(questions)
+    assert "6 not selected" in run_cli("split").stdout
+    examples = lines(project_dir, "train.jsonl") + lines(project_dir, "eval.jsonl")
+    assert all(e["messages"][-1]["content"].startswith("Answer v1 ") for e in examples)
+
+
+def test_answers_not_judged_yet_are_all_kept_until_they_are(run_cli, project_dir, provider):
+    questions = judged_project(run_cli, project_dir, provider)
+    config_path = project_dir / "overbrainer.toml"
+    config_path.write_text(config_path.read_text().replace('select = "judge"', 'select = "all"'))
+    assert run_cli("answers").exit_code == 0
+    assert provider.chats("judge-model") == []
+    config_path.write_text(config_path.read_text().replace('select = "all"', 'select = "judge"'))
+    split = run_cli("split")
+    assert split.exit_code == 0, split.stderr
+    assert "3 question(s) with several answers are not judged yet" in split.stderr
+    assert "not selected" not in split.stdout
+
+    judged = run_cli("answers")
+    assert judged.exit_code == 0, judged.stderr
+    assert judged.stdout.startswith("answers: 0 done, 9 skipped")
+    assert len(provider.chats("judge-model")) == 3 * len(questions)
+    assert "6 not selected" in run_cli("split").stdout
+
+    # another judge prompt: every pair judged again
+    (project_dir / "prompts" / "judge.txt").write_text(
+        "Q {{ question }}\nAnswer A:\n{{ answer_a }}\n\nAnswer B:\n{{ answer_b }}\n"
+    )
+    assert run_cli("answers").exit_code == 0
+    assert len(provider.chats("judge-model")) == 2 * 3 * len(questions)

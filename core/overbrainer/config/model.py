@@ -244,9 +244,10 @@ class Pipeline(Section):
     """The longest a request waits out a provider's rate limit (429s) in all, before failing."""
     batch_poll_s: Finite = Field(default=30, gt=0)
     """How often a batch submitted to a provider is looked at."""
-    select: Literal["all", "agree"] = "all"
-    """Which of a question's ``samples`` answers ``split`` trains on: all, or those whose
-    final result agrees with the majority's (``pipeline.select``)."""
+    select: Literal["all", "agree", "judge"] = "all"
+    """Which of a question's ``samples`` answers ``split`` trains on: all, those whose
+    final result agrees with the majority's (``pipeline.agreement``), or the one the
+    judge role (else the parent) prefers (``pipeline.preference``)."""
 
 
 def _project_glob(value: str) -> str:

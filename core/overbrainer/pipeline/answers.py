@@ -23,6 +23,7 @@ from overbrainer.events import set_topic
 from overbrainer.pipeline.batch_ledger import Ledger
 from overbrainer.pipeline.fingerprint import FIELD, answer_fingerprint, recorded
 from overbrainer.pipeline.pool import for_each
+from overbrainer.pipeline.preference import judge_answers, judging
 from overbrainer.pipeline.preflight import hides_reasoning
 from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, is_imported, without
@@ -206,9 +207,17 @@ def _select(
     return todo, by_id
 
 
-async def run(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one path
+async def run(ctx: StageContext) -> None:
     """Answer each question of the selected topics that has no answer yet, online or in
-    batch; a question in a live batch waits for that batch, whichever way the stage runs."""
+    batch; a question in a live batch waits for that batch, whichever way the stage runs.
+    Then, with ``[pipeline] select = "judge"``, the judge compares each question's answers
+    (``pipeline.preference``; not for a pilot, which only measures answers)."""
+    await _answer(ctx)
+    if judging(ctx.settings) and not ctx.cancel and ctx.limit is None:
+        await judge_answers(ctx)
+
+
+async def _answer(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one path
     data = ctx.data
     templates = Templates(ctx.project_dir, "answer_system.txt")
     questions = data.read(QUESTIONS)

@@ -28,6 +28,7 @@ from overbrainer.pipeline.agreement import disagreeing, final_result
 from overbrainer.pipeline.decontaminate import Contamination, EvalItem, Index, load_files
 from overbrainer.pipeline.ids import seeded_order
 from overbrainer.pipeline.jsonl import encode, loads
+from overbrainer.pipeline.preference import Pairing, preferred, read_preferences
 from overbrainer.pipeline.records import (
     ANSWERS,
     CHECKS,
@@ -44,6 +45,7 @@ from overbrainer.pipeline.records import (
     rejected_question,
 )
 from overbrainer.pipeline.samples import question_of, sample_of
+from overbrainer.pipeline.verdict import strip_reasoning
 from overbrainer.redact import escape_controls
 
 REASONS = (*EXCLUSIONS, MALFORMED)
@@ -256,7 +258,7 @@ def _split(
             usable[answer.topic][answer.subtopic][answer.question].append(answer)
     del questions
 
-    unkept = _selecting(source, usable, settings.pipeline.select, counted, result)
+    unkept = _selecting(data, source, usable, settings, counted, result)
     train, evaluation, held = _divided(usable, settings)
     result.held_out = sum(1 for answer in held if answer.topic in counted)
     if train and source is not None and decontaminating:
@@ -436,35 +438,72 @@ def _content(source: BinaryIO, answer: _Answer) -> str:
     return str(record["messages"][-1]["content"])
 
 
-def _select(source: BinaryIO, usable: Usable, how: str) -> list[tuple[_Answer, str]]:
+def _select(
+    data: DataFiles, source: BinaryIO, usable: Usable, settings: Settings
+) -> list[tuple[_Answer, str]]:
     """The answers ``[pipeline] select`` does not keep, with why; taken out of ``usable``.
     ``agree``: of a question's answers, those whose final result is not the majority's
-    (``pipeline.agreement``)."""
+    (``pipeline.agreement``); ``judge``: all but the one the judge prefers
+    (``pipeline.preference``; a question not judged yet keeps them all)."""
     unkept: list[tuple[_Answer, str]] = []
-    if how != "agree":
+    how = settings.pipeline.select
+    if how == "all":
         return unkept
+    project_dir = data.dir.parent
+    pairing = Pairing.of(project_dir, settings) if how == "judge" else None
+    known = read_preferences(project_dir) if how == "judge" else {}
+    unjudged = 0
     for subtopics in usable.values():
         for group in subtopics.values():
             for question, answers in group.items():
                 if len(answers) < 2:
                     continue
-                results = [final_result(_content(source, answer)) for answer in answers]
-                found, others = disagreeing(results)
-                for index in others:
-                    reason = (
-                        f"not selected: its result {results[index]!r} is not the majority's "
-                        f"{found!r} (pipeline.select = \"agree\")"
-                    )
-                    unkept.append((answers[index], reason))
+                texts = [_content(source, answer) for answer in answers]
+                if pairing is None:
+                    others, why = _disagreeing(texts)
+                else:
+                    texts = [strip_reasoning(text) for text in texts]
+                    best = preferred(pairing, known, question, texts)
+                    if best is None:
+                        unjudged += 1
+                        continue
+                    others = [i for i in range(len(answers)) if i != best]
+                    why = [
+                        f"not selected: the judge ({pairing.judge.model}) preferred answer "
+                        f"{answers[best].id} (pipeline.select = \"judge\")"
+                    ] * len(answers)
+                unkept += [(answers[index], why[index]) for index in others]
                 group[question] = [a for i, a in enumerate(answers) if i not in others]
+    if unjudged:
+        logger.warning(
+            f"split: {unjudged} question(s) with several answers are not judged yet: all "
+            "their answers are kept (`overbrainer answers` asks the judge)"
+        )
     return unkept
 
 
-def _selecting(
-    source: BinaryIO | None, usable: Usable, how: str, counted: set[str], result: SplitResult
+def _disagreeing(texts: list[str]) -> tuple[list[int], list[str]]:
+    """The positions of the answers whose result is not the majority's, and why of each."""
+    results = [final_result(text) for text in texts]
+    found, others = disagreeing(results)
+    why = [
+        f"not selected: its result {result!r} is not the majority's {found!r} "
+        '(pipeline.select = "agree")'
+        for result in results
+    ]
+    return others, why
+
+
+def _selecting(  # noqa: PLR0917 - the split's state it reads and counts into
+    data: DataFiles,
+    source: BinaryIO | None,
+    usable: Usable,
+    settings: Settings,
+    counted: set[str],
+    result: SplitResult,
 ) -> list[tuple[_Answer, str]]:
     """:func:`_select`, its counts (of the ``counted`` topics) in ``result``."""
-    unkept = _select(source, usable, how) if source is not None else []
+    unkept = _select(data, source, usable, settings) if source is not None else []
     result.unkept = sum(1 for answer, _ in unkept if answer.topic in counted)
     result.selected = result.unkept + sum(
         len(answers)
