@@ -322,8 +322,17 @@ def judged_project(run_cli, project_dir, provider, judge=_prefers_v2):
 
 def test_select_judge_keeps_the_answer_preferred_in_both_orders(run_cli, project_dir, provider):
     questions = judged_project(run_cli, project_dir, provider)
+    shown = run_cli("plan", "--json")
+    assert shown.exit_code == 0, shown.stderr
+    planned = json.loads(shown.stdout)["stages"]["select"]
+    assert planned["requests"] == 2 * 2 * len(questions)  # two pairs, both orders at most
+    assert planned["usd"] > 0 and planned["basis"] == "prior"
+    table = run_cli("plan").stdout
+    assert any(line.split()[:2] == ["select", "12"] for line in table.splitlines())
+
     result = run_cli("answers")
     assert result.exit_code == 0, result.stderr
+    assert json.loads(run_cli("plan", "--json").stdout)["stages"]["select"]["requests"] == 0
     # v1 against v2: both orders (v2 wins); v2 against v3: one order (v2 holds)
     assert len(provider.chats("judge-model")) == 3 * len(questions)
     kept = lines(project_dir, "preferences.jsonl")

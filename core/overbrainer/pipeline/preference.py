@@ -27,8 +27,14 @@ from overbrainer.pipeline.fingerprint import fingerprint
 from overbrainer.pipeline.ids import stable_id
 from overbrainer.pipeline.jsonl import JsonlWriter, read_jsonl
 from overbrainer.pipeline.pool import for_each
+from overbrainer.pipeline.projection import (
+    ANSWER_TOKENS,
+    CHARS_PER_TOKEN,
+    QUESTION_CHARS,
+    StageWork,
+)
 from overbrainer.pipeline.prompts import Templates
-from overbrainer.pipeline.records import ANSWERS, DATA_DIR, QUESTIONS
+from overbrainer.pipeline.records import ANSWERS, DATA_DIR, QUESTIONS, DataFiles
 from overbrainer.pipeline.samples import question_of, sample_of
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.pipeline.verdict import STRICTER, parse_verdict, strip_reasoning
@@ -123,6 +129,51 @@ def groups(
         if question["topic"] in topics and len(mine) > 1:
             found.append((question, sorted(mine, key=sample_of)))
     return found
+
+
+def judge_work(project_dir: Path, settings: Settings) -> StageWork:
+    """The judge's requests left: two a pair of answers the knockouts still need (an
+    upper bound: the second order is asked only when the first prefers the challenger),
+    of the answers there and of those to come (``samples`` a question)."""
+    if not judging(settings):
+        return StageWork()
+    pairing = Pairing.of(project_dir, settings)
+    known = read_preferences(project_dir)
+    data = DataFiles(project_dir)
+    topics = {topic.name for topic in settings.topics}
+    questions = list({q["id"]: q for q in data.read(QUESTIONS) if q["topic"] in topics}.values())
+    answers = data.read(ANSWERS)
+    found = {question["id"]: mine for question, mine in groups(answers, questions, topics)}
+    lengths = [len(answer_text(answer)) for answer in answers]
+    answer_chars = sum(lengths) // len(lengths) if lengths else CHARS_PER_TOKEN * ANSWER_TOKENS
+    frame = len(pairing.templates.source(TEMPLATE)) + 2 * answer_chars
+    samples = settings.roles.parent.samples
+    pairs = chars = 0
+    for question in questions:
+        texts = [answer_text(answer) for answer in found.get(question["id"], [])]
+        left = samples - 1 - _known_pairs(pairing, known, question["id"], texts)
+        pairs += left
+        chars += left * (len(question["text"]) + frame)
+    planned = sum(topic.subtopics * topic.questions_per_subtopic for topic in settings.topics)
+    coming = max(planned - len(questions), 0) * (samples - 1)
+    pairs += coming
+    chars += coming * (QUESTION_CHARS + frame)
+    # each pair two requests at most; a character 4 bytes at most (the bound)
+    return StageWork(2 * pairs, 2 * chars, 1, 0, 2 * 4 * chars)
+
+
+def _known_pairs(
+    pairing: Pairing, known: dict[str, dict[str, Any]], question: str, texts: list[str]
+) -> int:
+    """How many pairs of the knockout of ``texts`` have their verdict already."""
+    best = 0
+    for challenger in range(1, len(texts)):
+        found = known.get(pairing.key(question, texts[best], texts[challenger]))
+        if found is None:
+            return challenger - 1
+        if found["winner"] == "challenger":
+            best = challenger
+    return max(len(texts) - 1, 0)
 
 
 async def judge_answers(ctx: StageContext) -> None:

@@ -47,8 +47,12 @@ MESSAGE_FRAMING = 8
 REQUEST_FRAMING = 16
 """Tokens a request can cost beyond its messages (the reply's opening)."""
 
-ROLES = {"subtopics": "generator", "questions": "generator", "answers": "parent"}
-"""The role each requesting stage asks."""
+ROLES = {"subtopics": "generator", "questions": "generator", "answers": "parent",
+         "select": "judge"}  # fmt: skip
+"""The role each requesting stage asks (``select``: the judge of ``[pipeline] select =
+"judge"``, asked by ``answers``; the parent when no judge is set)."""
+VERDICT_TOKENS = 60
+"""Tokens of a judge's verdict: a JSON object of a word and a sentence."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,8 @@ def prior(stage: str, work: StageWork, role: Role) -> PerRequest:
     tokens_in = work.prompt_chars / requests / CHARS_PER_TOKEN + work.messages * MESSAGE_OVERHEAD
     if stage in ITEM_TOKENS:
         out = work.items / requests * ITEM_TOKENS[stage] + LIST_TOKENS
+    elif stage == "select":
+        out = VERDICT_TOKENS
     else:
         out = ANSWER_TOKENS
         if role.reasoning:
@@ -198,6 +204,12 @@ def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
     return ask
 
 
+def stage_role(settings: Settings, stage: str) -> Role:
+    """The role ``stage`` asks (the judge falls back to the parent)."""
+    role: Role | None = getattr(settings.roles, ROLES[stage])
+    return role or settings.roles.parent
+
+
 def in_live_batches(project_dir: Path) -> set[str]:
     """The questions a provider's batch holds now: their answers are on their way, their
     cost reserved (``Batch.projected_usd``)."""
@@ -254,7 +266,7 @@ def project_stage(
 ) -> StagePlan:
     """``stage``'s projection: ``work``'s requests at the measured average, else at the
     prior; and their bound."""
-    role = getattr(settings.roles, ROLES[stage])
+    role = stage_role(settings, stage)
     if not work.requests:
         return StagePlan(stage, 0, 0, 0, 0.0, "done", role.provider, role.model)
     each = measured(project_dir, stage, role.model) or prior(stage, work, role)
