@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
+from pathlib import Path
 
 from fake_batch import FakeBatchProvider
 from fake_provider import openai_completion
@@ -393,3 +395,16 @@ def test_answers_not_judged_yet_are_all_kept_until_they_are(run_cli, project_dir
     )
     assert run_cli("answers").exit_code == 0
     assert len(provider.chats("judge-model")) == 2 * 3 * len(questions)
+
+
+def test_the_quickstart_s_shipped_answers_are_still_current(run_cli, tmp_path):
+    """``samples`` and ``samples_n`` are how many and how, not what: an answer made
+    before they existed keeps its fingerprint."""
+    root = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
+    copy = tmp_path / "quickstart"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".overbrainer", "runs", ".venv"))
+    shown = run_cli("-C", str(copy), "plan", "--json")
+    assert shown.exit_code == 0, shown.stderr
+    assert json.loads(shown.stdout)["stale"]["answers"] == {
+        "stale": 0, "unknown": 0, "redo": None
+    }
