@@ -343,6 +343,12 @@ def test_select_judge_keeps_the_answer_preferred_in_both_orders(run_cli, project
     again = run_cli("answers")  # every verdict kept: nothing asked again
     assert again.exit_code == 0, again.stderr
     assert len(provider.chats("judge-model")) == 3 * len(questions)
+    # the judge's requests measured apart from the answers'
+    measured = [json.loads(line) for line in
+                (project_dir / ".overbrainer" / "requests.jsonl").read_text().splitlines()]
+    assert {(m["stage"], m["model"], m["requests"]) for m in measured} == {
+        ("answers", "parent-model", 9), ("select", "judge-model", 9)
+    }
 
     split = run_cli("split")
     assert split.exit_code == 0, split.stderr
@@ -408,3 +414,22 @@ def test_the_quickstart_s_shipped_answers_are_still_current(run_cli, tmp_path):
     assert json.loads(shown.stdout)["stale"]["answers"] == {
         "stale": 0, "unknown": 0, "redo": None
     }
+
+
+def test_a_question_with_an_imported_answer_gets_no_samples_beside_it(
+    run_cli, project_dir, provider, tmp_path
+):
+    (project_dir / "overbrainer.toml").write_text(config(3))
+    rows = [{"question": "Why does a move invalidate the source?", "answer": "Ownership moved."},
+            {"question": "When is a value dropped at the end of its scope?"}]  # fmt: skip
+    seed = tmp_path / "seed.jsonl"
+    seed.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert run_cli("dataset", "import", str(seed), "--topic", "ownership").exit_code == 0
+    planned = plan_answers(run_cli)
+    result = run_cli("answers", "--topic", "ownership")
+    assert result.exit_code == 0, result.stderr
+    assert [(s.prompt, s.body["n"]) for s in provider.chats("parent-model")] == [
+        (rows[1]["question"], 3)
+    ]
+    assert result.stdout.startswith("answers: 3 done, 1 skipped")
+    assert planned["requests"] - plan_answers(run_cli)["requests"] == 3

@@ -27,7 +27,13 @@ from overbrainer.pipeline.preference import judge_answers, judging
 from overbrainer.pipeline.preflight import hides_reasoning
 from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, is_imported, without
-from overbrainer.pipeline.samples import item_meta, items, question_of, together
+from overbrainer.pipeline.samples import (
+    imported_questions,
+    item_meta,
+    items,
+    question_of,
+    together,
+)
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.completion import Completion, ReasoningKind
 from overbrainer.providers.errors import ProviderError
@@ -222,7 +228,7 @@ async def _answer(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one
     templates = Templates(ctx.project_dir, "answer_system.txt")
     questions = data.read(QUESTIONS)
     answers = data.read(ANSWERS)
-    asked = list(items(questions, ctx.settings.roles.parent.samples))
+    asked = list(items(questions, ctx.settings.roles.parent.samples, imported_questions(answers)))
     if ctx.force:
         answers = without(answers, ctx.topic_names)
     elif ctx.stale:

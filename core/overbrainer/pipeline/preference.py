@@ -183,6 +183,7 @@ async def judge_answers(ctx: StageContext) -> None:
     data = ctx.data
     todo = groups(data.read(ANSWERS), data.read(QUESTIONS), ctx.topic_names)
     path = ctx.project_dir / DATA_DIR / PREFERENCES
+    ctx.report.counted_as = "select"  # the judge's own average, apart from the answers'
     with JsonlWriter(path, _is_preference, f"{DATA_DIR}/{PREFERENCES}") as writer:
 
         async def one(group: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:

@@ -19,7 +19,7 @@ from overbrainer.config.model import Role, Settings
 from overbrainer.pipeline.batch_ledger import Ledger
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, SUBTOPICS, DataFiles
 from overbrainer.pipeline.requests import Tally, requests_tally
-from overbrainer.pipeline.samples import sample_id
+from overbrainer.pipeline.samples import imported_questions, sample_id
 from overbrainer.providers.prices import Price
 
 Basis = Literal["measured", "prior", "assumed", "done", "no requests"]
@@ -150,7 +150,9 @@ def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
     data = DataFiles(project_dir)
     subtopics = data.read(SUBTOPICS)
     questions = data.read(QUESTIONS)
-    answered = {record["id"] for record in data.read(ANSWERS)}
+    answers = data.read(ANSWERS)
+    answered = {record["id"] for record in answers}
+    own = imported_questions(answers)  # the user's answer: asked of the parent once, never
     answered |= in_live_batches(project_dir)  # asked and reserved already: not left to do
     batch = settings.pipeline.question_batch_size
     samples = settings.roles.parent.samples
@@ -189,7 +191,7 @@ def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
         seen.update(q["id"] for q in mine_now)
         # each question asked `samples` times: each sample not answered is a request
         unanswered = [
-            q for q in mine_now for item in range(samples)
+            q for q in mine_now for item in range(1 if q["id"] in own else samples)
             if sample_id(q["id"], item) not in answered
         ]  # fmt: skip
         coming = sum(gaps) * samples

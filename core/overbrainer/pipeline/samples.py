@@ -8,10 +8,11 @@ says both in ``meta.question`` and ``meta.sample``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from typing import Any
 
 from overbrainer.pipeline.ids import stable_id
+from overbrainer.pipeline.records import is_imported
 
 QUESTION = "question"
 SAMPLE = "sample"
@@ -36,12 +37,15 @@ def sample_of(answer: dict[str, Any]) -> int:
     return found if isinstance(found, int) and not isinstance(found, bool) else 0
 
 
-def items(questions: Iterable[dict[str, Any]], samples: int) -> Iterator[dict[str, Any]]:
+def items(
+    questions: Iterable[dict[str, Any]], samples: int, own: Container[str] = ()
+) -> Iterator[dict[str, Any]]:
     """What ``answers`` asks for: each question ``samples`` times, sample ``k`` as the
-    question under its sample's id (with ``question`` and ``sample`` beside)."""
+    question under its sample's id (with ``question`` and ``sample`` beside); a question
+    of ``own`` (its answer imported: the user's) once, as before."""
     for question in questions:
         yield question
-        for sample in range(1, samples):
+        for sample in range(1, 1 if question["id"] in own else samples):
             yield {**question, "id": sample_id(question["id"], sample), QUESTION: question["id"],
                    SAMPLE: sample}  # fmt: skip
 
@@ -62,3 +66,9 @@ def together(todo: list[dict[str, Any]], in_one: bool) -> list[list[dict[str, An
     for item in todo:
         groups.setdefault(item.get(QUESTION, item["id"]), []).append(item)
     return list(groups.values())
+
+
+def imported_questions(answers: Iterable[dict[str, Any]]) -> set[str]:
+    """The questions whose answer is the user's own (``dataset import``): no sample is
+    asked of the parent beside it."""
+    return {question_of(answer) for answer in answers if is_imported(answer)}
