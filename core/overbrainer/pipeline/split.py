@@ -61,7 +61,8 @@ class SplitResult:
     unkept: int = 0
     """A question's answers ``[pipeline] select`` did not keep (``samples`` > 1)."""
     selected: int = 0
-    """The usable answers ``[pipeline] select`` chose from (the kept and the unkept)."""
+    """The usable answers ``[pipeline] select`` chose from (the kept and the unkept; 0
+    with ``select = "all"``)."""
     held_out: int = 0
     """The other answers of an eval question: the eval split has one an eval question,
     and none of them trains (they would teach the eval set)."""
@@ -504,6 +505,8 @@ def _selecting(  # noqa: PLR0917 - the split's state it reads and counts into
 ) -> list[tuple[_Answer, str]]:
     """:func:`_select`, its counts (of the ``counted`` topics) in ``result``."""
     unkept = _select(data, source, usable, settings) if source is not None else []
+    if settings.pipeline.select == "all":
+        return unkept
     result.unkept = sum(1 for answer, _ in unkept if answer.topic in counted)
     result.selected = result.unkept + sum(
         len(answers)
