@@ -247,6 +247,9 @@ def test_the_final_result_of_an_answer():
     assert final_result("Answer: $12.50") == "12.5"
     assert final_result("x\n```python\nprint(1)\n\n```\nthat's it") == "code:print(1)"
     assert final_result("It depends on the borrow checker.") is None
+    assert final_result("The answer is a borrow, see above.") is None
+    assert final_result("Answer: I think it moves.") is None
+    assert final_result("So the answer is **C**.\nDone.") == "C"
     assert final_result("The final answer is 7.0") == final_result("the answer: 7")
 
 

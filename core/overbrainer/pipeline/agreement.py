@@ -2,7 +2,8 @@
 is the one most of them reach (self-consistency); the others are likely wrong.
 
 An answer's final result is, by the first rule that finds one: the last ``\\boxed{…}``; the
-last "answer is X" / "answer: X" where X is a number or a choice letter (A to J); the last
+last "answer is X" / "answer: X" where X is a number or a choice letter (A to J, a
+capital, in brackets or ending its line); the last
 fenced code block (its lines, each stripped, blank ones dropped). A number is compared by
 value (``1,000``, ``1000.0`` and ``$1000`` agree). An answer with none of these has no
 checkable result: it is kept, as is every answer of a question where no result is more
@@ -17,7 +18,11 @@ from collections.abc import Sequence
 
 _BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
 _STATED = re.compile(
-    r"answer\s*(?:is|:)\s*\**\s*\(?\$?([A-J]|-?[\d,]*\.?\d+)\b\)?", re.IGNORECASE
+    # a letter in capitals, in brackets or ending its line ("the answer is a borrow" is no
+    # choice), or a number
+    r"(?i:answer)\s*(?:is|:)\s*[*_]*\s*"
+    r"(?:\(([A-J])\)|([A-J])(?=[.)*_]*[ \t]*$)|\$?(-?[\d,]*\.?\d+))",
+    re.MULTILINE,
 )
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _NUMBER = re.compile(r"-?\$?[\d,]*\.?\d+%?")
@@ -30,7 +35,7 @@ def final_result(text: str) -> str | None:
         return _normal(boxed[-1])
     stated = _STATED.findall(text)
     if stated:
-        return _normal(stated[-1])
+        return _normal("".join(stated[-1]))
     fenced = _FENCE.findall(text)
     if fenced:
         lines = (line.strip() for line in fenced[-1].splitlines())
