@@ -28,16 +28,17 @@ def _is_line(record: dict[str, Any]) -> bool:
     )
 
 
-def record_requests(project_dir: Path, report: Report) -> None:
+def record_requests(project_dir: Path, stage: str, report: Report) -> None:
     """Add the stage execution's lines: ``{stage, model, requests, input_tokens,
-    output_tokens}`` for each stage and model it asked (``answers``' judge as ``select``;
-    nothing when it asked nothing)."""
+    output_tokens}`` for each model it asked, as ``stage`` (the requests it counted for
+    another, ``answers``' judge for ``select``, as that one); nothing when it asked nothing."""
     if not report.requests:
         return
     with JsonlWriter(project_dir / REQUESTS, _is_line, str(REQUESTS)) as writer:
         for (name, model), (requests, tokens_in, tokens_out) in report.measured.items():
-            writer.append({"stage": name, "model": model, "requests": requests,
-                           "input_tokens": tokens_in, "output_tokens": tokens_out})  # fmt: skip
+            writer.append({"stage": stage if name == report.stage else name, "model": model,
+                           "requests": requests, "input_tokens": tokens_in,
+                           "output_tokens": tokens_out})  # fmt: skip
 
 
 def requests_tally(project_dir: Path, stage: str, model: str) -> Tally:

@@ -187,7 +187,7 @@ def _recorded(
     (the stage's own, else why they could not be written: its spend is in the journal)."""
     try:
         append_history(project_dir, entry)
-        record_requests(project_dir, report)
+        record_requests(project_dir, stage, report)
     except UserError as failure:
         logger.warning(f"{stage}: {failure.message} (the spend journal keeps its cost)")
         return error or failure.message
