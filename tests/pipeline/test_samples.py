@@ -436,3 +436,13 @@ def test_a_question_with_an_imported_answer_gets_no_samples_beside_it(
     ]
     assert result.stdout.startswith("answers: 3 done, 1 skipped")
     assert planned["requests"] - plan_answers(run_cli)["requests"] == 3
+
+
+def test_config_check_shows_the_samples_and_the_selection(run_cli, project_dir):
+    (project_dir / "overbrainer.toml").write_text(
+        config(4, "agree").replace("samples = 4\n", "samples = 4\nsamples_n = false\n")
+    )
+    shown = run_cli("config", "check")
+    assert shown.exit_code == 0, shown.stderr
+    assert "samples: 4, samples_n: false)" in shown.stdout
+    assert "pipeline.select = agree" in shown.stdout
