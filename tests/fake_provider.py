@@ -282,6 +282,13 @@ class FakeProvider:
         self.in_flight = 0  # chat requests being answered
         self.max_in_flight = 0
         self.rate_limit: RateLimit | None = None
+        self.reply_tokens = 20
+        """Tokens of a default reply (fewer when ``max_tokens`` cuts it)."""
+        self.prompt_tokens: Callable[[Seen], int] = lambda seen: 10
+        """Tokens the default reply says its prompt took (a benchmark counts them)."""
+        self.takes_n = True
+        """Whether a chat completion asking for ``n`` replies gets them (False: one, as a
+        server that ignores ``n`` gives)."""
         self._rules: list[_Rule] = []
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
@@ -459,20 +466,29 @@ class FakeProvider:
             text, reasoning = f"The answer to: {prompt}", f"Thinking about: {prompt}"
         # As a real provider does: never more than max_tokens out, cut ("length") at it.
         limit = seen.body.get("max_tokens") if isinstance(seen.body, dict) else None
-        out = min(20, limit) if isinstance(limit, int) else 20
+        whole = self.reply_tokens
+        out = min(whole, limit) if isinstance(limit, int) else whole
+        tokens_in = self.prompt_tokens(seen)
         if seen.path == "messages":
             # Signed, as Anthropic's are (an open-weights server's thinking is not).
             blocks = (
                 [{"type": "thinking", "thinking": reasoning, "signature": "c2lnbmVk"}]
                 if reasoning else []
             )
-            stop = "max_tokens" if out < 20 else "end_turn"
+            stop = "max_tokens" if out < whole else "end_turn"
             return anthropic_message(
-                [*blocks, {"type": "text", "text": text}], stop=stop, usage=(10, out)
+                [*blocks, {"type": "text", "text": text}], stop=stop, usage=(tokens_in, out)
             )
-        return openai_completion(
-            text, reasoning=reasoning, finish="length" if out < 20 else "stop", usage=(10, out)
+        reply = openai_completion(
+            text, reasoning=reasoning, finish="length" if out < whole else "stop",
+            usage=(tokens_in, out),
         )
+        n = seen.body.get("n", 1) if isinstance(seen.body, dict) else 1
+        if self.takes_n and isinstance(n, int) and n > 1:  # n replies, the prompt paid once
+            [choice] = reply["choices"]
+            reply["choices"] = [{**choice, "index": i} for i in range(n)]
+            reply["usage"]["completion_tokens"] = n * out
+        return reply
 
 
 def is_chat(seen: Seen) -> bool:

@@ -113,6 +113,10 @@ def _role(role: Role) -> str:
     details = [f"reasoning: {str(role.reasoning).lower()}", f"max_tokens: {role.max_tokens}"]
     if role.batch:
         details.append("batch: true")
+    if role.samples > 1:  # the parent's answers a question, and how they are asked
+        details.append(f"samples: {role.samples}")
+        if not role.samples_n:
+            details.append("samples_n: false")
     for key in ("temperature", "reasoning_effort", "thinking_budget"):
         value = getattr(role, key)
         if value is not None:

@@ -218,6 +218,13 @@ class Role(Section):
     thinking_budget: int | None = Field(default=None, ge=1024)
     batch: bool = False
     """Send the ``answers`` stage through the provider's batch API (the parent role)."""
+    samples: int = Field(default=1, ge=1, le=64)
+    """Answers asked for each question (the parent role): ``[pipeline] select`` says which
+    become training examples."""
+    samples_n: bool = True
+    """A question's samples asked in one request (``n``) where the protocol has it (the
+    openai one): its prompt is paid once. False: one request a sample (a server that
+    does not take ``n`` gives one reply, and the rest are asked again anyway)."""
 
     @model_validator(mode="after")
     def _reasoning_rules(self) -> Role:
@@ -246,6 +253,18 @@ class Roles(Section):
     embedder: Role | None = None
     judge: Role | None = None
 
+    @model_validator(mode="after")
+    def _samples_of_the_parent(self) -> Roles:
+        others = [name for name in ROLE_NAMES if name != "parent" and _samples(self, name) != 1]
+        if others:
+            raise ValueError(f"samples is the parent's setting, not {', '.join(others)}'s")
+        return self
+
+
+def _samples(roles: Roles, name: str) -> int:
+    role: Role | None = getattr(roles, name)
+    return 1 if role is None else role.samples
+
 
 DEFAULT_SEED = 42
 """``pipeline.seed`` unset, and with it ``training.seed``."""
@@ -269,6 +288,10 @@ class Pipeline(Section):
     """The longest a request waits out a provider's rate limit (429s) in all, before failing."""
     batch_poll_s: Finite = Field(default=30, gt=0)
     """How often a batch submitted to a provider is looked at."""
+    select: Literal["all", "agree", "judge"] = "all"
+    """Which of a question's ``samples`` answers ``split`` trains on: all, those whose
+    final result agrees with the majority's (``pipeline.agreement``), or the one the
+    judge role (else the parent) prefers (``pipeline.preference``)."""
 
 
 def _project_glob(value: str) -> str:
