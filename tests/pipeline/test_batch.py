@@ -795,3 +795,8 @@ def test_plan_leaves_out_what_a_live_batch_holds(run_cli, project_dir, provider)
     found = json.loads(run_cli("plan", "--json").stdout)
     assert found["stages"]["answers"]["requests"] == before - 6
     assert found["stale"]["answers"]["stale"] == 0
+    # Held for the batch, not paid: said apart, and still counted against a budget.
+    assert found["held_usd"] > 0 and found["spent_usd"] >= found["held_usd"]
+    [total] = [line for line in run_cli("plan").stdout.splitlines() if line.startswith("total")]
+    paid = found["spent_usd"] - found["held_usd"]
+    assert f"spent so far ${paid:.4f} (and ${found['held_usd']:.4f} held for live batches)" in total

@@ -66,7 +66,9 @@ def total_line(plan: CostPlan) -> str:
     bound = plan.stages_bound_usd
     if total is not None and bound is not None and plan.prior:
         shown += f" (the stages up to {usd(bound)})"
-    line = f"{shown}; spent so far {usd(plan.spent)}"
+    line = f"{shown}; spent so far {usd(plan.spent - plan.held)}"
+    if plan.held > 0:
+        line += f" (and {usd(plan.held)} held for live batches)"
     if plan.max_usd is not None:
         left = max(plan.max_usd - plan.spent, 0.0)
         line += f"; budget {usd(plan.max_usd)}, {usd(left)} left"

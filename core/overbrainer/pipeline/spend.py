@@ -270,13 +270,21 @@ def spent(project_dir: Path) -> float:
     """USD the project has spent or may have been billed, as its files say: the history
     and the spend journal (unknown costs: 0), and what its live batches can still cost
     (the budget reserved it when they were sent: paid whatever the budget says now)."""
+    paid, held = spent_and_held(project_dir)
+    return paid + held
+
+
+def spent_and_held(project_dir: Path) -> tuple[float, float]:
+    """``spent``'s two parts: what the history and the journal say was paid, and what the
+    live batches can still cost (held for them, not paid yet: ``plan`` says it apart)."""
     from overbrainer.pipeline.batch_ledger import Ledger
 
     spending = read_spending(project_dir)  # read once: the history's pairing and the batches
-    total = sum(
+    paid = sum(
         float(entry.get("cost") or 0.0) for entry in project_history(project_dir, spending)
     )
     by_batch = spending.by_batch
+    held = 0.0
     for batch in Ledger(project_dir).live():  # its results paid so far are counted above
-        total += max(batch.projected_usd - by_batch.get(batch.key, 0.0), 0.0)
-    return total
+        held += max(batch.projected_usd - by_batch.get(batch.key, 0.0), 0.0)
+    return paid, held

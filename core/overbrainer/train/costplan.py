@@ -28,7 +28,7 @@ from overbrainer.pipeline.projection import (
     work_left,
 )
 from overbrainer.pipeline.records import ANSWERS, EVAL, DataFiles
-from overbrainer.pipeline.spend import spent
+from overbrainer.pipeline.spend import spent_and_held
 from overbrainer.pipeline.staleness import Stale, find_stale
 from overbrainer.project import Project
 from overbrainer.providers.prices import Price, PriceBook, discounted, table_price
@@ -87,9 +87,12 @@ class CostPlan:
     export: Extra | None
     compare: Extra | None
     spent: float
+    """Paid, and held for live batches: what the budget counts as gone."""
     max_usd: float | None
     stale: tuple[StaleCost, ...] = ()
     """What an edit made stale: not part of the total (``answers --stale`` redoes it)."""
+    held: float = 0.0
+    """The part of ``spent`` held for live batches: their results may cost it, not yet paid."""
 
     @property
     def total_usd(self) -> float | None:
@@ -132,6 +135,7 @@ class CostPlan:
             "total_usd": None if total is None else round(total, 6),
             "stages_bound_usd": _rounded(self.stages_bound_usd),
             "spent_usd": round(self.spent, 6),
+            "held_usd": round(self.held, 6),
             "max_usd": self.max_usd,
             "stale": {cost.stage: cost.as_json() for cost in self.stale},
         }
@@ -187,7 +191,8 @@ def build_plan(
         compare = _compare(project, settings, judge, judge_price, rate if priced else None)
     limit = max_usd if max_usd is not None else settings.budget.max_usd
     stale = _stale_costs(project, found, known)
-    return CostPlan(plans, training, export, compare, spent(project.dir), limit, stale)
+    paid, held = spent_and_held(project.dir)
+    return CostPlan(plans, training, export, compare, paid + held, limit, stale, held)
 
 
 def stale_costs(project: Project, prices: PriceBook) -> tuple[StaleCost, ...]:
