@@ -170,11 +170,15 @@ def test_questions_stale_makes_only_the_stale_ones_again(run_cli, project_dir, p
     shown = run_cli("plan").stdout
     found = re.search(
         r"^stale: questions: 2 made with another prompt, model or setting than now; redoing "
-        r"them: 1 requests, \$(\d+\.\d+) \(up to \$[\d.]+, measured\): "
+        r"them: 1 requests, \$(\d+\.\d+) \(up to \$[\d.]+, measured\), then answering them "
+        r"again: 2 requests, \$(\d+\.\d+) \(up to \$[\d.]+, measured\): "
         r"`overbrainer questions --stale`$", shown, re.M,
     )
     assert found, shown
     assert stale["questions"]["redo"]["usd"] > 0  # the line rounds it to $0.0000 here
+    # Their answers are asked again (new questions, new ids): counted before, not after.
+    assert stale["questions"]["answers_after"]["requests"] == 2
+    assert stale["questions"]["answers_after"]["usd"] > 0
     assert (
         "stale: subtopics: 1 made with another prompt, model or setting than now "
         "(`overbrainer subtopics --force --topic NAME` makes a topic's again)"

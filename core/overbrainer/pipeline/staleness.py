@@ -33,6 +33,9 @@ class Stale:
     ids: frozenset[str]
     unknown: int
     work: StageWork
+    answers_after: StageWork | None = None
+    """Questions: what answering them again asks once they are made again (a new question
+    is a new id: the answers the stale ones had are no one's, and asked anew)."""
 
 
 def find_stale(project_dir: Path, settings: Settings) -> dict[str, Stale]:
@@ -73,6 +76,19 @@ def find_stale(project_dir: Path, settings: Settings) -> dict[str, Stale]:
         size += len(question["text"].encode()) + len(system.encode())
     work = StageWork(len(ids), chars, 2, 0, size)
     found["answers"] = Stale("answers", frozenset(ids), unknown, work)
+    stale_questions = found["questions"]
+    after = [a for a in answers if question_of(a) in stale_questions.ids and not is_imported(a)]
+    if after:
+        chars = size = 0
+        for answer in after:
+            question = by_id[question_of(answer)]
+            system = systems[question["topic"]]
+            chars += len(question["text"]) + len(system)
+            size += len(question["text"].encode()) + len(system.encode())
+        again = StageWork(len(after), chars, 2, 0, size)
+        found["questions"] = Stale(
+            "questions", stale_questions.ids, stale_questions.unknown, stale_questions.work, again
+        )
     return found
 
 

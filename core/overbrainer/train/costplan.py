@@ -72,10 +72,15 @@ class StaleCost:
     count: int
     unknown: int
     redo: StagePlan | None = None
+    answers_after: StagePlan | None = None
+    """Questions: answering the remade questions, whose old answers are left behind."""
 
     def as_json(self) -> dict[str, Any]:
         redo = self.redo.as_json() if self.redo is not None else None
-        return {"stale": self.count, "unknown": self.unknown, "redo": redo}
+        data: dict[str, Any] = {"stale": self.count, "unknown": self.unknown, "redo": redo}
+        if self.answers_after is not None:
+            data["answers_after"] = self.answers_after.as_json()
+        return data
 
 
 @dataclass(frozen=True)
@@ -165,9 +170,7 @@ def build_plan(
     roles = {name: _role(settings, name) for name in stages}
     wanted = {(roles[s].provider, roles[s].model) for s in stages if work[s].requests}
     found = find_stale(project.dir, settings)
-    wanted |= {
-        (roles[s].provider, roles[s].model) for s in stages if s in found and found[s].work.requests
-    }
+    wanted |= _stale_roles(settings, found)
     judge = settings.roles.judge or settings.roles.parent
     if price_compare and settings.training is not None:
         wanted.add((judge.provider, judge.model))
@@ -200,11 +203,7 @@ def stale_costs(project: Project, prices: PriceBook) -> tuple[StaleCost, ...]:
     asked only for a stage with stale records): ``watch``'s report."""
     settings = project.settings
     found = find_stale(project.dir, settings)
-    wanted = set()
-    for stage, stale in found.items():
-        if stale.work.requests:
-            role = _role(settings, stage)
-            wanted.add((role.provider, role.model))
+    wanted = _stale_roles(settings, found)
     try:
         known = _prices(settings, project.env, prices, wanted)
     except TransientError:
@@ -212,16 +211,35 @@ def stale_costs(project: Project, prices: PriceBook) -> tuple[StaleCost, ...]:
     return _stale_costs(project, found, known)
 
 
+def _stale_roles(settings: Settings, found: dict[str, Stale]) -> set[tuple[str, str]]:
+    """The (provider, model) whose price redoing ``found`` needs: each stage's with stale
+    records, and the parent's when remade questions are to be answered again."""
+    wanted = set()
+    for stage, stale in found.items():
+        if stale.work.requests:
+            role = _role(settings, stage)
+            wanted.add((role.provider, role.model))
+        if stale.answers_after is not None:
+            role = _role(settings, "answers")
+            wanted.add((role.provider, role.model))
+    return wanted
+
+
 def _stale_costs(
     project: Project, found: dict[str, Stale], known: dict[tuple[str, str], Price | None]
 ) -> tuple[StaleCost, ...]:
     costs = []
     for stage, stale in found.items():
-        redo = None
+        redo = after = None
         if stale.work.requests:
             price = _price(project.settings, stage, known)
             redo = project_stage(project.dir, project.settings, stage, stale.work, price)
-        costs.append(StaleCost(stage, len(stale.ids), stale.unknown, redo))
+        if stale.answers_after is not None:
+            price = _price(project.settings, "answers", known)
+            after = project_stage(
+                project.dir, project.settings, "answers", stale.answers_after, price
+            )
+        costs.append(StaleCost(stage, len(stale.ids), stale.unknown, redo, after))
     return tuple(costs)
 
 
@@ -326,10 +344,17 @@ def stale_lines(
         if cost.count and cost.redo is not None:
             redo = cost.redo
             how = "redone now" if redoing else f"`overbrainer {cost.stage} --stale`"
+            then = ""
+            if cost.answers_after is not None:
+                after = cost.answers_after
+                then = (
+                    f", then answering them again: {after.requests} requests, "
+                    f"{_dollars(after.usd)} (up to {_dollars(after.usd_bound)}, {after.basis})"
+                )
             lines.append(
                 f"stale: {cost.stage}: {cost.count} {STALE}; redoing them: {redo.requests} "
                 f"requests, {_dollars(redo.usd)} (up to {_dollars(redo.usd_bound)}, "
-                f"{redo.basis}): {how}"
+                f"{redo.basis}){then}: {how}"
             )
         elif cost.count:  # subtopics: their questions hang on their ids
             lines.append(
