@@ -78,6 +78,11 @@ def test_an_overlapping_train_example_is_dropped_with_its_reason(run_cli, projec
     # Split again: the same result, recorded once.
     assert run_cli("split").stdout == result.stdout
     assert len(reasons(project_dir)) == 1
+    # The history keeps the count, and shows it.
+    history = (project_dir / ".overbrainer" / "history.jsonl").read_text().splitlines()
+    assert json.loads(history[-1])["split"]["contaminated"] == 1
+    shown = run_cli("history", "--all").stdout.splitlines()[-1]
+    assert shown.endswith("; 8 train, 1 eval, 0 orphaned, 1 contaminated"), shown
     assert len([r for r in lines(project_dir, "rejected.jsonl") if r["id"] == trained["id"]]) == 1
 
 

@@ -154,6 +154,8 @@ def execution_lines(entries: list[dict[str, Any]]) -> list[str]:
                 f"; {split.get('train', 0)} train, {split.get('eval', 0)} eval, "
                 f"{split.get('orphaned', 0)} orphaned"
             )
+            if split.get("contaminated"):
+                line += f", {split['contaminated']} contaminated"
             line += _selected(split)
         elif e.get("model"):
             line += f"; {e.get('provider')}/{e['model']}"

@@ -338,5 +338,7 @@ def _entry(
         }
         if result.unkept:  # only then: the line stays the reference tool's otherwise
             split["selected"] = {"kept": result.selected - result.unkept, "of": result.selected}
+        if result.contaminated:  # likewise: said when decontamination dropped some
+            split["contaminated"] = result.contaminated
         entry["split"] = split
     return entry
