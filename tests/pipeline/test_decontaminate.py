@@ -78,6 +78,19 @@ def test_an_overlapping_train_example_is_dropped_with_its_reason(run_cli, projec
     # Split again: the same result, recorded once.
     assert run_cli("split").stdout == result.stdout
     assert len(reasons(project_dir)) == 1
+    # `dataset rejected` shows which and why.
+    listed = run_cli("dataset", "rejected", "--reason", "contaminated")
+    assert listed.exit_code == 0, listed.stderr
+    assert listed.stdout.splitlines() == [
+        f"question {trained['id']} ownership: contaminated: shares the 13-gram "
+        f"{' '.join(shared)!r} with eval item {evaluated['id']} | {trained['text'][:59]}…",
+        "dataset: 1 rejected",
+    ]
+    [item] = json.loads(run_cli("dataset", "rejected", "--json").stdout)
+    assert item["id"] == trained["id"] and item["reasons"][0].startswith("contaminated: ")
+    assert run_cli("dataset", "rejected", "--reason", "not selected").stdout == (
+        "dataset: nothing rejected for 'not selected'\n"
+    )
     # The history keeps the count, and shows it.
     history = (project_dir / ".overbrainer" / "history.jsonl").read_text().splitlines()
     assert json.loads(history[-1])["split"]["contaminated"] == 1

@@ -56,6 +56,40 @@ def import_(source: str, topic: str | None, subtopic: str | None) -> None:
             _split_again()
 
 
+@dataset.command("rejected")
+@click.option(
+    "--reason",
+    metavar="TEXT",
+    help="Only items with a reason starting with TEXT (contaminated, not selected, ...).",
+)
+@click.option("--json", "as_json", is_flag=True, help="A JSON list of the items.")
+def rejected(reason: str | None, as_json: bool) -> None:
+    """List what the dataset left out and why: questions the generator repeated, train
+    examples dropped for overlapping an eval question, answers `select` did not keep.
+    Each line: kind, id, topic, the reasons, and the start of the text.
+
+    Example: overbrainer dataset rejected --reason contaminated
+    """
+    import json
+
+    from overbrainer.pipeline.rejections import rejections
+    from overbrainer.redact import escape_controls
+
+    items = rejections(current_app().project_dir, reason)
+    if as_json:
+        click.echo(json.dumps([item.as_json() for item in items], indent=2, ensure_ascii=False))
+        return
+    if not items:
+        click.echo("dataset: nothing rejected" + (f" for {reason!r}" if reason else ""))
+        return
+    for item in items:
+        text = " ".join(item.text.split())
+        text = text if len(text) <= 60 else text[:59] + "…"
+        why = "; ".join(item.reasons) or "(no reason recorded)"
+        click.echo(escape_controls(f"{item.kind} {item.id} {item.topic}: {why} | {text}"))
+    click.echo(f"dataset: {len(items)} rejected")
+
+
 @dataset.command("rm")
 @click.argument("item_id", metavar="ID")
 @click.option("--answer-only", is_flag=True, help="Delete only the answer of question ID.")
