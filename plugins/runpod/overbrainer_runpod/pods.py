@@ -28,7 +28,7 @@ from overbrainer_runpod.record import Attempt, PodRecord, PodState
 from overbrainer_runpod.timing import Timing, ssh_user
 
 if TYPE_CHECKING:
-    from overbrainer_runpod import RunpodTarget
+    from overbrainer_runpod.settings import RunpodTarget
 
 DEFAULT_IMAGE = "axolotlai/axolotl-cloud:main-latest"
 STATE_DIR = ".overbrainer-pod"
