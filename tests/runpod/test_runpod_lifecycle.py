@@ -590,13 +590,33 @@ def test_results_not_home_leave_the_pod_awaiting_retrieval_for_its_watchdog(
         executor=executor, run=run, job=JobSpec(run_id=run_id, local_dir=local)
     )
     failed = run.evolve(
-        job=handle, state="failed", message="the job failed (artifacts not retrieved: boom)"
+        job=handle,
+        state="failed",
+        message="the job failed (artifacts not retrieved: boom)",
+        artifacts_missing=True,
     )
     hook.release_executor(executor=executor, run=failed, outcome="failed")
     assert trainer.pod(run_id)["state"] == "awaiting_retrieval"
     assert "pod awaiting_retrieval" in (local / layout.TARGET_NOTE).read_text()
     trainer.fake.wait_until(lambda: not trainer.fake.alive(), timeout=60, what="the deletion")
     assert set(trainer.fake.terminated_by.values()) == {"watchdog"}
+
+
+def test_a_failed_run_whose_files_came_home_ends_its_pod_whatever_its_log_says(
+    trainer, run_cli
+):
+    # The job's last error line joins the run's message: words in it are no outcome.
+    trainer.fake.pod_env["FAKE_AXOLOTL_ERROR"] = "RuntimeError: artifacts not retrieved"
+    trainer.fake.pod_env["FAKE_AXOLOTL_NO_PLUGIN"] = "1"  # it fails: no metrics
+    result = run_cli("train")
+    assert result.exit_code == 1, result.stderr
+    run = trainer.run()
+    assert run["state"] == "failed" and "artifacts not retrieved" in run["message"]
+    assert "artifacts_missing" not in run
+    pod = trainer.pod(run["id"])
+    assert pod["state"] == "deleted" and pod["deleted_by"] == "client"
+    assert "awaiting_retrieval" not in result.stderr
+    assert not trainer.fake.alive()
 
 
 def test_an_image_without_axolotl_is_refused_and_its_pod_deleted(trainer, run_cli):

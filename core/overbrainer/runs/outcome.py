@@ -24,7 +24,13 @@ from overbrainer.job.layout import (
     OUTPUT_DIR,
     SNAPSHOT_FILE,
 )
-from overbrainer.job.record import RunRecord, RunState, Snapshot, SnapshotReason
+from overbrainer.job.record import (
+    ARTIFACTS_NOT_RETRIEVED,
+    RunRecord,
+    RunState,
+    Snapshot,
+    SnapshotReason,
+)
 from overbrainer.job.spec import ArtifactSpec, JobState
 from overbrainer.runs.follow import Followed
 from overbrainer.runs.store import RUNS_DIR, RunStore
@@ -160,14 +166,14 @@ def _best_effort(
     try:
         collect(BEST_EFFORT)
     except Exception as error:  # noqa: BLE001 - the state stands; the message says what is missing
-        note = f"artifacts not retrieved: {error}"
+        note = f"{ARTIFACTS_NOT_RETRIEVED}: {error}"
         message = f"{message} ({note})" if message else note
-    else:
-        failed = state is RunState.FAILED
-        cause = last_error_line(store.run_dir(run.id) / JOB_LOG) if failed else None
-        if cause is not None and message is not None:
-            head, see, rest = message.partition(" (see ")
-            message = f"{head}: {cause}{see}{rest}"
+        return _save(store, run, state, message, artifacts_missing=True)
+    failed = state is RunState.FAILED
+    cause = last_error_line(store.run_dir(run.id) / JOB_LOG) if failed else None
+    if cause is not None and message is not None:
+        head, see, rest = message.partition(" (see ")
+        message = f"{head}: {cause}{see}{rest}"
     return _save(store, run, state, message)
 
 
@@ -206,9 +212,19 @@ def last_error_line(path: Path) -> str | None:
 
 
 def _save(
-    store: RunStore, run: RunRecord, state: RunState, message: str | None, **changes: Any
+    store: RunStore,
+    run: RunRecord,
+    state: RunState,
+    message: str | None,
+    *,
+    artifacts_missing: bool = False,
+    **changes: Any,
 ) -> RunRecord:
-    record = run.evolve(state=state, message=message, **changes)
+    """The run settled: ``message`` and ``artifacts_missing`` replace what an earlier
+    settling said (a later ``train attach`` that brings the artifacts home clears it)."""
+    record = run.evolve(
+        state=state, message=message, artifacts_missing=artifacts_missing, **changes
+    )
     store.save(record)
     return record
 

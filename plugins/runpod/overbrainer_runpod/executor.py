@@ -298,7 +298,7 @@ class RunpodExecutor(Executor):
             return
         retrieved = (outcome in (RunState.SUCCEEDED, RunState.STOPPED)) or (
             outcome in (RunState.FAILED, RunState.CANCELLED)
-            and "artifacts not retrieved" not in (run.message or "")
+            and not run.artifacts_missing
         )
         if run.job is None and outcome in ENDED:
             retrieved = True  # nothing ran: nothing to retrieve
