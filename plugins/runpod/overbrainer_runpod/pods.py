@@ -41,6 +41,11 @@ SSH_PORT = 2222
 its own host key (axolotl-cloud's does when the pod has a ``PUBLIC_KEY``)."""
 
 
+class FailedToStart(UserError):
+    """The pod's bootstrap said it failed (``.overbrainer-pod/failed``): waiting longer
+    cannot help, unlike a connection that does not answer yet."""
+
+
 AFTER_TAG = "a"
 """The tag of a pod made for the commands after training: ``overbrainer-<run>-a<n>``."""
 
@@ -360,7 +365,7 @@ class PodLifecycle:
                         f'cat "$HOME/{STATE_DIR}/ready"'
                     )
                     if state.code == 3:
-                        raise UserError(f"pod {pod_id} failed to start: {state.text().strip()}")
+                        raise FailedToStart(f"pod {pod_id} failed to start: {state.text().strip()}")
                     if state.code == 0 and state.text().strip():
                         self.save(
                             state=PodState.READY,
@@ -369,9 +374,9 @@ class PodLifecycle:
                         )
                         return host
                     last = "its bootstrap is not done"
-                except (HostError, UserError) as error:
-                    if isinstance(error, UserError) and "failed to start" in str(error):
-                        raise
+                except FailedToStart:
+                    raise
+                except (HostError, UserError) as error:  # not reachable yet: the next poll
                     last = str(error)
             time.sleep(self.timing.poll)
         raise UserError(
