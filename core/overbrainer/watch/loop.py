@@ -29,7 +29,7 @@ from overbrainer.config.model import Settings
 from overbrainer.config.reload import Reloader
 from overbrainer.config.sections import SettingsSection
 from overbrainer.cycles import CycleSummary
-from overbrainer.errors import Interrupted, UserError, signal_of
+from overbrainer.errors import Interrupted, InterruptedBeforeJob, UserError, signal_of
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.pipeline.runner import Outcome
@@ -269,7 +269,7 @@ class Loop:
                         summary.seconds += time.monotonic() - started
         except UserError as error:
             summary.error = error.message
-            if error.exit_code != 1 or error.message.startswith("interrupted"):
+            if error.exit_code != 1 or isinstance(error, InterruptedBeforeJob):
                 self._finish(summary)
                 raise
         finally:
