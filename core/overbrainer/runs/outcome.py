@@ -32,6 +32,7 @@ from overbrainer.job.record import (
     SnapshotReason,
 )
 from overbrainer.job.spec import ArtifactSpec, JobState
+from overbrainer.redact import LineRedactor, printable
 from overbrainer.runs.follow import Followed
 from overbrainer.runs.store import RUNS_DIR, RunStore
 
@@ -188,8 +189,6 @@ def last_error_line(path: Path) -> str | None:
     """The last line of a job log that names an exception (a traceback's last line, such
     as ``OSError: Can't load the configuration of 'models/nope'``), redacted and printable;
     None when there is none, or no log."""
-    from overbrainer.redact import LineRedactor, printable
-
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
