@@ -64,7 +64,10 @@ def _ended(tmp_path: Path, status: JobStatus, message: str | None = None) -> Run
 def test_a_failed_run_whose_files_stay_on_the_machine_says_so_in_a_field(tmp_path):
     record = _ended(tmp_path, JobStatus.exited(3))
     assert record.state is RunState.FAILED and record.artifacts_missing
-    assert record.message is not None and "the machine is gone" in record.message
+    assert record.message == (
+        f"the job exited with code 3 (see runs/{record.id}/job.log) "
+        "(artifacts not retrieved: the machine is gone)"
+    )
     assert RunStore(tmp_path).load(record.id).artifacts_missing
 
 
