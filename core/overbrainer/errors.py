@@ -62,6 +62,11 @@ class Stopped(Interrupted):
     CLI says the message without ``error:``; the exit status is still 128 + the signal."""
 
 
+class InterruptedBeforeJob(UserError):
+    """Ctrl-C (or SIGTERM) before a run's job started: nothing runs, so the command fails
+    (exit 1), and what sits above a run (``watch``) stops as it does for any interruption."""
+
+
 class DetachedRun(UserError):
     """Ctrl-C (or SIGTERM) while a started run was followed: not a failure, the job keeps
     running. The CLI prints the message on stdout and exits 0; what sits above a run

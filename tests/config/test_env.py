@@ -218,6 +218,8 @@ KEY = "OVERBRAINER_PROVIDERS__MAIN__API_KEY"
         ("llm.example.invalid/v1", "must start with http:// or https://"),
         ("http:///v1", "has no host"),
         ("http://[::1/v1", "is not a valid URL"),
+        # The host's own text is in the parser's message: its words tell nothing.
+        ("http://[airport]/v1", "is not a valid URL"),
         ("http://llm.example.invalid/v1 x", "must not contain spaces or control characters"),
     ],
 )

@@ -474,7 +474,7 @@ class FakeRunpod:
                     self._public(pod, int(env.get("OVERBRAINER_SSH_PORT") or 22))
                 ),
                 "OVERBRAINER_SSHD_EXTRA": "ListenAddress 127.0.0.1\nSetEnv "
-                + " ".join(f"{k}={v}" for k, v in session_env.items()),
+                + " ".join(f'"{k}={v}"' for k, v in session_env.items()),  # spaces too
             }
         )
         if self.shell is not None:

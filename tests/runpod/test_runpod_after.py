@@ -210,7 +210,7 @@ def test_a_shell_after_training_needs_the_run_and_is_opened_once(pod_run):
         executor.open_shell("export", False)
     assert refused.value.message == "target `gpu`: a shell after training needs the run"
     executor.run = read_run(executor.project, pod_run.run_id)
-    executor.after_pod = AfterPod(executor, executor.run, "export", False)
+    executor.after_pod = AfterPod(executor.site, executor.run, "export", False)
     with pytest.raises(UserError) as again:
         executor.open_shell("compare", False)
     assert again.value.message == (

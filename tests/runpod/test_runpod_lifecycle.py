@@ -590,13 +590,72 @@ def test_results_not_home_leave_the_pod_awaiting_retrieval_for_its_watchdog(
         executor=executor, run=run, job=JobSpec(run_id=run_id, local_dir=local)
     )
     failed = run.evolve(
-        job=handle, state="failed", message="the job failed (artifacts not retrieved: boom)"
+        job=handle,
+        state="failed",
+        message="the job failed (artifacts not retrieved: boom)",
+        artifacts_missing=True,
     )
     hook.release_executor(executor=executor, run=failed, outcome="failed")
     assert trainer.pod(run_id)["state"] == "awaiting_retrieval"
     assert "pod awaiting_retrieval" in (local / layout.TARGET_NOTE).read_text()
     trainer.fake.wait_until(lambda: not trainer.fake.alive(), timeout=60, what="the deletion")
     assert set(trainer.fake.terminated_by.values()) == {"watchdog"}
+
+
+def test_a_failed_run_whose_files_came_home_ends_its_pod_whatever_its_log_says(
+    trainer, run_cli
+):
+    # The job's last error line joins the run's message: words in it are no outcome.
+    trainer.fake.pod_env["FAKE_AXOLOTL_ERROR"] = "RuntimeError: artifacts not retrieved"
+    trainer.fake.pod_env["FAKE_AXOLOTL_NO_PLUGIN"] = "1"  # it fails: no metrics
+    result = run_cli("train")
+    assert result.exit_code == 1, result.stderr
+    run = trainer.run()
+    assert run["state"] == "failed" and "artifacts not retrieved" in run["message"]
+    assert "artifacts_missing" not in run
+    pod = trainer.pod(run["id"])
+    assert pod["state"] == "deleted" and pod["deleted_by"] == "client"
+    assert "awaiting_retrieval" not in result.stderr
+    assert not trainer.fake.alive()
+
+
+def test_a_connection_that_fails_is_waited_out_whatever_its_words(trainer):
+    # Only the pod's own bootstrap failure ends the wait: a refusal of the connection is
+    # tried again, even one worded "failed to start" (as an SSH client may word it).
+    import overbrainer_runpod
+    from overbrainer.plugin import Project, UserError
+    from overbrainer.testing.jobs import contract_settings, manager_with
+    from overbrainer_runpod.pods import PodLifecycle, connect
+    from overbrainer_runpod.record import PodState
+
+    plugins = manager_with(overbrainer_runpod.plugin)
+    table = {"kind": "runpod", "gpu_types": ["NVIDIA A40"], "max_hours": 1,
+             "venv": str(trainer.venv)}  # fmt: skip
+    model = plugins.kinds["runpod"].model_validate(table)
+    project = Project(trainer.dir, contract_settings("gpu", model), dict(os.environ))
+    executor = plugins.hook.create_executor(name="gpu", target=model, project=project, run=None)
+    run_id = "demo_20260101-000000"
+    run_dir = trainer.dir / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    life = PodLifecycle(executor.api, run_dir, executor.timing)
+    life.place(model, executor.site.placement(), api_url=executor.api.base_url)
+    refused: list[Path] = []
+
+    def reach(config: Path):
+        if not refused:
+            refused.append(config)
+            raise UserError("ssh: the connection failed to start: Connection refused")
+        return connect("gpu", run_id, config)
+
+    try:
+        host = life.wait_ready(reach)
+        assert host.run("true").code == 0
+        host.close()
+        assert refused and life.pod.state is PodState.READY
+    finally:
+        life.drop_secret()
+        life.delete("client")
+    assert not trainer.fake.alive()
 
 
 def test_an_image_without_axolotl_is_refused_and_its_pod_deleted(trainer, run_cli):

@@ -10,7 +10,8 @@ import pytest
 from overbrainer.errors import UserError
 from overbrainer.job.layout import TARGET_NOTE
 from overbrainer.job.record import RunState, SnapshotReason
-from overbrainer.runs.listing import REASONS, STATES, run_line, run_lines, runs_json
+from overbrainer.runs.listed import REASONS, STATES
+from overbrainer.runs.listing import run_line, run_lines, runs_json
 from overbrainer.runs.listing_cache import FIELDS
 from overbrainer.runs.store import RunStore
 

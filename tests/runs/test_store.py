@@ -307,3 +307,45 @@ def test_fields_this_version_does_not_know_are_tolerated(store, tmp_path):
     }))
     record = store.load(BASE)
     assert (record.state, record.job.pid) == ("running", 42)
+
+
+def test_artifacts_not_brought_home_are_a_field_of_the_record(store, tmp_path):
+    record = store.create("Demo Project", "gpu", remote, NOW)
+    failed = record.evolve(
+        state=RunState.FAILED, message="the job exited with code 3", artifacts_missing=True
+    )
+    store.save(failed)
+    data = json.loads((tmp_path / "runs" / BASE / "run.json").read_text())
+    assert data["artifacts_missing"] is True
+    assert store.load(BASE).artifacts_missing
+    settled = store.load(BASE).evolve(state=RunState.FAILED, message=None, artifacts_missing=False)
+    store.save(settled)
+    data = json.loads((tmp_path / "runs" / BASE / "run.json").read_text())
+    assert "artifacts_missing" not in data  # unset: omitted, as the other optional keys
+
+
+@pytest.mark.parametrize(
+    ("message", "missing"),
+    [
+        ("the job exited with code 3 (artifacts not retrieved: connection lost)", True),
+        ("the job exited with code 3 (see runs/x/job.log)", False),
+        (None, False),
+    ],
+)
+def test_a_record_written_before_the_field_reads_and_saves_as_it_was(
+    store, tmp_path, message, missing
+):
+    directory = tmp_path / "runs" / BASE
+    directory.mkdir(parents=True)
+    old = {
+        "id": BASE, "target": "gpu", "created": "2026-09-22T14:30:05Z", "remote_dir": "/w",
+        "job": {"dir": "/w", "pid": 42, "container": None},
+        "state": "failed", "message": message, "snapshots": False,
+    }  # fmt: skip
+    text = json.dumps(old, indent=2) + "\n"
+    (directory / "run.json").write_text(text)
+    record = store.load(BASE)
+    assert record.artifacts_missing is missing  # an old record said it in its message alone
+    if not missing:
+        store.save(record)
+        assert (directory / "run.json").read_text() == text

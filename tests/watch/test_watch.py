@@ -254,3 +254,56 @@ def test_a_cycle_exports_its_new_run_as_run_does(watch, project_dir, tmp_path):
     assert newer != run["id"]
     assert third["ran"].endswith(f"train run {newer} succeeded, export run {newer} Q8_0")
     assert len(list((project_dir / "runs").glob("*/exports/*/export.json"))) == 2
+
+
+PAUSED = """
+    from typing import Literal
+
+    from overbrainer.plugin import Executor, TargetBase, TargetInfo, UserError, hookimpl
+
+
+    class PausedTarget(TargetBase):
+        kind: Literal["paused"]
+
+
+    class PausedExecutor(Executor):
+        def describe(self):
+            return TargetInfo(device="cpu", local_paths=False)
+
+        def claim(self, run_id):
+            raise UserError("interrupted service: the cluster's queue is paused")
+
+        def _unused(self, *args):
+            raise NotImplementedError
+
+        launch = poll = request_snapshot = cancel = collect = read_log = _unused
+
+
+    @hookimpl
+    def register_targets(register):
+        register("paused", PausedTarget)
+
+
+    @hookimpl
+    def create_executor(name, target, project, run):
+        return PausedExecutor() if target.kind == "paused" else None
+"""
+
+
+def test_a_cycle_that_fails_keeps_watching_whatever_its_error_says(watch, project_dir, site):
+    # Only an interruption stops watching: not an error whose words start as one does.
+    site.install("paused", PAUSED)
+    config = project_dir / "overbrainer.toml"
+    text = config.read_text(encoding="utf-8").replace('target = "local"', 'target = "queue"', 1)
+    config.write_text(text + '\n[targets.queue]\nkind = "paused"\n', encoding="utf-8")
+    watching = watch(
+        OVERBRAINER_LOAD_PLUGINS="local,paused",
+        PYTHONPATH=os.pathsep.join([str(site.path), os.environ.get("PYTHONPATH", "")]),
+    )
+    first = watching.line(CYCLE.format(n=1))
+    assert "interrupted service: the cluster's queue is paused" in first.string
+    assert watching.quiet(1.0) == []
+    assert watching.process.poll() is None  # the loop lives on
+    watching.edit('target = "queue"', 'target = "local"')
+    second = watching.line(CYCLE.format(n=2))
+    assert second["ran"].endswith("succeeded")

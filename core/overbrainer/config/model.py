@@ -105,11 +105,12 @@ def _http_url(value: str) -> str:
         raise ValueError("must not contain spaces or control characters")
     try:
         parts = urlsplit(value)
-        port = parts.port
-    except ValueError as error:
-        if "port" in str(error).lower():
-            raise ValueError("its port is not a number from 1 to 65535") from None
+    except ValueError:
         raise ValueError("is not a valid URL") from None
+    try:
+        port = parts.port  # raises only for the port: not a number, or past 65535
+    except ValueError:
+        raise ValueError("its port is not a number from 1 to 65535") from None
     if parts.scheme not in ("http", "https"):
         raise ValueError("must start with http:// or https://")
     if not parts.hostname:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class RunState(StrEnum):
@@ -41,6 +41,9 @@ class SnapshotReason(StrEnum):
 
 
 M = TypeVar("M", bound=BaseModel)
+
+ARTIFACTS_NOT_RETRIEVED = "artifacts not retrieved"
+"""How a run's message says its artifacts could not be brought home (``runs.outcome``)."""
 
 
 class _Record(BaseModel):
@@ -101,6 +104,19 @@ class RunRecord(_Record):
     snapshot: Snapshot | None = None
     resumed_from: str | None = None
     snapshots: bool = False
+    artifacts_missing: bool = False
+    """The run ended, but what it made could not be brought home (its message says why):
+    a target that ends the machine keeps it for a later ``train attach``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _missing_of_old(cls, data: Any) -> Any:
+        """A record written before ``artifacts_missing`` said it in its message alone."""
+        if isinstance(data, dict) and "artifacts_missing" not in data:
+            message = data.get("message")
+            if isinstance(message, str) and ARTIFACTS_NOT_RETRIEVED in message:
+                return {**data, "artifacts_missing": True}
+        return data
 
     def to_json(self) -> dict[str, Any]:
         """The record as ``run.json`` holds it: optional parts only when set."""
@@ -108,6 +124,8 @@ class RunRecord(_Record):
         for key in ("snapshot", "resumed_from"):
             if data[key] is None:
                 del data[key]
+        if not data["artifacts_missing"]:
+            del data["artifacts_missing"]
         if data["job"] is not None:
             for key in ("data", "token"):
                 if not data["job"][key]:

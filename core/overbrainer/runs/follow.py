@@ -15,6 +15,7 @@ from overbrainer.job.interface import Executor
 from overbrainer.job.metrics import parse_event
 from overbrainer.job.record import RunRecord
 from overbrainer.job.spec import JobState, JobStatus
+from overbrainer.runs.interrupt import deferred_sigint
 
 POLL_S = 2.0
 FINAL_POLL_S = 0.5
@@ -177,8 +178,6 @@ class Follower:
             self._cancel("the job saved its snapshot but did not end: it was cancelled")
 
     def _cancel(self, warning: str) -> None:
-        from overbrainer.runs.interrupt import deferred_sigint
-
         with deferred_sigint():
             self.hook.cancel_job(executor=self.executor, run=self.run)
         self._cancelled_by_limit = True

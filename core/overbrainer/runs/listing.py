@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from overbrainer.errors import UserError
 from overbrainer.job.layout import OUTPUT_DIR, RECORD, TARGET_NOTE
 from overbrainer.runs.ids import is_valid_id
+from overbrainer.runs.listed import STATES, Listed, read_listed
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -30,22 +31,6 @@ if TYPE_CHECKING:
     from overbrainer.runs.figures import Figures
     from overbrainer.runs.listing_cache import Key
     from overbrainer.runs.store import RunStore
-
-STATES = ("preparing", "running", "succeeded", "failed", "cancelled", "stopped")
-"""``RunState``'s values (a test holds them equal), without importing pydantic."""
-REASONS = ("requested", "deadline", "cost", "disk")
-"""``SnapshotReason``'s values."""
-
-
-class Listed(NamedTuple):
-    """What ``runs ls`` prints of a run (a named tuple: no ``dataclasses`` to import)."""
-
-    id: str
-    state: str
-    target: str
-    created: str
-    step: int | None = None
-    reason: str = "requested"
 
 
 def run_line(record: RunRecord | Listed, width: int, extra: str = "") -> str:
@@ -68,68 +53,6 @@ def line_tail(record: RunRecord | Listed, extra: str = "") -> str:
     if step is not None:
         snapshot = f"  step {step} ({reason}): partial model in {OUTPUT_DIR}/"
     return escape_controls(f"  {state:<9}  {record.target}  {record.created}{snapshot}{extra}")
-
-
-def read_listed(directory: str, run_id: str) -> Listed:
-    """The printed fields of ``directory``'s ``run.json``; ``UserError`` saying why they
-    cannot be read, worded as ``RunStore.load`` words it (``record_file``)."""
-    import errno
-
-    from overbrainer.runs.record_file import load_record
-
-    missing = f"cannot read runs/{run_id}/{RECORD}: {os.strerror(errno.ENOENT)}"
-    return load_record(directory, run_id, missing, _listed_of)
-
-
-def _listed_of(data: dict[str, Any]) -> Listed:
-    """The printed fields of a record's ``data``, checked as pydantic would check them."""
-    from overbrainer.runs.record_file import NotARecord
-
-    problem = _problem(data)
-    if problem is not None:
-        raise NotARecord(problem)
-    snapshot = data.get("snapshot")
-    return Listed(
-        data["id"],
-        data.get("state", "preparing"),
-        data["target"],
-        data["created"],
-        snapshot["step"] if snapshot is not None else None,
-        snapshot.get("reason", "requested") if snapshot is not None else "requested",
-    )
-
-
-def _problem(data: dict[str, Any]) -> str | None:
-    """What makes the printed fields (and the required ones) no run record's."""
-    for key in ("id", "target", "created", "remote_dir"):
-        if key not in data:
-            return f"{key}: Field required"
-        if not isinstance(data[key], str):
-            return f"{key}: Input should be a valid string"
-    if data.get("state", "preparing") not in STATES:
-        return f"state: Input should be {', '.join(repr(s) for s in STATES)}"
-    snapshot = data.get("snapshot")
-    return None if snapshot is None else _snapshot_problem(snapshot)
-
-
-def _snapshot_problem(snapshot: Any) -> str | None:
-    if not isinstance(snapshot, dict):
-        return "snapshot: Input should be a valid dictionary"
-    step = snapshot.get("step")
-    if type(step) is not int or step < 0:
-        return "snapshot.step: Input should be an integer of 0 or more"
-    if not isinstance(snapshot.get("checkpoint"), str):
-        return "snapshot.checkpoint: Input should be a valid string"
-    if snapshot.get("reason", "requested") not in REASONS:
-        return f"snapshot.reason: Input should be {', '.join(repr(r) for r in REASONS)}"
-    return None
-
-
-def listed_runs(root: Path, warn: Callable[[str], None]) -> list[Listed]:
-    """Every readable run under ``root``, oldest first; ``warn`` says why one is skipped."""
-    from overbrainer.runs.record_file import each_record
-
-    return each_record(root, read_listed, warn)
 
 
 class Row:

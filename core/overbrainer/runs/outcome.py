@@ -8,7 +8,7 @@ import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from loguru import logger
 
@@ -24,8 +24,15 @@ from overbrainer.job.layout import (
     OUTPUT_DIR,
     SNAPSHOT_FILE,
 )
-from overbrainer.job.record import RunRecord, RunState, Snapshot, SnapshotReason
+from overbrainer.job.record import (
+    ARTIFACTS_NOT_RETRIEVED,
+    RunRecord,
+    RunState,
+    Snapshot,
+    SnapshotReason,
+)
 from overbrainer.job.spec import ArtifactSpec, JobState
+from overbrainer.redact import LineRedactor, printable
 from overbrainer.runs.follow import Followed
 from overbrainer.runs.store import RUNS_DIR, RunStore
 
@@ -112,63 +119,71 @@ def settle(
         return _save(store, run, RunState.STOPPED, None, snapshot=snapshot)
     if isinstance(snapshot, str) and status.state is JobState.CANCELLED:
         logger.warning(f"run {run.id}: {snapshot}; the run stays cancelled")
-    state, message = _ending(run, seen, snapshot)
-    if state is not RunState.SUCCEEDED:
-        return _best_effort(collect, store, run, state, message)
+    ending = _ending(seen, snapshot)
+    if ending.state is not RunState.SUCCEEDED:
+        return _best_effort(collect, store, run, ending)
     try:
         collect(RESULTS)
     except MissingArtifact as error:
         if error.path != OUTPUT:
             raise RetrievalError(f"cannot retrieve the results of run {run.id}: {error}") from error
-        message = f"the job succeeded but left no output ({_see_log(run)})"
-        return _best_effort(collect, store, run, RunState.FAILED, message)
+        no_output = Ending(RunState.FAILED, "the job succeeded but left no output", see_log=True)
+        return _best_effort(collect, store, run, no_output)
     except Exception as error:
         raise RetrievalError(f"cannot retrieve the results of run {run.id}: {error}") from error
     return _save(store, run, RunState.SUCCEEDED, None)
 
 
-def _ending(run: RunRecord, seen: Followed, snapshot: str | None) -> tuple[RunState, str | None]:
-    """The state (and message) of a job that ended without a usable snapshot."""
+class Ending(NamedTuple):
+    """How a job ended without a usable snapshot: the run's state, what its message says,
+    and whether the message sends the reader to the job's log (the log's last error line
+    then goes before that pointer)."""
+
+    state: RunState
+    what: str | None = None
+    see_log: bool = False
+
+    def message(self, run: RunRecord, cause: str | None = None) -> str | None:
+        """The run's message, with ``cause`` (from the job's log) after what ended it."""
+        if self.what is None:
+            return None
+        text = self.what if cause is None else f"{self.what}: {cause}"
+        return f"{text} (see {RUNS_DIR}/{run.id}/{JOB_LOG})" if self.see_log else text
+
+
+def _ending(seen: Followed, snapshot: str | None) -> Ending:
+    """How a job that ended without a usable snapshot ended."""
     status = seen.status
     if status.state is JobState.CANCELLED:
-        return RunState.CANCELLED, None
+        return Ending(RunState.CANCELLED)
     if status.state is JobState.LOST:
-        return RunState.FAILED, f"the job stopped without an exit code ({_see_log(run)})"
+        return Ending(RunState.FAILED, "the job stopped without an exit code", see_log=True)
     if status.exit_code != 0:
-        return RunState.FAILED, f"the job exited with code {status.exit_code} ({_see_log(run)})"
+        return Ending(RunState.FAILED, f"the job exited with code {status.exit_code}", True)
     if snapshot is not None:
-        return RunState.FAILED, snapshot
+        return Ending(RunState.FAILED, snapshot)
     if seen.plugin_lines == 0:
-        return RunState.FAILED, (
-            "the job wrote no metrics: the overbrainer metrics plugin was not loaded "
-            f"({_see_log(run)})"
+        return Ending(
+            RunState.FAILED,
+            "the job wrote no metrics: the overbrainer metrics plugin was not loaded",
+            see_log=True,
         )
-    return RunState.SUCCEEDED, None
-
-
-def _see_log(run: RunRecord) -> str:
-    return f"see {RUNS_DIR}/{run.id}/{JOB_LOG}"
+    return Ending(RunState.SUCCEEDED)
 
 
 def _best_effort(
-    collect: Callable[[ArtifactSpec], None],
-    store: RunStore,
-    run: RunRecord,
-    state: RunState,
-    message: str | None,
+    collect: Callable[[ArtifactSpec], None], store: RunStore, run: RunRecord, ending: Ending
 ) -> RunRecord:
     try:
         collect(BEST_EFFORT)
     except Exception as error:  # noqa: BLE001 - the state stands; the message says what is missing
-        note = f"artifacts not retrieved: {error}"
+        note = f"{ARTIFACTS_NOT_RETRIEVED}: {error}"
+        message = ending.message(run)
         message = f"{message} ({note})" if message else note
-    else:
-        failed = state is RunState.FAILED
-        cause = last_error_line(store.run_dir(run.id) / JOB_LOG) if failed else None
-        if cause is not None and message is not None:
-            head, see, rest = message.partition(" (see ")
-            message = f"{head}: {cause}{see}{rest}"
-    return _save(store, run, state, message)
+        return _save(store, run, ending.state, message, artifacts_missing=True)
+    failed = ending.state is RunState.FAILED
+    cause = last_error_line(store.run_dir(run.id) / JOB_LOG) if failed else None
+    return _save(store, run, ending.state, ending.message(run, cause))
 
 
 _ERROR_LINE = re.compile(
@@ -182,8 +197,6 @@ def last_error_line(path: Path) -> str | None:
     """The last line of a job log that names an exception (a traceback's last line, such
     as ``OSError: Can't load the configuration of 'models/nope'``), redacted and printable;
     None when there is none, or no log."""
-    from overbrainer.redact import LineRedactor, printable
-
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -206,9 +219,19 @@ def last_error_line(path: Path) -> str | None:
 
 
 def _save(
-    store: RunStore, run: RunRecord, state: RunState, message: str | None, **changes: Any
+    store: RunStore,
+    run: RunRecord,
+    state: RunState,
+    message: str | None,
+    *,
+    artifacts_missing: bool = False,
+    **changes: Any,
 ) -> RunRecord:
-    record = run.evolve(state=state, message=message, **changes)
+    """The run settled: ``message`` and ``artifacts_missing`` replace what an earlier
+    settling said (a later ``train attach`` that brings the artifacts home clears it)."""
+    record = run.evolve(
+        state=state, message=message, artifacts_missing=artifacts_missing, **changes
+    )
     store.save(record)
     return record
 

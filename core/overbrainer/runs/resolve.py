@@ -14,6 +14,7 @@ from overbrainer.errors import UserError
 from overbrainer.job.layout import RECORD
 from overbrainer.project import RUNS_DIR
 from overbrainer.runs.ids import check_run_id, is_valid_id
+from overbrainer.runs.listed import listed_runs
 
 LATEST = "latest"
 """The name of the newest run (by creation time, then id)."""
@@ -64,8 +65,6 @@ def _run_names(root: Path) -> list[str]:
 
 def _newest(root: Path, names: list[str]) -> str:
     """The last run ``runs ls`` lists (unreadable records skipped, as it skips them)."""
-    from overbrainer.runs.listing import listed_runs
-
     if not names:
         raise UserError(f"no run in {RUNS_DIR}/ yet: `latest` names none")
     runs = listed_runs(root, lambda message: None)

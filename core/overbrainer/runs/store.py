@@ -19,6 +19,7 @@ from overbrainer.job.record import RunRecord
 from overbrainer.project import RUNS_DIR, runs_dir
 from overbrainer.runs.ids import base_id, candidates, check_run_id
 from overbrainer.runs.record_file import NotARecord, each_record, load_record
+from overbrainer.runs.resolve import LATEST, resolve_run_id
 
 
 class RunStore:
@@ -36,8 +37,6 @@ class RunStore:
 
     def resolve(self, text: str | None, *, known_only: bool = True) -> str:
         """The run id ``text`` names (``latest``, an id, a unique prefix); None: the latest."""
-        from overbrainer.runs.resolve import LATEST, resolve_run_id
-
         return resolve_run_id(self.root, text or LATEST, known_only=known_only)
 
     def create(

@@ -12,7 +12,7 @@ from typing import IO, Any, NoReturn
 from loguru import logger
 
 from overbrainer import files
-from overbrainer.errors import DetachedRun, UserError
+from overbrainer.errors import DetachedRun, InterruptedBeforeJob, UserError
 from overbrainer.job.interface import Executor
 from overbrainer.job.record import RunRecord
 from overbrainer.runs import follow
@@ -152,9 +152,9 @@ def detached(record: RunRecord | None) -> NoReturn:
     """After Ctrl-C while following: a detach, which says how to follow again (on stdout,
     exit 0: the reference exited 1, but nothing failed); before the job, an error."""
     if record is None:
-        raise UserError("interrupted before the run started")
+        raise InterruptedBeforeJob("interrupted before the run started")
     if record.job is None:
-        raise UserError(f"interrupted: run {record.id} has no job")
+        raise InterruptedBeforeJob(f"interrupted: run {record.id} has no job")
     raise DetachedRun(
         f"interrupted: run {record.id} keeps running on target `{record.target}`; "
         f"{reattach(record.id)}"

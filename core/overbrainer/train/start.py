@@ -11,7 +11,7 @@ from loguru import logger
 from pydantic import BaseModel, SecretStr
 
 from overbrainer.config.model import Training
-from overbrainer.errors import TransientError, UserError
+from overbrainer.errors import InterruptedBeforeJob, TransientError, UserError
 from overbrainer.job.interface import Executor
 from overbrainer.job.layout import INPUTS_FILE
 from overbrainer.job.record import RunRecord, RunState
@@ -77,7 +77,7 @@ def train(
                 ready_already=prepared is not None and plan.target_model == prepared,
             )
         except KeyboardInterrupt:
-            raise UserError("interrupted before the run started") from None
+            raise InterruptedBeforeJob("interrupted before the run started") from None
         if ready.up_to_date is not None:
             ws.echo(f"train: up to date with run {ready.up_to_date.id}")
             return Trained(ready.up_to_date, up_to_date=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -29,7 +30,14 @@ from overbrainer.config.model import Settings
 from overbrainer.config.reload import Reloader
 from overbrainer.config.sections import SettingsSection
 from overbrainer.cycles import CycleSummary
-from overbrainer.errors import DetachedRun, Interrupted, Stopped, UserError, signal_of
+from overbrainer.errors import (
+    DetachedRun,
+    Interrupted,
+    InterruptedBeforeJob,
+    Stopped,
+    UserError,
+    signal_of,
+)
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.pipeline.runner import Outcome
@@ -203,6 +211,8 @@ class Loop:
         except Interrupted as interrupted:
             signum = interrupted.exit_code - 128
             raise Stopped(f"watch: stopped ({interrupted.message})", signum) from None
+        except InterruptedBeforeJob as interrupted:  # a Ctrl-C as a run was prepared
+            raise Stopped(f"watch: stopped ({interrupted.message})", signal.SIGINT) from None
         except KeyboardInterrupt as interrupt:
             raise Stopped("watch: stopped", signal_of(interrupt)) from None
 
@@ -293,7 +303,7 @@ class Loop:
             raise
         except UserError as error:
             summary.error = error.message
-            if error.exit_code != 1 or error.message.startswith("interrupted"):
+            if error.exit_code != 1 or isinstance(error, InterruptedBeforeJob):
                 self._finish(summary)
                 raise
         finally:

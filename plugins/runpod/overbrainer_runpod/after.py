@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from shlex import quote as _q
-from typing import TYPE_CHECKING
 
 from loguru import logger
 
@@ -38,9 +37,7 @@ from overbrainer.plugin import (
 from overbrainer_runpod import record
 from overbrainer_runpod.pods import AFTER_TAG, STATE_DIR, PodLifecycle, connect
 from overbrainer_runpod.record import AFTER_DIR, PodRecord, PodState
-
-if TYPE_CHECKING:
-    from overbrainer_runpod.executor import PodSession, RunpodExecutor
+from overbrainer_runpod.session import PodSession, PodSite
 
 REUSABLE = (PodState.READY, PodState.KEPT)
 
@@ -101,11 +98,11 @@ class LeaseKeeper:
 class AfterPod:
     """The pod one command after training (``purpose``: ``export``, ``compare``) works on
     for ``run``: found or made by :meth:`open`, ended by :meth:`release` (kept with
-    ``keep``, else deleted; the run's kept training pod is left as it is). The executor
-    holds it from ``open_shell`` to ``release_executor``."""
+    ``keep``, else deleted; the run's kept training pod is left as it is), through the
+    executor's ``site``. The executor holds it from ``open_shell`` to ``release_executor``."""
 
-    def __init__(self, executor: RunpodExecutor, run: RunRecord, purpose: str, keep: bool) -> None:
-        self._executor = executor
+    def __init__(self, site: PodSite, run: RunRecord, purpose: str, keep: bool) -> None:
+        self._site = site
         self.run = run
         self.label = purpose or "runpod"
         self.keep = keep
@@ -120,10 +117,10 @@ class AfterPod:
 
     def open(self) -> TargetShell:
         """A shell on the pod, its lease renewed from now until :meth:`release`."""
-        executor, run = self._executor, self.run
+        site, run = self._site, self.run
         session = self._kept_training_pod() or self._after_pod()
         marker_dir = f"{session.run_dir}/.pod"
-        timing = executor.timing
+        timing = site.timing
         pod = session.life.pod
         every = timing.seconds(min(timing.lease_renew_minutes, timing.lease_minutes / 3))
         deadlines = [at for at in (pod.delete_at, self._cost_cap(session)) if at]
@@ -131,7 +128,7 @@ class AfterPod:
         self.lease = LeaseKeeper(self._connector(session.life.ssh_dir), marker_dir, every, guard)
         shell = session.inner.shell()
         moved = session.run_dir if self.owned or session.run_dir != run.remote_dir else None
-        where = executor.run_dir(run.id).name
+        where = site.run_dir(run.id).name
         logger.debug(f"runpod: {self.label} of run {run.id} works in {session.run_dir} ({where})")
         return replace(shell, run_dir=moved, price_per_hour=pod.cost_per_hour)
 
@@ -140,42 +137,42 @@ class AfterPod:
         it then once no command holds its lease, as at ``max_hours``. Training's pod has its
         own cap (a snapshot): only a pod made for these commands gets this one."""
         pod = session.life.pod
-        cap = self._executor.target.max_cost_usd
+        cap = self._site.target.max_cost_usd
         if not self.owned or cap is None or not pod.cost_per_hour:
             return None
         created = record.parse_time(pod.created or record.now_text()).timestamp()
-        at = int(created + self._executor.timing.seconds(60 * cap / pod.cost_per_hour))
+        at = int(created + self._site.timing.seconds(60 * cap / pod.cost_per_hour))
         session.host.check(f'echo {at} > "$HOME/{STATE_DIR}/cost_at"\n')
         return at
 
     def _kept_training_pod(self) -> PodSession | None:
         """The run's own pod, when it was kept at training and answers."""
-        executor, run = self._executor, self.run
-        run_dir = executor.run_dir(run.id)
+        site, run = self._site, self.run
+        run_dir = site.run_dir(run.id)
         found = record.load(run_dir) if run_dir.is_dir() else None
         if found is None or found.state is not PodState.KEPT or found.pod_id is None:
             return None
-        life = PodLifecycle(executor.api, run_dir, executor.timing)
+        life = PodLifecycle(site.api, run_dir, site.timing)
         host = self._reach(life, "")
         if host is None:
             return None
         logger.info(f"{self.label}: using the kept pod {found.pod_id} of run {run.id}")
-        session = executor.session_on(life, host)
+        session = site.session_on(life, host)
         _mark_in_use(session)
         self.session, self.owned = session, False
         return session
 
     def _after_pod(self) -> PodSession:
         """The run's after-training pod: the one kept by an earlier command, else a new one."""
-        executor, run, label = self._executor, self.run, self.label
-        where = after_dir(executor.run_dir(run.id))
-        life = PodLifecycle(executor.api, where, executor.timing, run_id=run.id, tag=AFTER_TAG)
+        site, run, label = self._site, self.run, self.label
+        where = after_dir(site.run_dir(run.id))
+        life = PodLifecycle(site.api, where, site.timing, run_id=run.id, tag=AFTER_TAG)
         previous = life.pod
         if previous.pod_id is not None and previous.state in REUSABLE:
             host = self._reach(life, AFTER_TAG)
             if host is not None:
                 logger.info(f"{label}: using the kept pod {previous.pod_id} of run {run.id}")
-                session = executor.session_on(life, host)
+                session = site.session_on(life, host)
                 self.session, self.owned = session, True  # deleted even if what follows fails
                 _mark_in_use(session)
                 life.save(state=PodState.READY, keep=False)
@@ -184,17 +181,17 @@ class AfterPod:
         # A new record, the attempts kept so that names stay unique (and `pod rm` finds them).
         life.pod = PodRecord(run_id=run.id, attempts=list(previous.attempts))
         life.save()
-        placement = executor.placement()
+        placement = site.placement()
         logger.info(
             f"{label}: creating a pod ({', '.join(placement.gpu_types)}) for run {run.id}: "
             f"one pod for this command, {'kept (--keep-pod)' if self.keep else 'deleted'} at "
             "its end"
         )
         try:
-            life.place(executor.target, placement, api_url=executor.api.base_url)
+            life.place(site.target, placement, api_url=site.api.base_url)
             host = life.wait_ready(lambda config: self._connect(config, AFTER_TAG))
             life.drop_secret()
-            session = executor.session_on(life, host)
+            session = site.session_on(life, host)
             self.session, self.owned = session, True
             _mark_in_use(session)
             session.check_venv()
@@ -230,7 +227,7 @@ class AfterPod:
             return None
 
     def _connect(self, config: Path, tag: str) -> Host:
-        return connect(self._executor.name, self.run.id, config, tag)
+        return connect(self._site.name, self.run.id, config, tag)
 
     def _connector(self, ssh_dir: Path) -> Callable[[], Host]:
         tag = AFTER_TAG if self.owned else ""

@@ -16,8 +16,8 @@ TAIL_OPTION_MAX = 1_000_000
 
 def _api() -> Any:
     from overbrainer.plugin import current_project
-    from overbrainer_runpod import account, rest_url
     from overbrainer_runpod.api import api_of
+    from overbrainer_runpod.settings import account, rest_url
 
     project = current_project()
     return api_of(*account(project), rest_url(project))

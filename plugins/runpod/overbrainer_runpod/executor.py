@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from shlex import quote as _q
-from typing import TYPE_CHECKING
 
 from loguru import logger
 
@@ -22,10 +21,7 @@ from overbrainer.plugin import (
     LOST,
     ArtifactSpec,
     Executor,
-    Host,
     HostError,
-    HostExecutor,
-    HostRuntime,
     JobHandle,
     JobPoll,
     JobSpec,
@@ -38,75 +34,17 @@ from overbrainer.plugin import (
     TargetShell,
     TransientError,
     UserError,
-    mkdir_nofollow,
-    write_atomic,
 )
 from overbrainer_runpod import record
+from overbrainer_runpod.after import AfterPod, after_record
 from overbrainer_runpod.api import RunpodApi
-from overbrainer_runpod.pods import (
-    STATE_DIR,
-    Placement,
-    PodLifecycle,
-    alias,
-    auto_gpu_types,
-    connect,
-    estimate_vram_gb,
-)
+from overbrainer_runpod.pods import STATE_DIR, PodLifecycle, alias, connect
 from overbrainer_runpod.record import PodState
+from overbrainer_runpod.session import PodSession, PodSite
+from overbrainer_runpod.settings import RunpodTarget, rest_url
 from overbrainer_runpod.timing import Timing, timing
 
-if TYPE_CHECKING:
-    from overbrainer_runpod import RunpodTarget
-    from overbrainer_runpod.after import AfterPod
-
 ENDED = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.STOPPED)
-HOME_ONLY = ("pod.json", "ssh")
-"""What the run directory keeps of its pods: never uploaded to one."""
-POD_LOGS = ("boot.log", "watchdog.log", "sshd.log")
-
-
-@dataclass
-class PodSession:
-    """A run's pod while this command talks to it: its lifecycle, the connection to it and
-    the job protocol over that connection."""
-
-    life: PodLifecycle
-    host: Host
-    inner: HostExecutor
-    launched: bool = False
-    lease_at: float = 0.0
-    guard_warned: bool = False
-
-    @property
-    def run_dir(self) -> str:
-        return f"{self.inner.workdir}/{self.life.pod.run_id}"
-
-    def check_venv(self) -> None:
-        """Refuse a pod whose image has no Axolotl where the target's ``venv`` says."""
-        name, venv = self.inner.name, self.inner.target.venv or ""
-        done = self.host.run(f"[ -x {_q(venv)}/bin/python ] && [ -x {_q(venv)}/bin/axolotl ]")
-        if done.code != 0:
-            raise UserError(
-                f"targets.{name}.venv: the pod's image has no Axolotl in {venv} "
-                f"(no bin/python and bin/axolotl there): set targets.{name}.image to an "
-                f"image that has it, or targets.{name}.venv to where it is"
-            )
-
-    def logs_home(self) -> None:
-        """The pod's own logs, into ``pod/`` of its lifecycle's directory (``runs/<id>/``,
-        ``runs/<id>/after-pod/``), and Runpod's log of it into ``pod/pod.log`` there."""
-        where, run_id = self.life.run_dir, self.life.pod.run_id
-        into = where / "pod"
-        shown = f"runs/{run_id}" + ("" if where.name == run_id else f"/{where.name}") + "/pod"
-        mkdir_nofollow(into, shown)  # a link there would take the logs anywhere
-        for name in POD_LOGS:
-            try:
-                done = self.host.run(f'tail -c 4194304 "$HOME/{STATE_DIR}/{name}"')
-            except HostError:
-                continue
-            if done.code == 0:
-                write_atomic(into / name, done.stdout, f"{shown}/{name}")
-        self.life.drain_log()  # Runpod's log of the pod too, before anything deletes it
 
 
 @dataclass
@@ -130,11 +68,14 @@ class RunpodExecutor(Executor):
         return TargetInfo(device="gpu", local_paths=False, per_run=True)
 
     def run_dir(self, run_id: str) -> Path:
-        return self.project.runs_dir / run_id
+        return self.site.run_dir(run_id)
+
+    @property
+    def site(self) -> PodSite:
+        """What this executor's pods are made and reached with (an ``AfterPod`` gets it)."""
+        return PodSite(self.name, self.target, self.project, self.api, self.timing)
 
     def __post_init__(self) -> None:
-        from overbrainer_runpod import rest_url
-
         if self.api.rest_url is None:  # where the pods' log stream is read
             self.api.rest_url = rest_url(self.project)
 
@@ -173,8 +114,6 @@ class RunpodExecutor(Executor):
 
     def _after_pod_of(self, run_id: str, pod_id: object) -> bool:
         """Whether ``pod_id`` is the live after-training pod of run ``run_id`` here."""
-        from overbrainer_runpod.after import after_record
-
         try:
             found = after_record(self.run_dir(run_id)) if run_id else None
         except UserError:
@@ -182,25 +121,6 @@ class RunpodExecutor(Executor):
         return found is not None and found.pod_id == pod_id and found.state in (
             PodState.READY, PodState.PROVISIONING, PodState.KEPT,
         )  # fmt: skip
-
-    def placement(self) -> Placement:
-        target = self.target
-        data_centers: list[str | None] = (
-            [None] if target.data_center_ids == "auto" else list(target.data_center_ids)
-        )
-        if target.gpu_types != "auto":
-            return Placement(list(target.gpu_types), data_centers)
-        training = self.project.settings.training
-        vram = target.min_vram_gb or estimate_vram_gb(
-            training.base_model if training else None, training.adapter if training else None
-        )
-        types = auto_gpu_types(self.api, target.gpu_count, vram, target.max_price_per_hour)
-        if not types:
-            price = f" under ${target.max_price_per_hour}/h" if target.max_price_per_hour else ""
-            raise UserError(
-                f'gpu_types = "auto": no Secure Cloud GPU type in stock with {vram} GB{price}'
-            )
-        return Placement(types, data_centers)
 
     def claim(self, run_id: str) -> str:
         """Place the run's pod, reach it, claim the run's directory there."""
@@ -210,10 +130,10 @@ class RunpodExecutor(Executor):
             return ""  # this id has its pod already
         life = PodLifecycle(self.api, run_dir, self.timing)
         try:
-            life.place(self.target, self.placement(), api_url=self.api.base_url)
+            life.place(self.target, self.site.placement(), api_url=self.api.base_url)
             host = life.wait_ready(lambda config: connect(self.name, run_id, config))
             life.drop_secret()
-            session = self.session_on(life, host)
+            session = self.site.session_on(life, host)
             self._cost_cap(session)
             remote = session.inner.claim(run_id)
             session.check_venv()
@@ -222,15 +142,6 @@ class RunpodExecutor(Executor):
             raise
         self.sessions[run_id] = session
         return remote
-
-    def session_on(self, life: PodLifecycle, host: Host) -> PodSession:
-        """The pod of ``life``, reached over ``host``, with the job protocol on it."""
-        runtime = HostRuntime(venv=self.target.venv, device="gpu")
-        inner = HostExecutor(
-            self.name, runtime, host, life.pod.workdir or "/workspace/overbrainer",
-            env=self.project.env, home_only=HOME_ONLY,
-        )  # fmt: skip
-        return PodSession(life, host, inner)
 
     def _cost_cap(self, session: PodSession) -> None:
         """Tell the watchdog when the cost cap asks for a snapshot."""
@@ -255,7 +166,7 @@ class RunpodExecutor(Executor):
         if pod.pod_id is None or pod.state is PodState.DELETED or pod.workdir is None:
             return None
         host = connect(self.name, run_id, life.ssh_dir / "config", now=False)
-        session = self.session_on(life, host)
+        session = self.site.session_on(life, host)
         session.launched = True
         self.sessions[run_id] = session
         return session
@@ -353,8 +264,6 @@ class RunpodExecutor(Executor):
 
     def open_shell(self, purpose: str, keep_machine: bool) -> TargetShell:
         """A pod for a command after training (``overbrainer_runpod.after``)."""
-        from overbrainer_runpod.after import AfterPod
-
         if self.run is None:
             raise UserError(f"target `{self.name}`: a shell after training needs the run")
         if self.after_pod is not None:  # one pod per command: the first is released at its end
@@ -362,7 +271,7 @@ class RunpodExecutor(Executor):
                 f"target `{self.name}`: a shell after training is open already "
                 f"({self.after_pod.label} of run {self.run.id})"
             )
-        self.after_pod = AfterPod(self, self.run, purpose, keep_machine)
+        self.after_pod = AfterPod(self.site, self.run, purpose, keep_machine)
         return self.after_pod.open()  # released by release_executor whatever follows
 
     def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
@@ -389,7 +298,7 @@ class RunpodExecutor(Executor):
             return
         retrieved = (outcome in (RunState.SUCCEEDED, RunState.STOPPED)) or (
             outcome in (RunState.FAILED, RunState.CANCELLED)
-            and "artifacts not retrieved" not in (run.message or "")
+            and not run.artifacts_missing
         )
         if run.job is None and outcome in ENDED:
             retrieved = True  # nothing ran: nothing to retrieve

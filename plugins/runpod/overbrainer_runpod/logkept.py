@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import stat
 import time
@@ -120,8 +121,6 @@ def kept_cursor(run_dir: Path) -> str | None:
 
 def kept_lines(run_dir: Path) -> list[PodLogLine]:
     """The lines of the kept log, oldest first; one that cannot be read is skipped."""
-    import json
-
     lines = []
     for text in (read_kept(run_dir, POD_LOG) or b"").decode("utf-8", "replace").splitlines():
         try:

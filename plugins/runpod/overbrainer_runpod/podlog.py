@@ -20,6 +20,7 @@ from overbrainer.plugin import (
     register_secret,
 )
 from overbrainer_runpod import record
+from overbrainer_runpod.api import api_of
 from overbrainer_runpod.logkept import kept_cursor, kept_lines, read_kept
 from overbrainer_runpod.logstream import (
     TAIL_MAX,
@@ -31,6 +32,7 @@ from overbrainer_runpod.logstream import (
     snapshot,
 )
 from overbrainer_runpod.record import PodState
+from overbrainer_runpod.settings import RunpodTarget, account, rest_url
 
 OWN_LOGS = ("boot.log", "watchdog.log")
 """The pod's own logs the executor brings home, printed before the stream's lines."""
@@ -48,9 +50,6 @@ def _last(items: list[T], tail: int | None) -> list[T]:
 
 def log_client(project: Project) -> LogClient:
     """The client of Runpod's log stream, with the project's account."""
-    from overbrainer_runpod import account, rest_url
-    from overbrainer_runpod.api import api_of
-
     client: LogClient = api_of(*account(project), rest_url(project)).log_client()
     return client
 
@@ -58,8 +57,6 @@ def log_client(project: Project) -> LogClient:
 def ran_on_a_pod(project: Project, run: RunRecord) -> bool:
     """Whether ``run`` ran on a pod of this plugin: its directory keeps a pod's record or
     logs, or its target is a runpod one."""
-    from overbrainer_runpod import RunpodTarget
-
     run_dir = project.runs_dir / run.id
     if (run_dir / "pod.json").exists() or (run_dir / "pod").is_dir():
         return True

@@ -28,7 +28,7 @@ from overbrainer_runpod.record import Attempt, PodRecord, PodState
 from overbrainer_runpod.timing import Timing, ssh_user
 
 if TYPE_CHECKING:
-    from overbrainer_runpod import RunpodTarget
+    from overbrainer_runpod.settings import RunpodTarget
 
 DEFAULT_IMAGE = "axolotlai/axolotl-cloud:main-latest"
 STATE_DIR = ".overbrainer-pod"
@@ -39,6 +39,11 @@ RECONCILE_TRIES = 3
 SSH_PORT = 2222
 """The pod's sshd, exposed alone: an image's entrypoint may start its own sshd on 22 with
 its own host key (axolotl-cloud's does when the pod has a ``PUBLIC_KEY``)."""
+
+
+class FailedToStart(UserError):
+    """The pod's bootstrap said it failed (``.overbrainer-pod/failed``): waiting longer
+    cannot help, unlike a connection that does not answer yet."""
 
 
 AFTER_TAG = "a"
@@ -360,7 +365,7 @@ class PodLifecycle:
                         f'cat "$HOME/{STATE_DIR}/ready"'
                     )
                     if state.code == 3:
-                        raise UserError(f"pod {pod_id} failed to start: {state.text().strip()}")
+                        raise FailedToStart(f"pod {pod_id} failed to start: {state.text().strip()}")
                     if state.code == 0 and state.text().strip():
                         self.save(
                             state=PodState.READY,
@@ -369,9 +374,9 @@ class PodLifecycle:
                         )
                         return host
                     last = "its bootstrap is not done"
-                except (HostError, UserError) as error:
-                    if isinstance(error, UserError) and "failed to start" in str(error):
-                        raise
+                except FailedToStart:
+                    raise
+                except (HostError, UserError) as error:  # not reachable yet: the next poll
                     last = str(error)
             time.sleep(self.timing.poll)
         raise UserError(

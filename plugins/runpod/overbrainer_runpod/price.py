@@ -6,20 +6,14 @@ with a price) is the estimate's; ``"auto"`` picks the cheapest that fits, as a r
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from overbrainer.plugin import Project, TargetPrice, UserError
-
-if TYPE_CHECKING:
-    from overbrainer_runpod import RunpodTarget
+from overbrainer_runpod.api import api_of
+from overbrainer_runpod.pods import estimate_vram_gb, gpu_price, priced_types, stock_of
+from overbrainer_runpod.settings import RunpodTarget, account
 
 
 def estimate(target: RunpodTarget, project: Project) -> TargetPrice:
     """The pod's price: the chosen type's price per GPU x ``gpu_count``."""
-    from overbrainer_runpod import account
-    from overbrainer_runpod.api import api_of
-    from overbrainer_runpod.pods import estimate_vram_gb, gpu_price, priced_types, stock_of
-
     gpus = api_of(*account(project)).gpus(target.gpu_count)
     if target.gpu_types == "auto":
         training = project.settings.training
