@@ -243,3 +243,27 @@ def test_the_length_controlled_rate_removes_a_preference_for_length():
     # Every verdict the same, or too few questions: the raw rate, or none.
     assert (length_controlled([(True, float(i)) for i in range(12)]) or {}).get("win_or_tie") == 1.0
     assert length_controlled([(True, 1.0)] * 9) is None
+
+
+def test_rejudge_judges_again_against_each_other(based, provider, run_cli, monkeypatch):
+    prefer_child(monkeypatch, provider)
+    assert run_cli("compare", "--limit", "3").exit_code == 0
+    [directory] = based.run_dir.glob("compares/compare_*")
+    [verdicts] = directory.glob("verdicts-base-*.jsonl")
+    verdicts.unlink()  # as if another judge: the base's verdicts are asked again, no others
+    before = len(provider.chats())
+    result = run_cli("compare", "--rejudge", directory.name)
+    assert result.exit_code == 0, result.stderr
+    asked = provider.chats()[before:]
+    assert len(asked) == 6 and all("Base answer to:" in seen.prompt for seen in asked)
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("compare: against its base model: win-or-tie 100.0%")
+    assert lines[1].startswith("compare: against its parent: win-or-tie 100.0%")
+    # A compare stopped before the base was served: judged against the parent, and said.
+    setup = json.loads((directory / "setup.json").read_text())
+    del setup["opponents"]["base"]
+    (directory / "setup.json").write_text(json.dumps(setup))
+    result = run_cli("compare", "--rejudge", directory.name)
+    assert result.exit_code == 0, result.stderr
+    assert "compare: base not served (the compare stopped first): not judged" in result.stderr
+    assert result.stdout.startswith("compare: against its parent: win-or-tie 100.0%")

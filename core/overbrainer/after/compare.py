@@ -417,13 +417,15 @@ def _unstage(target: TargetRun, job: Job, name: str) -> None:
 
 
 def _base_opponent(project: Project, target: TargetRun, job: Job) -> dict[str, Any]:
-    """The base model's GGUF (made on first use, then kept) served; its answers kept too."""
+    """The base model served as the child was: its GGUF made on first use and kept, its
+    answers kept and reused (only the questions it has not answered are asked)."""
     setup = job.setup
     base_model = setup.get("base_model")
     if not base_model:
         raise BaseUnavailable(f"the run's {CONFIG_FILE} names no base_model")
     cache = BaseCache.of(project.state_dir, str(base_model), str(setup.get("quantize") or "F16"))
     record = cache.record()
+    made = record is None
     if record is None:
         logger.info(
             f"compare: making a GGUF ({cache.quantize}) of the base model {base_model} on the "
@@ -431,50 +433,58 @@ def _base_opponent(project: Project, target: TargetRun, job: Job) -> dict[str, A
         )
         make_on_target(target, dict(project.env), job.remote, cache, hub_secrets(project))
         record = bring_home(target, job.remote, job.directory, cache)
-    else:
-        _stage(target, job, cache.directory / cache.gguf_name, cache.gguf_name, record["sha256"])
     settings = project.settings.compare
     serving = serving_key(
         record["sha256"], sequence_len(job.run_dir) or 0, settings.max_tokens, settings.temperature
     )
-    kept = cache.answers(serving)
     prompts = {q["id"]: prompt_key(q["messages"]) for q in setup["questions"]}
-    reused = [{**kept[prompts[qid]], "id": qid} for qid in prompts if prompts[qid] in kept]
-    for answer in reused:
-        answer.pop("prompt", None)
-    text = "".join(json.dumps(answer) + "\n" for answer in reused)
-    files.write_atomic(job.directory / BASE_ANSWERS, text.encode("utf-8"), BASE_ANSWERS)
-    if not job.same:
-        target.shell.host.write_file(f"{job.remote}/{BASE_ANSWERS}", text.encode("utf-8"))
-    if len(reused) < len(prompts):
-        if job.same:  # bring_home moved it into the cache
-            _stage(
-                target, job, cache.directory / cache.gguf_name, cache.gguf_name, record["sha256"]
-            )
+    kept = cache.answers(serving)
+    reused = _reuse(target, job, prompts, kept)
+    name = cache.gguf_name
+    if reused < len(prompts):
+        if job.same or not made:  # not in the job directory: kept in the cache
+            _stage(target, job, cache.directory / name, name, record["sha256"])
         try:
-            _serve(project, target, job, cache.gguf_name, BASE_ANSWERS)
+            _serve(project, target, job, name, BASE_ANSWERS)
         finally:
-            _unstage(target, job, cache.gguf_name)
+            _unstage(target, job, name)
             new = records_by_id(job.directory / BASE_ANSWERS)
             cache.add_answers(serving, [
-                {**answer, "prompt": prompts[qid]}
+                {**{k: v for k, v in answer.items() if k != "id"}, "prompt": prompts[qid]}
                 for qid, answer in new.items()
                 if qid in prompts and "error" not in answer and prompts[qid] not in kept
             ])  # fmt: skip
-    else:
-        _unstage(target, job, cache.gguf_name)
+    elif made:
+        _unstage(target, job, name)
     logger.info(
-        f"compare: the base model answered {len(prompts) - len(reused)} questions; "
-        f"{len(reused)} answers kept from earlier compares reused"
+        f"compare: the base model answered {len(prompts) - reused} questions; {reused} "
+        "answers kept from earlier compares reused"
     )
     return {
         "label": "its base model",
         "model": base_model,
-        "gguf": f"{cache.shown}/{cache.gguf_name}",
+        "gguf": f"{cache.shown}/{name}",
         "gguf_sha256": record["sha256"],
         "answers": BASE_ANSWERS,
-        "reused": len(reused),
+        "reused": reused,
     }
+
+
+def _reuse(
+    target: TargetRun, job: Job, prompts: dict[str, str], kept: dict[str, dict[str, Any]]
+) -> int:
+    """Start the base's answers file with the kept answers to these prompts (here and in the
+    job directory there, where the server skips them); how many."""
+    reused = [
+        {**{k: v for k, v in kept[key].items() if k != "prompt"}, "id": qid}
+        for qid, key in prompts.items()
+        if key in kept
+    ]
+    data = "".join(json.dumps(answer) + "\n" for answer in reused).encode("utf-8")
+    files.write_atomic(job.directory / BASE_ANSWERS, data, BASE_ANSWERS)
+    if not job.same:
+        target.shell.host.write_file(f"{job.remote}/{BASE_ANSWERS}", data)
+    return len(reused)
 
 
 def _run_opponent(
@@ -523,7 +533,7 @@ def _judge_and_report(
         )
     questions = setup["questions"]
     answers = records_by_id(directory / ANSWERS)
-    against = [str(name) for name in setup.get("against") or [PARENT]]  # older: the parent
+    against = _judged_against(setup)
     exchanges = ExchangeLog(project.dir)
     judged: dict[str, Judged] = {}
     try:
@@ -597,6 +607,22 @@ def _judge_and_report(
                 f"`overbrainer compare --rejudge {setup['compare']}` asks those again"
             )
     return report
+
+
+def _judged_against(setup: dict[str, Any]) -> list[str]:
+    """What the child is judged against: the setup's ``against`` (older compares: the
+    parent) less the others a stopped compare did not serve."""
+    against = [str(name) for name in setup.get("against") or [PARENT]]
+    served = setup.get("opponents") or {}
+    unserved = [name for name in against if name != PARENT and name not in served]
+    if unserved:
+        logger.warning(
+            f"compare: {', '.join(unserved)} not served (the compare stopped first): not judged"
+        )
+        against = [name for name in against if name not in unserved]
+    if not against:
+        raise UserError(f"compare {setup['compare']} has nothing to judge the child against")
+    return against
 
 
 @dataclass(frozen=True)
