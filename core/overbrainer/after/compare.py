@@ -64,6 +64,7 @@ BASE_ANSWERS = "base_answers.jsonl"
 QUESTIONS = "questions.jsonl"
 HARDWARE = "hardware.json"
 SERVER_LOG = "server.log"
+LOG = "compare.log"
 SCRIPT = "serve_child.py"
 HOUR_S = 3600
 
@@ -350,9 +351,10 @@ def _serve(project: Project, target: TargetRun, job: Job, gguf: str, answers: st
         f"{python} {SCRIPT} {q(gguf)} {sequence_len(job.run_dir) or 0} "
         f"{settings.max_tokens} {settings.temperature} {settings.server_start_secs} {q(answers)}"
     )
-    done = target.run_script(job.remote, command, "compare.log", timeout=24 * HOUR_S)
+    log = LOG if answers == ANSWERS else answers.removesuffix("_answers.jsonl") + "_" + LOG
+    done = target.run_script(job.remote, command, log, timeout=24 * HOUR_S)
     if not job.same:
-        names = [answers, HARDWARE, SERVER_LOG, "compare.log"]
+        names = [answers, HARDWARE, SERVER_LOG, log]
         present = host.run(f"cd {q(job.remote)} && ls {' '.join(names)} 2>/dev/null\n")
         if present.text().split():
             host.download(job.remote, present.text().split(), job.directory)
@@ -446,6 +448,8 @@ def _base_opponent(project: Project, target: TargetRun, job: Job) -> dict[str, A
             _stage(target, job, cache.directory / name, name, record["sha256"])
         try:
             _serve(project, target, job, name, BASE_ANSWERS)
+        except UserError as error:  # a compare not asked for the base goes on without it
+            raise BaseUnavailable(f"serving it failed: {error.message}") from None
         finally:
             _unstage(target, job, name)
             new = records_by_id(job.directory / BASE_ANSWERS)
