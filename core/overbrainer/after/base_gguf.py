@@ -31,6 +31,8 @@ BASES = "bases"
 RECORD = "base.json"
 SCRIPT = "export_gguf.py"
 LOG = "base_export.log"
+RESULT = "export-result.json"
+"""What the export script writes beside its GGUF (the type chosen): not kept for a base."""
 HOUR_S = 3600
 
 
@@ -157,6 +159,7 @@ def make_on_target(
         errors = [line[len("error: ") :] for line in lines if line.startswith("error: ")]
         detail = errors[-1] if errors else (lines[-1] if lines else f"exit {done.code}")
         raise BaseUnavailable(f"making its GGUF failed: {detail}")
+    host.run(f"rm -f {q(job_dir + '/' + RESULT)} {q(job_dir + '/' + SCRIPT)}\n")
     return cache.gguf_name
 
 
