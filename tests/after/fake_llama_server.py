@@ -3,12 +3,14 @@ and an OpenAI-compatible streamed chat on 127.0.0.1 (the real server is the `rea
 
 It answers ``Child answer to: QUESTION`` word by word (``Base answer`` for a GGUF named
 ``base-*``, ``Other answer`` for another run's ``run-*``); a question holding ``FAIL`` gets a
-500, and so does one holding ``BASEFAIL`` asked of a base.
+500, and so does one holding ``BASEFAIL`` asked of a base. A GGUF holding ``unloadable``
+(converted from a model whose path says so) fails to load: the server exits.
 """
 
 import argparse
 import json
 import os
+import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -61,6 +63,10 @@ def main():
         parser.add_argument(name)
     args = parser.parse_args()
     name = os.path.basename(args.model)
+    with open(args.model, "rb") as file:
+        if b"unloadable" in file.read():
+            print(f"error loading model {name}", flush=True)
+            sys.exit(1)
     Handler.whose = (
         "Base" if name.startswith("base-") else "Other" if name.startswith("run-") else "Child"
     )

@@ -267,3 +267,25 @@ def test_rejudge_judges_again_against_each_other(based, provider, run_cli, monke
     assert result.exit_code == 0, result.stderr
     assert "compare: base not served (the compare stopped first): not judged" in result.stderr
     assert result.stdout.startswith("compare: against its parent: win-or-tie 100.0%")
+
+
+def test_a_base_that_cannot_be_served_is_said_and_the_parent_still_judged(
+    based, provider, run_cli, monkeypatch
+):
+    prefer_child(monkeypatch, provider)
+    unloadable = based.dir.parent / "unloadable-base"  # the server cannot load its GGUF
+    (based.dir.parent / "base-model").rename(unloadable)
+    (based.run_dir / "axolotl.yaml").write_text(f"base_model: {unloadable}\n")
+    result = run_cli("compare", "--limit", "2")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("compare: against its parent: win-or-tie 100.0%")
+    assert lines[1].startswith(
+        f"compare: not against the base model: the base model {unloadable} cannot be served: "
+        "serving it failed: compare "
+    )
+    assert "llama-server exited before it was ready" in lines[1]
+    assert "; comparing against the parent only" in result.stderr
+    result = run_cli("compare", "--limit", "2", "--against", "base")
+    assert result.exit_code == 1
+    assert "cannot be served: serving it failed: " in result.stderr

@@ -460,9 +460,10 @@ def _base_opponent(project: Project, target: TargetRun, job: Job) -> dict[str, A
             ])  # fmt: skip
     elif made:
         _unstage(target, job, name)
+    asked = len(prompts) - reused
     logger.info(
-        f"compare: the base model answered {len(prompts) - reused} questions; {reused} "
-        "answers kept from earlier compares reused"
+        f"compare: the base model answered {asked} question{'' if asked == 1 else 's'}; "
+        f"{reused} answer{'' if reused == 1 else 's'} kept from earlier compares reused"
     )
     return {
         "label": "its base model",
