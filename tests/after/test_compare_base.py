@@ -289,3 +289,9 @@ def test_a_base_that_cannot_be_served_is_said_and_the_parent_still_judged(
     result = run_cli("compare", "--limit", "2", "--against", "base")
     assert result.exit_code == 1
     assert "cannot be served: serving it failed: " in result.stderr
+
+
+def test_rejudge_takes_no_against(run_cli):
+    result = run_cli("compare", "--rejudge", "compare_20260101-000000", "--against", "base")
+    assert result.exit_code == 2
+    assert "--rejudge takes neither --run, --limit nor --against" in result.stderr
