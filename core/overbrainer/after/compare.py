@@ -670,8 +670,9 @@ def _judge_against(  # noqa: PLR0917 - private, called once
     verdicts_file = directory / f"{prefix}-{key}.jsonl"
     others = None
     if name != PARENT:
-        opponent = setup["opponents"][name]
-        others = Others(_label(setup, name), records_by_id(directory / opponent["answers"]))
+        # The file's name alone: setup.json is a record, never a way out of the compare.
+        answers = Path(str(setup["opponents"][name].get("answers", ""))).name
+        others = Others(_label(setup, name), records_by_id(directory / answers))
 
     def render(question: dict[str, Any], answer_a: str, answer_b: str) -> str:
         extra = {"reference": strip_reasoning(question["parent"])} if reference else {}
