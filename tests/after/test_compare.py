@@ -81,14 +81,23 @@ def test_compare_answers_judges_and_reports(comparable, provider, run_cli, monke
     [directory] = comparable.run_dir.glob("compares/compare_*")
     lines = result.stdout.strip().splitlines()
     assert lines[-1] == str(directory.relative_to(comparable.dir) / "compare.md")
-    assert lines[0].startswith(
-        "compare: win-or-tie 100.0% (95% interval 56.6%-100.0%) over 5 questions: 5 wins, "
-        "0 ties (0 flipped with the order), 0 losses, 0 unparsed"
+    assert lines[0] == (
+        "compare: against its parent: win-or-tie 100.0% (95% interval 56.6%-100.0%; "
+        "length-controlled -) over 5 questions: 5 wins, 0 ties (0 flipped with the order), "
+        "0 losses, 0 unparsed"
     )
-    assert lines[1].startswith("compare: child latency p50 ") and ", p95 " in lines[1]
+    # The base model `models/tiny` is neither a directory nor in the (offline) Hub cache:
+    # said, and the compare goes on against the parent.
+    assert lines[1] == (
+        "compare: not against the base model: the base model models/tiny cannot be served: "
+        "making its GGUF failed: models/tiny is not a directory, and as a Hugging Face id: it "
+        "is not in the Hub cache and HF_HUB_OFFLINE is set"
+    )
+    assert "; comparing against the parent only" in result.stderr
+    assert lines[2].startswith("compare: child latency p50 ") and ", p95 " in lines[2]
     # No [compare] prices: the parent's comes from the provider's price list ($3/$4 a
     # million tokens; 100 in and 300 out an eval question), the child's is asked for.
-    assert lines[2:5] == [
+    assert lines[3:6] == [
         "compare: cost per 1,000 requests: parent $1.500000, child - (upper bound)",
         "compare: the parent's price: $3.00 in, $4.00 out per million tokens, from the price "
         "list of provider `main` ([compare] parent_price_in/parent_price_out override it)",
@@ -132,7 +141,9 @@ def test_compare_answers_judges_and_reports(comparable, provider, run_cli, monke
         assert "<think>" not in seen.prompt and "reasoning" not in seen.prompt
     report = (directory / "compare.md").read_text()
     assert report.startswith(f"# Compare of run {comparable.run_id}\n")
-    assert "## Summary" in report and "## Losses (first" in report and "## Wins (first" in report
+    assert "## Summary" in report and "## Against its parent" in report
+    assert "### Losses against its parent (first 0 of 0)" in report
+    assert "### Wins against its parent (first 5 of 5)" in report
     assert "- Win-or-tie rate: 100.0% (95% interval 56.6%-100.0%)" in report
     assert "each question judged in both orders, 0 verdicts flipped with the order" in report
 

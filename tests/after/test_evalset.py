@@ -147,7 +147,7 @@ def test_an_unknown_set_is_refused_naming_the_sets_before_anything_runs(
     assert compares(run.run_dir) == [] and provider.chats() == []
     result = run_cli("compare", "--rejudge", "compare_x", "--eval", "rust")
     assert result.exit_code == 2
-    assert "--rejudge takes none of --run, --limit and --eval" in result.stderr
+    assert "--rejudge takes none of --run, --limit, --eval and --against" in result.stderr
 
 
 def test_a_malformed_line_is_named_and_nothing_is_asked(

@@ -145,7 +145,7 @@ def test_export_then_llama_cpp_loads_the_gguf_and_generates_then_compare_serves_
     data = json.loads((directory / "compare.json").read_text())
     assert [q["verdict"] for q in data["questions"]] == ["tie", "tie"]
     assert all(len(q["orders"]) == 2 for q in data["questions"])  # both orders judged
-    assert "compare: win-or-tie 100.0% (95% interval " in result.stdout
+    assert "compare: against its parent: win-or-tie 100.0% (95% interval " in result.stdout
     assert all(q["tokens"] >= 1 and q["seconds"] > 0 for q in data["questions"])
     assert data["hardware"]["build"] == "cpu"
     assert "llama" in (directory / "server.log").read_text().lower()

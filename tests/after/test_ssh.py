@@ -1,5 +1,6 @@
 """export and compare on an ``ssh`` target (a real sshd on 127.0.0.1): the inputs go up when
-the target lacks them, the GGUF comes home verified, the child's answers come home."""
+the target lacks them, the GGUF comes home verified, the child's answers come home; the base
+model's GGUF is made there, comes home to be kept, and goes up again only when needed."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ def remote_run(finished, sshd, ssh_target_env):
     )
     remote = sshd.home / "overbrainer" / finished.run_id
     finished.record(target="gpu", remote_dir=str(remote))
+    base = sshd.home / "models" / "tiny"  # the base model as training saw it, on the target
+    base.mkdir(parents=True)
+    (base / "config.json").write_text("{}")
+    (finished.run_dir / "axolotl.yaml").write_text(f"base_model: {base}\nsequence_len: 384\n")
     (finished.run_dir / "data").mkdir()
     (finished.run_dir / "data" / "eval.jsonl").write_text(
         "".join(json.dumps(eval_record(i)) + "\n" for i in range(3))
@@ -65,3 +70,29 @@ def test_export_then_compare_over_ssh(remote_run, run_cli, provider, monkeypatch
     ]
     assert "serving" in (directory / "server.log").read_text()
     assert data["hardware"]["build"] == "cpu"
+    # The base model: its GGUF made on the target, brought home and kept; its answers too.
+    assert [entry["name"] for entry in data["against"]] == ["base", "parent"]
+    assert [q["against"]["base"]["answer"] for q in data["questions"]] == [
+        f"Base answer to: Question {i}: what is ownership?" for i in range(3)
+    ]
+    [kept] = (finished.dir / ".overbrainer" / "bases").glob("tiny-*/base-Q8_0.gguf")
+    assert kept.read_bytes().startswith(b"GGUF converted auto from ")
+    job = remote / "compares" / directory.name
+    assert not list(job.glob("*.gguf")) and not (job / "export-result.json").exists()
+    # A second compare asks the base only the new question: the kept GGUF goes up for it.
+    (finished.run_dir / "data" / "eval.jsonl").write_text(
+        "".join(json.dumps(eval_record(i)) + "\n" for i in range(4))
+    )
+    result = run_cli("compare")
+    assert result.exit_code == 0, result.stderr
+    assert "making a GGUF" not in result.stderr
+    assert "uploading base-Q8_0.gguf to the target" in result.stderr
+    assert (
+        "the base model answered 1 question; 3 answers kept from earlier compares reused"
+    ) in result.stderr
+    newest = max(finished.run_dir.glob("compares/*"))
+    data = json.loads((newest / "compare.json").read_text())
+    assert [q["against"]["base"]["answer"] for q in data["questions"]] == [
+        f"Base answer to: Question {i}: what is ownership?" for i in range(4)
+    ]
+    assert not list((remote / "compares" / newest.name).glob("*.gguf"))

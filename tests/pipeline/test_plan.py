@@ -304,11 +304,12 @@ def test_the_export_and_a_compare(run_cli, project_dir, provider):
     assert found["export"] == {"requests": 0, "tokens_in": 0, "tokens_out": 0, "gpu_hours": 0,
                                "usd": 0.0, "basis": "no price", "in_total": True}
     compare = found["compare"]
-    assert compare["requests"] == 1 and not compare["in_total"]  # one eval example to judge
+    # One eval example, judged in both orders against the base model and the parent.
+    assert compare["requests"] == 4 and not compare["in_total"]
     assert compare["basis"] == "assumed (overbrainer compare, not part of run)"
     lines = run_cli("plan").stdout.splitlines()
     assert lines[6] == "export     $0.0000, no price"
-    assert lines[7].startswith("compare    1 judge request, $")
+    assert lines[7].startswith("compare    4 judge requests, $")
     assert lines[7].endswith(", assumed (overbrainer compare, not part of run)")
 
 

@@ -238,7 +238,9 @@ def test_compare_of_a_runpod_run_answers_on_a_pod_priced_by_it(
         openai_completion('{"verdict": "B", "reason": "B says more."}'),
         times=None,
     )
-    result = run_cli("compare", "--run", run_id, "--limit", "3")
+    # Against the parent alone: the base model `models/tiny` is a Hub id the pod would look
+    # up (tests/after/test_ssh.py makes a base's GGUF on a remote target).
+    result = run_cli("compare", "--run", run_id, "--limit", "3", "--against", "parent")
     assert result.exit_code == 0, result.stderr
     assert f"compare: creating a pod (NVIDIA A40) for run {run_id}" in result.stderr
     [directory] = pod_run.run_dir.glob("compares/*")

@@ -180,7 +180,7 @@ def export_run(
         )
     prompts, unverified = _verify_prompts(project, accepted.dir, verify, kind, max_drift)
     job_id = export_id()
-    secrets = _hub_secrets(project)  # a token that cannot be handed over fails before a pod
+    secrets = hub_secrets(project)  # a token that cannot be handed over fails before a pod
     with open_target(
         project, hook, accepted.record, purpose=label, keep_machine=keep_machine
     ) as target:
@@ -364,7 +364,7 @@ def _result(target: TargetRun, job_dir: str, local_job: Path) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def _hub_secrets(project: Project) -> dict[str, str]:
+def hub_secrets(project: Project) -> dict[str, str]:
     """``HF_TOKEN`` for the merge, when the project has a token: a gated base model is
     downloaded on the target with it, as in training."""
     token = project.settings.hf_token

@@ -1,6 +1,7 @@
 """The judge of a compare: which of two answers is better, asked of a provider's model.
 
-The child's and the parent's answers are shown without their reasoning, in both orders (the
+The child's answer and the other's (the parent's; its base model's or another run's child's,
+served the same way as the child) are shown without their reasoning, in both orders (the
 one drawn per question from the seed first): judges prefer a position, so a verdict that
 flips with the order is a tie. A reply without a verdict is asked once more with a stricter
 instruction. Each question's verdicts, with the judge's raw replies, are appended to the
@@ -28,6 +29,8 @@ from overbrainer.pipeline.verdict import STRICTER, parse_verdict, strip_reasonin
 from overbrainer.providers.errors import ProviderError
 
 TEMPLATE = "judge.txt"
+REFERENCE_TEMPLATE = "judge_reference.txt"
+"""The judge's prompt with the parent's answer as a reference (``[compare] reference``)."""
 
 
 def child_first(seed: int, question_id: str) -> bool:
@@ -115,19 +118,30 @@ class VerdictLog:
 UNPARSED = "the judge's verdict cannot be read"
 
 
+@dataclass(frozen=True)
+class Others:
+    """The answers the child's are judged against when not the parent's (its base model's,
+    another run's child's), by question id, as the server wrote them; ``name`` says whose."""
+
+    name: str
+    answers: dict[str, dict[str, Any]]
+
+
 async def judge_all(  # noqa: PLR0915, PLR0917 - one call site; its closures share its state
     settings: Settings,
     env: dict[str, str],
     questions: list[dict[str, Any]],
     answers: dict[str, dict[str, Any]],
-    render: Callable[[str, str, str], str],
+    render: Callable[[dict[str, Any], str, str], str],
     log: VerdictLog,
     seed: int,
     compare_id: str,
     *,
+    others: Others | None = None,
     exchanges: ExchangeLog | None = None,
 ) -> None:
-    """Judge every question without a verdict in ``log``, ``pipeline.concurrency`` at a time;
+    """Judge every question without a verdict in ``log``, ``pipeline.concurrency`` at a time:
+    the child's answer against ``others``' (the parent's, in the question, when None);
     each exchange with the judge is kept in ``exchanges`` (``overbrainer log``)."""
     from overbrainer.providers.prices import PriceBook
     from overbrainer.providers.registry import ProviderSet
@@ -186,12 +200,23 @@ async def judge_all(  # noqa: PLR0915, PLR0917 - one call site; its closures sha
             log.append({"id": qid, "verdict": "error", "reason": reason, "child_first": first})
             return
         child_text = strip_reasoning(child.get("answer", ""))
-        parent_text = strip_reasoning(question["parent"])
+        if others is None:
+            other_text = strip_reasoning(question["parent"])
+        else:
+            other = others.answers.get(qid)
+            if other is None or "error" in other:
+                said = (other or {}).get("error", "no answer")
+                reason = f"{others.name} gave no answer ({said}): not judged"
+                log.append(
+                    {"id": qid, "verdict": "skipped", "reason": reason, "child_first": first}
+                )
+                return
+            other_text = strip_reasoning(other.get("answer", ""))
         orders = []
         async with gate:
             for child_is_a in (first, not first):
-                a, b = (child_text, parent_text) if child_is_a else (parent_text, child_text)
-                orders.append(await ask(qid, render(question["question"], a, b), child_is_a))
+                a, b = (child_text, other_text) if child_is_a else (other_text, child_text)
+                orders.append(await ask(qid, render(question, a, b), child_is_a))
                 if orders[0]["outcome"] == "unparsed":
                     break  # unparsed whatever the other order says
         verdict = combined(orders[0]["outcome"], orders[-1]["outcome"])

@@ -52,12 +52,12 @@ def summary(  # noqa: PLR0917 - one call site, every argument named there
     """The summary of ``compare.json``: verdict counts, the win-or-tie rate, latencies of the
     answers that did not fail, tokens per second and the costs per 1,000 requests."""
     ids = [question["id"] for question in questions]
-    counts = dict.fromkeys(("win", "tie", "loss", "unparsed", "error"), 0)
+    counts = dict.fromkeys(("win", "tie", "loss", "unparsed", "error", "skipped"), 0)
     for qid in ids:
         verdict = verdicts.get(qid, {}).get("verdict")
         if verdict in counts:
             counts[verdict] += 1
-    judged = len(ids) - counts["unparsed"]
+    judged = len(ids) - counts["unparsed"] - counts["skipped"]
     good = [answers[qid] for qid in ids if qid in answers and "error" not in answers[qid]]
     seconds = [float(a["seconds"]) for a in good if isinstance(a.get("seconds"), int | float)]
     first = [
@@ -92,6 +92,7 @@ def summary(  # noqa: PLR0917 - one call site, every argument named there
         "losses": counts["loss"],
         "unparsed": counts["unparsed"],
         "errors": counts["error"],
+        "skipped": counts["skipped"],
         "flipped": sum(1 for qid in ids if verdicts.get(qid, {}).get("flipped")),
         "win_or_tie": (counts["win"] + counts["tie"]) / judged if judged > 0 else None,
         "intervals": {  # 95% Wilson, over the judged questions (errors are losses)
@@ -110,3 +111,49 @@ def summary(  # noqa: PLR0917 - one call site, every argument named there
         "child_per_1k": child_per_1k,
         "ratio": ratio,
     }
+
+
+LC_MIN = 10
+"""Fewer judged questions than this give no length-controlled rate."""
+LC_RIDGE = 1.0
+"""The L2 penalty on the length coefficient: keeps it finite when length alone separates
+the verdicts (as it can on a few questions)."""
+
+
+def length_controlled(outcomes: Sequence[tuple[bool, float]]) -> dict[str, Any] | None:
+    """The win-or-tie rate at equal length: a logistic regression of each question's
+    win-or-tie (``outcomes``' bool) on ``tanh(d / sd(d))`` of its length difference ``d``
+    (child minus other, in characters), read at ``d = 0`` (AlpacaEval's length control, one
+    feature). None for fewer than :data:`LC_MIN` questions; the raw rate when every verdict
+    or every length difference is the same (nothing to regress)."""
+    if len(outcomes) < LC_MIN:
+        return None
+    ys = [1.0 if won else 0.0 for won, _ in outcomes]
+    diffs = [d for _, d in outcomes]
+    mean = sum(diffs) / len(diffs)
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / len(diffs))
+    raw = sum(ys) / len(ys)
+    if sd == 0 or raw in (0.0, 1.0):
+        return {"win_or_tie": raw, "slope": 0.0, "questions": len(ys)}
+    xs = [math.tanh(d / sd) for d in diffs]
+    a = math.log(raw / (1 - raw))
+    b = 0.0
+    for _ in range(100):  # Newton's method on the penalised log-likelihood (concave)
+        ga, gb, haa, hab, hbb = 0.0, -LC_RIDGE * b, 0.0, 0.0, LC_RIDGE
+        for x, y in zip(xs, ys, strict=True):
+            p = 1 / (1 + math.exp(-(a + b * x)))
+            w = p * (1 - p)
+            ga += y - p
+            gb += (y - p) * x
+            haa += w
+            hab += w * x
+            hbb += w * x * x
+        det = haa * hbb - hab * hab
+        if det <= 0:
+            break
+        step_a = (hbb * ga - hab * gb) / det
+        step_b = (haa * gb - hab * ga) / det
+        a, b = a + step_a, b + step_b
+        if abs(step_a) + abs(step_b) < 1e-10:
+            break
+    return {"win_or_tie": 1 / (1 + math.exp(-a)), "slope": b, "questions": len(ys)}

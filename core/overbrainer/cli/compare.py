@@ -1,4 +1,4 @@
-"""``overbrainer compare``: the child against its parent, judged."""
+"""``overbrainer compare``: the child against its base model and its parent, judged."""
 
 from __future__ import annotations
 
@@ -42,30 +42,43 @@ from overbrainer.cli.context import current_app
     help="Keep a machine made for this compare, such as a pod (a later command reuses it); "
     "--keep-pod is the same.",
 )
-def compare(
+@click.option(
+    "--against",
+    metavar="base|parent|RUN_ID",
+    help="Judge the child against its untrained base model (served as the child is), its "
+    "parent, or another run's child (default: the base, when it can be served, and the parent).",
+)
+def compare(  # noqa: PLR0917 - click passes each option
     run_id: str | None,
     limit: int | None,
     eval_set: str | None,
     rejudge: str | None,
     keep_machine: bool,
+    against: str | None,
 ) -> None:
     """Compare the child (its GGUF, served on the run's target) with its parent.
 
-    Prints the summary (win-or-tie rate and its 95% interval, latency, costs), then the
-    path of compare.md.
+    With no --against, the child is judged against its untrained base model too (its
+    GGUF made and its answers kept for later compares), and a line says whether
+    distillation helped. Prints each win-or-tie rate with its 95% interval and its
+    length-controlled rate, latency and costs, then the path of compare.md.
 
-    Example: overbrainer compare --run latest --limit 20 --eval split
+    Example: overbrainer compare --run latest --against base --limit 20 --eval split
     """
     from overbrainer.after.compare import compare as run_compare
     from overbrainer.redact import escape_controls
 
-    if rejudge is not None and (run_id is not None or limit is not None or eval_set is not None):
-        raise click.UsageError("--rejudge takes none of --run, --limit and --eval")
+    if rejudge is not None and any(
+        option is not None for option in (run_id, limit, eval_set, against)
+    ):
+        raise click.UsageError("--rejudge takes none of --run, --limit, --eval and --against")
     if rejudge is not None and keep_machine:
         raise click.UsageError("--rejudge makes no machine: --keep-machine does not apply")
     app = current_app()
     if run_id is not None:
         run_id = app.runs.resolve(run_id)
+    if against is not None and against not in ("base", "parent"):
+        against = app.runs.resolve(against)
     with app.lock():
         report = run_compare(
             app.project,
@@ -76,6 +89,7 @@ def compare(
             eval_set=eval_set,
             rejudge=rejudge,
             keep_machine=keep_machine,
+            against=against,
             echo=lambda line: click.echo(escape_controls(line)),
         )
     click.echo(

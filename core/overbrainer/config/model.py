@@ -486,7 +486,9 @@ class HubSection(Section):
 
 
 class CompareSection(Section):
-    """``[compare]``: ``overbrainer compare``, the child against its parent."""
+    """``[compare]``: ``overbrainer compare``, the child against its parent and its base.
+    ``reference``: the judge of child against base (or another run) is shown the parent's
+    answer as a reference."""
 
     parent_price_in: Finite | None = Field(default=None, ge=0)
     parent_price_out: Finite | None = Field(default=None, ge=0)
@@ -494,6 +496,7 @@ class CompareSection(Section):
     max_tokens: int = Field(default=4096, ge=1)
     temperature: Finite = Field(default=0.0, ge=0, le=2)
     server_start_secs: int = Field(default=300, ge=1, le=3600)
+    reference: bool = False
 
 
 def _listen_address(value: str) -> str:

@@ -41,6 +41,7 @@ VARIABLES: dict[str, frozenset[str]] = {
     "questions.txt": frozenset({"topic", "description", "subtopic", "count", "accepted"}),
     "answer_system.txt": frozenset({"topic", "description"}),
     "judge.txt": frozenset({"question", "answer_a", "answer_b"}),
+    "judge_reference.txt": frozenset({"question", "answer_a", "answer_b", "reference"}),
 }
 
 

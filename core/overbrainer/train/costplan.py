@@ -37,7 +37,10 @@ from overbrainer.train.estimate import TrainingPlan, estimate_training
 EXPORT_HOURS = 0.25
 """The machine time an export to GGUF is assumed to take (download, convert, quantize)."""
 COMPARE_HOURS = 0.25
-"""The machine time a compare's child is assumed to be served for."""
+"""The machine time a compare's child (and its base model) are assumed to be served for."""
+JUDGED_EACH = 4
+"""Judge requests a compare makes per eval example: both orders, against the base model and
+against the parent (``overbrainer compare`` with no ``--against``)."""
 
 
 @dataclass(frozen=True)
@@ -269,7 +272,8 @@ def _machine_basis(training: TrainingPlan, after_training: bool) -> str:
 def _compare(
     project: Project, settings: Settings, judge: Role, price: Price | None, rate: float | None
 ) -> Extra:
-    """One judge request per eval example, the child served on the target meanwhile."""
+    """:data:`JUDGED_EACH` judge requests per eval example, the child and its base served on
+    the target meanwhile."""
     data = DataFiles(project.dir)
     examples = len(data.read(EVAL)) if data.path(EVAL).is_file() else 0
     answers = data.read(ANSWERS) if data.path(ANSWERS).is_file() else []
@@ -279,12 +283,13 @@ def _compare(
         else settings.compare.max_tokens * CHARS_PER_TOKEN
     )
     each = assumed(3 * chars, 1, judge)  # the question and two answers
-    tokens_in, tokens_out = round(each.tokens_in * examples), round(each.tokens_out * examples)
+    requests = examples * JUDGED_EACH
+    tokens_in, tokens_out = round(each.tokens_in * requests), round(each.tokens_out * requests)
     usd = None
     if price is not None and rate is not None:
         usd = tokens_in * price.prompt + tokens_out * price.completion + COMPARE_HOURS * rate
     hours = COMPARE_HOURS if rate else 0.0
-    return Extra(examples, tokens_in, tokens_out, hours, usd,
+    return Extra(requests, tokens_in, tokens_out, hours, usd,
                  "assumed (overbrainer compare, not part of run)", False)  # fmt: skip
 
 

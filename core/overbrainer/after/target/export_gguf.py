@@ -5,18 +5,19 @@ Usage: python export_gguf.py MODEL_DIR AXOLOTL_YAML TYPE|AUTO OUT_FILE TOOLCHAIN
 
 Run in the export's job directory. The HF model is ``MODEL_DIR/merged`` when there is one,
 else the adapter merged into its base (peft, on the CPU), else ``MODEL_DIR`` itself as a full
-model. Its chat template loses transformers' training-only ``{% generation %}`` tags (a copy
-in ``export-work/``: the model itself is not changed), which llama.cpp's server and Ollama
-cannot read. llama.cpp's converter writes it (``general.name`` = NAME; ``--outtype auto``,
-or f16/bf16 straight), then ``llama_model_quantize`` of the toolchain's ``llama_cpp``
-quantizes it. With ``--verify``, the merged model (transformers) answers the first N prompts
-greedily and the GGUF (llama.cpp) is scored on the same tokens: token agreement and the mean
-absolute log-probability difference; past ``--max-drift`` the export fails, and ``AUTO``
-takes the smallest of the ladder within it. OUT_FILE holds ``{TYPE}`` for the type; the
-result is written as ``.part`` and renamed last, and ``export-result.json`` says what was
-chosen. ``export-work/`` and any ``.part`` are removed on exit, failures included. Errors
-end with one line ``error: MESSAGE`` on stderr and exit 1. Stdlib only: the work that needs
-torch runs in child processes.
+model (a base model given as a Hugging Face id is found in the target's Hub cache, downloaded
+there unless ``HF_HUB_OFFLINE``). Its chat template loses transformers' training-only
+``{% generation %}`` tags (a copy in ``export-work/``: the model itself is not changed), which
+llama.cpp's server and Ollama cannot read. llama.cpp's converter writes it (``general.name`` =
+NAME; ``--outtype auto``, or f16/bf16 straight), then ``llama_model_quantize`` of the
+toolchain's ``llama_cpp`` quantizes it. With ``--verify``, the merged model (transformers)
+answers the first N prompts greedily and the GGUF (llama.cpp) is scored on the same tokens:
+token agreement and the mean absolute log-probability difference; past ``--max-drift`` the
+export fails, and ``AUTO`` takes the smallest of the ladder within it. OUT_FILE holds
+``{TYPE}`` for the type; the result is written as ``.part`` and renamed last, and
+``export-result.json`` says what was chosen. ``export-work/`` and any ``.part`` are removed
+on exit, failures included. Errors end with one line ``error: MESSAGE`` on stderr and exit 1.
+Stdlib only: the work that needs torch runs in child processes.
 """
 
 import json
@@ -60,6 +61,20 @@ AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(out)
 """
 
 
+FIND = """
+import os, sys
+from huggingface_hub import snapshot_download
+try:
+    print(snapshot_download(sys.argv[1]))
+except Exception as error:
+    if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
+        print("it is not in the Hub cache and HF_HUB_OFFLINE is set")
+    else:
+        print(type(error).__name__ + ": " + (str(error).splitlines() or [""])[0][:300])
+    sys.exit(1)
+"""
+
+
 class Failure(Exception):
     pass
 
@@ -80,8 +95,26 @@ def is_file(*parts):
     return os.path.isfile(os.path.join(*parts))
 
 
+def hub_model(model):
+    """The directory of ``model``: itself, or a Hugging Face id's snapshot on this machine."""
+    model = os.path.expanduser(model)
+    if os.path.exists(model) or model.startswith(("/", ".")):
+        return model
+    print(f"finding {model} in the Hugging Face cache", flush=True)
+    done = subprocess.run(
+        [sys.executable, "-c", FIND, model], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        check=False,
+    )  # fmt: skip
+    lines = [line for line in done.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
+    if done.returncode != 0 or not lines or not os.path.isdir(lines[-1]):
+        last = lines[-1] if lines else f"exit {done.returncode}"
+        raise Failure(f"{model} is not a directory, and as a Hugging Face id: {last}")
+    return lines[-1]
+
+
 def hf_model(model, config):
     """The directory of the HF model to convert, merging an adapter first."""
+    model = hub_model(model)
     merged = os.path.join(model, "merged")
     if is_file(merged, "config.json"):
         return merged

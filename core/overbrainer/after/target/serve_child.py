@@ -1,12 +1,13 @@
-"""Serve the child GGUF with llama.cpp's OpenAI-compatible server and ask it the questions
-of a compare, one at a time, on the target. Stdlib only; run with the toolchain's Python.
+"""Serve a GGUF (the child, its base, another run's child) with llama.cpp's OpenAI-compatible
+server and ask it the questions of a compare, one at a time, on the target. Stdlib only; run
+with the toolchain's Python.
 
-Usage: python serve_child.py GGUF N_CTX MAX_TOKENS TEMPERATURE START_SECS
+Usage: python serve_child.py GGUF N_CTX MAX_TOKENS TEMPERATURE START_SECS [ANSWERS]
 
 Run in the compare's job directory: reads ``questions.jsonl`` ({id, messages}), appends one
-line per answer to ``child_answers.jsonl`` as each comes (ids already there are skipped, so a
-second run resumes), writes ``hardware.json`` and the server's log to ``server.log``. Errors
-end with a line ``error: MESSAGE`` on stderr and exit 1.
+line per answer to ANSWERS (``child_answers.jsonl`` unless given) as each comes (ids already
+there are skipped, so a second run resumes), writes ``hardware.json`` and the server's log
+to ``server.log``. Errors end with a line ``error: MESSAGE`` on stderr and exit 1.
 """
 
 import json
@@ -138,10 +139,10 @@ def hardware(python):
     return {"build": build, "gpus": gpus, "cpu": cpu}
 
 
-def answered():
+def answered(answers):
     done = set()
     try:
-        with open(ANSWERS, encoding="utf-8") as file:
+        with open(answers, encoding="utf-8") as file:
             for line in file:
                 try:
                     done.add(json.loads(line)["id"])
@@ -152,10 +153,10 @@ def answered():
     return done
 
 
-def serve(gguf, n_ctx, max_tokens, temperature, start_secs):
+def serve(gguf, n_ctx, max_tokens, temperature, start_secs, answers):  # noqa: PLR0917
     with open(QUESTIONS, encoding="utf-8") as file:
         questions = [json.loads(line) for line in file if line.strip()]
-    done = answered()
+    done = answered(answers)
     with open("hardware.json", "w", encoding="utf-8") as file:
         json.dump(hardware(sys.executable), file)
     todo = [question for question in questions if question["id"] not in done]
@@ -174,7 +175,7 @@ def serve(gguf, n_ctx, max_tokens, temperature, start_secs):
         )  # fmt: skip
     try:
         wait_ready(process, url, start_secs)
-        with open(ANSWERS, "a", encoding="utf-8") as out:
+        with open(answers, "a", encoding="utf-8") as out:
             for question in todo:
                 try:
                     record = {
@@ -209,8 +210,9 @@ def _terminated(signum, frame):
 def main():
     signal.signal(signal.SIGTERM, _terminated)
     gguf, n_ctx, max_tokens, temperature, start_secs = sys.argv[1:6]
+    answers = sys.argv[6] if len(sys.argv) > 6 else ANSWERS
     try:
-        serve(gguf, int(n_ctx), int(max_tokens), float(temperature), int(start_secs))
+        serve(gguf, int(n_ctx), int(max_tokens), float(temperature), int(start_secs), answers)
     except Failure as failure:
         sys.stderr.write(f"error: {failure}\n")
         return 1
