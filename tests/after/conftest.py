@@ -213,10 +213,9 @@ def finished(project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     _python(venv / "bin" / "python", stubs)
     toolchain = make_toolchain(tmp_path / "llama-cpp")
     monkeypatch.setenv("OVERBRAINER_LLAMA_CPP", str(toolchain))
-    # The base model `models/tiny` is no directory: a compare looks for it in a Hub cache of
-    # the test's own, offline, and finds none (tests/after/test_compare_base.py has one).
+    # The base model `models/tiny` is no directory: a compare looks for it in the test's
+    # Hub cache, offline, and finds none (tests/after/test_compare_base.py has one).
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     config = project_dir / "overbrainer.toml"
     config.write_text(config.read_text() + TRAINING.format(venv=venv))
     run_dir = project_dir / "runs" / RUN_ID
