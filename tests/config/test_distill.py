@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from kd_data import write_tokenizer
 from tests.conftest import LOCAL_PROVIDER
 
 TRAINING = """
 [training]
 target = "gpu"
-base_model = "Qwen/Qwen3-0.6B"
+base_model = "{base}"
 adapter = "lora"
 {extra}
 
@@ -18,13 +19,14 @@ max_hours = 1
 """
 
 
-def _check(run_cli, write_config, extra: str):
-    write_config(TRAINING.format(extra=extra))
+def _check(run_cli, write_config, extra: str, base: str = "Qwen/Qwen3-0.6B"):
+    write_config(TRAINING.format(extra=extra, base=base))
     return run_cli("config", "check", env=LOCAL_PROVIDER)
 
 
-def test_logits_with_default_kd_settings_is_valid(run_cli, write_config):
-    result = _check(run_cli, write_config, 'distill = "logits"')
+def test_logits_with_default_kd_settings_is_valid(run_cli, write_config, tmp_path):
+    child = write_tokenizer(tmp_path / "child")
+    result = _check(run_cli, write_config, 'distill = "logits"', base=str(child))
     assert result.exit_code == 0, result.stderr
 
 

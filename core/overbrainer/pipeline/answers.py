@@ -22,10 +22,12 @@ from overbrainer.errors import UserError
 from overbrainer.events import set_topic
 from overbrainer.pipeline.batch_ledger import Ledger
 from overbrainer.pipeline.fingerprint import FIELD, answer_fingerprint, recorded
+from overbrainer.pipeline.kd_preflight import logits_problems
+from overbrainer.pipeline.logits import LogitKeeper, keeper
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.preflight import hides_reasoning
 from overbrainer.pipeline.prompts import Templates
-from overbrainer.pipeline.records import ANSWERS, QUESTIONS, is_imported, without
+from overbrainer.pipeline.records import ANSWERS, DATA_DIR, QUESTIONS, is_imported, without
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.completion import Completion, ReasoningKind
 from overbrainer.providers.errors import ProviderError
@@ -94,6 +96,13 @@ class Answering:
     hidden: bool
     systems: dict[str, str]
     keep_system: bool
+    logits: LogitKeeper | None = None
+    """Keeps each answer's top-k logprobs (``distill = "logits"``), before its line."""
+
+    @property
+    def top_logprobs(self) -> int | None:
+        """The candidates a request asks for per token, when logits are kept."""
+        return None if self.logits is None else self.logits.top_k
 
     def messages(self, question: dict[str, Any]) -> list[dict[str, str]]:
         return [
@@ -115,7 +124,10 @@ class Answering:
     def record(self, question: dict[str, Any], completion: Completion) -> dict[str, Any]:
         system = self.systems[question["topic"]] if self.keep_system else None
         made = self.fingerprint(question)
-        return answer_record(question, completion, self.role, self.hidden, system, made)
+        found = answer_record(question, completion, self.role, self.hidden, system, made)
+        if self.logits is not None:
+            self.logits.keep(found, completion)
+        return found
 
 
 def _answering(ctx: StageContext, templates: Templates) -> Answering:
@@ -124,11 +136,15 @@ def _answering(ctx: StageContext, templates: Templates) -> Answering:
     problem = reasoning_problem(ctx.settings)
     if problem is not None:
         raise UserError(problem)
+    distilling = logits_problems(ctx.settings)
+    if distilling:
+        raise UserError("; ".join(distilling))
     role = ctx.settings.roles.parent
     protocol = ctx.settings.providers[role.provider].protocol
     hidden = hides_reasoning(protocol, role.model)
     systems = answer_systems(ctx.settings, templates)
-    return Answering(role, hidden, systems, ctx.settings.pipeline.include_system_prompt)
+    logits = keeper(ctx.settings, ctx.data.path(ANSWERS).parent, DATA_DIR)
+    return Answering(role, hidden, systems, ctx.settings.pipeline.include_system_prompt, logits)
 
 
 def answer_systems(settings: Settings, templates: Templates) -> dict[str, str]:
@@ -246,7 +262,7 @@ async def run(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one pat
                 try:
                     await ctx.chat(
                         role, answering.messages(question), question["id"],
-                        answering.excluded, keep,
+                        answering.excluded, keep, top_logprobs=answering.top_logprobs,
                     )
                 except ProviderError as error:
                     ctx.report.fail(question["id"], error.message)

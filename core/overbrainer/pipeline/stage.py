@@ -102,18 +102,21 @@ class StageContext:
         item: str,
         verdict: Callable[[Completion], str | None] | None = None,
         keep: Callable[[Completion], None] | None = None,
+        *,
+        top_logprobs: int | None = None,
     ) -> Completion:
         """``role``'s reply, its tokens counted and its cost in the spend journal, then
         ``keep`` called with it (the answer saved), then the exchange kept for
         ``overbrainer log`` (``verdict``: why the reply cannot be used, if so); refused
         (``BudgetExceeded``) when it could take the project past its budget. A try that
-        got no reply counts at its bound (it may be billed)."""
+        got no reply counts at its bound (it may be billed). ``top_logprobs``: the reply
+        carries that many candidates per token (``distill = "logits"``)."""
         if self._draining:
             raise Interrupting(INTERRUPTING)
         client = self.providers.client(role.provider)
         self._in_flight += 1
         try:
-            return await self._chat(client, role, messages, item, verdict, keep)
+            return await self._chat(client, role, messages, item, verdict, keep, top_logprobs)
         finally:
             self._in_flight -= 1
 
@@ -125,6 +128,7 @@ class StageContext:
         item: str,
         verdict: Callable[[Completion], str | None] | None,
         keep: Callable[[Completion], None] | None,
+        top_logprobs: int | None = None,
     ) -> Completion:
         # Waited for (the provider's price list, asked for once): a cost on disk needs it.
         price = await self.providers.ask_price(role.provider, role.model)
@@ -153,7 +157,8 @@ class StageContext:
 
             try:
                 completion = await client.chat(
-                    sent, messages, self.report.retrying(item), self.report.limited, lost
+                    sent, messages, self.report.retrying(item), self.report.limited, lost,
+                    top_logprobs=top_logprobs,
                 )
             except (ProviderError, FatalProviderError) as error:
                 # An error reply, or a request never sent (the stage halted): not billed.

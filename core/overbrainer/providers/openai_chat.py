@@ -18,6 +18,7 @@ from overbrainer.providers.completion import (
     split_think_prefix,
     token_count,
 )
+from overbrainer.providers.logprobs import Position, parse_positions
 
 CHAT_PATH = "chat/completions"
 EMBEDDINGS_PATH = "embeddings"
@@ -76,7 +77,17 @@ def parse_chat(data: Any) -> Completion:
         input_tokens=token_count(usage.get("prompt_tokens")),
         output_tokens=token_count(usage.get("completion_tokens")),
         metered=counted(usage.get("prompt_tokens"), usage.get("completion_tokens")),
+        logprobs=_positions(choice.get("logprobs")),
     )
+
+
+def _positions(logprobs: Any) -> tuple[Position, ...] | None:
+    """The reply's logprobs; one whose shape is not the protocol's is none (its text is
+    still an answer: distillation refuses it, naming why)."""
+    try:
+        return parse_positions(logprobs)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
 
 
 def _text(content: Any) -> str:
