@@ -252,3 +252,12 @@ def test_a_child_tokenizer_not_on_this_machine_says_how_to_get_it(tmp_path, prov
             "machine") in result.stderr
     assert "hf download nobody/absent-model tokenizer.json" in result.stderr
 
+
+
+def test_run_refuses_logits_training_before_anything_is_paid(run_cli, project_dir, provider):
+    result = run_cli("run")
+    assert result.exit_code == 1
+    assert 'training on the parent\'s logits (Axolotl\'s KD plugin) is not built yet' in (
+        result.stderr
+    )
+    assert provider.chats() == []
