@@ -187,8 +187,8 @@ def test_a_child_with_another_vocabulary_is_refused_naming_both(run_cli, project
     result = run_cli("providers", "check")
     assert result.exit_code == 1
     assert ("problem: the parent's tokens are not the child's (main/parent-model against "
-            f"training.base_model = '{project_dir.parent / 'child'}'): the token 'ok' is no "
-            "token of training.base_model") in result.stderr
+            f"training.base_model = '{project_dir.parent / 'child'}'): token 1 of the reply: "
+            "the token 'ok' is no token of training.base_model") in result.stderr
     assert "make the child a model of the parent's family" in result.stderr
 
 

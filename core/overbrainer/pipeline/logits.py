@@ -60,16 +60,30 @@ def named(vocab: Vocabulary, top_k: int, answer_id: str, completion: Completion)
     positions = completion.logprobs
     if not positions:
         raise Unnamed("the reply carried no logprobs")
-    _check_spelling(positions, completion)
     n = len(positions)
     chosen = numpy.zeros(n, numpy.uint32)
     ids = numpy.zeros((n, top_k), numpy.uint32)
     logprobs = numpy.full((n, top_k), -numpy.inf, numpy.float32)
     for row, position in enumerate(positions):
-        chosen[row] = _id(vocab, position.chosen)
-        for col, candidate in enumerate(position.top[:top_k]):
-            ids[row, col] = _id(vocab, candidate)
-            logprobs[row, col] = candidate.logprob
+        try:
+            chosen[row] = _id(vocab, position.chosen)
+        except Unnamed as problem:
+            raise Unnamed(f"token {row + 1} of the reply: {problem}") from None
+        found: list[int] = []
+        for candidate in position.top:
+            # A candidate that cannot be named is left out (its share of the top-k is
+            # lost, not given to another token); the same token twice counts once.
+            try:
+                token = _id(vocab, candidate)
+            except Unnamed:
+                continue
+            if token not in found:
+                logprobs[row, len(found)] = candidate.logprob
+                found.append(token)
+            if len(found) == top_k:
+                break
+        ids[row, : len(found)] = found
+    _check_spelling(positions, completion)
     return AnswerLogits(answer_id, vocab.fingerprint, chosen, ids, logprobs)
 
 
@@ -80,10 +94,11 @@ def _id(vocab: Vocabulary, candidate: Candidate) -> int:
                 f"the token id {candidate.id} is past the {vocab.size} of {vocab.source}"
             )
         return candidate.id
-    if candidate.raw is None and "\ufffd" in candidate.text:
+    if candidate.raw is None and (not candidate.text or "\ufffd" in candidate.text):
         raise Unnamed(
-            f"the token {candidate.text!r} is part of a character and the server gave no "
-            "bytes for it"
+            f"the server gave it as {candidate.text!r}, without its bytes or id (a part of a "
+            "character, or a control token): it cannot be named. A server that gives bytes "
+            "or ids (vLLM, SGLang, llama.cpp's llama-server) can"
         )
     raw = candidate.raw if candidate.raw is not None else candidate.text.encode()
     found = vocab.by_bytes.get(raw)

@@ -5,12 +5,15 @@ answers.jsonl). A record::
 
     b"OBLP" | version u8 | 3 zero bytes | header u32 | payload u32 | crc32 u32
     header: JSON {"id", "n" tokens, "k" candidates, "vocab" fingerprint}
-    payload: zlib of the chosen ids (n uint32), the candidates' ids (n*k uint32),
-             both as byte planes (every id's low byte, then the next...), and their
-             logprobs quantised (n*k uint8: -logprob * 16, rounded; 255: no candidate)
+    payload: zlib of the chosen ids (n uint32), the candidates a place has (n uint8),
+             the candidates' ids (n*k uint32), both id arrays as byte planes (every id's
+             low byte, then the next...), and their logprobs quantised (-logprob * 16,
+             rounded, as n*k uint8 steps from the candidate before: they come most likely
+             first, so the steps are small and never negative)
 
 Byte planes put the ids' high bytes, nearly all zero, together, where zlib takes them to
-almost nothing; a 16th of a nat is finer than the difference a KD loss can see. A record
+almost nothing; a 16th of a nat is finer than the difference a KD loss can see. Absent
+candidates (a server gave fewer than k) come last in their place, with id 0. A record
 is written whole with one append: a ``kill -9`` leaves at most a torn last record, cut off
 at the next append (its answer, written after it, is not in answers.jsonl: it is asked
 again). A torn or altered record elsewhere is an error naming the file and its offset.
@@ -38,8 +41,7 @@ MAGIC = b"OBLP"
 VERSION = 1
 _HEAD = struct.Struct("<4sB3xIII")
 STEPS_PER_NAT = 16
-ABSENT = 255
-"""The quantised logprob of a candidate the server did not give (fewer than k)."""
+MOST_STEPS = 254
 MAX_HEADER = 4096
 MAX_PAYLOAD = 256 * 1024 * 1024
 
@@ -49,7 +51,8 @@ class AnswerLogits:
     """One answer's tokens as the parent wrote them, and its top-k for each place.
 
     ``chosen``: (n,) token ids; ``ids``: (n, k) candidate ids, most likely first;
-    ``logprobs``: (n, k) float32, ``-inf`` where a candidate is absent."""
+    ``logprobs``: (n, k) float32, ``-inf`` where a candidate is absent (always after the
+    present ones of its place)."""
 
     answer_id: str
     vocab: str
@@ -59,14 +62,9 @@ class AnswerLogits:
 
 
 def quantise(logprobs: NDArray[numpy.float32]) -> NDArray[numpy.uint8]:
+    """Steps of a 16th of a nat below 0, at most ``MOST_STEPS`` (-15.9 nats); -inf too."""
     steps = numpy.rint(-numpy.nan_to_num(logprobs, neginf=-1e9) * STEPS_PER_NAT)
-    return numpy.clip(steps, 0, ABSENT - 1).astype(numpy.uint8)
-
-
-def dequantise(steps: NDArray[numpy.uint8]) -> NDArray[numpy.float32]:
-    values = (-steps.astype(numpy.float32) / STEPS_PER_NAT).astype(numpy.float32)
-    values[steps == ABSENT] = -numpy.inf
-    return values
+    return numpy.clip(steps, 0, MOST_STEPS).astype(numpy.uint8)
 
 
 def _planes(ids: NDArray[numpy.uint32]) -> bytes:
@@ -81,12 +79,17 @@ def _unplanes(data: bytes, count: int) -> NDArray[numpy.uint32]:
 def encode(record: AnswerLogits) -> bytes:
     """``record`` as the bytes of one record of the file."""
     n, k = record.ids.shape
+    present = numpy.isfinite(record.logprobs)
+    counts = present.sum(axis=1).astype(numpy.uint8)
     steps = quantise(record.logprobs)
-    steps[~numpy.isfinite(record.logprobs)] = ABSENT
+    steps = numpy.maximum.accumulate(numpy.where(present, steps, 0), axis=1)  # most likely first
+    deltas = numpy.diff(steps, axis=1, prepend=0).astype(numpy.uint8)
+    deltas[~present] = 0
     header = json.dumps(
         {"id": record.answer_id, "n": n, "k": k, "vocab": record.vocab}, ensure_ascii=False
     ).encode()
-    payload = zlib.compress(_planes(record.chosen) + _planes(record.ids) + steps.tobytes(), 6)
+    raw = _planes(record.chosen) + counts.tobytes() + _planes(record.ids) + deltas.tobytes()
+    payload = zlib.compress(raw, 6)
     crc = zlib.crc32(header + payload)
     return _HEAD.pack(MAGIC, VERSION, len(header), len(payload), crc) + header + payload
 
@@ -95,12 +98,16 @@ def decode(header: bytes, payload: bytes) -> AnswerLogits:
     meta = json.loads(header)
     n, k = int(meta["n"]), int(meta["k"])
     raw = zlib.decompress(payload)
-    if len(raw) != 4 * n + 4 * n * k + n * k:
+    if len(raw) != 4 * n + n + 4 * n * k + n * k:
         raise ValueError("payload size")
     chosen = _unplanes(raw[: 4 * n], n)
-    ids = _unplanes(raw[4 * n : 4 * n + 4 * n * k], n * k).reshape(n, k)
-    steps = numpy.frombuffer(raw[4 * n + 4 * n * k :], numpy.uint8).reshape(n, k)
-    return AnswerLogits(str(meta["id"]), str(meta["vocab"]), chosen, ids, dequantise(steps))
+    counts = numpy.frombuffer(raw[4 * n : 5 * n], numpy.uint8)
+    ids = _unplanes(raw[5 * n : 5 * n + 4 * n * k], n * k).reshape(n, k)
+    deltas = numpy.frombuffer(raw[5 * n + 4 * n * k :], numpy.uint8).reshape(n, k)
+    steps = numpy.cumsum(deltas, axis=1, dtype=numpy.int32)
+    logprobs = (-steps / STEPS_PER_NAT).astype(numpy.float32)
+    logprobs[numpy.arange(k)[None, :] >= counts[:, None]] = -numpy.inf
+    return AnswerLogits(str(meta["id"]), str(meta["vocab"]), chosen, ids, logprobs)
 
 
 @dataclass(frozen=True)
