@@ -261,3 +261,27 @@ def test_run_refuses_logits_training_before_anything_is_paid(run_cli, project_di
         result.stderr
     )
     assert provider.chats() == []
+
+
+def test_split_carries_the_logprobs_by_answer_id(run_cli, project_dir, provider):
+    for stage in ("subtopics", "questions", "answers", "split"):
+        assert run_cli(stage).exit_code == 0, stage
+    index = _kept(project_dir).index()
+    train, held_out = lines(project_dir, "train.jsonl"), lines(project_dir, "eval.jsonl")
+    assert train and held_out
+    for example in train + held_out:
+        record = _kept(project_dir).read(index[example["id"]])
+        assert len(record.chosen) == len(example["messages"][-1]["content"])
+
+
+def test_an_answer_without_logprobs_is_left_out_of_split(run_cli, project_dir, provider):
+    assert run_cli("subtopics").exit_code == 0
+    assert run_cli("questions").exit_code == 0
+    provider.on(lambda seen: seen.system == "system|lifetimes",
+                lambda seen: openai_completion("Plain.", reasoning="r"), times=None)
+    assert run_cli("answers").exit_code == 0
+    result = run_cli("split")
+    assert result.exit_code == 0, result.stderr
+    kept = lines(project_dir, "train.jsonl") + lines(project_dir, "eval.jsonl")
+    assert kept and all(example["topic"] == "ownership" for example in kept)
+    assert result.stdout == "split: 5 train, 1 eval, 2 excluded (no_logprobs 2), 0 orphaned\n"
