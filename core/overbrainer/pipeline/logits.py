@@ -98,7 +98,7 @@ def _id(vocab: Vocabulary, candidate: Candidate) -> int:
         raise Unnamed(
             f"the server gave it as {candidate.text!r}, without its bytes or id (a part of a "
             "character, or a control token): it cannot be named. A server that gives bytes "
-            "or ids (vLLM, SGLang, llama.cpp's llama-server) can"
+            "or ids (vLLM, SGLang) can"
         )
     raw = candidate.raw if candidate.raw is not None else candidate.text.encode()
     found = vocab.by_bytes.get(raw)
