@@ -62,8 +62,9 @@ class Vocabulary:
         canonical = json.dumps([sorted(self.tokens.items()), self.special], ensure_ascii=False)
         return xxhash.xxh3_64_hexdigest(canonical.encode())
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
+        """One more than the largest id (asked once a candidate: computed once)."""
         return 1 + max([*self.tokens.values(), *(i for i, _ in self.special)], default=-1)
 
     @functools.cached_property
