@@ -305,6 +305,13 @@ class FakeProvider:
         self.max_logprobs: int | None = 20
         """The most ``top_logprobs`` a request may ask (vLLM's ``--max-logprobs``); None:
         a server that ignores ``logprobs`` altogether."""
+        self.reply_tokens = 20
+        """Tokens of a default reply (fewer when ``max_tokens`` cuts it)."""
+        self.prompt_tokens: Callable[[Seen], int] = lambda seen: 10
+        """Tokens the default reply says its prompt took (a benchmark counts them)."""
+        self.takes_n = True
+        """Whether a chat completion asking for ``n`` replies gets them (False: one, as a
+        server that ignores ``n`` gives)."""
         self._rules: list[_Rule] = []
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
@@ -483,19 +490,22 @@ class FakeProvider:
             text, reasoning = f"The answer to: {prompt}", f"Thinking about: {prompt}"
         # As a real provider does: never more than max_tokens out, cut ("length") at it.
         limit = seen.body.get("max_tokens") if isinstance(seen.body, dict) else None
-        out = min(20, limit) if isinstance(limit, int) else 20
+        whole = self.reply_tokens
+        out = min(whole, limit) if isinstance(limit, int) else whole
+        tokens_in = self.prompt_tokens(seen)
         if seen.path == "messages":
             # Signed, as Anthropic's are (an open-weights server's thinking is not).
             blocks = (
                 [{"type": "thinking", "thinking": reasoning, "signature": "c2lnbmVk"}]
                 if reasoning else []
             )
-            stop = "max_tokens" if out < 20 else "end_turn"
+            stop = "max_tokens" if out < whole else "end_turn"
             return anthropic_message(
-                [*blocks, {"type": "text", "text": text}], stop=stop, usage=(10, out)
+                [*blocks, {"type": "text", "text": text}], stop=stop, usage=(tokens_in, out)
             )
-        body = openai_completion(
-            text, reasoning=reasoning, finish="length" if out < 20 else "stop", usage=(10, out)
+        reply = openai_completion(
+            text, reasoning=reasoning, finish="length" if out < whole else "stop",
+            usage=(tokens_in, out),
         )
         asked = seen.body.get("top_logprobs") if seen.body.get("logprobs") else None
         if isinstance(asked, int) and self.max_logprobs is not None:
@@ -503,8 +513,13 @@ class FakeProvider:
                 return Reply({"error": {"message": (
                     f"Requested sample logprobs of {asked}, which is greater than max "
                     f"allowed: {self.max_logprobs}")}}, status=400)
-            body["choices"][0]["logprobs"] = fake_logprobs(text, asked)
-        return body
+            reply["choices"][0]["logprobs"] = fake_logprobs(text, asked)
+        n = seen.body.get("n", 1) if isinstance(seen.body, dict) else 1
+        if self.takes_n and isinstance(n, int) and n > 1:  # n replies, the prompt paid once
+            [choice] = reply["choices"]
+            reply["choices"] = [{**choice, "index": i} for i in range(n)]
+            reply["usage"]["completion_tokens"] = n * out
+        return reply
 
 
 def is_chat(seen: Seen) -> bool:

@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from overbrainer.config.model import Settings
     from overbrainer.config.sections import RegisterSection
     from overbrainer.cycles import CycleSummary
+    from overbrainer.engines import Engine
     from overbrainer.job.record import JobHandle, RunRecord, RunState
+    from overbrainer.job.serving import ServeHandle, ServeSpec
     from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import (
         ArtifactSpec,
@@ -58,6 +60,12 @@ class Hooks:
     def register_settings(self, *, plugin: str, register: RegisterSection) -> None:
         """The ``register_settings`` of the plugin named ``plugin`` alone (as above)."""
         for impl in self._relay.register_settings.get_hookimpls():
+            if impl.plugin_name == plugin:
+                impl.function(register=register)
+
+    def register_engines(self, *, plugin: str, register: Callable[[Engine], None]) -> None:
+        """The ``register_engines`` of the plugin named ``plugin`` alone (as above)."""
+        for impl in self._relay.register_engines.get_hookimpls():
             if impl.plugin_name == plugin:
                 impl.function(register=register)
 
@@ -138,6 +146,15 @@ class Hooks:
             "TargetShell | None",
             self._relay.open_shell(executor=executor, purpose=purpose, keep_machine=keep_machine),
         )
+
+    def start_serve(self, *, executor: Executor, spec: ServeSpec) -> ServeHandle | None:
+        return cast("ServeHandle | None", self._relay.start_serve(executor=executor, spec=spec))
+
+    def reach_serve(self, *, executor: Executor, handle: ServeHandle) -> str | None:
+        return cast("str | None", self._relay.reach_serve(executor=executor, handle=handle))
+
+    def stop_serve(self, *, executor: Executor, handle: ServeHandle) -> bool | None:
+        return cast("bool | None", self._relay.stop_serve(executor=executor, handle=handle))
 
     def release_executor(
         self, *, executor: Executor, run: RunRecord | None, outcome: RunState | None

@@ -30,8 +30,10 @@ if TYPE_CHECKING:
     from overbrainer.config.model import Settings
     from overbrainer.config.sections import RegisterSection
     from overbrainer.cycles import CycleSummary
+    from overbrainer.engines import Engine
     from overbrainer.job.interface import Executor
     from overbrainer.job.record import JobHandle, RunRecord, RunState
+    from overbrainer.job.serving import ServeHandle, ServeSpec
     from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import (
         ArtifactSpec,
@@ -71,6 +73,15 @@ def register_settings(register: RegisterSection) -> None:
     log and record and, like ``env_only`` keys, refused in the file: they come from
     ``OVERBRAINER_NAME__KEY`` or ``.env``. Read the table with
     ``project.settings.section(name, model)``. Every plugin's implementation is called.
+    """
+
+
+@hookspec
+def register_engines(register: Callable[[Engine], None]) -> None:
+    """Declare the engines this plugin provides (what ``serve.engine`` names): call
+    ``register(engine)`` with an ``Engine`` instance for each. Called once when the plugins
+    are loaded; every plugin's implementation is called, and the first to register a name
+    keeps it.
     """
 
 
@@ -243,6 +254,39 @@ def open_shell(executor: Executor, purpose: str, keep_machine: bool) -> TargetSh
 
     Return None when the target cannot give one (those commands then refuse it). Stops at
     the first non-None result.
+    """
+
+
+@hookspec(firstresult=True)
+def start_serve(executor: Executor, spec: ServeSpec) -> ServeHandle | None:
+    """Start ``spec.argv`` on the executor's target as a long-lived process listening on
+    the target's loopback, under a watchdog that ends it after ``spec.idle_seconds``
+    without a connection; detached (it outlives this process). Return its handle, recorded
+    by the core before anything else, so a later command can end it.
+
+    Optional (the ``Executor`` capability ``"serve"``): None, or no implementation, and
+    the target cannot serve. Called with SIGINT deferred. Stops at the first non-None
+    result.
+    """
+
+
+@hookspec(firstresult=True)
+def reach_serve(executor: Executor, handle: ServeHandle) -> str | None:
+    """A base URL (``http://127.0.0.1:PORT``) on this machine that reaches the served
+    process of ``handle``: its own port on the local target, a port forwarded over the
+    target's transport for a remote one (closed at ``release_executor``). Return ``""``
+    when the process is gone. Optional (capability ``"serve"``). Stops at the first
+    non-None result.
+    """
+
+
+@hookspec(firstresult=True)
+def stop_serve(executor: Executor, handle: ServeHandle) -> bool | None:
+    """End the served process of ``handle`` and its watchdog, every process of its group:
+    TERM, then KILL after a grace. Idempotent, and never signals a process that is not
+    its own (a stale pid): True when it was running, False when it was gone already.
+    Optional (capability ``"serve"``); called with SIGINT deferred. Stops at the first
+    non-None result.
     """
 
 

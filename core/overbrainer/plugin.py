@@ -14,7 +14,8 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   ``CANCELLED``, ``LOST``), ``ArtifactSpec``, ``TargetInfo`` (with ``Launch``), ``SecretsChannel``,
   ``LogChunk``, ``JobHandle`` (with ``Container``), ``RunRecord``, ``Project``; for
   ``open_shell``, ``TargetShell``; for ``estimate_price``, ``TargetPrice``; for
-  ``show_machine_log``, ``MachineLogQuery``; for the
+  ``show_machine_log``, ``MachineLogQuery``; for the serve hooks, ``ServeSpec`` and
+  ``ServeHandle``; for ``register_engines``, ``Engine`` and ``EngineLaunch``; for the
   ``watch`` hooks, ``Settings`` and ``CycleSummary``.
 - Settings models for ``register_targets``: ``TargetBase``, ``HostTarget`` and the field
   types ``NonEmpty``, ``Finite``, ``RemotePath``, ``EnvPattern``, ``HttpUrl``,
@@ -67,6 +68,7 @@ from overbrainer.config.runtime import HostRuntime
 from overbrainer.config.secrets import resolve_secret
 from overbrainer.config.sections import RegisterSection
 from overbrainer.cycles import CycleSummary
+from overbrainer.engines import Engine, EngineLaunch
 from overbrainer.errors import ArtifactMismatch, MissingArtifact, TransientError, UserError
 from overbrainer.files import mkdir_nofollow, open_append, own_path, read_regular, write_atomic
 from overbrainer.job import layout
@@ -89,6 +91,7 @@ from overbrainer.job.manifest import (
 )
 from overbrainer.job.metrics import complete_lines, parse_event
 from overbrainer.job.record import Container, JobHandle, RunRecord, RunState
+from overbrainer.job.serving import ServeHandle, ServeSpec
 from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import (
     CANCELLED,
@@ -147,6 +150,8 @@ __all__ = [
     "Completed",
     "Container",
     "CycleSummary",
+    "Engine",
+    "EngineLaunch",
     "Entry",
     "EnvPattern",
     "Executor",
@@ -180,6 +185,8 @@ __all__ = [
     "RunState",
     "SecretsChannel",
     "Section",
+    "ServeHandle",
+    "ServeSpec",
     "Settings",
     "StreamWatches",
     "TargetBase",

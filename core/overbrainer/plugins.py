@@ -24,6 +24,7 @@ from overbrainer.hookcalls import Hooks
 
 if TYPE_CHECKING:
     from overbrainer.config.sections import SettingsSection
+    from overbrainer.engines import Engine
 
 GROUP = "overbrainer"
 
@@ -53,6 +54,9 @@ class Plugins:
     """The top-level settings tables the plugins registered, by name."""
     section_owners: dict[str, str] = field(default_factory=dict)
     distributions: dict[str, metadata.Distribution | None] = field(default_factory=dict)
+    engines: dict[str, Engine] = field(default_factory=dict)
+    """The engines the plugins registered (``register_engines``), by name."""
+    engine_owners: dict[str, str] = field(default_factory=dict)
 
     @property
     def hook(self) -> Hooks:
@@ -86,6 +90,9 @@ class Plugins:
             self._add_section(plugin_name, name, model, secrets, env_only)
 
         self.hook.register_settings(plugin=name, register=add_section)
+        self.hook.register_engines(
+            plugin=name, register=lambda engine: self._add_engine(plugin_name, engine)
+        )
 
     def unregister(self, name: str) -> None:
         self.pm.unregister(name=name)
@@ -96,6 +103,9 @@ class Plugins:
         for table in [t for t, owner in self.section_owners.items() if owner == name]:
             del self.sections[table]
             del self.section_owners[table]
+        for engine in [e for e, owner in self.engine_owners.items() if owner == name]:
+            del self.engines[engine]
+            del self.engine_owners[engine]
 
     def _add_section(
         self,
@@ -112,6 +122,14 @@ class Plugins:
         if _first(self.section_owners, table, plugin, f"the settings table [{table}]"):
             self.sections[table] = section
 
+    def _add_engine(self, plugin: str, engine: Engine) -> None:
+        from overbrainer.engines import Engine
+
+        if not isinstance(engine, Engine):
+            raise TypeError(f"register_engines needs an Engine instance, not {engine!r}")
+        if _first(self.engine_owners, engine.name, plugin, f"engine `{engine.name}`"):
+            self.engines[engine.name] = engine
+
     def _add_kind(self, plugin: str, kind: str, model: type[BaseModel]) -> None:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise TypeError(f"target kind `{kind}` needs a pydantic model, not {model!r}")
@@ -122,7 +140,7 @@ class Plugins:
         """Every installed plugin loaded, sorted by name (the core's built-in one aside)."""
         infos = []
         for name, plugin in sorted(self.pm.list_name_plugin()):
-            if name == BUILTIN:
+            if name in (BUILTIN, BUILTIN_ENGINES):
                 continue
             dist = self.distributions.get(name)
             hooks = sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or [])
@@ -156,16 +174,21 @@ def _executors(name: str, plugin: object) -> dict[str, list[str]]:
 
 BUILTIN = "core"
 """The built-in dispatcher serving every ``Executor`` (see ``overbrainer.job.hooks``)."""
+BUILTIN_ENGINES = "core-engines"
+"""The built-in engines: vllm, sglang, llama.cpp (``overbrainer.engines.builtin``)."""
 
 
 def new_manager() -> Plugins:
-    """A manager knowing the overbrainer hook specs, with the built-in dispatcher registered."""
+    """A manager knowing the overbrainer hook specs, with the built-in dispatcher and
+    engines registered."""
+    from overbrainer.engines import builtin
     from overbrainer.job import hooks
 
     pm = pluggy.PluginManager(GROUP)
     pm.add_hookspecs(hookspecs)
     plugins = Plugins(pm)
     plugins.register(hooks, name=BUILTIN)
+    plugins.register(builtin, name=BUILTIN_ENGINES)
     return plugins
 
 

@@ -66,8 +66,8 @@ def test_help_lists_the_commands(run_cli):
     assert commands == [
         "answers", "batches", "compare", "completion", "config", "dataset", "export", "history",
         "init", "log", "migrate",
-        "plan", "plugins", "providers", "push", "questions", "run", "runs", "split", "subtopics",
-        "train", "tui", "watch",
+        "plan", "plugins", "providers", "push", "questions", "run", "runs", "serve", "split",
+        "subtopics", "train", "tui", "watch",
     ]
     assert "-C, --project-dir DIRECTORY" in result.stdout
 

@@ -312,6 +312,8 @@ def test_a_valid_configuration_is_printed_line_by_line(run_cli, write_config):
         "roles.parent = main/parent-model (reasoning: true, max_tokens: 16384)",
         "pipeline.concurrency = 8",
         "pipeline.eval_ratio = 0.1",
+        "split.decontaminate = (none)",
+        "split.decontaminate_n = 13",
         "training = Qwen/Qwen3-0.6B on gpu (lora)",
         "training.epochs = 3",
         "training.axolotl_extra.flash_attention = (set)",
@@ -319,7 +321,10 @@ def test_a_valid_configuration_is_printed_line_by_line(run_cli, write_config):
         "targets.gpu.gpu_types = NVIDIA A40, NVIDIA L40S",
         "targets.gpu.max_hours = 4.0",
         "runpod.api_key = (unset)",
+        "metrics.listen = (unset)",
+        "metrics.allow_remote = false",
         "hf_token = (unset)",
+        "log = (unset)",
     ):
         assert expected in lines
 

@@ -139,7 +139,7 @@ def test_plugins_lists_versions_kinds_and_hooks(run_cli, site):
     result = run_cli("plugins", env=env("alien", "local", "ssh"))
     assert result.exit_code == 0, result.stderr
     assert result.stderr == ""
-    host = "executor: HostExecutor (open_shell, prepare, release, wait)"
+    host = "executor: HostExecutor (open_shell, prepare, release, serve, wait)"
     assert result.stdout == (
         "alien  overbrainer-alien 2.3.1  kinds: alien  hooks: create_executor, register_targets\n"
         f"local  overbrainer-local 0.1.0  kinds: local  {host}  "

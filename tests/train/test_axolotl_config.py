@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from overbrainer.config.load import ConfigError
 from overbrainer.config.model import Training
 from overbrainer.errors import UserError
-from overbrainer.job.spec import JobStage
+from overbrainer.job.spec import JobStage, Launch
 from overbrainer.train.axolotl import ALSO_IN_EXTRA, MANAGED_KEYS, TYPED_KEYS, axolotl_config
 from overbrainer.train.axolotl_yaml import dump_yaml, resume_mismatch
 from overbrainer.train.job_setup import job_env, job_stages, plugin_file
@@ -461,3 +461,39 @@ def test_the_shipped_plugin_imports_nothing_but_the_standard_library_unguarded()
         if isinstance(statement, ast.ImportFrom) and statement.module
     }
     assert top <= {"__future__", "json", "math", "os", "signal", "sys", "time", "typing"}
+
+
+# runs diff: sharding said as the target sets it.
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "line"),
+    [
+        (None, Launch(2, fsdp="full_shard"), 'sharding: (none) -> fsdp = "full_shard"'),
+        (Launch(2, fsdp="full_shard"), Launch(2, fsdp="shard_grad_op"),
+         'sharding: fsdp = "full_shard" -> fsdp = "shard_grad_op"'),
+        (Launch(2, deepspeed="zero2"), Launch(2, fsdp="full_shard_offload"),
+         'sharding: deepspeed = "zero2" -> fsdp = "full_shard_offload"'),
+        (Launch(2, deepspeed="zero3"), None, 'sharding: deepspeed = "zero3" -> (none)'),
+    ],
+)  # fmt: skip
+def test_runs_diff_names_the_sharding_preset_not_axolotl_s_keys(before, after, line):
+    from overbrainer.train.inputs import Inputs, differences
+
+    def inputs(launch: Launch | None) -> Inputs:
+        config = axolotl_config(training(), has_eval=True, launch=launch)
+        return Inputs({}, {k: v for k, v in config.items() if k != "base_model"})
+
+    found = differences(inputs(before), inputs(after))
+    assert found == [line]
+
+
+def test_an_fsdp_config_of_its_own_still_shows_its_keys():
+    from overbrainer.train.inputs import Inputs, differences
+
+    own = {"fsdp_version": 2, "fsdp_config": {"reshard_after_forward": True}}
+    other = {"fsdp_version": 2, "fsdp_config": {"reshard_after_forward": False}}
+    found = differences(Inputs({}, own), Inputs({}, other))
+    assert found == [
+        'fsdp_config: {"reshard_after_forward": true} -> {"reshard_after_forward": false}'
+    ]

@@ -24,26 +24,10 @@ from overbrainer import files
 from overbrainer.config.model import Role, Settings
 from overbrainer.errors import UserError
 from overbrainer.pipeline.exchanges import ExchangeLog, first_line
+from overbrainer.pipeline.verdict import STRICTER, parse_verdict, strip_reasoning
 from overbrainer.providers.errors import ProviderError
 
 TEMPLATE = "judge.txt"
-VERDICTS = ("A", "B", "TIE")
-
-
-def strip_reasoning(text: str) -> str:
-    """``text`` without ``<think>…</think>``: an unclosed open drops the rest, a close before
-    any open drops what precedes it; trimmed."""
-    close = text.find("</think>")
-    opening = text.find("<think>")
-    if close != -1 and (opening == -1 or close < opening):
-        text = text[close + len("</think>") :]
-    while (opening := text.find("<think>")) != -1:
-        end = text.find("</think>", opening)
-        if end == -1:
-            text = text[:opening]
-            break
-        text = text[:opening] + text[end + len("</think>") :]
-    return text.strip()
 
 
 def child_first(seed: int, question_id: str) -> bool:
@@ -56,29 +40,6 @@ def verdicts_key(provider: str, model: str, template: str) -> str:
     """16 hex digits naming the judge (provider, model and template): another judge writes
     another verdicts file (and so did the one-order judging of earlier versions)."""
     return xxhash.xxh3_64_hexdigest(f"{provider}\x1f{model}\x1f{template}\x1fboth orders".encode())
-
-
-def parse_verdict(text: str) -> tuple[str, str] | None:
-    """``(A|B|tie, reason)`` from the judge's reply (the JSON between its first ``{`` and its
-    last ``}``), or None when it holds none. A reply of one word, A, B or tie, is read too:
-    projects made before the JSON verdict have a ``judge.txt`` that asks for it."""
-    start, end = text.find("{"), text.rfind("}")
-    if start == -1 or end <= start:
-        word = text.strip().rstrip(".").upper()
-        return ("tie" if word == "TIE" else word, "") if word in VERDICTS else None
-    try:
-        data = json.loads(text[start : end + 1])
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    verdict = str(data.get("verdict", "")).strip().upper()
-    if verdict not in VERDICTS:
-        return None
-    reason = data.get("reason")
-    return ("tie" if verdict == "TIE" else verdict), (
-        reason.strip() if isinstance(reason, str) else ""
-    )
 
 
 def outcome(verdict: str, first: bool) -> str:
@@ -95,14 +56,6 @@ def combined(first: str, second: str) -> str:
     if "unparsed" in (first, second):
         return "unparsed"
     return first if first == second else "tie"
-
-
-STRICTER = (
-    "\n\nYour previous reply could not be read. Reply with the JSON object alone, nothing "
-    'before or after it: {"verdict": "A"}, {"verdict": "B"} or {"verdict": "tie"}, with a '
-    '"reason" of one sentence.'
-)
-"""Added to the judge's prompt when its first reply held no verdict."""
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ COMMANDS = {
     "export": "overbrainer.cli.export:export",
     "push": "overbrainer.cli.push:push",
     "compare": "overbrainer.cli.compare:compare",
+    "serve": "overbrainer.cli.serve:serve",
 }
 
 
@@ -69,6 +70,7 @@ SUMMARIES = {
     "export": "Export RUN_ID's model to a GGUF file and an Ollama Modelfile, on its target.",
     "push": "Push RUN_ID's output/ (and its GGUF) to the Hugging Face Hub with a model card.",
     "compare": "Compare the child (its GGUF, served on the run's target) with its parent.",
+    "serve": "Keep a served provider up across commands, end it, or see what is up.",
 }
 """The first paragraph of each command's help, so ``--help`` lists the commands without
 importing them (a test holds these equal to the commands' own)."""

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from overbrainer.project import Project
     from overbrainer.runs.lock import ProjectLock
     from overbrainer.runs.store import RunStore
+    from overbrainer.serve.session import Serving
     from overbrainer.train.workspace import Workspace
 
 
@@ -38,6 +39,7 @@ class App:
         self.given = given
         self.explicit = explicit
         self._plugins: Plugins | None = None
+        self._serving: Serving | None = None
 
     def __repr__(self) -> str:
         return f"App(given={self.given!r}, explicit={self.explicit!r})"
@@ -72,9 +74,44 @@ class App:
     def settings(self) -> Settings:
         from overbrainer.config.load import load_settings
 
-        return load_settings(
+        settings = load_settings(
             self.project_dir, self.env, self.plugins.kinds, self.plugins.sections
         )
+        if any(provider.serve for provider in settings.providers.values()):
+            self._serve_providers(settings)
+        return settings
+
+    def serving(self) -> Serving:
+        """The served providers of this command: started on first use, ended with it."""
+        if self._serving is None:
+            self._serving = self._new_serving(self.settings)
+        return self._serving
+
+    def _new_serving(self, settings: Settings) -> Serving:
+        from overbrainer.project import Project
+        from overbrainer.serve.session import Serving
+
+        project = Project(dir=self.project_dir, settings=settings, env=self.env.merged)
+        return Serving(project, self.plugins.hook, self.plugins.engines)
+
+    def _serve_providers(self, settings: Settings) -> None:
+        """A project with served providers: the stages reach them through this command's
+        serving session, ended when the command ends (Ctrl-C and errors included); the
+        orphans of a killed command are ended first."""
+        ctx = click.get_current_context(silent=True)
+        if ctx is None:  # not a command (the TUI's reload): nothing is started
+            return
+        from overbrainer.providers import served
+
+        def close() -> None:
+            served.install(None)
+            if self._serving is not None:
+                self._serving.close()
+
+        serving = self._serving = self._new_serving(settings)
+        ctx.find_root().call_on_close(close)
+        served.install(serving.url)
+        serving.sweep()
 
     @property
     def project(self) -> Project:

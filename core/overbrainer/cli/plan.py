@@ -52,7 +52,9 @@ def plan(as_json: bool, max_usd: float | None, pilot: int | None) -> None:
     if as_json:
         click.echo(redact(dumps(found.as_json())))
         return
-    for line in plan_lines(found):
+    from overbrainer.serve.basis import served_basis_lines
+
+    for line in [*plan_lines(found), *served_basis_lines(app.settings)]:
         # A price's error may quote what a provider said, and a target's name a file's text.
         click.echo(escape_controls(redact(line)))
 

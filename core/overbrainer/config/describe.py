@@ -30,8 +30,7 @@ def describe_settings(settings: Settings) -> Iterator[str]:
         role = getattr(settings.roles, name)
         if role is not None:
             yield f"roles.{name} = {_role(role)}"
-    for key, value in settings.pipeline.model_dump().items():
-        yield f"pipeline.{key} = {_value(UNSET if value is None else value)}"
+    yield from _pipeline(settings)
     training = settings.training
     if training is None:
         yield "training = (none: run stops after split)"
@@ -54,6 +53,14 @@ def describe_settings(settings: Settings) -> Iterator[str]:
         yield f"plan.throughput.{gpu} = {_value(speed)} tokens/s"
     yield from _plugin_tables(settings)
     yield f"hf_token = {_secret(settings.hf_token)}"
+    yield f"log = {settings.log or UNSET}"
+
+
+def _pipeline(settings: Settings) -> Iterator[str]:
+    for key, value in settings.pipeline.model_dump().items():
+        yield f"pipeline.{key} = {_value(UNSET if value is None else value)}"
+    for key, value in settings.split.model_dump().items():
+        yield f"split.{key} = {_value(value) if value != [] else '(none)'}"
 
 
 def _providers(settings: Settings) -> Iterator[str]:
@@ -70,8 +77,8 @@ def _providers(settings: Settings) -> Iterator[str]:
 
 
 def _sections(settings: Settings) -> Iterator[str]:
-    """The tables of later commands (watch, export, hub, compare), key by key."""
-    for section in ("budget", "watch", "export", "hub", "compare"):
+    """The tables of later commands (watch, export, hub, compare, metrics), key by key."""
+    for section in ("budget", "watch", "export", "hub", "compare", "metrics"):
         for key, value in getattr(settings, section).model_dump().items():
             if key == "base_url":
                 if value:
@@ -106,6 +113,10 @@ def _role(role: Role) -> str:
     details = [f"reasoning: {str(role.reasoning).lower()}", f"max_tokens: {role.max_tokens}"]
     if role.batch:
         details.append("batch: true")
+    if role.samples > 1:  # the parent's answers a question, and how they are asked
+        details.append(f"samples: {role.samples}")
+        if not role.samples_n:
+            details.append("samples_n: false")
     for key in ("temperature", "reasoning_effort", "thinking_budget"):
         value = getattr(role, key)
         if value is not None:

@@ -474,10 +474,53 @@ def _cross_checks(data: Mapping[str, Any]) -> list[str]:
             )
         if role_name == "embedder" and protocol == "anthropic":
             problems.append("roles.embedder: the embedder must use the openai protocol")
+    problems += _serve_checks(data)
     training = _table(data.get("training"))
     target = training.get("target")
     if isinstance(target, str) and target and target not in _table(data.get("targets")):
         problems.append(f"training.target: unknown target `{target}`")
+    return problems
+
+
+def _serve_checks(data: Mapping[str, Any]) -> list[str]:
+    """A served provider: its target exists, it speaks openai (every engine does), it has
+    no ``base_url`` of its own, and its roles ask for the model it serves."""
+    problems = []
+    targets = _table(data.get("targets"))
+    providers = _table(data.get("providers"))
+    for name, provider in providers.items():
+        serve = _table(_table(provider).get("serve"))
+        if not serve:
+            continue
+        target = serve.get("target")
+        if isinstance(target, str) and target and target not in targets:
+            problems.append(f"providers.{name}.serve.target: unknown target `{target}`")
+        if _table(provider).get("protocol") == "anthropic":
+            problems.append(
+                f"providers.{name}.serve: a served provider speaks the openai protocol: "
+                'set protocol = "openai"'
+            )
+        if _table(provider).get("base_url"):
+            problems.append(
+                f"providers.{name}: base_url and serve cannot both be set (a served "
+                "provider is reached where its target serves it): unset one"
+            )
+        model = serve.get("model")
+        for role_name, value in _table(data.get("roles")).items():
+            role = _table(value)
+            asked = role.get("model")
+            if role.get("provider") == name and isinstance(model, str) and (
+                isinstance(asked, str) and asked != model
+            ):
+                problems.append(
+                    f"roles.{role_name}.model: provider `{name}` serves `{model}` only: "
+                    "set the role's model to it"
+                )
+            if role.get("provider") == name and role.get("batch") is True:
+                problems.append(
+                    f"roles.{role_name}.batch: provider `{name}` is served, and engines have "
+                    "no batch API: remove batch"
+                )
     return problems
 
 

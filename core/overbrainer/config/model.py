@@ -153,15 +153,59 @@ class ModelPrice(Section):
     output: Finite = Field(ge=0)
 
 
+ENGINE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+OWN_FLAGS = ("--host", "--port", "--api-key", "--api_key")
+"""Engine flags overbrainer sets itself: the engine listens on the target's loopback, on
+the port chosen for it, with no key on its command line (``ps`` shows it to every user)."""
+
+
+def _engine_name(value: str) -> str:
+    if not ENGINE_NAME.match(value):
+        raise ValueError("must be an engine's name: vllm, sglang, llama.cpp or a plugin's")
+    return value
+
+
+def _engine_args(value: list[str]) -> list[str]:
+    for arg in value:
+        if any(char in arg for char in "\n\r\0"):
+            raise ValueError("an argument must not hold a line break or a NUL")
+        flag = arg.split("=", 1)[0]
+        if flag in OWN_FLAGS:
+            raise ValueError(
+                f"{flag} is set by overbrainer (the engine listens on the target's loopback, "
+                "on a port of its choosing): remove it"
+            )
+    return value
+
+
+class Serve(Section):
+    """``[providers.NAME] serve = {...}``: the provider is an engine overbrainer starts on
+    ``target`` for the commands that need it (docs/serving.md). ``model``: what the engine
+    loads and the name the roles ask for; ``args``: the engine's own flags; ``gpus``: its
+    tensor-parallel size; ``idle_minutes``: the watchdog on the target ends it after that
+    long without a connection; ``port``: its port on the target (default: a free one)."""
+
+    target: NonEmpty
+    engine: Annotated[str, AfterValidator(_engine_name)]
+    model: NonEmpty
+    args: Annotated[list[str], AfterValidator(_engine_args)] = Field(default_factory=list)
+    gpus: int | None = Field(default=None, ge=1, le=64)
+    idle_minutes: int = Field(default=30, ge=1, le=7 * 24 * 60)
+    port: int | None = Field(default=None, ge=1024, le=65535)
+
+
 class Provider(Section):
     """``batch_discount``: the share of the listed price its batch API takes off (0.5: half
-    price); ``prices``: USD per million tokens by model, used before the provider's own."""
+    price); ``prices``: USD per million tokens by model, used before the provider's own;
+    ``serve``: started on a target instead of reached at ``base_url``."""
 
     protocol: Literal["openai", "anthropic"]
     base_url: HttpUrl | None = Field(default=None)
     api_key: SecretStr | None = Field(default=None)
     batch_discount: Finite = Field(default=0.5, ge=0, lt=1)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    serve: Serve | None = None
 
 
 class Role(Section):
@@ -174,6 +218,13 @@ class Role(Section):
     thinking_budget: int | None = Field(default=None, ge=1024)
     batch: bool = False
     """Send the ``answers`` stage through the provider's batch API (the parent role)."""
+    samples: int = Field(default=1, ge=1, le=64)
+    """Answers asked for each question (the parent role): ``[pipeline] select`` says which
+    become training examples."""
+    samples_n: bool = True
+    """A question's samples asked in one request (``n``) where the protocol has it (the
+    openai one): its prompt is paid once. False: one request a sample (a server that
+    does not take ``n`` gives one reply, and the rest are asked again anyway)."""
 
     @model_validator(mode="after")
     def _reasoning_rules(self) -> Role:
@@ -202,6 +253,18 @@ class Roles(Section):
     embedder: Role | None = None
     judge: Role | None = None
 
+    @model_validator(mode="after")
+    def _samples_of_the_parent(self) -> Roles:
+        others = [name for name in ROLE_NAMES if name != "parent" and _samples(self, name) != 1]
+        if others:
+            raise ValueError(f"samples is the parent's setting, not {', '.join(others)}'s")
+        return self
+
+
+def _samples(roles: Roles, name: str) -> int:
+    role: Role | None = getattr(roles, name)
+    return 1 if role is None else role.samples
+
 
 DEFAULT_SEED = 42
 """``pipeline.seed`` unset, and with it ``training.seed``."""
@@ -225,6 +288,10 @@ class Pipeline(Section):
     """The longest a request waits out a provider's rate limit (429s) in all, before failing."""
     batch_poll_s: Finite = Field(default=30, gt=0)
     """How often a batch submitted to a provider is looked at."""
+    select: Literal["all", "agree", "judge"] = "all"
+    """Which of a question's ``samples`` answers ``split`` trains on: all, those whose
+    final result agrees with the majority's (``pipeline.agreement``), or the one the
+    judge role (else the parent) prefers (``pipeline.preference``)."""
 
 
 def _project_glob(value: str) -> str:
@@ -375,6 +442,9 @@ class HostTarget(TargetBase):
     """A DeepSpeed ZeRO preset, shipped as a JSON file into the job (needs ``gpus``)."""
     fsdp: Literal[FSDP_PRESETS] | None = None  # type: ignore[valid-type]
     """An FSDP2 preset, written as Axolotl's ``fsdp_config`` (needs ``gpus``)."""
+    price_per_hour: Finite | None = Field(default=None, ge=0)
+    """What the machine costs (USD an hour), for what a served parent's hours cost
+    (docs/serving.md); unset: nothing."""
 
     @model_validator(mode="after")
     def _runtime_keys(self) -> HostTarget:

@@ -26,12 +26,13 @@ from loguru import logger
 from overbrainer import files
 from overbrainer.config.runtime import HostRuntime
 from overbrainer.errors import MissingArtifact, UserError
-from overbrainer.job import install, layout, scripts, wire
+from overbrainer.job import install, layout, scripts, serving, wire
 from overbrainer.job.host import Host, HostError
 from overbrainer.job.interface import Executor
 from overbrainer.job.manifest import Manifest, covered, parse_manifest, select, verify
 from overbrainer.job.metrics import complete_lines
 from overbrainer.job.record import Container, JobHandle, RunRecord, RunState
+from overbrainer.job.serving import ServeHandle, ServeSpec
 from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import (
     ArtifactSpec,
@@ -61,7 +62,7 @@ class HostExecutor(Executor):
     of the machine), never uploaded.
     """
 
-    capabilities = frozenset({"prepare", "wait", "open_shell", "release"})
+    capabilities = frozenset({"prepare", "wait", "open_shell", "release", "serve"})
 
     def __init__(
         self,
@@ -455,6 +456,63 @@ class HostExecutor(Executor):
 
     def open_shell(self, purpose: str, keep_machine: bool) -> TargetShell:
         return self.shell()
+
+    # Serving (docs/serving.md): an engine under its watchdog, in ``.serve/ID`` of the work
+    # directory, on the host's loopback.
+
+    def serve(self, spec: ServeSpec) -> ServeHandle:
+        """Start the watchdog and its engine detached; the handle once its pid is written."""
+        directory = f"{self.root}/.serve/{spec.serve_id}"
+        self.host.check(f"mkdir -p {shlex.quote(directory)}\n")
+        self.host.write_file(f"{directory}/{serving.WATCHDOG}", serving.watchdog_source())
+        port = spec.port or int(self.host.check(serving.free_port_script()).strip())
+        argv = spec.command(port, self._bin_dir())
+        script = serving.launch_script(directory, port, spec.idle_seconds, argv)
+        self.host.spawn(
+            script, cwd=directory, log=f"{directory}/{serving.LOG_FILE}", secrets=self._passed_env()
+        )
+        deadline = time.monotonic() + PID_WAIT_S
+        while True:
+            text = self.host.read_range(f"{directory}/{serving.PID_FILE}", 0, 32).decode(
+                "ascii", "replace"
+            ).strip()
+            if text.isdigit() and int(text) > 1:
+                return ServeHandle(spec.serve_id, directory, int(text), port)
+            if time.monotonic() > deadline:
+                raise HostError(f"the watchdog did not start: no pid after {PID_WAIT_S:.0f} s")
+            time.sleep(0.05)
+
+    def _bin_dir(self) -> str:
+        """The runtime's ``VENV/bin/`` as an absolute path (a venv is home-relative unless
+        absolute), or "" for PATH."""
+        venv = self.target.venv
+        if not venv:
+            return ""
+        if not venv.startswith("/"):
+            home = self.host.check('printf %s "$HOME"\n').strip()
+            venv = f"{home}/{venv.removeprefix('~').lstrip('/')}"
+        return f"{venv.rstrip('/')}/bin/"
+
+    def reach(self, handle: ServeHandle) -> str:
+        """``http://127.0.0.1:PORT`` reaching the engine here; "" when its watchdog is gone."""
+        if self.host.check(serving.alive_script(handle)).strip() != "up":
+            return ""
+        return f"http://127.0.0.1:{self.host.forward(handle.port)}"
+
+    def end_serve(self, handle: ServeHandle) -> bool:
+        done = self.host.run(serving.stop_script(handle), timeout=serving.GRACE_S + 30)
+        if done.code != 0:
+            detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise UserError(
+                f"cannot end the serve {handle.serve_id} on target `{self.name}`: "
+                + (detail[-1] if detail else f"exit code {done.code}")
+            )
+        return done.text().strip() == "stopped"
+
+    def serve_log(self, handle: ServeHandle, tail: int = 4000) -> str:
+        """The last ``tail`` bytes of the serve's log (the engine's and its watchdog's)."""
+        data = self.host.read_range(f"{handle.dir}/{serving.LOG_FILE}", 0, 64 << 20)
+        return data[-tail:].decode("utf-8", "replace")
 
     def close(self) -> None:
         self.host.close()

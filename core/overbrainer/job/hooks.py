@@ -7,9 +7,9 @@ every other plugin (``trylast``), so a plugin's own hook implementation still wi
 it wants: a first-answer hook stops at its answer.
 
 An optional operation is called only when the executor's class declares it in
-``capabilities``. Otherwise ``wait_for_job`` and ``open_shell`` answer None ("cannot
-tell", "no shell"), and ``prepare_target`` and ``release_executor`` do nothing, so a
-plugin that handles those in raw hooks is not called twice.
+``capabilities``. Otherwise ``wait_for_job``, ``open_shell`` and the serve hooks answer
+None ("cannot tell", "no shell", "cannot serve"), and ``prepare_target`` and
+``release_executor`` do nothing, so a plugin that handles those in raw hooks is not called twice.
 
 This module imports only the ``Executor`` class: a command that runs no job does not
 load the job code.
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from overbrainer.job.record import JobHandle, RunRecord, RunState
+    from overbrainer.job.serving import ServeHandle, ServeSpec
     from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobStatus, LogChunk, TargetInfo
 
@@ -94,6 +95,27 @@ def read_job_log(executor: Executor, run: RunRecord, offset: int) -> LogChunk | 
 def open_shell(executor: Executor, purpose: str, keep_machine: bool) -> TargetShell | None:
     if isinstance(executor, Executor) and "open_shell" in executor.capabilities:
         return executor.open_shell(purpose, keep_machine)
+    return None
+
+
+@last
+def start_serve(executor: Executor, spec: ServeSpec) -> ServeHandle | None:
+    if isinstance(executor, Executor) and "serve" in executor.capabilities:
+        return executor.serve(spec)
+    return None
+
+
+@last
+def reach_serve(executor: Executor, handle: ServeHandle) -> str | None:
+    if isinstance(executor, Executor) and "serve" in executor.capabilities:
+        return executor.reach(handle)
+    return None
+
+
+@last
+def stop_serve(executor: Executor, handle: ServeHandle) -> bool | None:
+    if isinstance(executor, Executor) and "serve" in executor.capabilities:
+        return executor.end_serve(handle)
     return None
 
 

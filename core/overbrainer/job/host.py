@@ -70,6 +70,14 @@ class Host(ABC):
         and the follower sleeps its poll interval instead."""
         return None
 
+    def forward(self, port: int) -> int:
+        """A port on this machine's loopback that reaches ``port`` on the host's loopback,
+        open until ``close``: the port itself for this machine (this default), a
+        forwarded one over a remote host's transport."""
+        if self.local:
+            return port
+        raise HostError(f"{type(self).__name__} cannot forward a port")
+
     def same_place(self, local: Path, path: str) -> bool:
         """Whether ``path`` on the host is the local directory ``local`` itself, so that
         nothing needs copying."""

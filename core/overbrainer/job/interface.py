@@ -15,11 +15,12 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from overbrainer.job.record import JobHandle, RunRecord, RunState
+    from overbrainer.job.serving import ServeHandle, ServeSpec
     from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobStatus, LogChunk, TargetInfo
 
 
-OPTIONAL = frozenset({"prepare", "wait", "open_shell", "release"})
+OPTIONAL = frozenset({"prepare", "wait", "open_shell", "release", "serve"})
 """The methods an executor offers only by declaring them in its ``capabilities``."""
 
 
@@ -35,7 +36,8 @@ class Executor(ABC):
 
     capabilities: ClassVar[frozenset[str]] = frozenset()
     """The optional operations this class offers (``"prepare"``, ``"wait"``,
-    ``"open_shell"``, ``"release"``); a subclass inherits its parent's."""
+    ``"open_shell"``, ``"release"``, ``"serve"``: ``serve``, ``reach`` and ``end_serve``);
+    a subclass inherits its parent's."""
 
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()
@@ -50,6 +52,9 @@ class Executor(ABC):
             "wait": cls.wait is not Executor.wait,
             "open_shell": cls.open_shell is not Executor.open_shell,
             "release": cls.release is not Executor.release,
+            "serve": cls.serve is not Executor.serve
+            and cls.reach is not Executor.reach
+            and cls.end_serve is not Executor.end_serve,
         }
         for name, overridden in sorted(own.items()):
             if overridden and name not in cls.capabilities:
@@ -112,6 +117,22 @@ class Executor(ABC):
         """``open_shell``: a shell for the commands after training; None when the target
         cannot give one. Optional: capability ``"open_shell"``."""
         return None
+
+    def serve(self, spec: ServeSpec) -> ServeHandle:
+        """``start_serve``: start ``spec.argv`` detached under its idle watchdog, listening
+        on the target's loopback. Optional: capability ``"serve"`` (with ``reach`` and
+        ``end_serve``)."""
+        raise NotImplementedError
+
+    def reach(self, handle: ServeHandle) -> str:
+        """``reach_serve``: a local base URL reaching the served port; ``""`` when the
+        process is gone. Optional: capability ``"serve"``."""
+        raise NotImplementedError
+
+    def end_serve(self, handle: ServeHandle) -> bool:
+        """``stop_serve``: end the served process and its watchdog; whether it was
+        running. Optional: capability ``"serve"``."""
+        raise NotImplementedError
 
     def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
         """``release_executor``: close what this executor holds. Optional: capability

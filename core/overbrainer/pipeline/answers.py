@@ -25,9 +25,17 @@ from overbrainer.pipeline.fingerprint import FIELD, answer_fingerprint, recorded
 from overbrainer.pipeline.kd_preflight import logits_problems
 from overbrainer.pipeline.logits import LogitKeeper, keeper
 from overbrainer.pipeline.pool import for_each
+from overbrainer.pipeline.preference import judge_answers, judging
 from overbrainer.pipeline.preflight import hides_reasoning
 from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.records import ANSWERS, DATA_DIR, QUESTIONS, is_imported, without
+from overbrainer.pipeline.samples import (
+    imported_questions,
+    item_meta,
+    items,
+    question_of,
+    together,
+)
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.completion import Completion, ReasoningKind
 from overbrainer.providers.errors import ProviderError
@@ -57,8 +65,8 @@ def answer_record(  # noqa: PLR0917 - the record's parts
     system: str | None,
     made: str | None = None,
 ) -> dict[str, Any]:
-    """The ``answers.jsonl`` line of ``question``; ``system`` is kept when given, ``made``
-    (its fingerprint) as ``meta.fingerprint``."""
+    """The ``answers.jsonl`` line of ``question`` (a sample's item: ``pipeline.samples``);
+    ``system`` is kept when given, ``made`` (its fingerprint) as ``meta.fingerprint``."""
     kind = completion.reasoning_kind
     if hidden and kind == "raw":
         kind = "summary"
@@ -83,6 +91,7 @@ def answer_record(  # noqa: PLR0917 - the record's parts
             "reasoning_kind": kind,
             "excluded": exclusion(completion, kind, role.reasoning),
             **({} if made is None else {FIELD: made}),
+            **item_meta(question),
         },
     }
 
@@ -165,7 +174,8 @@ def stale_answers(
     role: Role,
 ) -> set[str]:
     """The ids of the answers made otherwise than ``systems`` and ``role`` would make them
-    now, of the topics in ``systems``; one with no fingerprint (older) is not stale."""
+    now, of the topics in ``systems``; one with no fingerprint (older) is not stale. Each
+    sample of a question on its own."""
     by_id = {question["id"]: question for question in questions}
     stale = set()
     for answer in answers:
@@ -173,7 +183,7 @@ def stale_answers(
             stale.discard(answer["id"])
             continue
         made = recorded(answer)
-        question = by_id.get(answer["id"])
+        question = by_id.get(question_of(answer))
         if made is None or question is None or answer["topic"] not in systems:
             continue
         if made != answer_fingerprint(systems[answer["topic"]], role, question):
@@ -198,8 +208,9 @@ def _select(
     answered: dict[str, str | None],
     in_batch: set[str],
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """The questions to send (of the selected topics, with no answer, in no live batch),
-    and every question by id; the answered ones are counted skipped."""
+    """The items to send (each question's samples, ``pipeline.samples``, of the selected
+    topics, with no answer, in no live batch), and every item by id; the answered ones are
+    counted skipped."""
     todo, seen = [], set()
     by_id: dict[str, dict[str, Any]] = {}
     selected = ctx.topic_names  # a set made on each call: once, not once a question
@@ -218,13 +229,22 @@ def _select(
     return todo, by_id
 
 
-async def run(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one path
+async def run(ctx: StageContext) -> None:
     """Answer each question of the selected topics that has no answer yet, online or in
-    batch; a question in a live batch waits for that batch, whichever way the stage runs."""
+    batch; a question in a live batch waits for that batch, whichever way the stage runs.
+    Then, with ``[pipeline] select = "judge"``, the judge compares each question's answers
+    (``pipeline.preference``; not for a pilot, which only measures answers)."""
+    await _answer(ctx)
+    if judging(ctx.settings) and not ctx.cancel and ctx.limit is None:
+        await judge_answers(ctx)
+
+
+async def _answer(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one path
     data = ctx.data
     templates = Templates(ctx.project_dir, "answer_system.txt")
     questions = data.read(QUESTIONS)
     answers = data.read(ANSWERS)
+    asked = list(items(questions, ctx.settings.roles.parent.samples, imported_questions(answers)))
     if ctx.force:
         answers = without(answers, ctx.topic_names)
     elif ctx.stale:
@@ -235,7 +255,7 @@ async def run(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one pat
     answered = {answer["id"]: answer["meta"].get("batch") for answer in answers}
     live = Ledger(ctx.project_dir).live()
     in_batch = {question for batch in live for question in batch.questions}
-    todo, by_id = _select(ctx, questions, answered, in_batch)
+    todo, by_id = _select(ctx, asked, answered, in_batch)
     # A live batch is collected even when its questions have answers (it replaces them:
     # it was sent by --force): it is paid for, and it stays live until it is.
     ctx.report.start(len(todo) + len(in_batch & by_id.keys()))
@@ -251,27 +271,43 @@ async def run(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one pat
     try:
         with data.writer(ANSWERS) as writer:
 
-            async def answer(question: dict[str, Any]) -> None:
-                set_topic(question["topic"])
+            async def answer(group: list[dict[str, Any]]) -> None:
+                """Answer ``group``, samples of one question: in one request asking for
+                them all (``n``), then again for those a server that ignores it left."""
+                set_topic(group[0]["topic"])
+                while group:
+                    saved = await ask(group)
+                    if not saved:
+                        return
+                    group = group[len(saved):]
+
+            async def ask(group: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                """The answers of one request for ``group`` (none when it failed)."""
                 saved: list[dict[str, Any]] = []
 
-                def keep(completion: Completion) -> None:
-                    saved.append(record := answering.record(question, completion))
-                    writer.append(record)
+                def keep(completions: list[Completion]) -> None:
+                    # more replies than asked (never seen) are paid for, and not kept
+                    for item, completion in zip(group, completions, strict=False):
+                        saved.append(record := answering.record(item, completion))
+                        writer.append(record)
 
                 try:
-                    await ctx.chat(
-                        role, answering.messages(question), question["id"],
+                    await ctx.chats(
+                        role, answering.messages(group[0]), group[0]["id"], len(group),
                         answering.excluded, keep, top_logprobs=answering.top_logprobs,
                     )
                 except ProviderError as error:
-                    ctx.report.fail(question["id"], error.message)
-                    return
-                ctx.report.finish(excluded=saved[0]["meta"]["excluded"] is not None)
+                    for item in group:
+                        ctx.report.fail(item["id"], error.message)
+                    return []
+                for record in saved:
+                    ctx.report.finish(excluded=record["meta"]["excluded"] is not None)
+                return saved
 
             concurrency = ctx.settings.pipeline.concurrency
+            in_one = role.samples_n and ctx.providers.client(role.provider).samples_in_one
             if not live and not in_batch_now:
-                await for_each(todo, answer, concurrency)
+                await for_each(together(todo, in_one), answer, concurrency)
                 return
             from overbrainer.pipeline.batch import BatchStage
 
@@ -282,8 +318,11 @@ async def run(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one pat
             if in_batch_now:
                 await batches.run(todo, live, submit=True)
                 return
-            await _beside(for_each(todo, answer, concurrency), batches.run([], live, submit=False))
-            await for_each(batches.leftover, answer, concurrency)
+            await _beside(
+                for_each(together(todo, in_one), answer, concurrency),
+                batches.run([], live, submit=False),
+            )
+            await for_each(together(batches.leftover, False), answer, concurrency)
     finally:
         if ctx.force or ctx.stale or (batches is not None and batches.replaced):
             # each replaced answer's old line goes; a stale one redone into an excluded

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from loguru import logger
@@ -90,13 +91,21 @@ class Budget:
     # -- online requests -----------------------------------------------------------------
 
     async def admit(
-        self, providers: ProviderSet, report: Report, role: Role, messages: list[dict[str, str]]
+        self,
+        providers: ProviderSet,
+        report: Report,
+        role: Role,
+        messages: list[dict[str, str]],
+        n: int = 1,
     ) -> tuple[int, float]:
         """Reserve what ``role``'s request of ``messages`` can cost at most: the
         ``max_tokens`` to send it with (``role``'s, or lower) and the amount reserved
         (:meth:`release` it once answered). Waits while requests in flight hold the
-        budget; refuses (``BudgetExceeded``) when none does and it cannot be paid."""
+        budget; refuses (``BudgetExceeded``) when none does and it cannot be paid.
+        ``n``: the replies it asks for, each up to ``max_tokens`` (its output's price
+        is ``n`` times one reply's)."""
         price = await _price(providers, role)
+        price = replace(price, completion=price.completion * n)
         tokens_in = prompt_bound(messages)
         while True:
             left = self.max_usd - self.spent(report) - self._reserved

@@ -23,9 +23,10 @@ FIELD = "fingerprint"
 @functools.lru_cache(maxsize=16)
 def role_settings(role: Role) -> str:
     """What ``role`` sends besides the item, as JSON: the model and its generation
-    settings (``batch`` is how, not what: a batch answer is the online one). Kept: a
-    project's every answer is checked against the same role."""
-    return role.model_dump_json(exclude={"provider", "batch"})
+    settings (``batch`` is how, not what: a batch answer is the online one; ``samples``
+    how many: each sample is made as the first is). Kept: a project's every answer is
+    checked against the same role."""
+    return role.model_dump_json(exclude={"provider", "batch", "samples", "samples_n"})
 
 
 def fingerprint(prompt: str, role: Role, *item: str | None) -> str:

@@ -106,13 +106,28 @@ def summary_json(entries: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _selected(split: dict[str, Any]) -> str:
+    """What ``[pipeline] select`` kept of a split's answers, when it left some out."""
+    selected = split.get("selected")
+    if not isinstance(selected, dict):
+        return ""
+    kept, of = selected.get("kept"), selected.get("of")
+    if not (_count(kept) and _count(of)) or not of:
+        return ""
+    return f"; select kept {kept} of {of} answers ({kept / of:.0%})"
+
+
 def summary_lines(entries: list[dict[str, Any]]) -> list[str]:
-    """One line per stage, in pipeline order, then the total."""
+    """One line per stage, in pipeline order, then the total; the split's with the share
+    of answers its last execution kept (``[pipeline] select``)."""
     if not entries:
         return [NOTHING_YET]
     names = [s for s in STAGES if any(e["stage"] == s for e in entries)]
     names += sorted({e["stage"] for e in entries} - set(STAGES))
     lines = [f"{name:<9}  {_totals([e for e in entries if e['stage'] == name])}" for name in names]
+    splits = [e["split"] for e in entries if isinstance(e.get("split"), dict)]
+    if splits and "split" in names:
+        lines[names.index("split")] += _selected(splits[-1])
     lines.append(f"{'total':<9}  {_totals(entries)}")
     return lines
 
@@ -139,6 +154,7 @@ def execution_lines(entries: list[dict[str, Any]]) -> list[str]:
                 f"; {split.get('train', 0)} train, {split.get('eval', 0)} eval, "
                 f"{split.get('orphaned', 0)} orphaned"
             )
+            line += _selected(split)
         elif e.get("model"):
             line += f"; {e.get('provider')}/{e['model']}"
         batch = e.get("batch")

@@ -19,6 +19,7 @@ from overbrainer.config.model import Role, Settings
 from overbrainer.pipeline.batch_ledger import Ledger
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, SUBTOPICS, DataFiles
 from overbrainer.pipeline.requests import Tally, requests_tally
+from overbrainer.pipeline.samples import imported_questions, sample_id
 from overbrainer.providers.prices import Price
 
 Basis = Literal["measured", "prior", "assumed", "done", "no requests"]
@@ -46,8 +47,12 @@ MESSAGE_FRAMING = 8
 REQUEST_FRAMING = 16
 """Tokens a request can cost beyond its messages (the reply's opening)."""
 
-ROLES = {"subtopics": "generator", "questions": "generator", "answers": "parent"}
-"""The role each requesting stage asks."""
+ROLES = {"subtopics": "generator", "questions": "generator", "answers": "parent",
+         "select": "judge"}  # fmt: skip
+"""The role each requesting stage asks (``select``: the judge of ``[pipeline] select =
+"judge"``, asked by ``answers``; the parent when no judge is set)."""
+VERDICT_TOKENS = 60
+"""Tokens of a judge's verdict: a JSON object of a word and a sentence."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,8 @@ def prior(stage: str, work: StageWork, role: Role) -> PerRequest:
     tokens_in = work.prompt_chars / requests / CHARS_PER_TOKEN + work.messages * MESSAGE_OVERHEAD
     if stage in ITEM_TOKENS:
         out = work.items / requests * ITEM_TOKENS[stage] + LIST_TOKENS
+    elif stage == "select":
+        out = VERDICT_TOKENS
     else:
         out = ANSWER_TOKENS
         if role.reasoning:
@@ -136,15 +143,19 @@ class StageWork:
 
 
 def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
-    """The requests each stage still has to make, the stages before it done as set."""
+    """The requests each stage still has to make, the stages before it done as set: for
+    ``answers``, each sample of a question (``samples``) not answered yet."""
     from overbrainer.pipeline.prompts import Templates  # jinja2: only to plan
 
     data = DataFiles(project_dir)
     subtopics = data.read(SUBTOPICS)
     questions = data.read(QUESTIONS)
-    answered = {record["id"] for record in data.read(ANSWERS)}
+    answers = data.read(ANSWERS)
+    answered = {record["id"] for record in answers}
+    own = imported_questions(answers)  # the user's answer: asked of the parent once, never
     answered |= in_live_batches(project_dir)  # asked and reserved already: not left to do
     batch = settings.pipeline.question_batch_size
+    samples = settings.roles.parent.samples
     templates = Templates(project_dir, "subtopics.txt", "questions.txt", "answer_system.txt")
     question_chars = (
         sum(len(q["text"]) for q in questions) // len(questions) if questions else QUESTION_CHARS
@@ -176,12 +187,14 @@ def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
             "answer_system.txt", topic=topic.name, description=topic.description
         )
         system = len(system_text)
+        mine_now = [q for q in questions if q["topic"] == topic.name and q["id"] not in seen]
+        seen.update(q["id"] for q in mine_now)
+        # each question asked `samples` times: each sample not answered is a request
         unanswered = [
-            q for q in questions
-            if q["topic"] == topic.name and q["id"] not in answered and q["id"] not in seen
+            q for q in mine_now for item in range(1 if q["id"] in own else samples)
+            if sample_id(q["id"], item) not in answered
         ]  # fmt: skip
-        seen.update(q["id"] for q in unanswered)
-        coming = sum(gaps)
+        coming = sum(gaps) * samples
         chars = sum(len(q["text"]) + system for q in unanswered) + coming * (
             question_chars + system
         )
@@ -191,6 +204,12 @@ def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
         )
         ask["answers"] = _plus(ask["answers"], len(unanswered) + coming, chars, 0, size)
     return ask
+
+
+def stage_role(settings: Settings, stage: str) -> Role:
+    """The role ``stage`` asks (the judge falls back to the parent)."""
+    role: Role | None = getattr(settings.roles, ROLES[stage])
+    return role or settings.roles.parent
 
 
 def in_live_batches(project_dir: Path) -> set[str]:
@@ -249,7 +268,7 @@ def project_stage(
 ) -> StagePlan:
     """``stage``'s projection: ``work``'s requests at the measured average, else at the
     prior; and their bound."""
-    role = getattr(settings.roles, ROLES[stage])
+    role = stage_role(settings, stage)
     if not work.requests:
         return StagePlan(stage, 0, 0, 0, 0.0, "done", role.provider, role.model)
     each = measured(project_dir, stage, role.model) or prior(stage, work, role)

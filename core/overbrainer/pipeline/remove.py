@@ -19,6 +19,7 @@ from overbrainer.pipeline.records import (
     DataFiles,
     rejected_question,
 )
+from overbrainer.pipeline.samples import question_of
 
 REMOVED = "removed"
 """The reason of a question the user deleted (``dataset rm``)."""
@@ -54,7 +55,8 @@ def remove_item(project_dir: Path, item_id: str, *, answer_only: bool = False) -
     questions = data.read(QUESTIONS)
     answers = data.read(ANSWERS)
     if answer_only:
-        kept = [a for a in answers if a["id"] != item_id]
+        # a question's id: each of its answers (``samples``); a sample's: that one
+        kept = [a for a in answers if item_id not in (a["id"], question_of(a))]
         if len(kept) == len(answers):
             raise UserError(f"dataset: no answer {item_id} in data/{ANSWERS}")
         data.rewrite(ANSWERS, kept)
@@ -90,7 +92,7 @@ def remove_item(project_dir: Path, item_id: str, *, answer_only: bool = False) -
                 {"id": question["id"], "kind": "question", "topic": question["topic"],
                  "reason": REMOVED}
             )
-    kept_answers = [a for a in answers if a["id"] not in gone_ids]
+    kept_answers = [a for a in answers if question_of(a) not in gone_ids]
     data.rewrite(ANSWERS, kept_answers)
     data.rewrite(QUESTIONS, [q for q in questions if q["id"] not in gone_ids])
     if subtopic is not None:

@@ -36,6 +36,11 @@ class Report:
         """The stage gave up waiting for the rate limit (``pipeline.max_wait_s``)."""
         self.requests = 0
         """Chat requests answered (embeddings not counted): the measured averages' divisor."""
+        self.counted_as = stage
+        """The stage the chat requests count for in the measured averages (``answers``
+        asks its judge for ``select``)."""
+        self.measured: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+        """Chat requests, tokens in and out, by (``counted_as``, model)."""
         self.usage: dict[tuple[str, str, float], list[int]] = defaultdict(lambda: [0, 0])
         """Tokens by (provider, model, discount): a batch's are priced less."""
         self.stated: dict[tuple[str, str, float], list[float]] = defaultdict(
@@ -130,6 +135,11 @@ class Report:
         ``discount``: the share of the price taken off (a batch's); ``stated``: the USD
         the reply said it cost, which wins over its tokens at the price."""
         self.requests += requests
+        if requests:
+            counted = self.measured[(self.counted_as, model)]
+            counted[0] += requests
+            counted[1] += input_tokens
+            counted[2] += output_tokens
         tally = self.usage[(provider, model, discount)]
         tally[0] += input_tokens
         tally[1] += output_tokens

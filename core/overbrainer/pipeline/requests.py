@@ -29,20 +29,16 @@ def _is_line(record: dict[str, Any]) -> bool:
 
 
 def record_requests(project_dir: Path, stage: str, report: Report) -> None:
-    """Add the stage execution's line: ``{stage, model, requests, input_tokens,
-    output_tokens}`` (one model: a stage asks one role; nothing when it asked nothing)."""
+    """Add the stage execution's lines: ``{stage, model, requests, input_tokens,
+    output_tokens}`` for each model it asked, as ``stage`` (the requests it counted for
+    another, ``answers``' judge for ``select``, as that one); nothing when it asked nothing."""
     if not report.requests:
         return
-    models = {model for (_, model, _), used in report.usage.items() if used[1]}
-    if len(models) != 1:
-        return  # an embedder's tokens beside the chats': no average to take
-    [model] = models
-    tokens_in = sum(used[0] for (_, m, _), used in report.usage.items() if m == model)
-    tokens_out = sum(used[1] for (_, m, _), used in report.usage.items() if m == model)
-    line = {"stage": stage, "model": model, "requests": report.requests,
-            "input_tokens": tokens_in, "output_tokens": tokens_out}  # fmt: skip
     with JsonlWriter(project_dir / REQUESTS, _is_line, str(REQUESTS)) as writer:
-        writer.append(line)
+        for (name, model), (requests, tokens_in, tokens_out) in report.measured.items():
+            writer.append({"stage": stage if name == report.stage else name, "model": model,
+                           "requests": requests, "input_tokens": tokens_in,
+                           "output_tokens": tokens_out})  # fmt: skip
 
 
 def requests_tally(project_dir: Path, stage: str, model: str) -> Tally:

@@ -333,5 +333,10 @@ def _entry(
         # As the reference tool writes a split line: nothing "done" (the counts are in
         # `split`) and no cost (it asks no provider).
         entry.update(done=0, excluded=result.excluded.total(), cost=None)
-        entry["split"] = {"train": result.train, "eval": result.eval, "orphaned": result.orphaned}
+        split: dict[str, Any] = {
+            "train": result.train, "eval": result.eval, "orphaned": result.orphaned
+        }
+        if result.unkept:  # only then: the line stays the reference tool's otherwise
+            split["selected"] = {"kept": result.selected - result.unkept, "of": result.selected}
+        entry["split"] = split
     return entry

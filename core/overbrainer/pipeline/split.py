@@ -18,16 +18,18 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from loguru import logger
 
 from overbrainer import files, splitpair
 from overbrainer.config.model import Settings, Topic
 from overbrainer.pipeline import jsonl
+from overbrainer.pipeline.agreement import disagreeing, final_result
 from overbrainer.pipeline.decontaminate import Contamination, EvalItem, Index, load_files
 from overbrainer.pipeline.ids import seeded_order
 from overbrainer.pipeline.jsonl import encode, loads
+from overbrainer.pipeline.preference import Pairing, preferred, read_preferences
 from overbrainer.pipeline.records import (
     ANSWERS,
     CHECKS,
@@ -43,6 +45,8 @@ from overbrainer.pipeline.records import (
     conversation_problem,
     rejected_question,
 )
+from overbrainer.pipeline.samples import question_of, sample_of
+from overbrainer.pipeline.verdict import strip_reasoning
 from overbrainer.redact import escape_controls
 
 REASONS = (*EXCLUSIONS, MALFORMED)
@@ -55,6 +59,14 @@ class SplitResult:
     orphaned: int = 0
     contaminated: int = 0
     """Train examples dropped for sharing an n-gram with an eval item (``[split]``)."""
+    unkept: int = 0
+    """A question's answers ``[pipeline] select`` did not keep (``samples`` > 1)."""
+    selected: int = 0
+    """The usable answers ``[pipeline] select`` chose from (the kept and the unkept; 0
+    with ``select = "all"``)."""
+    held_out: int = 0
+    """The other answers of an eval question: the eval split has one an eval question,
+    and none of them trains (they would teach the eval set)."""
     excluded: Counter[str] = field(default_factory=Counter)
     written: bool = True
 
@@ -69,6 +81,10 @@ class SplitResult:
         excluded = f"{self.excluded.total()} excluded" + (f" ({reasons})" if reasons else "")
         # Said only when there are some: the line stays the reference tool's otherwise.
         dropped = f", {self.contaminated} contaminated" if self.contaminated else ""
+        if self.unkept:
+            dropped += f", {self.unkept} not selected"
+        if self.held_out:
+            dropped += f", {self.held_out} held out (other answers of eval questions)"
         return (
             f"split: {self.train} train, {self.eval} eval, {excluded}, {self.orphaned} orphaned"
             f"{dropped}"
@@ -146,6 +162,9 @@ class _Answer:
     length: int
     topic: str
     subtopic: str
+    question: str
+    """The id of the question it answers (``pipeline.samples``)."""
+    sample: int
     excluded: str | None
     problem: tuple[str, str] | None
     verbatim: bool
@@ -175,6 +194,8 @@ def _answers(source: BinaryIO | None) -> dict[str, _Answer]:
             length,
             intern(answer["topic"]),
             intern(answer["subtopic"]),
+            question_of(answer),
+            sample_of(answer),
             excluded,
             None if excluded is not None else _problem(answer),
             verbatim,
@@ -216,14 +237,14 @@ def _split(
     configured = {topic.name for topic in settings.topics}
     questions = jsonl.ids_of(data.path(QUESTIONS), f"{DATA_DIR}/{QUESTIONS}", CHECKS[QUESTIONS])
     result = SplitResult()
-    usable: Usable = defaultdict(lambda: defaultdict(dict))
+    usable: Usable = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     # The later answer to a question is the one that counts (`answers --force` appends
     # the new answer after the old one).
     latest = _answers(source)
     whole = counted == configured
-    for answer_id, answer in latest.items():
+    for answer in latest.values():
         counts = answer.topic in counted or (whole and answer.topic not in configured)
-        if answer.topic not in configured or answer_id not in questions:
+        if answer.topic not in configured or answer.question not in questions:
             result.orphaned += counts
         elif answer.excluded is not None:
             if counts:
@@ -235,15 +256,18 @@ def _split(
             if counts:
                 result.excluded[reason] += 1
         else:
-            usable[answer.topic][answer.subtopic][answer_id] = answer
+            usable[answer.topic][answer.subtopic][answer.question].append(answer)
     del questions
 
-    train, evaluation = _divided(usable, settings)
+    unkept = _selecting(data, source, usable, settings, counted, result)
+    train, evaluation, held = _divided(usable, settings)
+    result.held_out = sum(1 for answer in held if answer.topic in counted)
     if train and source is not None and decontaminating:
         # The eval split is chosen first, and never changed: only train is cleaned.
         train, dropped = _decontaminated(source, train, evaluation, benchmarks, settings)
         result.contaminated = sum(1 for answer, _ in dropped if answer.topic in counted)
         _record(data, dropped, settings.split.decontaminate_n)
+    _record_unkept(data, source, unkept)
     result.train = sum(1 for answer in train if answer.topic in counted)
     result.eval = sum(1 for answer in evaluation if answer.topic in counted)
     if not train and not evaluation:
@@ -320,7 +344,7 @@ def _record(data: DataFiles, dropped: list[tuple[_Answer, Contamination]], n: in
     why in ``rejected.reasons.jsonl``, once: a split run again adds only what is new."""
     if not dropped:
         return
-    ids = {answer.id for answer, _ in dropped}
+    ids = {answer.question for answer, _ in dropped}
 
     def scan(name: str) -> Iterator[dict[str, Any]]:  # one line at a time: 100,000 questions
         for line in jsonl.scan_jsonl(data.path(name), f"{DATA_DIR}/{name}", CHECKS[name]):
@@ -332,16 +356,17 @@ def _record(data: DataFiles, dropped: list[tuple[_Answer, Contamination]], n: in
     reasons = {(r["id"], r["reason"]) for r in scan(REJECTED_REASONS)}
     with data.writer(REJECTED) as rejects, data.writer(REJECTED_REASONS) as why:
         for answer, found in dropped:
-            question = questions.get(answer.id)
+            question = questions.get(answer.question)
             if question is None:
                 continue  # never: an answer without its question is orphaned, not split
-            if answer.id not in rejected:
+            if answer.question not in rejected:
+                rejected.add(answer.question)  # its other answers may be dropped too
                 rejects.append(rejected_question(question))
             reason = found.reason(n)
-            if (answer.id, reason) not in reasons:
-                why.append(
-                    {"id": answer.id, "kind": "question", "topic": answer.topic, "reason": reason}
-                )
+            if (answer.question, reason) not in reasons:
+                reasons.add((answer.question, reason))
+                why.append({"id": answer.question, "kind": "question", "topic": answer.topic,
+                            "reason": reason})  # fmt: skip
 
 
 def _stopped(error: files.DiskFull, kept: str) -> files.DiskFull:
@@ -355,47 +380,59 @@ def _stopped(error: files.DiskFull, kept: str) -> files.DiskFull:
     )
 
 
-Usable = dict[str, dict[str, dict[str, _Answer]]]
-"""The usable answers by topic, subtopic and id."""
+Usable = dict[str, dict[str, dict[str, list[_Answer]]]]
+"""The usable answers by topic, subtopic and question: a question's answers (its
+samples) in the order of their sample."""
 
 
-def _divided(usable: Usable, settings: Settings) -> tuple[list[_Answer], list[_Answer]]:
-    """Train and eval, each in the seeded order: the eval size shared over topics, then
-    subtopics, and each subtopic's first in that order taken for eval."""
+def _divided(
+    usable: Usable, settings: Settings
+) -> tuple[list[_Answer], list[_Answer], list[_Answer]]:
+    """Train and eval, each in the seeded order, and the answers held out: the eval size
+    shared over topics, then subtopics, in questions; each subtopic's first questions in
+    that order taken for eval, with one answer each (its first sample kept). The other
+    answers of an eval question are held out: trained on, they would teach the eval set."""
     seed = settings.pipeline.seed
     everyone = {
-        answer_id: answer
+        question: answers
         for subtopics in usable.values()
         for group in subtopics.values()
-        for answer_id, answer in group.items()
+        for question, answers in group.items()
+        if answers
     }
     # One sort of them all: the same order within each subtopic as a sort of its own.
     order = ranked(everyone, partial(seeded_order, seed))
-    topic_quotas = allocate(
-        eval_size(len(order), settings.pipeline.eval_ratio),
-        {name: sum(map(len, usable[name].values())) for name in sorted(usable)},
-        seed,
-    )
+    sizes = {
+        name: sum(1 for group in usable[name].values() for answers in group.values() if answers)
+        for name in sorted(usable)
+    }
+    topic_quotas = allocate(eval_size(len(order), settings.pipeline.eval_ratio), sizes, seed)
     shares: dict[tuple[str, str], int] = {}
     for topic_name, quota in topic_quotas.items():
         subtopics = usable[topic_name]
-        sizes = {name: len(subtopics[name]) for name in sorted(subtopics)}
-        for subtopic, share in allocate(quota, sizes, seed).items():
+        counts = {name: sum(map(bool, subtopics[name].values())) for name in sorted(subtopics)}
+        for subtopic, share in allocate(quota, counts, seed).items():
             shares[topic_name, subtopic] = share
     # The order restricted to a subtopic is its ranking: its first `share` go to eval.
     train: list[_Answer] = []
     evaluation: list[_Answer] = []
-    for answer in order:
-        group = answer.topic, answer.subtopic
+    held: list[_Answer] = []
+    for first, *others in order:
+        group = first.topic, first.subtopic
         if shares[group]:
             shares[group] -= 1
-            evaluation.append(answer)
+            evaluation.append(first)
+            held += others
         else:
-            train.append(answer)
-    return train, evaluation
+            train.append(first)
+            train += others
+    return train, evaluation, held
 
 
-def ranked(answers: dict[str, _Answer], rank: Callable[[str], int]) -> list[_Answer]:
+T = TypeVar("T")
+
+
+def ranked(answers: dict[str, T], rank: Callable[[str], int]) -> list[T]:
     """``answers`` by (``rank(id)``, id): sorted by the rank alone, then by both only
     when two ranks tie (XXH3-64 collisions: possible, never seen)."""
     ranks = {answer_id: rank(answer_id) for answer_id in answers}
@@ -403,6 +440,121 @@ def ranked(answers: dict[str, _Answer], rank: Callable[[str], int]) -> list[_Ans
     if len(set(ranks.values())) < len(ranks):
         ids.sort(key=lambda answer_id: (ranks[answer_id], answer_id))
     return list(map(answers.__getitem__, ids))
+
+
+def _content(source: BinaryIO, answer: _Answer) -> str:
+    """The text of ``answer``'s last turn: the answer itself, its reasoning aside."""
+    raw = os.pread(source.fileno(), answer.length, answer.offset)
+    record, _ = loads(raw[:-1] if raw.endswith(b"\n") else raw)
+    return str(record["messages"][-1]["content"])
+
+
+def _select(
+    data: DataFiles, source: BinaryIO, usable: Usable, settings: Settings
+) -> list[tuple[_Answer, str]]:
+    """The answers ``[pipeline] select`` does not keep, with why; taken out of ``usable``.
+    ``agree``: of a question's answers, those whose final result is not the majority's
+    (``pipeline.agreement``); ``judge``: all but the one the judge prefers
+    (``pipeline.preference``; a question not judged yet keeps them all)."""
+    unkept: list[tuple[_Answer, str]] = []
+    how = settings.pipeline.select
+    if how == "all":
+        return unkept
+    project_dir = data.dir.parent
+    pairing = Pairing.of(project_dir, settings) if how == "judge" else None
+    known = read_preferences(project_dir) if how == "judge" else {}
+    unjudged = 0
+    for subtopics in usable.values():
+        for group in subtopics.values():
+            for question, answers in group.items():
+                if len(answers) < 2:
+                    continue
+                texts = [_content(source, answer) for answer in answers]
+                if pairing is None:
+                    others, why = _disagreeing(texts)
+                else:
+                    texts = [strip_reasoning(text) for text in texts]
+                    best = preferred(pairing, known, question, texts)
+                    if best is None:
+                        unjudged += 1
+                        continue
+                    others = [i for i in range(len(answers)) if i != best]
+                    why = [
+                        f"not selected: the judge ({pairing.judge.model}) preferred answer "
+                        f"{answers[best].id} (pipeline.select = \"judge\")"
+                    ] * len(answers)
+                unkept += [(answers[index], why[index]) for index in others]
+                group[question] = [a for i, a in enumerate(answers) if i not in others]
+    if unjudged:
+        logger.warning(
+            f"split: {unjudged} question(s) with several answers are not judged yet: all "
+            "their answers are kept (`overbrainer answers` asks the judge)"
+        )
+    return unkept
+
+
+def _disagreeing(texts: list[str]) -> tuple[list[int], list[str]]:
+    """The positions of the answers whose result is not the majority's, and why of each."""
+    results = [final_result(text) for text in texts]
+    found, others = disagreeing(results)
+    why = [
+        f"not selected: its result {result!r} is not the majority's {found!r} "
+        '(pipeline.select = "agree")'
+        for result in results
+    ]
+    return others, why
+
+
+def _selecting(  # noqa: PLR0917 - the split's state it reads and counts into
+    data: DataFiles,
+    source: BinaryIO | None,
+    usable: Usable,
+    settings: Settings,
+    counted: set[str],
+    result: SplitResult,
+) -> list[tuple[_Answer, str]]:
+    """:func:`_select`, its counts (of the ``counted`` topics) in ``result``."""
+    unkept = _select(data, source, usable, settings) if source is not None else []
+    if settings.pipeline.select == "all":
+        return unkept
+    result.unkept = sum(1 for answer, _ in unkept if answer.topic in counted)
+    result.selected = result.unkept + sum(
+        len(answers)
+        for name, subtopics in usable.items() if name in counted
+        for group in subtopics.values() for answers in group.values()
+    )  # fmt: skip
+    return unkept
+
+
+def _record_unkept(
+    data: DataFiles, source: BinaryIO | None, unkept: list[tuple[_Answer, str]]
+) -> None:
+    """Each answer not selected in ``rejected.jsonl`` (``kind`` answer, its text) and why
+    in ``rejected.reasons.jsonl``, once: a split run again adds only what is new."""
+    if not unkept or source is None:
+        return
+    ids = {answer.id for answer, _ in unkept}
+
+    def scan(name: str) -> Iterator[dict[str, Any]]:
+        for line in jsonl.scan_jsonl(data.path(name), f"{DATA_DIR}/{name}", CHECKS[name]):
+            if line.record.get("id") in ids and line.record["kind"] == UNKEPT:
+                yield line.record
+
+    rejected = {r["id"] for r in scan(REJECTED)}
+    reasons = {(r["id"], r["reason"]) for r in scan(REJECTED_REASONS)}
+    with data.writer(REJECTED) as rejects, data.writer(REJECTED_REASONS) as why:
+        for answer, reason in unkept:
+            if answer.id not in rejected:
+                text = _content(source, answer)
+                rejects.append({"kind": UNKEPT, "id": answer.id, "topic": answer.topic,
+                                "question": answer.question, "text": text})  # fmt: skip
+            if (answer.id, reason) not in reasons:
+                why.append({"id": answer.id, "kind": UNKEPT, "topic": answer.topic,
+                            "reason": reason})  # fmt: skip
+
+
+UNKEPT = "answer"
+"""The ``kind`` of a ``rejected.jsonl`` record of an answer ``[pipeline] select`` left out."""
 
 
 _WRITE_CHUNK = 1 << 20

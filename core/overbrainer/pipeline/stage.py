@@ -37,6 +37,16 @@ def reply_cost(completion: Completion, price: Price | None) -> float | None:
     return cost_of(price, completion.input_tokens, completion.output_tokens)
 
 
+def together(completions: list[Completion]) -> Completion:
+    """The replies of one request as one: the first, with the tokens of them all (the
+    cost it stated, if any, is the request's)."""
+    return replace(
+        completions[0],
+        input_tokens=sum(c.input_tokens for c in completions),
+        output_tokens=sum(c.output_tokens for c in completions),
+    )
+
+
 class Interrupting(FatalProviderError):
     """A request not sent: the stage was interrupted, and lets those in flight land."""
 
@@ -102,45 +112,70 @@ class StageContext:
         item: str,
         verdict: Callable[[Completion], str | None] | None = None,
         keep: Callable[[Completion], None] | None = None,
-        *,
-        top_logprobs: int | None = None,
     ) -> Completion:
         """``role``'s reply, its tokens counted and its cost in the spend journal, then
         ``keep`` called with it (the answer saved), then the exchange kept for
         ``overbrainer log`` (``verdict``: why the reply cannot be used, if so); refused
         (``BudgetExceeded``) when it could take the project past its budget. A try that
-        got no reply counts at its bound (it may be billed). ``top_logprobs``: the reply
+        got no reply counts at its bound (it may be billed)."""
+
+        def kept(completions: list[Completion]) -> None:
+            if keep is not None:
+                keep(completions[0])
+
+        [completion] = await self.chats(role, messages, item, 1, verdict, kept)
+        return completion
+
+    async def chats(  # noqa: PLR0917 - chat's arguments, and how many replies
+        self,
+        role: Role,
+        messages: list[dict[str, str]],
+        item: str,
+        n: int,
+        verdict: Callable[[Completion], str | None] | None,
+        keep: Callable[[list[Completion]], None],
+        *,
+        top_logprobs: int | None = None,
+    ) -> list[Completion]:
+        """As :meth:`chat`, for the replies of one request asking for ``n`` (``n`` where
+        the protocol has it): reserved and counted as one request, its replies as as many
+        answers (a server ignoring ``n`` gives fewer). ``top_logprobs``: each reply
         carries that many candidates per token (``distill = "logits"``)."""
         if self._draining:
             raise Interrupting(INTERRUPTING)
         client = self.providers.client(role.provider)
         self._in_flight += 1
         try:
-            return await self._chat(client, role, messages, item, verdict, keep, top_logprobs)
+            return await self._chat(
+                client, role, messages, item, n, verdict, keep, top_logprobs
+            )
         finally:
             self._in_flight -= 1
 
-    async def _chat(  # noqa: PLR0917 - chat's arguments, and its client
+    async def _chat(  # noqa: PLR0917 - chats's arguments, and its client
         self,
         client: Client,
         role: Role,
         messages: list[dict[str, str]],
         item: str,
+        n: int,
         verdict: Callable[[Completion], str | None] | None,
-        keep: Callable[[Completion], None] | None,
+        keep: Callable[[list[Completion]], None],
         top_logprobs: int | None = None,
-    ) -> Completion:
+    ) -> list[Completion]:
         # Waited for (the provider's price list, asked for once): a cost on disk needs it.
         price = await self.providers.ask_price(role.provider, role.model)
         sent = role
         reserved = 0.0
         if self.budget is not None:
-            cap, reserved = await self.budget.admit(self.providers, self.report, role, messages)
+            cap, reserved = await self.budget.admit(
+                self.providers, self.report, role, messages, n
+            )
             if cap != role.max_tokens:
                 sent = role.model_copy(update={"max_tokens": cap})
         tokens_in = prompt_bound(messages)
-        bound = None if price is None else cost_of(price, tokens_in, sent.max_tokens)
-        completion: Completion | None = None
+        bound = None if price is None else cost_of(price, tokens_in, n * sent.max_tokens)
+        completions: list[Completion] | None = None
         ticket: str | None = None
         try:
             ticket = self.journal.open(role.provider, role.model, bound)
@@ -156,8 +191,8 @@ class StageContext:
                 ticket = self.journal.open(role.provider, role.model, bound)
 
             try:
-                completion = await client.chat(
-                    sent, messages, self.report.retrying(item), self.report.limited, lost,
+                completions = await client.chats(
+                    sent, messages, n, self.report.retrying(item), self.report.limited, lost,
                     top_logprobs=top_logprobs,
                 )
             except (ProviderError, FatalProviderError) as error:
@@ -171,11 +206,13 @@ class StageContext:
                         failure=error.message,
                     )
                 raise
-            if not completion.metered:
-                completion = self._at_bound(completion, role.provider, tokens_in, sent)
+            completions = [
+                c if c.metered else self._at_bound(c, role.provider, tokens_in * (i == 0), sent)
+                for i, c in enumerate(completions)
+            ]
+            whole = together(completions)
             self.journal.paid(
-                ticket, completion.input_tokens, completion.output_tokens,
-                reply_cost(completion, price),
+                ticket, whole.input_tokens, whole.output_tokens, reply_cost(whole, price)
             )
             ticket = None
         except BaseException:
@@ -184,19 +221,19 @@ class StageContext:
             raise
         finally:
             if self.budget is not None:
-                out = completion.output_tokens if completion is not None else 0
+                out = max((c.output_tokens for c in completions), default=0) if completions else 0
                 self.budget.release(reserved, role.model, out)
         self.report.used(
-            role.provider, role.model, completion.input_tokens, completion.output_tokens,
-            stated=completion.cost,
+            role.provider, role.model, whole.input_tokens, whole.output_tokens,
+            len(completions), stated=whole.cost,
         )
-        if keep is not None:  # what was paid for goes to disk before its log
-            keep(completion)
-        self.exchanges.record(
-            self.report.stage, item, role.model, messages, completion.content,
-            completion.reasoning, verdict(completion) if verdict is not None else None,
-        )
-        return completion
+        keep(completions)  # what was paid for goes to disk before its log
+        for completion in completions:
+            self.exchanges.record(
+                self.report.stage, item, role.model, messages, completion.content,
+                completion.reasoning, verdict(completion) if verdict is not None else None,
+            )
+        return completions
 
     def _at_bound(
         self, completion: Completion, provider: str, tokens_in: int, sent: Role

@@ -20,6 +20,7 @@ from overbrainer.pipeline.projection import StageWork, in_live_batches
 from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.questions import question_fingerprint
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, SUBTOPICS, DataFiles, is_imported
+from overbrainer.pipeline.samples import question_of
 from overbrainer.pipeline.subtopics import subtopic_fingerprint
 
 
@@ -58,14 +59,15 @@ def find_stale(project_dir: Path, settings: Settings) -> dict[str, Stale]:
     found["questions"] = _questions_work(stale, questions, templates, settings)
     by_id = {q["id"]: q for q in questions}
     systems = answer_systems(settings, templates)
-    answers = [a for a in data.read(ANSWERS) if a["id"] in by_id]
+    answers = [a for a in data.read(ANSWERS) if question_of(a) in by_id]
     # a question a live batch holds is being answered again already
     ids = stale_answers(answers, questions, systems, settings.roles.parent)
     ids -= in_live_batches(project_dir)
     unknown = len({a["id"] for a in answers if recorded(a) is None and not is_imported(a)})
     chars = size = 0
+    asked = {answer["id"]: question_of(answer) for answer in answers}
     for identifier in ids:
-        question = by_id[identifier]
+        question = by_id[asked[identifier]]
         system = systems[question["topic"]]
         chars += len(question["text"]) + len(system)
         size += len(question["text"].encode()) + len(system.encode())

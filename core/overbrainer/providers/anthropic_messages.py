@@ -19,6 +19,8 @@ from overbrainer.providers.completion import (
 )
 
 CHAT_PATH = "messages"
+SAMPLES_IN_ONE = False
+"""The protocol has no ``n``: each reply is a request of its own."""
 MODELS_PATH = "models?detailed=true"
 VERSION = "2023-06-01"
 
@@ -37,7 +39,10 @@ def headers(api_key: str | None) -> dict[str, str]:
     return found
 
 
-def chat_body(role: Role, messages: list[dict[str, str]]) -> dict[str, Any]:
+def chat_body(role: Role, messages: list[dict[str, str]], n: int = 1) -> dict[str, Any]:
+    """The request of ``messages`` (``n``: one reply, the protocol has no other)."""
+    if n != 1:
+        raise ValueError("the anthropic protocol has no n: ask each reply on its own")
     system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
     body: dict[str, Any] = {
         "model": role.model,
@@ -56,6 +61,11 @@ def chat_body(role: Role, messages: list[dict[str, str]]) -> dict[str, Any]:
             if role.reasoning_effort not in (None, "none"):
                 body["output_config"] = {"effort": role.reasoning_effort}
     return body
+
+
+def parse_chats(data: Any) -> list[Completion]:
+    """The one reply in ``data``, as a list (the protocol gives no other)."""
+    return [parse_chat(data)]
 
 
 def parse_chat(data: Any) -> Completion:

@@ -219,6 +219,11 @@ class Client:
             self.name, self.base_url, model, self._concurrency, self.max_wait_s
         )
 
+    @property
+    def samples_in_one(self) -> bool:
+        """Whether one request may ask for several replies (``n``): the protocol's say."""
+        return bool(self._wire.SAMPLES_IN_ONE)
+
     async def chat(
         self,
         role: Role,
@@ -232,7 +237,27 @@ class Client:
         """The reply of ``role``'s model to ``messages``; ``on_lost`` is called for each
         try that was sent and got no reply (it may be billed), before the next or the end.
         ``top_logprobs``: ask for that many candidates per token (the openai protocol)."""
-        body = self._wire.chat_body(role, messages)
+        [completion] = await self.chats(
+            role, messages, 1, on_retry, on_limited, on_lost, top_logprobs=top_logprobs
+        )
+        return completion
+
+    async def chats(  # noqa: PLR0917 - chat's arguments, and how many replies
+        self,
+        role: Role,
+        messages: list[dict[str, str]],
+        n: int,
+        on_retry: OnRetry,
+        on_limited: OnLimited | None = None,
+        on_lost: OnLost | None = None,
+        *,
+        top_logprobs: int | None = None,
+    ) -> list[Completion]:
+        """The replies to ``messages`` of one request asking for ``n`` (more than one only
+        where :attr:`samples_in_one`): a server that ignores ``n`` gives fewer. The first
+        carries the cost the reply stated, if any: it is the request's. ``top_logprobs``:
+        each reply carries that many candidates per token (the openai protocol)."""
+        body = self._wire.chat_body(role, messages, n)
         if top_logprobs is not None:
             if self.protocol != "openai":
                 raise FatalProviderError(
@@ -244,10 +269,12 @@ class Client:
             on_lost=on_lost,
         )
         try:
-            completion: Completion = self._wire.parse_chat(data)
+            completions: list[Completion] = self._wire.parse_chats(data)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
             raise ProviderError("the provider's reply is not a chat completion") from None
-        return completion if stated is None else replace(completion, cost=stated)
+        if stated is not None:
+            completions[0] = replace(completions[0], cost=stated)
+        return completions
 
     async def embed(
         self, model: str, texts: list[str], on_retry: OnRetry

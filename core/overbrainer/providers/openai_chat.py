@@ -21,6 +21,8 @@ from overbrainer.providers.completion import (
 from overbrainer.providers.logprobs import Position, parse_positions
 
 CHAT_PATH = "chat/completions"
+SAMPLES_IN_ONE = True
+"""A request may ask for several replies (``n``): one prompt, paid once."""
 EMBEDDINGS_PATH = "embeddings"
 MODELS_PATH = "models?detailed=true"
 
@@ -36,12 +38,15 @@ def headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-def chat_body(role: Role, messages: list[dict[str, str]]) -> dict[str, Any]:
+def chat_body(role: Role, messages: list[dict[str, str]], n: int = 1) -> dict[str, Any]:
+    """The request of ``messages``; ``n`` replies to them (sent only when more than one)."""
     body: dict[str, Any] = {
         "model": role.model,
         "messages": messages,
         "max_tokens": role.max_tokens,
     }
+    if n > 1:
+        body["n"] = n
     if role.temperature is not None:
         body["temperature"] = role.temperature
     if role.reasoning_effort == "none":
@@ -54,7 +59,28 @@ def chat_body(role: Role, messages: list[dict[str, str]]) -> dict[str, Any]:
 
 def parse_chat(data: Any) -> Completion:
     """The reply in ``data``; raises KeyError, IndexError or TypeError when it is not one."""
-    choice = data["choices"][0]
+    return parse_chats(data)[0]
+
+
+def parse_chats(data: Any) -> list[Completion]:
+    """Each reply in ``data`` (``n`` of them), by its index. The usage is the request's:
+    the first reply carries the prompt's tokens, and the replies share the output's
+    (the protocol does not say each one's), so that their sums are what was billed."""
+    choices = sorted(data["choices"], key=lambda choice: choice.get("index", 0))
+    if not choices:
+        raise IndexError("choices")
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    metered = counted(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+    tokens_in = token_count(usage.get("prompt_tokens"))
+    share, rest = divmod(token_count(usage.get("completion_tokens")), len(choices))
+    return [
+        _choice(choice, tokens_in if i == 0 else 0, share + (rest if i == 0 else 0), metered)
+        for i, choice in enumerate(choices)
+    ]
+
+
+def _choice(choice: Any, tokens_in: int, tokens_out: int, metered: bool) -> Completion:
     message = choice["message"]
     if not isinstance(message, dict):
         raise TypeError("message")
@@ -67,16 +93,14 @@ def parse_chat(data: Any) -> Completion:
         finish: FinishReason = "refusal"
     else:
         finish = _FINISH.get(choice.get("finish_reason"), "other")
-    usage = data.get("usage")
-    usage = usage if isinstance(usage, dict) else {}
     return Completion(
         content=content,
         reasoning=reasoning,
         reasoning_kind=kind,
         finish_reason=finish,
-        input_tokens=token_count(usage.get("prompt_tokens")),
-        output_tokens=token_count(usage.get("completion_tokens")),
-        metered=counted(usage.get("prompt_tokens"), usage.get("completion_tokens")),
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        metered=metered,
         logprobs=_positions(choice.get("logprobs")),
     )
 

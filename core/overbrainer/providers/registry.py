@@ -16,6 +16,10 @@ from overbrainer.providers.errors import FatalProviderError
 from overbrainer.providers.prices import Price, PriceBook, table_price
 from overbrainer.providers.ratelimit import Pace
 from overbrainer.providers.retry import RetryPolicy
+from overbrainer.providers.served import served_url
+
+SERVED = Price(0.0, 0.0)
+"""A served provider's tokens: its cost is its target's hours (docs/serving.md)."""
 
 
 class ProviderSet:
@@ -37,13 +41,14 @@ class ProviderSet:
         if client is not None:
             return client
         provider = self._settings.providers[name]
-        if not provider.base_url:
+        base_url = served_url(name) if provider.serve is not None else provider.base_url
+        if not base_url:
             raise UserError(
                 f"providers.{name}.base_url is not set: set "
                 f"{provider_variable(name, 'base_url')}"
             )
         key = None
-        if provider.api_key is not None:
+        if provider.api_key is not None and provider.serve is None:
             refused = directed_by_project(
                 provider_variable(name, "api_key"), provider_variable(name, "base_url"),
                 str(provider.base_url),
@@ -55,7 +60,7 @@ class ProviderSet:
         client = Client(
             name,
             provider.protocol,
-            provider.base_url,
+            base_url,
             key.get_secret_value() if key is not None else None,
             concurrency=pipeline.concurrency,
             timeout_secs=pipeline.request_timeout_secs,
@@ -64,7 +69,7 @@ class ProviderSet:
             max_wait_s=pipeline.max_wait_s,
         )
         self._clients[name] = client
-        if not self._table_covers(name):
+        if provider.serve is None and not self._table_covers(name):
             self._look_up(client)
         return client
 
@@ -96,6 +101,8 @@ class ProviderSet:
         table = table_price(self._settings, provider, model)
         if table is not None:
             return table
+        if self._settings.providers[provider].serve is not None:
+            return SERVED  # paid by the hour of its target, not by the token
         client = self._clients.get(provider)
         if client is None:
             return None
@@ -115,7 +122,8 @@ class ProviderSet:
     async def ask_price(self, provider: str, model: str) -> Price | None:
         """The price of ``model``, waiting for ``provider``'s answer when it was asked for
         (the budget needs it before a stage's first request)."""
-        if table_price(self._settings, provider, model) is None:
+        served = self._settings.providers[provider].serve is not None
+        if table_price(self._settings, provider, model) is None and not served:
             self._look_up(self.client(provider))
             await self.settle_prices()
         return self.price(provider, model)

@@ -36,6 +36,7 @@ from overbrainer.hookcalls import Hooks
 from overbrainer.job import layout
 from overbrainer.job.interface import Executor
 from overbrainer.job.record import RunRecord, RunState
+from overbrainer.job.serving import ServeHandle, ServeSpec
 from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobState, JobStatus, TargetInfo
 from overbrainer.project import Project
 
@@ -460,6 +461,78 @@ class ExecutorContract:
         run = driver.new_run()
         again = driver.hook.claim_run_dir(executor=driver.executor, run_id=run.id)
         assert again == ""
+
+    # Serving (capability "serve"): a long-lived process on the target's loopback.
+
+    def test_a_served_process_is_reached_from_here_and_ended(self, driver: Driver) -> None:
+        hook, executor = driver.hook, driver.executor
+        handle = _serve(driver, idle_seconds=600)
+        try:
+            url = _reached(driver, handle)
+            assert url.startswith("http://127.0.0.1:"), f"reach_serve gave {url!r}"
+        finally:
+            ended = hook.stop_serve(executor=executor, handle=handle)
+        assert ended is True, "stop_serve of a running process must answer True"
+        assert hook.reach_serve(executor=executor, handle=handle) == "", "it is still up"
+        again = hook.stop_serve(executor=executor, handle=handle)
+        assert again is False, "stop_serve again must do nothing and answer False"
+
+    def test_a_stale_serve_handle_signals_nothing(self, driver: Driver) -> None:
+        hook, executor = driver.hook, driver.executor
+        handle = _serve(driver, idle_seconds=600)
+        try:
+            _reached(driver, handle)
+            stale = ServeHandle(handle.serve_id, handle.dir + "-other", handle.pid, handle.port)
+            assert hook.stop_serve(executor=executor, handle=stale) is False
+            assert hook.reach_serve(executor=executor, handle=stale) == ""
+            assert hook.reach_serve(executor=executor, handle=handle), "a stale handle ended it"
+        finally:
+            hook.stop_serve(executor=executor, handle=handle)
+
+    def test_a_served_process_without_a_connection_ends_at_its_idle_limit(
+        self, driver: Driver
+    ) -> None:
+        hook, executor = driver.hook, driver.executor
+        handle = _serve(driver, idle_seconds=1)
+        try:
+            deadline = time.monotonic() + DEADLINE_S
+            while hook.reach_serve(executor=executor, handle=handle):
+                assert time.monotonic() < deadline, "the idle watchdog did not end it"
+                time.sleep(0.5)
+        finally:
+            hook.stop_serve(executor=executor, handle=handle)
+
+
+def _serve(driver: Driver, idle_seconds: int) -> ServeHandle:
+    """Python's own HTTP server, served on the target (skipped where it cannot serve)."""
+    if "serve" not in driver.executor.capabilities:
+        pytest.skip("the executor does not declare the capability serve")
+
+    def command(port: int, bin_dir: str) -> list[str]:
+        return ["python3", "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+
+    spec = ServeSpec(f"contract-{tokens.token_hex(4)}", command, idle_seconds)
+    handle = driver.hook.start_serve(executor=driver.executor, spec=spec)
+    assert isinstance(handle, ServeHandle), "start_serve must return a ServeHandle"
+    return handle
+
+
+def _reached(driver: Driver, handle: ServeHandle) -> str:
+    """The URL reach_serve gives, once the served server answers a GET there."""
+    import urllib.request
+
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        url = driver.hook.reach_serve(executor=driver.executor, handle=handle)
+        assert url, "reach_serve says the served process is gone"
+        try:
+            with direct.open(url + "/", timeout=5) as reply:
+                assert reply.status == 200
+                return url
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing answered at {url}"
+            time.sleep(0.2)
 
 
 KILL_GRACE_S = 2.0

@@ -18,11 +18,13 @@ from overbrainer.config.model import Role, Settings
 from overbrainer.errors import TransientError, UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.pipeline.budget import usd
+from overbrainer.pipeline.preference import judge_work, judging
 from overbrainer.pipeline.projection import (
     CHARS_PER_TOKEN,
     StagePlan,
     assumed,
     project_stage,
+    stage_role,
     work_left,
 )
 from overbrainer.pipeline.records import ANSWERS, EVAL, DataFiles
@@ -153,10 +155,15 @@ def build_plan(
     settings = project.settings
     work = work_left(project.dir, settings)
     stages = ["subtopics", "questions", "answers"]
+    if judging(settings):  # the judge's requests of `[pipeline] select = "judge"`
+        stages.append("select")
+        work["select"] = judge_work(project.dir, settings)
     roles = {name: _role(settings, name) for name in stages}
     wanted = {(roles[s].provider, roles[s].model) for s in stages if work[s].requests}
     found = find_stale(project.dir, settings)
-    wanted |= {(roles[s].provider, roles[s].model) for s in stages if found[s].work.requests}
+    wanted |= {
+        (roles[s].provider, roles[s].model) for s in stages if s in found and found[s].work.requests
+    }
     judge = settings.roles.judge or settings.roles.parent
     if price_compare and settings.training is not None:
         wanted.add((judge.provider, judge.model))
@@ -225,7 +232,7 @@ def _price(
 
 
 def _role(settings: Settings, stage: str) -> Role:
-    return settings.roles.parent if stage == "answers" else settings.roles.generator
+    return stage_role(settings, stage)
 
 
 def _machine_basis(training: TrainingPlan, after_training: bool) -> str:

@@ -14,13 +14,19 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from overbrainer import files
 from overbrainer.errors import UserError
 from overbrainer.job.layout import EVAL_FILE, INPUTS_FILE, TRAIN_FILE
-from overbrainer.train.axolotl import RESUME_IGNORED, TYPED_KEYS, is_local_path
+from overbrainer.train.axolotl import (
+    FSDP_CONFIGS,
+    RESUME_IGNORED,
+    SHARDING_KEYS,
+    TYPED_KEYS,
+    is_local_path,
+)
 
 FORMAT = 1
 WHOLE_FILE_LIMIT = 256 << 20
@@ -151,12 +157,29 @@ def differences(before: Inputs, after: Inputs) -> list[str]:
             lines.append(f"{name}: {old} -> {new}")
         else:
             lines.append(f"{name}: changed")
+    sharding = _sharding(before.config), _sharding(after.config)
+    if sharding[0] != sharding[1]:  # said as the target sets it, not as axolotl.yaml does
+        lines.append(f"sharding: {sharding[0]} -> {sharding[1]}")
     changed = []
     for key in {*before.config, *after.config}:
         old, new = before.config.get(key), after.config.get(key)
-        if old != new:
+        if old != new and not (key in SHARDING_KEYS and sharding[0] != sharding[1]):
             changed.append(f"{TYPED_KEYS.get(key, key)}: {_shown(old)} -> {_shown(new)}")
     return lines + sorted(changed)
+
+
+def _sharding(config: Mapping[str, Any]) -> str:
+    """A run's sharding as its target's setting reads (``fsdp = "full_shard"``)."""
+    deepspeed = config.get("deepspeed")
+    if deepspeed:
+        return f'deepspeed = "{PurePosixPath(str(deepspeed)).stem}"'
+    fsdp = config.get("fsdp_config")
+    if fsdp:
+        for name, preset in FSDP_CONFIGS.items():
+            if fsdp == dict(preset):
+                return f'fsdp = "{name}"'
+        return "fsdp (its own fsdp_config)"
+    return "(none)"
 
 
 def _shown(value: Any) -> str:

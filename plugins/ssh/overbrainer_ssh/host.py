@@ -64,6 +64,7 @@ class SshHost(Host):
         self._connection: Connection | None = None
         self._lock = threading.Lock()
         self._changes = StreamWatches(self)
+        self._forwards: dict[int, _Forward] = {}
 
     def wait_for_change(self, root: str, timeout: float) -> bool | None:
         """One long-lived channel a job directory tells when its state changes."""
@@ -82,7 +83,36 @@ class SshHost(Host):
         """Open the connection now; ``HostError`` says why it cannot be."""
         self._transport()
 
+    def forward(self, port: int) -> int:
+        """A port on this machine's loopback whose connections reach ``port`` on the
+        host's loopback, each through a ``direct-tcpip`` channel of this connection (one
+        listener a port, until ``close``)."""
+        with self._lock:
+            found = self._forwards.get(port)
+        if found is not None and found.open:
+            return found.local_port
+        forward = _Forward(self, port)
+        with self._lock:
+            self._forwards[port] = forward
+        return forward.local_port
+
+    def _channel_to(self, port: int, peer: tuple[str, int]) -> paramiko.Channel:
+        transport = self._transport()
+        try:
+            return transport.open_channel(
+                "direct-tcpip", ("127.0.0.1", port), peer, timeout=OPEN_TIMEOUT_S,
+                window_size=WINDOW, max_packet_size=PACKET,
+            )  # fmt: skip
+        except _TRANSPORT_ERRORS as error:
+            self._drop(transport)
+            raise self._lost(error) from None
+
     def close(self) -> None:
+        with self._lock:
+            forwards = list(self._forwards.values())
+            self._forwards.clear()
+        for forward in forwards:
+            forward.close()
         with self._lock:
             connection, self._connection = self._connection, None
         if connection is not None:
@@ -255,6 +285,60 @@ class SshHost(Host):
         if done.code != 0:
             detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
             raise HostError(f"cannot start the job: {detail[-1] if detail else _ended(done.code)}")
+
+
+class _Forward:
+    """A listener on this machine's loopback; each connection it accepts is carried to
+    ``port`` on the host's loopback by a channel, bytes pumped both ways by two threads."""
+
+    def __init__(self, host: SshHost, port: int) -> None:
+        self.host = host
+        self.port = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.local_port: int = self.listener.getsockname()[1]
+        self.open = True
+        threading.Thread(target=self._accept, daemon=True, name=f"forward-{port}").start()
+
+    def _accept(self) -> None:
+        while self.open:
+            try:
+                client, peer = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._carry, args=(client, peer), daemon=True).start()
+
+    def _carry(self, client: socket.socket, peer: tuple[str, int]) -> None:
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            channel = self.host._channel_to(self.port, peer)
+        except HostError as error:
+            logger.debug(f"forward to port {self.port}: {error}")
+            client.close()
+            return
+        def home() -> None:
+            _pump(channel.recv, client.sendall)
+            with suppress(OSError):
+                client.shutdown(socket.SHUT_WR)  # the engine closed: so does the client's side
+
+        back = threading.Thread(target=home, daemon=True)
+        back.start()
+        _pump(client.recv, channel.sendall)
+        with suppress(*_TRANSPORT_ERRORS):
+            channel.shutdown_write()
+        back.join()
+        channel.close()
+        client.close()
+
+    def close(self) -> None:
+        self.open = False
+        self.listener.close()
+
+
+def _pump(read: Callable[[int], bytes], write: Callable[[bytes], object]) -> None:
+    """Copy until the end of ``read`` or a failure of either side."""
+    with suppress(*_TRANSPORT_ERRORS):
+        while data := read(READ_SIZE):
+            write(data)
 
 
 class _Exec:

@@ -1,0 +1,58 @@
+"""Engines: the programs that serve an open-weights parent (vLLM, SGLang, llama.cpp).
+
+An engine is an object (:class:`Engine`) that a plugin registers through the
+``register_engines`` hook; the core asks it for its command line and what it supports, and
+starts that command on a target through the executor's ``serve`` capability. The built-in
+engines (:mod:`overbrainer.engines.builtin`) are registered the same way.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class EngineLaunch:
+    """What an engine's command line is made from."""
+
+    model: str
+    """What the engine loads (a Hub id, a directory, a GGUF file on the target); also the
+    name the roles ask for."""
+    port: int
+    """The port on the target's loopback (127.0.0.1) it must listen on."""
+    bin_dir: str
+    """The directory of the target runtime's programs (``VENV/bin/``, ending in ``/``), or
+    ``""`` to find them on PATH."""
+    gpus: int | None = None
+    """The tensor-parallel size; None: the engine's default (one GPU, or the CPU)."""
+    args: tuple[str, ...] = ()
+    """The user's own flags (``serve.args``), appended last."""
+
+
+class Engine(ABC):
+    """One engine: how it starts, how it is known to be ready, what it supports.
+
+    A plugin subclasses it and registers an instance with ``register(engine)`` in its
+    ``register_engines`` hook; ``name`` is what ``serve.engine`` names.
+    """
+
+    name: ClassVar[str]
+    health_path: ClassVar[str | None] = "/health"
+    """Answered 200 once the engine is up (None: it has none; ``/v1/models`` alone tells)."""
+    top_logprobs_cap: ClassVar[int | None] = None
+    """The most top-k logprobs a request may ask (None: not supported)."""
+    reasoning_parsers: ClassVar[tuple[str, ...]] = ()
+    """The reasoning parsers its ``--reasoning-parser`` takes, for a parent with reasoning."""
+    install: ClassVar[str] = ""
+    """What to install on a target that lacks it (a pip requirement), for the message that
+    says so."""
+
+    @abstractmethod
+    def command(self, launch: EngineLaunch) -> list[str]:
+        """The argv that serves ``launch.model`` on ``127.0.0.1:launch.port``."""
+
+    def program(self, launch: EngineLaunch) -> str:
+        """The program the command starts, checked on the target before it starts."""
+        return self.command(launch)[0]

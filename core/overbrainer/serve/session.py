@@ -1,0 +1,319 @@
+"""One command's served providers: started on first use, reached, ended when it ends.
+
+A provider with ``serve = {...}`` is started on its target through the executor's
+``serve`` capability, recorded at once (``records``), waited for until it answers, and
+reached at a local URL the target gives. The command ends what it started (normal end,
+error, Ctrl-C); a serve kept with ``serve up`` is reused and left up. A record whose
+command is gone (``kill -9``) is an orphan: the next command ends it (:meth:`sweep`).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from loguru import logger
+
+from overbrainer.config.model import HostTarget, Serve
+from overbrainer.engines import Engine, EngineLaunch
+from overbrainer.errors import TransientError, UserError
+from overbrainer.hookcalls import Hooks
+from overbrainer.job.interface import Executor
+from overbrainer.job.serving import LOG_FILE, ServeHandle, ServeSpec
+from overbrainer.pipeline.history import append_history, timestamp
+from overbrainer.project import Project
+from overbrainer.runs.interrupt import deferred_sigint
+from overbrainer.serve import ready
+from overbrainer.serve.records import ServeRecord, ServeRecords
+
+READY_TIMEOUT_S = 1800.0
+"""How long an engine may take to answer: a large model loads for minutes."""
+CHECK_S = 0.5
+
+
+class Serving:
+    """The served providers of ``project`` for one command (or ``overbrainer serve``)."""
+
+    def __init__(
+        self,
+        project: Project,
+        hooks: Hooks,
+        engines: Mapping[str, Engine],
+        *,
+        ready_timeout: float = READY_TIMEOUT_S,
+    ) -> None:
+        self.project = project
+        self.hooks = hooks
+        self.engines = engines
+        self.ready_timeout = ready_timeout
+        self.records = ServeRecords(project.state_dir)
+        self._executors: dict[str, Executor] = {}
+        self._urls: dict[str, str] = {}
+        self._started: list[str] = []
+
+    def serve_of(self, provider: str) -> Serve:
+        """The ``serve`` table of ``provider``; ``UserError`` when it is not served."""
+        found = self.project.settings.providers.get(provider)
+        if found is None:
+            raise UserError(f"no provider `{provider}` in overbrainer.toml")
+        if found.serve is None:
+            raise UserError(f"providers.{provider} is not served (it has no serve table)")
+        return found.serve
+
+    def served(self) -> list[str]:
+        """The served providers of the settings, sorted."""
+        return sorted(n for n, p in self.project.settings.providers.items() if p.serve)
+
+    # One command's use.
+
+    def url(self, provider: str, *, keep: bool = False) -> str:
+        """The provider's base URL (``…/v1``): a serve already up (kept, or this command's),
+        else one started now and waited for. ``keep``: left up when the command ends."""
+        if provider in self._urls:
+            if keep:
+                self._keep(provider)
+            return self._urls[provider]
+        serve = self.serve_of(provider)
+        record = self.records.load(provider)
+        if record is not None and not _same(record, serve):
+            if not record.orphaned():
+                raise UserError(
+                    f"providers.{provider}: a serve of another configuration is up "
+                    f"({record.engine} {record.model} on `{record.target}`): end it with "
+                    f"`overbrainer serve down {provider}`"
+                )
+            self._end(record)
+            record = None
+        if record is not None:
+            base = self._reach(record)
+            if base:
+                self._urls[provider] = f"{base}/v1"
+                if record.orphaned():  # a killed command's: this one ends it, or keeps it
+                    self.records.save(_owned(record, keep))
+                    if not keep:
+                        self._started.append(provider)
+                elif keep:
+                    self._keep(provider)
+                logger.info(
+                    f"providers.{provider}: reusing the {record.engine} serve on "
+                    f"`{record.target}` ({base})"
+                )
+                return self._urls[provider]
+            self._account(record, "gone")  # it ended (its idle limit, a reboot)
+            self.records.remove(provider)
+        return self._start(provider, serve, keep)
+
+    def _start(self, provider: str, serve: Serve, keep: bool) -> str:
+        engine = self.engines.get(serve.engine)
+        if engine is None:
+            known = ", ".join(sorted(self.engines)) or "none"
+            raise UserError(
+                f"providers.{provider}.serve.engine: no installed engine `{serve.engine}` "
+                f"(installed: {known})"
+            )
+        executor = self._executor(serve.target)
+        if "serve" not in executor.capabilities:
+            raise UserError(
+                f"providers.{provider}.serve.target: target `{serve.target}` cannot serve "
+                "(its plugin does not offer the serve capability)"
+            )
+        model, gpus, args = serve.model, serve.gpus, tuple(serve.args)
+
+        def command(port: int, bin_dir: str) -> list[str]:
+            return engine.command(EngineLaunch(model, port, bin_dir, gpus, args))
+
+        spec = ServeSpec(
+            serve_id=f"{provider}-{secrets.token_hex(4)}", command=command,
+            idle_seconds=serve.idle_minutes * 60, port=serve.port,
+        )  # fmt: skip
+        logger.info(
+            f"providers.{provider}: starting {engine.name} with {model} on target `{serve.target}`"
+        )
+        # Never interrupted between the start and its record: a serve not recorded would
+        # be found by nobody (its idle limit would end it, but only after idle_minutes).
+        with deferred_sigint() as noted:
+            handle = self.hooks.start_serve(executor=executor, spec=spec)
+            if handle is not None:
+                self.records.save(ServeRecord(
+                    provider=provider, target=serve.target, engine=engine.name, model=model,
+                    started=time.time(), owner=_own_pid(), kept=keep, handle=handle,
+                    price_per_hour=self._price(serve.target),
+                ))  # fmt: skip
+                if not keep:
+                    self._started.append(provider)
+        if handle is None:
+            raise UserError(
+                f"providers.{provider}.serve.target: target `{serve.target}` cannot serve"
+            )
+        if noted.caught:
+            raise noted.interrupt()
+        base = self._wait(provider, serve, engine, executor, handle)
+        self._urls[provider] = f"{base}/v1"
+        return self._urls[provider]
+
+    def _wait(
+        self, provider: str, serve: Serve, engine: Engine, executor: Executor, handle: ServeHandle
+    ) -> str:
+        """Until the engine answers; ``UserError`` naming its log when it ends or is late."""
+        started = time.monotonic()
+        log = f"{handle.dir}/{LOG_FILE}"
+        while True:
+            base = self.hooks.reach_serve(executor=executor, handle=handle)
+            if not base:
+                self._forget(provider)
+                raise UserError(
+                    f"providers.{provider}: {engine.name} ended before it answered: see {log} "
+                    f"on target `{serve.target}`"
+                )
+            if ready.answers(base, engine, serve.model):
+                elapsed = time.monotonic() - started
+                logger.info(f"providers.{provider}: {engine.name} answers ({elapsed:.0f} s)")
+                return base
+            if time.monotonic() - started > self.ready_timeout:
+                self.end(provider)
+                raise UserError(
+                    f"providers.{provider}: {engine.name} did not answer within "
+                    f"{self.ready_timeout:.0f} s (it was ended): see {log} on target "
+                    f"`{serve.target}`"
+                )
+            time.sleep(CHECK_S)
+
+    def _keep(self, provider: str) -> None:
+        record = self.records.load(provider)
+        if record is not None and not record.kept:
+            self.records.save(_owned(record, True))
+        if provider in self._started:
+            self._started.remove(provider)
+
+    # Ending.
+
+    def end(self, provider: str) -> ServeRecord | None:
+        """End the serve of ``provider`` (whoever started it) and remove its record; the
+        record it had, or None when nothing was up."""
+        record = self.records.load(provider)
+        if record is None:
+            return None
+        self._end(record)
+        return record
+
+    def _end(self, record: ServeRecord) -> None:
+        with deferred_sigint() as noted:
+            executor = self._executor(record.target)
+            ran = self.hooks.stop_serve(executor=executor, handle=record.handle)
+            self._account(record, "ended" if ran else "gone")
+            self._forget(record.provider)
+        logger.info(f"providers.{record.provider}: {record.engine} ended on `{record.target}`")
+        if noted.caught:
+            raise noted.interrupt()
+
+    def _forget(self, provider: str) -> None:
+        self.records.remove(provider)
+        self._urls.pop(provider, None)
+        if provider in self._started:
+            self._started.remove(provider)
+
+    def sweep(self) -> list[str]:
+        """End the orphans (a record whose command is gone, not kept): the providers."""
+        ended = []
+        for provider in self.records.providers():
+            try:
+                record = self.records.load(provider)
+                if record is None or not record.orphaned():
+                    continue
+                logger.info(
+                    f"providers.{provider}: ending the {record.engine} serve a killed command "
+                    f"left on `{record.target}`"
+                )
+                self._end(record)
+                ended.append(provider)
+            except (UserError, TransientError) as error:
+                # Not this command's business to fail for: its idle limit ends it anyway.
+                logger.warning(
+                    f"providers.{provider}: cannot end the serve a killed command left "
+                    f"({error}); the next command tries again"
+                )
+        return ended
+
+    def close(self) -> None:
+        """End what this command started and did not keep; release the targets."""
+        try:
+            for provider in list(self._started):
+                self.end(provider)
+        finally:
+            for executor in self._executors.values():
+                self.hooks.release_executor(executor=executor, run=None, outcome=None)
+            self._executors.clear()
+
+    def status(self) -> list[tuple[ServeRecord, str]]:
+        """Each recorded serve and where it stands: ``up at URL`` (reached from here),
+        ``gone``, or why its target cannot be asked."""
+        found = []
+        for provider in self.records.providers():
+            record = self.records.load(provider)
+            if record is None:
+                continue
+            try:
+                url = self._reach(record)
+            except (UserError, TransientError) as error:
+                found.append((record, f"not known: {error}"))
+                continue
+            found.append((record, f"up at {url}/v1" if url else "gone (ended on its target)"))
+        return found
+
+    def _price(self, target: str) -> float:
+        """The target's ``price_per_hour`` (a host target's setting), else 0."""
+        settings = self.project.settings.targets.get(target)
+        price = settings.price_per_hour if isinstance(settings, HostTarget) else None
+        return price or 0.0
+
+    def _account(self, record: ServeRecord, status: str) -> None:
+        """The serve's hours and what they cost, in the history as a ``serve`` line; when
+        it ended on its own (``gone``: its idle limit) its end is not known, nor its cost."""
+        ended = time.time()
+        hours = max(0.0, ended - record.started) / 3600 if status == "ended" else None
+        append_history(self.project.dir, {
+            "stage": "serve", "started_at": timestamp(datetime.fromtimestamp(record.started, UTC)),
+            "ended_at": timestamp(datetime.fromtimestamp(ended, UTC)), "status": status,
+            "provider": record.provider, "model": record.model, "target": record.target,
+            "engine": record.engine, "hours": None if hours is None else round(hours, 6),
+            "price_per_hour": record.price_per_hour,
+            "cost": None if hours is None else round(hours * record.price_per_hour, 6),
+        })  # fmt: skip
+
+    def _reach(self, record: ServeRecord) -> str:
+        executor = self._executor(record.target)
+        return self.hooks.reach_serve(executor=executor, handle=record.handle) or ""
+
+    def _executor(self, target: str) -> Executor:
+        executor = self._executors.get(target)
+        if executor is None:
+            settings = self.project.settings.targets.get(target)
+            if settings is None:
+                raise UserError(f"unknown target `{target}` (a serve record names it)")
+            executor = self.hooks.create_executor(
+                name=target, target=settings, project=self.project, run=None
+            )
+            if executor is None:
+                raise UserError(f"target `{target}`: no installed plugin makes its executor")
+            self._executors[target] = executor
+        return executor
+
+
+def _same(record: ServeRecord, serve: Serve) -> bool:
+    return (record.target, record.engine, record.model) == (serve.target, serve.engine, serve.model)
+
+
+def _owned(record: ServeRecord, keep: bool) -> ServeRecord:
+    """``record`` owned by this command from now on."""
+    return ServeRecord(
+        provider=record.provider, target=record.target, engine=record.engine,
+        model=record.model, started=record.started, owner=_own_pid(),
+        kept=record.kept or keep, handle=record.handle, price_per_hour=record.price_per_hour,
+    )  # fmt: skip
+
+
+def _own_pid() -> int:
+    return os.getpid()

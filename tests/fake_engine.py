@@ -1,0 +1,88 @@
+"""A stand-in for an engine's server (vLLM's ``vllm serve``, SGLang's
+``python -m sglang.launch_server``), standard library only, so it runs under any python3
+on a target: it takes the documented flags strictly, writes its argv to ``argv.json``
+beside itself's working directory, and answers ``/health``, ``/v1/models`` (naming the
+model) and ``/v1/chat/completions`` on the host and port it was given (each answer after
+``FAKE_ENGINE_DELAY`` seconds).
+
+    fake_engine.py vllm serve MODEL --host H --port P [--tensor-parallel-size N] [...]
+    fake_engine.py sglang -m sglang.launch_server --model-path MODEL --host H --port P [--tp N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    kind, rest = argv[0], argv[1:]
+    parser = argparse.ArgumentParser(prog=kind)
+    if kind == "vllm":
+        parser.add_argument("command", choices=["serve"])
+        parser.add_argument("model")
+        parser.add_argument("--tensor-parallel-size", type=int, default=1)
+        parser.add_argument("--max-model-len", type=int)
+    else:
+        parser.add_argument("-m", dest="module", choices=["sglang.launch_server"], required=True)
+        parser.add_argument("--model-path", dest="model", required=True)
+        parser.add_argument("--tp", type=int, default=1)
+        parser.add_argument("--context-length", type=int)
+    parser.add_argument("--host", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--reasoning-parser")
+    return parser.parse_args(rest)
+
+
+def main() -> None:
+    options = parse(sys.argv[1:])
+    with open("argv.json", "w", encoding="utf-8") as file:
+        json.dump({"argv": sys.argv[1:], "env": sorted(os.environ)}, file)
+    model = options.model
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+        def reply(self, body: object, status: int = 200) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path == "/health":
+                self.reply({})
+            elif self.path == "/v1/models":
+                self.reply({"object": "list", "data": [{"id": model, "object": "model"}]})
+            else:
+                self.reply({"error": "not found"}, 404)
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            request = json.loads(self.rfile.read(length))
+            if self.path != "/v1/chat/completions" or request.get("model") != model:
+                self.reply({"error": {"message": f"no model {request.get('model')}"}}, 404)
+                return
+            time.sleep(float(os.environ.get("FAKE_ENGINE_DELAY", "0")))
+            asked = request["messages"][-1]["content"]
+            self.reply({
+                "id": "cmpl-1", "object": "chat.completion", "model": model,
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": f"served answer to: {asked}"}}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 20},
+            })  # fmt: skip
+
+    ThreadingHTTPServer((options.host, options.port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()

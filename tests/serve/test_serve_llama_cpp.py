@@ -1,0 +1,122 @@
+"""The llama.cpp engine for real: llama-cpp-python's server of the toolchain ``export``
+builds serves a tiny random Llama (``tests/fixtures/tiny_gguf.py``, written in a second)
+as the parent of a real project, on the local target and on the ssh target (a real
+sshd), started by the stage and ended with the command.
+
+Run with ``OVERBRAINER_LLAMA_CPP=<toolchain dir> uv run pytest -m real tests/serve``
+(``.ci/run`` builds the toolchain under ~/.cache/overbrainer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from tests.fixtures.real import REAL_TIMEOUT
+from tests.tools import in_ci
+
+from overbrainer.after.toolchain import LLAMA_CPP_PYTHON
+from overbrainer.cli import cli
+from pipeline_data import TEST_PROMPTS, lines, seed_questions
+from serve_fixtures import running, watchdog_pids
+
+pytestmark = pytest.mark.real
+
+TOOLCHAIN = Path(os.environ.get("OVERBRAINER_LLAMA_CPP") or (
+    Path.home() / ".cache" / "overbrainer" / f"llama-cpp-python-{LLAMA_CPP_PYTHON}"
+))  # fmt: skip
+TINY_GGUF = Path(__file__).parents[1] / "fixtures" / "tiny_gguf.py"
+QUESTIONS = 3
+
+CONFIG = """\
+[project]
+name = "Served llama"
+
+[[topics]]
+name = "ownership"
+subtopics = 1
+questions_per_subtopic = {questions}
+
+[providers.local_llama]
+protocol = "openai"
+
+[providers.local_llama.serve]
+target = "{target}"
+engine = "llama.cpp"
+model = "{model}"
+args = ["--n_ctx", "512"]
+
+[targets.{target}]
+kind = "{kind}"
+venv = "{venv}"
+
+[roles.generator]
+provider = "local_llama"
+model = "{model}"
+
+[roles.parent]
+provider = "local_llama"
+model = "{model}"
+max_tokens = 12
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    python = TOOLCHAIN / "bin" / "python"
+    if not python.is_file():
+        reason = f"no llama.cpp toolchain in {TOOLCHAIN}: build it as .ci/run does"
+        if in_ci():
+            pytest.fail(f"{reason} [CI is set: a missing tool fails]", pytrace=False)
+        pytest.skip(reason)
+    model = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
+    subprocess.run(
+        [str(python), str(TINY_GGUF), str(model)], check=True, timeout=REAL_TIMEOUT,
+        env={**os.environ, "PYTHONPATH": str(TOOLCHAIN / "llama.cpp" / "gguf-py")},
+    )  # fmt: skip
+    return model
+
+
+def served_project(directory: Path, model: Path, target: str, kind: str) -> Path:
+    directory.mkdir(parents=True)
+    (directory / "overbrainer.toml").write_text(
+        CONFIG.format(questions=QUESTIONS, target=target, kind=kind, model=model, venv=TOOLCHAIN)
+    )
+    (directory / "prompts").mkdir()
+    for name, text in TEST_PROMPTS.items():
+        (directory / "prompts" / name).write_text(text)
+    seed_questions(directory, {("ownership", "moves"): [f"q{n}" for n in range(QUESTIONS)]})
+    return directory
+
+
+def answers_then_nothing_left(project: Path, where: Path) -> None:
+    """``answers`` starts the engine, every question gets its reply, and the command's end
+    leaves no process of the serve."""
+    try:
+        result = CliRunner().invoke(cli, ["-C", str(project), "answers"], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        assert "providers.local_llama: llama.cpp answers (" in result.stderr
+        assert len(lines(project, "answers.jsonl")) == QUESTIONS
+        pids = watchdog_pids(where)
+        assert pids and not any(running(pid) for pid in pids)
+        assert not list((project / ".overbrainer" / "serve").glob("*.json"))
+    finally:
+        for pid in watchdog_pids(where):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def test_llama_cpp_serves_the_parent_on_the_local_target(tmp_path, tiny_gguf):
+    project = served_project(tmp_path / "project", tiny_gguf, "box", "local")
+    answers_then_nothing_left(project, project)
+
+
+def test_llama_cpp_serves_the_parent_on_the_ssh_target(tmp_path, tiny_gguf, sshd, ssh_target_env):
+    ssh_target_env("gpu")
+    project = served_project(tmp_path / "project", tiny_gguf, "gpu", "ssh")
+    answers_then_nothing_left(project, sshd.home)

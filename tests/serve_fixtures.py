@@ -1,0 +1,108 @@
+"""Served-provider helpers: a stand-in engine venv (``tests/fake_engine.py`` behind
+``bin/vllm`` and ``bin/python``), a project whose roles use a provider served from it on a
+target, and the watchdogs a test started (stopped by their process groups)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+
+from pipeline_data import TEST_PROMPTS
+
+FAKE_ENGINE = Path(__file__).parent / "fake_engine.py"
+MODEL = "Qwen/Qwen3-0.6B"
+
+SERVED_CONFIG = """\
+[project]
+name = "Served"
+
+[[topics]]
+name = "ownership"
+subtopics = 1
+questions_per_subtopic = 2
+
+[providers.big]
+protocol = "openai"
+serve = {{ target = "{target}", engine = "{engine}", model = "{model}"{more} }}
+
+[targets.{target}]
+kind = "{kind}"
+venv = "{venv}"
+pass_env = ["FAKE_ENGINE_DELAY"]
+
+[roles.generator]
+provider = "big"
+model = "{model}"
+
+[roles.parent]
+provider = "big"
+model = "{model}"
+
+[pipeline]
+concurrency = 2
+max_retries = 0
+"""
+
+
+def make_engine_venv(directory: Path) -> Path:
+    """A venv whose ``bin/vllm`` and ``bin/python -m sglang.launch_server`` are the
+    stand-in engine (other ``python`` uses: this interpreter)."""
+    bin_dir = directory / "bin"
+    bin_dir.mkdir(parents=True)
+    python, fake = sys.executable, FAKE_ENGINE
+    (bin_dir / "vllm").write_text(f'#!/bin/sh\nexec {python} {fake} vllm "$@"\n')
+    (bin_dir / "python").write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1 $2" = "-m sglang.launch_server" ]; then exec {python} {fake} sglang "$@"; fi\n'
+        f'exec {python} "$@"\n'
+    )
+    for program in bin_dir.iterdir():
+        program.chmod(0o755)
+    return directory
+
+
+def write_served_project(
+    directory: Path, venv: Path, *, target: str = "box", kind: str = "local",
+    engine: str = "vllm", more: str = "",
+) -> Path:  # fmt: skip
+    directory.mkdir(parents=True, exist_ok=True)
+    config = SERVED_CONFIG.format(
+        target=target, kind=kind, engine=engine, model=MODEL, more=more, venv=venv
+    )
+    (directory / "overbrainer.toml").write_text(config, encoding="utf-8")
+    prompts = directory / "prompts"
+    prompts.mkdir(exist_ok=True)
+    for name, text in TEST_PROMPTS.items():
+        (prompts / name).write_text(text, encoding="utf-8")
+    return directory
+
+
+def watchdog_pids(root: Path) -> list[int]:
+    """The pids of the watchdogs whose pid files lie under ``root``."""
+    pids = []
+    for pid_file in root.rglob(".serve/*/watchdog.pid"):
+        with contextlib.suppress(ValueError, OSError):
+            pids.append(int(pid_file.read_text()))
+    return pids
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid``'s process group still has a process (a zombie is not one)."""
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if state == "Z":
+            return False
+    return True
+
+
+def engine_argv(root: Path) -> list[str]:
+    """The argv the stand-in engine was started with (its ``argv.json``)."""
+    (found,) = list(root.rglob(".serve/*/argv.json"))
+    return list(json.loads(found.read_text())["argv"])
