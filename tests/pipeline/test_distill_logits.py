@@ -285,3 +285,20 @@ def test_an_answer_without_logprobs_is_left_out_of_split(run_cli, project_dir, p
     kept = lines(project_dir, "train.jsonl") + lines(project_dir, "eval.jsonl")
     assert kept and all(example["topic"] == "ownership" for example in kept)
     assert result.stdout == "split: 5 train, 1 eval, 2 excluded (no_logprobs 2), 0 orphaned\n"
+
+
+def test_each_sample_of_a_question_keeps_its_own_logprobs(tmp_path, provider):
+    config = PIPELINE_CONFIG.replace("reasoning = true", "reasoning = true\nsamples = 2")
+    project = _project(tmp_path, provider, config=config)
+    cli = Cli(project)
+    for stage in ("subtopics", "questions", "answers"):
+        assert cli(stage).exit_code == 0, stage
+    answers = lines(project, "answers.jsonl")
+    assert any(a["meta"].get("sample") == 1 for a in answers)
+    assert all(seen.body["top_logprobs"] == 5 for seen in provider.chats("parent-model"))
+    index = _kept(project).index()
+    assert set(index) == {a["id"] for a in answers}
+    for answer in answers:
+        assert len(_kept(project).read(index[answer["id"]]).chosen) == len(
+            answer["messages"][-1]["content"]
+        )
