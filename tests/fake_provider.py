@@ -17,6 +17,7 @@ import itertools
 import json
 import math
 import socket
+import string
 import threading
 import time
 from collections.abc import Callable
@@ -118,6 +119,25 @@ def openai_completion(
         "choices": [{"index": 0, "message": body, "finish_reason": finish}],
         "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]},
     }
+
+
+LOGPROB_ALPHABET = string.ascii_letters + string.digits + " .,?:"
+"""The characters the fake parent's top-k candidates are drawn from."""
+
+
+def fake_logprobs(text: str, top_k: int) -> dict[str, Any]:
+    """``choices[0].logprobs`` as vLLM gives it for ``text``, one token a character: the
+    character itself first, then the alphabet's others, less and less likely."""
+    content = []
+    for char in text:
+        others = [c for c in LOGPROB_ALPHABET if c != char][: max(0, top_k - 1)]
+        chosen = {"token": char, "logprob": -0.125, "bytes": list(char.encode())}
+        top = [chosen] + [
+            {"token": c, "logprob": -1.0 - n / 2, "bytes": list(c.encode())}
+            for n, c in enumerate(others)
+        ]
+        content.append({**chosen, "top_logprobs": top[:top_k]})
+    return {"content": content}
 
 
 def anthropic_message(
@@ -282,6 +302,9 @@ class FakeProvider:
         self.in_flight = 0  # chat requests being answered
         self.max_in_flight = 0
         self.rate_limit: RateLimit | None = None
+        self.max_logprobs: int | None = 20
+        """The most ``top_logprobs`` a request may ask (vLLM's ``--max-logprobs``); None:
+        a server that ignores ``logprobs`` altogether."""
         self.reply_tokens = 20
         """Tokens of a default reply (fewer when ``max_tokens`` cuts it)."""
         self.prompt_tokens: Callable[[Seen], int] = lambda seen: 10
@@ -389,7 +412,8 @@ class FakeProvider:
                 if seen.path == "model/info" and self.listing != "litellm":
                     reply = replace(reply, body={"detail": "Not Found"}, status=404)
                 else:
-                    reply.body = self._default(seen)
+                    made = self._default(seen)
+                    reply = made if isinstance(made, Reply) else replace(reply, body=made)
             if chat and reply.status == 200:
                 seen.reply_usage = _usage_of(reply.body)
             if limited and self.rate_limit is not None and isinstance(reply.body, dict):
@@ -483,6 +507,13 @@ class FakeProvider:
             text, reasoning=reasoning, finish="length" if out < whole else "stop",
             usage=(tokens_in, out),
         )
+        asked = seen.body.get("top_logprobs") if seen.body.get("logprobs") else None
+        if isinstance(asked, int) and self.max_logprobs is not None:
+            if asked > self.max_logprobs:
+                return Reply({"error": {"message": (
+                    f"Requested sample logprobs of {asked}, which is greater than max "
+                    f"allowed: {self.max_logprobs}")}}, status=400)
+            reply["choices"][0]["logprobs"] = fake_logprobs(text, asked)
         n = seen.body.get("n", 1) if isinstance(seen.body, dict) else 1
         if self.takes_n and isinstance(n, int) and n > 1:  # n replies, the prompt paid once
             [choice] = reply["choices"]

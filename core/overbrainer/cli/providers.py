@@ -33,6 +33,7 @@ def check() -> None:
     import asyncio
 
     from overbrainer.errors import UserError
+    from overbrainer.pipeline.kd_preflight import probe_problem
     from overbrainer.pipeline.preflight import problems
     from overbrainer.providers.probe import probe_all
     from overbrainer.redact import escape_controls
@@ -66,10 +67,13 @@ def check() -> None:
     tokens_out = sum(p.output_tokens for p in probes)
     click.echo(f"providers check: tokens {tokens_in} in, {tokens_out} out; {spent}")
     for probe in probes:
-        flagged = reasoning_shown(probe, app.settings)
-        if flagged is not None and flagged not in found:
-            click.echo(f"problem: {escape_controls(flagged)}", err=True)
-            found.append(flagged)
+        flags = [reasoning_shown(probe, app.settings)]
+        if probe.role == "parent" and probe.completion is not None:
+            flags.append(probe_problem(app.settings, probe.completion))
+        for flagged in flags:
+            if flagged is not None and flagged not in found:
+                click.echo(f"problem: {escape_controls(flagged)}", err=True)
+                found.append(flagged)
     failed = [p.role for p in probes if p.error is not None]
     if failed:
         raise UserError(f"no reply for {', '.join(failed)}: fix the provider, then check again")

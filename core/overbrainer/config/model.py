@@ -332,6 +332,39 @@ class EvalSection(Section):
     ] = Field(default_factory=list)
 
 
+KD_ONLINE_REFUSED = (
+    "training.kd.mode = \"online\" is not built yet: the trainer asks the parent during the "
+    "run, which needs a parent served on the training target (issue 40, a parent on your "
+    "own GPUs); use mode = \"offline\" (the parent's top-k logprobs kept with its answers)"
+)
+
+
+class KnowledgeDistillation(Section):
+    """``[training.kd]``: how ``distill = "logits"`` trains, passed to Axolotl's KD plugin.
+
+    ``top_k``: the parent's most likely next tokens kept per answer token; ``alpha``: the
+    weight of the KD loss, ``ce_alpha`` that of the cross-entropy on the parent's text;
+    ``temperature`` softens both distributions; ``beta``: 0 forward KL, 1 reverse (GKD's
+    generalised JSD between). ``parent_tokenizer``: a Hugging Face id or a directory of the
+    parent's tokenizer, compared with ``base_model``'s before anything is paid."""
+
+    top_k: int = Field(default=20, ge=1, le=256)
+    alpha: Finite = Field(default=1.0, ge=0)
+    ce_alpha: Finite = Field(default=0.1, ge=0)
+    temperature: Finite = Field(default=1.0, gt=0, le=10)
+    beta: Finite = Field(default=0.0, ge=0, le=1)
+    mode: Literal["offline", "online"] = "offline"
+    parent_tokenizer: NonEmpty | None = None
+
+    @model_validator(mode="after")
+    def _online_not_built(self) -> KnowledgeDistillation:
+        if self.mode == "online":
+            raise ValueError(KD_ONLINE_REFUSED)
+        if self.alpha == 0 and self.ce_alpha == 0:
+            raise ValueError("alpha and ce_alpha are both 0: the child would learn nothing")
+        return self
+
+
 class Training(Section):
     target: NonEmpty
     base_model: NonEmpty
@@ -358,6 +391,11 @@ class Training(Section):
     the same inputs train the same model (on a CPU; see docs/targets.md for GPUs). Unset:
     ``pipeline.seed``."""
     axolotl_extra: dict[str, Any] = Field(default_factory=dict)
+    distill: Literal["text", "logits"] = "text"
+    """``text``: the child learns the parent's words (fine-tuned on its answers);
+    ``logits``: also its top-k next-token distribution, per ``[training.kd]``
+    (docs/distillation.md)."""
+    kd: KnowledgeDistillation = Field(default_factory=KnowledgeDistillation)
 
     @property
     def effective_seed(self) -> int:

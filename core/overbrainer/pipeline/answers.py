@@ -22,11 +22,13 @@ from overbrainer.errors import UserError
 from overbrainer.events import set_topic
 from overbrainer.pipeline.batch_ledger import Ledger
 from overbrainer.pipeline.fingerprint import FIELD, answer_fingerprint, recorded
+from overbrainer.pipeline.kd_preflight import logits_problems
+from overbrainer.pipeline.logits import LogitKeeper, keeper
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.preference import judge_answers, judging
 from overbrainer.pipeline.preflight import hides_reasoning
 from overbrainer.pipeline.prompts import Templates
-from overbrainer.pipeline.records import ANSWERS, QUESTIONS, is_imported, without
+from overbrainer.pipeline.records import ANSWERS, DATA_DIR, QUESTIONS, is_imported, without
 from overbrainer.pipeline.samples import (
     imported_questions,
     item_meta,
@@ -103,6 +105,13 @@ class Answering:
     hidden: bool
     systems: dict[str, str]
     keep_system: bool
+    logits: LogitKeeper | None = None
+    """Keeps each answer's top-k logprobs (``distill = "logits"``), before its line."""
+
+    @property
+    def top_logprobs(self) -> int | None:
+        """The candidates a request asks for per token, when logits are kept."""
+        return None if self.logits is None else self.logits.top_k
 
     def messages(self, question: dict[str, Any]) -> list[dict[str, str]]:
         return [
@@ -124,7 +133,10 @@ class Answering:
     def record(self, question: dict[str, Any], completion: Completion) -> dict[str, Any]:
         system = self.systems[question["topic"]] if self.keep_system else None
         made = self.fingerprint(question)
-        return answer_record(question, completion, self.role, self.hidden, system, made)
+        found = answer_record(question, completion, self.role, self.hidden, system, made)
+        if self.logits is not None:
+            self.logits.keep(found, completion)
+        return found
 
 
 def _answering(ctx: StageContext, templates: Templates) -> Answering:
@@ -133,11 +145,15 @@ def _answering(ctx: StageContext, templates: Templates) -> Answering:
     problem = reasoning_problem(ctx.settings)
     if problem is not None:
         raise UserError(problem)
+    distilling = logits_problems(ctx.settings)
+    if distilling:
+        raise UserError("; ".join(distilling))
     role = ctx.settings.roles.parent
     protocol = ctx.settings.providers[role.provider].protocol
     hidden = hides_reasoning(protocol, role.model)
     systems = answer_systems(ctx.settings, templates)
-    return Answering(role, hidden, systems, ctx.settings.pipeline.include_system_prompt)
+    logits = keeper(ctx.settings, ctx.data.path(ANSWERS).parent, DATA_DIR)
+    return Answering(role, hidden, systems, ctx.settings.pipeline.include_system_prompt, logits)
 
 
 def answer_systems(settings: Settings, templates: Templates) -> dict[str, str]:
@@ -278,7 +294,7 @@ async def _answer(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one
                 try:
                     await ctx.chats(
                         role, answering.messages(group[0]), group[0]["id"], len(group),
-                        answering.excluded, keep,
+                        answering.excluded, keep, top_logprobs=answering.top_logprobs,
                     )
                 except ProviderError as error:
                     for item in group:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from overbrainer.config.env import provider_variable
 from overbrainer.config.listen import is_loopback_url
 from overbrainer.config.model import ROLE_NAMES, Settings
+from overbrainer.pipeline.kd_preflight import logits_problems
 
 ROLES = ROLE_NAMES
 
@@ -85,4 +86,5 @@ def problems(settings: Settings) -> list[str]:
     reasoning = reasoning_problem(settings)
     if reasoning is not None:
         found.append(reasoning)
+    found += logits_problems(settings)
     return found

@@ -19,7 +19,7 @@ REJECTED_REASONS = "rejected.reasons.jsonl"
 """Why each text of ``rejected.jsonl`` was set aside: kept apart, since the reference tool
 reads ``rejected.jsonl`` and wants its records with no other field."""
 
-EXCLUSIONS = ("truncated", "refused", "empty", "no_raw_reasoning")
+EXCLUSIONS = ("truncated", "refused", "empty", "no_raw_reasoning", "no_logprobs")
 """Why an answer is set aside, in the order the rules apply."""
 
 MALFORMED = "malformed"

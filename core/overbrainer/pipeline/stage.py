@@ -134,16 +134,21 @@ class StageContext:
         n: int,
         verdict: Callable[[Completion], str | None] | None,
         keep: Callable[[list[Completion]], None],
+        *,
+        top_logprobs: int | None = None,
     ) -> list[Completion]:
         """As :meth:`chat`, for the replies of one request asking for ``n`` (``n`` where
         the protocol has it): reserved and counted as one request, its replies as as many
-        answers (a server ignoring ``n`` gives fewer)."""
+        answers (a server ignoring ``n`` gives fewer). ``top_logprobs``: each reply
+        carries that many candidates per token (``distill = "logits"``)."""
         if self._draining:
             raise Interrupting(INTERRUPTING)
         client = self.providers.client(role.provider)
         self._in_flight += 1
         try:
-            return await self._chat(client, role, messages, item, n, verdict, keep)
+            return await self._chat(
+                client, role, messages, item, n, verdict, keep, top_logprobs
+            )
         finally:
             self._in_flight -= 1
 
@@ -156,6 +161,7 @@ class StageContext:
         n: int,
         verdict: Callable[[Completion], str | None] | None,
         keep: Callable[[list[Completion]], None],
+        top_logprobs: int | None = None,
     ) -> list[Completion]:
         # Waited for (the provider's price list, asked for once): a cost on disk needs it.
         price = await self.providers.ask_price(role.provider, role.model)
@@ -186,7 +192,8 @@ class StageContext:
 
             try:
                 completions = await client.chats(
-                    sent, messages, n, self.report.retrying(item), self.report.limited, lost
+                    sent, messages, n, self.report.retrying(item), self.report.limited, lost,
+                    top_logprobs=top_logprobs,
                 )
             except (ProviderError, FatalProviderError) as error:
                 # An error reply, or a request never sent (the stage halted): not billed.

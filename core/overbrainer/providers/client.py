@@ -36,6 +36,7 @@ from overbrainer.providers.errors import (
     TransientError,
 )
 from overbrainer.providers.limiter import Cost, Limiter, Pause, Refusal, limiter_for
+from overbrainer.providers.logprobs import request_fields
 from overbrainer.providers.prices import Price, parse_model_info, parse_prices, stated_cost
 from overbrainer.providers.ratelimit import RateInfo, parse_rate_headers
 from overbrainer.providers.retry import (
@@ -230,10 +231,15 @@ class Client:
         on_retry: OnRetry,
         on_limited: OnLimited | None = None,
         on_lost: OnLost | None = None,
+        *,
+        top_logprobs: int | None = None,
     ) -> Completion:
         """The reply of ``role``'s model to ``messages``; ``on_lost`` is called for each
-        try that was sent and got no reply (it may be billed), before the next or the end."""
-        [completion] = await self.chats(role, messages, 1, on_retry, on_limited, on_lost)
+        try that was sent and got no reply (it may be billed), before the next or the end.
+        ``top_logprobs``: ask for that many candidates per token (the openai protocol)."""
+        [completion] = await self.chats(
+            role, messages, 1, on_retry, on_limited, on_lost, top_logprobs=top_logprobs
+        )
         return completion
 
     async def chats(  # noqa: PLR0917 - chat's arguments, and how many replies
@@ -244,11 +250,20 @@ class Client:
         on_retry: OnRetry,
         on_limited: OnLimited | None = None,
         on_lost: OnLost | None = None,
+        *,
+        top_logprobs: int | None = None,
     ) -> list[Completion]:
         """The replies to ``messages`` of one request asking for ``n`` (more than one only
         where :attr:`samples_in_one`): a server that ignores ``n`` gives fewer. The first
-        carries the cost the reply stated, if any: it is the request's."""
+        carries the cost the reply stated, if any: it is the request's. ``top_logprobs``:
+        each reply carries that many candidates per token (the openai protocol)."""
         body = self._wire.chat_body(role, messages, n)
+        if top_logprobs is not None:
+            if self.protocol != "openai":
+                raise FatalProviderError(
+                    f"providers.{self.name}: the {self.protocol} protocol returns no logprobs"
+                )
+            body.update(request_fields(top_logprobs))
         data, stated = await self._post(
             self._wire.CHAT_PATH, body, on_retry, model=role.model, on_limited=on_limited,
             on_lost=on_lost,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from overbrainer.providers.logprobs import Position
+
 FinishReason = Literal["stop", "length", "content_filter", "refusal", "other"]
 ReasoningKind = Literal["raw", "summary", "redacted", "none"]
 
@@ -29,6 +31,9 @@ class Completion:
     cost: float | None = None
     """USD the reply said it cost (a gateway's ``x-litellm-response-cost``), which wins
     over its tokens at the listed price; None when it said nothing."""
+    logprobs: tuple[Position, ...] | None = None
+    """The parent's top-k candidates for each token of ``content`` (and of the reasoning
+    before it, when the server streams both as one text), when they were asked for."""
 
 
 def split_think_prefix(content: str) -> tuple[str, str | None]:

@@ -18,6 +18,7 @@ from overbrainer.providers.completion import (
     split_think_prefix,
     token_count,
 )
+from overbrainer.providers.logprobs import Position, parse_positions
 
 CHAT_PATH = "chat/completions"
 SAMPLES_IN_ONE = True
@@ -100,7 +101,17 @@ def _choice(choice: Any, tokens_in: int, tokens_out: int, metered: bool) -> Comp
         input_tokens=tokens_in,
         output_tokens=tokens_out,
         metered=metered,
+        logprobs=_positions(choice.get("logprobs")),
     )
+
+
+def _positions(logprobs: Any) -> tuple[Position, ...] | None:
+    """The reply's logprobs; one whose shape is not the protocol's is none (its text is
+    still an answer: distillation refuses it, naming why)."""
+    try:
+        return parse_positions(logprobs)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
 
 
 def _text(content: Any) -> str:

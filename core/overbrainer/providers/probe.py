@@ -17,6 +17,7 @@ from loguru import logger
 from overbrainer.config.model import ROLE_NAMES as ROLES
 from overbrainer.config.model import Role, Settings
 from overbrainer.errors import UserError
+from overbrainer.providers.completion import Completion
 from overbrainer.providers.errors import ProviderError
 from overbrainer.providers.limiter import Refusal
 from overbrainer.providers.prices import Price, PriceBook
@@ -39,6 +40,8 @@ class Probe:
     reasoning: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    completion: Completion | None = None
+    """The reply itself (the parent's logprobs, when they were asked for)."""
 
     @property
     def cost(self) -> float | None:
@@ -65,8 +68,9 @@ async def probe_all(settings: Settings, env: Mapping[str, str]) -> list[Probe]:
         if role is None:
             continue
         providers = ProviderSet(settings, env, book)
+        top_k = logprobs_asked(settings) if name == "parent" else None
         try:
-            probe = await _probe(providers, name, role)
+            probe = await _probe(providers, name, role, top_k)
             await providers.settle_prices()
             price = providers.price(role.provider, role.model)
         finally:
@@ -75,7 +79,15 @@ async def probe_all(settings: Settings, env: Mapping[str, str]) -> list[Probe]:
     return found
 
 
-async def _probe(providers: ProviderSet, name: str, role: Role) -> Probe:
+def logprobs_asked(settings: Settings) -> int | None:
+    """The top-k the parent is asked for: ``training.kd.top_k`` when distilling logits."""
+    training = settings.training
+    if training is None or training.distill != "logits":
+        return None
+    return training.kd.top_k
+
+
+async def _probe(providers: ProviderSet, name: str, role: Role, top_k: int | None) -> Probe:
     started = time.monotonic()
 
     def failed(message: str) -> Probe:
@@ -96,7 +108,9 @@ async def _probe(providers: ProviderSet, name: str, role: Role) -> Probe:
             _, tokens = await client.embed(role.model, ["ok"], no_retry)
             return Probe(name, role.provider, role.model, time.monotonic() - started,
                          input_tokens=tokens)
-        completion = await client.chat(probe_role(role), PROBE, no_retry, limited)
+        completion = await client.chat(
+            probe_role(role), PROBE, no_retry, limited, top_logprobs=top_k
+        )
     except ProviderError as error:
         return failed(error.message)
     except UserError as error:  # no URL, a refused key (fatal): shown, the others go on
@@ -109,5 +123,6 @@ async def _probe(providers: ProviderSet, name: str, role: Role) -> Probe:
         reasoning=completion.reasoning_kind,
         input_tokens=completion.input_tokens,
         output_tokens=completion.output_tokens,
+        completion=completion,
     )
 

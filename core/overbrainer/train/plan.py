@@ -20,6 +20,7 @@ from overbrainer.job.layout import INPUTS_FILE, OUTPUT_DIR
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.spec import TargetInfo
 from overbrainer.runs.store import RUNS_DIR, RunStore
+from overbrainer.train.distill import check_distill
 from overbrainer.train.inputs import Inputs, inputs_of
 from overbrainer.train.prepare import Resume, check_train_data, data_source
 from overbrainer.train.workspace import Workspace
@@ -71,6 +72,7 @@ def plan_run(
     from overbrainer.train.axolotl import extra_problems
 
     training = training_of(ws.settings)
+    check_distill(training)
     name = target or training.target
     target_model = target_of(ws.settings, name)
     problems = extra_problems(training)

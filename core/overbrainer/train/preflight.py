@@ -19,6 +19,7 @@ from overbrainer.job.localhost import job_environment
 from overbrainer.job.spec import TargetInfo
 from overbrainer.train import model_check
 from overbrainer.train.axolotl import is_local_path
+from overbrainer.train.distill import check_distill
 from overbrainer.train.executors import holding
 from overbrainer.train.model_check import Found
 from overbrainer.train.plan import target_of
@@ -43,6 +44,7 @@ def check_training_target(
     training = ws.settings.training
     if training is None:
         return None
+    check_distill(training)
     name = training.target
     target = target_of(ws.settings, name)
     key = f"{name}\0{training.base_model}\0{target.model_dump_json()}"

@@ -218,6 +218,8 @@ EXCLUDED_WHY = {
     "refused": "the parent refused, or its content filter stopped the answer",
     "empty": "the parent's answer is empty",
     "no_raw_reasoning": "the parent returned no raw reasoning, and roles.parent.reasoning wants it",
+    "no_logprobs": "the parent's logprobs are missing or name tokens the child does not have "
+    "(training.distill = logits)",
 }
 
 
