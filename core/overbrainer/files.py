@@ -167,6 +167,22 @@ def mkdir_nofollow(path: Path, shown: str, levels: int = 1) -> None:
             raise UserError(f"{name} is {what}: refusing to write through it")
 
 
+def mkdir_unique(parent: Path, name: str, shown: str) -> str:
+    """Make ``parent/name`` as a new directory, or ``name-2``, ``name-3``… when that is
+    taken (two commands named by the same second); the name made. ``parent`` must be
+    made already (``mkdir_nofollow``): a taken name, a link included, is never entered."""
+    for number in range(1, 1000):
+        candidate = name if number == 1 else f"{name}-{number}"
+        try:
+            os.mkdir(parent / candidate)
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise UserError(f"cannot make {shown}/{candidate}: {error.strerror}") from None
+        return candidate
+    raise UserError(f"cannot make {shown}/{name}: 999 directories of that name exist")
+
+
 def check_dir(path: Path, shown: str) -> None:
     """Refuse ``path`` when it exists and is a symbolic link or not a directory."""
     try:

@@ -431,3 +431,21 @@ def test_a_question_holding_a_line_separator_is_asked(tmp_path):
     asked = eval_questions(project, run_dir, 2)
     assert [q["id"] for q in asked] == ["q0000", "q0001"]
     assert asked[0]["question"] == "Why\u2028this?"
+
+
+def test_two_compares_in_one_second_get_two_directories(
+    comparable, provider, run_cli, monkeypatch
+):
+    from overbrainer.after import compare as compare_module
+
+    use_provider(monkeypatch, provider)
+    monkeypatch.setattr(compare_module, "compare_id", lambda: "compare_20260101-000000")
+    first = run_cli("compare", "--limit", "2")
+    assert first.exit_code == 0, first.stderr
+    judged = len(provider.chats())
+    second = run_cli("compare", "--limit", "2")
+    assert second.exit_code == 0, second.stderr
+    names = sorted(p.name for p in comparable.run_dir.glob("compares/compare_*"))
+    assert names == ["compare_20260101-000000", "compare_20260101-000000-2"]
+    assert second.stdout.strip().splitlines()[-1].endswith("compare_20260101-000000-2/compare.md")
+    assert len(provider.chats()) == 2 * judged  # judged again, not read from the first's file

@@ -207,9 +207,12 @@ def compare(
         opponents = against_of(store, run_id, against)
         questions = select_questions(project, run_dir, eval_set, limit)
         fill_parent_answers(project, questions)  # before a machine is made for the child
-        ident = compare_id()
+        files.mkdir_nofollow(run_dir / COMPARES, f"{RUNS_DIR}/{run_id}/{COMPARES}", levels=2)
+        # Two compares started in one second get two directories, never one's verdicts.
+        ident = files.mkdir_unique(
+            run_dir / COMPARES, compare_id(), f"{RUNS_DIR}/{run_id}/{COMPARES}"
+        )
         directory = run_dir / COMPARES / ident
-        files.mkdir_nofollow(directory, f"{COMPARES}/{ident}", levels=2)
         setup = {
             "run": run_id,
             "compare": ident,
