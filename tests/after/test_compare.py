@@ -362,6 +362,8 @@ def test_strip_reasoning():
     assert strip_reasoning("<think>a</think> answer ") == "answer"
     assert strip_reasoning("answer <think>cut") == "answer"
     assert strip_reasoning("leaked</think>answer") == "answer"
+    assert strip_reasoning("one</think>two</think> answer") == "answer"
+    assert strip_reasoning("<think>a</think>b</think>answer") == "answer"
     assert strip_reasoning("a<think>x</think>b<think>y</think>c") == "abc"
 
 

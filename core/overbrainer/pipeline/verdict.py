@@ -10,8 +10,9 @@ VERDICTS = ("A", "B", "TIE")
 
 
 def strip_reasoning(text: str) -> str:
-    """``text`` without ``<think>…</think>``: an unclosed open drops the rest, a close before
-    any open drops what precedes it; trimmed."""
+    """``text`` without ``<think>…</think>``: an unclosed open drops the rest, a close with
+    no open before it drops what precedes it (a child that learnt to think without the
+    opening tag may write several); trimmed."""
     close = text.find("</think>")
     opening = text.find("<think>")
     if close != -1 and (opening == -1 or close < opening):
@@ -22,6 +23,8 @@ def strip_reasoning(text: str) -> str:
             text = text[:opening]
             break
         text = text[:opening] + text[end + len("</think>") :]
+    if (stray := text.rfind("</think>")) != -1:
+        text = text[stray + len("</think>") :]
     return text.strip()
 
 
