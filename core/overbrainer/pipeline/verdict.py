@@ -12,7 +12,8 @@ VERDICTS = ("A", "B", "TIE")
 def strip_reasoning(text: str) -> str:
     """``text`` without ``<think>…</think>``: an unclosed open drops the rest, a close with
     no open before it drops what precedes it (a child that learnt to think without the
-    opening tag may write several); trimmed."""
+    opening tag may write several: the last part that says anything is the answer);
+    trimmed."""
     close = text.find("</think>")
     opening = text.find("<think>")
     if close != -1 and (opening == -1 or close < opening):
@@ -23,8 +24,8 @@ def strip_reasoning(text: str) -> str:
             text = text[:opening]
             break
         text = text[:opening] + text[end + len("</think>") :]
-    if (stray := text.rfind("</think>")) != -1:
-        text = text[stray + len("</think>") :]
+    if "</think>" in text:  # what the last stray close leaves, or the last part saying anything
+        text = next((part for part in reversed(text.split("</think>")) if part.strip()), "")
     return text.strip()
 
 
