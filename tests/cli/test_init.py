@@ -10,7 +10,9 @@ import pytest
 from overbrainer.cli import cli
 from tests.conftest import OPENROUTER
 
-PROMPTS = ["answer_system.txt", "judge.txt", "questions.txt", "subtopics.txt"]
+PROMPTS = [
+    "answer_system.txt", "judge.txt", "judge_reference.txt", "questions.txt", "subtopics.txt"
+]
 NOTE = (
     "# overbrainer: secrets, runs (models) and local state stay out; data/ (the answers you "
     "paid for) is meant to be committed"

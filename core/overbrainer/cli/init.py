@@ -12,7 +12,9 @@ from overbrainer.cli.context import current_app
 if TYPE_CHECKING:
     from tomlkit.items import Table
 
-PROMPTS = ("subtopics.txt", "questions.txt", "answer_system.txt", "judge.txt")
+PROMPTS = (
+    "subtopics.txt", "questions.txt", "answer_system.txt", "judge.txt", "judge_reference.txt",
+)
 GITIGNORE = (".env", "/runs/", "/.overbrainer/")
 """What a new project keeps out of git: its secrets, its runs (models: gigabytes) and this
 machine's state. ``data/`` stays in: the questions and answers are what the parent was paid
