@@ -295,3 +295,23 @@ def test_rejudge_takes_no_against(run_cli):
     result = run_cli("compare", "--rejudge", "compare_20260101-000000", "--against", "base")
     assert result.exit_code == 2
     assert "--rejudge takes none of --run, --limit, --eval and --against" in result.stderr
+
+
+def test_an_eval_file_s_own_answer_is_the_reference(based, provider, run_cli, monkeypatch):
+    prefer_child(monkeypatch, provider)
+    (based.dir / "evals").mkdir()
+    (based.dir / "evals" / "own.jsonl").write_text(
+        json.dumps({"question": "Question 7: why own?", "answer": "The file's own answer."}) + "\n"
+    )
+    config = based.dir / "overbrainer.toml"
+    config.write_text(
+        config.read_text() + '\n[compare]\nreference = true\n\n[eval]\nfiles = ["evals/*.jsonl"]\n'
+    )
+    result = run_cli("compare", "--eval", "own")
+    assert result.exit_code == 0, result.stderr
+    judged = [seen for seen in provider.chats() if JUDGE_PROMPT in seen.prompt]
+    against_base = [seen for seen in judged if "Base answer to:" in seen.prompt]
+    assert against_base
+    for seen in against_base:
+        assert "The file's own answer." in seen.prompt
+        assert "Parent answer" not in seen.prompt.split("Reference answer", 1)[1]
