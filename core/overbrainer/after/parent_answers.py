@@ -197,18 +197,4 @@ async def _ask_all(  # noqa: PLR0917 - _ask's state, passed once
 
 def _entry(started: str, status: str, role: Role, report: Report) -> dict[str, object]:
     """The history line of the parent's answers, as a stage's."""
-    return {
-        "stage": STAGE,
-        "started_at": started,
-        "ended_at": timestamp(),
-        "status": status,
-        "provider": role.provider,
-        "model": role.model,
-        "done": report.done,
-        "skipped": report.skipped,
-        "failed": report.failed,
-        "excluded": report.excluded,
-        "input_tokens": report.input_tokens,
-        "output_tokens": report.output_tokens,
-        "cost": report.cost(),
-    }
+    return report.history_entry(STAGE, started, timestamp(), status, (role.provider, role.model))

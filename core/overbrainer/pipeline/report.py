@@ -187,6 +187,27 @@ class Report:
             total += known
         return total + self.unsure_usd
 
+    def history_entry(
+        self, stage: str, started: str, ended: str, status: str, role: tuple[str, str] | None
+    ) -> dict[str, object]:
+        """The stage's line of ``history.jsonl`` (the reference tool's fields): ``role``,
+        the provider and model it asked (None: none)."""
+        return {
+            "stage": stage,
+            "started_at": started,
+            "ended_at": ended,
+            "status": status,
+            "provider": role[0] if role else None,
+            "model": role[1] if role else None,
+            "done": self.done,
+            "skipped": self.skipped,
+            "failed": self.failed,
+            "excluded": self.excluded,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": self.cost(),
+        }
+
     def tokens_of(self, provider: str, model: str) -> tuple[int, int]:
         """Tokens in and out of ``model`` at ``provider``, at every price (batch or not)."""
         found = [used for (p, m, _), used in self.usage.items() if (p, m) == (provider, model)]

@@ -310,21 +310,8 @@ def _entry(
     result: split.SplitResult | None,
 ) -> dict[str, object]:
     role = stage_role(stage, settings)
-    entry: dict[str, object] = {
-        "stage": stage,
-        "started_at": started,
-        "ended_at": timestamp(),
-        "status": status,
-        "provider": role.provider if role else None,
-        "model": role.model if role else None,
-        "done": report.done,
-        "skipped": report.skipped,
-        "failed": report.failed,
-        "excluded": report.excluded,
-        "input_tokens": report.input_tokens,
-        "output_tokens": report.output_tokens,
-        "cost": report.cost(),
-    }
+    asked = (role.provider, role.model) if role else None
+    entry = report.history_entry(stage, started, timestamp(), status, asked)
     if report.rate_limited:
         entry["rate_limited"] = report.rate_limited
     if report.batched:
