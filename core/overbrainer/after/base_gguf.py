@@ -19,6 +19,7 @@ from typing import Any
 import xxhash
 
 from overbrainer import files
+from overbrainer.after.judge import records_by_id
 from overbrainer.after.target_run import TargetRun
 from overbrainer.after.toolchain import LLAMA_CPP, target_file
 from overbrainer.errors import UserError
@@ -98,20 +99,7 @@ class BaseCache:
 
     def answers(self, serving: str) -> dict[str, dict[str, Any]]:
         """The kept answers served with ``serving`` (see :func:`serving_key`), by prompt key."""
-        path = self.answers_file(serving)
-        try:
-            text = files.read_text(path, path.name, files.READ_LIMIT) or ""
-        except UserError:
-            return {}
-        found: dict[str, dict[str, Any]] = {}
-        for line in text.split("\n"):
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and isinstance(record.get("prompt"), str):
-                found[record["prompt"]] = record
-        return found
+        return records_by_id(self.answers_file(serving), "prompt")
 
     def add_answers(self, serving: str, records: list[dict[str, Any]]) -> None:
         """Append answers (each with its ``prompt`` key) to those kept."""

@@ -78,21 +78,22 @@ class Judge:
         return cls(role.provider, role, settings.roles.judge is None or same)
 
 
-def records_by_id(path: Path) -> dict[str, dict[str, Any]]:
-    """The JSONL records of ``path`` by their ``id``, the last one winning; a missing file
-    is empty and a torn last line ignored (both appended to as the compare goes)."""
+def records_by_id(path: Path, key: str = "id") -> dict[str, dict[str, Any]]:
+    """The JSONL records of ``path`` by their ``key`` (a string), the last one winning; a
+    missing file is empty and a torn last line ignored (both appended to as the compare
+    goes). Lines end at ``\n`` alone: a text may hold U+2028."""
     records: dict[str, dict[str, Any]] = {}
     try:
         text = files.read_text(path, path.name, files.READ_LIMIT) or ""
     except UserError:  # a FIFO, a device: nothing recorded
         return records
-    for line in text.splitlines():
+    for line in text.split("\n"):
         try:
             record = json.loads(line)
         except ValueError:
             continue
-        if isinstance(record, dict) and isinstance(record.get("id"), str):
-            records[record["id"]] = record
+        if isinstance(record, dict) and isinstance(record.get(key), str):
+            records[record[key]] = record
     return records
 
 
