@@ -90,9 +90,13 @@ class App:
     def _new_serving(self, settings: Settings) -> Serving:
         from overbrainer.project import Project
         from overbrainer.serve.session import Serving
+        from overbrainer.train.serve_hours import projected_cost
 
         project = Project(dir=self.project_dir, settings=settings, env=self.env.merged)
-        return Serving(project, self.plugins.hook, self.plugins.engines)
+        return Serving(
+            project, self.plugins.hook, self.plugins.engines,
+            projected=lambda provider: projected_cost(project, provider),
+        )  # fmt: skip
 
     def _serve_providers(self, settings: Settings) -> None:
         """A project with served providers: the stages reach them through this command's
