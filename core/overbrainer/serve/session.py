@@ -77,6 +77,16 @@ class Serving:
             raise UserError(f"providers.{provider} is not served (it has no serve table)")
         return found.serve
 
+    def capacity(self, provider: str) -> int:
+        """The requests the stages keep in flight to ``provider``: ``serve.concurrency``,
+        else what its engine holds at once (1 for an engine not installed: its start says
+        why)."""
+        serve = self.serve_of(provider)
+        if serve.concurrency is not None:
+            return serve.concurrency
+        engine = self.engines.get(serve.engine)
+        return engine.capacity(tuple(serve.args)) if engine is not None else 1
+
     def served(self) -> list[str]:
         """The served providers of the settings, sorted."""
         return sorted(n for n, p in self.project.settings.providers.items() if p.serve)
