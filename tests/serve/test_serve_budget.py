@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from overbrainer.cli import cli
@@ -112,3 +113,22 @@ def test_a_serve_is_ended_when_the_spend_with_its_hours_so_far_reaches_the_budge
     (line,) = [json.loads(text) for text in history if '"serve"' in text]
     assert line["status"] == "ended"
     assert line["cost"] >= 2, "it was ended once its hours had cost the budget"
+
+
+def test_a_serve_s_hours_so_far_count_as_spent_while_it_is_up(served_dir):
+    configure(served_dir, price=3600)  # a dollar a second
+    assert invoke(served_dir, "serve", "up").exit_code == 0
+    try:
+        time.sleep(0.5)
+        spent_up = plan_json(served_dir)["spent_usd"]
+        time.sleep(0.5)
+        later = plan_json(served_dir)["spent_usd"]
+    finally:
+        assert invoke(served_dir, "serve", "down").exit_code == 0
+    assert spent_up >= 0.5, "its half a second so far, at $3600 an hour"
+    assert later > spent_up, "it goes on counting while it is up"
+    history = (served_dir / ".overbrainer" / "history.jsonl").read_text().splitlines()
+    (line,) = [json.loads(text) for text in history if '"serve"' in text]
+    assert plan_json(served_dir)["spent_usd"] == pytest.approx(line["cost"], abs=1e-5), (
+        "once it is down, its history line alone counts it"
+    )
