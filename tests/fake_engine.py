@@ -3,7 +3,7 @@
 on a target: it takes the documented flags strictly, writes its argv to ``argv.json``
 beside itself's working directory, and answers ``/health``, ``/v1/models`` (naming the
 model) and ``/v1/chat/completions`` on the host and port it was given (each answer after
-``FAKE_ENGINE_DELAY`` seconds).
+``FAKE_ENGINE_DELAY`` seconds; the most answered at once in ``peak.json``).
 
     fake_engine.py vllm serve MODEL --host H --port P [--tensor-parallel-size N] [...]
     fake_engine.py sglang -m sglang.launch_server --model-path MODEL --host H --port P [--tp N]
@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -27,6 +28,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         parser.add_argument("model")
         parser.add_argument("--tensor-parallel-size", type=int, default=1)
         parser.add_argument("--max-model-len", type=int)
+        parser.add_argument("--max-num-seqs", type=int)
     else:
         parser.add_argument("-m", dest="module", choices=["sglang.launch_server"], required=True)
         parser.add_argument("--model-path", dest="model", required=True)
@@ -43,6 +45,17 @@ def main() -> None:
     with open("argv.json", "w", encoding="utf-8") as file:
         json.dump({"argv": sys.argv[1:], "env": sorted(os.environ)}, file)
     model = options.model
+    in_flight = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+
+    def count(step: int) -> None:
+        """The requests answered at once: the most in ``peak.json`` beside ``argv.json``."""
+        with lock:
+            in_flight["now"] += step
+            if in_flight["now"] > in_flight["peak"]:
+                in_flight["peak"] = in_flight["now"]
+                with open("peak.json", "w", encoding="utf-8") as file:
+                    json.dump({"peak": in_flight["peak"]}, file)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -72,7 +85,11 @@ def main() -> None:
             if self.path != "/v1/chat/completions" or request.get("model") != model:
                 self.reply({"error": {"message": f"no model {request.get('model')}"}}, 404)
                 return
-            time.sleep(float(os.environ.get("FAKE_ENGINE_DELAY", "0")))
+            count(1)
+            try:
+                time.sleep(float(os.environ.get("FAKE_ENGINE_DELAY", "0")))
+            finally:
+                count(-1)
             asked = request["messages"][-1]["content"]
             self.reply({
                 "id": "cmpl-1", "object": "chat.completion", "model": model,

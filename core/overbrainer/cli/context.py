@@ -90,9 +90,13 @@ class App:
     def _new_serving(self, settings: Settings) -> Serving:
         from overbrainer.project import Project
         from overbrainer.serve.session import Serving
+        from overbrainer.train.serve_hours import projected_cost
 
         project = Project(dir=self.project_dir, settings=settings, env=self.env.merged)
-        return Serving(project, self.plugins.hook, self.plugins.engines)
+        return Serving(
+            project, self.plugins.hook, self.plugins.engines,
+            projected=lambda provider: projected_cost(project, provider),
+        )  # fmt: skip
 
     def _serve_providers(self, settings: Settings) -> None:
         """A project with served providers: the stages reach them through this command's
@@ -110,7 +114,7 @@ class App:
 
         serving = self._serving = self._new_serving(settings)
         ctx.find_root().call_on_close(close)
-        served.install(serving.url)
+        served.install(serving.url, serving.capacity)
         serving.sweep()
 
     @property

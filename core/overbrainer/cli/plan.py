@@ -52,9 +52,10 @@ def plan(as_json: bool, max_usd: float | None, pilot: int | None) -> None:
     if as_json:
         click.echo(redact(dumps(found.as_json())))
         return
-    from overbrainer.serve.basis import served_basis_lines
+    from overbrainer.train.serve_hours import served_line
 
-    for line in [*plan_lines(found), *served_basis_lines(app.settings)]:
+    served = [served_line(app.settings, hours) for hours in found.served]
+    for line in [*plan_lines(found), *served]:
         # A price's error may quote what a provider said, and a target's name a file's text.
         click.echo(escape_controls(redact(line)))
 

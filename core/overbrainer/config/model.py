@@ -194,6 +194,12 @@ class Serve(Section):
     gpus: int | None = Field(default=None, ge=1, le=64)
     idle_minutes: int = Field(default=30, ge=1, le=7 * 24 * 60)
     port: int | None = Field(default=None, ge=1024, le=65535)
+    concurrency: int | None = Field(default=None, ge=1, le=4096)
+    """Requests the stages keep in flight to it, in place of ``[pipeline] concurrency``;
+    unset: what its engine holds at once (its ``capacity``)."""
+    gpu_type: NonEmpty | None = None
+    """The GPUs it runs on (``"H100"``), for ``plan``'s hours: the serve throughput table's
+    row (unset: an A40's)."""
 
 
 class Provider(Section):
@@ -577,6 +583,9 @@ class PlanSection(Section):
     of the built-in table's figure for its size."""
 
     throughput: dict[str, Annotated[Finite, Field(gt=0)]] = Field(default_factory=dict)
+    serve_throughput: dict[str, Annotated[Finite, Field(gt=0)]] = Field(default_factory=dict)
+    """Output tokens per second of a served provider (by its name), in place of the serve
+    throughput table's figure (docs/serving.md)."""
 
 
 class WatchSection(Section):

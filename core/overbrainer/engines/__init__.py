@@ -49,6 +49,25 @@ class Engine(ABC):
     """What to install on a target that lacks it (a pip requirement), for the message that
     says so."""
 
+    capacity_flag: ClassVar[str | None] = None
+    """The flag of ``serve.args`` that sets how many requests it runs at once."""
+    default_capacity: ClassVar[int] = 1
+    """How many requests it runs at once without that flag."""
+
+    def capacity(self, args: tuple[str, ...]) -> int:
+        """How many requests it runs at once with ``args``: what the stages keep in flight
+        to keep its batch full (``serve.concurrency`` overrides it)."""
+        flag = self.capacity_flag
+        for index, arg in enumerate(args):
+            value = None
+            if flag is not None and arg == flag and index + 1 < len(args):
+                value = args[index + 1]
+            elif flag is not None and arg.startswith(f"{flag}="):
+                value = arg.split("=", 1)[1]
+            if value is not None and value.isdigit() and int(value) > 0:
+                return int(value)
+        return self.default_capacity
+
     @abstractmethod
     def command(self, launch: EngineLaunch) -> list[str]:
         """The argv that serves ``launch.model`` on ``127.0.0.1:launch.port``."""

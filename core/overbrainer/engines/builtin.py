@@ -21,6 +21,8 @@ class Vllm(Engine):
 
     name = "vllm"
     top_logprobs_cap = 20
+    capacity_flag = "--max-num-seqs"
+    default_capacity = 256  # vLLM's max_num_seqs for its API server (1024 on >= 70 GiB GPUs)
     reasoning_parsers = ("deepseek_r1", "qwen3", "granite", "glm45", "gpt_oss")
     install = "vllm"
 
@@ -37,6 +39,8 @@ class Sglang(Engine):
 
     name = "sglang"
     top_logprobs_cap = 20
+    capacity_flag = "--max-running-requests"
+    default_capacity = 256  # SGLang sizes it from the GPU's memory: a floor of it
     reasoning_parsers = ("deepseek-r1", "qwen3", "glm45", "gpt-oss")
     install = "sglang[all]"
 
@@ -59,6 +63,7 @@ class LlamaCpp(Engine):
     name = "llama.cpp"
     health_path = None
     top_logprobs_cap = 20
+    default_capacity = 1  # llama-cpp-python's server answers one request at a time
     install = "llama-cpp-python[server]"
 
     def command(self, launch: EngineLaunch) -> list[str]:

@@ -28,6 +28,7 @@ from overbrainer.pipeline.progress import Progress
 from overbrainer.pipeline.records import DataFiles
 from overbrainer.pipeline.report import Report
 from overbrainer.pipeline.requests import record_requests
+from overbrainer.pipeline.served_concurrency import served_concurrency
 from overbrainer.pipeline.spend import SpendJournal
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.prices import PriceBook
@@ -116,6 +117,7 @@ def run_stage(
     collecting what they finished; ``limit``: answer that many questions at most (spread
     over those left: a pilot); ``stale``: make the stale records again too."""
     topics = select_topics(settings, topic)
+    settings = served_concurrency(settings, stage)
     started = timestamp()
     report = Report(stage, Progress(stage))
     budget = budget_of(stage, project_dir, settings, max_usd)

@@ -18,8 +18,10 @@ history's costs of the stage executions that came before the journal (see ``spen
 
 from __future__ import annotations
 
+import json
 import math
 import secrets
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -283,8 +285,32 @@ def spent_and_held(project_dir: Path) -> tuple[float, float]:
     paid = sum(
         float(entry.get("cost") or 0.0) for entry in project_history(project_dir, spending)
     )
+    paid += serving_so_far(project_dir)
     by_batch = spending.by_batch
     held = 0.0
     for batch in Ledger(project_dir).live():  # its results paid so far are counted above
         held += max(batch.projected_usd - by_batch.get(batch.key, 0.0), 0.0)
     return paid, held
+
+
+SERVES = Path(".overbrainer") / "serve"
+"""The records of the serves up (``serve/records.py`` writes them: this layer only reads
+their start and price)."""
+
+
+def serving_so_far(project_dir: Path, now: float | None = None) -> float:
+    """USD the serves up have cost so far: their hours since they started times their
+    target's price an hour (the history gets their line when they end). A record that
+    cannot be read counts 0 (the command that reads it as a serve says why)."""
+    now = time.time() if now is None else now
+    total = 0.0
+    directory = project_dir / SERVES
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            started, price = float(data["started"]), float(data.get("price_per_hour", 0.0))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if money(price) and math.isfinite(started):
+            total += max(0.0, now - started) / 3600 * price
+    return total

@@ -11,14 +11,28 @@ from overbrainer.errors import UserError
 Resolver = Callable[[str], str]
 """A served provider's name to its base URL (``http://127.0.0.1:PORT/v1``)."""
 
+Capacity = Callable[[str], int]
+"""A served provider's name to the requests its engine holds at once."""
+
 _lock = threading.Lock()
 _installed: list[Resolver] = []
+_capacity: list[Capacity] = []
 
 
-def install(resolver: Resolver | None) -> None:
-    """Serve this process's served providers through ``resolver`` (None: none)."""
+def install(resolver: Resolver | None, capacity: Capacity | None = None) -> None:
+    """Serve this process's served providers through ``resolver`` (None: none), their
+    engines holding ``capacity`` requests at once."""
     with _lock:
         _installed[:] = [] if resolver is None else [resolver]
+        _capacity[:] = [] if capacity is None else [capacity]
+
+
+def served_capacity(provider: str) -> int | None:
+    """The requests the served ``provider``'s engine holds at once; None when this command
+    serves nothing (the stage keeps ``[pipeline] concurrency``)."""
+    with _lock:
+        capacity = _capacity[0] if _capacity else None
+    return None if capacity is None else capacity(provider)
 
 
 def served_url(provider: str) -> str:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from loguru import logger
@@ -23,7 +24,9 @@ from overbrainer.errors import TransientError, UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.interface import Executor
 from overbrainer.job.serving import LOG_FILE, ServeHandle, ServeSpec
+from overbrainer.pipeline.budget import RAISE
 from overbrainer.pipeline.history import append_history, timestamp
+from overbrainer.pipeline.spend import spent
 from overbrainer.project import Project
 from overbrainer.runs.interrupt import deferred_sigint
 from overbrainer.serve import ready
@@ -32,6 +35,11 @@ from overbrainer.serve.records import ServeRecord, ServeRecords
 READY_TIMEOUT_S = 1800.0
 """How long an engine may take to answer: a large model loads for minutes."""
 CHECK_S = 0.5
+BUDGET_CHECK_S = 10.0
+"""How often a priced serve's spend is held against ``[budget] max_usd``."""
+
+Projected = Callable[[str], tuple[float, str]]
+"""A served provider's projected cost: its USD and what they are (``about 2h at $2.50/h``)."""
 
 
 class Serving:
@@ -44,11 +52,17 @@ class Serving:
         engines: Mapping[str, Engine],
         *,
         ready_timeout: float = READY_TIMEOUT_S,
+        projected: Projected | None = None,
+        budget_check_s: float = BUDGET_CHECK_S,
     ) -> None:
         self.project = project
         self.hooks = hooks
         self.engines = engines
         self.ready_timeout = ready_timeout
+        self.projected = projected
+        self.budget_check_s = budget_check_s
+        self._lock = threading.RLock()
+        self._guards: dict[str, threading.Event] = {}
         self.records = ServeRecords(project.state_dir)
         self._executors: dict[str, Executor] = {}
         self._urls: dict[str, str] = {}
@@ -62,6 +76,16 @@ class Serving:
         if found.serve is None:
             raise UserError(f"providers.{provider} is not served (it has no serve table)")
         return found.serve
+
+    def capacity(self, provider: str) -> int:
+        """The requests the stages keep in flight to ``provider``: ``serve.concurrency``,
+        else what its engine holds at once (1 for an engine not installed: its start says
+        why)."""
+        serve = self.serve_of(provider)
+        if serve.concurrency is not None:
+            return serve.concurrency
+        engine = self.engines.get(serve.engine)
+        return engine.capacity(tuple(serve.args)) if engine is not None else 1
 
     def served(self) -> list[str]:
         """The served providers of the settings, sorted."""
@@ -91,6 +115,8 @@ class Serving:
             base = self._reach(record)
             if base:
                 self._urls[provider] = f"{base}/v1"
+                if provider not in self._guards:
+                    self._guard(provider)
                 if record.orphaned():  # a killed command's: this one ends it, or keeps it
                     self.records.save(_owned(record, keep))
                     if not keep:
@@ -125,6 +151,7 @@ class Serving:
         def command(port: int, bin_dir: str) -> list[str]:
             return engine.command(EngineLaunch(model, port, bin_dir, gpus, args))
 
+        self._refuse_over_budget(provider, serve)
         spec = ServeSpec(
             serve_id=f"{provider}-{secrets.token_hex(4)}", command=command,
             idle_seconds=serve.idle_minutes * 60, port=serve.port,
@@ -150,6 +177,7 @@ class Serving:
             )
         if noted.caught:
             raise noted.interrupt()
+        self._guard(provider)
         base = self._wait(provider, serve, engine, executor, handle)
         self._urls[provider] = f"{base}/v1"
         return self._urls[provider]
@@ -193,11 +221,12 @@ class Serving:
     def end(self, provider: str) -> ServeRecord | None:
         """End the serve of ``provider`` (whoever started it) and remove its record; the
         record it had, or None when nothing was up."""
-        record = self.records.load(provider)
-        if record is None:
-            return None
-        self._end(record)
-        return record
+        with self._lock:
+            record = self.records.load(provider)
+            if record is None:
+                return None
+            self._end(record)
+            return record
 
     def _end(self, record: ServeRecord) -> None:
         with deferred_sigint() as noted:
@@ -210,6 +239,9 @@ class Serving:
             raise noted.interrupt()
 
     def _forget(self, provider: str) -> None:
+        guard = self._guards.pop(provider, None)
+        if guard is not None:
+            guard.set()
         self.records.remove(provider)
         self._urls.pop(provider, None)
         if provider in self._started:
@@ -262,6 +294,52 @@ class Serving:
                 continue
             found.append((record, f"up at {url}/v1" if url else "gone (ended on its target)"))
         return found
+
+    # The budget.
+
+    def _refuse_over_budget(self, provider: str, serve: Serve) -> None:
+        """``UserError`` when the serve's projected hours would take the project's spend
+        past ``[budget] max_usd``."""
+        limit = self.project.settings.budget.max_usd
+        if limit is None or self.projected is None or not self._price(serve.target):
+            return
+        usd, what = self.projected(provider)
+        so_far = spent(self.project.dir)
+        if so_far + usd > limit:
+            raise UserError(
+                f"budget: providers.{provider} is not served: its projected {what} "
+                f"(${usd:.4f}) and the ${so_far:.4f} spent would pass max_usd ${limit:.4f}; "
+                f"{RAISE}"
+            )
+
+    def _guard(self, provider: str) -> None:
+        """End the serve when the project's spend (its hours so far included) reaches
+        ``[budget] max_usd``: checked every ``budget_check_s`` while it is up."""
+        limit = self.project.settings.budget.max_usd
+        record = self.records.load(provider)
+        if limit is None or record is None or not record.price_per_hour:
+            return
+        stop = threading.Event()
+        self._guards[provider] = stop
+        threading.Thread(
+            target=self._watch, args=(provider, limit, stop), name=f"budget-{provider}",
+            daemon=True,
+        ).start()  # fmt: skip
+
+    def _watch(self, provider: str, limit: float, stop: threading.Event) -> None:
+        while not stop.wait(self.budget_check_s):
+            so_far = spent(self.project.dir)
+            if so_far < limit:
+                continue
+            logger.warning(
+                f"budget: max_usd ${limit:.4f} reached (${so_far:.4f} spent, the serve's "
+                f"hours included): ending the serve of providers.{provider}; {RAISE}"
+            )
+            try:
+                self.end(provider)
+            except (UserError, TransientError) as error:
+                logger.warning(f"providers.{provider}: cannot end the serve ({error})")
+            return
 
     def _price(self, target: str) -> float:
         """The target's ``price_per_hour`` (a host target's setting), else 0."""

@@ -33,6 +33,7 @@ from overbrainer.pipeline.staleness import Stale, find_stale
 from overbrainer.project import Project
 from overbrainer.providers.prices import Price, PriceBook, discounted, table_price
 from overbrainer.train.estimate import TrainingPlan, estimate_training
+from overbrainer.train.serve_hours import ServeHours, serve_hours, served_providers
 
 EXPORT_HOURS = 0.25
 """The machine time an export to GGUF is assumed to take (download, convert, quantize)."""
@@ -101,6 +102,8 @@ class CostPlan:
     """What an edit made stale: not part of the total (``answers --stale`` redoes it)."""
     held: float = 0.0
     """The part of ``spent`` held for live batches: their results may cost it, not yet paid."""
+    served: tuple[ServeHours, ...] = ()
+    """The served providers' projected hours and what they cost (docs/serving.md)."""
 
     @property
     def total_usd(self) -> float | None:
@@ -110,6 +113,7 @@ class CostPlan:
             parts.append(self.training.usd)
         if self.export is not None and self.export.in_total:
             parts.append(self.export.usd)
+        parts.extend(found.usd for found in self.served)
         if any(part is None for part in parts):
             return None
         return sum(part or 0.0 for part in parts)
@@ -146,6 +150,7 @@ class CostPlan:
             "held_usd": round(self.held, 6),
             "max_usd": self.max_usd,
             "stale": {cost.stage: cost.as_json() for cost in self.stale},
+            "served": {found.provider: found.as_json() for found in self.served},
         }
 
 
@@ -198,7 +203,8 @@ def build_plan(
     limit = max_usd if max_usd is not None else settings.budget.max_usd
     stale = _stale_costs(project, found, known)
     paid, held = spent_and_held(project.dir)
-    return CostPlan(plans, training, export, compare, paid + held, limit, stale, held)
+    served = tuple(serve_hours(project.dir, settings, name) for name in served_providers(settings))
+    return CostPlan(plans, training, export, compare, paid + held, limit, stale, held, served)
 
 
 def stale_costs(project: Project, prices: PriceBook) -> tuple[StaleCost, ...]:
