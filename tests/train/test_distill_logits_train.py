@@ -10,9 +10,12 @@ import numpy
 import pytest
 import yaml
 
+from overbrainer.config.model import Training
 from overbrainer.job.overbrainer_kd import ABSENT_LOGPROB, Misaligned, align
 from overbrainer.pipeline.logits_file import LOGPROBS, AnswerLogits, LogitsFile
 from overbrainer.train import kd_data
+from overbrainer.train.axolotl import axolotl_config
+from overbrainer.train.inputs import Inputs, differences, inputs_of
 
 TOP_K = 3
 KD = """
@@ -172,3 +175,37 @@ def test_a_token_the_child_splits_otherwise_names_the_example_and_its_place():
         "tokenizer, 999 in the parent's (its tokens differ from the parent's from there: "
         "another tokenizer, or text changed after the parent wrote it)"
     )
+
+
+# The inputs fingerprint and `runs diff`: the KD settings and the parent's rows count.
+
+def inputs(project: Path, **kd: float) -> Inputs:
+    training = Training(target="local", base_model="Qwen/Qwen3-0.6B", adapter="lora",
+                        distill="logits" if kd else "text", kd=kd)
+    config = axolotl_config(training, has_eval=True)
+    logits = project / "data" / LOGPROBS if kd else None
+    return inputs_of(config, project / "data", "Qwen/Qwen3-0.6B", device="gpu", merge=False,
+                     logits=logits)  # fmt: skip
+
+
+def test_runs_diff_names_the_kd_settings_as_training_kd_does(trainer):
+    keep_logits(trainer.dir)
+    text, logits = inputs(trainer.dir), inputs(trainer.dir, alpha=1.0, temperature=1.0)
+    assert differences(text, logits) == ["distill: text -> logits"]
+    softer = inputs(trainer.dir, alpha=0.5, temperature=2.0)
+    assert softer.fingerprint != logits.fingerprint
+    assert differences(logits, softer) == ["kd.alpha: 1.0 -> 0.5", "kd.temperature: 1.0 -> 2.0"]
+
+
+def test_the_fingerprint_counts_the_examples_rows_not_the_rest_of_logprobs_bin(trainer):
+    keep_logits(trainer.dir)
+    before = inputs(trainer.dir, alpha=1.0)
+    store = LogitsFile(trainer.dir / "data" / LOGPROBS, f"data/{LOGPROBS}")
+    store.append(logits_of("an-answer-split-left-out", [1, 2]))
+    assert inputs(trainer.dir, alpha=1.0).fingerprint == before.fingerprint
+    first = json.loads((trainer.dir / "data/train.jsonl").read_text().splitlines()[0])["id"]
+    store.append(logits_of(first, [10, 11, 12, 14]))  # `answers --force` asked again
+    after = inputs(trainer.dir, alpha=1.0)
+    assert after.fingerprint != before.fingerprint
+    assert differences(before, after) == [
+        "logprobs: the parent's logprobs of the examples changed"]

@@ -11,6 +11,7 @@ target, where the tokenizer is.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -79,3 +80,20 @@ def write_kd_file(source: Path, dest: Path, store: LogitsFile, shown: str) -> No
         kd_example = example | kd_rows(store.read(entry))
         lines.append(json.dumps(kd_example, ensure_ascii=False) + "\n")
     dest.write_text("".join(lines), encoding="utf-8")
+
+
+def rows_digest(data: Path, logits: Path) -> str:
+    """A digest of the rows the examples of ``data``'s train and eval files take from
+    ``logits``: what a run's fingerprint counts of the parent's logprobs."""
+    store = LogitsFile(logits, f"data/{logits.name}")
+    index = store.index()
+    digest = hashlib.sha256()
+    for name in ("train.jsonl", "eval.jsonl"):
+        if not (data / name).is_file():
+            continue
+        for example, entry in _examples(data / name, index, f"data/{name}"):
+            record = store.read(entry)
+            digest.update(f"{example['id']}\0".encode())
+            for array in (record.chosen, record.ids, record.logprobs):
+                digest.update(numpy.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()

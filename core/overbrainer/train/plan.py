@@ -152,6 +152,7 @@ def job_inputs(
         device=info.device,
         merge=plan.training.merge,
         processes=info.launch.processes if info.launch else None,
+        logits=kd_source(ws.project_dir, plan.training, plan.resume),
     )
 
 
