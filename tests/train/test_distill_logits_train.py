@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from overbrainer.config.model import Training
-from overbrainer.job.overbrainer_kd import ABSENT_LOGPROB, Misaligned, align
+from overbrainer.job.overbrainer_kd import ABSENT_LOGPROB, KDAlignmentError, align
 from overbrainer.pipeline.logits_file import LOGPROBS, AnswerLogits, LogitsFile
 from overbrainer.train import kd_data
 from overbrainer.train.axolotl import axolotl_config
@@ -88,8 +88,10 @@ def test_train_writes_the_kd_dataset_and_settings_and_aligns_before_axolotl(trai
     # The fake venv has no transformers: the stage says so, and Axolotl never starts.
     assert result.exit_code == 1
     assert run["state"] == "failed"
-    log = (run_dir / "job.log").read_text()
-    assert "kd-align: cannot load the child's tokenizer: No module named 'transformers'" in log
+    cause = "KDAlignmentError: cannot load the child's tokenizer: No module named 'transformers'"
+    assert result.stderr.splitlines()[-1] == (
+        f"error: the job exited with code 2: {cause} (see runs/{run['id']}/job.log)")
+    assert "stage kd-align exited with code 2" in (run_dir / "job.log").read_text()
     assert not (run_dir / "fake_axolotl.calls").exists()
 
 
@@ -168,12 +170,11 @@ def test_the_rows_end_with_the_templates_end_of_turn_one_row_after_each_token():
 
 def test_a_token_the_child_splits_otherwise_names_the_example_and_its_place():
     example = kd_example("ok", [ord("o") + 100, 999])
-    with pytest.raises(Misaligned) as raised:
+    with pytest.raises(KDAlignmentError) as raised:
         align(example, chatml, "data/train.jsonl line 4")
     assert str(raised.value) == (
         "data/train.jsonl line 4 (example a1): the answer's token 1 is 207 in the child's "
-        "tokenizer, 999 in the parent's (its tokens differ from the parent's from there: "
-        "another tokenizer, or text changed after the parent wrote it)"
+        "tokenizer, 999 in the parent's (another tokenizer, or the text changed since)"
     )
 
 

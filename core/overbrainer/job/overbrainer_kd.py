@@ -33,7 +33,7 @@ Render = Callable[[list[Any], bool], list[int]]
 the assistant's turn opened (the generation prompt), ``False``: the whole conversation."""
 
 
-class Misaligned(Exception):
+class KDAlignmentError(Exception):
     """An example whose tokens are not the parent's: the message names it."""
 
 
@@ -44,14 +44,14 @@ def sure_row(token: int, k: int) -> tuple[list[float], list[int]]:
 
 
 def align(example: dict, render: Render, where: str) -> dict:
-    """``example`` with its rows lined up as Axolotl reads them, or raise ``Misaligned``.
+    """``example`` with its rows lined up as Axolotl reads them, or raise ``KDAlignmentError``.
 
     ``where``: the file and line, for the message."""
     name = "{} (example {})".format(where, example.get("id", "?"))
     chosen = example.get("kd_chosen")
     logprobs, ids = example.get("logprobs"), example.get("target_token_ids")
     if not isinstance(chosen, list) or not isinstance(logprobs, list) or not ids:
-        raise Misaligned(name + ": no kd_chosen, logprobs or target_token_ids")
+        raise KDAlignmentError(name + ": no kd_chosen, logprobs or target_token_ids")
     added = example.get("kd_tail", 0)  # a resumed run's copies were aligned once already
     if added:
         logprobs, ids = logprobs[:-added], ids[:-added]
@@ -59,7 +59,7 @@ def align(example: dict, render: Render, where: str) -> dict:
     prompt = render(messages[:-1], True)
     full = render(messages, False)
     if full[: len(prompt)] != prompt:
-        raise Misaligned(
+        raise KDAlignmentError(
             name + ": the chat template does not render the prompt as the start of the "
             "conversation, so the answer's tokens cannot be found"
         )
@@ -67,12 +67,10 @@ def align(example: dict, render: Render, where: str) -> dict:
     for position, parent in enumerate(chosen):
         child = answer[position] if position < len(answer) else None
         if child != parent:
-            raise Misaligned(
-                "{}: the answer's token {} is {} in the child's tokenizer, {} in the "
-                "parent's (its tokens differ from the parent's from there: another "
-                "tokenizer, or text changed after the parent wrote it)".format(
-                    name, position, "missing" if child is None else child, parent
-                )
+            seen = "missing" if child is None else child
+            raise KDAlignmentError(
+                f"{name}: the answer's token {position} is {seen} in the child's tokenizer, "
+                f"{parent} in the parent's (another tokenizer, or the text changed since)"
             )
     tail = answer[len(chosen) :] or chosen[-1:]
     k = len(ids[0])
@@ -121,15 +119,16 @@ def main(argv: Sequence[str]) -> int:
     try:
         render = tokenizer_render(argv[0])
     except ImportError as error:
-        print(f"kd-align: cannot load the child's tokenizer: {error}", file=sys.stderr)
+        # Error lines as Axolotl's own: the run's message shows the log's last one.
+        print(f"KDAlignmentError: cannot load the child's tokenizer: {error}", file=sys.stderr)
         return 2
     for path in argv[1:]:
         if not os.path.isfile(path):
             continue
         try:
             count = align_file(path, render)
-        except Misaligned as error:
-            print(f"kd-align: {error}", file=sys.stderr)
+        except KDAlignmentError as error:
+            print(f"KDAlignmentError: {error}", file=sys.stderr)
             return 3
         print(f"kd-align: {path}: {count} examples line up with the child's tokens")
     return 0
