@@ -8,6 +8,7 @@ Run with ``OVERBRAINER_AXOLOTL_VENV=<venv holding bin/axolotl> uv run pytest -m 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,6 +17,8 @@ import pytest
 from tests.fixtures.real import REAL_TIMEOUT
 
 from overbrainer.pipeline.logits_file import LOGPROBS, AnswerLogits, LogitsFile
+from overbrainer.train import kd_data
+from overbrainer.train.job_setup import kd_module_file
 
 pytestmark = pytest.mark.real
 
@@ -107,3 +110,35 @@ def test_a_real_kd_run_trains_on_rows_lined_up_with_the_next_token(
     rows = json.loads(venv_python(venv, PREPARED_ROWS, str(run_dir / "prepared")))
     assert rows
     assert [row[0] for row in rows] == [row[1] for row in rows]
+
+
+def test_the_alignment_check_names_the_example_whose_tokens_the_child_splits_otherwise(
+    real, venv, tiny_model, tmp_path
+):
+    plugin = tmp_path / "plugin"  # the module as the job has it: alone in plugin/
+    plugin.mkdir()
+    shutil.copyfile(kd_module_file(), plugin / kd_module_file().name)
+    keep_parent_logits(real, venv, tiny_model)
+    data = real.dir / "data"
+    store = LogitsFile(data / LOGPROBS, f"data/{LOGPROBS}")
+    third = json.loads((data / "train.jsonl").read_text().splitlines()[2])["id"]
+    record = store.read(store.index()[third])
+    chosen = record.chosen.copy()
+    chosen[5] = (chosen[5] + 1) % 900  # a parent that split its answer otherwise
+    store.append(AnswerLogits(third, "tiny", chosen, record.ids, record.logprobs))
+    kd_data.write_kd_file(data / "train.jsonl", real.dir / "kd.jsonl", store, "data/train.jsonl")
+    before = (real.dir / "kd.jsonl").read_text()
+
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "overbrainer_kd", str(tiny_model), "kd.jsonl"],
+        cwd=real.dir, capture_output=True, text=True, timeout=REAL_TIMEOUT, check=False,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin",
+             "PYTHONPATH": str(plugin)},
+    )
+    assert done.returncode == 3
+    assert done.stderr.splitlines()[-1] == (
+        f"KDAlignmentError: kd.jsonl line 3 (example {third}): the answer's token 5 is "
+        f"{record.chosen[5]} in the child's tokenizer, {chosen[5]} in the parent's (another "
+        "tokenizer, or the text changed since)"
+    )
+    assert (real.dir / "kd.jsonl").read_text() == before  # nothing half rewritten
