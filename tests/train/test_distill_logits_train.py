@@ -83,7 +83,7 @@ def test_train_writes_the_kd_dataset_and_settings_and_aligns_before_axolotl(trai
     job = json.loads((run_dir / "job.json").read_text())
     assert [stage["name"] for stage in job["stages"]] == ["kd-align", "train"]
     assert job["stages"][0]["argv"] == [
-        "python", "-m", "overbrainer_kd", "Qwen/Qwen3-0.6B", "data/train.jsonl", "data/eval.jsonl"]
+        "python3", "-m", "overbrainer_kd", "Qwen/Qwen3-0.6B", "data/train.jsonl", "data/eval.jsonl"]
     assert (run_dir / "plugin" / "overbrainer_kd.py").is_file()
     # The fake venv has no transformers: the stage says so, and Axolotl never starts.
     assert result.exit_code == 1

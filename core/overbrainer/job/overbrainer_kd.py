@@ -2,7 +2,7 @@
 example's answer is tokenized with the child's tokenizer and its chat template, and must be
 the very tokens the parent wrote (``kd_chosen``); then the rows after the answer are added.
 
-Run on the target as ``python -m overbrainer_kd MODEL FILE...`` (the run's ``plugin/`` is on
+Run on the target as ``python3 -m overbrainer_kd MODEL FILE...`` (the run's ``plugin/`` is on
 PYTHONPATH), with the Axolotl venv's python: the standard library, and ``transformers`` for
 the tokenizer. Each FILE (``data/train.jsonl``, ``data/eval.jsonl``) is rewritten in place.
 

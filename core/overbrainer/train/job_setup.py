@@ -46,7 +46,7 @@ def job_stages(
     stages = []
     if training.distill == "logits":
         model = base_model or training.base_model
-        align = ("python", "-m", KD_MODULE, model, TRAIN_FILE, EVAL_FILE)
+        align = ("python3", "-m", KD_MODULE, model, TRAIN_FILE, EVAL_FILE)
         stages.append(JobStage("kd-align", align))
     stages.append(JobStage("train", train))
     if training.merge:
