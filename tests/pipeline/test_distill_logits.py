@@ -254,12 +254,19 @@ def test_a_child_tokenizer_not_on_this_machine_says_how_to_get_it(tmp_path, prov
 
 
 
-def test_run_refuses_logits_training_before_anything_is_paid(run_cli, project_dir, provider):
+def test_run_refuses_logits_with_another_chat_template_before_anything_is_paid(
+    run_cli, project_dir, provider
+):
+    config = project_dir / "overbrainer.toml"
+    config.write_text(config.read_text().replace(
+        'distill = "logits"', 'distill = "logits"\nchat_template_jinja = "{{ messages }}"'))
     result = run_cli("run")
     assert result.exit_code == 1
-    assert 'training on the parent\'s logits (Axolotl\'s KD plugin) is not built yet' in (
-        result.stderr
-    )
+    assert (
+        'training.distill = "logits" trains with the child\'s own chat template (its '
+        "answer's tokens are checked against the parent's with it); "
+        "training.chat_template_jinja asks for another"
+    ) in result.stderr
     assert provider.chats() == []
 
 

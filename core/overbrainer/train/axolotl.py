@@ -24,6 +24,10 @@ from overbrainer.job.spec import Launch
 
 PLUGIN_MODULE = "overbrainer_metrics"
 PLUGIN = f"{PLUGIN_MODULE}.OverbrainerMetricsPlugin"
+KD_PLUGIN = "axolotl.integrations.kd.KDPlugin"
+KD_DATASET = "axolotl.integrations.kd.chat_template"
+"""Axolotl's KD plugin and its dataset type (0.19: each example's ``logprobs`` and
+``target_token_ids``, one row a token, lined up with the end of its tokens)."""
 
 TYPED_KEYS: Mapping[str, str] = {
     "base_model": "base_model",
@@ -56,6 +60,11 @@ MANAGED_KEYS = (
     "dataset_prepared_path",
     "plugins",
     "resume_from_checkpoint",
+    "kd_trainer",
+    "kd_alpha",
+    "kd_ce_alpha",
+    "kd_temperature",
+    "kd_beta",
 )
 """axolotl.yaml keys that overbrainer alone sets: the run directory's layout depends on them."""
 
@@ -158,9 +167,10 @@ def axolotl_config(
     def at(path: str) -> str:
         return f"{root}/{path}" if root else path
 
+    logits = training.distill == "logits"
     config: dict[str, Any] = {
         "base_model": training.base_model,
-        "datasets": [_dataset(at(TRAIN_FILE))],
+        "datasets": [_dataset(at(TRAIN_FILE), logits=logits)],
         "val_set_size": 0,
         "sequence_len": training.sequence_len,
         "sample_packing": training.sample_packing,
@@ -181,6 +191,8 @@ def axolotl_config(
         "dataset_prepared_path": at(PREPARED_DIR),
         "plugins": [PLUGIN],
     }
+    if logits:
+        config |= kd_keys(training)
     if training.adapter in ("lora", "qlora"):
         config["adapter"] = training.adapter
         if training.adapter == "qlora":
@@ -192,7 +204,7 @@ def axolotl_config(
             "lora_target_linear": True,
         }
     if has_eval:
-        config["test_datasets"] = [{**_dataset(at(EVAL_FILE)), "split": "train"}]
+        config["test_datasets"] = [{**_dataset(at(EVAL_FILE), logits=logits), "split": "train"}]
         config["evals_per_epoch"] = training.evals_per_epoch
     config["saves_per_epoch"] = training.saves_per_epoch
     config["save_total_limit"] = 2
@@ -233,11 +245,25 @@ def extra_problems(training: Training) -> list[str]:
     return problems
 
 
-def _dataset(path: str) -> dict[str, Any]:
+def kd_keys(training: Training) -> dict[str, Any]:
+    """axolotl.yaml's keys for ``[training.kd]``: Axolotl's KD plugin after ours (its
+    trainer computes the loss from the rows the dataset carries)."""
+    kd = training.kd
+    return {
+        "plugins": [PLUGIN, KD_PLUGIN],
+        "kd_trainer": True,
+        "kd_alpha": kd.alpha,
+        "kd_ce_alpha": kd.ce_alpha,
+        "kd_temperature": kd.temperature,
+        "kd_beta": kd.beta,
+    }
+
+
+def _dataset(path: str, *, logits: bool = False) -> dict[str, Any]:
     return {
         "path": path,
         "ds_type": "json",
-        "type": "chat_template",
+        "type": KD_DATASET if logits else "chat_template",
         "field_messages": "messages",
         "field_thinking": "reasoning_content",
         "roles_to_train": ["assistant"],

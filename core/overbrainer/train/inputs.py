@@ -97,10 +97,13 @@ def inputs_of(
     device: str,
     merge: bool,
     processes: int | None = None,
+    logits: Path | None = None,
 ) -> Inputs:
     """The inputs of a run training ``config`` on the data of ``data_dir``; ``processes``:
     the GPUs it trains on together (the batch is that many times larger), None: Axolotl's
-    own launch (left out, so that a run made before ``gpus`` existed keeps its fingerprint)."""
+    own launch (left out, so that a run made before ``gpus`` existed keeps its fingerprint);
+    ``logits``: the logprobs.bin its examples take their rows from (``distill = "logits"``):
+    the rows of those examples count, not the rest of the file."""
     parts = {
         TRAIN_FILE: _file_digest(data_dir / Path(TRAIN_FILE).name),
         EVAL_FILE: _file_digest(data_dir / Path(EVAL_FILE).name),
@@ -110,6 +113,10 @@ def inputs_of(
     }
     if processes is not None:
         parts["processes"] = str(processes)
+    if logits is not None:
+        from overbrainer.train.kd_data import rows_digest
+
+        parts["logprobs"] = rows_digest(data_dir, logits)
     return Inputs(parts, model_config(config))
 
 
@@ -153,6 +160,9 @@ def differences(before: Inputs, after: Inputs) -> list[str]:
             continue
         if name == "processes":  # the GPUs trained on together; unset: Axolotl's own launch
             lines.append(f"gpus: {old or '(unset)'} -> {new or '(unset)'}")
+        elif name == "logprobs":  # with distill = "logits" alone, as the distill line says
+            if old and new:
+                lines.append("logprobs: the parent's logprobs of the examples changed")
         elif name in ("device", "merge"):
             lines.append(f"{name}: {old} -> {new}")
         else:
@@ -160,12 +170,34 @@ def differences(before: Inputs, after: Inputs) -> list[str]:
     sharding = _sharding(before.config), _sharding(after.config)
     if sharding[0] != sharding[1]:  # said as the target sets it, not as axolotl.yaml does
         lines.append(f"sharding: {sharding[0]} -> {sharding[1]}")
+    distill = _distill(before.config), _distill(after.config)
+    if distill[0] != distill[1]:  # its plugin, dataset type and kd_* keys come with it
+        lines.append(f"distill: {distill[0]} -> {distill[1]}")
     changed = []
     for key in {*before.config, *after.config}:
         old, new = before.config.get(key), after.config.get(key)
-        if old != new and not (key in SHARDING_KEYS and sharding[0] != sharding[1]):
-            changed.append(f"{TYPED_KEYS.get(key, key)}: {_shown(old)} -> {_shown(new)}")
+        if old == new or (key in SHARDING_KEYS and sharding[0] != sharding[1]):
+            continue
+        if distill[0] != distill[1] and (key in DISTILL_KEYS or key.startswith("kd_")):
+            continue
+        name = TYPED_KEYS.get(key, KD_NAMES.get(key, key))
+        changed.append(f"{name}: {_shown(old)} -> {_shown(new)}")
     return lines + sorted(changed)
+
+
+KD_NAMES = {
+    "kd_alpha": "kd.alpha",
+    "kd_ce_alpha": "kd.ce_alpha",
+    "kd_temperature": "kd.temperature",
+    "kd_beta": "kd.beta",
+}
+"""axolotl.yaml's KD keys, named as ``[training.kd]`` sets them."""
+DISTILL_KEYS = ("plugins", "datasets", "test_datasets")
+"""Keys ``distill`` changes with it (the KD plugin, the KD dataset type)."""
+
+
+def _distill(config: Mapping[str, Any]) -> str:
+    return "logits" if config.get("kd_trainer") else "text"
 
 
 def _sharding(config: Mapping[str, Any]) -> str:

@@ -8,15 +8,31 @@ from pathlib import Path
 from typing import NamedTuple
 
 from overbrainer.config.model import Training
-from overbrainer.job.layout import CONFIG_FILE, METRICS_FILE, PLUGIN_DIR, SNAPSHOT_REQUEST
+from overbrainer.job.layout import (
+    CONFIG_FILE,
+    EVAL_FILE,
+    METRICS_FILE,
+    PLUGIN_DIR,
+    SNAPSHOT_REQUEST,
+    TRAIN_FILE,
+)
 from overbrainer.job.spec import JobStage, Launch
 from overbrainer.train.axolotl import PLUGIN_MODULE, is_local_path
 
+KD_MODULE = "overbrainer_kd"
+"""The ``kd-align`` stage's module, copied into ``plugin/`` beside the metrics plugin."""
+
 
 def job_stages(
-    training: Training, *, cpu: bool, launch: Launch | None = None
+    training: Training,
+    *,
+    cpu: bool,
+    launch: Launch | None = None,
+    base_model: str | None = None,
 ) -> tuple[JobStage, ...]:
-    """The job's commands, run in its directory: train, then merge the adapter with ``merge``.
+    """The job's commands, run in its directory: with ``distill = "logits"`` the alignment
+    of the KD rows on the child's tokens (``base_model`` as the job sees it), train, then
+    merge the adapter with ``merge``.
 
     On a CPU ``axolotl train`` needs ``--launcher python``, or it execs ``accelerate``;
     ``merge-lora`` runs in its own process and takes no launcher. ``launch``: Axolotl's own
@@ -27,7 +43,12 @@ def job_stages(
         train += ("--launcher", "accelerate", "--", *launch_args(launch))
     elif cpu:
         train += ("--launcher", "python")
-    stages = [JobStage("train", train)]
+    stages = []
+    if training.distill == "logits":
+        model = base_model or training.base_model
+        align = ("python3", "-m", KD_MODULE, model, TRAIN_FILE, EVAL_FILE)
+        stages.append(JobStage("kd-align", align))
+    stages.append(JobStage("train", train))
     if training.merge:
         stages.append(JobStage("merge", ("axolotl", "merge-lora", CONFIG_FILE)))
     return tuple(stages)
@@ -70,6 +91,11 @@ def job_env(base_model: str) -> JobEnv:
 def plugin_file() -> Path:
     """The Axolotl plugin module to copy into each run's ``plugin/`` directory."""
     return Path(str(resources.files("overbrainer.job").joinpath(f"{PLUGIN_MODULE}.py")))
+
+
+def kd_module_file() -> Path:
+    """The ``kd-align`` stage's module, copied into ``plugin/`` with ``distill = "logits"``."""
+    return Path(str(resources.files("overbrainer.job").joinpath(f"{KD_MODULE}.py")))
 
 
 def deepspeed_preset(name: str) -> Path:

@@ -22,7 +22,7 @@ from overbrainer.job.spec import TargetInfo
 from overbrainer.runs.store import RUNS_DIR, RunStore
 from overbrainer.train.distill import check_distill
 from overbrainer.train.inputs import Inputs, inputs_of
-from overbrainer.train.prepare import Resume, check_train_data, data_source
+from overbrainer.train.prepare import Resume, check_train_data, data_source, kd_source
 from overbrainer.train.workspace import Workspace
 
 
@@ -80,6 +80,11 @@ def plan_run(
         raise ConfigError(problems)
     resume = resume_source(ws, training, resume_from) if resume_from else None
     has_eval = check_train_data(data_source(ws.project_dir, resume), ws.project_dir)
+    if kd_source(ws.project_dir, training, resume) is not None:
+        from overbrainer.train.kd_data import check_kd_files
+        from overbrainer.train.prepare import DATA_FILES
+
+        check_kd_files(ws.project_dir / "data", DATA_FILES)
     return Plan(training, name, target_model, resume, has_eval, keep_machine=keep_machine)
 
 
@@ -147,6 +152,7 @@ def job_inputs(
         device=info.device,
         merge=plan.training.merge,
         processes=info.launch.processes if info.launch else None,
+        logits=kd_source(ws.project_dir, plan.training, plan.resume),
     )
 
 

@@ -17,7 +17,7 @@ from overbrainer.job.scripts import runner_source, sampler_source
 from overbrainer.job.spec import JobStage, Launch
 from overbrainer.lines import read_lines
 from overbrainer.runs.follow import POLL_S
-from overbrainer.train.job_setup import deepspeed_preset, plugin_file
+from overbrainer.train.job_setup import deepspeed_preset, kd_module_file, plugin_file
 
 DATA_FILES = ("train.jsonl", "eval.jsonl")
 
@@ -44,6 +44,15 @@ class Resume:
 def data_source(project_dir: Path, resume: Resume | None) -> Path:
     """Where a new run's data comes from: ``data/``, or the stopped run's own copies."""
     return resume.run_dir / "data" if resume else project_dir / "data"
+
+
+def kd_source(project_dir: Path, training: Training, resume: Resume | None) -> Path | None:
+    """The logprobs.bin a new run's examples take their rows from (none to take)."""
+    if training.distill != "logits" or resume is not None:
+        return None
+    from overbrainer.pipeline.logits_file import LOGPROBS
+
+    return project_dir / "data" / LOGPROBS
 
 
 def check_train_data(source: Path, project_dir: Path) -> bool:
@@ -91,18 +100,30 @@ def write_run_dir(
     job: str,
     *,
     launch: Launch | None = None,
+    logits: Path | None = None,
 ) -> None:
     """Fill ``run_dir`` with what the job needs: the runner and ``job`` (its job.json),
     ``data/``, ``plugin/``, ``axolotl.yaml``, the checkpoint to resume from (hard-linked
-    when possible), and the DeepSpeed preset of ``launch``."""
+    when possible), and the DeepSpeed preset of ``launch``. ``logits``: the project's
+    logprobs.bin, whose rows each example gets (``distill = "logits"``, a new run; a
+    resumed run's copies have them already)."""
+    from overbrainer.pipeline.logits_file import LogitsFile
+    from overbrainer.train.kd_data import write_kd_file
+
     data = run_dir / layout.DATA_DIR
     data.mkdir(exist_ok=True)
     for name in DATA_FILES:
-        if (source / name).is_file():
+        if not (source / name).is_file():
+            continue
+        if logits is None:
             shutil.copyfile(source / name, data / name)
+        else:
+            store = LogitsFile(logits, f"data/{logits.name}")
+            write_kd_file(source / name, data / name, store, f"data/{name}")
     plugin = run_dir / layout.PLUGIN_DIR
     plugin.mkdir(exist_ok=True)
     shutil.copyfile(plugin_file(), plugin / plugin_file().name)
+    shutil.copyfile(kd_module_file(), plugin / kd_module_file().name)
     if resume is not None:
         _link_tree(resume.run_dir / resume.checkpoint, run_dir / layout.RESUME_DIR / resume.name)
     if launch is not None and launch.deepspeed is not None:
@@ -134,7 +155,9 @@ def job_description(
     from overbrainer.train.job_setup import job_env, job_stages
 
     env, paths, pythonpath = job_env(base_model)
-    stages: tuple[JobStage, ...] = job_stages(training, cpu=cpu, launch=launch)
+    stages: tuple[JobStage, ...] = job_stages(
+        training, cpu=cpu, launch=launch, base_model=base_model
+    )
     description = {
         "format": 1,
         "stages": [{"name": stage.name, "argv": list(stage.argv)} for stage in stages],

@@ -177,7 +177,7 @@ def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared, held: H
     its traceback.
     """
     from overbrainer.train.axolotl_yaml import dump_yaml
-    from overbrainer.train.prepare import job_description, write_run_dir
+    from overbrainer.train.prepare import job_description, kd_source, write_run_dir
 
     store = ws.runs
     hook = ws.hook
@@ -194,6 +194,7 @@ def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared, held: H
             resume,
             job_description(training, base_model, cpu=info.cpu, launch=info.launch),
             launch=info.launch,
+            logits=kd_source(ws.project_dir, training, resume),
         )
         job = JobSpec(
             run_id=run.id, local_dir=run_dir, secrets=ready.secrets, keep_machine=plan.keep_machine
