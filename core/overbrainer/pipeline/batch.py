@@ -45,7 +45,7 @@ from overbrainer.providers.errors import (
     FatalProviderError,
     ProviderError,
     RateLimitedError,
-    TransientError,
+    TransientProviderError,
 )
 from overbrainer.providers.retry import RetryPolicy
 
@@ -407,8 +407,8 @@ class BatchStage:
                 raise UserError(NOT_STARTED.format(error=error.message)) from None
             except ProviderError as error:
                 attempt += 1
-                transient = isinstance(error, TransientError)
-                if isinstance(error, TransientError):
+                transient = isinstance(error, TransientProviderError)
+                if isinstance(error, TransientProviderError):
                     # A batch made as the reply was lost takes a moment to be listed: it is
                     # looked for after the wait, not before, and only then made again.
                     await asyncio.sleep(policy.delay(attempt, error.retry_after))
@@ -641,7 +641,7 @@ class BatchStage:
                 return await attempt()
             except RateLimitedError as error:
                 await self._wait_refused(batch, what, refusals, error)
-            except TransientError as error:
+            except TransientProviderError as error:
                 number += 1
                 if number == policy.attempts:
                     raise
