@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._harness import medians  # noqa: E402
 from tests.fixtures.run_dirs import write_examples  # noqa: E402
 
 from overbrainer.testing.fake_axolotl import make_fake_venv  # noqa: E402
@@ -132,7 +132,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as work:
         runs = [one_run(Path(work), args.steps, args.step_seconds) for _ in range(args.repeat)]
-    median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    median = medians(runs)
     base_rss = python_pass_rss()
     print(f"{args.steps}-step fake run, {args.repeat} runs, medians; poll interval {POLL_S:g} s")
     print(f"exit_code -> final line: {median['latency']:.2f} s "

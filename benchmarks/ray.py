@@ -26,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.train_latency import medians, timed_train  # noqa: E402
+from benchmarks._harness import medians  # noqa: E402
+from benchmarks.train_latency import timed_train  # noqa: E402
 from tests.fixtures.run_dirs import write_examples  # noqa: E402
 
 from overbrainer.testing.fake_axolotl import make_fake_venv  # noqa: E402

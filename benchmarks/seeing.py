@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,17 +29,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from benchmarks._harness import in_turns, median_timing  # noqa: E402
 from tests.fixtures.run_dirs import write_examples  # noqa: E402
 from tests.fixtures.seeing_runs import write_metrics, write_run  # noqa: E402
 
 RUN = "bench_20260922-143005"
 CLI = [sys.executable, "-c", "from overbrainer.cli import main; main()"]
-
-
-def timed(argv: list[str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - start
 
 
 def startup(root: Path, repeat: int) -> None:
@@ -55,15 +49,10 @@ def startup(root: Path, repeat: int) -> None:
         "runs show --plot": [*CLI, "-C", str(root), "runs", "show", RUN, "--plot",
                              str(root / "x.png")],
     }
-    times: dict[str, list[float]] = {name: [] for name in commands}
-    for argv in commands.values():
-        timed(argv)  # warm-up, bytecode caches
-    for _ in range(repeat):
-        for name, argv in commands.items():
-            times[name].append(timed(argv))
-    base = statistics.median(times["--help"])
-    for name, values in times.items():
-        median = statistics.median(values)
+    timings = in_turns(commands, repeat)
+    times = {name: median_timing(values).wall for name, values in timings.items()}
+    base = times["--help"]
+    for name, median in times.items():
         print(f"{name:<18} median {median * 1000:7.1f} ms  ratio to --help {median / base:5.2f}")
     probe = (
         "import sys; from overbrainer.cli import cli\n"

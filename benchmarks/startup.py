@@ -17,14 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._harness import in_turns, median_timing
 
 STATES = ("succeeded", "failed", "cancelled", "stopped", "running")
 
@@ -95,19 +96,6 @@ def make_project(root: Path, runs: int) -> None:
             os.utime(path, ended)
 
 
-def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU seconds (user + system) of ``argv``."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run(
-        argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True
-    )
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    return wall, cpu
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=21, help="measured runs of each command")
@@ -142,20 +130,16 @@ def main() -> None:
             check=True,
         )
         assert len(listed.stdout.splitlines()) == args.runs + 1, listed.stderr  # and the header
-        times: dict[str, list[float]] = {name: [] for name in commands}
-        cpus: dict[str, list[float]] = {name: [] for name in commands}
-        for argv in commands.values():
-            timed(argv, project, env)  # warm-up: bytecode caches, file system caches
-        for _ in range(args.n):
-            for name, argv in commands.items():
-                if name == "runs ls, no listing cache":
-                    cache.unlink()
-                wall, cpu = timed(argv, project, env)
-                times[name].append(wall)
-                cpus[name].append(cpu)
 
-    medians = {name: statistics.median(values) for name, values in times.items()}
-    cpu = {name: statistics.median(values) for name, values in cpus.items()}
+        def before(name: str) -> None:
+            if name == "runs ls, no listing cache":
+                cache.unlink()
+
+        timings = in_turns(commands, args.n, cwd=project, env=env, before=before)
+
+    found = {name: median_timing(values) for name, values in timings.items()}
+    medians = {name: timing.wall for name, timing in found.items()}
+    cpu = {name: timing.cpu for name, timing in found.items()}
     base = medians["python -c pass"]
     click = medians["python -c 'import click'"]
     print(f"median of {args.n} runs each, {sys.version.split()[0]} on {os.cpu_count()} CPUs")

@@ -5,7 +5,6 @@ the CLI said the run succeeded."""
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -41,6 +40,3 @@ def timed_train(project: Path, target: str, env: dict[str, str]) -> dict[str, fl
         "exit_to_succeeded": printed - (where / "exit_code").stat().st_mtime,
     }
 
-
-def medians(runs: list[dict[str, float]]) -> dict[str, float]:
-    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}

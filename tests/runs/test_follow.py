@@ -12,7 +12,7 @@ from overbrainer.job.interface import Executor
 from overbrainer.job.record import RunRecord
 from overbrainer.job.spec import CANCELLED, RUNNING, JobPoll, JobStatus
 from overbrainer.plugins import new_manager
-from overbrainer.runs.follow import Detached, Follower, StopLimits
+from overbrainer.runs.follow import Follower, FollowLost, StopLimits
 
 
 class Scripted:
@@ -88,7 +88,7 @@ def test_five_failures_are_retried_and_the_sixth_detaches(capsys):
 
     configure_logging()
     plugin = Scripted([OSError("connection reset")])
-    with pytest.raises(Detached) as raised:
+    with pytest.raises(FollowLost) as raised:
         follower(plugin)[0].follow()
     err = capsys.readouterr().err
     assert [

@@ -18,7 +18,7 @@ from loguru import logger
 from overbrainer.after.judge import strip_reasoning
 from overbrainer.config.model import Role
 from overbrainer.errors import Interrupted, UserError, signal_of
-from overbrainer.pipeline.answers import exclusion
+from overbrainer.pipeline.answering import exclusion
 from overbrainer.pipeline.budget import BudgetExceeded
 from overbrainer.pipeline.fingerprint import fingerprint
 from overbrainer.pipeline.history import append_history, timestamp
@@ -107,7 +107,7 @@ UNFIT = {
     "refused": "the provider refused or filtered it",
     "empty": "it holds no text",
 }
-"""Why a parent's answer is a poor one to judge against (``answers.exclusion``'s reasons)."""
+"""Why a parent's answer is a poor one to judge against (``answering.exclusion``'s reasons)."""
 
 
 def _ask(

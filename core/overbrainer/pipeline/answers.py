@@ -13,135 +13,49 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from loguru import logger
 
 from overbrainer.config.model import Role, Settings
 from overbrainer.errors import UserError
 from overbrainer.events import set_topic
+from overbrainer.pipeline.answering import Answering
+from overbrainer.pipeline.batch import BatchStage
 from overbrainer.pipeline.batch_ledger import Ledger
-from overbrainer.pipeline.fingerprint import FIELD, answer_fingerprint, recorded
+from overbrainer.pipeline.fingerprint import answer_fingerprint, recorded
+from overbrainer.pipeline.jsonl import JsonlWriter
 from overbrainer.pipeline.kd_preflight import logits_problems
-from overbrainer.pipeline.logits import LogitKeeper, keeper
+from overbrainer.pipeline.logits import keeper
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.preference import judge_answers, judging
-from overbrainer.pipeline.preflight import hides_reasoning
+from overbrainer.pipeline.preflight import hides_reasoning, reasoning_problem
 from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.records import ANSWERS, DATA_DIR, QUESTIONS, is_imported, without
-from overbrainer.pipeline.samples import (
-    imported_questions,
-    item_meta,
-    items,
-    question_of,
-    together,
-)
+from overbrainer.pipeline.samples import imported_questions, items, question_of, together
 from overbrainer.pipeline.stage import StageContext
-from overbrainer.providers.completion import Completion, ReasoningKind
+from overbrainer.providers.completion import Completion
 from overbrainer.providers.errors import ProviderError
 
-if TYPE_CHECKING:
-    from overbrainer.pipeline.batch import BatchStage  # the batch APIs: only when batching
+T = TypeVar("T")
 
 
-def exclusion(completion: Completion, kind: ReasoningKind, wants_reasoning: bool) -> str | None:
-    """Why an answer cannot be trained on, by the first rule that applies, or None."""
-    if completion.finish_reason == "length":
-        return "truncated"
-    if completion.finish_reason in ("refusal", "content_filter"):
-        return "refused"
-    if not completion.content.strip():
-        return "empty"
-    if wants_reasoning and kind != "raw":
-        return "no_raw_reasoning"
-    return None
+@dataclass
+class _Appending:
+    """Appends the batches' answers to ``answers.jsonl``; ``replaced``: whether one came
+    after an older answer of its question (a batch sent by ``--force``), whose line is to
+    go when the stage ends."""
 
+    writer: JsonlWriter
+    answered: dict[str, str | None]
+    replaced: bool = False
 
-def answer_record(  # noqa: PLR0917 - the record's parts
-    question: dict[str, Any],
-    completion: Completion,
-    role: Role,
-    hidden: bool,
-    system: str | None,
-    made: str | None = None,
-) -> dict[str, Any]:
-    """The ``answers.jsonl`` line of ``question`` (a sample's item: ``pipeline.samples``);
-    ``system`` is kept when given, ``made`` (its fingerprint) as ``meta.fingerprint``."""
-    kind = completion.reasoning_kind
-    if hidden and kind == "raw":
-        kind = "summary"
-    messages: list[dict[str, str]] = []
-    if system is not None:
-        messages.append({"role": "system", "content": system})
-    messages.append({"role": "user", "content": question["text"]})
-    assistant = {"role": "assistant", "content": completion.content}
-    if kind == "raw" and completion.reasoning:
-        assistant["reasoning_content"] = completion.reasoning
-    messages.append(assistant)
-    return {
-        "id": question["id"],
-        "topic": question["topic"],
-        "subtopic": question["subtopic"],
-        "messages": messages,
-        "meta": {
-            "model": role.model,
-            "input_tokens": completion.input_tokens,
-            "output_tokens": completion.output_tokens,
-            "finish_reason": completion.finish_reason,
-            "reasoning_kind": kind,
-            "excluded": exclusion(completion, kind, role.reasoning),
-            **({} if made is None else {FIELD: made}),
-            **item_meta(question),
-        },
-    }
-
-
-@dataclass(frozen=True)
-class Answering:
-    """How a question becomes a request and its reply an answer: the same online and in
-    batch, so that a batch's answers are the online ones but for ``meta.batch``."""
-
-    role: Role
-    hidden: bool
-    systems: dict[str, str]
-    keep_system: bool
-    logits: LogitKeeper | None = None
-    """Keeps each answer's top-k logprobs (``distill = "logits"``), before its line."""
-
-    @property
-    def top_logprobs(self) -> int | None:
-        """The candidates a request asks for per token, when logits are kept."""
-        return None if self.logits is None else self.logits.top_k
-
-    def messages(self, question: dict[str, Any]) -> list[dict[str, str]]:
-        return [
-            {"role": "system", "content": self.systems[question["topic"]]},
-            {"role": "user", "content": question["text"]},
-        ]
-
-    def excluded(self, completion: Completion) -> str | None:
-        """Why the answer of ``completion`` would be set aside, as its record says."""
-        kind = completion.reasoning_kind
-        if self.hidden and kind == "raw":
-            kind = "summary"
-        return exclusion(completion, kind, self.role.reasoning)
-
-    def fingerprint(self, question: dict[str, Any]) -> str:
-        """What the answer of ``question`` is made from now (``pipeline.fingerprint``)."""
-        return answer_fingerprint(self.systems[question["topic"]], self.role, question)
-
-    def record(self, question: dict[str, Any], completion: Completion) -> dict[str, Any]:
-        system = self.systems[question["topic"]] if self.keep_system else None
-        made = self.fingerprint(question)
-        found = answer_record(question, completion, self.role, self.hidden, system, made)
-        if self.logits is not None:
-            self.logits.keep(found, completion)
-        return found
+    def __call__(self, record: dict[str, Any]) -> None:
+        self.replaced = self.replaced or record["id"] in self.answered
+        self.writer.append(record)
 
 
 def _answering(ctx: StageContext, templates: Templates) -> Answering:
-    from overbrainer.pipeline.preflight import reasoning_problem
-
     problem = reasoning_problem(ctx.settings)
     if problem is not None:
         raise UserError(problem)
@@ -193,13 +107,15 @@ def stale_answers(
     return stale
 
 
-async def _beside(online: Awaitable[None], batches: Awaitable[None]) -> None:
-    """Online answers while the live batches end; a failure of either waits for the end
-    of the other (the replies on their way are paid for)."""
-    ended = await asyncio.gather(online, batches, return_exceptions=True)
-    for outcome in ended:
-        if isinstance(outcome, BaseException):
-            raise outcome
+async def _beside(online: Awaitable[None], batches: Awaitable[T]) -> T:
+    """Online answers while the live batches end, and what the batches return; a failure
+    of either waits for the end of the other (the replies on their way are paid for)."""
+    done, ended = await asyncio.gather(online, batches, return_exceptions=True)
+    if isinstance(done, BaseException):
+        raise done
+    if isinstance(ended, BaseException):
+        raise ended
+    return ended
 
 
 def _select(
@@ -267,7 +183,7 @@ async def _answer(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one
     answering = _answering(ctx, templates)
     role = answering.role
     in_batch_now = role.batch if ctx.batch is None else ctx.batch
-    batches: BatchStage | None = None
+    appending: _Appending | None = None
     try:
         with data.writer(ANSWERS) as writer:
 
@@ -309,22 +225,21 @@ async def _answer(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one
             if not live and not in_batch_now:
                 await for_each(together(todo, in_one), answer, concurrency)
                 return
-            from overbrainer.pipeline.batch import BatchStage
-
-            batches = BatchStage(ctx, answering, writer, answered, by_id)
+            appending = _Appending(writer, answered)
+            batches = BatchStage(ctx, answering, appending, answered, by_id)
             if ctx.cancel:
                 await batches.cancel(live)
                 return
             if in_batch_now:
                 await batches.run(todo, live, submit=True)
                 return
-            await _beside(
+            leftover = await _beside(
                 for_each(together(todo, in_one), answer, concurrency),
                 batches.run([], live, submit=False),
             )
-            await for_each(together(batches.leftover, False), answer, concurrency)
+            await for_each(together(leftover, False), answer, concurrency)
     finally:
-        if ctx.force or ctx.stale or (batches is not None and batches.replaced):
+        if ctx.force or ctx.stale or (appending is not None and appending.replaced):
             # each replaced answer's old line goes; a stale one redone into an excluded
             # one (cut short, refused) stays: it is stale, not broken
             kept = data.latest(ANSWERS, in_place=ctx.stale, keep_usable=ctx.stale)

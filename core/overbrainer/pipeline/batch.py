@@ -17,15 +17,16 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from loguru import logger
 
+from overbrainer.config.model import Role
 from overbrainer.errors import UserError
 from overbrainer.pipeline import batch_watch
+from overbrainer.pipeline.answering import Answering
 from overbrainer.pipeline.batch_ledger import KEY_BYTES, Batch, Ledger, State
 from overbrainer.pipeline.budget import BudgetExceeded, cost_of, prompt_bound
-from overbrainer.pipeline.jsonl import JsonlWriter
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.batch_anthropic import AnthropicBatches
 from overbrainer.providers.batch_api import (
@@ -44,13 +45,9 @@ from overbrainer.providers.errors import (
     FatalProviderError,
     ProviderError,
     RateLimitedError,
-    TransientError,
+    TransientProviderError,
 )
 from overbrainer.providers.retry import RetryPolicy
-
-if TYPE_CHECKING:
-    from overbrainer.config.model import Role
-    from overbrainer.pipeline.answers import Answering
 
 T = TypeVar("T")
 
@@ -151,22 +148,18 @@ class BatchStage:
         self,
         ctx: StageContext,
         answering: Answering,
-        writer: JsonlWriter,
+        append: Callable[[dict[str, Any]], None],
         answered: dict[str, str | None],
         questions: dict[str, dict[str, Any]],
     ) -> None:
-        """``answered``: the batch (or None) of each question's answer so far."""
+        """``append``: writes an answer's line; ``answered``: the batch (or None) of each
+        question's answer so far, kept up to date as answers are appended."""
         self.ctx = ctx
         self.answering = answering
-        self.writer = writer
+        self.append = append
         self.answered = answered
         self.questions = questions
         self.ledger = Ledger(ctx.project_dir)
-        self.replaced = False
-        """Whether an answer was appended after an older one of its question (a batch
-        sent by ``--force``): the older line is to go."""
-        self.leftover: list[dict[str, Any]] = []
-        """Items that failed in a batch, to be answered online (the stage runs online)."""
         self._tries: dict[str, int] = {}
         self._reserved: dict[str, float] = {}
         """The budget's reservation of each question in a batch, until its result is in."""
@@ -184,16 +177,23 @@ class BatchStage:
 
     # -- the whole ----------------------------------------------------------------------
 
-    async def run(self, todo: list[dict[str, Any]], live: list[Batch], *, submit: bool) -> None:
+    async def run(
+        self, todo: list[dict[str, Any]], live: list[Batch], *, submit: bool
+    ) -> list[dict[str, Any]]:
         """Collect ``live`` and, when ``submit``, send ``todo``; wait for the end of every
-        batch unless the stage was told not to (``--no-wait``). Raises ``BudgetExceeded``
-        at the end when the budget kept questions back."""
-        await self._run(todo, live, submit=submit)
+        batch unless the stage was told not to (``--no-wait``). Returns the items that
+        failed in a batch, to be answered online (when not ``submit``: the stage runs
+        online). Raises ``BudgetExceeded`` at the end when the budget kept questions back."""
+        leftover = await self._run(todo, live, submit=submit)
         if self.over_budget:
             raise BudgetExceeded("budget: max_usd reached")
+        return leftover
 
-    async def _run(self, todo: list[dict[str, Any]], live: list[Batch], *, submit: bool) -> None:
+    async def _run(
+        self, todo: list[dict[str, Any]], live: list[Batch], *, submit: bool
+    ) -> list[dict[str, Any]]:
         self._submit = submit
+        leftover: list[dict[str, Any]] = []
         for batch in live:
             for question in batch.questions:
                 self._tries[question] = 1
@@ -215,10 +215,10 @@ class BatchStage:
                 if submit:
                     self._pending += await self.submit([*todo, *retry])
                 else:
-                    self.leftover += retry
+                    leftover += retry
                 todo = []
                 if not self._pending or not self.ctx.wait:
-                    return
+                    return leftover
                 await asyncio.sleep(self._pipeline.batch_poll_s)
                 self._pending, retry = await self._poll(self._pending)
         finally:
@@ -407,8 +407,8 @@ class BatchStage:
                 raise UserError(NOT_STARTED.format(error=error.message)) from None
             except ProviderError as error:
                 attempt += 1
-                transient = isinstance(error, TransientError)
-                if isinstance(error, TransientError):
+                transient = isinstance(error, TransientProviderError)
+                if isinstance(error, TransientProviderError):
                     # A batch made as the reply was lost takes a moment to be listed: it is
                     # looked for after the wait, not before, and only then made again.
                     await asyncio.sleep(policy.delay(attempt, error.retry_after))
@@ -593,8 +593,7 @@ class BatchStage:
         record = self.answering.record(question, completion)
         record["meta"]["model"] = batch.model
         record["meta"]["batch"] = batch.batch_id
-        self.replaced = self.replaced or question_id in self.answered
-        self.writer.append(record)
+        self.append(record)
         self.answered[question_id] = batch.batch_id
         report.finish(excluded=record["meta"]["excluded"] is not None)
 
@@ -642,7 +641,7 @@ class BatchStage:
                 return await attempt()
             except RateLimitedError as error:
                 await self._wait_refused(batch, what, refusals, error)
-            except TransientError as error:
+            except TransientProviderError as error:
                 number += 1
                 if number == policy.attempts:
                     raise

@@ -30,7 +30,7 @@ from overbrainer.providers.batch_api import (
     resolved,
 )
 from overbrainer.providers.client import Client
-from overbrainer.providers.errors import TransientError
+from overbrainer.providers.errors import TransientProviderError
 
 LIMITS = Limits(requests=100_000, bytes=250_000_000)
 """Under Anthropic's 100,000 requests or 256 MB a batch."""
@@ -130,7 +130,7 @@ class AnthropicBatches:
                           total_timeout=self._poll_timeout)
         status = member(data, "processing_status")
         if not isinstance(status, str):
-            raise TransientError("the provider's reply is not a message batch")
+            raise TransientProviderError("the provider's reply is not a message batch")
         url = member(data, "results_url")
         ended = status == "ended"
         output = None

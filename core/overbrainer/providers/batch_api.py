@@ -17,7 +17,7 @@ from urllib.parse import urljoin, urlsplit
 from overbrainer.lines import MAX_LINE, LineSplitter, LineTooLong
 from overbrainer.providers.client import CONNECT_TIMEOUT, Client, http_error
 from overbrainer.providers.completion import Completion
-from overbrainer.providers.errors import ProviderError, TransientError
+from overbrainer.providers.errors import ProviderError, TransientProviderError
 from overbrainer.providers.tls import aiohttp
 from overbrainer.redact import redact
 
@@ -193,7 +193,7 @@ async def call(
     total_timeout: float | None = None,
     batch: bool = False,
 ) -> Any:
-    """One request's JSON reply; transport failures are ``TransientError``.
+    """One request's JSON reply; transport failures are ``TransientProviderError``.
     ``read_timeout``: no total limit, only between reads (an upload of 200 MB);
     ``total_timeout``: the whole reply within it (a poll: one that hangs is asked again
     soon, not after the stage's ``request_timeout_secs``).
@@ -210,7 +210,7 @@ async def call(
     try:
         return json.loads(raw)
     except ValueError:
-        raise TransientError(NOT_JSON) from None
+        raise TransientProviderError(NOT_JSON) from None
 
 
 async def _send(
@@ -235,11 +235,11 @@ async def _send(
             return raw
     except TimeoutError:
         within = f"within {timeout.total:g} s" if timeout and timeout.total else "in time"
-        raise TransientError(f"no reply {within}") from None
+        raise TransientProviderError(f"no reply {within}") from None
     except aiohttp.ClientConnectorError:
-        raise TransientError(f"cannot connect to provider `{client.name}`") from None
+        raise TransientProviderError(f"cannot connect to provider `{client.name}`") from None
     except (aiohttp.ClientError, OSError) as error:
-        raise TransientError(f"transport error ({type(error).__name__})") from None
+        raise TransientProviderError(f"transport error ({type(error).__name__})") from None
 
 
 async def lines(client: Client, url: str, read_timeout: float) -> AsyncGenerator[bytes]:
@@ -265,9 +265,9 @@ async def lines(client: Client, url: str, read_timeout: float) -> AsyncGenerator
             "(not a results file, or one with no line ends): not read"
         ) from None
     except TimeoutError:
-        raise TransientError("no reply in time") from None
+        raise TransientProviderError("no reply in time") from None
     except (aiohttp.ClientError, OSError) as error:
-        raise TransientError(f"transport error ({type(error).__name__})") from None
+        raise TransientProviderError(f"transport error ({type(error).__name__})") from None
 
 
 GONE = "the provider has no such batch (HTTP 404: purged, or made with another account's key)"

@@ -26,7 +26,7 @@ from overbrainer.providers.batch_api import (
     reason,
 )
 from overbrainer.providers.client import Client
-from overbrainer.providers.errors import TransientError
+from overbrainer.providers.errors import TransientProviderError
 from overbrainer.providers.tls import aiohttp
 
 LIMITS = Limits(requests=50_000, bytes=190_000_000)
@@ -107,7 +107,7 @@ class OpenAIBatches:
                           total_timeout=self._poll_timeout)
         status = member(data, "status")
         if not isinstance(status, str):
-            raise TransientError("the provider's reply is not a batch")
+            raise TransientProviderError("the provider's reply is not a batch")
         why = None
         if status == "failed":
             errors = member(data, "errors")

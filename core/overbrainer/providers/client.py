@@ -33,7 +33,7 @@ from overbrainer.providers.errors import (
     FatalProviderError,
     ProviderError,
     RateLimitedError,
-    TransientError,
+    TransientProviderError,
 )
 from overbrainer.providers.limiter import Cost, Limiter, Pause, Refusal, limiter_for
 from overbrainer.providers.logprobs import request_fields
@@ -392,7 +392,7 @@ class Client:
             except FatalProviderError as error:
                 self.halt.stop(error)
                 raise
-            except TransientError as error:
+            except TransientProviderError as error:
                 failures += 1
                 if error.billable and on_lost is not None:
                     limiter.release(number, None)
@@ -496,15 +496,17 @@ class Client:
                 raw = await response.read()
                 headers = response.headers
         except TimeoutError:
-            raise TransientError(
+            raise TransientProviderError(
                 f"no reply within {self._timeout_secs} s", billable=True
             ) from None
         except aiohttp.ServerDisconnectedError:
-            raise TransientError("the provider closed the connection", billable=True) from None
+            raise TransientProviderError(
+                "the provider closed the connection", billable=True
+            ) from None
         except aiohttp.ClientConnectorError:
-            raise TransientError(f"cannot connect to provider `{self.name}`") from None
+            raise TransientProviderError(f"cannot connect to provider `{self.name}`") from None
         except (aiohttp.ClientError, OSError) as error:
-            raise TransientError(f"transport error ({type(error).__name__})") from None
+            raise TransientProviderError(f"transport error ({type(error).__name__})") from None
         except ValueError as error:  # aiohttp's own refusals: a key and a URL's password
             raise FatalProviderError(
                 redact(f"providers.{self.name}: cannot send ({error})")
@@ -589,7 +591,7 @@ def http_error(  # noqa: PLR0911 - one return a kind of failure
             )
         return RateLimitedError(message, parse_rate_headers(headers))
     if status in RETRIED_STATUSES or status >= 500:
-        return TransientError(message, parse_retry_after(headers.get("Retry-After")))
+        return TransientProviderError(message, parse_retry_after(headers.get("Retry-After")))
     return ProviderError(message)
 
 

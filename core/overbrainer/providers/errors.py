@@ -25,11 +25,11 @@ class ProviderError(Exception):
         return self.message
 
 
-class TransientError(ProviderError):
-    """A failure worth trying again (408, 429, >= 500, transport): ``retry_after`` is the
+class TransientProviderError(ProviderError):
+    """A request worth sending again (408, 429, >= 500, transport): ``retry_after`` is the
     wait the provider asked for, in seconds, if it asked; ``billable``: the request was
     sent and its reply never came (a timeout, a dropped connection), so the provider may
-    have billed it."""
+    have billed it. (A target's retryable failure is ``overbrainer.errors.TransientError``.)"""
 
     def __init__(
         self, message: str, retry_after: float | None = None, *, billable: bool = False
@@ -39,7 +39,7 @@ class TransientError(ProviderError):
         self.billable = billable
 
 
-class RateLimitedError(TransientError):
+class RateLimitedError(TransientProviderError):
     """A 429: the provider's queue, not a failure. It is waited out (the limiter paces every
     request after it) and does not count against ``max_retries``."""
 
@@ -50,4 +50,5 @@ class RateLimitedError(TransientError):
 
 class FatalProviderError(UserError):
     """A failure no other item would escape (401 to 404, an unsupported request): the
-    stage stops, keeping what it completed."""
+    stage stops, keeping what it completed. A ``UserError``, not a ``ProviderError``: each
+    ``except ProviderError`` fails one item and goes on, which this must not do."""

@@ -36,8 +36,9 @@ class StopLimits:
 STOP_LIMITS = StopLimits()
 
 
-class Detached(UserError):
-    """Following gave up after repeated failures; the job may still be running."""
+class FollowLost(UserError):
+    """Following gave up after repeated failures to reach the job, which may still be
+    running (``DetachedRun`` is the other way to stop following: Ctrl-C, asked for)."""
 
 
 @dataclass
@@ -91,7 +92,7 @@ class Follower:
             except Exception as error:  # noqa: BLE001 - any transport failure is retried
                 failures += 1
                 if failures > MAX_FAILURES:
-                    raise Detached(
+                    raise FollowLost(
                         f"cannot reach the job of run {self.run.id}: {error}; follow it again "
                         f"with `overbrainer train attach {self.run.id}`"
                     ) from None

@@ -16,7 +16,7 @@ from overbrainer.errors import DetachedRun, InterruptedBeforeJob, UserError
 from overbrainer.job.interface import Executor
 from overbrainer.job.record import RunRecord
 from overbrainer.runs import follow
-from overbrainer.runs.follow import Detached, Follower
+from overbrainer.runs.follow import Follower, FollowLost
 from overbrainer.runs.outcome import settle
 from overbrainer.train.executors import Held, held_executor
 from overbrainer.train.progress import Progress
@@ -65,7 +65,7 @@ def follow_to_end(
         seen = follower.follow()
         progress.status(seen.status.describe())
         return settle(ws.hook, executor, ws.runs, record, seen, on_phase=on_phase)
-    except Detached as error:
+    except FollowLost as error:
         raise UserError(str(error)) from None
     finally:
         progress.close()
