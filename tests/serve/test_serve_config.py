@@ -97,3 +97,13 @@ def test_a_host_target_s_price_per_hour_is_a_price(project_dir):
     assert "targets.box.price_per_hour: must be at least 0" in problems(project_dir, text)
     fine = load(project_dir, text.replace("= -1", "= 2.5"))
     assert fine.targets["box"].price_per_hour == 2.5
+
+
+def test_config_check_passes_a_served_provider_that_has_no_url(project_dir, run_cli):
+    """overbrainer starts it and knows where it listens: no URL, no key to ask for."""
+    (project_dir / "overbrainer.toml").write_text(
+        SERVED.format(more="", parent="Qwen/Qwen3-0.6B"), encoding="utf-8"
+    )
+    result = run_cli("config", "check", env={"OVERBRAINER_LOAD_PLUGINS": "local"})
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "has no URL" not in result.stdout + result.stderr

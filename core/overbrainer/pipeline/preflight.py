@@ -60,7 +60,8 @@ def reasoning_problem(settings: Settings) -> str | None:
 
 def provider_problems(settings: Settings) -> Iterator[str]:
     """A provider that a role uses and that no request could reach: no URL, or no key
-    where one is needed (anything but a server on this machine)."""
+    where one is needed (anything but a server on this machine). A served provider has
+    neither: overbrainer starts it and reaches it on the target's loopback."""
     seen: set[str] = set()
     for name in ROLES:
         role = getattr(settings.roles, name)
@@ -68,6 +69,8 @@ def provider_problems(settings: Settings) -> Iterator[str]:
             continue
         seen.add(role.provider)
         provider = settings.providers[role.provider]
+        if provider.serve is not None:
+            continue
         if not provider.base_url:
             yield (
                 f"providers.{role.provider} (used by roles.{name}) has no URL: set "
