@@ -29,10 +29,15 @@ class CycleSummary:
     run: RunRecord | None = None
     detached: bool = False
     """Ctrl-C while following the cycle's run: watching ended, the run goes on."""
+    interrupted: bool = False
+    """Ctrl-C (or SIGTERM) cut the cycle short: ``error`` says what, not as a failure."""
 
     def line(self) -> str:
-        did = ", ".join(self.ran) or "nothing to do"
+        cut_short = self.error is not None or self.interrupted or self.detached
+        did = ", ".join(self.ran) or ("nothing done" if cut_short else "nothing to do")
         ended = f"; error: {self.error}" if self.error else ""
+        if self.interrupted:
+            ended = f"; {self.error}" if self.error else "; interrupted"
         if self.detached:
             ended = "; detached, the run goes on"
         return (

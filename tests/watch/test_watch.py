@@ -152,6 +152,9 @@ def test_ctrl_c_during_a_stage_writes_its_history_and_exits_130(watch, provider)
     assert watching.interrupt(signal.SIGTERM) == 143
     # Ending watch is not an error; what it cut short is said, and resumes.
     watching.stderr_has("watch: stopped (interrupted: the stage resumes on its next run)")
+    cycle = watching.line(CYCLE.format(n=1)).string
+    assert "error" not in cycle and "nothing to do" not in cycle, cycle
+    assert cycle.endswith("; interrupted: the stage resumes on its next run"), cycle
     assert not any(line.startswith("error") for line in watching.err), watching.err
     history = (watching.project_dir / ".overbrainer" / "history.jsonl").read_text().splitlines()
     assert json.loads(history[-1])["stage"] == "questions"

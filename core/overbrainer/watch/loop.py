@@ -303,6 +303,7 @@ class Loop:
             raise
         except UserError as error:
             summary.error = error.message
+            summary.interrupted = isinstance(error, (Interrupted, InterruptedBeforeJob))
             if error.exit_code != 1 or isinstance(error, InterruptedBeforeJob):
                 self._finish(summary)
                 raise
