@@ -451,3 +451,17 @@ def test_two_compares_in_one_second_get_two_directories(
     assert names == ["compare_20260101-000000", "compare_20260101-000000-2"]
     assert second.stdout.strip().splitlines()[-1].endswith("compare_20260101-000000-2/compare.md")
     assert len(provider.chats()) == 2 * judged  # judged again, not read from the first's file
+
+
+def test_counts_read_as_english():
+    from overbrainer.after.report import _counts
+
+    one = {"wins": 1, "ties": 1, "losses": 0, "errors": 1, "unparsed": 0, "flipped": 1}
+    assert _counts(one, "its parent") == (
+        "1 win, 1 tie (1 flipped with the order), 1 loss, 0 unparsed"
+    )
+    many = {"wins": 2, "ties": 0, "losses": 3, "errors": 0, "unparsed": 1, "skipped": 2}
+    assert _counts(many, "its base model") == (
+        "2 wins, 0 ties (0 flipped with the order), 3 losses, 1 unparsed, 2 not judged (its "
+        "base model gave no answer)"
+    )

@@ -91,12 +91,17 @@ def entries(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _counts(summary: dict[str, Any], label: str) -> str:
     skipped = summary.get("skipped") or 0
+    losses = summary["losses"] + summary["errors"]
     return (
-        f"{summary['wins']} wins, {summary['ties']} ties ({summary.get('flipped', 0)} flipped "
-        f"with the order), {summary['losses'] + summary['errors']} losses, "
-        f"{summary['unparsed']} unparsed"
+        f"{_many(summary['wins'], 'win', 'wins')}, {_many(summary['ties'], 'tie', 'ties')} "
+        f"({summary.get('flipped', 0)} flipped with the order), "
+        f"{_many(losses, 'loss', 'losses')}, {summary['unparsed']} unparsed"
         + (f", {skipped} not judged ({label} gave no answer)" if skipped else "")
     )
+
+
+def _many(count: int, one: str, more: str) -> str:
+    return f"{count} {one if count == 1 else more}"
 
 
 def length_controlled_text(summary: dict[str, Any]) -> str:
