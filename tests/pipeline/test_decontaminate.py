@@ -89,7 +89,8 @@ def test_an_overlapping_train_example_is_dropped_with_its_reason(run_cli, projec
     [item] = json.loads(run_cli("dataset", "rejected", "--json").stdout)
     assert item["id"] == trained["id"] and item["reasons"][0].startswith("contaminated: ")
     assert run_cli("dataset", "rejected", "--reason", "not selected").stdout == (
-        "dataset: nothing rejected for 'not selected'\n"
+        "dataset: nothing rejected for 'not selected' (the reasons recorded start with: "
+        "contaminated)\n"
     )
     # The history keeps the count, and shows it.
     history = (project_dir / ".overbrainer" / "history.jsonl").read_text().splitlines()

@@ -75,12 +75,19 @@ def rejected(reason: str | None, as_json: bool) -> None:
     from overbrainer.pipeline.rejections import rejections
     from overbrainer.redact import escape_controls
 
-    items = rejections(current_app().project_dir, reason)
+    project_dir = current_app().project_dir
+    items = rejections(project_dir, reason)
     if as_json:
         click.echo(json.dumps([item.as_json() for item in items], indent=2, ensure_ascii=False))
         return
     if not items:
-        click.echo("dataset: nothing rejected" + (f" for {reason!r}" if reason else ""))
+        said = "dataset: nothing rejected" + (f" for {reason!r}" if reason else "")
+        kinds = sorted(
+            {r.split(":", 1)[0] for item in rejections(project_dir) for r in item.reasons}
+        )
+        if reason and kinds:
+            said += f" (the reasons recorded start with: {', '.join(kinds)})"
+        click.echo(escape_controls(said))
         return
     for item in items:
         text = " ".join(item.text.split())
