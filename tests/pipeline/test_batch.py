@@ -797,6 +797,19 @@ def test_plan_leaves_out_what_a_live_batch_holds(run_cli, project_dir, provider)
     assert found["stale"]["answers"]["stale"] == 0
     # Held for the batch, not paid: said apart, and still counted against a budget.
     assert found["held_usd"] > 0 and found["spent_usd"] >= found["held_usd"]
+    # Training counts the batch's answers: they are on their way, split will train on them.
+    from tests.pipeline.test_plan import LOCAL_TRAINING
+
+    config = project_dir / "overbrainer.toml"
+    config.write_text(config.read_text() + LOCAL_TRAINING)
+    trained = json.loads(run_cli("plan", "--json").stdout)["training"]
+    from overbrainer.pipeline.projection import CHARS_PER_TOKEN
+    from overbrainer.train.estimate import QUESTION_CHARS
+
+    left = json.loads(run_cli("plan", "--json").stdout)["stages"]["answers"]["requests"]
+    each = QUESTION_CHARS + 2600 * CHARS_PER_TOKEN  # the prior: no answer yet
+    coming = (left + 6) * 0.9  # the answers left and the batch's 6, less eval_ratio
+    assert trained["tokens_per_epoch"] == int(coming * each) // CHARS_PER_TOKEN, trained
     [total] = [line for line in run_cli("plan").stdout.splitlines() if line.startswith("total")]
     paid = found["spent_usd"] - found["held_usd"]
     assert f"spent so far ${paid:.4f} (and ${found['held_usd']:.4f} held for live batches)" in total

@@ -355,3 +355,17 @@ def test_plan_json_is_strict_json_whatever_a_provider_lists(run_cli, project_dir
     found = json.loads(result.stdout, parse_constant=pytest.fail)
     assert found["stages"]["answers"]["usd"] is None  # no price, never $inf
     assert found["total_usd"] is None
+
+
+def test_training_counts_one_answer_a_question_when_the_judge_selects(run_cli, project_dir):
+    """samples = 4 with select = "judge" trains the one answer the judge keeps: a quarter of
+    what every answer would train (select = "all")."""
+    many = PIPELINE_CONFIG.replace('reasoning = true\n', 'reasoning = true\nsamples = 4\n', 1)
+    config = project_dir / "overbrainer.toml"
+    config.write_text(many + LOCAL_TRAINING)
+    every = plan(run_cli)["training"]
+    config.write_text(many.replace("[pipeline]\n", '[pipeline]\nselect = "judge"\n', 1)
+                      + LOCAL_TRAINING)  # fmt: skip
+    judged = plan(run_cli)["training"]
+    assert judged["tokens_per_epoch"] == pytest.approx(every["tokens_per_epoch"] / 4, rel=0.01)
+    assert judged["tokens_from"].endswith(", one in 4 kept (select = judge)")

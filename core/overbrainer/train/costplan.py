@@ -23,6 +23,7 @@ from overbrainer.pipeline.projection import (
     CHARS_PER_TOKEN,
     StagePlan,
     assumed,
+    in_live_batches,
     project_stage,
     stage_role,
     work_left,
@@ -189,7 +190,9 @@ def build_plan(
             project_stage(project.dir, settings, stage, work[stage], _price(settings, stage, known))
         )
     plans.append(StagePlan("split", 0, 0, 0, 0.0, "no requests"))
-    training = estimate_training(project, hook, work["answers"].requests)
+    # The answers a live batch holds are on their way: split will train on them too.
+    coming = work["answers"].requests + len(in_live_batches(project.dir))
+    training = estimate_training(project, hook, coming)
     export = compare = None
     if training is not None:
         rate = training.price.usd_per_hour if training.price is not None else 0.0

@@ -246,10 +246,15 @@ def _tokens_per_epoch(project_dir: Path, settings: Settings, answers_left: int) 
                 usable += 1
                 chars += _conversation_chars(record)
     examples = (usable + answers_left) * (1 - settings.pipeline.eval_ratio)
+    samples = settings.roles.parent.samples
+    kept = ""
+    if samples > 1 and settings.pipeline.select == "judge":  # one answer a question trains
+        examples /= samples
+        kept = f", one in {samples} kept (select = judge)"
     if usable:
         more = f", {answers_left} more at their average" if answers_left else ""
         return int(examples * chars / usable) // CHARS_PER_TOKEN, (
-            f"the lengths of {usable} answers{more}"
+            f"the lengths of {usable} answers{more}{kept}"
         )
     # No answer yet: an answer as long as the answers stage projects one, never max_tokens
     # (an upper bound: 50 times the usual answer where it is 32k).
@@ -260,7 +265,7 @@ def _tokens_per_epoch(project_dir: Path, settings: Settings, answers_left: int) 
     chars_each = QUESTION_CHARS + each.tokens_out * CHARS_PER_TOKEN
     return int(examples * chars_each) // CHARS_PER_TOKEN, (
         f"no answers yet: {each.tokens_out:.0f} tokens an answer, the answers stage's "
-        f"{each.basis}, not max_tokens"
+        f"{each.basis}, not max_tokens{kept}"
     )
 
 
