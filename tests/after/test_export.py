@@ -552,3 +552,22 @@ def test_quantize_auto_refusals(finished, run_cli):
     ) in result.stderr
     assert ", Q8_0 0.02" in result.stderr and "): export F16, or allow more drift" in result.stderr
     assert not list(finished.run_dir.glob("exports/*/gguf/*.part"))
+
+
+def test_the_target_script_says_a_missing_model_directory_does_not_exist(tmp_path):
+    import importlib.util
+
+    from overbrainer.after import target
+
+    spec = importlib.util.spec_from_file_location(
+        "export_gguf", Path(target.__file__).parent / "export_gguf.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    gone = tmp_path / "models" / "tiny-llama"
+    with pytest.raises(script.Failure, match=f"^{gone} does not exist$"):
+        script.hf_model(str(gone), "axolotl.yaml")
+    gone.mkdir(parents=True)
+    with pytest.raises(script.Failure, match="holds neither an adapter nor a model"):
+        script.hf_model(str(gone), "axolotl.yaml")

@@ -381,7 +381,7 @@ def _base_opponent(project: Project, target: TargetRun, job: Job) -> dict[str, A
     if record is None:
         logger.info(
             f"compare: making a GGUF ({cache.quantize}) of the base model {base_model} on the "
-            f"target ({BASE_LOG}); kept in {cache.shown} for later compares"
+            f"target ({BASE_LOG}), to keep in {cache.shown} for later compares"
         )
         make_on_target(target, dict(project.env), job.remote, cache, hub_secrets(project))
         record = bring_home(target, job.remote, job.directory, cache)

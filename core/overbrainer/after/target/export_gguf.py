@@ -125,6 +125,8 @@ def hf_model(model, config):
         return out
     if is_file(model, "config.json"):
         return model
+    if not os.path.exists(model):
+        raise Failure(f"{model} does not exist")
     raise Failure(f"{model} holds neither an adapter nor a model")
 
 
