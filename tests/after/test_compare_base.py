@@ -315,3 +315,20 @@ def test_an_eval_file_s_own_answer_is_the_reference(based, provider, run_cli, mo
     for seen in against_base:
         assert "The file's own answer." in seen.prompt
         assert "Parent answer" not in seen.prompt.split("Reference answer", 1)[1]
+
+
+def test_unread_verdicts_against_each_are_said_in_one_error(based, provider, run_cli, monkeypatch):
+    monkeypatch.setenv("OVERBRAINER_PROVIDERS__MAIN__BASE_URL", provider.url)
+    provider.on(
+        lambda seen: JUDGE_PROMPT in seen.prompt,
+        lambda seen: openai_completion("I cannot decide."),
+        times=None,
+    )
+    result = run_cli("compare", "--limit", "2")
+    assert result.exit_code == 1
+    assert (
+        "error: against its base model, 2 of 2; against its parent, 2 of 2 verdicts could not "
+        "be read"
+    ) in (
+        result.stderr
+    ), result.stderr

@@ -549,18 +549,24 @@ def _judge_and_report(
     files.write_atomic(report, render_report(data).encode("utf-8"), report.name)
     for line in terminal_summary(data):
         echo(line)
-    for entry in entries:
-        figures = entry["summary"]
-        unparsed = figures["unparsed"]
-        if unparsed * UNPARSED_SHARE > figures["questions"]:
-            shown = f"{RUNS_DIR}/{setup['run']}/{COMPARES}/{setup['compare']}"
-            whose = "" if entry["name"] == PARENT else f"against {entry['label']}, "
-            raise UserError(
-                f"{whose}{unparsed} of {figures['questions']} verdicts could not be read, more "
-                f"than a tenth: the judge's replies are in {shown}/compare.json "
-                "(questions[].orders[].replies); change roles.judge or prompts/judge.txt, then "
-                f"`overbrainer compare --rejudge {setup['compare']}` asks those again"
-            )
+    unread = [
+        (entry, f"{entry['summary']['unparsed']} of {entry['summary']['questions']}")
+        for entry in entries
+        if entry["summary"]["unparsed"] * UNPARSED_SHARE > entry["summary"]["questions"]
+    ]
+    if unread:  # every opponent said at once: a rejudge asks them all again
+        shown = f"{RUNS_DIR}/{setup['run']}/{COMPARES}/{setup['compare']}"
+        if len(unread) == 1:
+            entry, count = unread[0]
+            said = count if entry["name"] == PARENT else f"against {entry['label']}, {count}"
+        else:
+            said = "; ".join(f"against {entry['label']}, {count}" for entry, count in unread)
+        raise UserError(
+            f"{said} verdicts could not be read, more than a tenth: the judge's "
+            f"replies are in {shown}/compare.json (questions[].orders[].replies); change "
+            f"roles.judge or prompts/judge.txt, then `overbrainer compare --rejudge "
+            f"{setup['compare']}` asks those again"
+        )
     return report
 
 
