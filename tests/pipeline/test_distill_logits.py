@@ -153,6 +153,10 @@ def test_a_server_capped_below_top_k_is_refused_with_its_reason(run_cli, tmp_pat
     assert "Requested sample logprobs of 30, which is greater than max allowed: 20" in (
         result.stdout
     )
+    assert (
+        "(asked for top_logprobs = 30, training.kd.top_k: lower it to what the server allows, "
+        "or raise the server's limit)"
+    ) in result.stdout
 
 
 def test_a_server_giving_fewer_than_top_k_is_refused(run_cli, project_dir, provider):

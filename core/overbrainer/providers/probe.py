@@ -112,6 +112,12 @@ async def _probe(providers: ProviderSet, name: str, role: Role, top_k: int | Non
             probe_role(role), PROBE, no_retry, limited, top_logprobs=top_k
         )
     except ProviderError as error:
+        if top_k is not None and "logprob" in error.message.lower():
+            # The server refused the logprobs it was asked for: say which setting asked.
+            return failed(
+                f"{error.message} (asked for top_logprobs = {top_k}, training.kd.top_k: "
+                "lower it to what the server allows, or raise the server's limit)"
+            )
         return failed(error.message)
     except UserError as error:  # no URL, a refused key (fatal): shown, the others go on
         return failed(error.message)
