@@ -339,9 +339,9 @@ class EvalSection(Section):
 
 
 KD_ONLINE_REFUSED = (
-    "training.kd.mode = \"online\" is not built yet: the trainer asks the parent during the "
-    "run, which needs a parent served on the training target (issue 40, a parent on your "
-    "own GPUs); use mode = \"offline\" (the parent's top-k logprobs kept with its answers)"
+    "mode = \"online\" is not built yet: the trainer would ask the parent during the run, "
+    "served on the training target itself; use mode = \"offline\" (the parent's top-k "
+    "logprobs kept with its answers)"
 )
 
 
