@@ -337,7 +337,8 @@ def test_questions_under_five_words_are_skipped_with_one_warning(run_cli, projec
     assert result.stdout == "split: 9 train, 1 eval, 0 excluded, 0 orphaned\n"
     warnings = [line for line in result.stderr.splitlines() if "not checked" in line]
     assert len(warnings) == 1, result.stderr
-    assert ("decontamination: 2 eval question(s) of fewer than 5 words not checked"
+    assert ("decontamination: 2 question(s) of [eval] files or [split] decontaminate of "
+            "fewer than 5 words not checked (too short to tell a copy from a common phrase)"
             in warnings[0])
 
 

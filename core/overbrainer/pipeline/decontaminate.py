@@ -87,14 +87,14 @@ class Index:
     item a reason names does not depend on anything but the items' order. An item of
     :data:`MIN_WORDS` to ``n - 1`` words is held by the hash of its first ``MIN_WORDS``
     words: one more lookup per train word, and only when there are such items (never one
-    pass per length). ``unchecked`` counts the items too short for either."""
+    pass per length). ``unchecked`` lists the items too short for either, by place."""
 
     def __init__(self, items: Sequence[EvalItem], n: int) -> None:
         self.n = n
         self._items = items
         self._first: dict[int, int] = {}
         self._short: dict[int, list[tuple[int, tuple[str, ...]]]] = {}
-        self.unchecked = 0
+        self.unchecked: list[int] = []
         setdefault = self._first.setdefault
         for index, item in enumerate(items):
             item_words = words(item.text)
@@ -107,7 +107,7 @@ class Index:
                 if all(other != whole for _, other in held):  # the first item names it
                     held.append((index, whole))
             else:
-                self.unchecked += 1
+                self.unchecked.append(index)
 
     def __bool__(self) -> bool:
         return bool(self._first) or bool(self._short)

@@ -341,11 +341,15 @@ def _decontaminated(
         for answer in evaluation
     ]
     index = Index([*items, *benchmarks], settings.split.decontaminate_n)
-    if index.unchecked:
+    # Said of the files' questions, which the user wrote; an eval split question (the
+    # parent's) under MIN_WORDS words is as unchecked, but no run of real size has one.
+    unchecked = sum(place >= len(items) for place in index.unchecked)
+    if unchecked:
         least = min(MIN_WORDS, settings.split.decontaminate_n)
         logger.warning(
-            f"decontamination: {index.unchecked} eval question(s) of fewer than {least} "
-            "words not checked (too short to tell a copy from a common phrase)"
+            f"decontamination: {unchecked} question(s) of [eval] files or [split] "
+            f"decontaminate of fewer than {least} words not checked (too short to tell a "
+            "copy from a common phrase)"
         )
     if not index:
         return train, []  # no eval question is that long
