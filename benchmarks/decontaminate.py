@@ -1,13 +1,16 @@
 """``split``'s decontamination at scale, against a naive n-gram set intersection.
 
     uv run python benchmarks/decontaminate.py [--answers 100000] [--eval 10000]
-        [--planted 1000] [-n 13] [--seed 1]
+        [--planted 1000] [--short 0] [-n 13] [--seed 1]
 
 Synthetic texts from a random vocabulary of 30,000 words drawn with Zipf-like weights:
 ``--answers`` train texts (a question of 10-30 words and an answer of 100-200) and
 ``--eval`` eval questions of 30-80 words. Into ``--planted`` of the answers an eval question
 is pasted, paraphrased: one word in 15 replaced by another (at random places), its case
-changed and punctuation added. Both methods see the same texts:
+changed and punctuation added. ``--short`` more eval questions of 5-12 words (fewer than
+``n``: the index matches them whole, in one more pass over a train text) are drawn last,
+never planted: they measure that pass's cost and that it drops no clean answer (the naive
+method ignores them). Both methods see the same texts:
 
 - the real ``overbrainer.pipeline.decontaminate.Index`` (every eval n-gram's hash in one
   dict, a train text tested by ``isdisjoint`` over its n-grams' hashes);
@@ -84,6 +87,7 @@ def texts(args: argparse.Namespace) -> tuple[list[str], list[list[str]], set[int
         cut = rng.randrange(len(body))
         copy = paraphrased(rng.choice(evaluation), rng, vocab)
         answers[number][1] = " ".join([*body[:cut], copy, *body[cut:]])
+    evaluation += [draw(5, 12) for _ in range(args.short)]  # last: the rest is as without
     return evaluation, answers, planted
 
 
@@ -153,6 +157,7 @@ def main() -> None:
     parser.add_argument("--answers", type=int, default=100_000)
     parser.add_argument("--eval", type=int, default=10_000)
     parser.add_argument("--planted", type=int, default=1000)
+    parser.add_argument("--short", type=int, default=0)
     parser.add_argument("-n", type=int, default=13)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from tests.conftest import LOCAL_PROVIDER
 
 
@@ -413,3 +415,28 @@ def test_eval_files_are_checked_and_printed(run_cli, write_config):
     assert "eval.files = evals/a.jsonl, evals/b.jsonl" in result.stdout.splitlines()
     result = run_cli("config", "check", env=LOCAL_PROVIDER)
     assert "eval.files" not in result.stdout  # unset: compare asks the eval split alone
+
+
+def test_eval_files_compare_would_refuse_are_a_problem(run_cli, write_config, project_dir):
+    """Two files of one set name, or one named `split`: config check says so, in compare's
+    words, not only compare."""
+    write_config('[eval]\nfiles = ["evals/*.jsonl", "more/*.jsonl"]\n')
+    for folder in ("evals", "more"):
+        (project_dir / folder).mkdir()
+        (project_dir / folder / "rust.jsonl").write_text('{"question": "Why?"}\n')
+    clash = ("[eval] files: evals/rust.jsonl and more/rust.jsonl are both the set `rust` "
+             "(a set is named by its file's name): rename one")
+    result = run_cli("config", "check", env=LOCAL_PROVIDER)
+    assert result.exit_code == 1
+    assert f"problem: {clash}" in result.stderr.splitlines()
+    result = run_cli("config", "check", "--json", env=LOCAL_PROVIDER)
+    assert result.exit_code == 1
+    assert clash in json.loads(result.stdout)["problems"]
+    (project_dir / "more" / "rust.jsonl").rename(project_dir / "more" / "split.jsonl")
+    result = run_cli("config", "check", env=LOCAL_PROVIDER)
+    assert result.exit_code == 1
+    assert ("problem: [eval] files: more/split.jsonl: a set cannot be named `split`, the eval "
+            "split's name (`compare --eval split`): rename the file") in result.stderr
+    (project_dir / "more" / "split.jsonl").rename(project_dir / "more" / "go.jsonl")
+    result = run_cli("config", "check", env=LOCAL_PROVIDER)
+    assert result.exit_code == 0, result.stderr

@@ -292,3 +292,84 @@ def test_a_malformed_eval_files_line_is_named_by_split(run_cli, project_dir):
     assert "evals/mine.jsonl:2: not a JSON line" in result.stderr
     assert "Traceback" not in result.stderr
     assert (project_dir / "data" / "train.jsonl").read_bytes() == train_before
+
+
+def test_a_question_shorter_than_n_words_is_matched_whole(run_cli, project_dir):
+    """Most hand-written questions are shorter than decontaminate_n (13) words: one is
+    found whole in a train answer, punctuation and case aside."""
+    questions = seed(project_dir)
+    _, trained, eval_before = first_split(run_cli, project_dir, questions)
+    with_eval_files(project_dir, json.dumps({"question": "What is 15% of 240?"}) + "\n")
+    write_answers(project_dir, answered_with(
+        questions, trained, "Worked example. WHAT is 15 % of 240 -- it is 36."
+    ))
+    result = run_cli("split")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.endswith(", 1 contaminated\n")
+    assert trained["id"] not in {r["id"] for r in lines(project_dir, "train.jsonl")}
+    assert (project_dir / "data" / "eval.jsonl").read_bytes() == eval_before
+    [record] = reasons(project_dir)
+    assert record["reason"] == ("contaminated: holds the whole of evals/mine.jsonl:1, "
+                                "'what is 15 of 240'")
+
+
+def test_a_short_question_in_part_or_out_of_order_is_no_copy(run_cli, project_dir):
+    questions = seed(project_dir)
+    _, trained, _ = first_split(run_cli, project_dir, questions)
+    with_eval_files(project_dir, json.dumps({"question": "What is 15% of 240 apples?"}) + "\n")
+    write_answers(project_dir, answered_with(
+        questions, trained, "what is 15 of 240 pears; apples what is 15 of 240"
+    ))
+    result = run_cli("split")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == "split: 9 train, 1 eval, 0 excluded, 0 orphaned\n"
+    assert reasons(project_dir) == []
+
+
+def test_questions_under_five_words_are_skipped_with_one_warning(run_cli, project_dir):
+    questions = seed(project_dir)
+    _, trained, _ = first_split(run_cli, project_dir, questions)
+    with_eval_files(project_dir, "".join(
+        json.dumps({"question": text}) + "\n" for text in ("What is 2 + 2?", "Short?")
+    ))
+    write_answers(project_dir, answered_with(questions, trained, "what is 2 2? Short."))
+    result = run_cli("split")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == "split: 9 train, 1 eval, 0 excluded, 0 orphaned\n"
+    warnings = [line for line in result.stderr.splitlines() if "not checked" in line]
+    assert len(warnings) == 1, result.stderr
+    assert ("decontamination: 2 question(s) of [eval] files or [split] decontaminate of "
+            "fewer than 5 words not checked (too short to tell a copy from a common phrase)"
+            in warnings[0])
+
+
+def eval_files_of(project_dir, shown):
+    """``[eval] files`` matching the files ``shown`` (paths in the project), each holding
+    one question."""
+    with (project_dir / "overbrainer.toml").open("a", encoding="utf-8") as config:
+        config.write('\n[eval]\nfiles = ["evals/*.jsonl", "more/*.jsonl"]\n')
+    for path in shown:
+        (project_dir / path).parent.mkdir(exist_ok=True)
+        (project_dir / path).write_text(json.dumps({"question": "Why?"}) + "\n")
+
+
+def test_eval_files_compare_would_refuse_are_refused_by_split(run_cli, project_dir):
+    questions = seed(project_dir)
+    first_split(run_cli, project_dir, questions)
+    train_before = (project_dir / "data" / "train.jsonl").read_bytes()
+    eval_files_of(project_dir, ["evals/rust.jsonl", "more/rust.jsonl"])
+    for decontaminate_n in (13, 0):  # refused even when nothing is decontaminated
+        if decontaminate_n == 0:
+            with (project_dir / "overbrainer.toml").open("a", encoding="utf-8") as config:
+                config.write("\n[split]\ndecontaminate_n = 0\n")
+        result = run_cli("split")
+        assert result.exit_code != 0
+        assert "Traceback" not in result.stderr
+        assert ("[eval] files: evals/rust.jsonl and more/rust.jsonl are both the set `rust` "
+                "(a set is named by its file's name): rename one") in result.stderr
+        assert (project_dir / "data" / "train.jsonl").read_bytes() == train_before
+    (project_dir / "more" / "rust.jsonl").rename(project_dir / "more" / "split.jsonl")
+    result = run_cli("split")
+    assert result.exit_code != 0
+    assert ("[eval] files: more/split.jsonl: a set cannot be named `split`, the eval split's "
+            "name (`compare --eval split`): rename the file") in result.stderr

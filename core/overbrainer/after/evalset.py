@@ -23,12 +23,18 @@ from overbrainer.after.judge import strip_reasoning
 from overbrainer.config.model import Settings
 from overbrainer.errors import UserError
 from overbrainer.job.layout import EVAL_FILE
-from overbrainer.pipeline.decontaminate import EvalItem, matched_files, read_items
+from overbrainer.pipeline.decontaminate import (
+    EVAL_FILES,
+    SPLIT_SET,
+    EvalItem,
+    named_files,
+    read_items,
+)
 from overbrainer.project import Project
 
-SPLIT = "split"
+SPLIT = SPLIT_SET
 """The eval split's name as an eval set (``compare --eval split``)."""
-SETTING = "[eval] files"
+SETTING = EVAL_FILES
 
 
 class NoEvalQuestions(UserError):
@@ -112,21 +118,10 @@ class EvalSet:
 def eval_sets(project_dir: Path, settings: Settings) -> dict[str, EvalSet]:
     """The sets of ``[eval] files``, in the patterns' order; a malformed line is an error
     naming its file and line, and so are two files of one name."""
-    sets: dict[str, EvalSet] = {}
-    for path, shown in matched_files(project_dir, settings.eval.files, SETTING):
-        name = path.stem
-        if name == SPLIT:
-            raise UserError(
-                f"{SETTING}: {shown}: a set cannot be named `{SPLIT}`, the eval split's name "
-                "(`compare --eval split`): rename the file"
-            )
-        if name in sets:
-            raise UserError(
-                f"{SETTING}: {sets[name].file} and {shown} are both the set `{name}` (a set "
-                "is named by its file's name): rename one"
-            )
-        sets[name] = EvalSet(name, shown, tuple(read_items(path, shown)))
-    return sets
+    return {
+        name: EvalSet(name, shown, tuple(read_items(path, shown)))
+        for name, path, shown in named_files(project_dir, settings.eval.files, SETTING)
+    }
 
 
 def file_questions(

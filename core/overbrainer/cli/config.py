@@ -10,6 +10,8 @@ import click
 from overbrainer.cli.context import current_app
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from overbrainer.config.model import Settings
 
 
@@ -44,11 +46,11 @@ def check(resolve: bool, as_json: bool) -> None:
     app = current_app()
     settings = app.settings
     if as_json:
-        _check_json(settings, resolve, app.env.merged)
+        _check_json(settings, resolve, app.env.merged, app.project_dir)
         return
     for line in describe_settings(settings):
         click.echo(escape_controls(line))
-    found = problems(settings)
+    found = problems(settings) + _eval_files_problems(app.project_dir, settings)
     for problem in found:
         click.echo(f"problem: {escape_controls(problem)}", err=True)
     if not resolve:
@@ -75,7 +77,22 @@ def check(resolve: bool, as_json: bool) -> None:
         raise UserError(f"{len(found)} problem(s): the configuration cannot run as it is")
 
 
-def _check_json(settings: Settings, resolve: bool, env: Mapping[str, str]) -> None:
+def _eval_files_problems(project_dir: Path, settings: Settings) -> list[str]:
+    """``[eval] files`` that ``split`` and ``compare`` would refuse (two files of one set
+    name, one named ``split``), said by ``config check`` in the same words."""
+    from overbrainer.errors import UserError
+    from overbrainer.pipeline.decontaminate import EVAL_FILES, named_files
+
+    try:
+        named_files(project_dir, settings.eval.files, EVAL_FILES)
+    except UserError as error:
+        return [str(error)]
+    return []
+
+
+def _check_json(
+    settings: Settings, resolve: bool, env: Mapping[str, str], project_dir: Path
+) -> None:
     """``config check --json``: what the lines say, then the same exit status."""
     import json
 
@@ -85,7 +102,7 @@ def _check_json(settings: Settings, resolve: bool, env: Mapping[str, str]) -> No
     from overbrainer.pipeline.preflight import problems
     from overbrainer.redact import redact
 
-    found = problems(settings)
+    found = problems(settings) + _eval_files_problems(project_dir, settings)
     secrets: dict[str, str] = {}
     for key, secret in secret_fields(settings) if resolve else ():
         if secret is None:

@@ -4,7 +4,8 @@ question is no fair training example (the child would be tested on what it was s
 Texts are compared as words: casefolded, then cut into runs of letters, digits and ``_``
 (Unicode ``\\w``); anything else, punctuation and whitespace alike, only separates words.
 Every ``n``-gram of every eval item goes into one dict by its hash, so a train text costs
-one lookup per word, never a comparison with each eval item.
+one lookup per word, never a comparison with each eval item. An item shorter than ``n``
+words (most hand-written questions) is matched whole instead: see :data:`MIN_WORDS`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,20 @@ def grams(text_words: list[str], n: int) -> Iterator[tuple[str, ...]]:
     return zip(*[text_words[start:] for start in range(n)], strict=False)
 
 
+MIN_WORDS = 5
+"""The fewest words an eval item shorter than ``n`` words must have to be matched whole (its
+words in a row anywhere in a train text drop it). Five is the shortest question that is
+its own ("What is 15% of 240?"); four words or fewer ("What is 2 + 2?", "what is the
+difference") recur in innocent text often enough that matching them would drop clean
+examples, so such items are not checked (and ``split`` says how many)."""
+
+EVAL_FILES = "[eval] files"
+"""The setting of the user's held-out sets, as messages name it."""
+
+SPLIT_SET = "split"
+"""The eval split's name as an eval set (``compare --eval split``): no file may take it."""
+
+
 @dataclass(frozen=True)
 class EvalItem:
     """A text no train example may share an ``n``-gram with, and where it is from (said in
@@ -57,33 +72,54 @@ class Contamination:
 
     item: EvalItem
     ngram: str
+    whole: bool = False
+    """The item is shorter than ``n`` words and the train text holds all of it."""
 
     def reason(self, n: int) -> str:
         """The reason recorded in ``rejected.reasons.jsonl``."""
+        if self.whole:
+            return f"contaminated: holds the whole of {self.item.where}, {self.ngram!r}"
         return f"contaminated: shares the {n}-gram {self.ngram!r} with {self.item.where}"
 
 
 class Index:
     """The ``n``-grams of ``items`` by hash; a hash names the first item holding it, so the
-    item a reason names does not depend on anything but the items' order."""
+    item a reason names does not depend on anything but the items' order. An item of
+    :data:`MIN_WORDS` to ``n - 1`` words is held by the hash of its first ``MIN_WORDS``
+    words: one more lookup per train word, and only when there are such items (never one
+    pass per length). ``unchecked`` lists the items too short for either, by place."""
 
     def __init__(self, items: Sequence[EvalItem], n: int) -> None:
         self.n = n
         self._items = items
         self._first: dict[int, int] = {}
+        self._short: dict[int, list[tuple[int, tuple[str, ...]]]] = {}
+        self.unchecked: list[int] = []
         setdefault = self._first.setdefault
         for index, item in enumerate(items):
-            for key in map(hash, grams(words(item.text), n)):
-                setdefault(key, index)
+            item_words = words(item.text)
+            if len(item_words) >= n:
+                for key in map(hash, grams(item_words, n)):
+                    setdefault(key, index)
+            elif len(item_words) >= MIN_WORDS:
+                whole = tuple(item_words)
+                held = self._short.setdefault(hash(whole[:MIN_WORDS]), [])
+                if all(other != whole for _, other in held):  # the first item names it
+                    held.append((index, whole))
+            else:
+                self.unchecked.append(index)
 
     def __bool__(self) -> bool:
-        return bool(self._first)
+        return bool(self._first) or bool(self._short)
 
     def match(self, texts: Iterable[str]) -> Contamination | None:
         """The first overlap of ``texts`` (an example's turns, in order, read as one text:
         a run of words across two turns counts too) with an eval item, or None."""
-        n = self.n
         text_words = words("\n".join(texts))
+        return self._shared(text_words) or self._whole(text_words)
+
+    def _shared(self, text_words: list[str]) -> Contamination | None:
+        n = self.n
         if self._first.keys().isdisjoint(map(hash, grams(text_words, n))):
             return None  # the common case, tested without leaving C
         for gram in grams(text_words, n):
@@ -92,6 +128,19 @@ class Index:
                 item = self._items[index]
                 if gram in set(grams(words(item.text), n)):  # not a hash collision
                     return Contamination(item, " ".join(gram))
+        return None
+
+    def _whole(self, text_words: list[str]) -> Contamination | None:
+        """The first short item ``text_words`` hold all of: found by its first words' hash,
+        then its words compared."""
+        if not self._short or self._short.keys().isdisjoint(
+            map(hash, grams(text_words, MIN_WORDS))
+        ):
+            return None
+        for start, gram in enumerate(grams(text_words, MIN_WORDS)):
+            for index, whole in self._short.get(hash(gram), ()):
+                if tuple(text_words[start : start + len(whole)]) == whole:
+                    return Contamination(self._items[index], " ".join(whole), whole=True)
         return None
 
 
@@ -125,6 +174,31 @@ def matched_files(
             shown = path.relative_to(project_dir).as_posix()
             files.own_path(path, project_dir, f"{setting} file {shown}")
             found.append((path, shown))
+    return found
+
+
+def named_files(
+    project_dir: Path, patterns: Sequence[str], setting: str
+) -> list[tuple[str, Path, str]]:
+    """:func:`matched_files` with each file's set name (its stem, as ``compare`` names it);
+    two files of one name, or one named ``split`` (the eval split's), are an error, told
+    the same by ``split``, ``config check`` and ``compare``."""
+    named: dict[str, str] = {}
+    found: list[tuple[str, Path, str]] = []
+    for path, shown in matched_files(project_dir, patterns, setting):
+        name = path.stem
+        if name == SPLIT_SET:
+            raise UserError(
+                f"{setting}: {shown}: a set cannot be named `{SPLIT_SET}`, the eval split's "
+                f"name (`compare --eval {SPLIT_SET}`): rename the file"
+            )
+        if name in named:
+            raise UserError(
+                f"{setting}: {named[name]} and {shown} are both the set `{name}` (a set "
+                "is named by its file's name): rename one"
+            )
+        named[name] = shown
+        found.append((name, path, shown))
     return found
 
 

@@ -26,7 +26,16 @@ from overbrainer import files, splitpair
 from overbrainer.config.model import Settings, Topic
 from overbrainer.pipeline import jsonl
 from overbrainer.pipeline.agreement import disagreeing, final_result
-from overbrainer.pipeline.decontaminate import Contamination, EvalItem, Index, load_files
+from overbrainer.pipeline.decontaminate import (
+    EVAL_FILES,
+    MIN_WORDS,
+    Contamination,
+    EvalItem,
+    Index,
+    load_files,
+    named_files,
+    read_items,
+)
 from overbrainer.pipeline.ids import seeded_order
 from overbrainer.pipeline.jsonl import encode, loads
 from overbrainer.pipeline.preference import Pairing, preferred, read_preferences
@@ -232,7 +241,7 @@ def _split(
 ) -> SplitResult:
     # Read first: a malformed file is reported before anything is written.
     decontaminating = settings.split.decontaminate_n > 0
-    benchmarks = _held_out(data, settings) if decontaminating else []
+    benchmarks = _held_out(data, settings, read=decontaminating)
     counted = {topic.name for topic in topics}
     configured = {topic.name for topic in settings.topics}
     questions = jsonl.ids_of(data.path(QUESTIONS), f"{DATA_DIR}/{QUESTIONS}", CHECKS[QUESTIONS])
@@ -288,12 +297,18 @@ def _split(
     return result
 
 
-def _held_out(data: DataFiles, settings: Settings) -> list[EvalItem]:
+def _held_out(data: DataFiles, settings: Settings, read: bool) -> list[EvalItem]:
     """The eval items of files train must not overlap: the user's held-out questions
-    (``[eval] files``), then the benchmarks ``[split] decontaminate`` lists."""
+    (``[eval] files``), then the benchmarks ``[split] decontaminate`` lists (none unless
+    ``read``). ``[eval] files`` that ``compare`` would refuse (two of one name) are refused
+    here either way, before anything is written, not at compare time."""
+    project_dir = data.dir.parent
+    held = named_files(project_dir, settings.eval.files, EVAL_FILES)
+    if not read:
+        return []
     return [
-        *load_files(data.dir.parent, settings.eval.files, "[eval] files"),
-        *load_files(data.dir.parent, settings.split.decontaminate),
+        *(item for _, path, shown in held for item in read_items(path, shown)),
+        *load_files(project_dir, settings.split.decontaminate),
     ]
 
 
@@ -326,6 +341,16 @@ def _decontaminated(
         for answer in evaluation
     ]
     index = Index([*items, *benchmarks], settings.split.decontaminate_n)
+    # Said of the files' questions, which the user wrote; an eval split question (the
+    # parent's) under MIN_WORDS words is as unchecked, but no run of real size has one.
+    unchecked = sum(place >= len(items) for place in index.unchecked)
+    if unchecked:
+        least = min(MIN_WORDS, settings.split.decontaminate_n)
+        logger.warning(
+            f"decontamination: {unchecked} question(s) of [eval] files or [split] "
+            f"decontaminate of fewer than {least} words not checked (too short to tell a "
+            "copy from a common phrase)"
+        )
     if not index:
         return train, []  # no eval question is that long
     kept: list[_Answer] = []
