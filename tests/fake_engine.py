@@ -5,7 +5,7 @@ and process group to ``argv.json`` in ``engine-records/ID/`` beside the ``.serve
 directory it is started in (which the serve removes when it ends), and answers
 ``/health``, ``/v1/models`` (naming the model) and ``/v1/chat/completions`` on the host
 and port it was given (each answer after ``FAKE_ENGINE_DELAY`` seconds; the most answered
-at once in ``peak.json``).
+at once in ``peak.json``), once it has "loaded" for ``FAKE_ENGINE_LOAD`` seconds.
 
     fake_engine.py vllm serve MODEL --host H --port P [--tensor-parallel-size N] [...]
     fake_engine.py sglang -m sglang.launch_server --model-path MODEL --host H --port P [--tp N]
@@ -50,6 +50,7 @@ def main() -> None:
     with open(os.path.join(records, "argv.json"), "w", encoding="utf-8") as file:
         json.dump({"argv": sys.argv[1:], "env": sorted(os.environ), "pgid": os.getpgrp()}, file)
     model = options.model
+    time.sleep(float(os.environ.get("FAKE_ENGINE_LOAD", "0")))
     in_flight = {"now": 0, "peak": 0}
     lock = threading.Lock()
 

@@ -13,9 +13,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from overbrainer.cli import cli
+from overbrainer.cli.context import App
+from overbrainer.errors import UserError
 from pipeline_data import seed_questions
 from serve_fixtures import MODEL, engine_records, group_members, watchdog_pids
 
@@ -107,3 +110,27 @@ def test_serve_down_of_an_unknown_provider_is_refused(served_dir):
 
     assert result.exit_code == 1
     assert "no provider `bogus` in overbrainer.toml" in result.output
+
+
+def test_an_engine_that_never_answers_is_ended_and_its_log_kept(served_dir, monkeypatch):
+    config = served_dir / "overbrainer.toml"
+    config.write_text(
+        config.read_text().replace('["FAKE_ENGINE_DELAY"]', '["FAKE_ENGINE_LOAD"]')
+    )
+    monkeypatch.setenv("FAKE_ENGINE_LOAD", "600")  # a model that loads for ever
+    serving = App(served_dir).serving()
+    serving.ready_timeout = 1.0
+    try:
+        with pytest.raises(UserError) as raised:
+            serving.url("big")
+    finally:
+        serving.close()
+    message = str(raised.value)
+    assert "providers.big: vllm did not answer within 1 s (it was ended): see " in message
+    log = Path(message.split("see ", 1)[1].split(" on target", 1)[0])
+    assert message.endswith(" on target `box`")
+    assert [path.name for path in log.parent.iterdir()] == ["serve.log"], (
+        "the log the message names is kept, the rest of the serve's directory goes"
+    )
+    (pid,) = watchdog_pids(served_dir)
+    assert group_members(pid) == []
