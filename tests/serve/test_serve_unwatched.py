@@ -62,6 +62,13 @@ def test_serve_down_ends_an_engine_whose_watchdog_was_killed(served_dir):
         direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         with direct.open(f"{url}/models", timeout=10) as reply:
             assert MODEL in reply.read().decode()
+        seed_questions(served_dir, {("ownership", "borrowing"): ["What is a borrow?"]})
+        reused = invoke(served_dir, "answers")
+        assert reused.exit_code == 0, reused.output
+        assert (
+            "providers.big: the vllm serve on `box` runs without its watchdog (no idle limit): "
+            "`overbrainer serve down big` ends it"
+        ) in reused.stderr
 
         down = invoke(served_dir, "serve", "down")
 
