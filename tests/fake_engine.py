@@ -1,9 +1,11 @@
 """A stand-in for an engine's server (vLLM's ``vllm serve``, SGLang's
 ``python -m sglang.launch_server``), standard library only, so it runs under any python3
-on a target: it takes the documented flags strictly, writes its argv to ``argv.json``
-beside itself's working directory, and answers ``/health``, ``/v1/models`` (naming the
-model) and ``/v1/chat/completions`` on the host and port it was given (each answer after
-``FAKE_ENGINE_DELAY`` seconds; the most answered at once in ``peak.json``).
+on a target: it takes the documented flags strictly, writes its argv, environment names
+and process group to ``argv.json`` in ``engine-records/ID/`` beside the ``.serve/ID``
+directory it is started in (which the serve removes when it ends), and answers
+``/health``, ``/v1/models`` (naming the model) and ``/v1/chat/completions`` on the host
+and port it was given (each answer after ``FAKE_ENGINE_DELAY`` seconds; the most answered
+at once in ``peak.json``), once it has "loaded" for ``FAKE_ENGINE_LOAD`` seconds.
 
     fake_engine.py vllm serve MODEL --host H --port P [--tensor-parallel-size N] [...]
     fake_engine.py sglang -m sglang.launch_server --model-path MODEL --host H --port P [--tp N]
@@ -42,9 +44,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def main() -> None:
     options = parse(sys.argv[1:])
-    with open("argv.json", "w", encoding="utf-8") as file:
-        json.dump({"argv": sys.argv[1:], "env": sorted(os.environ)}, file)
+    here = os.getcwd()
+    records = os.path.join(here, "..", "..", "engine-records", os.path.basename(here))
+    os.makedirs(records, exist_ok=True)
+    with open(os.path.join(records, "argv.json"), "w", encoding="utf-8") as file:
+        json.dump({"argv": sys.argv[1:], "env": sorted(os.environ), "pgid": os.getpgrp()}, file)
     model = options.model
+    time.sleep(float(os.environ.get("FAKE_ENGINE_LOAD", "0")))
     in_flight = {"now": 0, "peak": 0}
     lock = threading.Lock()
 
@@ -54,7 +60,7 @@ def main() -> None:
             in_flight["now"] += step
             if in_flight["now"] > in_flight["peak"]:
                 in_flight["peak"] = in_flight["now"]
-                with open("peak.json", "w", encoding="utf-8") as file:
+                with open(os.path.join(records, "peak.json"), "w", encoding="utf-8") as file:
                     json.dump({"peak": in_flight["peak"]}, file)
 
     class Handler(BaseHTTPRequestHandler):

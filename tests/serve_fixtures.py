@@ -81,12 +81,22 @@ def write_served_project(
 
 
 def watchdog_pids(root: Path) -> list[int]:
-    """The pids of the watchdogs whose pid files lie under ``root``."""
-    pids = []
+    """The pids of the watchdogs under ``root``: their pid files while their serve is up,
+    the stand-in engine's process group (its watchdog's pid) after it ended."""
+    pids = set()
     for pid_file in root.rglob(".serve/*/watchdog.pid"):
         with contextlib.suppress(ValueError, OSError):
-            pids.append(int(pid_file.read_text()))
-    return pids
+            pids.add(int(pid_file.read_text()))
+    for record in engine_records(root, "argv.json"):
+        with contextlib.suppress(ValueError, OSError, KeyError):
+            pids.add(int(json.loads(record.read_text())["pgid"]))
+    return sorted(pids)
+
+
+def engine_records(root: Path, name: str) -> list[Path]:
+    """The stand-in engine's files called ``name`` under ``root`` (``engine-records/ID/``:
+    they outlive the serve's directory)."""
+    return list(root.rglob(f"engine-records/*/{name}"))
 
 
 def running(pid: int) -> bool:
@@ -104,5 +114,19 @@ def running(pid: int) -> bool:
 
 def engine_argv(root: Path) -> list[str]:
     """The argv the stand-in engine was started with (its ``argv.json``)."""
-    (found,) = list(root.rglob(".serve/*/argv.json"))
+    (found,) = engine_records(root, "argv.json")
     return list(json.loads(found.read_text())["argv"])
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes (zombies left out) of process group ``pgid``: an engine outlives
+    its killed watchdog in the watchdog's group."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                found.append(int(entry.name))
+    return found

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from overbrainer.cycles import CycleSummary
     from overbrainer.engines import Engine
     from overbrainer.job.record import JobHandle, RunRecord, RunState
-    from overbrainer.job.serving import ServeHandle, ServeSpec
+    from overbrainer.job.serving import ServeHandle, ServeSpec, ServeState
     from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import (
         ArtifactSpec,
@@ -153,8 +153,16 @@ class Hooks:
     def reach_serve(self, *, executor: Executor, handle: ServeHandle) -> str | None:
         return cast("str | None", self._relay.reach_serve(executor=executor, handle=handle))
 
-    def stop_serve(self, *, executor: Executor, handle: ServeHandle) -> bool | None:
-        return cast("bool | None", self._relay.stop_serve(executor=executor, handle=handle))
+    def serve_state(self, *, executor: Executor, handle: ServeHandle) -> ServeState | None:
+        return cast("ServeState | None", self._relay.serve_state(executor=executor, handle=handle))
+
+    def stop_serve(
+        self, *, executor: Executor, handle: ServeHandle, keep_log: bool
+    ) -> bool | None:
+        return cast(
+            "bool | None",
+            self._relay.stop_serve(executor=executor, handle=handle, keep_log=keep_log),
+        )
 
     def release_executor(
         self, *, executor: Executor, run: RunRecord | None, outcome: RunState | None

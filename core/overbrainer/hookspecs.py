@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from overbrainer.engines import Engine
     from overbrainer.job.interface import Executor
     from overbrainer.job.record import JobHandle, RunRecord, RunState
-    from overbrainer.job.serving import ServeHandle, ServeSpec
+    from overbrainer.job.serving import ServeHandle, ServeSpec, ServeState
     from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import (
         ArtifactSpec,
@@ -281,12 +281,22 @@ def reach_serve(executor: Executor, handle: ServeHandle) -> str | None:
 
 
 @hookspec(firstresult=True)
-def stop_serve(executor: Executor, handle: ServeHandle) -> bool | None:
-    """End the served process of ``handle`` and its watchdog, every process of its group:
-    TERM, then KILL after a grace. Idempotent, and never signals a process that is not
-    its own (a stale pid): True when it was running, False when it was gone already.
-    Optional (capability ``"serve"``); called with SIGINT deferred. Stops at the first
-    non-None result.
+def serve_state(executor: Executor, handle: ServeHandle) -> ServeState | None:
+    """Where the served process of ``handle`` stands: ``UP`` under its watchdog,
+    ``UNWATCHED`` when its watchdog is gone but the process runs on (no idle limit ends
+    it), ``GONE``. Optional (capability ``"serve"``). Stops at the first non-None result.
+    """
+
+
+@hookspec(firstresult=True)
+def stop_serve(executor: Executor, handle: ServeHandle, keep_log: bool) -> bool | None:
+    """End the served process of ``handle`` and its watchdog, every process of its group
+    (the watchdog's, even when the watchdog itself was killed): TERM, then KILL after a
+    grace; then remove its files on the target, all but its log when ``keep_log`` (a
+    serve ended because it never answered, whose log the user is shown). Idempotent, and
+    never signals a process that is not its own (a stale pid): True when it was running,
+    False when it was gone already. Optional (capability ``"serve"``); called with SIGINT
+    deferred. Stops at the first non-None result.
     """
 
 

@@ -14,9 +14,9 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   ``CANCELLED``, ``LOST``), ``ArtifactSpec``, ``TargetInfo`` (with ``Launch``), ``SecretsChannel``,
   ``LogChunk``, ``JobHandle`` (with ``Container``), ``RunRecord``, ``Project``; for
   ``open_shell``, ``TargetShell``; for ``estimate_price``, ``TargetPrice``; for
-  ``show_machine_log``, ``MachineLogQuery``; for the serve hooks, ``ServeSpec`` and
-  ``ServeHandle``; for ``register_engines``, ``Engine`` and ``EngineLaunch``; for the
-  ``watch`` hooks, ``Settings`` and ``CycleSummary``.
+  ``show_machine_log``, ``MachineLogQuery``; for the serve hooks, ``ServeSpec``,
+  ``ServeHandle`` and ``ServeState``; for ``register_engines``, ``Engine`` and
+  ``EngineLaunch``; for the ``watch`` hooks, ``Settings`` and ``CycleSummary``.
 - Settings models for ``register_targets``: ``TargetBase``, ``HostTarget`` and the field
   types ``NonEmpty``, ``Finite``, ``RemotePath``, ``EnvPattern``, ``HttpUrl``,
   ``comma_list``; for ``register_settings`` (a top-level table of the plugin's own, read
@@ -91,7 +91,7 @@ from overbrainer.job.manifest import (
 )
 from overbrainer.job.metrics import complete_lines, parse_event
 from overbrainer.job.record import Container, JobHandle, RunRecord, RunState
-from overbrainer.job.serving import ServeHandle, ServeSpec
+from overbrainer.job.serving import ServeHandle, ServeSpec, ServeState
 from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import (
     CANCELLED,
@@ -187,6 +187,7 @@ __all__ = [
     "Section",
     "ServeHandle",
     "ServeSpec",
+    "ServeState",
     "Settings",
     "StreamWatches",
     "TargetBase",

@@ -215,7 +215,7 @@ def test_every_operation_hook_is_dispatched_typed_and_documented():
         for name, spec in vars(hookspecs).items()
         if inspect.isfunction(spec) and "executor" in parameters(spec)
     }
-    assert len(specs) == 15
+    assert len(specs) == 16
     guide = (Path(__file__).parents[2] / "docs" / "plugins.md").read_text()
     for name, params in specs.items():
         assert parameters(getattr(dispatcher, name)) == params, name

@@ -14,6 +14,7 @@ from overbrainer.cli import cli
 from overbrainer.engines import EngineLaunch
 from overbrainer.engines.builtin import LlamaCpp, Sglang, Vllm
 from pipeline_data import lines, seed_questions
+from serve_fixtures import engine_records
 
 QUESTIONS = {("ownership", "borrowing"): [f"Question {n}?" for n in range(8)]}
 
@@ -32,7 +33,7 @@ def answer_at_once(
     result = CliRunner().invoke(cli, ["-C", str(project), "answers"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert len(lines(project, "answers.jsonl")) == len(QUESTIONS[("ownership", "borrowing")])
-    (peak,) = list(project.rglob(".serve/*/peak.json"))
+    (peak,) = engine_records(project, "peak.json")
     return json.loads(peak.read_text())["peak"], result.stderr
 
 

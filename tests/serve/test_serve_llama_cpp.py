@@ -23,7 +23,7 @@ from tests.tools import in_ci
 from overbrainer.after.toolchain import LLAMA_CPP_PYTHON
 from overbrainer.cli import cli
 from pipeline_data import TEST_PROMPTS, lines, seed_questions
-from serve_fixtures import running, watchdog_pids
+from serve_fixtures import watchdog_pids
 
 pytestmark = pytest.mark.real
 
@@ -94,29 +94,40 @@ def served_project(directory: Path, model: Path, target: str, kind: str) -> Path
     return directory
 
 
-def answers_then_nothing_left(project: Path, where: Path) -> None:
+def answers_then_nothing_left(project: Path, where: Path, model: Path) -> None:
     """``answers`` starts the engine, every question gets its reply, and the command's end
-    leaves no process of the serve."""
+    leaves no process of the serve, nor its directory."""
     try:
         result = CliRunner().invoke(cli, ["-C", str(project), "answers"], catch_exceptions=False)
         assert result.exit_code == 0, result.output
         assert "providers.local_llama: llama.cpp answers (" in result.stderr
         assert len(lines(project, "answers.jsonl")) == QUESTIONS
-        pids = watchdog_pids(where)
-        assert pids and not any(running(pid) for pid in pids)
+        assert serving(model) == [], "the engine outlived the command"
+        assert list(where.rglob(".serve/*")) == [], "the serve's directory outlived it"
         assert not list((project / ".overbrainer" / "serve").glob("*.json"))
     finally:
-        for pid in watchdog_pids(where):
+        for pid in watchdog_pids(where) + serving(model):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
 
 
+def serving(model: Path) -> list[int]:
+    """The live processes whose command line names ``model`` (the engine's)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError):
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state != "Z" and str(model).encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return found
+
+
 def test_llama_cpp_serves_the_parent_on_the_local_target(tmp_path, tiny_gguf):
     project = served_project(tmp_path / "project", tiny_gguf, "box", "local")
-    answers_then_nothing_left(project, project)
+    answers_then_nothing_left(project, project, tiny_gguf)
 
 
 def test_llama_cpp_serves_the_parent_on_the_ssh_target(tmp_path, tiny_gguf, sshd, ssh_target_env):
     ssh_target_env("gpu")
     project = served_project(tmp_path / "project", tiny_gguf, "gpu", "ssh")
-    answers_then_nothing_left(project, sshd.home)
+    answers_then_nothing_left(project, sshd.home, tiny_gguf)

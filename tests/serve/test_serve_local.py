@@ -18,7 +18,14 @@ from click.testing import CliRunner
 from litellm_proxy import free_port
 from overbrainer.cli import cli
 from pipeline_data import lines, seed_questions
-from serve_fixtures import MODEL, engine_argv, running, watchdog_pids, write_served_project
+from serve_fixtures import (
+    MODEL,
+    engine_argv,
+    engine_records,
+    running,
+    watchdog_pids,
+    write_served_project,
+)
 
 
 def invoke(project: Path, *args: str):
@@ -81,7 +88,7 @@ def test_a_killed_command_s_engine_is_ended_by_the_next_command(served_dir):
 
 def engine_asked(project: Path) -> bool:
     """Whether the stand-in engine has a connection open (a request on its way)."""
-    return any(project.rglob(".serve/*/argv.json"))
+    return bool(engine_records(project, "argv.json"))
 
 
 def test_serve_up_keeps_it_across_commands_status_shows_it_and_down_ends_it(served_dir):
@@ -230,7 +237,7 @@ def test_a_token_reaches_the_engine_through_its_environment_never_a_command_line
     monkeypatch.setenv("HF_TOKEN", token)
     assert invoke(served_dir, "serve", "up").exit_code == 0
     try:
-        argv = json.loads(next(served_dir.rglob(".serve/*/argv.json")).read_text())
+        argv = json.loads(engine_records(served_dir, "argv.json")[0].read_text())
         assert "HF_TOKEN" in argv["env"], "pass_env reaches the engine"
         holding = [
             entry.name for entry in Path("/proc").iterdir()

@@ -51,6 +51,8 @@ def down(provider: str | None) -> None:
     """
     serving = current_app().serving()
     names = [provider] if provider else serving.records.providers()
+    if provider and provider not in serving.records.providers():
+        serving.serve_of(provider)  # an unknown or unserved provider is refused
     for name in names:
         record = serving.end(name)
         click.echo(f"{name}: ended" if record is not None else f"{name}: not up")

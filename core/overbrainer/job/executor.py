@@ -32,7 +32,7 @@ from overbrainer.job.interface import Executor
 from overbrainer.job.manifest import Manifest, covered, parse_manifest, select, verify
 from overbrainer.job.metrics import complete_lines
 from overbrainer.job.record import Container, JobHandle, RunRecord, RunState
-from overbrainer.job.serving import ServeHandle, ServeSpec
+from overbrainer.job.serving import ServeHandle, ServeSpec, ServeState
 from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import (
     ArtifactSpec,
@@ -495,12 +495,17 @@ class HostExecutor(Executor):
 
     def reach(self, handle: ServeHandle) -> str:
         """``http://127.0.0.1:PORT`` reaching the engine here; "" when its watchdog is gone."""
-        if self.host.check(serving.alive_script(handle)).strip() != "up":
+        if self.serve_state(handle) is ServeState.GONE:
             return ""
         return f"http://127.0.0.1:{self.host.forward(handle.port)}"
 
-    def end_serve(self, handle: ServeHandle) -> bool:
-        done = self.host.run(serving.stop_script(handle), timeout=serving.GRACE_S + 30)
+    def serve_state(self, handle: ServeHandle) -> ServeState:
+        """Its watchdog's pid running its script, else a process of its group in its
+        directory (the engine, its watchdog killed), else gone."""
+        return ServeState(self.host.check(serving.state_script(handle)).strip())
+
+    def end_serve(self, handle: ServeHandle, keep_log: bool) -> bool:
+        done = self.host.run(serving.stop_script(handle, keep_log), timeout=serving.GRACE_S + 30)
         if done.code != 0:
             detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
             raise UserError(

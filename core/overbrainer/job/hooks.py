@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from overbrainer.job.record import JobHandle, RunRecord, RunState
-    from overbrainer.job.serving import ServeHandle, ServeSpec
+    from overbrainer.job.serving import ServeHandle, ServeSpec, ServeState
     from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobStatus, LogChunk, TargetInfo
 
@@ -113,9 +113,16 @@ def reach_serve(executor: Executor, handle: ServeHandle) -> str | None:
 
 
 @last
-def stop_serve(executor: Executor, handle: ServeHandle) -> bool | None:
+def serve_state(executor: Executor, handle: ServeHandle) -> ServeState | None:
     if isinstance(executor, Executor) and "serve" in executor.capabilities:
-        return executor.end_serve(handle)
+        return executor.serve_state(handle)
+    return None
+
+
+@last
+def stop_serve(executor: Executor, handle: ServeHandle, keep_log: bool) -> bool | None:
+    if isinstance(executor, Executor) and "serve" in executor.capabilities:
+        return executor.end_serve(handle, keep_log)
     return None
 
 

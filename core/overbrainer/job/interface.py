@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from overbrainer.job.record import JobHandle, RunRecord, RunState
-    from overbrainer.job.serving import ServeHandle, ServeSpec
+    from overbrainer.job.serving import ServeHandle, ServeSpec, ServeState
     from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobStatus, LogChunk, TargetInfo
 
@@ -129,9 +129,17 @@ class Executor(ABC):
         process is gone. Optional: capability ``"serve"``."""
         raise NotImplementedError
 
-    def end_serve(self, handle: ServeHandle) -> bool:
-        """``stop_serve``: end the served process and its watchdog; whether it was
-        running. Optional: capability ``"serve"``."""
+    def serve_state(self, handle: ServeHandle) -> ServeState:
+        """``serve_state``: whether the served process runs, and under its watchdog. This
+        default knows no watchdog apart: ``UP`` while ``reach`` gives a URL."""
+        from overbrainer.job.serving import ServeState
+
+        return ServeState.UP if self.reach(handle) else ServeState.GONE
+
+    def end_serve(self, handle: ServeHandle, keep_log: bool) -> bool:
+        """``stop_serve``: end the served process and its watchdog, remove its files (its
+        log kept when ``keep_log``); whether it was running. Optional: capability
+        ``"serve"``."""
         raise NotImplementedError
 
     def release(self, run: RunRecord | None, outcome: RunState | None) -> None:

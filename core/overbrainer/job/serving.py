@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from importlib import resources
 from typing import Any
 
@@ -22,10 +23,6 @@ PID_FILE = "watchdog.pid"
 LOG_FILE = "serve.log"
 GRACE_S = 10
 """How long TERM has before KILL, for the engine to free its GPUs."""
-
-NOT_OURS = 3
-"""``stop_script``'s exit status when the pid is not this serve's watchdog."""
-
 
 @dataclass(frozen=True)
 class ServeSpec:
@@ -92,36 +89,76 @@ def launch_script(handle_dir: str, port: int, idle_seconds: int, argv: list[str]
     )
 
 
-_OURS = """\
-ours() {{
-  [ -r "/proc/$1/cmdline" ] && tr '\\0' ' ' < "/proc/$1/cmdline" | grep -qF -- {mark}
-}}
+class ServeState(StrEnum):
+    """Where a serve stands on its target, as ``state_script`` prints it."""
+
+    UP = "up"
+    """Its watchdog runs (and, under it, the engine)."""
+    UNWATCHED = "unwatched"
+    """Its watchdog is gone (``kill -9``) but its engine runs on: no idle limit ends it."""
+    GONE = "gone"
+
+
+_STATE = """\
+import os, sys
+pid, where, mark = int(sys.argv[1]), os.path.realpath(sys.argv[2]), sys.argv[3].encode()
+def member(p):
+    try:
+        fields = open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()
+        live = fields[0] != "Z" and int(fields[2]) == pid
+        return live and os.readlink("/proc/%s/cwd" % p) == where
+    except (OSError, IndexError, ValueError):
+        return False
+try:
+    watchdog = mark in open("/proc/%d/cmdline" % pid, "rb").read().replace(b"\\0", b" ")
+except OSError:
+    watchdog = False
+if watchdog and member(pid):
+    print("up")
+elif any(member(p) for p in os.listdir("/proc") if p.isdigit()):
+    print("unwatched")
+else:
+    print("gone")
 """
+"""The serve's state: its watchdog's pid running its script, else a live process of its
+group (the pid stays its group's while one lives) working in its directory (the engine)."""
 
 
-def alive_script(handle: ServeHandle) -> str:
-    """Print ``up`` when the watchdog of ``handle`` runs (its pid runs its script), else
-    ``gone``."""
-    mark = q(f"{handle.dir}/{WATCHDOG}")
-    return _OURS.format(mark=mark) + f"if ours {handle.pid}; then echo up; else echo gone; fi\n"
+def _state(handle: ServeHandle) -> str:
+    """The shell words that print ``handle``'s ``ServeState``."""
+    mark = f"{handle.dir}/{WATCHDOG}"
+    return f"python3 -c {q(_STATE)} {handle.pid} {q(handle.dir)} {q(mark)}"
 
 
-def stop_script(handle: ServeHandle) -> str:
-    """TERM the group of the watchdog, KILL what is left after ``GRACE_S``; print
-    ``stopped`` or ``gone``. A pid that does not run this serve's watchdog is never
-    signalled (exit ``NOT_OURS`` when its group is alive anyway)."""
-    mark = q(f"{handle.dir}/{WATCHDOG}")
-    pid = handle.pid
-    return (
-        _OURS.format(mark=mark)
-        + f"""\
-if ! ours {pid}; then echo gone; exit 0; fi
+def state_script(handle: ServeHandle) -> str:
+    """Print the ``ServeState`` of ``handle``."""
+    return f"exec {_state(handle)}\n"
+
+
+def stop_script(handle: ServeHandle, keep_log: bool) -> str:
+    """TERM the serve's process group (its watchdog and engine, or the engine alone when
+    the watchdog was killed), KILL what is left after ``GRACE_S``, then remove its
+    directory (all but its log when ``keep_log``); print ``stopped`` or ``gone``. A group
+    that is not this serve's is never signalled (``state_script``)."""
+    pid, state, where = handle.pid, _state(handle), q(handle.dir)
+    keep = q(f"{handle.dir}/{LOG_FILE}")
+    tidy = (
+        f"find {where} -mindepth 1 ! -path {keep} -exec rm -rf {{}} + 2>/dev/null\n"
+        if keep_log
+        else f"rm -rf {where}\n"
+    )
+    return f"""\
+state() {{ {state}; }}
+if [ "$(state)" = {ServeState.GONE} ]; then
+  {tidy}  echo gone; exit 0
+fi
 kill -TERM -{pid} 2>/dev/null
 i=0
-while kill -0 -{pid} 2>/dev/null && [ $i -lt {GRACE_S * 10} ]; do sleep 0.1; i=$((i+1)); done
+while [ "$(state)" != {ServeState.GONE} ] && [ $i -lt {GRACE_S * 10} ]; do
+  sleep 0.1; i=$((i+1))
+done
 kill -KILL -{pid} 2>/dev/null
 i=0
-while kill -0 -{pid} 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
-echo stopped
+while [ "$(state)" != {ServeState.GONE} ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+{tidy}echo stopped
 """
-    )

@@ -23,7 +23,7 @@ from overbrainer.engines import Engine, EngineLaunch
 from overbrainer.errors import TransientError, UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.interface import Executor
-from overbrainer.job.serving import LOG_FILE, ServeHandle, ServeSpec
+from overbrainer.job.serving import LOG_FILE, ServeHandle, ServeSpec, ServeState
 from overbrainer.pipeline.budget import RAISE
 from overbrainer.pipeline.history import append_history, timestamp
 from overbrainer.pipeline.spend import spent
@@ -113,6 +113,12 @@ class Serving:
             record = None
         if record is not None:
             base = self._reach(record)
+            if base and self._state(record) is ServeState.UNWATCHED:
+                logger.warning(
+                    f"providers.{provider}: the {record.engine} serve on `{record.target}` "
+                    f"runs without its watchdog (no idle limit): `overbrainer serve down "
+                    f"{provider}` ends it"
+                )
             if base:
                 self._urls[provider] = f"{base}/v1"
                 if provider not in self._guards:
@@ -128,8 +134,7 @@ class Serving:
                     f"`{record.target}` ({base})"
                 )
                 return self._urls[provider]
-            self._account(record, "gone")  # it ended (its idle limit, a reboot)
-            self.records.remove(provider)
+            self._end(record)  # it ended (its idle limit, a reboot): its files go
         return self._start(provider, serve, keep)
 
     def _start(self, provider: str, serve: Serve, keep: bool) -> str:
@@ -201,7 +206,7 @@ class Serving:
                 logger.info(f"providers.{provider}: {engine.name} answers ({elapsed:.0f} s)")
                 return base
             if time.monotonic() - started > self.ready_timeout:
-                self.end(provider)
+                self.end(provider, keep_log=True)
                 raise UserError(
                     f"providers.{provider}: {engine.name} did not answer within "
                     f"{self.ready_timeout:.0f} s (it was ended): see {log} on target "
@@ -218,23 +223,25 @@ class Serving:
 
     # Ending.
 
-    def end(self, provider: str) -> ServeRecord | None:
-        """End the serve of ``provider`` (whoever started it) and remove its record; the
-        record it had, or None when nothing was up."""
+    def end(self, provider: str, *, keep_log: bool = False) -> ServeRecord | None:
+        """End the serve of ``provider`` (whoever started it), remove its files on the
+        target (its log kept when ``keep_log``) and its record; the record it had, or None
+        when nothing was up."""
         with self._lock:
             record = self.records.load(provider)
             if record is None:
                 return None
-            self._end(record)
+            self._end(record, keep_log=keep_log)
             return record
 
-    def _end(self, record: ServeRecord) -> None:
+    def _end(self, record: ServeRecord, *, keep_log: bool = False) -> None:
         with deferred_sigint() as noted:
             executor = self._executor(record.target)
-            ran = self.hooks.stop_serve(executor=executor, handle=record.handle)
+            ran = self.hooks.stop_serve(executor=executor, handle=record.handle, keep_log=keep_log)
             self._account(record, "ended" if ran else "gone")
             self._forget(record.provider)
-        logger.info(f"providers.{record.provider}: {record.engine} ended on `{record.target}`")
+        if ran:
+            logger.info(f"providers.{record.provider}: {record.engine} ended on `{record.target}`")
         if noted.caught:
             raise noted.interrupt()
 
@@ -288,11 +295,18 @@ class Serving:
             if record is None:
                 continue
             try:
-                url = self._reach(record)
+                state = self._state(record)
+                url = self._reach(record) if state is not ServeState.GONE else ""
             except (UserError, TransientError) as error:
                 found.append((record, f"not known: {error}"))
                 continue
-            found.append((record, f"up at {url}/v1" if url else "gone (ended on its target)"))
+            if not url:
+                found.append((record, "gone (ended on its target)"))
+            elif state is ServeState.UNWATCHED:
+                found.append((record, f"up at {url}/v1, engine running without its watchdog "
+                                      "(no idle limit)"))  # fmt: skip
+            else:
+                found.append((record, f"up at {url}/v1"))
         return found
 
     # The budget.
@@ -360,6 +374,11 @@ class Serving:
             "price_per_hour": record.price_per_hour,
             "cost": None if hours is None else round(hours * record.price_per_hour, 6),
         })  # fmt: skip
+
+    def _state(self, record: ServeRecord) -> ServeState:
+        executor = self._executor(record.target)
+        found = self.hooks.serve_state(executor=executor, handle=record.handle)
+        return ServeState.GONE if found is None else found
 
     def _reach(self, record: ServeRecord) -> str:
         executor = self._executor(record.target)

@@ -471,10 +471,10 @@ class ExecutorContract:
             url = _reached(driver, handle)
             assert url.startswith("http://127.0.0.1:"), f"reach_serve gave {url!r}"
         finally:
-            ended = hook.stop_serve(executor=executor, handle=handle)
+            ended = hook.stop_serve(executor=executor, handle=handle, keep_log=False)
         assert ended is True, "stop_serve of a running process must answer True"
         assert hook.reach_serve(executor=executor, handle=handle) == "", "it is still up"
-        again = hook.stop_serve(executor=executor, handle=handle)
+        again = hook.stop_serve(executor=executor, handle=handle, keep_log=False)
         assert again is False, "stop_serve again must do nothing and answer False"
 
     def test_a_stale_serve_handle_signals_nothing(self, driver: Driver) -> None:
@@ -483,11 +483,11 @@ class ExecutorContract:
         try:
             _reached(driver, handle)
             stale = ServeHandle(handle.serve_id, handle.dir + "-other", handle.pid, handle.port)
-            assert hook.stop_serve(executor=executor, handle=stale) is False
+            assert hook.stop_serve(executor=executor, handle=stale, keep_log=False) is False
             assert hook.reach_serve(executor=executor, handle=stale) == ""
             assert hook.reach_serve(executor=executor, handle=handle), "a stale handle ended it"
         finally:
-            hook.stop_serve(executor=executor, handle=handle)
+            hook.stop_serve(executor=executor, handle=handle, keep_log=False)
 
     def test_a_served_process_without_a_connection_ends_at_its_idle_limit(
         self, driver: Driver
@@ -500,7 +500,7 @@ class ExecutorContract:
                 assert time.monotonic() < deadline, "the idle watchdog did not end it"
                 time.sleep(0.5)
         finally:
-            hook.stop_serve(executor=executor, handle=handle)
+            hook.stop_serve(executor=executor, handle=handle, keep_log=False)
 
 
 def _serve(driver: Driver, idle_seconds: int) -> ServeHandle:
