@@ -22,8 +22,8 @@ from overbrainer.cli.context import current_app
     "--require-win-rate",
     type=click.FloatRange(0, 1),
     metavar="R",
-    help="Push only if the latest compare's win-or-tie rate is at least R (0 to 1) at the "
-    "lower bound of its 95% interval.",
+    help="Push only if the newest compare's win-or-tie rate against the parent is at least R "
+    "(0 to 1) at the lower bound of its 95% interval.",
 )
 def push(  # noqa: PLR0917 - click passes each option
     run_id: str | None,
