@@ -328,9 +328,9 @@ def test_require_win_rate_checks_the_latest_compares_lower_bound(pushable, hub, 
     result = run_cli("push", pushable.run_id, "--require-win-rate", "0.5")
     assert result.exit_code == 1
     assert (
-        f"error: the newest compare of run {pushable.run_id} against its parent (compare_20260102-000000) has a "
-        "win-or-tie rate of 62.5%, 95% interval 30.5%-86.3%: its lower bound is under "
-        "--require-win-rate 0.5; nothing was pushed"
+        f"error: the newest compare of run {pushable.run_id} against its parent "
+        "(compare_20260102-000000) has a win-or-tie rate of 62.5%, 95% interval 30.5%-86.3%: "
+        "its lower bound is under --require-win-rate 0.5; nothing was pushed"
     ) in result.stderr
     assert hub.commits() == []
     result = run_cli("push", pushable.run_id, "--require-win-rate", "0.3")
@@ -348,8 +348,8 @@ def test_require_win_rate_reads_a_compare_of_an_earlier_version(pushable, hub, r
     write_compare(pushable.run_dir, "compare_20260102-000000", none)
     result = run_cli("push", pushable.run_id, "--require-win-rate", "0.1", "--dry-run")
     assert (
-        f"error: the newest compare of run {pushable.run_id} against its parent (compare_20260102-000000) judged "
-        "no question: --require-win-rate 0.1 cannot be checked"
+        f"error: the newest compare of run {pushable.run_id} against its parent "
+        "(compare_20260102-000000) judged no question: --require-win-rate 0.1 cannot be checked"
     ) in result.stderr
     result = run_cli("push", pushable.run_id, "--require-win-rate", "1.5")
     assert result.exit_code == 2 and "1.5 is not in the range 0<=x<=1" in result.stderr

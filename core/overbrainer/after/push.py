@@ -232,14 +232,15 @@ def check_win_rate(run_dir: Path, run_id: str, required: float) -> None:
         bounds = list(computed) if computed else None
     if bounds is None:
         raise UserError(
-            f"the newest compare of run {run_id} against its parent ({compare_id}) judged no question: "
-            f"--require-win-rate {required} cannot be checked"
+            f"the newest compare of run {run_id} against its parent ({compare_id}) judged no "
+            f"question: --require-win-rate {required} cannot be checked"
         )
     if bounds[0] < required:
         raise UserError(
-            f"the newest compare of run {run_id} against its parent ({compare_id}) has a win-or-tie rate of "
-            f"{percent(summary.get('win_or_tie'))}, 95% interval {interval(bounds)}: its lower "
-            f"bound is under --require-win-rate {required}; nothing was pushed"
+            f"the newest compare of run {run_id} against its parent ({compare_id}) has a "
+            f"win-or-tie rate of {percent(summary.get('win_or_tie'))}, 95% interval "
+            f"{interval(bounds)}: its lower bound is under --require-win-rate {required}; "
+            "nothing was pushed"
         )
 
 
