@@ -172,12 +172,10 @@ def judging(project_dir: Path, settings: Settings) -> Iterator[StageContext]:
         if "exchanges" in vars(context):  # made on the first request
             context.exchanges.close()
         if status != "ok" or report.done or report.skipped:
-            judge = settings.roles.judge or settings.roles.parent
+            judge = Judge.of(settings)
+            asked = (judge.provider, judge.role.model)
             append_history(
-                project_dir,
-                report.history_entry(
-                    STAGE, started, timestamp(), status, (judge.provider, judge.model)
-                ),
+                project_dir, report.history_entry(STAGE, started, timestamp(), status, asked)
             )
         record_requests(project_dir, STAGE, report)
 
