@@ -6,11 +6,18 @@ the child)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+import time
 
 import pytest
-from tests.after.test_compare import JUDGE_PROMPT, use_provider
+from tests.after.test_compare import BOOT, JUDGE_PROMPT, use_provider
 from tests.after.test_compare import comparable as compared  # noqa: F401 - its fixture
+
+from fake_provider import FakeProvider
+from overbrainer.pipeline.spend import read_spending, spent
 
 JUDGE = """
 [roles.judge]
@@ -167,3 +174,45 @@ def test_a_spent_budget_sends_the_judge_nothing(run, provider, run_cli, monkeypa
         0,
         0,
     )
+
+
+def test_a_compare_killed_while_judging_loses_none_of_the_judges_spend(
+    request, run_cli, monkeypatch
+):
+    provider = FakeProvider(latency=0.3).start()
+    try:
+        provider.prices["judge-model"] = JUDGE_PRICE
+        finished = request.getfixturevalue("compared")
+        with (finished.dir / "overbrainer.toml").open("a", encoding="utf-8") as config:
+            config.write(JUDGE)
+        use_provider(monkeypatch, provider)
+        process = subprocess.Popen(
+            [sys.executable, "-c", BOOT, "-C", str(finished.dir), "compare", "--limit", "6",
+             "--against", "parent"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ),
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                found = list(finished.run_dir.glob("compares/*/verdicts-*.jsonl"))
+                if found and len(found[0].read_text().splitlines()) >= 2:
+                    break
+                time.sleep(0.02)
+            else:
+                pytest.fail("the compare judged nothing")
+        finally:
+            process.kill()
+            process.communicate()
+        assert not (finished.dir / ".overbrainer" / "history.jsonl").exists()  # no end
+        sent = len(judge_chats(provider))
+        [execution] = read_spending(finished.dir).executions.values()
+        # Every reply in is paid in the journal; the one in flight counts at its bound.
+        assert execution.stage == "compare" and execution.model == "judge-model"
+        assert execution.requests >= 2 * len(verdict_lines(finished))
+        assert execution.requests + execution.unsure >= sent
+        assert spent(finished.dir) >= execution.requests * 0.0005
+        shown = run_cli("history", "--all")
+        assert shown.exit_code == 0, shown.stderr
+        assert "compare    unfinished" in shown.stdout
+    finally:
+        provider.stop()
