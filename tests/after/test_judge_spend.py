@@ -216,3 +216,20 @@ def test_a_compare_killed_while_judging_loses_none_of_the_judges_spend(
         assert "compare    unfinished" in shown.stdout
     finally:
         provider.stop()
+
+
+def test_a_budget_with_a_judge_of_unknown_price_is_refused_before_it_asks(
+    run, provider, run_cli, monkeypatch
+):
+    del provider.prices["judge-model"]
+    monkeypatch.setenv("OVERBRAINER_BUDGET__MAX_USD", "1")
+    result = run_cli("compare", "--limit", "2", "--against", "parent")
+    assert result.exit_code == 1
+    assert (
+        "error: the verdicts so far are kept; resume with `overbrainer compare --rejudge compare_"
+    ) in result.stderr
+    assert result.stderr.endswith(
+        "budget: the price of main/judge-model is unknown, so max_usd cannot be kept: set "
+        "[providers.main.prices]\n"
+    )
+    assert judge_chats(provider) == []
