@@ -52,6 +52,15 @@ def read_lines(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def paid_by_execution(spend) -> dict[str, list[dict]]:
+    """The journal's paid lines by the stage execution that paid them, in order."""
+    paid: dict[str, list[dict]] = {}
+    for line in spend:
+        if "paid" in line:
+            paid.setdefault(line["paid"].split("#")[0], []).append(line)
+    return paid
+
+
 def test_compare_eval_asks_a_set_of_child_and_parent_and_keeps_the_parents_answers(
     run, provider, run_cli, monkeypatch
 ):
@@ -79,18 +88,28 @@ def test_compare_eval_asks_a_set_of_child_and_parent_and_keeps_the_parents_answe
     judged = [seen for seen in provider.chats() if JUDGE_PROMPT in seen.prompt]
     assert len(judged) == 6
     assert all("The answer to: " in seen.prompt for seen in judged)
-    # Paid like a stage: the spend journal, the history, the kept answers.
+    # Paid like a stage: the spend journal, the history, the kept answers; the judge's
+    # requests are a second execution, after the parent's answers.
     spend = read_lines(run.dir / ".overbrainer" / "spend.jsonl")
-    paid = [line for line in spend if "paid" in line]
-    assert len(paid) == 3 and all(line["cost"] > 0 for line in paid)
-    [entry] = read_lines(run.dir / ".overbrainer" / "history.jsonl")
+    paid = paid_by_execution(spend)
+    assert [len(lines) for lines in paid.values()] == [3, 6]
+    answered = next(iter(paid.values()))
+    assert all(line["cost"] > 0 for line in answered)
+    entry, judged_entry = read_lines(run.dir / ".overbrainer" / "history.jsonl")
     assert (entry["stage"], entry["status"], entry["done"]) == ("compare", "ok", 3)
     assert entry["model"] == "parent-model" and entry["cost"] == pytest.approx(
-        sum(line["cost"] for line in paid)
+        sum(line["cost"] for line in answered)
     )
+    assert (judged_entry["stage"], judged_entry["done"]) == ("compare", 3)
     shown = run_cli("history")
     assert shown.exit_code == 0, shown.stderr
-    assert shown.stdout.startswith("compare    1 run(s), 3 done, 0 failed; tokens 30 in, 60 out; $")
+    parent_in, parent_out = entry["input_tokens"], entry["output_tokens"]
+    assert (parent_in, parent_out) == (30, 60)
+    assert shown.stdout.startswith(
+        "compare    2 run(s), 6 done, 0 failed; tokens "
+        f"{parent_in + judged_entry['input_tokens']} in, "
+        f"{parent_out + judged_entry['output_tokens']} out; $"
+    )
     kept = read_lines(run.dir / ".overbrainer" / "eval_answers.jsonl")
     assert sorted(record["question"] for record in kept) == sorted(i["question"] for i in HELD_OUT)
     # The cost per 1,000 requests is the parent's answers' (10 tokens in, 20 out each).

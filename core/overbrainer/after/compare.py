@@ -39,6 +39,7 @@ from overbrainer.after.judge import (
     Others,
     VerdictLog,
     judge_all,
+    judging,
     read_verdicts,
     records_by_id,
     strip_reasoning,
@@ -55,7 +56,7 @@ from overbrainer.errors import Interrupted, UserError, signal_of
 from overbrainer.hookcalls import Hooks
 from overbrainer.job import scripts
 from overbrainer.job.layout import CONFIG_FILE
-from overbrainer.pipeline.exchanges import ExchangeLog
+from overbrainer.pipeline.stage import StageContext
 from overbrainer.project import RUNS_DIR, Project
 from overbrainer.runs.store import RunStore
 
@@ -489,19 +490,17 @@ def _judge_and_report(
     questions = setup["questions"]
     answers = records_by_id(directory / ANSWERS)
     against = _judged_against(setup)
-    exchanges = ExchangeLog(project.dir)
     judged: dict[str, Judged] = {}
     try:
-        for name in against:
-            judged[name] = _judge_against(project, judge, directory, setup, name, exchanges)
+        with judging(project.dir, settings) as context:  # paid: journal, budget, history
+            for name in against:
+                judged[name] = _judge_against(project, judge, directory, setup, name, context)
     except KeyboardInterrupt as interrupt:
         raise Interrupted(
             "interrupted: the verdicts so far are kept; resume with "
             f"`overbrainer compare --rejudge {setup['compare']}`",
             signal_of(interrupt),
         ) from None
-    finally:
-        exchanges.close()
     compare_settings = settings.compare
     child_price = compare_settings.child_price_per_hour
     from_pod = child_price is None and isinstance(setup.get("pod_price_per_hour"), int | float)
@@ -609,7 +608,7 @@ def _judge_against(  # noqa: PLR0917 - private, called once
     directory: Path,
     setup: dict[str, Any],
     name: str,
-    exchanges: ExchangeLog,
+    context: StageContext,
 ) -> Judged:
     """Judge the child against ``name`` (its parent, its base, another run's child): the
     parent's answer shown as a reference when ``[compare] reference`` and it is not the
@@ -641,7 +640,7 @@ def _judge_against(  # noqa: PLR0917 - private, called once
 
     asyncio.run(
         judge_all(
-            settings,
+            context,
             dict(project.env),
             setup["questions"],
             records_by_id(directory / ANSWERS),
@@ -650,7 +649,6 @@ def _judge_against(  # noqa: PLR0917 - private, called once
             int(setup["seed"]),
             setup["compare"],
             others=others,
-            exchanges=exchanges,
         )
     )
     return Judged(verdicts_file, read_verdicts(verdicts_file), others, reference)

@@ -6,14 +6,18 @@ one drawn per question from the seed first): judges prefer a position, so a verd
 flips with the order is a tie. A reply without a verdict is asked once more with a stricter
 instruction. Each question's verdicts, with the judge's raw replies, are appended to the
 verdicts file as they come: a compare that stopped resumes with the questions not judged yet.
+
+The judge is paid as a stage's requests are (:func:`judging`): each request is reserved by
+``[budget] max_usd`` before it is sent and in the spend journal before the next, and the
+compare's judging ends with a ``compare`` line in ``history.jsonl``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,13 +28,28 @@ from loguru import logger
 from overbrainer import files
 from overbrainer.config.model import Role, Settings
 from overbrainer.errors import UserError
-from overbrainer.pipeline.exchanges import ExchangeLog, first_line
+from overbrainer.pipeline.budget import BudgetExceeded
+from overbrainer.pipeline.exchanges import first_line
+from overbrainer.pipeline.history import append_history, timestamp
+from overbrainer.pipeline.pool import for_each
+from overbrainer.pipeline.report import Report
+from overbrainer.pipeline.requests import record_requests
+from overbrainer.pipeline.runner import budget_of
+from overbrainer.pipeline.spend import SpendJournal
+from overbrainer.pipeline.stage import StageContext
 from overbrainer.pipeline.verdict import STRICTER, parse_verdict, strip_reasoning
+from overbrainer.providers.completion import Completion
 from overbrainer.providers.errors import ProviderError
 
 TEMPLATE = "judge.txt"
 REFERENCE_TEMPLATE = "judge_reference.txt"
 """The judge's prompt with the parent's answer as a reference (``[compare] reference``)."""
+STAGE = "compare"
+"""The stage the judge's requests are journalled and its history line written under."""
+COUNTED_AS = "judge"
+"""What the judge's requests count for in ``requests.jsonl``: apart from the parent's
+answers of a compare (often the same model), whose measured average a verdict's few tokens
+would drag down (and the budget's lowered ``max_tokens`` with it)."""
 
 
 def child_first(seed: int, question_id: str) -> bool:
@@ -128,8 +147,41 @@ class Others:
     answers: dict[str, dict[str, Any]]
 
 
+@contextmanager
+def judging(project_dir: Path, settings: Settings) -> Iterator[StageContext]:
+    """The context the judge of one compare asks through, paid as a stage: ``[budget]
+    max_usd`` kept from what the project spent before, each request in the spend journal
+    before the next, and at the end (however it ends) a ``compare`` line in
+    ``history.jsonl`` when anything was to be judged."""
+    started = timestamp()
+    report = Report(STAGE)
+    report.counted_as = COUNTED_AS
+    budget = budget_of(STAGE, project_dir, settings, None)
+    context = StageContext(project_dir, settings, [], False, report, budget)
+    context.journal = SpendJournal(project_dir, STAGE, started)
+    status = "failed"
+    try:
+        context.journal.begin()
+        yield context
+        status = "ok"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        context.journal.finish()
+        if "exchanges" in vars(context):  # made on the first request
+            context.exchanges.close()
+        if status != "ok" or report.done or report.skipped:
+            judge = Judge.of(settings)
+            asked = (judge.provider, judge.role.model)
+            append_history(
+                project_dir, report.history_entry(STAGE, started, timestamp(), status, asked)
+            )
+        record_requests(project_dir, STAGE, report)
+
+
 async def judge_all(  # noqa: PLR0915, PLR0917 - one call site; its closures share its state
-    settings: Settings,
+    context: StageContext,
     env: dict[str, str],
     questions: list[dict[str, Any]],
     answers: dict[str, dict[str, Any]],
@@ -139,44 +191,38 @@ async def judge_all(  # noqa: PLR0915, PLR0917 - one call site; its closures sha
     compare_id: str,
     *,
     others: Others | None = None,
-    exchanges: ExchangeLog | None = None,
 ) -> None:
-    """Judge every question without a verdict in ``log``, ``pipeline.concurrency`` at a time:
-    the child's answer against ``others``' (the parent's, in the question, when None);
-    each exchange with the judge is kept in ``exchanges`` (``overbrainer log``)."""
+    """Judge every question without a verdict in ``log``, ``pipeline.concurrency`` at a time,
+    through ``context`` (:func:`judging`): the child's answer against ``others``' (the
+    parent's, in the question, when None); each exchange with the judge is kept for
+    ``overbrainer log``. A request the budget refuses stops the judging once those in flight
+    are in, saying how many verdicts are kept and how to go on."""
     from overbrainer.providers.prices import PriceBook
     from overbrainer.providers.registry import ProviderSet
 
+    settings = context.settings
+    report = context.report
     judge = Judge.of(settings)
     done = read_verdicts(log.path)
     providers = ProviderSet(settings, env, PriceBook())
-    gate = asyncio.Semaphore(settings.pipeline.concurrency)
+    context.providers = providers
+    report.price_of = providers.price
+
+    def unparsed(completion: Completion) -> str | None:
+        return None if parse_verdict(strip_reasoning(completion.content)) else UNPARSED
 
     async def ask(qid: str, prompt: str, first: bool) -> dict[str, Any]:
         """One order's verdict: asked once more, stricter, when the reply holds none."""
-        client = providers.client(judge.provider)
-
-        def on_retry(error: str, delay: float) -> None:
-            logger.warning(f"compare: judging {qid} failed: {error}; retrying in {delay:.0f}s")
-
         replies: list[str] = []
         parsed = None
         for attempt in range(2):
             messages = [{"role": "user", "content": prompt + (STRICTER if attempt else "")}]
             try:
-                completion = await client.chat(judge.role, messages, on_retry)
+                completion = await context.chat(judge.role, messages, qid, unparsed)
             except ProviderError as error:
-                if exchanges is not None:
-                    exchanges.record("compare", qid, judge.role.model, messages, None,
-                                     failure=error.message)  # fmt: skip
                 raise UserError(f"the judge failed on question {qid}: {error}") from None
             replies.append(completion.content)
             parsed = parse_verdict(strip_reasoning(completion.content))
-            if exchanges is not None:
-                exchanges.record(
-                    "compare", qid, judge.role.model, messages, completion.content,
-                    completion.reasoning, None if parsed is not None else UNPARSED,
-                )  # fmt: skip
             if parsed is not None:
                 break
             logger.debug(f"compare: {qid}: the judge's reply was:\n{completion.content}")
@@ -192,13 +238,18 @@ async def judge_all(  # noqa: PLR0915, PLR0917 - one call site; its closures sha
         return {"child_first": first, "verdict": verdict, "outcome": outcome(verdict, first),
                 "reason": reason, "replies": replies}  # fmt: skip
 
+    def unjudged(record: dict[str, Any]) -> None:
+        """A question not put to the judge (no answer to judge): its line, no request."""
+        log.append(record)
+        report.skip()
+
     async def one(question: dict[str, Any]) -> None:
         qid = question["id"]
         first = child_first(seed, qid)
         child = answers.get(qid)
         if child is None or "error" in child:
             reason = (child or {}).get("error", "the child gave no answer")
-            log.append({"id": qid, "verdict": "error", "reason": reason, "child_first": first})
+            unjudged({"id": qid, "verdict": "error", "reason": reason, "child_first": first})
             return
         child_text = strip_reasoning(child.get("answer", ""))
         if others is None:
@@ -208,18 +259,15 @@ async def judge_all(  # noqa: PLR0915, PLR0917 - one call site; its closures sha
             if other is None or "error" in other:
                 said = (other or {}).get("error", "no answer")
                 reason = f"{others.name} gave no answer ({said}): not judged"
-                log.append(
-                    {"id": qid, "verdict": "skipped", "reason": reason, "child_first": first}
-                )
+                unjudged({"id": qid, "verdict": "skipped", "reason": reason, "child_first": first})
                 return
             other_text = strip_reasoning(other.get("answer", ""))
         orders = []
-        async with gate:
-            for child_is_a in (first, not first):
-                a, b = (child_text, other_text) if child_is_a else (other_text, child_text)
-                orders.append(await ask(qid, render(question, a, b), child_is_a))
-                if orders[0]["outcome"] == "unparsed":
-                    break  # unparsed whatever the other order says
+        for child_is_a in (first, not first):
+            a, b = (child_text, other_text) if child_is_a else (other_text, child_text)
+            orders.append(await ask(qid, render(question, a, b), child_is_a))
+            if orders[0]["outcome"] == "unparsed":
+                break  # unparsed whatever the other order says
         verdict = combined(orders[0]["outcome"], orders[-1]["outcome"])
         flipped = verdict == "tie" and orders[0]["outcome"] != orders[-1]["outcome"]
         reason = next((order["reason"] for order in orders if order["reason"]), "")
@@ -234,14 +282,21 @@ async def judge_all(  # noqa: PLR0915, PLR0917 - one call site; its closures sha
             "id": qid, "verdict": verdict, "reason": reason, "child_first": first,
             "flipped": flipped, "orders": orders,
         })  # fmt: skip
+        report.finish()
 
+    pending = [  # an unparsed verdict is asked again (a rejudge after changing the judge)
+        question
+        for question in questions
+        if done.get(question["id"], {}).get("verdict") in (None, "unparsed")
+    ]
+    report.start(len(pending))
     try:
-        pending = [  # an unparsed verdict is asked again (a rejudge after changing the judge)
-            question
-            for question in questions
-            if done.get(question["id"], {}).get("verdict") in (None, "unparsed")
-        ]
-        await asyncio.gather(*(one(question) for question in pending))
+        # An error stops the questions not started; those in flight end and keep theirs.
+        await for_each(pending, one, settings.pipeline.concurrency)
+        await providers.settle_prices()
+    except BudgetExceeded:
+        assert context.budget is not None
+        raise UserError(_budget_stop(context, log, questions, compare_id, others)) from None
     except UserError as error:
         raise UserError(
             f"the verdicts so far are kept; resume with `overbrainer compare --rejudge "
@@ -249,3 +304,29 @@ async def judge_all(  # noqa: PLR0915, PLR0917 - one call site; its closures sha
         ) from None
     finally:
         await providers.aclose()
+
+
+def _budget_stop(
+    context: StageContext,
+    log: VerdictLog,
+    questions: list[dict[str, Any]],
+    compare_id: str,
+    others: Others | None,
+) -> str:
+    """What a compare stopped by the budget says: the budget's figures, the verdicts kept
+    (of the questions, against whom) and how to judge the rest."""
+    assert context.budget is not None
+    asked = {question["id"] for question in questions}
+    kept = sum(
+        1
+        for qid, record in read_verdicts(log.path).items()
+        if qid in asked and record.get("verdict") != "unparsed"
+    )
+    whom = "its parent" if others is None else others.name
+    go_on = (
+        f"{kept} of {len(questions)} verdicts against {whom} are kept in {log.path.name}; "
+        "raise the budget ([budget] max_usd in overbrainer.toml, or "
+        f"OVERBRAINER_BUDGET__MAX_USD), then `overbrainer compare --rejudge {compare_id}` "
+        "judges the rest"
+    )
+    return context.budget.stopped(context.report, go_on)

@@ -201,9 +201,10 @@ class Budget:
         ``Report.cost`` would make the whole unknown), tries possibly billed included."""
         return report.spent_at_known_prices()
 
-    def stopped(self, report: Report) -> str:
+    def stopped(self, report: Report, go_on: str = GO_ON) -> str:
         """What the stage ends with once the budget refused a request and the requests in
-        flight are in: what was spent, what is left, how to go on."""
+        flight are in: what was spent, what is left, how to go on (``go_on``: a command
+        that resumes otherwise, as ``compare --rejudge``)."""
         spent = self.spent(report)
         left = max(self.max_usd - spent, 0.0)
         upcoming = f" (up to {usd(self.next_cost)})" if self.next_cost is not None else ""
@@ -216,7 +217,7 @@ class Budget:
         return (
             f"budget: {self._stage} stopped before a request{upcoming} that could take the "
             f"project past max_usd {usd(self.max_usd)}: spent {usd(spent)} (this stage "
-            f"{usd(self.stage_spent(report))}), {usd(left)} left{held}; {GO_ON}"
+            f"{usd(self.stage_spent(report))}), {usd(left)} left{held}; {go_on}"
         )
 
     # -- the caps ------------------------------------------------------------------------
