@@ -180,7 +180,8 @@ def test_a_serve_s_hours_and_their_price_are_in_the_history(tmp_path, engine_ven
         "box",
     )
     assert 1.0 / 3600 <= line["hours"] < 60.0 / 3600
-    assert line["cost"] == pytest.approx(line["hours"] * 3.6, abs=2e-6)
+    # Each is rounded to 6 places: the hours' rounding, times 3.6, and the cost's own.
+    assert line["cost"] == pytest.approx(line["hours"] * 3.6, abs=3.6 * 5e-7 + 5e-7 + 1e-9)
     history = invoke(project, "history")
     assert f"serve      1 run(s), 0 done, 0 failed; tokens 0 in, 0 out; ${line['cost']:.4f}" in (
         history.stdout
