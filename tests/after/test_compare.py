@@ -258,7 +258,8 @@ def test_an_unparsed_verdict_is_asked_twice_and_a_failed_answer_is_not_judged(
     assert data["summary"]["win_or_tie"] == 0.0
     [question] = [q["id"] for q in data["questions"] if q["verdict"] == "unparsed"]
     assert (
-        f"warning: compare: {question}: the judge's verdict cannot be read (it began "
+        f"warning: compare: {question} (against its parent): the judge's verdict cannot be "
+        "read (it began "
         "'I cannot say.'): kept as unparsed" in result.stderr
     )
     logged = run_cli("log", "--failed", "--stage", "compare")

@@ -134,6 +134,10 @@ def test_providers_check_probes_the_parents_logprobs(run_cli, project_dir, provi
     probe = provider.chats("parent-model")[0].body
     assert (probe["logprobs"], probe["top_logprobs"]) == (True, 5)
     assert "logprobs" not in provider.chats("gen-model")[0].body
+    assert (
+        "parent: logprobs ok: 5 candidates per token, every one named by the child's "
+        'vocabulary (training.distill = "logits")'
+    ) in result.stdout
 
 
 def test_a_parent_without_logprobs_is_refused_by_providers_check(run_cli, project_dir,
@@ -143,6 +147,7 @@ def test_a_parent_without_logprobs_is_refused_by_providers_check(run_cli, projec
     assert result.exit_code == 1
     assert ('problem: training.distill = "logits", but the probe\'s reply from '
             "main/parent-model carried no logprobs") in result.stderr
+    assert "logprobs ok" not in result.stdout
 
 
 def test_a_server_capped_below_top_k_is_refused_with_its_reason(run_cli, tmp_path, provider):

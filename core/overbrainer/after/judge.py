@@ -227,8 +227,9 @@ async def judge_all(  # noqa: PLR0915, PLR0917 - one call site; its closures sha
                 break
             logger.debug(f"compare: {qid}: the judge's reply was:\n{completion.content}")
         if parsed is None:
+            against = f" (against {others.name if others is not None else 'its parent'})"
             logger.warning(
-                f"compare: {qid}: {UNPARSED} (it began "
+                f"compare: {qid}{against}: {UNPARSED} (it began "
                 f"{first_line(strip_reasoning(replies[-1]))!r}): kept as unparsed "
                 "(`overbrainer log --failed --stage compare` shows the replies)"
             )

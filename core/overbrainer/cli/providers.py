@@ -35,7 +35,7 @@ def check() -> None:
     from overbrainer.errors import UserError
     from overbrainer.pipeline.kd_preflight import probe_problem
     from overbrainer.pipeline.preflight import problems
-    from overbrainer.providers.probe import probe_all
+    from overbrainer.providers.probe import logprobs_asked, probe_all
     from overbrainer.redact import escape_controls
 
     app = current_app()
@@ -69,7 +69,14 @@ def check() -> None:
     for probe in probes:
         flags = [reasoning_shown(probe, app.settings)]
         if probe.role == "parent" and probe.completion is not None:
-            flags.append(probe_problem(app.settings, probe.completion))
+            logits = probe_problem(app.settings, probe.completion)
+            flags.append(logits)
+            top_k = logprobs_asked(app.settings)
+            if logits is None and top_k is not None:
+                click.echo(
+                    f"parent: logprobs ok: {top_k} candidates per token, every one named by "
+                    "the child's vocabulary (training.distill = \"logits\")"
+                )
         for flagged in flags:
             if flagged is not None and flagged not in found:
                 click.echo(f"problem: {escape_controls(flagged)}", err=True)
