@@ -24,7 +24,9 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   reads a secret setting's ``vault:`` reference when the plugin needs the value.
 - Helpers: ``layout`` (the job directory's file names), the manifest (``parse_manifest``,
   ``select``, ``covered``, ``manifest_of``, ``verify``, ``sha256_file``, and
-  ``collect_directory`` for a job directory this machine can read), metric lines
+  ``collect_directory`` for a job directory this machine can read), ``JobDirectory`` (a
+  job directory this machine reads and writes: fill, poll, snapshot request, end, log, collect,
+  as the spool template, Ray and Slurm use it), metric lines
   (``complete_lines``, ``parse_event``), and the POSIX host pair ``Host``/``HostExecutor``
   with ``LocalHost`` (this machine), ``HostError`` and ``HostRuntime`` (the runtime keys
   ``HostExecutor`` takes: ``HostTarget.host_runtime()``, or made by a target of another
@@ -74,6 +76,7 @@ from overbrainer.files import mkdir_nofollow, open_append, own_path, read_regula
 from overbrainer.job import layout
 from overbrainer.job.adapter import ExecutorHooks
 from overbrainer.job.changes import StreamWatches
+from overbrainer.job.directory import JobDirectory
 from overbrainer.job.executor import HostExecutor
 from overbrainer.job.host import Completed, Host, HostError
 from overbrainer.job.interface import Executor
@@ -163,6 +166,7 @@ __all__ = [
     "HostRuntime",
     "HostTarget",
     "HttpUrl",
+    "JobDirectory",
     "JobHandle",
     "JobPoll",
     "JobSpec",

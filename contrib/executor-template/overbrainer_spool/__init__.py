@@ -7,7 +7,6 @@ imports only ``overbrainer.plugin``; its entry point names ``plugin``, at the en
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -21,13 +20,12 @@ from pydantic import BaseModel
 
 # isort: off
 from overbrainer.plugin import (
-    CANCELLED, LOST, RUNNING, ArtifactSpec, Executor, ExecutorHooks, JobHandle, JobPoll,
-    JobSpec, JobState, JobStatus, LogChunk, Project, RemotePath, RunRecord, SecretsChannel,
-    TargetBase, TargetInfo, UserError, collect_directory, complete_lines, layout,
+    CANCELLED, LOST, RUNNING, ArtifactSpec, Executor, ExecutorHooks, JobDirectory, JobHandle,
+    JobPoll, JobSpec, JobState, JobStatus, LogChunk, Project, RemotePath, RunRecord,
+    SecretsChannel, TargetBase, TargetInfo, UserError, layout,
 )  # fmt: skip
 # isort: on
 
-CAP = 1 << 20  # the most bytes of metrics or log one call reads
 KILL_WAIT_S = 10.0
 
 
@@ -46,15 +44,6 @@ class SpoolJob(BaseModel):
     directory: str
 
 
-def _read(path: Path, offset: int, length: int = CAP) -> bytes:
-    try:
-        with path.open("rb") as file:
-            file.seek(offset)
-            return file.read(length)
-    except FileNotFoundError:
-        return b""
-
-
 @dataclass
 class SpoolExecutor(Executor):
     """The target ``name``: its settings and what it read of each job so far (``release``,
@@ -71,6 +60,10 @@ class SpoolExecutor(Executor):
             raise UserError(f"run {run.id} has no job on target `{self.name}`")
         return run.job.data_as(SpoolJob)
 
+    def files(self, run: RunRecord) -> JobDirectory:
+        """The job's directory: the files the runner and the core exchange."""
+        return JobDirectory(Path(self.job(run).directory))
+
     def describe(self) -> TargetInfo:
         # This machine's CPU; secrets as a 0600 file the runner deletes (no process table).
         return TargetInfo(device="cpu", local_paths=True, secrets=SecretsChannel.FILE)
@@ -86,13 +79,7 @@ class SpoolExecutor(Executor):
 
     def launch(self, run: RunRecord, job: JobSpec) -> JobHandle:
         where = Path(run.remote_dir)
-        ignore = shutil.ignore_patterns(*layout.HOME_ONLY)
-        shutil.copytree(job.local_dir, where, dirs_exist_ok=True, ignore=ignore)
-        if job.secrets:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-            descriptor = os.open(where / layout.SECRETS_FILE, flags, 0o600)
-            with os.fdopen(descriptor, "wb") as file:
-                file.write(job.secrets_file())
+        JobDirectory(where).fill(job)  # the job's files, its secrets as a 0600 file
         env = {"PATH": self.env.get("PATH", "/usr/bin:/bin"), "HOME": str(Path.home())}
         with open(where / layout.JOB_LOG, "ab") as log:
             process = subprocess.Popen(
@@ -113,36 +100,24 @@ class SpoolExecutor(Executor):
             return False
         return state != "Z" and cwd == job.directory
 
-    def _status(self, where: Path, run: RunRecord) -> JobStatus:
-        if (where / layout.CANCELLED).exists():
-            return CANCELLED
-        if (where / layout.EXIT_CODE).exists():
-            return JobStatus.exited(int((where / layout.EXIT_CODE).read_text().strip()))
+    def _status(self, run: RunRecord) -> JobStatus:
+        # The runner's files first (cancelled, its exit code), then your scheduler's word.
+        ended = self.files(run).ended()
+        if ended is not None:
+            return ended
         return RUNNING if self._alive(run) else LOST
 
     def poll(self, run: RunRecord) -> JobPoll:
-        where = Path(self.job(run).directory)
-        status = self._status(where, run)  # before the metrics: no line is missed at the end
-        offset = self.offsets.get(run.id, 0)
-        chunk = _read(where / layout.METRICS_FILE, offset)
-        lines, used = complete_lines(chunk, capped=len(chunk) >= CAP)
-        self.offsets[run.id] = offset + used
-        request = _read(where / layout.SNAPSHOT_REQUEST, 0, 64).decode("ascii", "replace")
-        snapshot = _read(where / layout.SNAPSHOT_FILE, 0, (64 << 10) + 1)
-        text = snapshot.decode("utf-8", "replace") if snapshot else None
-        return JobPoll(status, tuple(lines), snapshot_request=request.strip() or None,
-                       snapshot=text)  # fmt: skip
+        status = self._status(run)  # before the metrics: no line is missed at the end
+        found, self.offsets[run.id] = self.files(run).poll(status, self.offsets.get(run.id, 0))
+        return found
 
     def request_snapshot(self, run: RunRecord, reason: str) -> None:
         # Or send the runner SIGTERM (a scheduler's graceful stop): it writes this request.
-        request = Path(self.job(run).directory) / layout.SNAPSHOT_REQUEST
-        temporary = request.with_name(request.name + ".tmp")
-        temporary.write_text(reason + "\n", encoding="utf-8")
-        temporary.replace(request)
+        self.files(run).request_snapshot(reason)
 
     def cancel(self, run: RunRecord) -> JobStatus:
-        where = Path(self.job(run).directory)
-        status = self._status(where, run)
+        status = self._status(run)
         if status.state in (JobState.EXITED, JobState.CANCELLED):
             return status  # a finished job is never signalled
         if self._alive(run):
@@ -152,15 +127,14 @@ class SpoolExecutor(Executor):
                 if time.monotonic() > deadline:
                     raise UserError(f"the job of run {run.id} survived KILL")
                 time.sleep(0.05)
-        (where / layout.CANCELLED).touch()
+        self.files(run).mark(layout.CANCELLED)
         return CANCELLED
 
     def collect(self, run: RunRecord, artifacts: ArtifactSpec, dest: Path) -> list[str]:
-        return collect_directory(Path(self.job(run).directory), dest, artifacts)
+        return self.files(run).collect(dest, artifacts)
 
     def read_log(self, run: RunRecord, offset: int) -> LogChunk:
-        data = _read(Path(self.job(run).directory) / layout.JOB_LOG, offset)
-        return LogChunk(data, offset + len(data))
+        return self.files(run).read_log(offset)
 
 
 def create(name: str, target: SpoolTarget, project: Project, run: RunRecord | None) -> Executor:

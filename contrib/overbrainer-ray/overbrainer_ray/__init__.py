@@ -21,7 +21,6 @@ import contextlib
 import os
 import secrets as tokens
 import shlex
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from overbrainer.plugin import (
     ArtifactSpec,
     Executor,
     ExecutorHooks,
+    JobDirectory,
     JobHandle,
     JobPoll,
     JobSpec,
@@ -47,8 +47,6 @@ from overbrainer.plugin import (
     SecretsChannel,
     TargetInfo,
     UserError,
-    collect_directory,
-    complete_lines,
     layout,
 )
 from overbrainer_ray.client import JobNotFound, RayClient, RayJobInfo
@@ -58,7 +56,7 @@ from overbrainer_ray.workers import ray_train_settings
 __all__ = ["RayExecutor", "RayJob", "RayTarget"]
 
 CAP = 1 << 20
-"""The most bytes of metrics or log one call reads."""
+"""The most bytes of log one call reads."""
 CANCEL_WAIT_S = 60.0
 STOP_WAIT_VARIABLE = "RAY_JOB_STOP_WAIT_TIME_S"
 
@@ -84,8 +82,8 @@ class RayExecutor(Executor):
             raise UserError(f"run {run.id} has no job on target `{self.name}`")
         return run.job.data_as(RayJob)
 
-    def job_dir(self, run: RunRecord) -> Path:
-        return Path(self.job(run).directory)
+    def files(self, run: RunRecord) -> JobDirectory:
+        return JobDirectory(Path(self.job(run).directory))
 
     def describe(self) -> TargetInfo:
         # The dashboard serves every job's entrypoint, runtime_env and metadata without
@@ -123,15 +121,11 @@ class RayExecutor(Executor):
     def launch(self, run: RunRecord, job: JobSpec) -> JobHandle:
         target = self.target
         where = Path(run.remote_dir)
-        ignore = shutil.ignore_patterns(*layout.HOME_ONLY)
-        shutil.copytree(job.local_dir, where, dirs_exist_ok=True, ignore=ignore)
+        secrets = JobDirectory(where).fill(job)
         if target.workers > 1:
             config = where / layout.CONFIG_FILE
             with config.open("a", encoding="utf-8") as file:
                 file.write(ray_train_settings(target.workers, target.device))
-        secrets = where / layout.SECRETS_FILE
-        if job.secrets:
-            _write_private(secrets, job.secrets_file())
         submission_id = f"overbrainer-{run.id}-{tokens.token_hex(4)}"
         try:
             self.client.submit(
@@ -152,29 +146,17 @@ class RayExecutor(Executor):
         return JobHandle().with_data(RayJob(submission_id=submission_id, directory=str(where)))
 
     def poll(self, run: RunRecord) -> JobPoll:
-        where = self.job_dir(run)
+        files = self.files(run)
         status = _status(self, run)
         if status.state is not JobState.RUNNING:
-            _forget_secrets(where)
-        offset = self.offsets.get(run.id, 0)
-        chunk = _read(where / layout.METRICS_FILE, offset)
-        lines, used = complete_lines(chunk, capped=len(chunk) >= CAP)
-        self.offsets[run.id] = offset + used
-        request = _read(where / layout.SNAPSHOT_REQUEST, 0, 64).decode("ascii", "replace").strip()
-        snapshot = _read(where / layout.SNAPSHOT_FILE, 0, (64 << 10) + 1)
-        machine = _read(where / layout.MACHINE_FILE, 0, 64 << 10)  # the runner's gauges
-        return JobPoll(
-            status,
-            tuple(lines),
-            snapshot_request=request or None,
-            snapshot=snapshot.decode("utf-8", "replace") if snapshot else None,
-            machine=machine.decode("utf-8", "replace") if machine else None,
-        )
+            files.forget_secrets()  # a job that ended before its runner started left them
+        found, self.offsets[run.id] = files.poll(status, self.offsets.get(run.id, 0))
+        return found
 
     def request_snapshot(self, run: RunRecord, reason: str) -> None:
         # The request file carries the reason and leaves Ray's stop free for a cancel; Ray's
         # own stop (SIGTERM to the runner) reaches the same request, with reason `requested`.
-        _write_atomically(self.job_dir(run) / layout.SNAPSHOT_REQUEST, reason + "\n")
+        self.files(run).request_snapshot(reason)
 
     def cancel(self, run: RunRecord) -> JobStatus:
         submission_id = self.job(run).submission_id
@@ -188,11 +170,11 @@ class RayExecutor(Executor):
         status = _status(self, run)
         if status.state in (JobState.EXITED, JobState.CANCELLED):
             return status  # a finished job is never signalled
-        where = self.job_dir(run)
+        files = self.files(run)
         submission_id = self.job(run).submission_id
         if status.state is JobState.RUNNING:
             # The marker turns the SIGTERM of Ray's stop into "kill the job's process group".
-            (where / layout.CANCELLING).touch()
+            files.mark(layout.CANCELLING)
             self.client.stop(submission_id)
             deadline = time.monotonic() + CANCEL_WAIT_S
             while True:
@@ -208,21 +190,21 @@ class RayExecutor(Executor):
                         f"stop_wait_s = {self.target.stop_wait_s} s); try again later"
                     )
                 time.sleep(0.2)
-            if (code := _exit_code(where)) is not None:
+            if (code := files.exit_code()) is not None:
                 return JobStatus.exited(code)  # it ended on its own first
-        _forget_secrets(where)
-        (where / layout.CANCELLED).touch()
+        files.forget_secrets()
+        files.mark(layout.CANCELLED)
         return CANCELLED
 
     def collect(self, run: RunRecord, artifacts: ArtifactSpec, dest: Path) -> list[str]:
-        where = self.job_dir(run)
+        files = self.files(run)
         if layout.JOB_LOG in artifacts.paths:
             # Ray keeps the entrypoint's output on the head node: put it beside the results.
-            log = where / layout.JOB_LOG
+            log = files.path / layout.JOB_LOG
             temporary = log.with_name(f"{log.name}.tmp.{os.getpid()}")
             temporary.write_bytes(_final_log(self, run))
             temporary.replace(log)
-        return collect_directory(where, dest, artifacts)
+        return files.collect(dest, artifacts)
 
     def read_log(self, run: RunRecord, offset: int) -> LogChunk:
         # Ray's API returns the whole log: fine for a training log (a few MiB at most).
@@ -261,43 +243,18 @@ def _runtime_env(target: RayTarget) -> dict[str, object]:
     return env
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "wb") as file:
-        file.write(data)
-
-
-def _read(path: Path, offset: int, length: int = CAP) -> bytes:
-    try:
-        with path.open("rb") as file:
-            file.seek(offset)
-            return file.read(length)
-    except FileNotFoundError:
-        return b""
-
-
-def _exit_code(where: Path) -> int | None:
-    text = _read(where / layout.EXIT_CODE, 0, 64).decode("ascii", "replace").strip()
-    try:
-        return int(text) if text else None
-    except ValueError:
-        return None
-
-
 def _status(executor: RayExecutor, run: RunRecord) -> JobStatus:
     """The runner's own word first (``exit_code``), then Ray's."""
-    where = executor.job_dir(run)
-    if (where / layout.CANCELLED).exists():
-        return CANCELLED
-    if (code := _exit_code(where)) is not None:
-        return JobStatus.exited(code)
+    files = executor.files(run)
+    if (ended := files.ended()) is not None:
+        return ended
     try:
         info = executor.client.info(executor.job(run).submission_id)
     except JobNotFound:
         return LOST
     if not info.terminal:
         return RUNNING
-    code = _exit_code(where)  # written just before Ray saw the runner end
+    code = files.exit_code()  # written just before Ray saw the runner end
     return JobStatus.exited(code) if code is not None else _ended_early(executor, run, info)
 
 
@@ -317,18 +274,6 @@ def _reason(info: RayJobInfo) -> str:
     """Ray's message, on one line: its first lines say why (the rest is a traceback)."""
     lines = [line.strip() for line in info.message.splitlines() if line.strip()]
     return " ".join(lines[:3])[:500] or f"status {info.status}, no message"
-
-
-def _forget_secrets(where: Path) -> None:
-    """A job that ended before its runner started (never scheduled, a runtime_env Ray could
-    not build, cancelled while pending) left its secrets file: it goes too."""
-    (where / layout.SECRETS_FILE).unlink(missing_ok=True)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(f"{path.name}.tmp.{os.getpid()}")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(path)
 
 
 def _job_log(executor: RayExecutor, run: RunRecord) -> bytes:

@@ -9,8 +9,6 @@ snapshots, the log (sbatch's ``--output``) and the results are read from the spo
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +21,7 @@ from overbrainer.plugin import (
     RUNNING,
     ArtifactSpec,
     Executor,
+    JobDirectory,
     JobHandle,
     JobPoll,
     JobSpec,
@@ -37,8 +36,6 @@ from overbrainer.plugin import (
     TargetInfo,
     TransientError,
     UserError,
-    collect_directory,
-    complete_lines,
     layout,
     write_atomic,
 )
@@ -47,39 +44,8 @@ from overbrainer_slurm.scheduler import Slurm, SlurmState
 from overbrainer_slurm.target import SlurmJob, SlurmTarget
 from overbrainer_slurm.transport import LocalCommands, SshCommands
 
-CAP = 1 << 20
-"""The most bytes of metrics or log one call reads."""
 CANCEL_WAIT_S = 60.0
 KILL_AGAIN_S = 1.0
-
-
-def _read(path: Path, offset: int, length: int = CAP) -> bytes:
-    try:
-        with path.open("rb") as file:
-            file.seek(offset)
-            return file.read(length)
-    except FileNotFoundError:
-        return b""
-
-
-def _exit_code(where: Path) -> int | None:
-    text = _read(where / layout.EXIT_CODE, 0, 64).decode("ascii", "replace").strip()
-    try:
-        return int(text) if text else None
-    except ValueError:
-        return None
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "wb") as file:
-        file.write(data)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(f"{path.name}.tmp.{os.getpid()}")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(path)
 
 
 @dataclass
@@ -116,6 +82,9 @@ class SlurmExecutor(Executor):
 
     def job_dir(self, run: RunRecord) -> Path:
         return Path(self.job(run).directory)
+
+    def files(self, run: RunRecord) -> JobDirectory:
+        return JobDirectory(self.job_dir(run))
 
     # Before a run.
 
@@ -158,15 +127,7 @@ class SlurmExecutor(Executor):
 
     def launch(self, run: RunRecord, job: JobSpec) -> JobHandle:
         where = Path(run.remote_dir)
-        shutil.copytree(
-            job.local_dir,
-            where,
-            dirs_exist_ok=True,
-            ignore=shutil.ignore_patterns(*layout.HOME_ONLY),
-        )
-        secrets = where / layout.SECRETS_FILE
-        if job.secrets:
-            _write_private(secrets, job.secrets_file())
+        secrets = JobDirectory(where).fill(job)
         options = sbatch_options(self.target, run.id, str(where))
         script = batch_script(self.target, run.id, str(where), self.project.env)
         try:
@@ -183,18 +144,16 @@ class SlurmExecutor(Executor):
 
     def status(self, run: RunRecord) -> JobStatus:
         """The runner's own word first (``exit_code``), then Slurm's."""
-        where = self.job_dir(run)
-        if (where / layout.CANCELLED).exists():
-            return CANCELLED
-        if (code := _exit_code(where)) is not None:
-            return JobStatus.exited(code)
+        files = self.files(run)
+        if (ended := files.ended()) is not None:
+            return ended
         job_id = self.job(run).job_id
         state = self.slurm.show(job_id)
         if state is not None:
             self._note(run.id, f"slurm job {job_id} {state.describe()}")
             if state.active:
                 return RUNNING
-        code = _exit_code(where)  # written just before Slurm saw the runner end
+        code = files.exit_code()  # written just before Slurm saw the runner end
         if code is not None:
             return JobStatus.exited(code)
         return self._ended_early(run, state)
@@ -215,25 +174,15 @@ class SlurmExecutor(Executor):
         return LOST
 
     def poll(self, run: RunRecord) -> JobPoll:
-        where = self.job_dir(run)
+        files = self.files(run)
         status = self.status(run)
         if status.state is not JobState.RUNNING:
-            _forget_secrets(where)
+            # A job that ended before its runner started (cancelled while queued, a node
+            # that failed) left its secrets file: it goes too.
+            files.forget_secrets()
             self._note_end(run, status)
-        offset = self.offsets.get(run.id, 0)
-        chunk = _read(where / layout.METRICS_FILE, offset)
-        lines, used = complete_lines(chunk, capped=len(chunk) >= CAP)
-        self.offsets[run.id] = offset + used
-        request = _read(where / layout.SNAPSHOT_REQUEST, 0, 64).decode("ascii", "replace")
-        snapshot = _read(where / layout.SNAPSHOT_FILE, 0, (64 << 10) + 1)
-        machine = _read(where / layout.MACHINE_FILE, 0, 64 << 10)  # the runner's gauges
-        return JobPoll(
-            status,
-            tuple(lines),
-            snapshot_request=request.strip() or None,
-            snapshot=snapshot.decode("utf-8", "replace") if snapshot else None,
-            machine=machine.decode("utf-8", "replace") if machine else None,
-        )
+        found, self.offsets[run.id] = files.poll(status, self.offsets.get(run.id, 0))
+        return found
 
     def wait(self, run: RunRecord, timeout: float) -> bool | None:
         """Until the runner's files say the job changed (inotify on the job directory), or
@@ -247,13 +196,13 @@ class SlurmExecutor(Executor):
         # The request file carries the reason; Slurm's own signal (the time limit's
         # --signal, `scancel --signal=TERM --batch`) reaches the same request through the
         # runner, with reason `requested`.
-        _write_atomically(self.job_dir(run) / layout.SNAPSHOT_REQUEST, reason + "\n")
+        self.files(run).request_snapshot(reason)
 
     def cancel(self, run: RunRecord) -> JobStatus:
         status = self.status(run)
         if status.state in (JobState.EXITED, JobState.CANCELLED):
             return status  # a finished job is never signalled
-        where = self.job_dir(run)
+        files = self.files(run)
         job_id = self.job(run).job_id
         name = f"overbrainer-{run.id}"
         found = self.slurm.show(job_id)
@@ -267,14 +216,14 @@ class SlurmExecutor(Executor):
         if status.state is JobState.RUNNING:
             # The marker turns a TERM that reaches the runner meanwhile (a job that just
             # started, Slurm's plain cancel) into "kill the job's process group".
-            (where / layout.CANCELLING).touch()
+            files.mark(layout.CANCELLING)
             self.slurm.kill(job_id, name)  # every process now, not after KillWait
             self.slurm.cancel(job_id, name)  # and a queued job never starts
             self._wait_ended(run, job_id)
-            if (code := _exit_code(where)) is not None:
+            if (code := files.exit_code()) is not None:
                 return JobStatus.exited(code)  # it ended on its own first
-        _forget_secrets(where)
-        (where / layout.CANCELLED).touch()
+        files.forget_secrets()
+        files.mark(layout.CANCELLED)
         self._note_end(run, CANCELLED)
         return CANCELLED
 
@@ -296,11 +245,10 @@ class SlurmExecutor(Executor):
     # After it.
 
     def collect(self, run: RunRecord, artifacts: ArtifactSpec, dest: Path) -> list[str]:
-        return collect_directory(self.job_dir(run), dest, artifacts)
+        return self.files(run).collect(dest, artifacts)
 
     def read_log(self, run: RunRecord, offset: int) -> LogChunk:
-        data = _read(self.job_dir(run) / layout.JOB_LOG, offset)
-        return LogChunk(data, offset + len(data))
+        return self.files(run).read_log(offset)
 
     def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
         self.offsets.clear()
@@ -328,8 +276,3 @@ class SlurmExecutor(Executor):
         write_atomic(home / layout.TARGET_NOTE, (text + "\n").encode(), f"runs/{run_id}")
         self.notes[run_id] = text
 
-
-def _forget_secrets(where: Path) -> None:
-    """A job that ended before its runner started (cancelled while queued, a node that
-    failed) left its secrets file: it goes too."""
-    (where / layout.SECRETS_FILE).unlink(missing_ok=True)
