@@ -16,7 +16,8 @@ from tests.conftest import LOCAL_PROVIDER, MINIMAL_CONFIG
 VENDOR = """
     from pydantic import SecretStr
 
-    from overbrainer.plugin import HttpUrl, Section, hookimpl
+    from overbrainer.plugin import hookimpl
+    from overbrainer.plugin.settings import HttpUrl, Section
 
 
     class VendorAccount(Section):

@@ -116,7 +116,7 @@ def test_a_managed_option_is_refused_however_sbatch_would_abbreviate_it(slurm_in
 
 
 def test_pass_env_never_writes_a_secret_named_or_valued_variable(slurm_installed):
-    from overbrainer.plugin import register_secret
+    from overbrainer.plugin.files import register_secret
     from overbrainer_slurm.target import SlurmTarget
 
     target = SlurmTarget.model_validate({"kind": "slurm", "spool": "/s", "pass_env": ["*"]})

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from tests.fixtures.jobs import write_job
 
-from overbrainer.plugin import HostExecutor, JobPoll, JobSpec, JobState, LocalHost, RunRecord
+from overbrainer.plugin import JobPoll, JobSpec, JobState, RunRecord
+from overbrainer.plugin.host import HostExecutor, LocalHost
 from overbrainer_local import LocalTarget
 
 

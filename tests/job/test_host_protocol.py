@@ -16,7 +16,8 @@ from tests.tools import need
 from tests.train.conftest import group_alive
 
 from overbrainer.errors import UserError
-from overbrainer.plugin import ArtifactSpec, HostRuntime, JobHandle, JobState, LocalHost
+from overbrainer.plugin import ArtifactSpec, JobHandle, JobState
+from overbrainer.plugin.host import HostRuntime, LocalHost
 
 WRITE_METRICS = (
     'printf \'{"event":"log","step":1}\\n\' >> metrics.jsonl; '

@@ -13,7 +13,7 @@ from tests.tools import need
 
 from overbrainer.job import scripts
 from overbrainer.job.manifest import parse_manifest
-from overbrainer.plugin import LocalHost
+from overbrainer.plugin.host import LocalHost
 
 NAMES = ["plain.txt", "with space.txt", "quote'and\"double.txt", "new\nline.txt", "ünï.txt",
          "back\\slash", "-dash", "empty"]

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from overbrainer.job.spend import read_spend, run_spend
-from overbrainer.plugin import MachineSpend, layout, write_spend
+from overbrainer.plugin import layout
+from overbrainer.plugin.files import MachineSpend, write_spend
 
 
 def test_a_written_record_reads_back_and_sums(tmp_path):

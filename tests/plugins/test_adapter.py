@@ -19,8 +19,8 @@ from overbrainer.plugin import (
     RunState,
     TargetBase,
     TargetInfo,
-    TargetPrice,
 )
+from overbrainer.plugin.operations import TargetPrice
 from overbrainer.plugins import new_manager
 
 

@@ -11,15 +11,8 @@ import pytest
 
 from overbrainer import hookimpl
 from overbrainer.errors import UserError
-from overbrainer.plugin import (
-    Executor,
-    JobHandle,
-    JobPoll,
-    RunRecord,
-    RunState,
-    TargetInfo,
-    TargetShell,
-)
+from overbrainer.plugin import Executor, JobHandle, JobPoll, RunRecord, RunState, TargetInfo
+from overbrainer.plugin.operations import TargetShell
 from overbrainer.plugins import new_manager
 
 RUN = RunRecord(

@@ -1,18 +1,27 @@
-"""``overbrainer.plugin`` is the whole face for plugin authors, and the layers say so."""
+"""``overbrainer.plugin`` and its tiers are the whole face for plugin authors, and the
+layers say so."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import tomllib
 from pathlib import Path
 
 import overbrainer
-import overbrainer.plugin as plugin
 from overbrainer import hookspecs
 
 ROOT = Path(__file__).parents[2]
 CORE = Path(overbrainer.__file__).parent
-PUBLIC = {"overbrainer.plugin", "overbrainer.testing"}
+TIERS = ("", ".host", ".operations", ".settings", ".files", ".commands")
+FACE = {f"overbrainer.plugin{tier}" for tier in TIERS}
+PUBLIC = FACE | {"overbrainer.testing"}
+
+
+def _names(module: str) -> set[str]:
+    found = importlib.import_module(module)
+    assert all(hasattr(found, name) for name in found.__all__), module
+    return set(found.__all__)
 
 
 def _contract(name_start: str) -> dict:
@@ -41,8 +50,24 @@ def test_every_type_a_hook_names_is_public():
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("overbrainer")
         for alias in node.names
     }
-    assert named <= set(plugin.__all__)
-    assert all(hasattr(plugin, name) for name in plugin.__all__)
+    public = set().union(*(_names(module) for module in FACE))
+    assert named <= public
+
+
+def test_each_public_name_is_in_one_tier_and_the_base_tier_is_small():
+    tiers = [_names(module) for module in sorted(FACE)]
+    assert sum(len(names) for names in tiers) == len(set().union(*tiers))
+    assert len(_names("overbrainer.plugin")) <= 25
+
+
+def test_the_executor_template_needs_the_base_tier_alone():
+    source = ROOT / "contrib" / "executor-template" / "overbrainer_spool" / "__init__.py"
+    modules = {
+        node.module
+        for node in ast.walk(ast.parse(source.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("overbrainer")
+    }
+    assert modules == {"overbrainer.plugin"}
 
 
 def test_targets_and_contrib_import_only_the_public_face():

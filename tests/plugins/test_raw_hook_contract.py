@@ -17,13 +17,10 @@ from pydantic import BaseModel
 from overbrainer.plugin import (
     ArtifactSpec,
     Executor,
-    HostExecutor,
-    HostTarget,
     JobHandle,
     JobPoll,
     JobSpec,
     JobStatus,
-    LocalHost,
     LogChunk,
     Project,
     RunRecord,
@@ -31,6 +28,7 @@ from overbrainer.plugin import (
     TargetInfo,
     hookimpl,
 )
+from overbrainer.plugin.host import HostExecutor, HostTarget, LocalHost
 from overbrainer.testing import (
     ContractTarget,
     ExecutorContract,

@@ -202,7 +202,8 @@ def _executor(pod_run: PodRun):
 
 
 def test_a_shell_after_training_needs_the_run_and_is_opened_once(pod_run):
-    from overbrainer.plugin import UserError, read_run
+    from overbrainer.plugin import UserError
+    from overbrainer.plugin.commands import read_run
     from overbrainer_runpod.after import AfterPod
 
     executor = _executor(pod_run)

@@ -363,7 +363,7 @@ def test_a_followed_run_has_its_gauges(project, start_training):
 def test_pod_spend_sums_a_run_s_machines(tmp_path):
     # Training's machine is gone; the machine of an export runs (the runpod target's own
     # records give the same: tests/runpod/test_runpod_spend.py).
-    from overbrainer.plugin import MachineSpend, write_spend
+    from overbrainer.plugin.files import MachineSpend, write_spend
 
     run_dir = tmp_path / "runs" / "demo_20260922-143005"
     started = datetime(2026, 9, 22, 14, 30, 5, tzinfo=UTC).timestamp()

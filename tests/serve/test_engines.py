@@ -60,7 +60,8 @@ def test_each_built_in_engine_listens_on_the_loopback_only():
 
 
 ECHO_ENGINE = """
-from overbrainer.plugin import Engine, hookimpl
+from overbrainer.plugin import hookimpl
+from overbrainer.plugin.operations import Engine
 
 
 class Echo(Engine):

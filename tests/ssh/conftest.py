@@ -31,7 +31,8 @@ import pytest
 from tests.fixtures.jobs import write_job
 from tests.tools import find, need
 
-from overbrainer.plugin import HostExecutor, JobPoll, JobSpec, JobState, RunRecord
+from overbrainer.plugin import JobPoll, JobSpec, JobState, RunRecord
+from overbrainer.plugin.host import HostExecutor
 
 ALIAS = "box"
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from overbrainer.plugin import HostError, HostExecutor, Project, UserError
+from overbrainer.plugin import Project, UserError
+from overbrainer.plugin.host import HostError, HostExecutor
 from overbrainer_ssh import SshTarget, create_executor
 from overbrainer_ssh.host import SshHost
 

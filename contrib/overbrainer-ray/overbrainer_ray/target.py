@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from overbrainer.plugin import Finite, NonEmpty, RemotePath, TargetBase
+from overbrainer.plugin import NonEmpty, RemotePath, TargetBase
+from overbrainer.plugin.settings import Finite
 
 SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASS|AUTH|CREDENTIAL|PRIVATE|COOKIE|SESSION|SIGNATURE"

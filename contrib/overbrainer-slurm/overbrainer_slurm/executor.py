@@ -27,7 +27,6 @@ from overbrainer.plugin import (
     JobSpec,
     JobState,
     JobStatus,
-    LocalHost,
     LogChunk,
     Project,
     RunRecord,
@@ -37,8 +36,9 @@ from overbrainer.plugin import (
     TransientError,
     UserError,
     layout,
-    write_atomic,
 )
+from overbrainer.plugin.files import write_atomic
+from overbrainer.plugin.host import LocalHost
 from overbrainer_slurm.batch import batch_script, sbatch_options
 from overbrainer_slurm.scheduler import Slurm, SlurmState
 from overbrainer_slurm.target import SlurmJob, SlurmTarget

@@ -9,7 +9,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_validator
 
-from overbrainer.plugin import EnvPattern, NonEmpty, RemotePath, TargetBase, comma_list, redact
+from overbrainer.plugin import NonEmpty, RemotePath, TargetBase
+from overbrainer.plugin.files import redact
+from overbrainer.plugin.settings import EnvPattern, comma_list
 
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASS|KEY|CREDENTIAL|PRIVATE|AUTH|COOKIE|SESSION", re.I)
 """Names that look like secrets (``KEY`` or ``PASS`` anywhere: ``SIGNING_KEY``, ``DB_PASS``):

@@ -21,7 +21,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from overbrainer.plugin import HostExecutor, HostTarget, LocalHost, Project, RunRecord, hookimpl
+from overbrainer.plugin import Project, RunRecord, hookimpl
+from overbrainer.plugin.host import HostExecutor, HostTarget, LocalHost
 
 
 class NiceTarget(HostTarget):

@@ -8,15 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from overbrainer.plugin import (
-    ExecutorHooks,
-    HostExecutor,
-    HostTarget,
-    LocalHost,
-    Project,
-    RemotePath,
-    RunRecord,
-)
+from overbrainer.plugin import ExecutorHooks, Project, RemotePath, RunRecord
+from overbrainer.plugin.host import HostExecutor, HostTarget, LocalHost
 
 
 class LocalTarget(HostTarget):

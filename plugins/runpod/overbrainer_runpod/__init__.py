@@ -9,16 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from overbrainer.plugin import (
-    Executor,
-    ExecutorHooks,
-    MachineLogQuery,
-    Project,
-    RegisterSection,
-    RunRecord,
-    TargetPrice,
-    hookimpl,
-)
+from overbrainer.plugin import Executor, ExecutorHooks, Project, RunRecord, hookimpl
+from overbrainer.plugin.operations import MachineLogQuery, TargetPrice
+from overbrainer.plugin.settings import RegisterSection
 from overbrainer_runpod.api import api_of
 from overbrainer_runpod.executor import RunpodExecutor
 from overbrainer_runpod.settings import RunpodAccount, RunpodTarget, account, rest_url

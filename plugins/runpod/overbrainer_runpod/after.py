@@ -26,14 +26,9 @@ from shlex import quote as _q
 
 from loguru import logger
 
-from overbrainer.plugin import (
-    Host,
-    HostError,
-    RunRecord,
-    TargetShell,
-    TransientError,
-    UserError,
-)
+from overbrainer.plugin import RunRecord, TransientError, UserError
+from overbrainer.plugin.host import Host, HostError
+from overbrainer.plugin.operations import TargetShell
 from overbrainer_runpod import record
 from overbrainer_runpod.pods import AFTER_TAG, STATE_DIR, PodLifecycle, connect
 from overbrainer_runpod.record import AFTER_DIR, PodRecord, PodState

@@ -15,7 +15,7 @@ TAIL_OPTION_MAX = 1_000_000
 
 
 def _api() -> Any:
-    from overbrainer.plugin import current_project
+    from overbrainer.plugin.commands import current_project
     from overbrainer_runpod.api import api_of
     from overbrainer_runpod.settings import account, rest_url
 
@@ -36,7 +36,7 @@ def list_pods() -> None:
 
     Example: overbrainer pod ls
     """
-    from overbrainer.plugin import current_project
+    from overbrainer.plugin.commands import current_project
     from overbrainer_runpod.pods import AFTER_TAG
 
     runs_dir = current_project().runs_dir
@@ -62,7 +62,8 @@ def remove(run_id: str, force: bool) -> None:
 
     Example: overbrainer pod rm latest
     """
-    from overbrainer.plugin import ProjectLock, UserError, current_project, resolve_run_id
+    from overbrainer.plugin import UserError
+    from overbrainer.plugin.commands import ProjectLock, current_project, resolve_run_id
     from overbrainer_runpod import record
     from overbrainer_runpod.pods import PodLifecycle
     from overbrainer_runpod.record import PodState
@@ -158,14 +159,9 @@ def logs(run_id: str, source: str | None, tail: int | None, keep_following: bool
 
     Example: overbrainer pod logs latest --source container --follow
     """
-    from overbrainer.plugin import (
-        MachineLogQuery,
-        UserError,
-        current_project,
-        quiet_end,
-        read_run,
-        resolve_run_id,
-    )
+    from overbrainer.plugin import UserError
+    from overbrainer.plugin.commands import current_project, quiet_end, read_run, resolve_run_id
+    from overbrainer.plugin.operations import MachineLogQuery
     from overbrainer_runpod.podlog import ran_on_a_pod, show_pod_log
 
     project = current_project()

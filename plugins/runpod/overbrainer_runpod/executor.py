@@ -21,7 +21,6 @@ from overbrainer.plugin import (
     LOST,
     ArtifactSpec,
     Executor,
-    HostError,
     JobHandle,
     JobPoll,
     JobSpec,
@@ -31,10 +30,11 @@ from overbrainer.plugin import (
     RunRecord,
     RunState,
     TargetInfo,
-    TargetShell,
     TransientError,
     UserError,
 )
+from overbrainer.plugin.host import HostError
+from overbrainer.plugin.operations import TargetShell
 from overbrainer_runpod import record
 from overbrainer_runpod.after import AfterPod, after_record
 from overbrainer_runpod.api import RunpodApi

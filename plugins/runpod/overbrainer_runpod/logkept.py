@@ -21,7 +21,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from overbrainer.plugin import register_secret
+from overbrainer.plugin.files import register_secret
 from overbrainer_runpod.logstream import (
     OURS,
     TAIL_MAX,

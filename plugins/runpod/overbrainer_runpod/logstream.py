@@ -29,7 +29,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from loguru import logger
 
-from overbrainer.plugin import LineRedactor, escape_controls, redact
+from overbrainer.plugin.files import LineRedactor, escape_controls, redact
 
 DEFAULT_REST = "https://rest.runpod.io/v1"
 TAIL_MAX = 5000

@@ -10,15 +10,9 @@ from typing import Literal, TypeVar
 
 import click
 
-from overbrainer.plugin import (
-    LineRedactor,
-    MachineLogQuery,
-    Project,
-    RunRecord,
-    UserError,
-    escape_controls,
-    register_secret,
-)
+from overbrainer.plugin import Project, RunRecord, UserError
+from overbrainer.plugin.files import LineRedactor, escape_controls, register_secret
+from overbrainer.plugin.operations import MachineLogQuery
 from overbrainer_runpod import record
 from overbrainer_runpod.api import api_of
 from overbrainer_runpod.logkept import kept_cursor, kept_lines, read_kept

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
-from overbrainer.plugin import Host, HostError, TransientError, UserError
+from overbrainer.plugin import TransientError, UserError
+from overbrainer.plugin.host import Host, HostError
 from overbrainer_runpod import keys, record
 from overbrainer_runpod.api import Ambiguous, Enum, Refused, RunpodApi
 from overbrainer_runpod.record import Attempt, PodRecord, PodState

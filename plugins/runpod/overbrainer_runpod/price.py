@@ -6,7 +6,8 @@ with a price) is the estimate's; ``"auto"`` picks the cheapest that fits, as a r
 
 from __future__ import annotations
 
-from overbrainer.plugin import Project, TargetPrice, UserError
+from overbrainer.plugin import Project, UserError
+from overbrainer.plugin.operations import TargetPrice
 from overbrainer_runpod.api import api_of
 from overbrainer_runpod.pods import estimate_vram_gb, gpu_price, priced_types, stock_of
 from overbrainer_runpod.settings import RunpodTarget, account

@@ -15,14 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from overbrainer.plugin import (
-    MachineSpend,
-    UserError,
-    layout,
-    mkdir_nofollow,
-    read_regular,
-    write_spend,
-)
+from overbrainer.plugin import UserError, layout
+from overbrainer.plugin.files import MachineSpend, mkdir_nofollow, read_regular, write_spend
 
 POD_FILE = "pod.json"
 SSH_DIR = "ssh"

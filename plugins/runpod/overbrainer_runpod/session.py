@@ -8,16 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from shlex import quote as _q
 
-from overbrainer.plugin import (
-    Host,
-    HostError,
-    HostExecutor,
-    HostRuntime,
-    Project,
-    UserError,
-    mkdir_nofollow,
-    write_atomic,
-)
+from overbrainer.plugin import Project, UserError
+from overbrainer.plugin.files import mkdir_nofollow, write_atomic
+from overbrainer.plugin.host import Host, HostError, HostExecutor, HostRuntime
 from overbrainer_runpod.api import RunpodApi
 from overbrainer_runpod.pods import (
     STATE_DIR,

@@ -7,17 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, SecretStr, model_validator
 
-from overbrainer.plugin import (
-    Finite,
-    HttpUrl,
-    NonEmpty,
-    Project,
-    RemotePath,
-    Section,
-    TargetBase,
-    comma_list,
-    resolve_secret,
-)
+from overbrainer.plugin import NonEmpty, Project, RemotePath, TargetBase
+from overbrainer.plugin.settings import Finite, HttpUrl, Section, comma_list, resolve_secret
 
 
 def _comma_list(value: Any) -> Any:

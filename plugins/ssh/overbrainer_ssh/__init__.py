@@ -11,16 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from overbrainer.plugin import (
-    ExecutorHooks,
-    Host,
-    HostExecutor,
-    HostTarget,
-    Project,
-    RemotePath,
-    RunRecord,
-    UserError,
-)
+from overbrainer.plugin import ExecutorHooks, Project, RemotePath, RunRecord, UserError
+from overbrainer.plugin.host import Host, HostExecutor, HostTarget
 
 DEFAULT_WORKDIR = "overbrainer"
 

@@ -30,7 +30,8 @@ import paramiko
 from fabric import Config, Connection
 from loguru import logger
 
-from overbrainer.plugin import Completed, Host, HostError, StreamWatches, UserError
+from overbrainer.plugin import UserError
+from overbrainer.plugin.host import Completed, Host, HostError, StreamWatches
 from overbrainer_ssh.known_hosts import KnownHosts, Verdict
 
 CONNECT_TIMEOUT_S = 15

@@ -1,0 +1,29 @@
+"""The types of the optional operations and of the hooks beside the executor's: for
+``open_shell``, ``TargetShell``; for ``estimate_price``, ``TargetPrice``; for
+``show_machine_log``, ``MachineLogQuery``; for the serve hooks, ``ServeSpec``,
+``ServeHandle`` and ``ServeState``; for ``register_engines``, ``Engine`` and
+``EngineLaunch``; for the ``watch`` hooks, ``CycleSummary``; a machine made for a run,
+``Container`` (in ``JobHandle``) and ``Launch`` (in ``TargetInfo``)."""
+
+from __future__ import annotations
+
+from overbrainer.cycles import CycleSummary
+from overbrainer.engines import Engine, EngineLaunch
+from overbrainer.job.record import Container
+from overbrainer.job.serving import ServeHandle, ServeSpec, ServeState
+from overbrainer.job.shell import TargetShell
+from overbrainer.job.spec import Launch, MachineLogQuery, TargetPrice
+
+__all__ = [
+    "Container",
+    "CycleSummary",
+    "Engine",
+    "EngineLaunch",
+    "Launch",
+    "MachineLogQuery",
+    "ServeHandle",
+    "ServeSpec",
+    "ServeState",
+    "TargetPrice",
+    "TargetShell",
+]
