@@ -159,7 +159,7 @@ class Serving:
         self._refuse_over_budget(provider, serve)
         spec = ServeSpec(
             serve_id=f"{provider}-{secrets.token_hex(4)}", command=command,
-            idle_seconds=serve.idle_minutes * 60, port=serve.port,
+            idle_seconds=serve.idle_minutes * 60, port=serve.port, gpus=serve.gpus,
         )  # fmt: skip
         logger.info(
             f"providers.{provider}: starting {engine.name} with {model} on target `{serve.target}`"
@@ -172,7 +172,7 @@ class Serving:
                 self.records.save(ServeRecord(
                     provider=provider, target=serve.target, engine=engine.name, model=model,
                     started=time.time(), owner=_own_pid(), kept=keep, handle=handle,
-                    price_per_hour=self._price(serve.target),
+                    price_per_hour=_price_of(handle, self._price(serve.target)),
                 ))  # fmt: skip
                 if not keep:
                     self._started.append(provider)
@@ -410,6 +410,11 @@ def _owned(record: ServeRecord, keep: bool) -> ServeRecord:
         model=record.model, started=record.started, owner=_own_pid(),
         kept=record.kept or keep, handle=record.handle, price_per_hour=record.price_per_hour,
     )  # fmt: skip
+
+
+def _price_of(handle: ServeHandle, setting: float) -> float:
+    """The serve's price an hour: its machine's (a pod made for it), else the target's."""
+    return setting if handle.price_per_hour is None else handle.price_per_hour
 
 
 def _own_pid() -> int:
