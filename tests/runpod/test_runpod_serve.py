@@ -157,19 +157,27 @@ def test_the_pod_s_watchdog_deletes_the_pod_once_its_engine_ended(
     assert serve_records(pod_project) == []
 
 
-def test_a_serve_pod_no_record_knows_is_warned_about(
+def test_a_serve_pod_no_record_knows_is_warned_about_and_pod_rm_deletes_it(
     pod_project: Path, fake_runpod: FakeRunpod
 ) -> None:
     up = invoke(pod_project, "serve", "up")
     assert up.exit_code == 0, up.output
     (pod,) = fake_runpod.alive()
+    serve_id = pod.name.removeprefix("overbrainer-").rpartition("-")[0]
+    listed = invoke(pod_project, "pod", "ls")
+    assert f"{pod.id}  RUNNING    $0.44/h  serve {serve_id}\n" in listed.stdout
     for record in (pod_project / ".overbrainer").rglob("*.json"):
         record.unlink()  # the project's files lost: the pod is nobody's now
 
     again = invoke(pod_project, "serve", "up")
 
-    assert f"runpod: pod {pod.id} ({pod.name}, $0.44/h) is an overbrainer pod" in again.stderr
+    assert (
+        f"runpod: pod {pod.id} ({pod.name}, $0.44/h) is an overbrainer pod no serve of this "
+        f"project follows: delete it with `overbrainer pod rm {serve_id}`"
+    ) in again.stderr
+    removed = invoke(pod_project, "pod", "rm", serve_id)
+    assert removed.exit_code == 0, removed.output
+    assert f"pod: pod {pod.id} of serve {serve_id} deleted" in removed.stdout
+    assert pod.id in fake_runpod.deleted
     assert invoke(pod_project, "serve", "down").exit_code == 0
-    with contextlib.suppress(KeyError):
-        fake_runpod.pods.pop(pod.id)
-        fake_runpod._kill(pod)
+    assert fake_runpod.alive() == []

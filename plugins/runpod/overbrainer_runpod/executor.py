@@ -41,7 +41,7 @@ from overbrainer.plugin import (
 from overbrainer_runpod import record
 from overbrainer_runpod.after import AfterPod, after_record
 from overbrainer_runpod.api import RunpodApi
-from overbrainer_runpod.pods import STATE_DIR, PodLifecycle, alias, connect
+from overbrainer_runpod.pods import SERVE_TAG, STATE_DIR, PodLifecycle, alias, connect
 from overbrainer_runpod.record import PodState
 from overbrainer_runpod.serve import ServePods
 from overbrainer_runpod.session import PodSession, PodSite
@@ -114,9 +114,10 @@ class RunpodExecutor(Executor):
                 run_id, pod.get("id")
             ):
                 continue
+            what = "serve" if name.rpartition("-")[2].startswith(SERVE_TAG) else "run"
             logger.warning(
                 f"runpod: pod {pod.get('id')} ({name}, ${pod.get('costPerHr', '?')}/h) is an "
-                f"overbrainer pod no run of this project follows: delete it with "
+                f"overbrainer pod no {what} of this project follows: delete it with "
                 f"`overbrainer pod rm {run_id}` or in Runpod's console"
             )
 
