@@ -181,3 +181,42 @@ def test_a_serve_pod_no_record_knows_is_warned_about_and_pod_rm_deletes_it(
     assert pod.id in fake_runpod.deleted
     assert invoke(pod_project, "serve", "down").exit_code == 0
     assert fake_runpod.alive() == []
+
+
+def test_the_cost_cap_deletes_a_serve_s_pod(pod_project: Path, fake_runpod: FakeRunpod) -> None:
+    config = pod_project / "overbrainer.toml"
+    # 60 x 0.1 / 0.44 = 13.6 minutes of the pod's rate: about 7 s at the tests' minute.
+    config.write_text(
+        config.read_text().replace(RUNPOD_TABLE, RUNPOD_TABLE + "max_cost_usd = 0.1\n")
+    )
+    up = invoke(pod_project, "serve", "up")
+    assert up.exit_code == 0, up.output
+    (pod,) = fake_runpod.alive()
+
+    fake_runpod.wait_until(lambda: pod.id in fake_runpod.deleted, 60, "the pod's deletion")
+
+    assert fake_runpod.terminated_by[pod.id] == "watchdog"
+    assert (
+        "past the cost cap (max_cost_usd)"
+        in (pod.dir / "root" / ".overbrainer-pod" / "watchdog.log").read_text()
+    )
+    assert invoke(pod_project, "serve", "down").exit_code == 0
+
+
+def test_an_engine_that_ends_before_it_answers_has_its_log_home_and_its_pod_deleted(
+    pod_project: Path, fake_runpod: FakeRunpod
+) -> None:
+    config = pod_project / "overbrainer.toml"
+    venv = str(pod_project.parent / "engine-venv")
+    config.write_text(config.read_text().replace(venv, venv + "-missing"))
+
+    up = invoke(pod_project, "serve", "up")
+
+    assert up.exit_code == 1
+    assert "providers.big: vllm ended before it answered: see " in up.stderr
+    (pod,) = fake_runpod.deleted.values()
+    assert fake_runpod.terminated_by[pod.id] == "client"
+    (log,) = (pod_project / ".overbrainer" / "runpod-serve").glob("*/serve.log")
+    assert "watchdog: cannot start" in log.read_text()
+    assert f".overbrainer/runpod-serve/{log.parent.name}/serve.log" in up.stderr
+    assert fake_runpod.alive() == []
