@@ -220,3 +220,39 @@ def test_an_engine_that_ends_before_it_answers_has_its_log_home_and_its_pod_dele
     assert "watchdog: cannot start" in log.read_text()
     assert f".overbrainer/runpod-serve/{log.parent.name}/serve.log" in up.stderr
     assert fake_runpod.alive() == []
+
+
+def test_a_pod_a_killed_command_was_making_for_a_serve_is_deleted_by_the_next_serve(
+    pod_project: Path, fake_runpod: FakeRunpod
+) -> None:
+    fake_runpod.create_delay = 2.0
+    command = subprocess.Popen(
+        [str(Path(sys.executable).parent / "overbrainer"), "-C", str(pod_project), "serve", "up"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any("podFindAndDeployOnDemand" in asked for asked in fake_runpod.requests):
+            assert command.poll() is None, "the command ended before it was killed"
+            assert time.monotonic() < deadline, "no pod was asked for"
+            time.sleep(0.05)
+    finally:
+        os.killpg(command.pid, signal.SIGKILL)  # its create unanswered: no pod id recorded
+        command.wait()
+    fake_runpod.create_delay = 0.0
+    fake_runpod.wait_until(fake_runpod.alive, what="the pod's create")
+    (orphan,) = fake_runpod.alive()
+    assert serve_records(pod_project) == [], "the core never recorded it"
+
+    up = invoke(pod_project, "serve", "up")
+
+    assert up.exit_code == 0, up.output
+    serve_id = orphan.name.removeprefix("overbrainer-").rpartition("-")[0]
+    assert (
+        f"runpod: deleting the pod of the serve {serve_id}, which a killed command was making"
+    ) in up.stderr
+    assert fake_runpod.terminated_by[orphan.id] == "client"
+    assert invoke(pod_project, "serve", "down").exit_code == 0
+    assert fake_runpod.alive() == []

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +38,7 @@ from overbrainer.plugin import (
     write_atomic,
 )
 from overbrainer_runpod import record
+from overbrainer_runpod.after import abandon_start
 from overbrainer_runpod.pods import SERVE_TAG, STATE_DIR, PodLifecycle, connect
 from overbrainer_runpod.record import PodState
 from overbrainer_runpod.session import PodSession, PodSite
@@ -44,6 +46,9 @@ from overbrainer_runpod.session import PodSession, PodSite
 SERVES_DIR = "runpod-serve"
 """Under the project's state directory: a directory a serve (its pod's record, SSH files)."""
 HANDLE_FILE = "handle.json"
+"""The handle the engine's start gave: the serve is the core's to end from then on."""
+MAKER_FILE = "maker.pid"
+"""The command making the pod, until its handle is written."""
 LOG_TAIL = 4 << 20
 
 
@@ -64,8 +69,10 @@ class ServePods:
         site = self.site
         if spec.gpus is not None and spec.gpus != site.target.gpu_count:
             site = replace(site, target=site.target.model_copy(update={"gpu_count": spec.gpus}))
+        self.sweep_unfinished()
         where = self.dir_of(spec.serve_id)
         mkdir_nofollow(where, f".overbrainer/{SERVES_DIR}/{spec.serve_id}", levels=2)
+        write_atomic(where / MAKER_FILE, f"{os.getpid()}\n".encode(), MAKER_FILE)
         life = PodLifecycle(site.api, where, site.timing, run_id=spec.serve_id, tag=SERVE_TAG)
         life.save()
         placement = site.placement()
@@ -85,7 +92,9 @@ class ServePods:
             handle = session.inner.serve(spec)
         except BaseException:
             self.sessions.pop(spec.serve_id, None)
-            life.abandon()
+            abandon_start(life)
+            if life.pod.state is PodState.DELETED:
+                shutil.rmtree(where, ignore_errors=True)
             raise
         pod = life.pod
         handle = replace(handle, price_per_hour=pod.cost_per_hour or 0.0)
@@ -94,6 +103,29 @@ class ServePods:
         rate = f" at ${pod.cost_per_hour:.2f}/h" if pod.cost_per_hour is not None else ""
         logger.info(f"runpod: pod {pod.pod_id} ({pod.gpu_type}{rate}) serves {spec.serve_id}")
         return handle
+
+    def sweep_unfinished(self) -> None:
+        """Delete the pods of serves a killed command was making: the core has no record of
+        them (it records a serve once started), so nobody else would end them before their
+        boot grace."""
+        root = self.site.project.state_dir / SERVES_DIR
+        for where in sorted(root.iterdir()) if root.is_dir() else []:
+            if (where / HANDLE_FILE).exists() or _maker_alive(where):
+                continue
+            try:
+                found = record.load(where)
+            except UserError:
+                continue
+            if found is None or found.state is PodState.DELETED:
+                continue
+            logger.warning(
+                f"runpod: deleting the pod of the serve {where.name}, which a killed command "
+                "was making"
+            )
+            life = PodLifecycle(self.site.api, where, self.site.timing, tag=SERVE_TAG)
+            abandon_start(life)
+            if life.pod.state is PodState.DELETED:
+                shutil.rmtree(where, ignore_errors=True)
 
     def _cost_cap(self, session: PodSession) -> None:
         """The cost cap (``max_cost_usd``) as a deadline for the pod's watchdog."""
@@ -236,4 +268,24 @@ class ServePods:
             found = record.load(where) if serve_id and where.is_dir() else None
         except UserError:
             return False
-        return found is not None and found.pod_id == pod_id and found.state != PodState.DELETED
+        if found is None or found.pod_id != pod_id or found.state is PodState.DELETED:
+            return False
+        return (where / HANDLE_FILE).exists() or _maker_alive(where)
+
+
+def _maker_alive(where: Path) -> bool:
+    """Whether the command making the serve of ``where`` still runs."""
+    try:
+        data = read_regular(where / MAKER_FILE, MAKER_FILE, 64, follow=False)
+        pid = int(data or b"0")
+    except (UserError, ValueError):
+        return False
+    if pid <= 1:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
