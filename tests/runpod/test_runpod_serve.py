@@ -256,3 +256,21 @@ def test_a_pod_a_killed_command_was_making_for_a_serve_is_deleted_by_the_next_se
     assert fake_runpod.terminated_by[orphan.id] == "client"
     assert invoke(pod_project, "serve", "down").exit_code == 0
     assert fake_runpod.alive() == []
+
+
+def test_a_serve_whose_pod_would_pass_the_budget_is_not_started(
+    pod_project: Path, fake_runpod: FakeRunpod
+) -> None:
+    config = pod_project / "overbrainer.toml"
+    config.write_text(config.read_text() + "\n[budget]\nmax_usd = 0.000001\n")
+    seed_questions(pod_project, {("ownership", "borrowing"): ["What is a borrow?", "Why?"]})
+
+    result = invoke(pod_project, "answers")
+
+    assert result.exit_code == 1
+    assert "budget: providers.big is not served: its projected " in result.stderr
+    # The A40's price a GPU, times the serve's 2 GPUs.
+    assert f"at ${2 * A40_PRICE:.2f}/h (the target's estimate)" in result.stderr
+    assert "would pass max_usd $0.0000" in result.stderr
+    assert fake_runpod.pods == {} and fake_runpod.deleted == {}, "a pod was made"
+    assert serve_records(pod_project) == []

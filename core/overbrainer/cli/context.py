@@ -95,7 +95,7 @@ class App:
         project = Project(dir=self.project_dir, settings=settings, env=self.env.merged)
         return Serving(
             project, self.plugins.hook, self.plugins.engines,
-            projected=lambda provider: projected_cost(project, provider),
+            projected=lambda provider, estimate: projected_cost(project, provider, estimate),
         )  # fmt: skip
 
     def _serve_providers(self, settings: Settings) -> None:
