@@ -157,6 +157,23 @@ class Plugins:
         return infos
 
 
+def can_serve(plugins: Plugins, kind: str) -> bool | None:
+    """Whether the executors of the plugin owning ``kind`` declare the capability
+    ``serve``: None when that cannot be told before one is made (a plugin of raw hooks,
+    a class that does not import)."""
+    from overbrainer.job.adapter import ExecutorHooks
+
+    owner = plugins.owners.get(kind)
+    plugin = plugins.pm.get_plugin(owner) if owner else None
+    if not isinstance(plugin, ExecutorHooks):
+        return None
+    try:
+        classes = plugin.executor_classes()
+    except Exception:  # noqa: BLE001 - the command that makes the executor says why
+        return None
+    return any("serve" in cls.capabilities for cls in classes) if classes else None
+
+
 def _executors(name: str, plugin: object) -> dict[str, list[str]]:
     """The executor classes of an ``ExecutorHooks`` plugin and what each declares it can
     do; a class named ``"module:Class"`` is imported here (a warning when it cannot be)."""

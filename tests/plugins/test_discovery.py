@@ -171,7 +171,7 @@ def test_plugins_json(run_cli, site):
                 "create_executor", "estimate_price", "register_commands", "register_settings",
                 "register_targets", "show_machine_log",
             ],
-            "executors": {"RunpodExecutor": ["open_shell", "prepare", "release"]},
+            "executors": {"RunpodExecutor": ["open_shell", "prepare", "release", "serve"]},
         },
     ]
 

@@ -165,6 +165,7 @@ class Pod:
     process: subprocess.Popen[bytes] | None = None
     status: str = "RUNNING"
     image_sshd: socket.socket | None = None
+    gpu_count: int = 1
 
     def describe(self, with_ports: bool) -> dict[str, Any]:
         runtime = None
@@ -187,7 +188,7 @@ class Pod:
             "name": self.name,
             "desiredStatus": self.status,
             "costPerHr": self.cost,
-            "gpuCount": 1,
+            "gpuCount": self.gpu_count,
             "imageName": "fake/image",
             "dockerArgs": self.docker_args,
             "env": [f"{k}={v}" for k, v in self.env.items()],
@@ -424,6 +425,7 @@ class FakeRunpod:
                 if entry.strip().endswith("/tcp")
             },
             key="rpa_POD" + secrets.token_hex(12),
+            gpu_count=int(spec.get("gpuCount") or 1),
         )
         pod.dir = self.root / "pods" / pod.id
         self.pods[pod.id] = pod

@@ -1,7 +1,8 @@
 """The llama.cpp engine for real: llama-cpp-python's server of the toolchain ``export``
 builds serves a tiny random Llama (``tests/fixtures/tiny_gguf.py``, written in a second)
-as the parent of a real project, on the local target and on the ssh target (a real
-sshd), started by the stage and ended with the command.
+as the parent of a real project, on the local target, on the ssh target (a real
+sshd) and on a pod of the fake Runpod (deleted with the serve), started by the stage and
+ended with the command.
 
 Run with ``OVERBRAINER_LLAMA_CPP=<toolchain dir> uv run pytest -m real tests/serve``
 (``.ci/run`` builds the toolchain under ~/.cache/overbrainer).
@@ -13,11 +14,14 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from tests.fixtures.real import REAL_TIMEOUT
+from tests.runpod.conftest import fake_runpod  # noqa: F401 - the fake Runpod and its pods
+from tests.runpod.fake_runpod import FakeRunpod
 from tests.tools import in_ci
 
 from overbrainer.after.toolchain import LLAMA_CPP_PYTHON
@@ -54,7 +58,7 @@ args = ["--n_ctx", "512"]
 [targets.{target}]
 kind = "{kind}"
 venv = "{venv}"
-
+{more}
 [roles.generator]
 provider = "local_llama"
 model = "{model}"
@@ -82,11 +86,13 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return model
 
 
-def served_project(directory: Path, model: Path, target: str, kind: str) -> Path:
+def served_project(
+    directory: Path, model: Path, target: str, kind: str, more: str = ""
+) -> Path:
     directory.mkdir(parents=True)
-    (directory / "overbrainer.toml").write_text(
-        CONFIG.format(questions=QUESTIONS, target=target, kind=kind, model=model, venv=TOOLCHAIN)
-    )
+    (directory / "overbrainer.toml").write_text(CONFIG.format(
+        questions=QUESTIONS, target=target, kind=kind, model=model, venv=TOOLCHAIN, more=more,
+    ))  # fmt: skip
     (directory / "prompts").mkdir()
     for name, text in TEST_PROMPTS.items():
         (directory / "prompts" / name).write_text(text)
@@ -94,16 +100,23 @@ def served_project(directory: Path, model: Path, target: str, kind: str) -> Path
     return directory
 
 
-def answers_then_nothing_left(project: Path, where: Path, model: Path) -> None:
+def answers_then_nothing_left(
+    project: Path, where: Path, model: Path, *, machine_deleted: bool = False
+) -> None:
     """``answers`` starts the engine, every question gets its reply, and the command's end
-    leaves no process of the serve, nor its directory."""
+    leaves no process of the serve, nor its directory (nor the machine, when it was made
+    for the serve: its files are then gone with it)."""
     try:
         result = CliRunner().invoke(cli, ["-C", str(project), "answers"], catch_exceptions=False)
         assert result.exit_code == 0, result.output
         assert "providers.local_llama: llama.cpp answers (" in result.stderr
         assert len(lines(project, "answers.jsonl")) == QUESTIONS
+        deadline = time.monotonic() + 10  # a deleted pod's processes end just after
+        while serving(model) and machine_deleted and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert serving(model) == [], "the engine outlived the command"
-        assert list(where.rglob(".serve/*")) == [], "the serve's directory outlived it"
+        if not machine_deleted:
+            assert list(where.rglob(".serve/*")) == [], "the serve's directory outlived it"
         assert not list((project / ".overbrainer" / "serve").glob("*.json"))
     finally:
         for pid in watchdog_pids(where) + serving(model):
@@ -131,3 +144,16 @@ def test_llama_cpp_serves_the_parent_on_the_ssh_target(tmp_path, tiny_gguf, sshd
     ssh_target_env("gpu")
     project = served_project(tmp_path / "project", tiny_gguf, "gpu", "ssh")
     answers_then_nothing_left(project, sshd.home, tiny_gguf)
+
+
+def test_llama_cpp_serves_the_parent_on_a_runpod_pod(
+    tmp_path: Path,
+    tiny_gguf: Path,
+    fake_runpod: FakeRunpod,  # noqa: F811 - the fixture imported above
+) -> None:
+    more = 'gpu_types = ["NVIDIA A40"]\nmax_hours = 1\n'
+    project = served_project(tmp_path / "project", tiny_gguf, "gpu", "runpod", more)
+    answers_then_nothing_left(project, fake_runpod.root, tiny_gguf, machine_deleted=True)
+    assert fake_runpod.alive() == [], "the serve's pod outlived it"
+    (pod,) = fake_runpod.deleted.values()
+    assert fake_runpod.terminated_by[pod.id] == "client"

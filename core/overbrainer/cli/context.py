@@ -95,13 +95,14 @@ class App:
         project = Project(dir=self.project_dir, settings=settings, env=self.env.merged)
         return Serving(
             project, self.plugins.hook, self.plugins.engines,
-            projected=lambda provider: projected_cost(project, provider),
+            projected=lambda provider, estimate: projected_cost(project, provider, estimate),
         )  # fmt: skip
 
     def _serve_providers(self, settings: Settings) -> None:
         """A project with served providers: the stages reach them through this command's
         serving session, ended when the command ends (Ctrl-C and errors included); the
         orphans of a killed command are ended first."""
+        self._refuse_unservable(settings)
         ctx = click.get_current_context(silent=True)
         if ctx is None:  # not a command (the TUI's reload): nothing is started
             return
@@ -116,6 +117,23 @@ class App:
         ctx.find_root().call_on_close(close)
         served.install(serving.url, serving.capacity)
         serving.sweep()
+
+    def _refuse_unservable(self, settings: Settings) -> None:
+        """A served provider on a target whose plugin cannot serve (slurm, ray): refused
+        as the command starts, before any stage asks (and pays) another provider."""
+        from overbrainer.errors import UserError
+        from overbrainer.plugins import can_serve
+
+        for name, provider in sorted(settings.providers.items()):
+            target = settings.targets.get(provider.serve.target) if provider.serve else None
+            if provider.serve is None or target is None:
+                continue
+            if can_serve(self.plugins, target.kind) is False:
+                raise UserError(
+                    f"providers.{name}.serve.target: target `{provider.serve.target}` (kind "
+                    f"{target.kind}) cannot serve: its plugin `{self.plugins.owners[target.kind]}` "
+                    "does not offer the serve capability (local, ssh and runpod targets serve)"
+                )
 
     @property
     def project(self) -> Project:

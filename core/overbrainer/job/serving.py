@@ -9,6 +9,7 @@ host (``HostExecutor``): ``sh``, ``python3`` and ``/proc``.
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -37,6 +38,9 @@ class ServeSpec:
     """The watchdog ends the process after this long without a connection to its port."""
     port: int | None = None
     """The port on the target; None: a free one, chosen there."""
+    gpus: int | None = None
+    """The GPUs the engine asks for (``serve.gpus``): a target that makes a machine per
+    serve (a Runpod pod) makes one with as many; None: the target's own count."""
 
 
 @dataclass(frozen=True)
@@ -50,22 +54,32 @@ class ServeHandle:
     """The watchdog's pid, which is its process group: the engine's too."""
     port: int
     """The port on the target's loopback."""
+    price_per_hour: float | None = None
+    """What a machine made for this serve costs an hour (a pod's price, USD), for its
+    history line and the budget; None: the target's ``price_per_hour`` setting."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if self.price_per_hour is None:
+            del data["price_per_hour"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ServeHandle:
         """The handle a record holds; ``ValueError`` for one that is not valid."""
         try:
+            price = data.get("price_per_hour")
             handle = cls(
                 serve_id=str(data["serve_id"]), dir=str(data["dir"]), pid=int(data["pid"]),
-                port=int(data["port"]),
+                port=int(data["port"]), price_per_hour=None if price is None else float(price),
             )  # fmt: skip
-        except (KeyError, TypeError, ValueError) as error:
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise ValueError(f"not a serve handle: {error}") from None
         if handle.pid <= 1 or not 0 < handle.port < 65536 or not handle.dir.startswith("/"):
             raise ValueError("not a serve handle: pid, port or directory out of range")
+        price = handle.price_per_hour
+        if price is not None and not (math.isfinite(price) and price >= 0):
+            raise ValueError("not a serve handle: price_per_hour is not a price")
         return handle
 
 

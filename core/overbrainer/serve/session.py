@@ -38,8 +38,9 @@ CHECK_S = 0.5
 BUDGET_CHECK_S = 10.0
 """How often a priced serve's spend is held against ``[budget] max_usd``."""
 
-Projected = Callable[[str], tuple[float, str]]
-"""A served provider's projected cost: its USD and what they are (``about 2h at $2.50/h``)."""
+Projected = Callable[[str, float | None], tuple[float, str]]
+"""A served provider's projected cost, given the target's estimated price an hour when its
+settings have none: its USD and what they are (``about 2h at $2.50/h``)."""
 
 
 class Serving:
@@ -159,7 +160,7 @@ class Serving:
         self._refuse_over_budget(provider, serve)
         spec = ServeSpec(
             serve_id=f"{provider}-{secrets.token_hex(4)}", command=command,
-            idle_seconds=serve.idle_minutes * 60, port=serve.port,
+            idle_seconds=serve.idle_minutes * 60, port=serve.port, gpus=serve.gpus,
         )  # fmt: skip
         logger.info(
             f"providers.{provider}: starting {engine.name} with {model} on target `{serve.target}`"
@@ -172,7 +173,7 @@ class Serving:
                 self.records.save(ServeRecord(
                     provider=provider, target=serve.target, engine=engine.name, model=model,
                     started=time.time(), owner=_own_pid(), kept=keep, handle=handle,
-                    price_per_hour=self._price(serve.target),
+                    price_per_hour=_price_of(handle, self._price(serve.target)),
                 ))  # fmt: skip
                 if not keep:
                     self._started.append(provider)
@@ -315,9 +316,12 @@ class Serving:
         """``UserError`` when the serve's projected hours would take the project's spend
         past ``[budget] max_usd``."""
         limit = self.project.settings.budget.max_usd
-        if limit is None or self.projected is None or not self._price(serve.target):
+        if limit is None or self.projected is None:
             return
-        usd, what = self.projected(provider)
+        estimate = None if self._price(serve.target) else self._estimate(serve)
+        if not (self._price(serve.target) or estimate):
+            return
+        usd, what = self.projected(provider, estimate)
         so_far = spent(self.project.dir)
         if so_far + usd > limit:
             raise UserError(
@@ -354,6 +358,23 @@ class Serving:
             except (UserError, TransientError) as error:
                 logger.warning(f"providers.{provider}: cannot end the serve ({error})")
             return
+
+    def _estimate(self, serve: Serve) -> float | None:
+        """What the machine a target makes for the serve would cost an hour (its plugin's
+        ``estimate_price``, scaled to ``serve.gpus``); None when it says nothing."""
+        settings = self.project.settings.targets.get(serve.target)
+        if settings is None or isinstance(settings, HostTarget):
+            return None
+        try:
+            found = self.hooks.estimate_price(
+                name=serve.target, target=settings, project=self.project
+            )
+        except (UserError, TransientError) as error:
+            logger.warning(f"targets.{serve.target}: no price estimate for the serve ({error})")
+            return None
+        if found is None:
+            return None
+        return found.usd_per_hour / max(found.gpu_count, 1) * (serve.gpus or found.gpu_count)
 
     def _price(self, target: str) -> float:
         """The target's ``price_per_hour`` (a host target's setting), else 0."""
@@ -410,6 +431,11 @@ def _owned(record: ServeRecord, keep: bool) -> ServeRecord:
         model=record.model, started=record.started, owner=_own_pid(),
         kept=record.kept or keep, handle=record.handle, price_per_hour=record.price_per_hour,
     )  # fmt: skip
+
+
+def _price_of(handle: ServeHandle, setting: float) -> float:
+    """The serve's price an hour: its machine's (a pod made for it), else the target's."""
+    return setting if handle.price_per_hour is None else handle.price_per_hour
 
 
 def _own_pid() -> int:

@@ -10,7 +10,7 @@ serve_throughput`` (tokens out per second, by provider) replaces the table's fig
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from overbrainer.config.model import ROLE_NAMES, HostTarget, Serve, Settings
@@ -149,10 +149,15 @@ def served_line(settings: Settings, found: ServeHours) -> str:
     )
 
 
-def projected_cost(project: Project, provider: str) -> tuple[float, str]:
+def projected_cost(
+    project: Project, provider: str, estimate: float | None = None
+) -> tuple[float, str]:
     """What the serve of ``provider`` is projected to cost, and what that is in words:
-    the budget's question before it starts one."""
+    the budget's question before it starts one. ``estimate``: the price an hour of the
+    machine a target makes for the serve (a Runpod pod), when its settings name none."""
     found = serve_hours(project.dir, project.settings, provider)
-    return found.usd, (
-        f"{duration(found.hours * 3600)} at ${found.price_per_hour:.2f}/h ({found.basis})"
-    )
+    rate = f"${found.price_per_hour:.2f}/h"
+    if estimate is not None and not found.price_per_hour:
+        found = replace(found, price_per_hour=estimate)
+        rate = f"${estimate:.2f}/h (the target's estimate)"
+    return found.usd, f"{duration(found.hours * 3600)} at {rate} ({found.basis})"

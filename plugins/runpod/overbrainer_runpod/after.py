@@ -192,7 +192,7 @@ class AfterPod:
             session.check_venv()
         except BaseException:
             self.session = None
-            _abandon(life)
+            abandon_start(life)
             raise
         pod = life.pod
         rate = f" at ${pod.cost_per_hour:.2f}/h" if pod.cost_per_hour is not None else ""
@@ -303,7 +303,7 @@ class AfterPod:
         logger.info(f"{label}: pod {pod.pod_id} of run {run_id} deleted")
 
 
-def _abandon(life: PodLifecycle) -> None:
+def abandon_start(life: PodLifecycle) -> None:
     """Delete the pod of a start that failed or was interrupted; one whose create was cut
     short before its answer (Ctrl-C) is found by its name."""
     if life.pod.pod_id is None and life.pod.attempts:

@@ -37,7 +37,7 @@ def list_pods() -> None:
     Example: overbrainer pod ls
     """
     from overbrainer.plugin.commands import current_project
-    from overbrainer_runpod.pods import AFTER_TAG
+    from overbrainer_runpod.pods import AFTER_TAG, SERVE_TAG
 
     runs_dir = current_project().runs_dir
     pods = [p for p in _api().pods() if str(p.get("name") or "").startswith("overbrainer-")]
@@ -47,9 +47,12 @@ def list_pods() -> None:
         run_id, _, attempt = str(found["name"]).removeprefix("overbrainer-").rpartition("-")
         here = "" if (runs_dir / run_id).is_dir() else " (not of this project)"
         after = " (after training)" if attempt.startswith(AFTER_TAG) else ""
+        what = "run"
+        if attempt.startswith(SERVE_TAG):  # a serve's pod: its serve id, under .overbrainer/
+            what, here = "serve", "" if _serve_dir(run_id).is_dir() else " (not of this project)"
         click.echo(
             f"{found.get('id')}  {found.get('desiredStatus', '?'):<9}  "
-            f"${float(found.get('costPerHr') or 0):.2f}/h  run {run_id}{after}{here}"
+            f"${float(found.get('costPerHr') or 0):.2f}/h  {what} {run_id}{after}{here}"
         )
 
 
@@ -58,7 +61,8 @@ def list_pods() -> None:
 @click.option("--force", is_flag=True, help="Delete it even while its run is still running.")
 def remove(run_id: str, force: bool) -> None:
     """Delete the pod of RUN_ID and confirm it is gone. RUN_ID may be `latest` or any
-    unique prefix of a run of this project, or the id of a run of none.
+    unique prefix of a run of this project, the id of a run of none, or the id of a
+    serve (`pod ls` names it).
 
     Example: overbrainer pod rm latest
     """
@@ -87,6 +91,8 @@ def remove(run_id: str, force: bool) -> None:
                 f"with `overbrainer train attach {run_id}`, or delete the pod anyway with --force"
             )
         after = _remove_after_pod(run_dir, run_id, known)
+        if not known and _remove_serve_pod(run_id):
+            after = True
         if pod_record.state is PodState.DELETED:
             if not after:
                 click.echo(f"pod: the pod of run {run_id} is already deleted")
@@ -229,3 +235,35 @@ def volumes() -> None:
             f"{volume.get('id')}  {volume.get('name')}  {volume.get('size')} GB  "
             f"{volume.get('dataCenterId')}"
         )
+
+
+def _serve_dir(serve_id: str) -> Any:
+    from overbrainer.plugin.commands import current_project
+    from overbrainer_runpod.serve import SERVES_DIR
+
+    return current_project().state_dir / SERVES_DIR / serve_id
+
+
+def _remove_serve_pod(serve_id: str) -> bool:
+    """Delete the pod of the serve ``serve_id``: from its record, else by its name.
+    Whether there was one."""
+    from overbrainer_runpod import record
+    from overbrainer_runpod.pods import SERVE_TAG, PodLifecycle
+    from overbrainer_runpod.record import PodState
+    from overbrainer_runpod.timing import timing
+
+    where = _serve_dir(serve_id)
+    recorded = where.is_dir() and record.load(where) is not None
+    life = PodLifecycle(_api(), where, timing(), persist=recorded, run_id=serve_id, tag=SERVE_TAG)
+    if life.pod.state is PodState.DELETED:
+        return False
+    pods = [{"id": life.pod.pod_id}] if life.pod.pod_id else life.find_by_name()
+    for found in pods:
+        life.save(pod_id=str(found["id"]), state=PodState.DELETING, deleted=None)
+        life.delete("pod rm")
+        spend = life.pod.estimated_spend
+        click.echo(
+            f"pod: pod {found['id']} of serve {serve_id} deleted"
+            + (f" (about ${spend:.2f})" if spend is not None else "")
+        )
+    return bool(pods)

@@ -34,12 +34,13 @@ from overbrainer.plugin import (
     UserError,
 )
 from overbrainer.plugin.host import HostError
-from overbrainer.plugin.operations import TargetShell
+from overbrainer.plugin.operations import ServeHandle, ServeSpec, ServeState, TargetShell
 from overbrainer_runpod import record
 from overbrainer_runpod.after import AfterPod, after_record
 from overbrainer_runpod.api import RunpodApi
-from overbrainer_runpod.pods import STATE_DIR, PodLifecycle, alias, connect
+from overbrainer_runpod.pods import SERVE_TAG, STATE_DIR, PodLifecycle, alias, connect
 from overbrainer_runpod.record import PodState
+from overbrainer_runpod.serve import ServePods
 from overbrainer_runpod.session import PodSession, PodSite
 from overbrainer_runpod.settings import RunpodTarget, rest_url
 from overbrainer_runpod.timing import Timing, timing
@@ -51,7 +52,7 @@ ENDED = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.STOPP
 class RunpodExecutor(Executor):
     """A pod per run on Runpod, its job driven over the ssh target's transport."""
 
-    capabilities = frozenset({"prepare", "open_shell", "release"})
+    capabilities = frozenset({"prepare", "open_shell", "release", "serve"})
 
     name: str
     target: RunpodTarget
@@ -63,6 +64,8 @@ class RunpodExecutor(Executor):
     """The run a command after training works on (``open_shell``)."""
     after_pod: AfterPod | None = None
     """The pod of that command, until it is released."""
+    serves: ServePods | None = None
+    """The pods of this command's serves (``overbrainer_runpod.serve``), once it has one."""
 
     def describe(self) -> TargetInfo:
         return TargetInfo(device="gpu", local_paths=False, per_run=True)
@@ -104,11 +107,14 @@ class RunpodExecutor(Executor):
                 PodState.RUNNING, PodState.READY, PodState.PROVISIONING, PodState.KEPT,
             ):  # fmt: skip
                 continue
-            if self._after_pod_of(run_id, pod.get("id")):
+            if self._after_pod_of(run_id, pod.get("id")) or self._serving().live(
+                run_id, pod.get("id")
+            ):
                 continue
+            what = "serve" if name.rpartition("-")[2].startswith(SERVE_TAG) else "run"
             logger.warning(
                 f"runpod: pod {pod.get('id')} ({name}, ${pod.get('costPerHr', '?')}/h) is an "
-                f"overbrainer pod no run of this project follows: delete it with "
+                f"overbrainer pod no {what} of this project follows: delete it with "
                 f"`overbrainer pod rm {run_id}` or in Runpod's console"
             )
 
@@ -260,6 +266,26 @@ class RunpodExecutor(Executor):
             return LogChunk(b"", offset)
         return session.inner.read_log(run, offset)
 
+    # Serving (docs/serving.md): a pod of its own per serve.
+
+    def _serving(self) -> ServePods:
+        if self.serves is None:
+            self.serves = ServePods(self.site)
+        return self.serves
+
+    def serve(self, spec: ServeSpec) -> ServeHandle:
+        self.warn_orphans()
+        return self._serving().start(spec)
+
+    def reach(self, handle: ServeHandle) -> str:
+        return self._serving().reach(handle)
+
+    def serve_state(self, handle: ServeHandle) -> ServeState:
+        return self._serving().state(handle)
+
+    def end_serve(self, handle: ServeHandle, keep_log: bool) -> bool:
+        return self._serving().end(handle, keep_log)
+
     # Ending.
 
     def open_shell(self, purpose: str, keep_machine: bool) -> TargetShell:
@@ -276,6 +302,8 @@ class RunpodExecutor(Executor):
 
     def release(self, run: RunRecord | None, outcome: RunState | None) -> None:
         after_pod, self.after_pod = self.after_pod, None
+        if self.serves is not None:  # a serve's pod outlives the command's connection to it
+            self.serves.close()
         try:
             try:
                 if after_pod is not None:

@@ -8,7 +8,8 @@
 # OVERBRAINER_RETRIEVE_GRACE_S, OVERBRAINER_LEASE_S, OVERBRAINER_SNAPSHOT_LEAD_S,
 # OVERBRAINER_TICK_S, OVERBRAINER_API_URL, PUBLIC_KEY (the client's public key),
 # OVERBRAINER_HOST_KEY (the host key, base64, from a Runpod secret) and OVERBRAINER_POD_MODE
-# ("after": a pod for export or compare, used while its command renews the lease).
+# ("after": a pod for export or compare, used while its command renews the lease;
+# "serve": a pod for one served engine, of use while the engine runs).
 set -u
 S="$HOME/.overbrainer-pod"
 TICK="${OVERBRAINER_TICK_S:-60}"
@@ -140,6 +141,31 @@ after_rules() {
   return 0
 }
 
+# A pod made for a serve runs no job: it is of use while its engine runs (the engine's own
+# watchdog, .serve/ID/watchdog.py, ends it after idle_minutes without a connection).
+serve_rules() {
+  cost_at=$(cat "$S/cost_at" 2>/dev/null)
+  case "$cost_at" in '' | *[!0-9]*) cost_at="" ;; esac
+  if [ -n "$cost_at" ] && [ "$1" -ge "$cost_at" ]; then
+    delete_pod "past the cost cap (max_cost_usd)"
+  fi
+  started=""
+  for file in "$WORKDIR"/.serve/*/watchdog.pid; do
+    [ -f "$file" ] || continue
+    started=1
+    pid=$(cat "$file" 2>/dev/null)
+    case "$pid" in '' | *[!0-9]*) continue ;; esac
+    kill -0 -"$pid" 2>/dev/null && return 0 # its group: the engine, its watchdog killed too
+  done
+  if [ -n "$started" ]; then
+    delete_pod "the served engine ended (its idle limit, or it stopped)"
+  fi
+  booted=$(cat "$S/booted" 2>/dev/null || echo "$1")
+  [ $(($1 - booted)) -ge "$2" ] &&
+    delete_pod "no engine started within the boot grace (${2} s)"
+  return 0
+}
+
 watchdog() {
   delete_at="${OVERBRAINER_DELETE_AT:?}"
   boot_grace="${OVERBRAINER_BOOT_GRACE_S:-1800}"
@@ -154,6 +180,8 @@ watchdog() {
     [ -f "$RUN_DIR/.pod/retrieved" ] && delete_pod "the results are home"
     if [ "${OVERBRAINER_POD_MODE:-}" = after ]; then
       after_rules "$t" "$boot_grace"
+    elif [ "${OVERBRAINER_POD_MODE:-}" = serve ]; then
+      serve_rules "$t" "$boot_grace"
     elif [ ! -f "$RUN_DIR/job.pid" ]; then
       booted=$(cat "$S/booted" 2>/dev/null || echo "$t")
       [ $((t - booted)) -ge "$boot_grace" ] &&

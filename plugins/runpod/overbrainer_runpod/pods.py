@@ -49,6 +49,8 @@ class FailedToStart(UserError):
 
 AFTER_TAG = "a"
 """The tag of a pod made for the commands after training: ``overbrainer-<run>-a<n>``."""
+SERVE_TAG = "s"
+"""The tag of a pod made for a serve: ``overbrainer-<serve id>-s<n>``."""
 
 
 def pod_name(run_id: str, attempt: int, tag: str = "") -> str:
@@ -220,7 +222,9 @@ class PodLifecycle:
             "OVERBRAINER_SSH_PORT": str(SSH_PORT),
             "OVERBRAINER_HOST_KEY": "{{ RUNPOD_SECRET_" + secret + " }}",
         }
-        if self.tag:  # no job: the watchdog follows the command's lease
+        if self.tag == SERVE_TAG:  # no job: the watchdog follows the served engine
+            env["OVERBRAINER_POD_MODE"] = "serve"
+        elif self.tag:  # no job: the watchdog follows the command's lease
             env["OVERBRAINER_POD_MODE"] = "after"
         api_url = api_url or os.environ.get("RUNPOD_API_BASE_URL")
         if api_url:
