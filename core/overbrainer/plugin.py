@@ -15,8 +15,9 @@ the job directory (:mod:`overbrainer.job.layout`), the runner, and the order of 
   ``LogChunk``, ``JobHandle`` (with ``Container``), ``RunRecord``, ``Project``; for
   ``open_shell``, ``TargetShell``; for ``estimate_price``, ``TargetPrice``; for
   ``show_machine_log``, ``MachineLogQuery``; for the serve hooks, ``ServeSpec``,
-  ``ServeHandle`` and ``ServeState``; for ``register_engines``, ``Engine`` and
-  ``EngineLaunch``; for the ``watch`` hooks, ``Settings`` and ``CycleSummary``.
+  ``ServeHandle`` and ``ServeState``; for ``register_engines``, ``Engine``,
+  ``EngineLaunch`` and ``EngineMetrics``; for the ``watch`` hooks, ``Settings`` and
+  ``CycleSummary``.
 - Settings models for ``register_targets``: ``TargetBase``, ``HostTarget`` and the field
   types ``NonEmpty``, ``Finite``, ``RemotePath``, ``EnvPattern``, ``HttpUrl``,
   ``comma_list``; for ``register_settings`` (a top-level table of the plugin's own, read
@@ -68,7 +69,7 @@ from overbrainer.config.runtime import HostRuntime
 from overbrainer.config.secrets import resolve_secret
 from overbrainer.config.sections import RegisterSection
 from overbrainer.cycles import CycleSummary
-from overbrainer.engines import Engine, EngineLaunch
+from overbrainer.engines import Engine, EngineLaunch, EngineMetrics
 from overbrainer.errors import ArtifactMismatch, MissingArtifact, TransientError, UserError
 from overbrainer.files import mkdir_nofollow, open_append, own_path, read_regular, write_atomic
 from overbrainer.job import layout
@@ -152,6 +153,7 @@ __all__ = [
     "CycleSummary",
     "Engine",
     "EngineLaunch",
+    "EngineMetrics",
     "Entry",
     "EnvPattern",
     "Executor",
