@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,50 +19,14 @@ from click.testing import CliRunner
 from tests.fixtures.real import REAL_TIMEOUT
 from tests.tools import in_ci
 
-from overbrainer.after.toolchain import LLAMA_CPP_PYTHON
 from overbrainer.cli import cli
-from pipeline_data import TEST_PROMPTS, lines, seed_questions
-from serve_fixtures import watchdog_pids
+from pipeline_data import lines
+from serve_fixtures import llama_toolchain, watchdog_pids, write_llama_project, write_tiny_gguf
 
 pytestmark = pytest.mark.real
 
-TOOLCHAIN = Path(os.environ.get("OVERBRAINER_LLAMA_CPP") or (
-    Path.home() / ".cache" / "overbrainer" / f"llama-cpp-python-{LLAMA_CPP_PYTHON}"
-))  # fmt: skip
-TINY_GGUF = Path(__file__).parents[1] / "fixtures" / "tiny_gguf.py"
+TOOLCHAIN = llama_toolchain()
 QUESTIONS = 3
-
-CONFIG = """\
-[project]
-name = "Served llama"
-
-[[topics]]
-name = "ownership"
-subtopics = 1
-questions_per_subtopic = {questions}
-
-[providers.local_llama]
-protocol = "openai"
-
-[providers.local_llama.serve]
-target = "{target}"
-engine = "llama.cpp"
-model = "{model}"
-args = ["--n_ctx", "512"]
-
-[targets.{target}]
-kind = "{kind}"
-venv = "{venv}"
-
-[roles.generator]
-provider = "local_llama"
-model = "{model}"
-
-[roles.parent]
-provider = "local_llama"
-model = "{model}"
-max_tokens = 12
-"""
 
 
 @pytest.fixture(scope="module")
@@ -74,24 +37,14 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if in_ci():
             pytest.fail(f"{reason} [CI is set: a missing tool fails]", pytrace=False)
         pytest.skip(reason)
-    model = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
-    subprocess.run(
-        [str(python), str(TINY_GGUF), str(model)], check=True, timeout=REAL_TIMEOUT,
-        env={**os.environ, "PYTHONPATH": str(TOOLCHAIN / "llama.cpp" / "gguf-py")},
-    )  # fmt: skip
-    return model
+    return write_tiny_gguf(TOOLCHAIN, tmp_path_factory.mktemp("gguf") / "tiny.gguf", REAL_TIMEOUT)
 
 
 def served_project(directory: Path, model: Path, target: str, kind: str) -> Path:
-    directory.mkdir(parents=True)
-    (directory / "overbrainer.toml").write_text(
-        CONFIG.format(questions=QUESTIONS, target=target, kind=kind, model=model, venv=TOOLCHAIN)
+    questions = [f"q{n}" for n in range(QUESTIONS)]
+    return write_llama_project(
+        directory, TOOLCHAIN, model, questions, target=target, kind=kind
     )
-    (directory / "prompts").mkdir()
-    for name, text in TEST_PROMPTS.items():
-        (directory / "prompts" / name).write_text(text)
-    seed_questions(directory, {("ownership", "moves"): [f"q{n}" for n in range(QUESTIONS)]})
-    return directory
 
 
 def answers_then_nothing_left(project: Path, where: Path, model: Path) -> None:
