@@ -58,8 +58,14 @@ async def for_each(
 
     def start() -> None:
         while pending and not errors and width.in_flight < width.value:
+            work = one(pending[0])
+            try:
+                group.create_task(work)
+            except RuntimeError:  # the width grew as the group is cancelled: none starts
+                work.close()
+                return
+            pending.popleft()
             width.in_flight += 1
-            group.create_task(one(pending.popleft()))
 
     async def one(item: T) -> None:
         try:

@@ -45,6 +45,6 @@ async def read_gauges(client: Client, path: str, names: tuple[str, ...]) -> dict
             if reply.status != 200:
                 raise TransientError(f"HTTP {reply.status}")
             text = await reply.text()
-    except (aiohttp.ClientError, TimeoutError) as error:
+    except (aiohttp.ClientError, TimeoutError, UnicodeDecodeError, LookupError) as error:
         raise TransientError(str(error) or type(error).__name__) from error
     return parse_gauges(text, names)
