@@ -16,7 +16,7 @@ Printed:
   ``max_tokens``, temperature 0, one at a time as the engine answers) to the same server
   in the same run, ``--rounds`` times; the rate is counted between the first and the
   last answer on both sides, so the command's start-up is left out (the cold figures show
-  it). Goal: >= 0.9x.
+  it). The figure is the median of the rounds' ratios (``_harness.medians``). Goal: >= 0.9x.
 """
 
 from __future__ import annotations
@@ -36,98 +36,32 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-TOOLCHAIN = Path(
-    os.environ.get("OVERBRAINER_LLAMA_CPP")
-    or Path.home() / ".cache" / "overbrainer" / "llama-cpp-python-0.3.16"
+from _harness import medians  # noqa: E402 - benchmarks/ on the path first
+
+from serve_fixtures import (  # noqa: E402 - tests/ on the path first
+    llama_toolchain,
+    running,
+    watchdog_pids,
+    write_llama_project,
+    write_tiny_gguf,
 )
+
+TOOLCHAIN = llama_toolchain()
 OVERBRAINER = str(Path(sys.executable).parent / "overbrainer")
-CONFIG = """\
-[project]
-name = "Served llama"
-
-[[topics]]
-name = "ownership"
-subtopics = 1
-questions_per_subtopic = {answers}
-
-[providers.llama]
-protocol = "openai"
-
-[providers.llama.serve]
-target = "box"
-engine = "llama.cpp"
-model = "{model}"
-args = ["--n_ctx", "512"]
-
-[targets.box]
-kind = "local"
-venv = "{venv}"
-
-[roles.generator]
-provider = "llama"
-model = "{model}"
-
-[roles.parent]
-provider = "llama"
-model = "{model}"
-max_tokens = {max_tokens}
-temperature = 0
-"""
-
-
-def tiny_gguf(directory: Path) -> Path:
-    model = directory / "tiny.gguf"
-    subprocess.run(
-        [str(TOOLCHAIN / "bin" / "python"), str(ROOT / "tests" / "fixtures" / "tiny_gguf.py"),
-         str(model)], check=True,
-        env={**os.environ, "PYTHONPATH": str(TOOLCHAIN / "llama.cpp" / "gguf-py")},
-    )  # fmt: skip
-    return model
-
-
-def project(directory: Path, model: Path, answers: int, max_tokens: int, tag: str) -> Path:
-    from pipeline_data import TEST_PROMPTS, seed_questions
-
-    directory.mkdir(parents=True)
-    (directory / "overbrainer.toml").write_text(
-        CONFIG.format(answers=answers, model=model, venv=TOOLCHAIN, max_tokens=max_tokens)
-    )
-    (directory / "prompts").mkdir()
-    for name, text in TEST_PROMPTS.items():
-        (directory / "prompts" / name).write_text(text)
-    seed_questions(directory, {("ownership", "moves"): questions(answers, tag)})
-    return directory
+GGUF_TIMEOUT_S = 600
 
 
 def questions(count: int, tag: str) -> list[str]:
     return [f"Question {tag}{n}: why does a move invalidate its source?" for n in range(count)]
 
 
-def running(pid: int) -> bool:
-    try:
-        os.killpg(pid, 0)
-    except ProcessLookupError:
-        return False
-    with contextlib.suppress(OSError):
-        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
-
-
-def watchdogs(directory: Path) -> list[int]:
-    pids = []
-    for found in directory.rglob(".serve/*/watchdog.pid"):
-        with contextlib.suppress(ValueError, OSError):
-            pids.append(int(found.read_text()))
-    return pids
-
-
 def answer_times(command: list[str], directory: Path) -> dict[str, float | list[float]]:
     """Run ``command`` (an ``answers``) watching ``answers.jsonl`` and the watchdogs every
     2 ms: when each answer came, when the engine's process group went, when it ended."""
     answers = directory / "data" / "answers.jsonl"
-    before = watchdogs(directory)
+    before = watchdog_pids(directory)
     start = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     times: list[float] = []
@@ -139,7 +73,7 @@ def answer_times(command: list[str], directory: Path) -> dict[str, float | list[
             count = answers.read_bytes().count(b"\n")
             times += [now] * (count - len(times))
         if engine is None:
-            fresh = [pid for pid in watchdogs(directory) if pid not in before]
+            fresh = [pid for pid in watchdog_pids(directory) if pid not in before]
             engine = fresh[0] if fresh else None
         elif engine_end is None and not running(engine):
             engine_end = now
@@ -187,10 +121,12 @@ def main() -> None:
     if not (TOOLCHAIN / "bin" / "python").is_file():
         raise SystemExit(f"no llama.cpp toolchain in {TOOLCHAIN}: build it as .ci/run does")
     root = Path(tempfile.mkdtemp(prefix="serve-bench-"))
-    model = tiny_gguf(root)
+    model = write_tiny_gguf(TOOLCHAIN, root / "tiny.gguf", GGUF_TIMEOUT_S)
     n, most = options.answers, options.max_tokens
 
-    cold_dir = project(root / "cold", model, n, most, "c")
+    cold_dir = write_llama_project(
+        root / "cold", TOOLCHAIN, model, questions(n, "c"), max_tokens=most
+    )
     cold = answer_times([OVERBRAINER, "-C", str(cold_dir), "answers"], cold_dir)
     times = cold["answers"]
     assert isinstance(times, list)
@@ -202,14 +138,15 @@ def main() -> None:
           f"ended in {engine_after:.3f} s and the command in {exit_after:.3f} s "
           f"(engine end - command end: {engine_after - exit_after:+.3f} s)")  # fmt: skip
 
-    warm_dir = project(root / "warm", model, n * options.rounds, most, "w")
+    warm_dir = write_llama_project(
+        root / "warm", TOOLCHAIN, model, questions(n * options.rounds, "w"), max_tokens=most
+    )
     up = subprocess.run([OVERBRAINER, "-C", str(warm_dir), "serve", "up"],
                         capture_output=True, text=True, check=True)  # fmt: skip
     url = re.search(r"up at (\S+)", up.stdout)
     assert url is not None, up.stdout
     try:
-        ours: list[float] = []
-        theirs: list[float] = []
+        rounds: list[dict[str, float]] = []
         data = warm_dir / "data"
         everything = (data / "questions.jsonl").read_text().splitlines()
         for round_ in range(options.rounds):
@@ -217,24 +154,28 @@ def main() -> None:
             warm = answer_times([OVERBRAINER, "-C", str(warm_dir), "answers"], warm_dir)
             got = warm["answers"]
             assert isinstance(got, list)
-            ours.append(rate(got[n * round_ :]))
             records = (data / "answers.jsonl").read_text().splitlines()[n * round_ :]
             asked = [json.loads(line)["messages"][:-1] for line in records]
-            theirs.append(rate(bare(url.group(1), asked, str(model), most)))
-            print(f"warm round {round_ + 1}: overbrainer {ours[-1]:.2f} answers/s, bare "
-                  f"aiohttp {theirs[-1]:.2f}/s: {ours[-1] / theirs[-1]:.2f}x")  # fmt: skip
-        print(f"warm: overbrainer {sum(ours) / len(ours):.2f} answers/s, bare "
-              f"{sum(theirs) / len(theirs):.2f}/s: "
-              f"{sum(ours) / sum(theirs):.2f}x (goal >= 0.9x)")  # fmt: skip
+            ours = rate(got[n * round_ :])
+            theirs = rate(bare(url.group(1), asked, str(model), most))
+            rounds.append({"ours": ours, "bare": theirs, "ratio": ours / theirs})
+            print(f"warm round {round_ + 1}: overbrainer {ours:.2f} answers/s, bare aiohttp "
+                  f"{theirs:.2f}/s: {ours / theirs:.2f}x")  # fmt: skip
+        # each round's two sides run back to back: the median of their ratios is the
+        # figure a machine that drifts between rounds moves least
+        median = medians(rounds)
+        print(f"warm (medians of {len(rounds)} rounds): overbrainer {median['ours']:.2f} "
+              f"answers/s, bare {median['bare']:.2f}/s; the rounds' ratio "
+              f"{median['ratio']:.2f}x (goal >= 0.9x)")  # fmt: skip
     finally:
         subprocess.run([OVERBRAINER, "-C", str(warm_dir), "serve", "down"], check=False,
                        capture_output=True)  # fmt: skip
-        for pid in watchdogs(root):
+        for pid in watchdog_pids(root):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
     print(json.dumps({"first_answer_s": round(first, 3), "engine_end_after_last_s":
                       round(engine_after, 3), "command_end_after_last_s": round(exit_after, 3),
-                      "ours": ours, "bare": theirs}))  # fmt: skip
+                      "rounds": rounds}))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -7,6 +7,13 @@ directory it is started in (which the serve removes when it ends), and answers
 and port it was given (each answer after ``FAKE_ENGINE_DELAY`` seconds; the most answered
 at once in ``peak.json``), once it has "loaded" for ``FAKE_ENGINE_LOAD`` seconds.
 
+It runs at most ``--max-num-seqs`` / ``--max-running-requests`` requests at once, fewer when
+``FAKE_ENGINE_CAPACITY`` says its memory holds fewer (unset: no bound); the others wait in
+its queue, and each request's arrival notes how many were waiting then (``arrivals.json``).
+``/metrics`` reports the requests running and waiting in the engine's own Prometheus text
+(vLLM's ``vllm:num_requests_running``/``_waiting``; SGLang's ``sglang:num_running_reqs``/
+``num_queue_reqs`` only with ``--enable-metrics``); ``FAKE_ENGINE_METRICS=off`` answers 404.
+
     fake_engine.py vllm serve MODEL --host H --port P [--tensor-parallel-size N] [...]
     fake_engine.py sglang -m sglang.launch_server --model-path MODEL --host H --port P [--tp N]
 """
@@ -30,16 +37,52 @@ def parse(argv: list[str]) -> argparse.Namespace:
         parser.add_argument("model")
         parser.add_argument("--tensor-parallel-size", type=int, default=1)
         parser.add_argument("--max-model-len", type=int)
-        parser.add_argument("--max-num-seqs", type=int)
+        parser.add_argument("--max-num-seqs", dest="capacity", type=int)
     else:
         parser.add_argument("-m", dest="module", choices=["sglang.launch_server"], required=True)
         parser.add_argument("--model-path", dest="model", required=True)
         parser.add_argument("--tp", type=int, default=1)
         parser.add_argument("--context-length", type=int)
+        parser.add_argument("--max-running-requests", dest="capacity", type=int)
+        parser.add_argument("--enable-metrics", action="store_true")
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--reasoning-parser")
     return parser.parse_args(rest)
+
+
+VLLM_METRICS = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0",model_name="MODEL"}} {0:.1f}
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{engine="0",model_name="MODEL"}} {1:.1f}
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{{engine="0",model_name="MODEL"}} 0.25
+"""
+SGLANG_METRICS = """\
+# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{{engine_type="unified",model_name="MODEL",pp_rank="0",tp_rank="0"}} {0:.1f}
+# HELP sglang:num_queue_reqs The number of requests in the waiting queue.
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{{engine_type="unified",model_name="MODEL",pp_rank="0",tp_rank="0"}} {1:.1f}
+# HELP sglang:token_usage The token usage.
+# TYPE sglang:token_usage gauge
+sglang:token_usage{{engine_type="unified",model_name="MODEL",pp_rank="0",tp_rank="0"}} 0.28
+"""
+
+
+def metrics_text(kind: str, options: argparse.Namespace) -> str | None:
+    """The engine's ``/metrics`` page, to format with (running, waiting); None: it serves
+    none (SGLang without ``--enable-metrics``, or ``FAKE_ENGINE_METRICS=off``)."""
+    if os.environ.get("FAKE_ENGINE_METRICS") == "off":
+        return None
+    if kind == "vllm":
+        return VLLM_METRICS.replace("MODEL", options.model)
+    return SGLANG_METRICS.replace("MODEL", options.model) if options.enable_metrics else None
 
 
 def main() -> None:
@@ -51,8 +94,24 @@ def main() -> None:
         json.dump({"argv": sys.argv[1:], "env": sorted(os.environ), "pgid": os.getpgrp()}, file)
     model = options.model
     time.sleep(float(os.environ.get("FAKE_ENGINE_LOAD", "0")))
-    in_flight = {"now": 0, "peak": 0}
+    in_flight = {"now": 0, "peak": 0, "waiting": 0}
     lock = threading.Lock()
+    bounds = [b for b in (options.capacity, os.environ.get("FAKE_ENGINE_CAPACITY")) if b]
+    slots = threading.BoundedSemaphore(min(int(b) for b in bounds)) if bounds else None
+    arrivals: list[int] = []
+    metrics = metrics_text(sys.argv[1], options)
+
+    def arrive() -> None:
+        """Wait for a slot of the engine's batch, in its queue meanwhile."""
+        with lock:
+            arrivals.append(in_flight["waiting"])
+            in_flight["waiting"] += 1
+            with open(os.path.join(records, "arrivals.json"), "w", encoding="utf-8") as file:
+                json.dump(arrivals, file)
+        if slots is not None:
+            slots.acquire()
+        with lock:
+            in_flight["waiting"] -= 1
 
     def count(step: int) -> None:
         """The requests answered at once: the most in ``peak.json`` beside ``argv.json``."""
@@ -80,6 +139,14 @@ def main() -> None:
         def do_GET(self) -> None:
             if self.path == "/health":
                 self.reply({})
+            elif self.path == "/metrics" and metrics is not None:
+                with lock:
+                    data = metrics.format(in_flight["now"], in_flight["waiting"]).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
             elif self.path == "/v1/models":
                 self.reply({"object": "list", "data": [{"id": model, "object": "model"}]})
             else:
@@ -91,11 +158,14 @@ def main() -> None:
             if self.path != "/v1/chat/completions" or request.get("model") != model:
                 self.reply({"error": {"message": f"no model {request.get('model')}"}}, 404)
                 return
+            arrive()
             count(1)
             try:
                 time.sleep(float(os.environ.get("FAKE_ENGINE_DELAY", "0")))
             finally:
                 count(-1)
+                if slots is not None:
+                    slots.release()
             asked = request["messages"][-1]["content"]
             self.reply({
                 "id": "cmpl-1", "object": "chat.completion", "model": model,

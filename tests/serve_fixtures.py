@@ -7,12 +7,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
-from pipeline_data import TEST_PROMPTS
+from overbrainer.after.toolchain import toolchain_dir
+from pipeline_data import TEST_PROMPTS, seed_questions
 
 FAKE_ENGINE = Path(__file__).parent / "fake_engine.py"
+TINY_GGUF = Path(__file__).parent / "fixtures" / "tiny_gguf.py"
 MODEL = "Qwen/Qwen3-0.6B"
 
 SERVED_CONFIG = """\
@@ -45,6 +48,75 @@ model = "{model}"
 concurrency = 2
 max_retries = 0
 """
+
+
+LLAMA_CONFIG = """\
+[project]
+name = "Served llama"
+
+[[topics]]
+name = "ownership"
+subtopics = 1
+questions_per_subtopic = {questions}
+
+[providers.local_llama]
+protocol = "openai"
+
+[providers.local_llama.serve]
+target = "{target}"
+engine = "llama.cpp"
+model = "{model}"
+args = ["--n_ctx", "512"]
+
+[targets.{target}]
+kind = "{kind}"
+venv = "{venv}"
+{more}
+[roles.generator]
+provider = "local_llama"
+model = "{model}"
+
+[roles.parent]
+provider = "local_llama"
+model = "{model}"
+max_tokens = {max_tokens}
+temperature = 0
+"""
+
+
+def llama_toolchain() -> Path:
+    """The llama.cpp toolchain ``export`` builds, where ``.ci/run`` puts it:
+    ``OVERBRAINER_LLAMA_CPP``, else the default directory of the pinned release. Read it
+    at import: a test's environment (its own HOME) is not the machine's."""
+    return Path(toolchain_dir(dict(os.environ))).expanduser()
+
+
+def write_tiny_gguf(toolchain: Path, model: Path, timeout: float) -> Path:
+    """A tiny random Llama at ``model`` (``tests/fixtures/tiny_gguf.py``, in the
+    toolchain's python, its ``gguf`` package from the vendored llama.cpp)."""
+    subprocess.run(
+        [str(toolchain / "bin" / "python"), str(TINY_GGUF), str(model)], check=True,
+        timeout=timeout, env={**os.environ, "PYTHONPATH": str(toolchain / "llama.cpp" / "gguf-py")},
+    )  # fmt: skip
+    return model
+
+
+def write_llama_project(
+    directory: Path, toolchain: Path, model: Path, questions: list[str], *,
+    target: str = "box", kind: str = "local", max_tokens: int = 12, more: str = "",
+) -> Path:  # fmt: skip
+    """A project whose parent is ``model`` served by the llama.cpp ``toolchain`` on
+    ``target`` (``more``: lines of its table), its ``questions`` asked already."""
+    directory.mkdir(parents=True)
+    (directory / "overbrainer.toml").write_text(LLAMA_CONFIG.format(
+        questions=len(questions), target=target, kind=kind, model=model,
+        venv=toolchain, max_tokens=max_tokens, more=more,
+    ))  # fmt: skip
+    (directory / "prompts").mkdir()
+    for name, text in TEST_PROMPTS.items():
+        (directory / "prompts" / name).write_text(text)
+    seed_questions(directory, {("ownership", "moves"): questions})
+    return directory
 
 
 def make_engine_venv(directory: Path) -> Path:

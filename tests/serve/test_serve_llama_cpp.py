@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -24,50 +23,14 @@ from tests.runpod.conftest import fake_runpod  # noqa: F401 - the fake Runpod an
 from tests.runpod.fake_runpod import FakeRunpod
 from tests.tools import in_ci
 
-from overbrainer.after.toolchain import LLAMA_CPP_PYTHON
 from overbrainer.cli import cli
-from pipeline_data import TEST_PROMPTS, lines, seed_questions
-from serve_fixtures import watchdog_pids
+from pipeline_data import lines
+from serve_fixtures import llama_toolchain, watchdog_pids, write_llama_project, write_tiny_gguf
 
 pytestmark = pytest.mark.real
 
-TOOLCHAIN = Path(os.environ.get("OVERBRAINER_LLAMA_CPP") or (
-    Path.home() / ".cache" / "overbrainer" / f"llama-cpp-python-{LLAMA_CPP_PYTHON}"
-))  # fmt: skip
-TINY_GGUF = Path(__file__).parents[1] / "fixtures" / "tiny_gguf.py"
+TOOLCHAIN = llama_toolchain()
 QUESTIONS = 3
-
-CONFIG = """\
-[project]
-name = "Served llama"
-
-[[topics]]
-name = "ownership"
-subtopics = 1
-questions_per_subtopic = {questions}
-
-[providers.local_llama]
-protocol = "openai"
-
-[providers.local_llama.serve]
-target = "{target}"
-engine = "llama.cpp"
-model = "{model}"
-args = ["--n_ctx", "512"]
-
-[targets.{target}]
-kind = "{kind}"
-venv = "{venv}"
-{more}
-[roles.generator]
-provider = "local_llama"
-model = "{model}"
-
-[roles.parent]
-provider = "local_llama"
-model = "{model}"
-max_tokens = 12
-"""
 
 
 @pytest.fixture(scope="module")
@@ -78,26 +41,16 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if in_ci():
             pytest.fail(f"{reason} [CI is set: a missing tool fails]", pytrace=False)
         pytest.skip(reason)
-    model = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
-    subprocess.run(
-        [str(python), str(TINY_GGUF), str(model)], check=True, timeout=REAL_TIMEOUT,
-        env={**os.environ, "PYTHONPATH": str(TOOLCHAIN / "llama.cpp" / "gguf-py")},
-    )  # fmt: skip
-    return model
+    return write_tiny_gguf(TOOLCHAIN, tmp_path_factory.mktemp("gguf") / "tiny.gguf", REAL_TIMEOUT)
 
 
 def served_project(
     directory: Path, model: Path, target: str, kind: str, more: str = ""
 ) -> Path:
-    directory.mkdir(parents=True)
-    (directory / "overbrainer.toml").write_text(CONFIG.format(
-        questions=QUESTIONS, target=target, kind=kind, model=model, venv=TOOLCHAIN, more=more,
-    ))  # fmt: skip
-    (directory / "prompts").mkdir()
-    for name, text in TEST_PROMPTS.items():
-        (directory / "prompts" / name).write_text(text)
-    seed_questions(directory, {("ownership", "moves"): [f"q{n}" for n in range(QUESTIONS)]})
-    return directory
+    questions = [f"q{n}" for n in range(QUESTIONS)]
+    return write_llama_project(
+        directory, TOOLCHAIN, model, questions, target=target, kind=kind, more=more
+    )
 
 
 def answers_then_nothing_left(

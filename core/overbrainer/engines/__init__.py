@@ -14,6 +14,17 @@ from typing import ClassVar
 
 
 @dataclass(frozen=True)
+class EngineMetrics:
+    """The Prometheus gauges an engine serves at ``path`` while it runs: how many requests
+    it is running and how many wait in its queue. A stage follows them to keep the engine's
+    batch full (``pipeline.served_live``)."""
+
+    running: str
+    waiting: str
+    path: str = "/metrics"
+
+
+@dataclass(frozen=True)
 class EngineLaunch:
     """What an engine's command line is made from."""
 
@@ -53,6 +64,15 @@ class Engine(ABC):
     """The flag of ``serve.args`` that sets how many requests it runs at once."""
     default_capacity: ClassVar[int] = 1
     """How many requests it runs at once without that flag."""
+
+    metrics: ClassVar[EngineMetrics | None] = None
+    """The gauges it serves of the requests it runs and queues (None: it reports none, and
+    the stages keep :meth:`capacity`)."""
+
+    def reported_metrics(self, args: tuple[str, ...]) -> EngineMetrics | None:
+        """The gauges it serves when started with ``args`` (an engine whose metrics are
+        off by default says which flag turns them on here)."""
+        return self.metrics
 
     def capacity(self, args: tuple[str, ...]) -> int:
         """How many requests it runs at once with ``args``: what the stages keep in flight

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from overbrainer import hookimpl
-from overbrainer.engines import Engine, EngineLaunch
+from overbrainer.engines import Engine, EngineLaunch, EngineMetrics
 
 LOOPBACK = "127.0.0.1"
 
@@ -25,6 +25,7 @@ class Vllm(Engine):
     default_capacity = 256  # vLLM's max_num_seqs for its API server (1024 on >= 70 GiB GPUs)
     reasoning_parsers = ("deepseek_r1", "qwen3", "granite", "glm45", "gpt_oss")
     install = "vllm"
+    metrics = EngineMetrics("vllm:num_requests_running", "vllm:num_requests_waiting")
 
     def command(self, launch: EngineLaunch) -> list[str]:
         argv = [f"{launch.bin_dir}vllm", "serve", launch.model, "--host", LOOPBACK,
@@ -43,6 +44,12 @@ class Sglang(Engine):
     default_capacity = 256  # SGLang sizes it from the GPU's memory: a floor of it
     reasoning_parsers = ("deepseek-r1", "qwen3", "glm45", "gpt-oss")
     install = "sglang[all]"
+    metrics = EngineMetrics("sglang:num_running_reqs", "sglang:num_queue_reqs")
+    METRICS_FLAG = "--enable-metrics"
+
+    def reported_metrics(self, args: tuple[str, ...]) -> EngineMetrics | None:
+        """SGLang serves ``/metrics`` only when started with ``--enable-metrics``."""
+        return self.metrics if self.METRICS_FLAG in args else None
 
     def command(self, launch: EngineLaunch) -> list[str]:
         argv = [f"{launch.bin_dir}python", "-m", "sglang.launch_server", "--model-path",

@@ -33,6 +33,7 @@ from overbrainer.pipeline.preflight import hides_reasoning, reasoning_problem
 from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.records import ANSWERS, DATA_DIR, QUESTIONS, is_imported, without
 from overbrainer.pipeline.samples import imported_questions, items, question_of, together
+from overbrainer.pipeline.served_live import live_concurrency
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.completion import Completion
 from overbrainer.providers.errors import ProviderError
@@ -220,24 +221,24 @@ async def _answer(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one
                     ctx.report.finish(excluded=record["meta"]["excluded"] is not None)
                 return saved
 
-            concurrency = ctx.settings.pipeline.concurrency
             in_one = role.samples_n and ctx.providers.client(role.provider).samples_in_one
-            if not live and not in_batch_now:
-                await for_each(together(todo, in_one), answer, concurrency)
-                return
-            appending = _Appending(writer, answered)
-            batches = BatchStage(ctx, answering, appending, answered, by_id)
-            if ctx.cancel:
-                await batches.cancel(live)
-                return
-            if in_batch_now:
-                await batches.run(todo, live, submit=True)
-                return
-            leftover = await _beside(
-                for_each(together(todo, in_one), answer, concurrency),
-                batches.run([], live, submit=False),
-            )
-            await for_each(together(leftover, False), answer, concurrency)
+            async with live_concurrency(ctx, "answers", role.provider) as concurrency:
+                if not live and not in_batch_now:
+                    await for_each(together(todo, in_one), answer, concurrency)
+                    return
+                appending = _Appending(writer, answered)
+                batches = BatchStage(ctx, answering, appending, answered, by_id)
+                if ctx.cancel:
+                    await batches.cancel(live)
+                    return
+                if in_batch_now:
+                    await batches.run(todo, live, submit=True)
+                    return
+                leftover = await _beside(
+                    for_each(together(todo, in_one), answer, concurrency),
+                    batches.run([], live, submit=False),
+                )
+                await for_each(together(leftover, False), answer, concurrency)
     finally:
         if ctx.force or ctx.stale or (appending is not None and appending.replaced):
             # each replaced answer's old line goes; a stale one redone into an excluded

@@ -1,14 +1,15 @@
 """The types of the optional operations and of the hooks beside the executor's: for
 ``open_shell``, ``TargetShell``; for ``estimate_price``, ``TargetPrice``; for
 ``show_machine_log``, ``MachineLogQuery``; for the serve hooks, ``ServeSpec``,
-``ServeHandle`` and ``ServeState``; for ``register_engines``, ``Engine`` and
-``EngineLaunch``; for the ``watch`` hooks, ``CycleSummary``; a machine made for a run,
-``Container`` (in ``JobHandle``) and ``Launch`` (in ``TargetInfo``)."""
+``ServeHandle`` and ``ServeState``; for ``register_engines``, ``Engine``,
+``EngineLaunch`` and ``EngineMetrics``; for the ``watch`` hooks, ``CycleSummary``; a
+machine made for a run, ``Container`` (in ``JobHandle``) and ``Launch`` (in
+``TargetInfo``)."""
 
 from __future__ import annotations
 
 from overbrainer.cycles import CycleSummary
-from overbrainer.engines import Engine, EngineLaunch
+from overbrainer.engines import Engine, EngineLaunch, EngineMetrics
 from overbrainer.job.record import Container
 from overbrainer.job.serving import ServeHandle, ServeSpec, ServeState
 from overbrainer.job.shell import TargetShell
@@ -19,6 +20,7 @@ __all__ = [
     "CycleSummary",
     "Engine",
     "EngineLaunch",
+    "EngineMetrics",
     "Launch",
     "MachineLogQuery",
     "ServeHandle",

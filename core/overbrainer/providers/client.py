@@ -178,6 +178,7 @@ class Client:
         retry: RetryPolicy,
         halt: Halt | None = None,
         max_wait_s: float = 600.0,
+        connections: int | None = None,
     ) -> None:
         self.name = name
         self.protocol = protocol
@@ -185,6 +186,7 @@ class Client:
         self._wire = PROTOCOLS[protocol]
         self._headers = self._wire.headers(api_key)
         self._concurrency = concurrency
+        self._connections = connections
         self._timeout_secs = timeout_secs
         self.retry = retry
         self.max_wait_s = max_wait_s
@@ -197,10 +199,11 @@ class Client:
         # Made on first use, inside the running event loop it belongs to. One connection
         # more than the requests in flight: the price list would otherwise wait for the
         # end of the stage, the pool handing each freed connection to the next request.
+        # ``connections``: room for a number in flight that follows a served engine.
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(
-                    limit=self._concurrency + 1,
+                    limit=self._connections or self._concurrency + 1,
                     resolver=aiohttp.ThreadedResolver(),  # the system's, as curl's
                 ),
                 headers=self._headers,
@@ -212,6 +215,11 @@ class Client:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+    def resize(self, concurrency: int) -> None:
+        """Keep ``concurrency`` requests in flight from now on (a served engine's live
+        figure): each model's limiter follows at its next request. Within ``connections``."""
+        self._concurrency = concurrency
 
     def limiter(self, model: str) -> Limiter:
         """The pace of ``model`` here, shared by every request of this process."""

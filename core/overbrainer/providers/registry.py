@@ -16,7 +16,7 @@ from overbrainer.providers.errors import FatalProviderError
 from overbrainer.providers.prices import Price, PriceBook, table_price
 from overbrainer.providers.ratelimit import Pace
 from overbrainer.providers.retry import RetryPolicy
-from overbrainer.providers.served import served_url
+from overbrainer.providers.served import MAX_IN_FLIGHT, served_url
 
 SERVED = Price(0.0, 0.0)
 """A served provider's tokens: its cost is its target's hours (docs/serving.md)."""
@@ -67,6 +67,7 @@ class ProviderSet:
             retry=RetryPolicy(pipeline.max_retries),
             halt=self._halt,
             max_wait_s=pipeline.max_wait_s,
+            connections=MAX_IN_FLIGHT + 1 if provider.serve is not None else None,
         )
         self._clients[name] = client
         if provider.serve is None and not self._table_covers(name):

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 from overbrainer.errors import UserError
+
+MAX_IN_FLIGHT = 4096
+"""The most requests a stage keeps in flight to a served engine, however much it holds
+(``serve.concurrency``'s bound)."""
 
 Resolver = Callable[[str], str]
 """A served provider's name to its base URL (``http://127.0.0.1:PORT/v1``)."""
@@ -14,17 +19,37 @@ Resolver = Callable[[str], str]
 Capacity = Callable[[str], int]
 """A served provider's name to the requests its engine holds at once."""
 
+
+class LoadGauges(Protocol):
+    """Where a served engine reports its load (an engine's ``EngineMetrics``)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def running(self) -> str: ...
+    @property
+    def waiting(self) -> str: ...
+
+
+Gauges = Callable[[str], LoadGauges | None]
+"""A served provider's name to the gauges its engine reports, None when it reports none or
+``serve.concurrency`` fixes the number in flight."""
+
 _lock = threading.Lock()
 _installed: list[Resolver] = []
 _capacity: list[Capacity] = []
+_gauges: list[Gauges] = []
 
 
-def install(resolver: Resolver | None, capacity: Capacity | None = None) -> None:
+def install(
+    resolver: Resolver | None, capacity: Capacity | None = None, gauges: Gauges | None = None
+) -> None:
     """Serve this process's served providers through ``resolver`` (None: none), their
-    engines holding ``capacity`` requests at once."""
+    engines holding ``capacity`` requests at once and reporting their load at ``gauges``."""
     with _lock:
         _installed[:] = [] if resolver is None else [resolver]
         _capacity[:] = [] if capacity is None else [capacity]
+        _gauges[:] = [] if gauges is None else [gauges]
 
 
 def served_capacity(provider: str) -> int | None:
@@ -33,6 +58,14 @@ def served_capacity(provider: str) -> int | None:
     with _lock:
         capacity = _capacity[0] if _capacity else None
     return None if capacity is None else capacity(provider)
+
+
+def served_gauges(provider: str) -> LoadGauges | None:
+    """Where the served ``provider``'s engine reports its load while it runs; None when it
+    does not, or the number in flight is fixed."""
+    with _lock:
+        gauges = _gauges[0] if _gauges else None
+    return None if gauges is None else gauges(provider)
 
 
 def served_url(provider: str) -> str:

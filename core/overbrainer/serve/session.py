@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from loguru import logger
 
 from overbrainer.config.model import HostTarget, Serve
-from overbrainer.engines import Engine, EngineLaunch
+from overbrainer.engines import Engine, EngineLaunch, EngineMetrics
 from overbrainer.errors import TransientError, UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.interface import Executor
@@ -87,6 +87,15 @@ class Serving:
             return serve.concurrency
         engine = self.engines.get(serve.engine)
         return engine.capacity(tuple(serve.args)) if engine is not None else 1
+
+    def gauges(self, provider: str) -> EngineMetrics | None:
+        """Where ``provider``'s engine reports its load, for a stage to follow; None when
+        ``serve.concurrency`` fixes the number in flight or the engine reports none."""
+        serve = self.serve_of(provider)
+        engine = self.engines.get(serve.engine)
+        if serve.concurrency is not None or engine is None:
+            return None
+        return engine.reported_metrics(tuple(serve.args))
 
     def served(self) -> list[str]:
         """The served providers of the settings, sorted."""
