@@ -114,7 +114,7 @@ class App:
 
         serving = self._serving = self._new_serving(settings)
         ctx.find_root().call_on_close(close)
-        served.install(serving.url, serving.capacity)
+        served.install(serving)
         serving.sweep()
 
     @property

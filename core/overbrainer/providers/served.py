@@ -4,44 +4,69 @@ engine on first use). The session lives above the providers, so it installs itse
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from typing import Protocol
 
 from overbrainer.errors import UserError
 
-Resolver = Callable[[str], str]
-"""A served provider's name to its base URL (``http://127.0.0.1:PORT/v1``)."""
 
-Capacity = Callable[[str], int]
-"""A served provider's name to the requests its engine holds at once."""
+class Session(Protocol):
+    """The command's served providers, as the stages and training use them."""
+
+    def url(self, provider: str) -> str:
+        """Its base URL from here (``http://127.0.0.1:PORT/v1``), started if need be."""
+        ...
+
+    def capacity(self, provider: str) -> int:
+        """The requests its engine holds at once."""
+        ...
+
+    def port_on_target(self, provider: str) -> int:
+        """Its port on its target's loopback (started if need be): where a job beside it
+        reaches it."""
+        ...
+
+    def keep(self, provider: str) -> None:
+        """Leave it up when this command ends."""
+        ...
+
+    def end(self, provider: str) -> object:
+        """End it, whoever started it."""
+        ...
+
 
 _lock = threading.Lock()
-_installed: list[Resolver] = []
-_capacity: list[Capacity] = []
+_installed: list[Session] = []
 
 
-def install(resolver: Resolver | None, capacity: Capacity | None = None) -> None:
-    """Serve this process's served providers through ``resolver`` (None: none), their
-    engines holding ``capacity`` requests at once."""
+def install(session: Session | None) -> None:
+    """Serve this process's served providers through ``session`` (None: none)."""
     with _lock:
-        _installed[:] = [] if resolver is None else [resolver]
-        _capacity[:] = [] if capacity is None else [capacity]
+        _installed[:] = [] if session is None else [session]
+
+
+def _session() -> Session | None:
+    with _lock:
+        return _installed[0] if _installed else None
 
 
 def served_capacity(provider: str) -> int | None:
     """The requests the served ``provider``'s engine holds at once; None when this command
     serves nothing (the stage keeps ``[pipeline] concurrency``)."""
-    with _lock:
-        capacity = _capacity[0] if _capacity else None
-    return None if capacity is None else capacity(provider)
+    session = _session()
+    return None if session is None else session.capacity(provider)
 
 
-def served_url(provider: str) -> str:
-    """The base URL of the served provider ``provider``, started if need be."""
-    with _lock:
-        resolver = _installed[0] if _installed else None
-    if resolver is None:
+def served_session(provider: str) -> Session:
+    """This command's serving session, for the served ``provider``."""
+    session = _session()
+    if session is None:
         raise UserError(
             f"providers.{provider} is served (providers.{provider}.serve), and this command "
             "cannot start it: run the stage through the overbrainer command line"
         )
-    return resolver(provider)
+    return session
+
+
+def served_url(provider: str) -> str:
+    """The base URL of the served provider ``provider``, started if need be."""
+    return served_session(provider).url(provider)

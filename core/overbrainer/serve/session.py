@@ -214,6 +214,19 @@ class Serving:
                 )
             time.sleep(CHECK_S)
 
+    def port_on_target(self, provider: str) -> int:
+        """The serve's port on its target's loopback, started if need be: where a job on
+        that target reaches it (the online teacher)."""
+        self.url(provider)
+        record = self.records.load(provider)
+        if record is None:  # ended between the two (its budget guard)
+            raise UserError(f"providers.{provider}: its serve ended as it started")
+        return record.handle.port
+
+    def keep(self, provider: str) -> None:
+        """Leave the serve up when this command ends (a run detached from still asks it)."""
+        self._keep(provider)
+
     def _keep(self, provider: str) -> None:
         record = self.records.load(provider)
         if record is not None and not record.kept:

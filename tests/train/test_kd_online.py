@@ -1,0 +1,172 @@
+"""``[training.kd] mode = "online"``: the trainer asks the parent, served on the training
+target, during the run (Axolotl's online teacher). The stand-in vLLM answers the online
+teacher's requests in vLLM's format and the fake ``axolotl`` sends them at every step, so a
+step that finds the serve gone fails the run."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from overbrainer.config.model import Training
+from overbrainer.testing.fake_axolotl import TEACHER_BATCH, TEACHER_FILE
+from overbrainer.train.axolotl import OnlineTeacher, axolotl_config
+from overbrainer.train.inputs import model_config
+from serve_fixtures import FAKE_ENGINE, engine_argv, engine_records, running, watchdog_pids
+
+MODEL = "Qwen/Qwen3-0.6B"
+SERVED = """
+[providers.big]
+protocol = "openai"
+serve = {{ target = "{target}", engine = "{engine}", model = "{model}" }}
+"""
+KD = """
+[training.kd]
+mode = "online"
+top_k = 3
+"""
+
+
+def online_project(trainer, *, engine: str = "vllm", target: str = "local", more: str = "") -> None:
+    """The trainer's project distilling logits online from ``providers.big``, served by the
+    stand-in engine on ``target``."""
+    vllm = trainer.venv / "bin" / "vllm"
+    vllm.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_ENGINE} vllm "$@"\n')
+    vllm.chmod(0o755)
+    config = trainer.dir / "overbrainer.toml"
+    text = config.read_text()
+    text = text.replace(
+        '[roles.parent]\nprovider = "main"\nmodel = "parent-model"',
+        f'[roles.parent]\nprovider = "big"\nmodel = "{MODEL}"',
+    )
+    text = text.replace('adapter = "lora"', 'adapter = "lora"\ndistill = "logits"' + more)
+    served = SERVED.format(target=target, engine=engine, model=MODEL)
+    config.write_text(text + served + KD)
+
+
+@pytest.fixture
+def online(trainer) -> Iterator:
+    yield trainer
+    for pid in watchdog_pids(trainer.dir):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def test_train_asks_the_served_parent_during_the_run_and_ends_it_after(online, run_cli):
+    online_project(online)
+
+    result = run_cli("train")
+
+    assert result.exit_code == 0, result.stderr
+    run = online.run()
+    run_dir = online.dir / "runs" / run["id"]
+    config = yaml.safe_load((run_dir / "axolotl.yaml").read_text())
+    argv = engine_argv(online.dir)
+    port = int(argv[argv.index("--port") + 1])
+    # Axolotl's online KD settings, pointing at the engine's port on the target's loopback
+    assert {key: config[key] for key in config if key.startswith("kd_")} == {
+        "kd_trainer": True, "kd_alpha": 1.0, "kd_ce_alpha": 0.1, "kd_temperature": 1.0,
+        "kd_beta": 0.0, "kd_online_server_base_url": f"http://127.0.0.1:{port}",
+        "kd_online_server": "vllm", "kd_online_topk": 3, "kd_online_timeout": 120,
+    }  # fmt: skip
+    assert config["sample_packing"] is True and config["eval_sample_packing"] is True
+    for dataset in [*config["datasets"], *config["test_datasets"]]:
+        assert dataset["type"] == "chat_template"  # the teacher's rows come with each batch
+    job = json.loads((run_dir / "job.json").read_text())
+    assert [stage["name"] for stage in job["stages"]] == ["train"]  # no kd-align: no rows kept
+    # The serve answered every step of the job, with top_k candidates a token ...
+    asked = [json.loads(line) for line in (run_dir / TEACHER_FILE).read_text().splitlines()]
+    assert [a["step"] for a in asked] == list(range(1, 7))
+    assert all(a["fewest"] >= 3 for a in asked)
+    (scored,) = engine_records(online.dir, "scored.jsonl")
+    lengths = [json.loads(line)["lengths"] for line in scored.read_text().splitlines()]
+    assert lengths == [[len(ids) for ids in TEACHER_BATCH]] * 6
+    # ... was started before the job, and is gone once the command ended
+    assert "train: the trainer asks providers.big (vllm Qwen/Qwen3-0.6B) at 127.0.0.1:" in (
+        result.stderr
+    )
+    pids = watchdog_pids(online.dir)
+    assert pids and not any(running(pid) for pid in pids)
+    assert not list((online.dir / ".overbrainer" / "serve").glob("*.json"))
+    history = (online.dir / ".overbrainer" / "history.jsonl").read_text().splitlines()
+    assert [json.loads(line)["stage"] for line in history].count("serve") == 1
+    assert not (online.dir / "data" / "logprobs.bin").exists()
+
+
+@pytest.mark.parametrize(
+    ("engine", "target", "more", "expected"),
+    [
+        ("llama.cpp", "local", "", (
+            'training.kd.mode = "online": providers.big.serve.engine = \'llama.cpp\' cannot '
+            "score the trainer's tokens (llama-cpp-python's server takes text prompts only and "
+            "returns no prompt logprobs by token id). Serve the parent with 'vllm' or 'sglang', "
+            'or set mode = "offline"'
+        )),
+        ("vllm", "gpu", "", (
+            'training.kd.mode = "online": the parent is served on target `gpu` '
+            "(providers.big.serve.target) and the run trains on `local`: the trainer reaches "
+            "the parent on its own machine's loopback. Serve it on `local`, or set "
+            'mode = "offline"'
+        )),
+        ("vllm", "local", "\nsample_packing = false", (
+            'training.kd.mode = "online" needs training.sample_packing = true: Axolotl\'s '
+            "online teacher (0.19) asks the parent for packed batches only"
+        )),
+    ],
+)  # fmt: skip
+def test_a_parent_that_cannot_teach_online_is_refused_before_anything_starts(
+    online, run_cli, engine, target, more, expected
+):
+    online_project(online, engine=engine, target=target, more=more)
+    if target != "local":
+        config = online.dir / "overbrainer.toml"
+        config.write_text(config.read_text() + f'\n[targets.{target}]\nkind = "local"\n')
+
+    result = run_cli("train")
+
+    assert result.exit_code == 1
+    assert result.stderr == f"error: {expected}\n"
+    assert online.runs() == []
+    assert watchdog_pids(online.dir) == []
+
+
+def test_a_parent_not_served_is_refused(online, run_cli):
+    config = online.dir / "overbrainer.toml"
+    config.write_text(
+        config.read_text().replace('adapter = "lora"', 'adapter = "lora"\ndistill = "logits"')
+        + KD
+    )
+
+    result = run_cli("train")
+
+    assert result.exit_code == 1
+    assert result.stderr == (
+        'error: training.kd.mode = "online" asks the parent during the run, so it must be '
+        "served on the training target: roles.parent is on providers.main, which is not "
+        'served. Give it serve = { target = "local", engine = "vllm", model = ... } '
+        '(docs/serving.md), or set mode = "offline"\n'
+    )
+    assert online.runs() == []
+
+
+def test_sglang_s_teacher_settings_and_the_address_left_out_of_the_inputs():
+    training = Training.model_validate({
+        "target": "gpu", "base_model": MODEL, "adapter": "lora", "distill": "logits",
+        "kd": {"mode": "online", "top_k": 8},
+    })  # fmt: skip
+    teacher = OnlineTeacher("http://127.0.0.1:30000", "sglang")
+    config = axolotl_config(training, has_eval=False, teacher=teacher)
+    assert config["kd_online_server"] == "sglang"
+    assert config["kd_online_server_base_url"] == "http://127.0.0.1:30000"
+    assert config["kd_online_topk"] == 8
+    elsewhere = OnlineTeacher("http://127.0.0.1:1", "sglang")
+    other = axolotl_config(training, has_eval=False, teacher=elsewhere)
+    # A new port each serve: the same model is trained (no retraining by `run`, resumable)
+    assert model_config(config) == model_config(other)
