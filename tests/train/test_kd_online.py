@@ -170,3 +170,49 @@ def test_sglang_s_teacher_settings_and_the_address_left_out_of_the_inputs():
     other = axolotl_config(training, has_eval=False, teacher=elsewhere)
     # A new port each serve: the same model is trained (no retraining by `run`, resumable)
     assert model_config(config) == model_config(other)
+
+
+def test_detached_the_serve_stays_up_for_the_run_and_attach_ends_it(online, run_cli):
+    online_project(online)
+    process = online.spawn("train", env={"FAKE_AXOLOTL_STEPS": "60"})
+    run = online.wait_running()
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert f"interrupted: run {run['id']} keeps running on target `local`" in out
+    assert (
+        f"train: providers.big stays up while run {run['id']} asks it: `overbrainer train "
+        f"attach {run['id']}` ends it when the run ends, else its watchdog 30 min after the "
+        "run's last request"
+    ) in err
+    (pid,) = watchdog_pids(online.dir)
+    assert running(pid)  # the run's teacher outlives the command that started it
+    (record,) = (online.dir / ".overbrainer" / "serve").glob("*.json")
+    assert json.loads(record.read_text())["kept"] is True
+
+    result = run_cli("train", "attach", run["id"])
+
+    assert result.exit_code == 0, result.stderr
+    assert online.run()["state"] == "succeeded"  # every step found its teacher up
+    run_dir = online.dir / "runs" / run["id"]
+    assert len((run_dir / TEACHER_FILE).read_text().splitlines()) == 60
+    assert f"train: run {run['id']} ended: ending providers.big, its teacher" in result.stderr
+    assert not running(pid)
+    assert not list((online.dir / ".overbrainer" / "serve").glob("*.json"))
+    assert not (run_dir / "teacher.json").exists()
+
+
+def test_a_serve_kept_by_the_user_is_reused_and_left_up(online, run_cli):
+    online_project(online)
+    up = run_cli("serve", "up", "big")
+    assert up.exit_code == 0, up.stderr
+
+    result = run_cli("train")
+
+    assert result.exit_code == 0, result.stderr
+    assert "reusing the vllm serve" in result.stderr
+    (pid,) = watchdog_pids(online.dir)
+    assert running(pid)
+    down = run_cli("serve", "down", "big")
+    assert down.exit_code == 0, down.stderr
+    assert not running(pid)
