@@ -202,6 +202,23 @@ def test_detached_the_serve_stays_up_for_the_run_and_attach_ends_it(online, run_
     assert not (run_dir / "teacher.json").exists()
 
 
+def test_cancelling_a_detached_run_ends_its_teacher(online, run_cli):
+    online_project(online)
+    process = online.spawn("train", env={"FAKE_AXOLOTL_HANG": "1"})
+    run = online.wait_running()
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=30)
+    (pid,) = watchdog_pids(online.dir)
+    assert running(pid)
+
+    result = run_cli("train", "cancel", run["id"])
+
+    assert result.exit_code == 0, result.stderr
+    assert f"train: run {run['id']} cancelled" in result.stdout
+    assert f"train: run {run['id']} ended: ending providers.big, its teacher" in result.stderr
+    assert not running(pid)
+
+
 def test_a_serve_kept_by_the_user_is_reused_and_left_up(online, run_cli):
     online_project(online)
     up = run_cli("serve", "up", "big")

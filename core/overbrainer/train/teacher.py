@@ -3,7 +3,8 @@
 The command that starts the run starts the serve before the job (or reuses one up) and,
 like every serve it started, ends it when it ends: after the run. Detached from
 (Ctrl-C while following), the run still asks it, so the serve is kept and handed to the run
-(``runs/ID/teacher.json``): the command that sees the run end (``train attach``) ends it,
+(``runs/ID/teacher.json``): the command that sees the run end (``train attach``, ``stop``,
+``cancel``) ends it,
 and its watchdog ends it ``idle_minutes`` after the run's last request otherwise.
 """
 
@@ -73,6 +74,8 @@ def serve_idle(ws: Workspace, provider: str) -> str:
 
 def end_handed(ws: Workspace, record: RunRecord) -> None:
     """Once ``record`` has ended: end the serve it was handed, if it is still the one up."""
+    if not record.state.ended:
+        return
     path = ws.runs.run_dir(record.id) / HANDED
     try:
         text = files.read_text(path, f"runs/{record.id}/{HANDED}")
