@@ -18,7 +18,7 @@ import yaml
 from overbrainer.config.model import Training
 from overbrainer.testing.fake_axolotl import TEACHER_BATCH, TEACHER_FILE
 from overbrainer.train.axolotl import OnlineTeacher, axolotl_config
-from overbrainer.train.inputs import model_config
+from overbrainer.train.inputs import differences, inputs_of, model_config
 from serve_fixtures import FAKE_ENGINE, engine_argv, engine_records, running, watchdog_pids
 
 MODEL = "Qwen/Qwen3-0.6B"
@@ -233,3 +233,16 @@ def test_a_serve_kept_by_the_user_is_reused_and_left_up(online, run_cli):
     down = run_cli("serve", "down", "big")
     assert down.exit_code == 0, down.stderr
     assert not running(pid)
+
+
+def test_runs_diff_says_the_mode_changed_and_the_online_top_k_as_kd_top_k(tmp_path):
+    def inputs(**kd: object):
+        training = Training.model_validate(
+            {"target": "gpu", "base_model": MODEL, "adapter": "lora", "distill": "logits", "kd": kd}
+        )
+        config = axolotl_config(training, has_eval=True)
+        return inputs_of(config, tmp_path, MODEL, device="gpu", merge=False)
+
+    offline, online = inputs(), inputs(mode="online")
+    assert differences(offline, online) == ["distill: logits -> logits (online)"]
+    assert differences(online, inputs(mode="online", top_k=8)) == ["kd.top_k: 20 -> 8"]

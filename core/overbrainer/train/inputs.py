@@ -190,14 +190,19 @@ KD_NAMES = {
     "kd_ce_alpha": "kd.ce_alpha",
     "kd_temperature": "kd.temperature",
     "kd_beta": "kd.beta",
+    "kd_online_topk": "kd.top_k",
+    "kd_online_server": "the parent's engine",
 }
 """axolotl.yaml's KD keys, named as ``[training.kd]`` sets them."""
-DISTILL_KEYS = ("plugins", "datasets", "test_datasets")
-"""Keys ``distill`` changes with it (the KD plugin, the KD dataset type)."""
+DISTILL_KEYS = ("plugins", "datasets", "test_datasets", "eval_sample_packing")
+"""Keys ``distill`` (and its mode) changes with it (the KD plugin, the KD dataset type, the
+packed evaluation of the online teacher)."""
 
 
 def _distill(config: Mapping[str, Any]) -> str:
-    return "logits" if config.get("kd_trainer") else "text"
+    if not config.get("kd_trainer"):
+        return "text"
+    return "logits (online)" if config.get("kd_online_topk") else "logits"
 
 
 def _sharding(config: Mapping[str, Any]) -> str:
