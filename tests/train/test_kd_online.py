@@ -246,3 +246,27 @@ def test_runs_diff_says_the_mode_changed_and_the_online_top_k_as_kd_top_k(tmp_pa
     offline, online = inputs(), inputs(mode="online")
     assert differences(offline, online) == ["distill: logits -> logits (online)"]
     assert differences(online, inputs(mode="online", top_k=8)) == ["kd.top_k: 20 -> 8"]
+
+
+def test_a_training_target_that_cannot_serve_is_refused_before_a_machine_is_made(
+    online, run_cli
+):
+    online_project(online, target="gpu")
+    config = online.dir / "overbrainer.toml"
+    config.write_text(
+        config.read_text().replace('target = "local"\nbase_model', 'target = "gpu"\nbase_model')
+        + '\n[targets.gpu]\nkind = "runpod"\ngpu_types = ["NVIDIA A40"]\nmax_hours = 1\n'
+    )
+
+    # Nothing answers at the Runpod address: a pod asked for would fail otherwise.
+    nowhere = {"OVERBRAINER_RUNPOD__API_KEY": "rk-test",
+               "OVERBRAINER_RUNPOD__BASE_URL": "http://127.0.0.1:9",
+               "OVERBRAINER_RUNPOD__REST_URL": "http://127.0.0.1:9/v1"}  # fmt: skip
+    result = run_cli("train", env=nowhere)
+
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: providers.big.serve.target: target `gpu` cannot serve (its plugin does not "
+        "offer the serve capability)\n"
+    )
+    assert online.runs() == []

@@ -25,6 +25,10 @@ class Session(Protocol):
         reaches it."""
         ...
 
+    def check_servable(self, provider: str) -> object:
+        """``UserError`` unless its engine is installed and its target can serve."""
+        ...
+
     def keep(self, provider: str) -> None:
         """Leave it up when this command ends."""
         ...

@@ -137,7 +137,10 @@ class Serving:
             self._end(record)  # it ended (its idle limit, a reboot): its files go
         return self._start(provider, serve, keep)
 
-    def _start(self, provider: str, serve: Serve, keep: bool) -> str:
+    def check_servable(self, provider: str) -> tuple[Engine, Executor]:
+        """The engine and target of ``provider``'s serve, or ``UserError`` when the engine
+        is not installed or the target cannot serve: asked before anything is started."""
+        serve = self.serve_of(provider)
         engine = self.engines.get(serve.engine)
         if engine is None:
             known = ", ".join(sorted(self.engines)) or "none"
@@ -151,6 +154,10 @@ class Serving:
                 f"providers.{provider}.serve.target: target `{serve.target}` cannot serve "
                 "(its plugin does not offer the serve capability)"
             )
+        return engine, executor
+
+    def _start(self, provider: str, serve: Serve, keep: bool) -> str:
+        engine, executor = self.check_servable(provider)
         model, gpus, args = serve.model, serve.gpus, tuple(serve.args)
 
         def command(port: int, bin_dir: str) -> list[str]:

@@ -28,10 +28,14 @@ HANDED = "teacher.json"
 
 
 def check_teacher(ws: Workspace, target: str) -> None:
-    """Refuse a run on ``target`` whose online teacher cannot be the served parent."""
+    """Refuse a run on ``target`` whose online teacher cannot be the served parent (its
+    settings, its engine not installed, a target that cannot serve)."""
     problems = online_problems(ws.settings, target)
     if problems:
         raise UserError("; ".join(problems))
+    # Before a machine is made for the run: a target that cannot serve refuses here.
+    provider = ws.settings.roles.parent.provider
+    served_session(provider).check_servable(provider)
 
 
 def start_teacher(ws: Workspace) -> OnlineTeacher:
