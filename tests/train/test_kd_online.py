@@ -18,6 +18,7 @@ import yaml
 from overbrainer.config.model import Training
 from overbrainer.testing.fake_axolotl import TEACHER_BATCH, TEACHER_FILE
 from overbrainer.train.axolotl import OnlineTeacher, axolotl_config
+from overbrainer.train.axolotl_yaml import dump_yaml, resume_mismatch
 from overbrainer.train.inputs import differences, inputs_of, model_config
 from serve_fixtures import FAKE_ENGINE, engine_argv, engine_records, running, watchdog_pids
 
@@ -170,6 +171,7 @@ def test_sglang_s_teacher_settings_and_the_address_left_out_of_the_inputs():
     other = axolotl_config(training, has_eval=False, teacher=elsewhere)
     # A new port each serve: the same model is trained (no retraining by `run`, resumable)
     assert model_config(config) == model_config(other)
+    assert resume_mismatch(dump_yaml(config), axolotl_config(training, has_eval=False)) == []
 
 
 def test_detached_the_serve_stays_up_for_the_run_and_attach_ends_it(online, run_cli):
@@ -235,17 +237,20 @@ def test_a_serve_kept_by_the_user_is_reused_and_left_up(online, run_cli):
     assert not running(pid)
 
 
-def test_runs_diff_says_the_mode_changed_and_the_online_top_k_as_kd_top_k(tmp_path):
-    def inputs(**kd: object):
+def test_runs_diff_says_the_mode_the_online_top_k_and_the_parent_asked(tmp_path):
+    def inputs(teacher: str | None = None, **kd: object):
         training = Training.model_validate(
             {"target": "gpu", "base_model": MODEL, "adapter": "lora", "distill": "logits", "kd": kd}
         )
         config = axolotl_config(training, has_eval=True)
-        return inputs_of(config, tmp_path, MODEL, device="gpu", merge=False)
+        return inputs_of(config, tmp_path, MODEL, device="gpu", merge=False, teacher=teacher)
 
-    offline, online = inputs(), inputs(mode="online")
+    offline, online = inputs(), inputs("vllm Qwen/Qwen3-32B", mode="online")
     assert differences(offline, online) == ["distill: logits -> logits (online)"]
-    assert differences(online, inputs(mode="online", top_k=8)) == ["kd.top_k: 20 -> 8"]
+    assert differences(online, inputs("vllm Qwen/Qwen3-32B", mode="online", top_k=8)) == [
+        "kd.top_k: 20 -> 8"]
+    assert differences(online, inputs("sglang Qwen/Qwen3-14B", mode="online")) == [
+        "teacher: vllm Qwen/Qwen3-32B -> sglang Qwen/Qwen3-14B"]
 
 
 def test_a_training_target_that_cannot_serve_is_refused_before_a_machine_is_made(

@@ -75,9 +75,10 @@ MANAGED_KEYS = (
 
 RESUME_IGNORED = (
     "resume_from_checkpoint",
-    # Where the online teacher listens (a new port each serve) and how long it may take:
-    # not what is trained.
+    # Where the online teacher listens (a new port each serve), the dialect it is asked in
+    # and how long it may take: not what is trained (the parent's model counts, apart).
     "kd_online_server_base_url",
+    "kd_online_server",
     "kd_online_timeout",
     "hub_model_id",
     "hub_strategy",

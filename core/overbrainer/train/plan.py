@@ -24,7 +24,7 @@ from overbrainer.train.axolotl import OnlineTeacher
 from overbrainer.train.distill import check_distill
 from overbrainer.train.inputs import Inputs, inputs_of
 from overbrainer.train.prepare import Resume, check_train_data, data_source, kd_source
-from overbrainer.train.teacher import check_teacher
+from overbrainer.train.teacher import check_teacher, online_parent
 from overbrainer.train.workspace import Workspace
 
 
@@ -160,6 +160,7 @@ def job_inputs(
         merge=plan.training.merge,
         processes=info.launch.processes if info.launch else None,
         logits=kd_source(ws.project_dir, plan.training, plan.resume),
+        teacher=online_parent(ws.settings) if plan.training.kd_online else None,
     )
 
 

@@ -15,6 +15,7 @@ import json
 from loguru import logger
 
 from overbrainer import files
+from overbrainer.config.model import Settings
 from overbrainer.errors import TransientError, UserError
 from overbrainer.job.record import RunRecord
 from overbrainer.pipeline.kd_teacher import ONLINE_SERVERS, online_problems
@@ -36,6 +37,13 @@ def check_teacher(ws: Workspace, target: str) -> None:
     # Before a machine is made for the run: a target that cannot serve refuses here.
     provider = ws.settings.roles.parent.provider
     served_session(provider).check_servable(provider)
+
+
+def online_parent(settings: Settings) -> str:
+    """The parent an online run asks, as its inputs count it: its engine and model."""
+    provider = settings.providers.get(settings.roles.parent.provider)
+    serve = provider.serve if provider is not None else None
+    return f"{serve.engine} {serve.model}" if serve is not None else settings.roles.parent.model
 
 
 def start_teacher(ws: Workspace) -> OnlineTeacher:
