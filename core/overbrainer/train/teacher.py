@@ -1,11 +1,10 @@
 """The served parent a run asks during training (``[training.kd] mode = "online"``).
 
 The command that starts the run starts the serve before the job (or reuses one up) and,
-like every serve it started, ends it when it ends: after the run. Detached from
-(Ctrl-C while following), the run still asks it, so the serve is kept and handed to the run
+like every serve it started, ends it when it ends: after the run. Detached from (Ctrl-C
+while following), the run still asks it, so the serve is kept and handed to the run
 (``runs/ID/teacher.json``): the command that sees the run end (``train attach``, ``stop``,
-``cancel``) ends it,
-and its watchdog ends it ``idle_minutes`` after the run's last request otherwise.
+``cancel``) ends it, else its watchdog ``idle_minutes`` after the run's last request.
 """
 
 from __future__ import annotations
@@ -75,11 +74,12 @@ def hand_over(ws: Workspace, record: RunRecord | None) -> None:
     logger.warning(
         f"train: providers.{provider} stays up while run {record.id} asks it: "
         f"`overbrainer train attach {record.id}` ends it when the run ends, else its "
-        f"watchdog {serve_idle(ws, provider)} after the run's last request"
+        f"watchdog {_idle(ws, provider)} after the run's last request"
     )
 
 
-def serve_idle(ws: Workspace, provider: str) -> str:
+def _idle(ws: Workspace, provider: str) -> str:
+    """How long the serve's watchdog waits without a request, as a message says it."""
     serve = ws.settings.providers[provider].serve
     return f"{serve.idle_minutes} min" if serve is not None else "its idle limit"
 
