@@ -4,8 +4,11 @@ on a target: it takes the documented flags strictly, writes its argv, environmen
 and process group to ``argv.json`` in ``engine-records/ID/`` beside the ``.serve/ID``
 directory it is started in (which the serve removes when it ends), and answers
 ``/health``, ``/v1/models`` (naming the model) and ``/v1/chat/completions`` on the host
-and port it was given (each answer after ``FAKE_ENGINE_DELAY`` seconds; the most answered
-at once in ``peak.json``), once it has "loaded" for ``FAKE_ENGINE_LOAD`` seconds.
+and port it was given, and Axolotl's online teacher's scoring of token ids in the engine's
+own format (vLLM: ``/v1/completions`` with ``prompt_logprobs``; SGLang: ``/generate`` with
+``input_top_logprobs``; each request's token counts kept in ``scored.jsonl``) (each
+answer after ``FAKE_ENGINE_DELAY`` seconds; the most answered at once in ``peak.json``),
+once it has "loaded" for ``FAKE_ENGINE_LOAD`` seconds.
 
 It runs at most ``--max-num-seqs`` / ``--max-running-requests`` requests at once, fewer when
 ``FAKE_ENGINE_CAPACITY`` says its memory holds fewer (unset: no bound); the others wait in
@@ -32,6 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 def parse(argv: list[str]) -> argparse.Namespace:
     kind, rest = argv[0], argv[1:]
     parser = argparse.ArgumentParser(prog=kind)
+    parser.set_defaults(kind=kind)
     if kind == "vllm":
         parser.add_argument("command", choices=["serve"])
         parser.add_argument("model")
@@ -83,6 +87,43 @@ def metrics_text(kind: str, options: argparse.Namespace) -> str | None:
     if kind == "vllm":
         return VLLM_METRICS.replace("MODEL", options.model)
     return SGLANG_METRICS.replace("MODEL", options.model) if options.enable_metrics else None
+
+
+def _top(position: int, k: int) -> list[tuple[int, float]]:
+    """The parent's top ``k`` at ``position``: made-up ids and falling logprobs."""
+    return [(100 + position + j, -0.5 * (j + 1)) for j in range(k)]
+
+
+def vllm_prompt_logprobs(request: dict, model: str) -> dict:
+    """vLLM's reply to a completion of token ids with ``prompt_logprobs = k``: a choice a
+    prompt, its ``prompt_logprobs`` None for the first token, then per token a dict of
+    token id (a string) to ``{logprob, rank, decoded_token}``: the prompt's own token first
+    (its rank), then the top k."""
+    k = int(request["prompt_logprobs"])
+    choices = []
+    for index, ids in enumerate(request["prompt"]):
+        rows: list[dict | None] = [None]
+        for position, token in enumerate(ids[1:], start=1):
+            row = {str(token): {"logprob": -3.0, "rank": 40, "decoded_token": "x"}}
+            for rank, (top, logprob) in enumerate(_top(position, k), start=1):
+                row[str(top)] = {"logprob": logprob, "rank": rank, "decoded_token": "y"}
+            rows.append(row)
+        choices.append({"index": index, "text": "", "logprobs": None, "finish_reason": "length",
+                        "prompt_logprobs": rows})  # fmt: skip
+    return {"id": "cmpl-2", "object": "text_completion", "model": model, "choices": choices}
+
+
+def sglang_input_logprobs(request: dict) -> list[dict]:
+    """SGLang's ``/generate`` reply for a batch of ``input_ids``: one item a sequence, its
+    ``meta_info.input_top_logprobs`` None first, then ``[logprob, id, text]`` rows."""
+    k = int(request["top_logprobs_num"])
+    return [
+        {"text": "", "meta_info": {"input_top_logprobs": [None] + [
+            [[logprob, top, "y"] for top, logprob in _top(position, k)]
+            for position in range(1, len(ids))
+        ]}}
+        for ids in request["input_ids"]
+    ]  # fmt: skip
 
 
 def main() -> None:
@@ -152,9 +193,21 @@ def main() -> None:
             else:
                 self.reply({"error": "not found"}, 404)
 
+        def scored(self, ids: list[list[int]]) -> None:
+            with lock, open(os.path.join(records, "scored.jsonl"), "a", encoding="utf-8") as file:
+                file.write(json.dumps({"path": self.path, "lengths": [len(i) for i in ids]}) + "\n")
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             request = json.loads(self.rfile.read(length))
+            if self.path == "/v1/completions" and options.kind == "vllm":
+                self.scored(request["prompt"])
+                self.reply(vllm_prompt_logprobs(request, model))
+                return
+            if self.path == "/generate" and options.kind == "sglang":
+                self.scored(request["input_ids"])
+                self.reply(sglang_input_logprobs(request))
+                return
             if self.path != "/v1/chat/completions" or request.get("model") != model:
                 self.reply({"error": {"message": f"no model {request.get('model')}"}}, 404)
                 return

@@ -1,4 +1,5 @@
-"""``[training] distill`` and ``[training.kd]``: defaults, bounds, and online refused."""
+"""``[training] distill`` and ``[training.kd]``: defaults, bounds, and an online parent
+that is not served refused."""
 
 from __future__ import annotations
 
@@ -37,11 +38,18 @@ def test_an_unknown_distill_is_named(run_cli, write_config):
     assert "'text' or 'logits'" in result.stderr
 
 
-def test_online_mode_is_refused_naming_the_served_parent(run_cli, write_config):
-    result = _check(run_cli, write_config, 'distill = "logits"\n[training.kd]\nmode = "online"')
+def test_online_mode_without_a_served_parent_is_refused_by_config_check(
+    run_cli, write_config, tmp_path
+):
+    child = write_tokenizer(tmp_path / "child")
+    extra = 'distill = "logits"\n[training.kd]\nmode = "online"'
+    result = _check(run_cli, write_config, extra, base=str(child))
     assert result.exit_code == 1
-    assert '  training.kd: mode = "online" is not built yet: ' in result.stderr
-    assert "served on the training target" in result.stderr
+    assert (
+        'training.kd.mode = "online" asks the parent during the run, so it must be served on '
+        "the training target: roles.parent is on providers."
+    ) in result.stderr
+    assert 'serve = { target = "gpu", engine = "vllm", model = ... }' in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -115,7 +115,7 @@ class App:
 
         serving = self._serving = self._new_serving(settings)
         ctx.find_root().call_on_close(close)
-        served.install(serving.url, serving.capacity, serving.gauges)
+        served.install(serving)
         serving.sweep()
 
     def _refuse_unservable(self, settings: Settings) -> None:

@@ -338,13 +338,6 @@ class EvalSection(Section):
     ] = Field(default_factory=list)
 
 
-KD_ONLINE_REFUSED = (
-    "mode = \"online\" is not built yet: the trainer would ask the parent during the run, "
-    "served on the training target itself; use mode = \"offline\" (the parent's top-k "
-    "logprobs kept with its answers)"
-)
-
-
 class KnowledgeDistillation(Section):
     """``[training.kd]``: how ``distill = "logits"`` trains, passed to Axolotl's KD plugin.
 
@@ -352,7 +345,9 @@ class KnowledgeDistillation(Section):
     weight of the KD loss, ``ce_alpha`` that of the cross-entropy on the parent's text;
     ``temperature`` softens both distributions; ``beta``: 0 forward KL, 1 reverse (GKD's
     generalised JSD between). ``parent_tokenizer``: a Hugging Face id or a directory of the
-    parent's tokenizer, compared with ``base_model``'s before anything is paid."""
+    parent's tokenizer, compared with ``base_model``'s before anything is paid. ``mode``:
+    ``offline``, the parent's logprobs kept with its answers; ``online``, the trainer asks
+    the parent, served on the training target, during the run."""
 
     top_k: int = Field(default=20, ge=1, le=256)
     alpha: Finite = Field(default=1.0, ge=0)
@@ -363,9 +358,7 @@ class KnowledgeDistillation(Section):
     parent_tokenizer: NonEmpty | None = None
 
     @model_validator(mode="after")
-    def _online_not_built(self) -> KnowledgeDistillation:
-        if self.mode == "online":
-            raise ValueError(KD_ONLINE_REFUSED)
+    def _teaches(self) -> KnowledgeDistillation:
         if self.alpha == 0 and self.ce_alpha == 0:
             raise ValueError("alpha and ce_alpha are both 0: the child would learn nothing")
         return self
@@ -402,6 +395,16 @@ class Training(Section):
     ``logits``: also its top-k next-token distribution, per ``[training.kd]``
     (docs/distillation.md)."""
     kd: KnowledgeDistillation = Field(default_factory=KnowledgeDistillation)
+
+    @property
+    def kd_offline(self) -> bool:
+        """Distilling logits the answers stage keeps (``data/logprobs.bin``)."""
+        return self.distill == "logits" and self.kd.mode == "offline"
+
+    @property
+    def kd_online(self) -> bool:
+        """Distilling logits the trainer asks a served parent for during the run."""
+        return self.distill == "logits" and self.kd.mode == "online"
 
     @property
     def effective_seed(self) -> int:

@@ -11,6 +11,7 @@ import re
 
 from overbrainer.config.model import Settings
 from overbrainer.errors import UserError
+from overbrainer.pipeline.kd_teacher import online_problems
 from overbrainer.pipeline.logits import Unnamed, named
 from overbrainer.pipeline.vocab import load_vocabulary
 from overbrainer.providers.completion import Completion
@@ -46,10 +47,11 @@ def logits_problems(settings: Settings) -> list[str]:
             f"{head}, but `{role.model}` is an OpenAI reasoning model: OpenAI refuses "
             "logprobs for them. Make the parent a model that returns its top_logprobs"
         )
-    if role.batch:
+    if role.batch and training.kd_offline:
         found.append(
             f"{head} does not ask a batch for logprobs yet: set roles.parent.batch = false"
         )
+    found += online_problems(settings)
     found += tokenizer_problems(settings)
     return found
 

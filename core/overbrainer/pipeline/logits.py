@@ -123,10 +123,11 @@ def _check_spelling(positions: tuple[Position, ...], completion: Completion) -> 
 
 
 def keeper(settings: Settings, data_dir: Path, shown_dir: str) -> LogitKeeper | None:
-    """The keeper of a project that distills logits, None for one that distills text;
-    raises ``UserError`` when the child's tokenizer is not on this machine."""
+    """The keeper of a project that distills logits offline, None for one that distills
+    text or asks the parent during training (online); raises ``UserError`` when the child's
+    tokenizer is not on this machine."""
     training = settings.training
-    if training is None or training.distill != "logits":
+    if training is None or not training.kd_offline:
         return None
     vocab = load_vocabulary(training.base_model, "training.base_model")
     if not vocab.tokens:

@@ -4,7 +4,6 @@ engine on first use). The session lives above the providers, so it installs itse
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Protocol
 
 from overbrainer.errors import UserError
@@ -12,12 +11,6 @@ from overbrainer.errors import UserError
 MAX_IN_FLIGHT = 4096
 """The most requests a stage keeps in flight to a served engine, however much it holds
 (``serve.concurrency``'s bound)."""
-
-Resolver = Callable[[str], str]
-"""A served provider's name to its base URL (``http://127.0.0.1:PORT/v1``)."""
-
-Capacity = Callable[[str], int]
-"""A served provider's name to the requests its engine holds at once."""
 
 
 class LoadGauges(Protocol):
@@ -31,50 +24,80 @@ class LoadGauges(Protocol):
     def waiting(self) -> str: ...
 
 
-Gauges = Callable[[str], LoadGauges | None]
-"""A served provider's name to the gauges its engine reports, None when it reports none or
-``serve.concurrency`` fixes the number in flight."""
+class Session(Protocol):
+    """The command's served providers, as the stages and training use them."""
+
+    def url(self, provider: str) -> str:
+        """Its base URL from here (``http://127.0.0.1:PORT/v1``), started if need be."""
+        ...
+
+    def capacity(self, provider: str) -> int:
+        """The requests its engine holds at once."""
+        ...
+
+    def gauges(self, provider: str) -> LoadGauges | None:
+        """Where its engine reports its load; None when it reports none or
+        ``serve.concurrency`` fixes the number in flight."""
+        ...
+
+    def port_on_target(self, provider: str) -> int:
+        """Its port on its target's loopback (started if need be): where a job beside it
+        reaches it."""
+        ...
+
+    def check_servable(self, provider: str) -> object:
+        """``UserError`` unless its engine is installed and its target can serve."""
+        ...
+
+    def keep(self, provider: str) -> None:
+        """Leave it up when this command ends."""
+        ...
+
+    def end(self, provider: str) -> object:
+        """End it, whoever started it."""
+        ...
+
 
 _lock = threading.Lock()
-_installed: list[Resolver] = []
-_capacity: list[Capacity] = []
-_gauges: list[Gauges] = []
+_installed: list[Session] = []
 
 
-def install(
-    resolver: Resolver | None, capacity: Capacity | None = None, gauges: Gauges | None = None
-) -> None:
-    """Serve this process's served providers through ``resolver`` (None: none), their
-    engines holding ``capacity`` requests at once and reporting their load at ``gauges``."""
+def install(session: Session | None) -> None:
+    """Serve this process's served providers through ``session`` (None: none)."""
     with _lock:
-        _installed[:] = [] if resolver is None else [resolver]
-        _capacity[:] = [] if capacity is None else [capacity]
-        _gauges[:] = [] if gauges is None else [gauges]
+        _installed[:] = [] if session is None else [session]
+
+
+def _session() -> Session | None:
+    with _lock:
+        return _installed[0] if _installed else None
 
 
 def served_capacity(provider: str) -> int | None:
     """The requests the served ``provider``'s engine holds at once; None when this command
     serves nothing (the stage keeps ``[pipeline] concurrency``)."""
-    with _lock:
-        capacity = _capacity[0] if _capacity else None
-    return None if capacity is None else capacity(provider)
+    session = _session()
+    return None if session is None else session.capacity(provider)
 
 
 def served_gauges(provider: str) -> LoadGauges | None:
     """Where the served ``provider``'s engine reports its load while it runs; None when it
-    does not, or the number in flight is fixed."""
-    with _lock:
-        gauges = _gauges[0] if _gauges else None
-    return None if gauges is None else gauges(provider)
+    does not, or the number in flight is fixed (or this command serves nothing)."""
+    session = _session()
+    return None if session is None else session.gauges(provider)
 
 
-def served_url(provider: str) -> str:
-    """The base URL of the served provider ``provider``, started if need be."""
-    with _lock:
-        resolver = _installed[0] if _installed else None
-    if resolver is None:
+def served_session(provider: str) -> Session:
+    """This command's serving session, for the served ``provider``."""
+    session = _session()
+    if session is None:
         raise UserError(
             f"providers.{provider} is served (providers.{provider}.serve), and this command "
             "cannot start it: run the stage through the overbrainer command line"
         )
-    return resolver(provider)
+    return session
+
+
+def served_url(provider: str) -> str:
+    """The base URL of the served provider ``provider``, started if need be."""
+    return served_session(provider).url(provider)

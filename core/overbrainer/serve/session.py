@@ -147,7 +147,10 @@ class Serving:
             self._end(record)  # it ended (its idle limit, a reboot): its files go
         return self._start(provider, serve, keep)
 
-    def _start(self, provider: str, serve: Serve, keep: bool) -> str:
+    def check_servable(self, provider: str) -> tuple[Engine, Executor]:
+        """The engine and target of ``provider``'s serve, or ``UserError`` when the engine
+        is not installed or the target cannot serve: asked before anything is started."""
+        serve = self.serve_of(provider)
         engine = self.engines.get(serve.engine)
         if engine is None:
             known = ", ".join(sorted(self.engines)) or "none"
@@ -161,6 +164,10 @@ class Serving:
                 f"providers.{provider}.serve.target: target `{serve.target}` cannot serve "
                 "(its plugin does not offer the serve capability)"
             )
+        return engine, executor
+
+    def _start(self, provider: str, serve: Serve, keep: bool) -> str:
+        engine, executor = self.check_servable(provider)
         model, gpus, args = serve.model, serve.gpus, tuple(serve.args)
 
         def command(port: int, bin_dir: str) -> list[str]:
@@ -223,6 +230,19 @@ class Serving:
                     f"`{serve.target}`"
                 )
             time.sleep(CHECK_S)
+
+    def port_on_target(self, provider: str) -> int:
+        """The serve's port on its target's loopback, started if need be: where a job on
+        that target reaches it (the online teacher)."""
+        self.url(provider)
+        record = self.records.load(provider)
+        if record is None:  # ended between the two (its budget guard)
+            raise UserError(f"providers.{provider}: its serve ended as it started")
+        return record.handle.port
+
+    def keep(self, provider: str) -> None:
+        """Leave the serve up when this command ends (a run detached from still asks it)."""
+        self._keep(provider)
 
     def _keep(self, provider: str) -> None:
         record = self.records.load(provider)

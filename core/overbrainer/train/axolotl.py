@@ -9,6 +9,7 @@ where the runner runs every stage, so a job runs wherever a target puts it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from overbrainer.config.load import ConfigError
@@ -65,11 +66,20 @@ MANAGED_KEYS = (
     "kd_ce_alpha",
     "kd_temperature",
     "kd_beta",
+    "kd_online_server_base_url",
+    "kd_online_server",
+    "kd_online_topk",
+    "kd_online_timeout",
 )
 """axolotl.yaml keys that overbrainer alone sets: the run directory's layout depends on them."""
 
 RESUME_IGNORED = (
     "resume_from_checkpoint",
+    # Where the online teacher listens (a new port each serve), the dialect it is asked in
+    # and how long it may take: not what is trained (the parent's model counts, apart).
+    "kd_online_server_base_url",
+    "kd_online_server",
+    "kd_online_timeout",
     "hub_model_id",
     "hub_strategy",
     "evals_per_epoch",
@@ -147,12 +157,15 @@ def axolotl_config(
     cpu: bool = False,
     root: str = "",
     launch: Launch | None = None,
+    teacher: OnlineTeacher | None = None,
 ) -> dict[str, Any]:
     """The content of axolotl.yaml for ``training``.
 
     ``has_eval``: the run has ``data/eval.jsonl``; ``resume_checkpoint``: the job-relative
     checkpoint to resume from (``resume/checkpoint-N``); ``cpu``: the job trains on a CPU;
     ``launch``: over several GPUs, with the target's DeepSpeed or FSDP preset.
+    ``teacher``: the served parent the job asks with ``mode = "online"`` (None: its keys
+    left out, to compare settings only).
     ``training.axolotl_extra`` merges last, tables key by key. Paths are relative to the
     job directory; ``root`` makes them absolute under it, as older runs had them (to
     compare a stopped run's settings with today's).
@@ -167,14 +180,15 @@ def axolotl_config(
     def at(path: str) -> str:
         return f"{root}/{path}" if root else path
 
-    logits = training.distill == "logits"
+    logits = training.kd_offline
     config: dict[str, Any] = {
         "base_model": training.base_model,
         "datasets": [_dataset(at(TRAIN_FILE), logits=logits)],
         "val_set_size": 0,
         "sequence_len": training.sequence_len,
         "sample_packing": training.sample_packing,
-        "eval_sample_packing": False,
+        # Axolotl's online teacher collator reads packed batches only, in eval as in train.
+        "eval_sample_packing": training.kd_online,
         "num_epochs": training.epochs,
         "micro_batch_size": training.micro_batch_size,
         "gradient_accumulation_steps": training.gradient_accumulation_steps,
@@ -191,8 +205,8 @@ def axolotl_config(
         "dataset_prepared_path": at(PREPARED_DIR),
         "plugins": [PLUGIN],
     }
-    if logits:
-        config |= kd_keys(training)
+    if training.distill == "logits":
+        config |= kd_keys(training, teacher)
     if training.adapter in ("lora", "qlora"):
         config["adapter"] = training.adapter
         if training.adapter == "qlora":
@@ -245,11 +259,31 @@ def extra_problems(training: Training) -> list[str]:
     return problems
 
 
-def kd_keys(training: Training) -> dict[str, Any]:
+@dataclass(frozen=True)
+class OnlineTeacher:
+    """The served parent a job asks during training (``mode = "online"``)."""
+
+    url: str
+    """Its root as the job reaches it: ``http://127.0.0.1:PORT`` on the target."""
+    server: str
+    """Axolotl's ``kd_online_server``: ``vllm`` or ``sglang``, the requests it speaks."""
+
+
+ONLINE_TIMEOUT_S = 120
+"""Axolotl's default seconds a teacher's reply may take (it retries 10 times, 5 s apart)."""
+
+
+def kd_keys(training: Training, teacher: OnlineTeacher | None = None) -> dict[str, Any]:
     """axolotl.yaml's keys for ``[training.kd]``: Axolotl's KD plugin after ours (its
-    trainer computes the loss from the rows the dataset carries)."""
+    trainer computes the loss from the rows the dataset carries, or, online, that its
+    collator asks ``teacher`` for)."""
     kd = training.kd
-    return {
+    online: dict[str, Any] = {}
+    if training.kd_online:
+        online = {"kd_online_topk": kd.top_k, "kd_online_timeout": ONLINE_TIMEOUT_S}
+        if teacher is not None:
+            online |= {"kd_online_server_base_url": teacher.url, "kd_online_server": teacher.server}
+    return online | {
         "plugins": [PLUGIN, KD_PLUGIN],
         "kd_trainer": True,
         "kd_alpha": kd.alpha,

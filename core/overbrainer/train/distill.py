@@ -16,7 +16,7 @@ OWN_TEMPLATE = (None, "tokenizer_default")
 
 def check_distill(training: Training) -> None:
     """Refuse a run this version cannot train as its settings ask."""
-    if training.distill != "logits":
+    if not training.kd_offline:  # online, the parent scores the child's own rendering
         return
     extra = training.axolotl_extra
     named = training.chat_template or extra.get("chat_template")
@@ -26,5 +26,5 @@ def check_distill(training: Training) -> None:
         raise UserError(
             f'training.distill = "logits" trains with the child\'s own chat template (its '
             f"answer's tokens are checked against the parent's with it); training.{setting} "
-            "asks for another: remove it, or set training.distill = \"text\""
+            'asks for another: remove it, or set training.distill = "text"'
         )

@@ -21,6 +21,7 @@ from overbrainer.runs.outcome import settle
 from overbrainer.train.executors import Held, held_executor
 from overbrainer.train.progress import Progress
 from overbrainer.train.report import reattach, report
+from overbrainer.train.teacher import end_handed
 from overbrainer.train.workspace import Workspace
 
 
@@ -116,11 +117,10 @@ def _machine_keeper(ws: Workspace, record: RunRecord) -> Callable[[str], None]:
 def attach(ws: Workspace, run_id: str) -> None:
     """``train attach``: follow a run again (or report an ended one from its files)."""
     record = ws.runs.load(run_id)
-    if record.state.ended:
-        report(ws, record)
-        return
-    with held_executor(ws.project, ws.hook, record) as held:
-        record = follow_held(ws, held, record)
+    if not record.state.ended:
+        with held_executor(ws.project, ws.hook, record) as held:
+            record = follow_held(ws, held, record)
+    end_handed(ws, record)
     report(ws, record)
 
 

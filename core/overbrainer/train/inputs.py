@@ -98,12 +98,14 @@ def inputs_of(
     merge: bool,
     processes: int | None = None,
     logits: Path | None = None,
+    teacher: str | None = None,
 ) -> Inputs:
     """The inputs of a run training ``config`` on the data of ``data_dir``; ``processes``:
     the GPUs it trains on together (the batch is that many times larger), None: Axolotl's
     own launch (left out, so that a run made before ``gpus`` existed keeps its fingerprint);
     ``logits``: the logprobs.bin its examples take their rows from (``distill = "logits"``):
-    the rows of those examples count, not the rest of the file."""
+    the rows of those examples count, not the rest of the file; ``teacher``: the parent an
+    online run asks (its engine and model), which teaches as the rows would."""
     parts = {
         TRAIN_FILE: _file_digest(data_dir / Path(TRAIN_FILE).name),
         EVAL_FILE: _file_digest(data_dir / Path(EVAL_FILE).name),
@@ -117,6 +119,8 @@ def inputs_of(
         from overbrainer.train.kd_data import rows_digest
 
         parts["logprobs"] = rows_digest(data_dir, logits)
+    if teacher is not None:
+        parts["teacher"] = teacher
     return Inputs(parts, model_config(config))
 
 
@@ -155,18 +159,9 @@ def differences(before: Inputs, after: Inputs) -> list[str]:
     one set through ``axolotl_extra`` as Axolotl does."""
     lines = []
     for name in sorted({*before.parts, *after.parts}):
-        old, new = before.parts.get(name), after.parts.get(name)
-        if old == new:
-            continue
-        if name == "processes":  # the GPUs trained on together; unset: Axolotl's own launch
-            lines.append(f"gpus: {old or '(unset)'} -> {new or '(unset)'}")
-        elif name == "logprobs":  # with distill = "logits" alone, as the distill line says
-            if old and new:
-                lines.append("logprobs: the parent's logprobs of the examples changed")
-        elif name in ("device", "merge"):
-            lines.append(f"{name}: {old} -> {new}")
-        else:
-            lines.append(f"{name}: changed")
+        line = _part_line(name, before.parts.get(name), after.parts.get(name))
+        if line is not None:
+            lines.append(line)
     sharding = _sharding(before.config), _sharding(after.config)
     if sharding[0] != sharding[1]:  # said as the target sets it, not as axolotl.yaml does
         lines.append(f"sharding: {sharding[0]} -> {sharding[1]}")
@@ -185,19 +180,39 @@ def differences(before: Inputs, after: Inputs) -> list[str]:
     return lines + sorted(changed)
 
 
+def _part_line(name: str, old: str | None, new: str | None) -> str | None:
+    """The line of a changed input that is not an axolotl.yaml key (None: unchanged, or
+    said by the distill line)."""
+    if old == new:
+        return None
+    if name == "processes":  # the GPUs trained on together; unset: Axolotl's own launch
+        return f"gpus: {old or '(unset)'} -> {new or '(unset)'}"
+    if name == "logprobs":  # with distill = "logits" alone, as the distill line says
+        return "logprobs: the parent's logprobs of the examples changed" if old and new else None
+    if name == "teacher":  # online alone, as the distill line says
+        return f"teacher: {old} -> {new}" if old and new else None
+    if name in ("device", "merge"):
+        return f"{name}: {old} -> {new}"
+    return f"{name}: changed"
+
+
 KD_NAMES = {
     "kd_alpha": "kd.alpha",
     "kd_ce_alpha": "kd.ce_alpha",
     "kd_temperature": "kd.temperature",
     "kd_beta": "kd.beta",
+    "kd_online_topk": "kd.top_k",
 }
 """axolotl.yaml's KD keys, named as ``[training.kd]`` sets them."""
-DISTILL_KEYS = ("plugins", "datasets", "test_datasets")
-"""Keys ``distill`` changes with it (the KD plugin, the KD dataset type)."""
+DISTILL_KEYS = ("plugins", "datasets", "test_datasets", "eval_sample_packing")
+"""Keys ``distill`` (and its mode) changes with it (the KD plugin, the KD dataset type, the
+packed evaluation of the online teacher)."""
 
 
 def _distill(config: Mapping[str, Any]) -> str:
-    return "logits" if config.get("kd_trainer") else "text"
+    if not config.get("kd_trainer"):
+        return "text"
+    return "logits (online)" if config.get("kd_online_topk") else "logits"
 
 
 def _sharding(config: Mapping[str, Any]) -> str:

@@ -30,7 +30,7 @@ def job_stages(
     launch: Launch | None = None,
     base_model: str | None = None,
 ) -> tuple[JobStage, ...]:
-    """The job's commands, run in its directory: with ``distill = "logits"`` the alignment
+    """The job's commands, run in its directory: with offline ``distill = "logits"`` the alignment
     of the KD rows on the child's tokens (``base_model`` as the job sees it), train, then
     merge the adapter with ``merge``.
 
@@ -44,7 +44,7 @@ def job_stages(
     elif cpu:
         train += ("--launcher", "python")
     stages = []
-    if training.distill == "logits":
+    if training.kd_offline:
         model = base_model or training.base_model
         align = ("python3", "-m", KD_MODULE, model, TRAIN_FILE, EVAL_FILE)
         stages.append(JobStage("kd-align", align))

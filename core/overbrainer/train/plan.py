@@ -20,9 +20,11 @@ from overbrainer.job.layout import INPUTS_FILE, OUTPUT_DIR
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.spec import TargetInfo
 from overbrainer.runs.store import RUNS_DIR, RunStore
+from overbrainer.train.axolotl import OnlineTeacher
 from overbrainer.train.distill import check_distill
 from overbrainer.train.inputs import Inputs, inputs_of
 from overbrainer.train.prepare import Resume, check_train_data, data_source, kd_source
+from overbrainer.train.teacher import check_teacher, online_parent
 from overbrainer.train.workspace import Workspace
 
 
@@ -49,6 +51,8 @@ class Plan:
     resume: Resume | None
     has_eval: bool
     keep_machine: bool = False
+    teacher: OnlineTeacher | None = None
+    """The served parent the job asks (``mode = "online"``), once it is up."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,8 @@ def plan_run(
     check_distill(training)
     name = target or training.target
     target_model = target_of(ws.settings, name)
+    if training.kd_online:
+        check_teacher(ws, name)
     problems = extra_problems(training)
     if problems:
         raise ConfigError(problems)
@@ -135,6 +141,7 @@ def job_config(ws: Workspace, plan: Plan, info: TargetInfo) -> tuple[str, dict[s
         resume_checkpoint=f"resume/{resume.name}" if resume else None,
         cpu=info.cpu,
         launch=info.launch,
+        teacher=plan.teacher,
     )
     return base_model, config
 
@@ -153,6 +160,7 @@ def job_inputs(
         merge=plan.training.merge,
         processes=info.launch.processes if info.launch else None,
         logits=kd_source(ws.project_dir, plan.training, plan.resume),
+        teacher=online_parent(ws.settings) if plan.training.kd_online else None,
     )
 
 

@@ -47,8 +47,9 @@ def data_source(project_dir: Path, resume: Resume | None) -> Path:
 
 
 def kd_source(project_dir: Path, training: Training, resume: Resume | None) -> Path | None:
-    """The logprobs.bin a new run's examples take their rows from (none to take)."""
-    if training.distill != "logits" or resume is not None:
+    """The logprobs.bin a new run's examples take their rows from (none to take: text,
+    the online mode, or a resumed run's copies)."""
+    if not training.kd_offline or resume is not None:
         return None
     from overbrainer.pipeline.logits_file import LOGPROBS
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import replace
 
 from loguru import logger
 from pydantic import BaseModel, SecretStr
@@ -31,6 +32,7 @@ from overbrainer.train.plan import (
 )
 from overbrainer.train.prepare import data_source
 from overbrainer.train.report import Trained, report
+from overbrainer.train.teacher import hand_over, start_teacher
 from overbrainer.train.workspace import Workspace
 
 HF_TOKEN = "HF_TOKEN"  # noqa: S105 - the variable's name, not a secret
@@ -92,6 +94,11 @@ def train(
                 plan = plan_run(ws, target, ready.same_as, keep_machine)
             except UserError as refused:
                 logger.info(f"train: a new run instead of resuming: {refused}")
+        if plan.training.kd_online:  # up before the job, ended with this command
+            try:
+                plan = replace(plan, teacher=start_teacher(ws))
+            except KeyboardInterrupt:
+                raise InterruptedBeforeJob("interrupted before the run started") from None
         record = _new_run(ws, plan, ready, held, stop_when)
     report(ws, record)
     return Trained(record)
@@ -133,6 +140,8 @@ def _new_run(
             raise noted.interrupt()
         return held.note(follow_to_end(ws, executor, record, stop_when=stop_when))
     except KeyboardInterrupt:
+        if plan.teacher is not None:
+            hand_over(ws, held.run)
         interrupted(ws, held, held.run)
 
 

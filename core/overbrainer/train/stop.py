@@ -14,6 +14,7 @@ from overbrainer.runs.outcome import settle
 from overbrainer.train.executors import Held, held_executor
 from overbrainer.train.follow import follow_held
 from overbrainer.train.report import report
+from overbrainer.train.teacher import end_handed
 from overbrainer.train.workspace import Workspace
 
 
@@ -55,6 +56,7 @@ def stop(ws: Workspace, run_id: str) -> None:
     with held_executor(ws.project, ws.hook, record) as held:
         ask_snapshot(ws, held, record)
         record = follow_held(ws, held, record, asked_at=time.monotonic())
+    end_handed(ws, record)
     report(ws, record)
 
 
@@ -127,6 +129,7 @@ def cancel(ws: Workspace, run_id: str) -> None:
                 record = held.note(
                     settle(ws.hook, held.executor, ws.runs, record, Followed(status=status))
                 )
+    end_handed(ws, record)
     if record.state is not RunState.CANCELLED:
         ws.echo(already_ended(run_id, status))
         return

@@ -1,0 +1,106 @@
+"""The served parent a run asks during training (``[training.kd] mode = "online"``).
+
+The command that starts the run starts the serve before the job (or reuses one up) and,
+like every serve it started, ends it when it ends: after the run. Detached from (Ctrl-C
+while following), the run still asks it, so the serve is kept and handed to the run
+(``runs/ID/teacher.json``): the command that sees the run end (``train attach``, ``stop``,
+``cancel``) ends it, else its watchdog ``idle_minutes`` after the run's last request.
+"""
+
+from __future__ import annotations
+
+import json
+
+from loguru import logger
+
+from overbrainer import files
+from overbrainer.config.model import Settings
+from overbrainer.errors import TransientError, UserError
+from overbrainer.job.record import RunRecord
+from overbrainer.pipeline.kd_teacher import ONLINE_SERVERS, online_problems
+from overbrainer.providers.served import served_session
+from overbrainer.serve.records import ServeRecords
+from overbrainer.train.axolotl import OnlineTeacher
+from overbrainer.train.workspace import Workspace
+
+HANDED = "teacher.json"
+"""In a run's directory: the serve it was handed when its command detached."""
+
+
+def check_teacher(ws: Workspace, target: str) -> None:
+    """Refuse a run on ``target`` whose online teacher cannot be the served parent (its
+    settings, its engine not installed, a target that cannot serve)."""
+    problems = online_problems(ws.settings, target)
+    if problems:
+        raise UserError("; ".join(problems))
+    # Before a machine is made for the run: a target that cannot serve refuses here.
+    provider = ws.settings.roles.parent.provider
+    served_session(provider).check_servable(provider)
+
+
+def online_parent(settings: Settings) -> str:
+    """The parent an online run asks, as its inputs count it: its engine and model."""
+    provider = settings.providers.get(settings.roles.parent.provider)
+    serve = provider.serve if provider is not None else None
+    return f"{serve.engine} {serve.model}" if serve is not None else settings.roles.parent.model
+
+
+def start_teacher(ws: Workspace) -> OnlineTeacher:
+    """The parent's serve, started (or reused), as the job on its target reaches it."""
+    provider = ws.settings.roles.parent.provider
+    serve = ws.settings.providers[provider].serve
+    assert serve is not None  # check_teacher refused a parent not served
+    port = served_session(provider).port_on_target(provider)
+    logger.info(
+        f"train: the trainer asks providers.{provider} ({serve.engine} {serve.model}) "
+        f"at 127.0.0.1:{port} on `{serve.target}`"
+    )
+    return OnlineTeacher(f"http://127.0.0.1:{port}", ONLINE_SERVERS[serve.engine])
+
+
+def hand_over(ws: Workspace, record: RunRecord | None) -> None:
+    """Before detaching from ``record``: keep the serve its job asks up after this command,
+    handed to the run (a serve kept already, ``serve up``, stays the user's)."""
+    if record is None or record.job is None or record.state.ended:
+        return
+    provider = ws.settings.roles.parent.provider
+    serve = ServeRecords(ws.project.state_dir).load(provider)
+    if serve is None or serve.kept:
+        return
+    served_session(provider).keep(provider)
+    handed = {"provider": provider, "serve_id": serve.handle.serve_id}
+    data = (json.dumps(handed) + "\n").encode()
+    files.write_atomic(ws.runs.run_dir(record.id) / HANDED, data, f"runs/{record.id}/{HANDED}")
+    logger.warning(
+        f"train: providers.{provider} stays up while run {record.id} asks it: "
+        f"`overbrainer train attach {record.id}` ends it when the run ends, else its "
+        f"watchdog {_idle(ws, provider)} after the run's last request"
+    )
+
+
+def _idle(ws: Workspace, provider: str) -> str:
+    """How long the serve's watchdog waits without a request, as a message says it."""
+    serve = ws.settings.providers[provider].serve
+    return f"{serve.idle_minutes} min" if serve is not None else "its idle limit"
+
+
+def end_handed(ws: Workspace, record: RunRecord) -> None:
+    """Once ``record`` has ended: end the serve it was handed, if it is still the one up."""
+    if not record.state.ended:
+        return
+    path = ws.runs.run_dir(record.id) / HANDED
+    try:
+        text = files.read_text(path, f"runs/{record.id}/{HANDED}")
+        handed = json.loads(text or "null")
+        provider, serve_id = str(handed["provider"]), str(handed["serve_id"])
+    except (UserError, ValueError, KeyError, TypeError):
+        return  # none handed (or unreadable: its watchdog ends it)
+    serve = ServeRecords(ws.project.state_dir).load(provider)
+    try:
+        if serve is not None and serve.handle.serve_id == serve_id:
+            logger.info(f"train: run {record.id} ended: ending providers.{provider}, its teacher")
+            served_session(provider).end(provider)
+    except (UserError, TransientError) as error:
+        logger.warning(f"providers.{provider}: cannot end the run's teacher ({error})")
+        return
+    path.unlink(missing_ok=True)
