@@ -253,9 +253,11 @@ def test_runs_diff_says_the_mode_the_online_top_k_and_the_parent_asked(tmp_path)
         "teacher: vllm Qwen/Qwen3-32B -> sglang Qwen/Qwen3-14B"]
 
 
-def test_a_training_target_that_cannot_serve_is_refused_before_a_machine_is_made(
+def test_a_target_serving_on_a_machine_of_its_own_is_refused_before_a_machine_is_made(
     online, run_cli
 ):
+    # A runpod serve is a pod of its own, not the training pod: the trainer would not find
+    # the parent on its loopback.
     online_project(online, target="gpu")
     config = online.dir / "overbrainer.toml"
     config.write_text(
@@ -271,7 +273,9 @@ def test_a_training_target_that_cannot_serve_is_refused_before_a_machine_is_made
 
     assert result.exit_code == 1
     assert result.stderr == (
-        "error: providers.big.serve.target: target `gpu` cannot serve (its plugin does not "
-        "offer the serve capability)\n"
+        'error: training.kd.mode = "online": target `gpu` makes a machine of its own for '
+        "each run and for each serve, so the trainer cannot reach the parent on its machine's "
+        "loopback. Train on a target that serves beside its jobs (local, ssh), or set mode = "
+        '"offline"\n'
     )
     assert online.runs() == []

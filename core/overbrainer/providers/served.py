@@ -45,6 +45,11 @@ class Session(Protocol):
         reaches it."""
         ...
 
+    def on_own_machine(self, provider: str) -> bool:
+        """Its target makes a machine for each serve (a pod of its own), not the one its
+        jobs run on."""
+        ...
+
     def check_servable(self, provider: str) -> object:
         """``UserError`` unless its engine is installed and its target can serve."""
         ...

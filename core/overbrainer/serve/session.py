@@ -166,6 +166,11 @@ class Serving:
             )
         return engine, executor
 
+    def on_own_machine(self, provider: str) -> bool:
+        """Its target makes a machine for each run and each serve (``per_run``): the
+        serve's machine is not a job's."""
+        return self._executor(self.serve_of(provider).target).describe().per_run
+
     def _start(self, provider: str, serve: Serve, keep: bool) -> str:
         engine, executor = self.check_servable(provider)
         model, gpus, args = serve.model, serve.gpus, tuple(serve.args)

@@ -35,7 +35,17 @@ def check_teacher(ws: Workspace, target: str) -> None:
         raise UserError("; ".join(problems))
     # Before a machine is made for the run: a target that cannot serve refuses here.
     provider = ws.settings.roles.parent.provider
-    served_session(provider).check_servable(provider)
+    session = served_session(provider)
+    session.check_servable(provider)
+    if session.on_own_machine(provider):
+        # A target that makes a machine for each run makes one for each serve too (a
+        # Runpod pod of its own): the run's machine is not the parent's.
+        raise UserError(
+            f'training.kd.mode = "online": target `{target}` makes a machine of its own for '
+            "each run and for each serve, so the trainer cannot reach the parent on its "
+            "machine's loopback. Train on a target that serves beside its jobs (local, ssh), "
+            'or set mode = "offline"'
+        )
 
 
 def online_parent(settings: Settings) -> str:
