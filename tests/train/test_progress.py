@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from overbrainer.logs import configure_logging
-from overbrainer.train.progress import Progress, Summary
+from overbrainer.train.progress import Summary, TrainingProgress
 
 
 class Clock:
@@ -17,7 +17,7 @@ class Clock:
 def test_step_lines_at_each_tenth_with_pace_and_every_phase(capsys):
     configure_logging()
     clock = Clock()
-    progress = Progress(clock=clock, bar=False)
+    progress = TrainingProgress(clock=clock, bar=False)
     progress.status("running")
     progress.event({"event": "begin", "max_steps": 40})
     for step in range(1, 13):
@@ -62,7 +62,7 @@ def test_step_lines_at_each_tenth_with_pace_and_every_phase(capsys):
 def test_an_evaluation_is_said_at_each_tenth_and_at_its_end_however_fast(capsys):
     """Issue 43: an evaluation of 4 batches within a second said `evaluating 1/4` only."""
     configure_logging()
-    progress = Progress(clock=Clock(), bar=False)
+    progress = TrainingProgress(clock=Clock(), bar=False)
     progress.event({"event": "log", "step": 1, "max_steps": 2, "loss": 2.0})
     for _ in range(2):
         for batch in range(1, 5):
@@ -76,7 +76,7 @@ def test_an_evaluation_is_said_at_each_tenth_and_at_its_end_however_fast(capsys)
 def test_a_long_run_has_a_step_line_at_least_every_thirty_seconds(capsys):
     configure_logging()
     clock = Clock()
-    progress = Progress(clock=clock, bar=False)
+    progress = TrainingProgress(clock=clock, bar=False)
     for step in range(1, 40):  # 10,000 steps: a tenth is far off; one step each 4 s
         clock.now = step * 4.0
         progress.event({"event": "log", "step": step, "max_steps": 10_000, "loss": 2.0})
@@ -99,7 +99,7 @@ def test_the_summary_says_what_is_known():
 
 def test_on_a_terminal_a_bar_shows_and_phases_still_print(capsys):
     configure_logging()
-    progress = Progress(bar=True)
+    progress = TrainingProgress(bar=True)
     progress.event({"event": "begin", "max_steps": 4})
     progress.event({"event": "log", "step": 1, "max_steps": 4, "loss": 2.0})
     progress.event({"event": "end", "step": 4})

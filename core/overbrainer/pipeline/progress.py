@@ -14,7 +14,7 @@ from loguru import logger
 from overbrainer.providers.ratelimit import Pace
 
 
-class Progress:
+class StageProgress:
     """Done/total, tokens and cost so far of the stage ``stage``."""
 
     def __init__(self, stage: str, live: bool | None = None) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from loguru import logger
 
 from overbrainer.events import TOPIC, listening, publish
-from overbrainer.pipeline.progress import Progress
+from overbrainer.pipeline.progress import StageProgress
 from overbrainer.providers.limiter import Refusal
 from overbrainer.providers.prices import Price
 from overbrainer.providers.ratelimit import Pace
@@ -22,9 +22,9 @@ PaceOf = Callable[[], Pace | None]
 class Report:
     """The tallies of one stage execution, shown as progress while it runs."""
 
-    def __init__(self, stage: str, progress: Progress | None = None) -> None:
+    def __init__(self, stage: str, progress: StageProgress | None = None) -> None:
         self.stage = stage
-        self.progress = progress or Progress(stage, live=False)
+        self.progress = progress or StageProgress(stage, live=False)
         self.price_of: PriceOf = lambda provider, model: None
         self.done = 0
         self.skipped = 0

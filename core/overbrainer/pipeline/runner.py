@@ -24,7 +24,7 @@ from overbrainer.errors import Interrupted, Terminated, UserError, signal_of
 from overbrainer.events import publish
 from overbrainer.pipeline.budget import Budget, BudgetExceeded
 from overbrainer.pipeline.history import STAGES, append_history, timestamp
-from overbrainer.pipeline.progress import Progress
+from overbrainer.pipeline.progress import StageProgress
 from overbrainer.pipeline.records import DataFiles
 from overbrainer.pipeline.report import Report
 from overbrainer.pipeline.requests import record_requests
@@ -119,7 +119,7 @@ def run_stage(
     topics = select_topics(settings, topic)
     settings = served_concurrency(settings, stage)
     started = timestamp()
-    report = Report(stage, Progress(stage))
+    report = Report(stage, StageProgress(stage))
     budget = budget_of(stage, project_dir, settings, max_usd)
     result: split.SplitResult | None = None
     status: Status = "failed"

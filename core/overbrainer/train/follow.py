@@ -19,7 +19,7 @@ from overbrainer.runs import follow
 from overbrainer.runs.follow import Follower, FollowLost
 from overbrainer.runs.outcome import settle
 from overbrainer.train.executors import Held, held_executor
-from overbrainer.train.progress import Progress
+from overbrainer.train.progress import TrainingProgress
 from overbrainer.train.report import reattach, report
 from overbrainer.train.teacher import end_handed
 from overbrainer.train.workspace import Workspace
@@ -35,7 +35,7 @@ def follow_to_end(
     """Follow the job of ``record`` until it ends, then settle and save its state."""
     from overbrainer.events import publish
 
-    progress = Progress()
+    progress = TrainingProgress()
     mirror = _followed_metrics(ws, record)
 
     def on_event(event: dict[str, Any]) -> None:

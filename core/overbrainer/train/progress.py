@@ -88,7 +88,7 @@ class Summary:
         return "train: " + ", ".join(parts)
 
 
-class Progress:
+class TrainingProgress:
     """Turns metric events into progress; ``close`` before printing the final report."""
 
     def __init__(
