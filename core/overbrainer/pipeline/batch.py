@@ -48,6 +48,7 @@ from overbrainer.providers.errors import (
     TransientProviderError,
 )
 from overbrainer.providers.retry import RetryPolicy
+from overbrainer.providers.wire import WireFormat
 
 T = TypeVar("T")
 
@@ -683,7 +684,7 @@ class BatchStage:
             raise UserError(NO_PROVIDER.format(name=batch.name, provider=batch.provider))
         return self.ctx.providers.client(batch.provider)
 
-    def _wire(self, provider: str) -> Any:
+    def _wire(self, provider: str) -> WireFormat:
         return PROTOCOLS[self.ctx.settings.providers[provider].protocol]
 
     def _api(self, batch: Batch) -> BatchAPI:
