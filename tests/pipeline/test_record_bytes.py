@@ -1,0 +1,49 @@
+"""The typed records (``pipeline.records.Question``, ``RejectedQuestion``) write the same
+bytes as the dicts they replaced: the keys in the reference's order, compact, UTF-8 kept."""
+
+from __future__ import annotations
+
+import json
+
+from fake_provider import Reply, openai_completion
+from pipeline_data import PIPELINE_CONFIG, seed_questions
+
+QUESTION_KEYS = ["id", "topic", "subtopic_id", "subtopic", "text", "fingerprint"]
+REJECTED_KEYS = ["kind", "id", "topic", "subtopic_id", "text"]
+
+
+def _lines_in_order(raw: bytes, keys: list[str]) -> list[dict[str, object]]:
+    """Each line of ``raw``, checked to be the compact line of its keys in ``keys``' order."""
+    records = []
+    for line in raw.decode().splitlines():
+        record = json.loads(line)
+        assert list(record) == keys
+        assert line == json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        records.append(record)
+    return records
+
+
+def test_questions_and_their_rejects_keep_their_bytes(run_cli, project_dir, provider):
+    config = PIPELINE_CONFIG.replace("question_batch_size = 2", "question_batch_size = 5")
+    (project_dir / "overbrainer.toml").write_text(config)
+    seed_questions(project_dir, {("ownership", "moves"): ["why does a move invalidate the source"]})
+    provider.on(
+        lambda s: s.prompt.startswith("questions|"),
+        Reply(openai_completion(json.dumps([
+            "Why does a move invalidate the source?",
+            "Qu'est-ce qu'un emprunt « mutable » ?",
+            "qu'est-ce qu'un emprunt « mutable »",
+        ]))),
+    )
+    result = run_cli("questions", "--topic", "ownership")
+    assert result.exit_code == 0, result.stderr
+    data = project_dir / "data"
+    raw = (data / "questions.jsonl").read_bytes()
+    made = _lines_in_order(raw.split(b"\n", 1)[1], QUESTION_KEYS)  # past the seeded one
+    assert made[0]["text"] == "Qu'est-ce qu'un emprunt « mutable » ?"
+    assert "« mutable »".encode() in raw  # UTF-8 as is, never \\u escapes
+    rejected = _lines_in_order((data / "rejected.jsonl").read_bytes(), REJECTED_KEYS)
+    assert [r["text"] for r in rejected] == [
+        "Why does a move invalidate the source?",
+        "qu'est-ce qu'un emprunt « mutable »",
+    ]
