@@ -47,3 +47,27 @@ def test_questions_and_their_rejects_keep_their_bytes(run_cli, project_dir, prov
         "Why does a move invalidate the source?",
         "qu'est-ce qu'un emprunt « mutable »",
     ]
+
+
+ANSWER_KEYS = ["id", "topic", "subtopic", "messages", "meta"]
+META_KEYS = ["model", "input_tokens", "output_tokens", "finish_reason", "reasoning_kind",
+             "excluded", "fingerprint"]  # fmt: skip
+
+
+def test_answers_and_their_samples_keep_their_bytes(run_cli, project_dir, provider):
+    config = PIPELINE_CONFIG.replace("reasoning = true\n", "reasoning = true\nsamples = 2\n", 1)
+    (project_dir / "overbrainer.toml").write_text(config)
+    [question] = seed_questions(project_dir, {("ownership", "moves"): ["Pourquoi « move » ?"]})
+    result = run_cli("answers")
+    assert result.exit_code == 0, result.stderr
+    raw = (project_dir / "data" / "answers.jsonl").read_bytes()
+    answers = sorted(_lines_in_order(raw, ANSWER_KEYS), key=lambda a: "sample" in a["meta"])
+    first, second = answers
+    assert list(first["meta"]) == META_KEYS
+    assert list(second["meta"]) == [*META_KEYS, "question", "sample"]
+    assert (second["meta"]["question"], second["meta"]["sample"]) == (question["id"], 1)
+    for answer in answers:
+        assert [list(turn) for turn in answer["messages"]] == [
+            ["role", "content"], ["role", "content", "reasoning_content"]
+        ]
+    assert "« move »".encode() in raw

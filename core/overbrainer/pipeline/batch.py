@@ -27,6 +27,7 @@ from overbrainer.pipeline import batch_watch
 from overbrainer.pipeline.answering import Answering
 from overbrainer.pipeline.batch_ledger import KEY_BYTES, Batch, Ledger, State
 from overbrainer.pipeline.budget import BudgetExceeded, cost_of, prompt_bound
+from overbrainer.pipeline.records import Answer
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.batch_anthropic import AnthropicBatches
 from overbrainer.providers.batch_api import (
@@ -149,7 +150,7 @@ class BatchStage:
         self,
         ctx: StageContext,
         answering: Answering,
-        append: Callable[[dict[str, Any]], None],
+        append: Callable[[Answer], None],
         answered: dict[str, str | None],
         questions: dict[str, dict[str, Any]],
     ) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from overbrainer.pipeline.jsonl import Check, JsonlWriter, read_jsonl, rewrite_jsonl
+from overbrainer.providers.completion import FinishReason, ReasoningKind
 
 DATA_DIR = "data"
 SUBTOPICS = "subtopics.jsonl"
@@ -45,6 +46,43 @@ class Question(TypedDict):
     """What the question was made from (``pipeline.fingerprint``); none when imported."""
     source: NotRequired[str]
     """``import:<file>`` for a question ``dataset import`` brought in."""
+
+
+class Turn(TypedDict):
+    """One message of an answer's conversation."""
+
+    role: str
+    content: str
+    reasoning_content: NotRequired[str]
+
+
+class AnswerMeta(TypedDict):
+    """An answer's ``meta``, its keys in the order they are written."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    finish_reason: FinishReason
+    reasoning_kind: ReasoningKind
+    excluded: str | None
+    fingerprint: NotRequired[str]
+    question: NotRequired[str]
+    """The question a sample answers (``pipeline.samples``): none for the first sample."""
+    sample: NotRequired[int]
+    batch: NotRequired[str | None]
+    """The provider's batch that answered it, when one did."""
+    logprobs_problem: NotRequired[str]
+    """Why its top-k logprobs could not be kept (``excluded`` is ``no_logprobs``)."""
+
+
+class Answer(TypedDict):
+    """A line of ``answers.jsonl``, as the reference tool writes it (``meta`` aside)."""
+
+    id: str
+    topic: str
+    subtopic: str
+    messages: list[Turn]
+    meta: AnswerMeta
 
 
 class RejectedQuestion(TypedDict):
