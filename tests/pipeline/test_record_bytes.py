@@ -71,3 +71,11 @@ def test_answers_and_their_samples_keep_their_bytes(run_cli, project_dir, provid
             ["role", "content"], ["role", "content", "reasoning_content"]
         ]
     assert "« move »".encode() in raw
+
+
+def test_subtopics_keep_their_bytes(run_cli, project_dir, provider):
+    result = run_cli("subtopics")
+    assert result.exit_code == 0, result.stderr
+    raw = (project_dir / "data" / "subtopics.jsonl").read_bytes()
+    made = _lines_in_order(raw, ["id", "topic", "name", "fingerprint"])
+    assert {s["topic"] for s in made} == {"ownership", "lifetimes"}

@@ -34,6 +34,16 @@ answer's ``meta.source``; ``import:<file>`` for what ``dataset import`` brought 
 IMPORTED = "import:"
 
 
+class Subtopic(TypedDict):
+    """A line of ``subtopics.jsonl``, its keys in the order they are written."""
+
+    id: str
+    topic: str
+    name: str
+    fingerprint: NotRequired[str]
+    """What the subtopic was made from (``pipeline.fingerprint``)."""
+
+
 class Question(TypedDict):
     """A line of ``questions.jsonl``, its keys in the order they are written."""
 
