@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from overbrainer.config.model import Role
-from overbrainer.pipeline.fingerprint import FIELD, answer_fingerprint
+from overbrainer.pipeline.fingerprint import answer_fingerprint
 from overbrainer.pipeline.logits import LogitKeeper
-from overbrainer.pipeline.samples import item_meta
+from overbrainer.pipeline.records import Answer, AnswerMeta, Turn
+from overbrainer.pipeline.samples import QUESTION, SAMPLE, item_meta
 from overbrainer.providers.completion import Completion, ReasoningKind
 
 
@@ -34,35 +35,40 @@ def answer_record(  # noqa: PLR0917 - the record's parts
     hidden: bool,
     system: str | None,
     made: str | None = None,
-) -> dict[str, Any]:
+) -> Answer:
     """The ``answers.jsonl`` line of ``question`` (a sample's item: ``pipeline.samples``);
     ``system`` is kept when given, ``made`` (its fingerprint) as ``meta.fingerprint``."""
     kind = completion.reasoning_kind
     if hidden and kind == "raw":
         kind = "summary"
-    messages: list[dict[str, str]] = []
+    messages: list[Turn] = []
     if system is not None:
         messages.append({"role": "system", "content": system})
     messages.append({"role": "user", "content": question["text"]})
-    assistant = {"role": "assistant", "content": completion.content}
+    assistant: Turn = {"role": "assistant", "content": completion.content}
     if kind == "raw" and completion.reasoning:
         assistant["reasoning_content"] = completion.reasoning
     messages.append(assistant)
+    meta: AnswerMeta = {
+        "model": role.model,
+        "input_tokens": completion.input_tokens,
+        "output_tokens": completion.output_tokens,
+        "finish_reason": completion.finish_reason,
+        "reasoning_kind": kind,
+        "excluded": exclusion(completion, kind, role.reasoning),
+    }
+    if made is not None:
+        meta["fingerprint"] = made
+    sample = item_meta(question)
+    if sample:
+        meta["question"] = sample[QUESTION]
+        meta["sample"] = sample[SAMPLE]
     return {
         "id": question["id"],
         "topic": question["topic"],
         "subtopic": question["subtopic"],
         "messages": messages,
-        "meta": {
-            "model": role.model,
-            "input_tokens": completion.input_tokens,
-            "output_tokens": completion.output_tokens,
-            "finish_reason": completion.finish_reason,
-            "reasoning_kind": kind,
-            "excluded": exclusion(completion, kind, role.reasoning),
-            **({} if made is None else {FIELD: made}),
-            **item_meta(question),
-        },
+        "meta": meta,
     }
 
 
@@ -100,7 +106,7 @@ class Answering:
         """What the answer of ``question`` is made from now (``pipeline.fingerprint``)."""
         return answer_fingerprint(self.systems[question["topic"]], self.role, question)
 
-    def record(self, question: dict[str, Any], completion: Completion) -> dict[str, Any]:
+    def record(self, question: dict[str, Any], completion: Completion) -> Answer:
         system = self.systems[question["topic"]] if self.keep_system else None
         made = self.fingerprint(question)
         found = answer_record(question, completion, self.role, self.hidden, system, made)

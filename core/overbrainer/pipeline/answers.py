@@ -31,7 +31,7 @@ from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.preference import judge_answers, judging
 from overbrainer.pipeline.preflight import hides_reasoning, reasoning_problem
 from overbrainer.pipeline.prompts import Templates
-from overbrainer.pipeline.records import ANSWERS, DATA_DIR, QUESTIONS, is_imported, without
+from overbrainer.pipeline.records import ANSWERS, DATA_DIR, QUESTIONS, Answer, is_imported, without
 from overbrainer.pipeline.samples import imported_questions, items, question_of, together
 from overbrainer.pipeline.served_live import live_concurrency
 from overbrainer.pipeline.stage import StageContext
@@ -51,7 +51,7 @@ class _Appending:
     answered: dict[str, str | None]
     replaced: bool = False
 
-    def __call__(self, record: dict[str, Any]) -> None:
+    def __call__(self, record: Answer) -> None:
         self.replaced = self.replaced or record["id"] in self.answered
         self.writer.append(record)
 
@@ -198,9 +198,9 @@ async def _answer(ctx: StageContext) -> None:  # noqa: PLR0915 - the stage's one
                         return
                     group = group[len(saved):]
 
-            async def ask(group: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            async def ask(group: list[dict[str, Any]]) -> list[Answer]:
                 """The answers of one request for ``group`` (none when it failed)."""
-                saved: list[dict[str, Any]] = []
+                saved: list[Answer] = []
 
                 def keep(completions: list[Completion]) -> None:
                     # more replies than asked (never seen) are paid for, and not kept

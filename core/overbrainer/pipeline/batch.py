@@ -27,6 +27,7 @@ from overbrainer.pipeline import batch_watch
 from overbrainer.pipeline.answering import Answering
 from overbrainer.pipeline.batch_ledger import KEY_BYTES, Batch, Ledger, State
 from overbrainer.pipeline.budget import BudgetExceeded, cost_of, prompt_bound
+from overbrainer.pipeline.records import Answer
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.batch_anthropic import AnthropicBatches
 from overbrainer.providers.batch_api import (
@@ -48,6 +49,7 @@ from overbrainer.providers.errors import (
     TransientProviderError,
 )
 from overbrainer.providers.retry import RetryPolicy
+from overbrainer.providers.wire import WireFormat
 
 T = TypeVar("T")
 
@@ -148,7 +150,7 @@ class BatchStage:
         self,
         ctx: StageContext,
         answering: Answering,
-        append: Callable[[dict[str, Any]], None],
+        append: Callable[[Answer], None],
         answered: dict[str, str | None],
         questions: dict[str, dict[str, Any]],
     ) -> None:
@@ -683,7 +685,7 @@ class BatchStage:
             raise UserError(NO_PROVIDER.format(name=batch.name, provider=batch.provider))
         return self.ctx.providers.client(batch.provider)
 
-    def _wire(self, provider: str) -> Any:
+    def _wire(self, provider: str) -> WireFormat:
         return PROTOCOLS[self.ctx.settings.providers[provider].protocol]
 
     def _api(self, batch: Batch) -> BatchAPI:

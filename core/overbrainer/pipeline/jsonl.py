@@ -18,7 +18,7 @@ import errno
 import functools
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -34,7 +34,7 @@ Check = Callable[[dict[str, Any]], bool]
 _CHUNK = 1 << 16
 
 
-def dumps(record: dict[str, Any]) -> str:
+def dumps(record: Mapping[str, Any]) -> str:
     """``record`` as one compact line, UTF-8 kept as is."""
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
@@ -284,7 +284,7 @@ def fast_codec() -> Any:
     return _orjson()
 
 
-def encode_line(record: dict[str, Any]) -> bytes:
+def encode_line(record: Mapping[str, Any]) -> bytes:
     """``dumps(record)`` and a newline, as UTF-8 bytes, the same bytes, for a record that
     holds no float that is not finite (orjson writes ``null`` where the standard library
     writes ``NaN``, and nothing in its output tells them apart): by orjson, a tenth of
@@ -353,7 +353,7 @@ class JsonlWriter:
         self._fd: int | None = None
         self._finite = finite
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: Mapping[str, Any]) -> None:
         if self._fd is None:
             self._fd = self._open()
         data = encode_line(record) if self._finite else (dumps(record) + "\n").encode()

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy
 
 from overbrainer.config.model import Settings
 from overbrainer.errors import UserError
 from overbrainer.pipeline.logits_file import LOGPROBS, AnswerLogits, LogitsFile
+from overbrainer.pipeline.records import Answer
 from overbrainer.pipeline.vocab import AMBIGUOUS, Vocabulary, load_vocabulary
 from overbrainer.providers.completion import Completion
 from overbrainer.providers.logprobs import Candidate, Position
@@ -39,7 +39,7 @@ class LogitKeeper:
     vocab: Vocabulary
     file: LogitsFile
 
-    def keep(self, record: dict[str, Any], completion: Completion) -> None:
+    def keep(self, record: Answer, completion: Completion) -> None:
         """Write ``completion``'s logprobs for the answer ``record``, or mark the answer
         excluded (``no_logprobs``, with ``meta.logprobs_problem`` saying why)."""
         meta = record["meta"]

@@ -16,7 +16,7 @@ from loguru import logger
 from overbrainer.config.model import Settings, Topic
 from overbrainer.events import set_topic
 from overbrainer.pipeline.dedup import Deduplicator
-from overbrainer.pipeline.fingerprint import FIELD, fingerprint, recorded
+from overbrainer.pipeline.fingerprint import fingerprint, recorded
 from overbrainer.pipeline.ids import question_id
 from overbrainer.pipeline.jsonl import JsonlWriter
 from overbrainer.pipeline.pool import for_each
@@ -27,6 +27,7 @@ from overbrainer.pipeline.records import (
     REJECTED_REASONS,
     SUBTOPICS,
     Forgetting,
+    Question,
     rejected_question,
     rejected_text,
     without,
@@ -185,7 +186,7 @@ class _Filler:
             admitted, refused = await self._dedup(topic).admit(candidates, missing)
             made = self.fingerprint(subtopic)
             for text in admitted:
-                self.questions.append({**_question(topic, subtopic, text), FIELD: made})
+                self.questions.append(_question(topic, subtopic, text, made))
                 self.accepted[subtopic["id"]].append(text)
             for text, reason in refused:
                 record = _question(topic, subtopic, text)
@@ -257,11 +258,17 @@ def question_fingerprint(template: str, settings: Settings, subtopic: dict[str, 
     return fingerprint(template, role, subtopic["topic"], description, subtopic["name"])
 
 
-def _question(topic: str, subtopic: dict[str, Any], text: str) -> dict[str, Any]:
-    return {
+def _question(
+    topic: str, subtopic: dict[str, Any], text: str, made: str | None = None
+) -> Question:
+    """The ``questions.jsonl`` line of ``text``; ``made`` (its fingerprint) last, when given."""
+    question: Question = {
         "id": question_id(subtopic["id"], text),
         "topic": topic,
         "subtopic_id": subtopic["id"],
         "subtopic": subtopic["name"],
         "text": text,
     }
+    if made is not None:
+        question["fingerprint"] = made
+    return question

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from overbrainer.pipeline.jsonl import Check, JsonlWriter, read_jsonl, rewrite_jsonl
+from overbrainer.providers.completion import FinishReason, ReasoningKind
 
 DATA_DIR = "data"
 SUBTOPICS = "subtopics.jsonl"
@@ -31,6 +32,77 @@ SOURCE = "source"
 """Where a record came from when no stage made it: a question's top-level ``source``, an
 answer's ``meta.source``; ``import:<file>`` for what ``dataset import`` brought in."""
 IMPORTED = "import:"
+
+
+class Subtopic(TypedDict):
+    """A line of ``subtopics.jsonl``, its keys in the order they are written."""
+
+    id: str
+    topic: str
+    name: str
+    fingerprint: NotRequired[str]
+    """What the subtopic was made from (``pipeline.fingerprint``)."""
+
+
+class Question(TypedDict):
+    """A line of ``questions.jsonl``, its keys in the order they are written."""
+
+    id: str
+    topic: str
+    subtopic_id: str
+    subtopic: str
+    text: str
+    fingerprint: NotRequired[str]
+    """What the question was made from (``pipeline.fingerprint``); none when imported."""
+    source: NotRequired[str]
+    """``import:<file>`` for a question ``dataset import`` brought in."""
+
+
+class Turn(TypedDict):
+    """One message of an answer's conversation."""
+
+    role: str
+    content: str
+    reasoning_content: NotRequired[str]
+
+
+class AnswerMeta(TypedDict):
+    """An answer's ``meta``, its keys in the order they are written."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    finish_reason: FinishReason
+    reasoning_kind: ReasoningKind
+    excluded: str | None
+    fingerprint: NotRequired[str]
+    question: NotRequired[str]
+    """The question a sample answers (``pipeline.samples``): none for the first sample."""
+    sample: NotRequired[int]
+    batch: NotRequired[str | None]
+    """The provider's batch that answered it, when one did."""
+    logprobs_problem: NotRequired[str]
+    """Why its top-k logprobs could not be kept (``excluded`` is ``no_logprobs``)."""
+
+
+class Answer(TypedDict):
+    """A line of ``answers.jsonl``, as the reference tool writes it (``meta`` aside)."""
+
+    id: str
+    topic: str
+    subtopic: str
+    messages: list[Turn]
+    meta: AnswerMeta
+
+
+class RejectedQuestion(TypedDict):
+    """A question's line in ``rejected.jsonl``, as the reference tool writes it."""
+
+    kind: str
+    id: str
+    topic: str
+    subtopic_id: str
+    text: str
 
 
 def _strings(record: dict[str, Any], *keys: str) -> bool:
@@ -126,9 +198,15 @@ def rejected_text(record: dict[str, Any]) -> str | None:
     return None
 
 
-def rejected_question(question: dict[str, Any]) -> dict[str, Any]:
+def rejected_question(question: Mapping[str, Any]) -> RejectedQuestion:
     """A question's record in ``rejected.jsonl``, as the reference tool writes it."""
-    return {"kind": "question", **{k: question[k] for k in ("id", "topic", "subtopic_id", "text")}}
+    return {
+        "kind": "question",
+        "id": question["id"],
+        "topic": question["topic"],
+        "subtopic_id": question["subtopic_id"],
+        "text": question["text"],
+    }
 
 
 def is_rejection_reason(record: dict[str, Any]) -> bool:

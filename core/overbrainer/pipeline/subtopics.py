@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from overbrainer.config.model import Role, Topic
 from overbrainer.events import set_topic
-from overbrainer.pipeline.fingerprint import FIELD, fingerprint
+from overbrainer.pipeline.fingerprint import fingerprint
 from overbrainer.pipeline.ids import normalize, subtopic_id
 from overbrainer.pipeline.pool import for_each
 from overbrainer.pipeline.prompts import Templates
@@ -14,6 +14,7 @@ from overbrainer.pipeline.records import (
     REJECTED,
     SUBTOPICS,
     Forgetting,
+    Subtopic,
     rejected_text,
     without,
 )
@@ -77,7 +78,10 @@ async def run(ctx: StageContext) -> None:
                     ctx.report.exclude()
                     continue
                 seen.add(identifier)
-                writer.append({"id": identifier, "topic": topic.name, "name": name, FIELD: made})
+                made_one: Subtopic = {
+                    "id": identifier, "topic": topic.name, "name": name, "fingerprint": made
+                }
+                writer.append(made_one)
                 kept += 1
             ctx.report.finish()
 

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from http import HTTPStatus
-from types import ModuleType
 from typing import Any
 
 import orjson
@@ -46,9 +45,10 @@ from overbrainer.providers.retry import (
     parse_retry_after,
 )
 from overbrainer.providers.tls import aiohttp
+from overbrainer.providers.wire import WireFormat
 from overbrainer.redact import mask_url, redact
 
-PROTOCOLS: dict[str, ModuleType] = {"openai": openai_chat, "anthropic": anthropic_messages}
+PROTOCOLS: dict[str, WireFormat] = {"openai": openai_chat, "anthropic": anthropic_messages}
 CONNECT_TIMEOUT = 30
 PRICES_TIMEOUT = 10
 MODEL_INFO_PATH = "model/info"
