@@ -193,9 +193,12 @@ def loss_meaning(config: dict[str, Any]) -> str | None:
         return None
     alpha, ce_alpha = config.get("kd_alpha"), config.get("kd_ce_alpha")
     temperature, beta = config.get("kd_temperature"), config.get("kd_beta")
+    # Axolotl's loss: beta 0 the forward KL, 1 the reverse, between them a generalised JSD.
     kl = "KL to the parent's top-k"
-    if isinstance(beta, int | float) and not isinstance(beta, bool) and beta:
-        kl = f"forward/reverse KL (beta {beta}) to the parent's top-k"
+    if beta == 1:
+        kl = "reverse KL to the parent's top-k"
+    elif isinstance(beta, int | float) and not isinstance(beta, bool) and beta:
+        kl = f"JSD (beta {beta}) with the parent's top-k"
     if temperature is not None:
         kl += f" at temperature {temperature}"
     return escape_controls(
