@@ -109,7 +109,7 @@ def show_json(store: RunStore, record: RunRecord) -> dict[str, Any]:
         "epoch": curves.epoch,
         "loss": curves.last("loss"),
         "eval_loss": curves.last("eval_loss"),
-        "loss_kind": "kd" if _config(store.run_dir(record.id)).get("kd_trainer") else "ce",
+        "loss_kind": "kd" if trained_on_logits(store.run_dir(record.id)) else "ce",
         **made_of(run_dir),
         "machine": _machine_json(store.run_dir(record.id)),
     }
@@ -181,6 +181,11 @@ def _config(run_dir: Path) -> dict[str, Any]:
     except (UserError, yaml.YAMLError):
         return {}
     return config if isinstance(config, dict) else {}
+
+
+def trained_on_logits(run_dir: Path) -> bool:
+    """Whether the run in ``run_dir`` trains with Axolotl's KD trainer (its losses are KD's)."""
+    return bool(_config(run_dir).get("kd_trainer"))
 
 
 def loss_meaning(config: dict[str, Any]) -> str | None:
