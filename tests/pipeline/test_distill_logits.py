@@ -339,6 +339,8 @@ def test_plan_counts_the_logprobs_tokens_their_size_and_price(tmp_path, provider
     config.write_text(config.read_text() + (
         '\n[providers.main.prices]\n"parent-model" = { input = 1.0, output = 2.0, '
         "logprobs = 3.0 }\n"))
+    assert "providers.main.prices.parent-model = $1.0 in, $2.0 out, $3.0 logprobs per " \
+        "million tokens" in run_cli("config", "check").stdout
     priced = json.loads(run_cli("plan", "--json").stdout)
     assert priced["logprobs"]["usd"] == pytest.approx(tokens * 3e-6, abs=1e-6)
     assert priced["logprobs"]["priced"] is True
