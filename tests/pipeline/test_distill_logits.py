@@ -3,6 +3,7 @@ kept, with the child's token ids, in data/logprobs.bin; refusals before anything
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy
@@ -318,3 +319,45 @@ def test_each_sample_of_a_question_keeps_its_own_logprobs(tmp_path, provider):
         assert len(_kept(project).read(index[answer["id"]]).chosen) == len(
             answer["messages"][-1]["content"]
         )
+
+
+def test_plan_counts_the_logprobs_tokens_their_size_and_price(tmp_path, provider):
+    # No price table for logprobs: assumed free, and the line says how to price them.
+    project = _project(tmp_path, provider, top_k=5)
+    run_cli = Cli(project)
+    result = run_cli("plan", "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    tokens = data["stages"]["answers"]["tokens_out"]
+    assert tokens > 0
+    assert data["logprobs"] == {
+        "tokens": tokens, "top_k": 5, "bytes": tokens * 11, "usd": 0.0, "priced": False}
+    row = next(line for line in run_cli("plan").stdout.splitlines()
+               if line.startswith("logprobs "))
+    assert row.endswith(
+        "$0.0000, assumed not billed beyond the answers' output tokens (set "
+        "[providers.main.prices] logprobs, USD per million tokens, "
+        "where a provider bills them)")
+    assert f"{tokens} answer tokens x top 5: about " in row
+    # A logprobs price in the table is counted, in the total too.
+    config = project / "overbrainer.toml"
+    config.write_text(config.read_text() + (
+        '\n[providers.main.prices]\n"parent-model" = { input = 1.0, output = 2.0, '
+        "logprobs = 3.0 }\n"))
+    assert "providers.main.prices.parent-model = $1.0 in, $2.0 out, $3.0 logprobs per " \
+        "million tokens" in run_cli("config", "check").stdout
+    priced = json.loads(run_cli("plan", "--json").stdout)
+    assert priced["logprobs"]["usd"] == pytest.approx(tokens * 3e-6, abs=1e-6)
+    assert priced["logprobs"]["priced"] is True
+    assert priced["total_usd"] == pytest.approx(
+        data["total_usd"] - data["stages"]["answers"]["usd"]
+        + priced["stages"]["answers"]["usd"] + tokens * 3e-6, abs=1e-5)
+
+
+def test_plan_of_a_text_distillation_has_no_logprobs_row(tmp_path, provider):
+    project = _project(tmp_path, provider)
+    run_cli = Cli(project)
+    config = project / "overbrainer.toml"
+    config.write_text(config.read_text().replace('distill = "logits"', 'distill = "text"'))
+    assert json.loads(run_cli("plan", "--json").stdout)["logprobs"] is None
+    assert "logprobs " not in run_cli("plan").stdout

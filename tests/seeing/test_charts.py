@@ -110,6 +110,34 @@ def test_runs_show_prints_record_settings_outcome_snapshot_timings_and_curves(ru
     assert lines[-2].startswith("  lr        ▇") or lines[-2].startswith("  lr        █")
     assert lines[-1].startswith("  grad_norm ")
     assert result.stderr == ""
+    assert json.loads(run_cli("runs", "show", RUN, "--json").stdout)[0]["loss_kind"] == "ce"
+
+
+def test_runs_show_of_a_run_trained_on_logits_says_its_loss_is_the_kd_loss(run_cli, project_dir):
+    # Axolotl 0.19's KD trainer logs one loss, alpha × KL + ce_alpha × CE, never its parts.
+    directory = write_run(project_dir, RUN)
+    (directory / "axolotl.yaml").write_text(
+        "base_model: Qwen/Qwen3-0.6B\nplugins: [overbrainer_metrics.OverbrainerMetricsPlugin, "
+        "axolotl.integrations.kd.KDPlugin]\nkd_trainer: true\nkd_alpha: 0.9\n"
+        "kd_ce_alpha: 0.1\nkd_temperature: 1.0\nkd_beta: 0.0\n"
+    )
+    write_metrics(directory, range(1, 61), evals=(30, 60))
+    result = run_cli("runs", "show", RUN)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1] == (
+        "  settings: base_model Qwen/Qwen3-0.6B, kd.alpha 0.9, kd.ce_alpha 0.1, "
+        "kd.temperature 1.0, kd.beta 0.0"
+    )
+    assert lines[2] == (
+        "  loss: KD loss = 0.9 × KL to the parent's top-k at temperature 1.0 (scaled by its "
+        "square) + 0.1 × cross-entropy; the trainer logs only the sum, not its parts"
+    )
+    last = next(line for line in lines if line.startswith("  last: "))
+    assert ", kd_loss " in last and ", kd_eval_loss " in last
+    assert "  KD loss (line: train, •: eval) against step" in lines
+    shown = json.loads(run_cli("runs", "show", RUN, "--json").stdout)
+    assert shown[0]["loss_kind"] == "kd"
 
 
 def test_runs_show_without_plot_does_not_import_matplotlib(project_dir):

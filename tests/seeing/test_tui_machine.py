@@ -47,3 +47,21 @@ async def _gauges_fit(project_dir: Path, size: tuple[int, int]) -> None:
         assert gpus and "48.0 GiB" in gpus[0], lines
         assert any("┤" in line for line in lines)  # the chart is still drawn
         await pilot.press("q")
+
+
+def test_the_chart_of_a_run_trained_on_logits_says_its_loss_is_the_kd_loss(project_dir: Path):
+    write_tui_project(project_dir)
+    (project_dir / "runs" / RUN / "axolotl.yaml").write_text("kd_trainer: true\nkd_alpha: 0.9\n")
+    asyncio.run(_kd_chart(project_dir))
+
+
+async def _kd_chart(project_dir: Path) -> None:
+    app = OverbrainerApp(project_dir, refresh_s=QUIET)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        lines = str(app.query_one("#curves", Static).render()).splitlines()
+        assert any(line.startswith("  KD loss (line: train, •: eval) against step")
+                   for line in lines), lines
+        assert any(line.startswith("  last: ") and "kd_loss " in line for line in lines), lines
+        await pilot.press("q")

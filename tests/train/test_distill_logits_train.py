@@ -93,6 +93,14 @@ def test_train_writes_the_kd_dataset_and_settings_and_aligns_before_axolotl(trai
         f"error: the job exited with code 2: {cause} (see runs/{run['id']}/job.log)")
     assert "stage kd-align exited with code 2" in (run_dir / "job.log").read_text()
     assert not (run_dir / "fake_axolotl.calls").exists()
+    # runs show reads the KD keys train wrote, and says what the run's loss will be.
+    shown = run_cli("runs", "show", run["id"]).stdout.splitlines()
+    assert "kd.alpha 0.7, kd.ce_alpha 0.2, kd.temperature 2.0, kd.beta 0.5" in shown[1]
+    assert shown[2] == (
+        "  loss: KD loss = 0.7 × JSD (beta 0.5) with the parent's top-k at "
+        "temperature 2.0 (scaled by its square) + 0.2 × cross-entropy; the trainer logs only "
+        "the sum, not its parts"
+    )
 
 
 def test_an_example_without_logprobs_is_refused_before_any_run(trainer, run_cli):

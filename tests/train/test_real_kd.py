@@ -106,6 +106,16 @@ def test_a_real_kd_run_trains_on_rows_lined_up_with_the_next_token(
     assert (run_dir / "output" / "adapter_model.safetensors").is_file()
     losses = [e["loss"] for e in real.metrics(run["id"]) if e["event"] == "log" and "loss" in e]
     assert losses and all(numpy.isfinite(losses))
+    # Axolotl's KD trainer logs its weighted sum as `loss` and none of its parts (what
+    # `runs show` says of a KD run): a later Axolotl logging them would fail here.
+    states = sorted((run_dir / "output").glob("checkpoint-*/trainer_state.json"))
+    assert states, sorted(p.name for p in (run_dir / "output").iterdir())
+    history = json.loads(states[-1].read_text())["log_history"]
+    assert {key for entry in history for key in entry if "loss" in key} <= {
+        "loss", "eval_loss", "train_loss"}
+    shown = run_cli("runs", "show", run["id"]).stdout.splitlines()
+    assert shown[2].startswith("  loss: KD loss = 0.9 × KL to the parent's top-k")
+    assert any(line.startswith("  last: ") and "kd_loss" in line for line in shown)
 
     rows = json.loads(venv_python(venv, PREPARED_ROWS, str(run_dir / "prepared")))
     assert rows

@@ -33,6 +33,10 @@ SETTINGS = (
     ("gradient_accumulation_steps", "gradient_accumulation_steps"),
     ("sequence_len", "sequence_len"),
     ("sample_packing", "sample_packing"),
+    ("kd_alpha", "kd.alpha"),
+    ("kd_ce_alpha", "kd.ce_alpha"),
+    ("kd_temperature", "kd.temperature"),
+    ("kd_beta", "kd.beta"),
 )
 """axolotl.yaml keys shown, and the name ``[training]`` gives each."""
 
@@ -56,9 +60,13 @@ def show_lines(store: RunStore, record: RunRecord, width: int = 60) -> Iterator[
     """The text of ``runs show`` for one run."""
     run_dir = store.run_dir(record.id)
     yield run_line(record, len(record.id))
-    settings = _settings(run_dir)
+    config = _config(run_dir)
+    settings = _settings(config)
     if settings:
         yield "  settings: " + ", ".join(f"{name} {value}" for name, value in settings)
+    meaning = loss_meaning(config)
+    if meaning:
+        yield f"  loss: {meaning}"
     if record.resumed_from:
         yield f"  resumed from: {escape_controls(record.resumed_from)}"
     curves = curves_of(store, record)
@@ -81,7 +89,7 @@ def show_lines(store: RunStore, record: RunRecord, width: int = 60) -> Iterator[
     if curves is None:
         yield f"runs: no {METRICS_FILE} for run {record.id} yet"
         return
-    yield from curve_lines(curves, width)
+    yield from curve_lines(curves, width, kd=bool(config.get("kd_trainer")))
 
 
 def show_json(store: RunStore, record: RunRecord) -> dict[str, Any]:
@@ -101,6 +109,7 @@ def show_json(store: RunStore, record: RunRecord) -> dict[str, Any]:
         "epoch": curves.epoch,
         "loss": curves.last("loss"),
         "eval_loss": curves.last("eval_loss"),
+        "loss_kind": "kd" if trained_on_logits(store.run_dir(record.id)) else "ce",
         **made_of(run_dir),
         "machine": _machine_json(store.run_dir(record.id)),
     }
@@ -112,9 +121,11 @@ def _machine_json(run_dir: Path) -> dict[str, Any] | None:
     return None if sample is None else asdict(sample)
 
 
-def curve_lines(curves: Curves, width: int = 60, height: int = 10) -> Iterator[str]:
+def curve_lines(
+    curves: Curves, width: int = 60, height: int = 10, *, kd: bool = False
+) -> Iterator[str]:
     """The last figures, a Braille chart of the losses (``height`` rows and 2 of axis), and
-    sparklines of lr and grad_norm."""
+    sparklines of lr and grad_norm; ``kd``: the losses are the KD trainer's, and say so."""
     last = []
     if curves.step is not None:
         last.append(
@@ -125,13 +136,13 @@ def curve_lines(curves: Curves, width: int = 60, height: int = 10) -> Iterator[s
     for name in ("loss", "eval_loss"):
         value = curves.last(name)
         if value is not None:
-            last.append(f"{name} {value:.4f}")
+            last.append(f"{'kd_' if kd else ''}{name} {value:.4f}")
     if last:
         yield "  last: " + ", ".join(last)
     if not curves.has_loss:
         yield f"runs: run {curves.run_id} has no loss to plot"
         return
-    yield f"  loss (line: train, {'•'}: eval) against step"
+    yield f"  {'KD loss' if kd else 'loss'} (line: train, {'•'}: eval) against step"
     # A resumed run's steps start where its parent stopped: its axis starts there too.
     first = min(step for step, _ in [*curves.loss, *curves.eval_loss])
     x_min = min(curves.resume_step or first, first) if curves.resumed_from else 0
@@ -161,15 +172,47 @@ def _outcome(record: RunRecord, curves: Curves | None) -> str:
     return text
 
 
-def _settings(run_dir: Path) -> list[tuple[str, str]]:
+def _config(run_dir: Path) -> dict[str, Any]:
+    """The run's ``axolotl.yaml``; empty when it is missing or unreadable."""
     import yaml
 
     try:
         config = yaml.safe_load(files.read_text(run_dir / CONFIG_FILE, CONFIG_FILE) or "")
     except (UserError, yaml.YAMLError):
-        return []
-    if not isinstance(config, dict):
-        return []
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def trained_on_logits(run_dir: Path) -> bool:
+    """Whether the run in ``run_dir`` trains with Axolotl's KD trainer (its losses are KD's)."""
+    return bool(_config(run_dir).get("kd_trainer"))
+
+
+def loss_meaning(config: dict[str, Any]) -> str | None:
+    """What the logged loss is for a run trained on the parent's logits, else None.
+
+    Axolotl 0.19's KD trainer logs one ``loss``, the weighted sum of its KL to the parent's
+    top-k and the cross-entropy on the parent's tokens, never the parts: the line names the
+    weights, so a reader does not take the sum for a cross-entropy."""
+    if not config.get("kd_trainer"):
+        return None
+    alpha, ce_alpha = config.get("kd_alpha"), config.get("kd_ce_alpha")
+    temperature, beta = config.get("kd_temperature"), config.get("kd_beta")
+    # Axolotl's loss: beta 0 the forward KL, 1 the reverse, between them a generalised JSD.
+    kl = "KL to the parent's top-k"
+    if beta == 1:
+        kl = "reverse KL to the parent's top-k"
+    elif isinstance(beta, int | float) and not isinstance(beta, bool) and beta:
+        kl = f"JSD (beta {beta}) with the parent's top-k"
+    if temperature is not None:
+        kl += f" at temperature {temperature}"
+    return escape_controls(
+        f"KD loss = {alpha} × {kl} (scaled by its square) + {ce_alpha} × cross-entropy; "
+        "the trainer logs only the sum, not its parts"
+    )
+
+
+def _settings(config: dict[str, Any]) -> list[tuple[str, str]]:
     shown = []
     for key, name in SETTINGS:
         value = config.get(key)

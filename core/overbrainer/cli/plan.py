@@ -35,6 +35,9 @@ def plan(as_json: bool, max_usd: float | None, pilot: int | None) -> None:
     Before a stage's first request its figures are a prior (a few paragraphs an answer,
     and the reasoning when asked for); `--pilot N` pays for N answers to measure instead.
     The `up to` column is what the requests can cost at most, which the budget reserves.
+    With `distill = "logits"`, a `logprobs` row counts the answer tokens whose top-k the
+    parent returns, their size in data/logprobs.bin and their price (assumed none beyond
+    the output tokens, unless the prices table gives the model a `logprobs` price).
 
     Example: overbrainer plan --pilot 50
     """

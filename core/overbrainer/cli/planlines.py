@@ -5,6 +5,7 @@ from __future__ import annotations
 from overbrainer.pipeline.budget import usd
 from overbrainer.train.costplan import CostPlan, Extra, stale_lines
 from overbrainer.train.estimate import TrainingPlan
+from overbrainer.train.logprobs_plan import logprobs_line
 
 HEADER = (
     f"{'stage':<10} {'requests':>9} {'tokens in':>12} {'tokens out':>12} {'usd':>10} "
@@ -24,6 +25,8 @@ def plan_lines(plan: CostPlan) -> list[str]:
             f"{stage.stage:<10} {stage.requests:>9} {stage.tokens_in:>12} {stage.tokens_out:>12} "
             f"{dollars(stage.usd):>10} {dollars(stage.usd_bound):>10}  {stage.basis}"
         )
+    if plan.logprobs is not None:
+        lines.append(f"{'logprobs':<10} {logprobs_line(plan.logprobs)}")
     if plan.training is not None:
         lines.append(f"{'training':<10} {training_line(plan.training)}")
     for name, extra in (("export", plan.export), ("compare", plan.compare)):

@@ -70,9 +70,10 @@ def _providers(settings: Settings) -> Iterator[str]:
         yield f"providers.{name}.api_key = {_secret(provider.api_key)}"
         yield f"providers.{name}.batch_discount = {_value(provider.batch_discount)}"
         for model, price in sorted(provider.prices.items()):
+            logprobs = "" if price.logprobs is None else f", ${_value(price.logprobs)} logprobs"
             yield (
                 f"providers.{name}.prices.{model} = ${_value(price.input)} in, "
-                f"${_value(price.output)} out per million tokens"
+                f"${_value(price.output)} out{logprobs} per million tokens"
             )
 
 

@@ -148,10 +148,14 @@ class Topic(Section):
 
 
 class ModelPrice(Section):
-    """A model's price in USD per million tokens, for a provider whose ``/models`` says none."""
+    """A model's price in USD per million tokens, for a provider whose ``/models`` says none.
+
+    ``logprobs``: what the answer tokens returned with their top-k logprobs cost beyond their
+    ``output`` price (``distill = "logits"``); unset, ``plan`` assumes nothing more."""
 
     input: Finite = Field(ge=0)
     output: Finite = Field(ge=0)
+    logprobs: Finite | None = Field(default=None, ge=0)
 
 
 ENGINE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")

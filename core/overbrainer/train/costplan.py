@@ -34,6 +34,7 @@ from overbrainer.pipeline.staleness import Stale, find_stale
 from overbrainer.project import Project
 from overbrainer.providers.prices import Price, PriceBook, discounted, table_price
 from overbrainer.train.estimate import TrainingPlan, estimate_training
+from overbrainer.train.logprobs_plan import LogprobsPlan, plan_logprobs
 from overbrainer.train.serve_hours import ServeHours, serve_hours, served_providers
 
 EXPORT_HOURS = 0.25
@@ -105,6 +106,8 @@ class CostPlan:
     """The part of ``spent`` held for live batches: their results may cost it, not yet paid."""
     served: tuple[ServeHours, ...] = ()
     """The served providers' projected hours and what they cost (docs/serving.md)."""
+    logprobs: LogprobsPlan | None = None
+    """The parent's logprobs of the answers to come (``distill = "logits"``)."""
 
     @property
     def total_usd(self) -> float | None:
@@ -115,6 +118,8 @@ class CostPlan:
         if self.export is not None and self.export.in_total:
             parts.append(self.export.usd)
         parts.extend(found.usd for found in self.served)
+        if self.logprobs is not None:
+            parts.append(self.logprobs.usd)
         if any(part is None for part in parts):
             return None
         return sum(part or 0.0 for part in parts)
@@ -152,6 +157,7 @@ class CostPlan:
             "max_usd": self.max_usd,
             "stale": {cost.stage: cost.as_json() for cost in self.stale},
             "served": {found.provider: found.as_json() for found in self.served},
+            "logprobs": self.logprobs.as_json() if self.logprobs is not None else None,
         }
 
 
@@ -207,7 +213,11 @@ def build_plan(
     stale = _stale_costs(project, found, known)
     paid, held = spent_and_held(project.dir)
     served = tuple(serve_hours(project.dir, settings, name) for name in served_providers(settings))
-    return CostPlan(plans, training, export, compare, paid + held, limit, stale, held, served)
+    answers = next(plan for plan in plans if plan.stage == "answers")
+    logprobs = plan_logprobs(settings, answers.tokens_out)
+    return CostPlan(
+        plans, training, export, compare, paid + held, limit, stale, held, served, logprobs
+    )
 
 
 def stale_costs(project: Project, prices: PriceBook) -> tuple[StaleCost, ...]:

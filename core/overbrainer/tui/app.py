@@ -386,7 +386,7 @@ class OverbrainerApp(App[None]):
         self.draw_curves()
 
     def draw_curves(self) -> None:
-        from overbrainer.charts.describe import curve_lines, curves_of
+        from overbrainer.charts.describe import curve_lines, curves_of, trained_on_logits
         from overbrainer.charts.series import metrics_path
         from overbrainer.charts.terminal import progress_line
         from overbrainer.runs.store import RunStore
@@ -426,7 +426,8 @@ class OverbrainerApp(App[None]):
         # the sparklines' label and range take about 36 columns beside the chart's width
         width = max(min(self.size.width - 36, 100), 20)
         height = self._chart_height(machine.count("\n"))
-        body = "\n".join(curve_lines(curves, width, height))
+        kd = trained_on_logits(store.run_dir(run_id))
+        body = "\n".join(curve_lines(curves, width, height, kd=kd))
         elapsed = (
             curves.last_time - curves.started
             if curves.last_time is not None
