@@ -6,10 +6,17 @@ The judge is scripted but not rigged: shown the parent's answer as a reference
 (``[compare] reference = true``), it prefers the answer whose words overlap the reference's
 more (F1 of the two word sets), a tie when equal.
 
-The test asserts the report's shape, not that the child is ahead: the quickstart's child (a
-random-init 2-layer model, 43 short examples, 4 epochs, eval loss about 5.5) answers greedily
-with newlines alone, under transformers as under llama.cpp, so its base's random tokens
-overlap the reference as much or more (measured 2026-12-05: 0 of 5 won).
+The quickstart's own settings (a random-init 2-layer model, 43 short examples, 4 epochs,
+eval loss about 5.5) leave the child answering greedily with newlines alone (0 of 5 won
+against the base, 2026-12-05). The test trains its copy 40 epochs at a learning rate of 0.003
+(train loss about 0.4, eval loss about 5.4: it memorises, about a minute here): the child
+then writes short answers in the parent's words ("The final price is $96, ...") where the
+base writes random pieces of the JSON its tokenizer was trained on, and wins 3 of 5
+(measured 2026-12-06, under llama.cpp). The test asserts the child wins at least one
+question, and that the report's line agrees with the interval; it does not assert that
+distillation `helped`: with 5 eval questions the interval clears 0.5 only at 5 of 5, and
+the child's answers are still mostly wrong (a tokenizer trained on the messages' text
+instead of the raw JSON measured worse: 2 of 5).
 
 Run with ``OVERBRAINER_AXOLOTL_VENV=... OVERBRAINER_LLAMA_CPP=<toolchain dir> uv run pytest
 -m real tests/after/test_real_compare_base.py``.
@@ -34,6 +41,8 @@ pytestmark = pytest.mark.real
 
 QUICKSTART = Path(__file__).parents[2] / "examples" / "quickstart"
 JUDGE_PROMPT = "You are judging two answers"
+TRAINING = {"epochs": 40, "learning_rate": 0.003, "micro_batch_size": 8, "evals_per_epoch": 1}
+"""The test's training settings, in place of the quickstart's."""
 
 
 def words(text: str) -> set[str]:
@@ -76,9 +85,16 @@ def test_compare_against_base_serves_the_quickstarts_child_and_its_base_and_says
             "runs", "models", ".overbrainer", "train.jsonl", "eval.jsonl"
         ),
     )
-    # The random base fills max_tokens: 256 keeps its answers short.
+    # The quickstart's 4 epochs leave the child answering with newlines alone: 40 epochs
+    # of 5 steps (8 examples a step) at a higher learning rate teach it to write the
+    # answers' words (train loss about 0.4) in about a minute. The random base fills
+    # max_tokens: 256 keeps its answers short.
     config = project / "overbrainer.toml"
-    config.write_text(config.read_text() + "\n[compare]\nreference = true\nmax_tokens = 256\n")
+    text = config.read_text()
+    for setting, value in TRAINING.items():
+        text, found = re.subn(rf"(?m)^{setting} = .*$", f"{setting} = {value}", text)
+        assert found == 1, setting
+    config.write_text(text + "\n[compare]\nreference = true\nmax_tokens = 256\n")
     monkeypatch.setenv("OVERBRAINER_TARGETS__LOCAL__VENV", str(venv))
     monkeypatch.setenv("OVERBRAINER_LLAMA_CPP", str(toolchain))
     monkeypatch.setenv("OVERBRAINER_PROVIDERS__MAIN__BASE_URL", provider.url)
@@ -114,6 +130,9 @@ def test_compare_against_base_serves_the_quickstarts_child_and_its_base_and_says
     # Every question judged, in both orders, with the parent's answer as the reference.
     assert entry["reference"] is True and summary["unparsed"] == 0
     assert summary["wins"] + summary["ties"] + summary["losses"] == summary["questions"] == 5
+    # The trained child writes words that the reference shares, where the random base's
+    # do less: it wins some questions (the quickstart's own 4 epochs won none).
+    assert summary["wins"] >= 1
     low, high = summary["intervals"]["win_or_tie"]
     assert 0 <= low <= summary["win_or_tie"] <= high <= 1
     first, said = result.stdout.splitlines()[:2]
