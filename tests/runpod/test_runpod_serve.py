@@ -274,3 +274,20 @@ def test_a_serve_whose_pod_would_pass_the_budget_is_not_started(
     assert "would pass max_usd $0.0000" in result.stderr
     assert fake_runpod.pods == {} and fake_runpod.deleted == {}, "a pod was made"
     assert serve_records(pod_project) == []
+
+
+def test_plan_prices_a_runpod_serve_at_the_target_s_estimate(
+    pod_project: Path, fake_runpod: FakeRunpod
+) -> None:
+    # A pod made for the serve has no price setting: plan asks the plugin, as the budget
+    # does before a start, for the serve's 2 GPUs.
+    seed_questions(pod_project, {("ownership", "borrowing"): ["What is a borrow?", "Why?"]})
+
+    result = invoke(pod_project, "plan")
+
+    assert result.exit_code == 0, result.stderr
+    assert (
+        f"${2 * A40_PRICE:.2f}/h (target `gpu`'s estimate for 2 x NVIDIA A40)" in result.stdout
+    )
+    assert "no price per hour" not in result.stdout
+    assert fake_runpod.pods == {}, "plan made a pod"

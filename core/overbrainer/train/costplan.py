@@ -35,7 +35,7 @@ from overbrainer.project import Project
 from overbrainer.providers.prices import Price, PriceBook, discounted, table_price
 from overbrainer.train.estimate import TrainingPlan, estimate_training
 from overbrainer.train.logprobs_plan import LogprobsPlan, plan_logprobs
-from overbrainer.train.serve_hours import ServeHours, serve_hours, served_providers
+from overbrainer.train.serve_hours import ServeHours, serve_hours, serve_price, served_providers
 
 EXPORT_HOURS = 0.25
 """The machine time an export to GGUF is assumed to take (download, convert, quantize)."""
@@ -212,7 +212,11 @@ def build_plan(
     limit = max_usd if max_usd is not None else settings.budget.max_usd
     stale = _stale_costs(project, found, known)
     paid, held = spent_and_held(project.dir)
-    served = tuple(serve_hours(project.dir, settings, name) for name in served_providers(settings))
+    served = tuple(
+        serve_hours(project.dir, settings, name, serve_price(project, hook, serve))
+        for name in served_providers(settings)
+        if (serve := settings.providers[name].serve) is not None
+    )
     answers = next(plan for plan in plans if plan.stage == "answers")
     logprobs = plan_logprobs(settings, answers.tokens_out)
     return CostPlan(

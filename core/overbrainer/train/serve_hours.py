@@ -15,6 +15,8 @@ from pathlib import Path
 
 from overbrainer.config.model import ROLE_NAMES, HostTarget, Serve, Settings
 from overbrainer.duration import duration
+from overbrainer.errors import TransientError, UserError
+from overbrainer.hookcalls import Hooks
 from overbrainer.pipeline.projection import project_stage, stage_role, work_left
 from overbrainer.project import Project
 from overbrainer.train.estimate import DEFAULT_CLASS, DEFAULT_SIZE, SIZES, gpu_class, model_size
@@ -50,6 +52,8 @@ class ServeHours:
     tokens_per_second: float
     basis: str
     price_per_hour: float
+    price_basis: str = ""
+    """Where ``price_per_hour`` comes from (the target's setting, or its plugin's estimate)."""
 
     @property
     def hours(self) -> float:
@@ -102,9 +106,35 @@ def serve_speed(settings: Settings, provider: str, serve: Serve) -> tuple[float,
     return speed, ", ".join([f"the serve throughput table ({serve.engine}, {gpus} GPU)", *notes])
 
 
-def serve_hours(project_dir: Path, settings: Settings, provider: str) -> ServeHours:
+def serve_price(project: Project, hook: Hooks, serve: Serve) -> tuple[float, str]:
+    """What an hour of ``serve`` costs, and where that comes from: the target's
+    ``price_per_hour``, else, on a target that makes a machine for the serve (a Runpod
+    pod), its plugin's ``estimate_price`` scaled to ``serve.gpus``; 0 when neither says."""
+    settings = project.settings
+    setting = price_per_hour(settings, serve.target)
+    if setting:
+        return setting, f"targets.{serve.target}.price_per_hour"
+    model = settings.targets.get(serve.target)
+    if model is None or isinstance(model, HostTarget):
+        return 0.0, ""
+    try:
+        found = hook.estimate_price(name=serve.target, target=model, project=project)
+    except (UserError, TransientError) as error:
+        return 0.0, f"no estimate: {error}"
+    if found is None:
+        return 0.0, ""
+    gpus = serve.gpus or found.gpu_count
+    usd = found.usd_per_hour / max(found.gpu_count, 1) * gpus
+    return usd, f"target `{serve.target}`'s estimate for {gpus} x {found.gpu_type}"
+
+
+def serve_hours(
+    project_dir: Path, settings: Settings, provider: str, priced: tuple[float, str] | None = None
+) -> ServeHours:
     """What ``provider``'s serve still has to do (the subtopics, questions and answers
-    stages whose role is on it, as ``plan`` projects them), in hours and dollars."""
+    stages whose role is on it, as ``plan`` projects them), in hours and dollars;
+    ``priced``: its price an hour and its basis (:func:`serve_price`), else the target's
+    ``price_per_hour``."""
     serve = settings.providers[provider].serve
     assert serve is not None
     work = work_left(project_dir, settings)
@@ -116,8 +146,10 @@ def serve_hours(project_dir: Path, settings: Settings, provider: str) -> ServeHo
         tokens_in += found.tokens_in
         tokens_out += found.tokens_out
     speed, basis = serve_speed(settings, provider, serve)
-    price = price_per_hour(settings, serve.target)
-    return ServeHours(provider, tokens_in, tokens_out, speed, basis, price)
+    if priced is None:
+        price = price_per_hour(settings, serve.target)
+        priced = (price, f"targets.{serve.target}.price_per_hour" if price else "")
+    return ServeHours(provider, tokens_in, tokens_out, speed, basis, *priced)
 
 
 def served_providers(settings: Settings) -> list[str]:
@@ -135,7 +167,7 @@ def served_line(settings: Settings, found: ServeHours) -> str:
     serve = settings.providers[found.provider].serve
     assert serve is not None
     hourly = (
-        f"${found.price_per_hour:.2f}/h (targets.{serve.target}.price_per_hour)"
+        f"${found.price_per_hour:.2f}/h ({found.price_basis})"
         if found.price_per_hour
         else f"no price per hour (set targets.{serve.target}.price_per_hour)"
     )
