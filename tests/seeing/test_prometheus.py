@@ -15,7 +15,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from fake_provider import FakeProvider
 from overbrainer import __version__
-from overbrainer.events import Event
+from overbrainer.events import TrainEnd, TrainEvent, TrainPhase
 from overbrainer.prometheus.collect import ProjectMetrics
 from overbrainer.prometheus.server import MetricsServer
 from pipeline_data import PIPELINE_CONFIG, write_project
@@ -173,43 +173,26 @@ def test_training_gauges_follow_the_run_and_the_phase_goes_with_it(tmp_path):
     url = f"http://{server.address}/metrics"
     try:
         run = "demo_20260922-143005"
-        metrics(Event("train_phase", {"run_id": run, "phase": "training"}))
+        metrics(TrainPhase(run, "training"))
+        metrics(TrainEvent(run, {"event": "begin", "time": 990.0, "max_steps": 40}, "training"))
         metrics(
-            Event(
-                "train_event",
+            TrainEvent(
+                run,
                 {
-                    "run_id": run,
-                    "phase": "training",
-                    "event": {"event": "begin", "time": 990.0, "max_steps": 40},
+                    "event": "log",
+                    "time": 995.0,
+                    "step": 12,
+                    "epoch": 0.3,
+                    "loss": 2.5,
+                    "learning_rate": 1e-4,
+                    "grad_norm": 0.7,
                 },
+                "training",
             )
         )
         metrics(
-            Event(
-                "train_event",
-                {
-                    "run_id": run,
-                    "phase": "training",
-                    "event": {
-                        "event": "log",
-                        "time": 995.0,
-                        "step": 12,
-                        "epoch": 0.3,
-                        "loss": 2.5,
-                        "learning_rate": 1e-4,
-                        "grad_norm": 0.7,
-                    },
-                },
-            )
-        )
-        metrics(
-            Event(
-                "train_event",
-                {
-                    "run_id": run,
-                    "phase": "evaluating",
-                    "event": {"event": "log", "time": 996.0, "step": 12, "eval_loss": 2.75},
-                },
+            TrainEvent(
+                run, {"event": "log", "time": 996.0, "step": 12, "eval_loss": 2.75}, "evaluating"
             )
         )
         _, samples = scrape(url)
@@ -231,7 +214,7 @@ def test_training_gauges_follow_the_run_and_the_phase_goes_with_it(tmp_path):
             "gauge",
             4.0,
         )
-        metrics(Event("train_end", {"run_id": run}))
+        metrics(TrainEnd(run))
         _, samples = scrape(url)
         assert not [name for name, _ in samples if name == "overbrainer_train_phase"]
         assert sample(samples, "overbrainer_train_loss", run_id=run) == ("gauge", 2.5)

@@ -18,7 +18,7 @@ from tests.seeing.conftest import BOOT, TRAINING
 from tests.seeing.test_prometheus import free_port, sample, scrape
 from tests.seeing.test_prometheus_names import _scraped
 
-from overbrainer.events import Event
+from overbrainer.events import TrainEnd, TrainMachine
 from overbrainer.prometheus.collect import ProjectMetrics
 from overbrainer.runs.machine import parse_sample
 from overbrainer.testing.fake_axolotl import make_fake_venv
@@ -82,7 +82,8 @@ def _info(samples: dict, run_id: str, gpu: str) -> tuple[str, float]:
 
 def _sample(metrics: ProjectMetrics, data: dict) -> None:
     sampled = parse_sample(json.dumps(data))
-    metrics(Event("train_machine", {"run_id": RUN, "sample": sampled}))
+    assert sampled is not None
+    metrics(TrainMachine(RUN, sampled))
 
 
 def test_a_sample_sets_every_gauge_by_run_mount_and_gpu(tmp_path):
@@ -124,7 +125,7 @@ def test_what_a_sample_lacks_goes_and_everything_goes_when_the_run_is_no_longer_
     assert not [key for key in samples if ("gpu", "1") in key[1]]
     assert not [key for key in samples if key[0].startswith("overbrainer_target_memory")]
     assert sample(samples, "overbrainer_gpu_power_watts", run_id=RUN, gpu="0")
-    metrics(Event("train_end", {"run_id": RUN}))
+    metrics(TrainEnd(RUN))
     samples = _scraped(metrics)
     assert not [key for key in samples if ("run_id", RUN) in key[1]]
 

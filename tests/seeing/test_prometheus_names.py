@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.seeing.test_prometheus import sample, scrape
 
-from overbrainer.events import Event
+from overbrainer.events import Tokens, TrainEvent
 from overbrainer.prometheus.collect import ProjectMetrics
 from overbrainer.prometheus.server import MetricsServer
 
@@ -21,7 +21,7 @@ def _scraped(metrics: ProjectMetrics) -> dict:
 
 
 def _line(metrics: ProjectMetrics, **event) -> None:
-    metrics(Event("train_event", {"run_id": RUN, "phase": "training", "event": event}))
+    metrics(TrainEvent(RUN, event, "training"))
 
 
 def test_every_run_figure_is_a_train_gauge_and_the_reference_names_stay(tmp_path):
@@ -38,12 +38,7 @@ def test_every_run_figure_is_a_train_gauge_and_the_reference_names_stay(tmp_path
 def test_costs_show_to_the_micro_dollar(tmp_path):
     metrics = ProjectMetrics(tmp_path)
     for cost in (0.0001, 0.0007):  # 0.0007999999999999999 as floats add up
-        metrics(
-            Event(
-                "tokens",
-                {"stage": "answers", "model": "m", "topic": "t", "input_tokens": 5, "cost": cost},
-            )
-        )
+        metrics(Tokens("answers", "m", input_tokens=5, output_tokens=0, cost=cost, topic="t"))
     samples = _scraped(metrics)
     assert sample(samples, "overbrainer_cost_usd_total", stage="answers", model="m") == (
         "counter",

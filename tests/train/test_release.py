@@ -92,10 +92,10 @@ def test_ctrl_c_while_following_releases_with_no_outcome(trainer, run_cli, relea
 def test_ctrl_c_as_the_run_ends_releases_with_its_outcome(trainer, run_cli, releases):
     """A Ctrl-C after the outcome was saved, before the follower hands it on: the release
     still gets it (a machine made for the run is ended), and nothing says it keeps running."""
-    from overbrainer.events import subscribe
+    from overbrainer.events import TrainEnd, subscribe
 
     def ctrl_c_at_the_end(event):
-        if event.kind == "train_end":
+        if isinstance(event, TrainEnd):
             raise KeyboardInterrupt
 
     stop = subscribe(ctrl_c_at_the_end)

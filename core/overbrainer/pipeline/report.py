@@ -7,7 +7,18 @@ from collections.abc import Callable
 
 from loguru import logger
 
-from overbrainer.events import TOPIC, listening, publish
+from overbrainer.events import (
+    TOPIC,
+    ItemDone,
+    ItemExcluded,
+    ItemFailed,
+    ItemRateLimited,
+    ItemRetry,
+    ItemSkipped,
+    Tokens,
+    listening,
+    publish,
+)
 from overbrainer.pipeline.progress import StageProgress
 from overbrainer.providers.limiter import Refusal
 from overbrainer.providers.prices import Price
@@ -66,12 +77,12 @@ class Report:
 
     def skip(self, count: int = 1, topic: str | None = None) -> None:
         self.skipped += count
-        publish("item_skipped", stage=self.stage, count=count, topic=topic or TOPIC.get())
+        publish(ItemSkipped(self.stage, count, topic or TOPIC.get()))
 
     def exclude(self, count: int = 1) -> None:
         """Count records set aside without finishing an item (rejected near-duplicates)."""
         self.excluded += count
-        publish("item_excluded", stage=self.stage, count=count, topic=TOPIC.get())
+        publish(ItemExcluded(self.stage, count, TOPIC.get()))
 
     def finish(self, excluded: bool = False) -> None:
         """One item completed: done, or done but excluded."""
@@ -80,8 +91,8 @@ class Report:
         else:
             self.done += 1
         if listening():
-            kind = "item_excluded" if excluded else "item_done"
-            publish(kind, stage=self.stage, count=1, topic=TOPIC.get())
+            counted = ItemExcluded if excluded else ItemDone
+            publish(counted(self.stage, 1, TOPIC.get()))
         self._advance()
 
     def settle(self) -> None:
@@ -92,7 +103,7 @@ class Report:
 
     def fail(self, item: str, message: str) -> None:
         self.failed += 1
-        publish("item_failed", stage=self.stage, count=1, topic=TOPIC.get())
+        publish(ItemFailed(self.stage, 1, TOPIC.get()))
         logger.warning(f"{self.stage}: {item} failed: {message}")
         self._advance()
 
@@ -100,7 +111,7 @@ class Report:
         """What a client calls before trying a request for ``item`` again."""
 
         def warn(message: str, delay: float) -> None:
-            publish("item_retry", stage=self.stage, topic=TOPIC.get())
+            publish(ItemRetry(self.stage, TOPIC.get()))
             logger.warning(f"{self.stage}: {item}: {message}; retrying in {delay:.1f}s")
 
         return warn
@@ -109,7 +120,7 @@ class Report:
         """A 429, waited out: said once a stage (then counted, and shown at debug); or the
         one the stage gave up at."""
         self.rate_limited += 1
-        publish("item_rate_limited", stage=self.stage, topic=TOPIC.get())
+        publish(ItemRateLimited(self.stage, TOPIC.get()))
         if refusal.gave_up:
             self.limit_stopped = True
             return  # the stage's error says why
@@ -155,13 +166,14 @@ class Report:
         if stated is not None:
             cost = stated
         publish(
-            "tokens",
-            stage=self.stage,
-            model=model,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost=cost,
-            topic=TOPIC.get(),
+            Tokens(
+                stage=self.stage,
+                model=model,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost=cost,
+                topic=TOPIC.get(),
+            )
         )
 
     def possibly_billed(self, bound: float | None) -> None:

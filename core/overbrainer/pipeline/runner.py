@@ -21,7 +21,7 @@ from overbrainer.collector import release
 from overbrainer.config.env import Environment
 from overbrainer.config.model import Role, Settings, Topic
 from overbrainer.errors import Interrupted, Terminated, UserError, signal_of
-from overbrainer.events import publish
+from overbrainer.events import ItemExcluded, StageEnd, StageStart, publish
 from overbrainer.pipeline.budget import Budget, BudgetExceeded
 from overbrainer.pipeline.history import STAGES, append_history, timestamp
 from overbrainer.pipeline.progress import StageProgress
@@ -125,7 +125,7 @@ def run_stage(
     status: Status = "failed"
     error: str | None = None
     signum: int | None = None
-    publish("stage_start", stage=stage)
+    publish(StageStart(stage))
     try:
         if stage == "split":
             from overbrainer.pipeline import split  # not for a stage that asks a provider
@@ -154,8 +154,8 @@ def run_stage(
         release()
         report.progress.close()
         if result is not None:  # counted as its history line counts it: excluded only
-            publish("item_excluded", stage=stage, count=result.excluded.total())
-        publish("stage_end", stage=stage)
+            publish(ItemExcluded(stage, result.excluded.total()))
+        publish(StageEnd(stage))
         entry = _entry(stage, started, status, settings, report=report, result=result)
         error = _recorded(project_dir, stage, entry, report, error)
     summary = result.summary() if result is not None else report.summary()

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 from loguru import logger
 from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics
@@ -22,12 +22,23 @@ from prometheus_client.registry import Collector
 
 from overbrainer import __version__, files
 from overbrainer.errors import UserError
-from overbrainer.events import Event
+from overbrainer.events import (
+    Event,
+    ItemCounted,
+    ItemRateLimited,
+    ItemRetry,
+    StageEnd,
+    StageStart,
+    Tokens,
+    TrainEnd,
+    TrainEvent,
+    TrainMachine,
+    TrainPhase,
+)
 from overbrainer.job.layout import TARGET_SPEND
 from overbrainer.job.spend import run_spend
 from overbrainer.prometheus.dollars import DECIMALS, DollarCounter
 from overbrainer.prometheus.machine import MachineGauges
-from overbrainer.runs.machine import MachineSample
 
 STAGES = ("subtopics", "questions", "answers", "split")
 RESULTS = ("done", "skipped", "failed", "excluded")
@@ -200,69 +211,60 @@ class ProjectMetrics:
 
     def __call__(self, event: Event) -> None:
         """Take one event of the bus."""
-        f = event.fields
-        stage = str(f.get("stage", ""))
-        topic = f.get("topic")
         with self._lock:
-            if isinstance(topic, str) and topic:
-                self._by_topic(event, stage, topic)
-            match event.kind:
-                case "stage_start":
+            match event:
+                case StageStart(stage=stage):
                     self.running.labels(stage=stage).inc()
-                case "stage_end":
+                case StageEnd(stage=stage):
                     self.running.labels(stage=stage).dec()
-                case "item_done" | "item_skipped" | "item_failed" | "item_excluded":
-                    result = event.kind.removeprefix("item_")
-                    self.items.labels(stage=stage, result=result).inc(f.get("count", 1))
-                case "item_retry" | "item_rate_limited":
-                    counter = self.retries if event.kind == "item_retry" else self.rate_limited
-                    counter.labels(stage=stage).inc()
-                case "tokens":
-                    model = str(f.get("model") or "unknown")
-                    for key, direction in (("input_tokens", "in"), ("output_tokens", "out")):
-                        count = f.get(key)
-                        if _is_count(count) and count:
-                            self.tokens.labels(stage=stage, model=model, direction=direction).inc(
-                                count
-                            )
-                    cost = f.get("cost")
-                    if isinstance(cost, int | float) and cost > 0:
-                        self.cost.inc(cost, stage=stage, model=model)
-                case "train_event" | "train_phase" | "train_machine" | "train_end":
-                    self._train(event.kind, str(f["run_id"]), f)
+                case ItemCounted(stage=stage, count=count, topic=topic):
+                    result = event.result
+                    if topic:
+                        self.topic_items.labels(stage=stage, topic=topic, result=result).inc(count)
+                    self.items.labels(stage=stage, result=result).inc(count)
+                case ItemRetry(stage=stage, topic=topic):
+                    if topic:
+                        self.topic_retries.labels(stage=stage, topic=topic).inc()
+                    self.retries.labels(stage=stage).inc()
+                case ItemRateLimited(stage=stage):
+                    self.rate_limited.labels(stage=stage).inc()
+                case Tokens():
+                    self._tokens(event)
+                case TrainEvent() | TrainPhase() | TrainMachine() | TrainEnd():
+                    self._train(event)
+                case _:
+                    assert_never(event)
 
-    def _train(self, kind: str, run_id: str, f: dict[str, Any]) -> None:
+    def _train(self, event: TrainEvent | TrainPhase | TrainMachine | TrainEnd) -> None:
         """An event of a followed run."""
-        match kind:
-            case "train_event":
-                self._train_event(run_id, f.get("event") or {})
-                self._set_phase(run_id, f.get("phase"))
-            case "train_phase":
-                self._set_phase(run_id, f.get("phase"))
-            case "train_machine":
-                sample = f.get("sample")
-                if isinstance(sample, MachineSample):
-                    self.machine.set(run_id, sample)
-            case "train_end":
+        match event:
+            case TrainEvent(run_id=run_id, event=line, phase=phase):
+                self._train_event(run_id, line)
+                self._set_phase(run_id, phase)
+            case TrainPhase(run_id=run_id, phase=phase):
+                self._set_phase(run_id, phase)
+            case TrainMachine(run_id=run_id, sample=sample):
+                self.machine.set(run_id, sample)
+            case TrainEnd(run_id=run_id):
                 self._end(run_id)
+            case _:
+                assert_never(event)
 
-    def _by_topic(self, event: Event, stage: str, topic: str) -> None:
-        f = event.fields
-        if event.kind in ("item_done", "item_skipped", "item_failed", "item_excluded"):
-            result = event.kind.removeprefix("item_")
-            self.topic_items.labels(stage=stage, topic=topic, result=result).inc(f.get("count", 1))
-        elif event.kind == "item_retry":
-            self.topic_retries.labels(stage=stage, topic=topic).inc()
-        elif event.kind == "tokens":
-            for key, direction in (("input_tokens", "in"), ("output_tokens", "out")):
-                count = f.get(key)
-                if _is_count(count) and count:
+    def _tokens(self, event: Tokens) -> None:
+        """Tokens and cost by stage and model, and by topic where the event names one."""
+        stage, topic = event.stage, event.topic
+        model = event.model or "unknown"
+        for count, direction in ((event.input_tokens, "in"), (event.output_tokens, "out")):
+            if _is_count(count) and count:
+                self.tokens.labels(stage=stage, model=model, direction=direction).inc(count)
+                if topic:
                     self.topic_tokens.labels(stage=stage, topic=topic, direction=direction).inc(
                         count
                     )
-            cost = f.get("cost")
-            if isinstance(cost, int | float) and cost > 0:
-                self.topic_cost.inc(cost, stage=stage, topic=topic)
+        if event.cost is not None and event.cost > 0:
+            self.cost.inc(event.cost, stage=stage, model=model)
+            if topic:
+                self.topic_cost.inc(event.cost, stage=stage, topic=topic)
 
     def _train_event(self, run_id: str, event: dict[str, Any]) -> None:
         # The age starts with the first metric (a `log` line): before it the model loads,
@@ -288,8 +290,8 @@ class ProjectMetrics:
                 for attribute in attributes:
                     getattr(self, attribute).labels(run_id=run_id).set(value)
 
-    def _set_phase(self, run_id: str, phase: Any) -> None:
-        if not isinstance(phase, str) or phase not in PHASES or self._phase.get(run_id) == phase:
+    def _set_phase(self, run_id: str, phase: str) -> None:
+        if phase not in PHASES or self._phase.get(run_id) == phase:
             return
         self._phase[run_id] = phase
         for name in PHASES:

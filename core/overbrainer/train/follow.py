@@ -33,7 +33,7 @@ def follow_to_end(
     stop_when: Callable[[], str | None] | None = None,
 ) -> RunRecord:
     """Follow the job of ``record`` until it ends, then settle and save its state."""
-    from overbrainer.events import publish
+    from overbrainer.events import TrainEnd, TrainEvent, TrainPhase, publish
 
     progress = TrainingProgress()
     mirror = _followed_metrics(ws, record)
@@ -43,13 +43,13 @@ def follow_to_end(
         if mirror is not None:
             mirror.write(json.dumps(event) + "\n")
             mirror.flush()
-        publish("train_event", run_id=record.id, event=event, phase=progress.current_phase)
+        publish(TrainEvent(record.id, event, progress.current_phase))
 
     def on_phase(name: str) -> None:
         progress.phase(name)
-        publish("train_phase", run_id=record.id, phase=progress.current_phase)
+        publish(TrainPhase(record.id, progress.current_phase))
 
-    publish("train_phase", run_id=record.id, phase=progress.current_phase)
+    publish(TrainPhase(record.id, progress.current_phase))
     on_machine = _machine_keeper(ws, record)
     try:
         follower = Follower(
@@ -72,7 +72,7 @@ def follow_to_end(
         progress.close()
         if mirror is not None:
             mirror.close()
-        publish("train_end", run_id=record.id)
+        publish(TrainEnd(record.id))
 
 
 def _followed_metrics(ws: Workspace, record: RunRecord) -> IO[str] | None:
@@ -97,7 +97,7 @@ def _machine_keeper(ws: Workspace, record: RunRecord) -> Callable[[str], None]:
     """What takes each new sample of the job's machine: published (the Prometheus gauges,
     the TUI) and, for a job running away from its run directory, kept there as
     ``machine.json`` (``runs show``)."""
-    from overbrainer.events import publish
+    from overbrainer.events import TrainMachine, publish
     from overbrainer.runs.machine import keep_machine, parse_sample
 
     run_dir = ws.runs.run_dir(record.id)
@@ -109,7 +109,7 @@ def _machine_keeper(ws: Workspace, record: RunRecord) -> Callable[[str], None]:
             return
         if not here:
             keep_machine(run_dir, text)
-        publish("train_machine", run_id=record.id, sample=sample)
+        publish(TrainMachine(record.id, sample))
 
     return on_machine
 
