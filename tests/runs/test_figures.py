@@ -117,11 +117,13 @@ def test_runs_show_json(run_cli, project_dir):
         "epoch",
         "loss",
         "eval_loss",
+        "loss_kind",
         "exports",
         "compares",
         "machine",
     }
     assert shown["machine"] is None  # no sample of its machine
+    assert shown["loss_kind"] == "ce"  # trained on the parent's text: cross-entropy
 
 
 def test_runs_show_json_hides_a_secret_in_the_record_s_message(run_cli, project_dir):
