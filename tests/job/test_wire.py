@@ -46,6 +46,29 @@ def test_the_status_script_is_read_by_its_parser(tmp_path):
     )
 
 
+def test_the_status_script_reads_each_file_once_and_says_its_length(tmp_path):
+    # Trailing newlines and a multi-byte character are counted as the bytes they are.
+    (tmp_path / "machine.json").write_text('{"gpu": "é"}\n\n')
+    (tmp_path / "snapshot.json").write_text('{"step": 4}\n')
+    (tmp_path / "metrics.jsonl").write_text('{"a": 1}\n')
+    done = subprocess.run(
+        ["sh", "-c", wire.status_script(str(tmp_path), offset=0)], capture_output=True,
+        check=False,
+    )  # fmt: skip
+    _, _, snapshot, machine, size, rest = wire.parse_status(done.stdout)
+    assert (snapshot, machine) == ('{"step": 4}\n', '{"gpu": "é"}\n\n')
+    assert (size, rest) == (9, b'{"a": 1}\n')
+
+
+def test_an_answer_misread_keeps_the_metrics_for_the_next_look():
+    # A machine sample said longer than the bytes that follow it (the file replaced between
+    # two reads): the metrics line is swallowed. That says nothing of the metrics; before,
+    # it read as an empty file, and the next look read every line again from the start.
+    output = b'status running\nmachine 40\n{"gpu": 1}\nmetrics 120\n{"a": 1}\n'
+    status, _, _, _, size, rest = wire.parse_status(output)
+    assert (status, size, rest) == (RUNNING, -1, b"")
+
+
 def test_a_cancel_without_a_pid_exits_with_its_named_code(tmp_path):
     done = _sh(wire.cancel_script(str(tmp_path), None, None, token="t"))
     assert done.returncode == wire.CANCEL_NO_PID

@@ -363,6 +363,8 @@ class HostExecutor(Executor):
         if done.code != 0:
             raise HostError(done.stderr.decode("utf-8", "replace").strip() or "status failed")
         status, request, snapshot, machine, size, chunk = wire.parse_status(done.stdout)
+        if size < 0:
+            return JobPoll(status, (), request, snapshot, machine)  # the metrics next time
         if size < offset:
             # metrics.jsonl shrank (rewritten): start over rather than skip lines.
             offset = 0

@@ -119,6 +119,10 @@ alive() {{
 def status_script(root: str, offset: int, token: str | None = None) -> str:
     """One look at the job: its status, a pending request, a saved snapshot, new metrics.
 
+    Each file is read once, its length counted from what was read: the runner replaces
+    ``machine.json`` with each sample, and a second read could give other bytes than
+    the length printed (the output then misread, the metrics read again from the start).
+
     Output: a ``status`` line; ``request <reason>`` when ``snapshot.request`` exists;
     ``snapshot <n>`` followed by n bytes of ``snapshot.json`` (at most 64 KiB + 1, so a
     larger file shows as too large); ``machine <n>`` followed by n bytes of the
@@ -140,12 +144,12 @@ if [ -f snapshot.request ]; then
   printf 'request %s\\n' "$(head -c 64 snapshot.request | tr -dc 'a-z')"
 fi
 if [ -f snapshot.json ]; then
-  n=$(head -c {SNAPSHOT_CAP + 1} snapshot.json | wc -c)
-  echo "snapshot $n"; head -c {SNAPSHOT_CAP + 1} snapshot.json
+  s=$(head -c {SNAPSHOT_CAP + 1} snapshot.json; echo x); s=${{s%x}}
+  echo "snapshot $(printf '%s' "$s" | wc -c)"; printf '%s' "$s"
 fi
 if [ -f machine.json ]; then
-  m=$(head -c {MACHINE_CAP} machine.json | wc -c)
-  echo "machine $m"; head -c {MACHINE_CAP} machine.json
+  m=$(head -c {MACHINE_CAP} machine.json; echo x); m=${{m%x}}
+  echo "machine $(printf '%s' "$m" | wc -c)"; printf '%s' "$m"
 fi
 size=$(wc -c < metrics.jsonl 2>/dev/null || echo 0)
 echo "metrics $size"
@@ -269,7 +273,8 @@ def parse_status(
     output: bytes,
 ) -> tuple[JobStatus, str | None, str | None, str | None, int, bytes]:
     """Split ``status_script``'s output into the status, a pending request, a saved snapshot,
-    the latest machine sample, the size of ``metrics.jsonl`` and its new bytes."""
+    the latest machine sample, the size of ``metrics.jsonl`` and its new bytes (-1 and none
+    when the output has no ``metrics`` line: nothing to say of the metrics this time)."""
     rest = output
     line, _, rest = rest.partition(b"\n")
     status = status_line(line.decode("ascii", "replace"))
@@ -289,4 +294,4 @@ def parse_status(
         elif word == "metrics":
             size = int(value) if value.strip().isdigit() else 0
             return status, request, snapshot, machine, size, rest
-    return status, request, snapshot, machine, size, b""
+    return status, request, snapshot, machine, -1, b""
