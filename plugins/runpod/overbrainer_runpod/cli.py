@@ -6,9 +6,12 @@ Runpod, when they run.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from overbrainer_runpod.pods import PodLifecycle
 
 TAIL_OPTION_MAX = 1_000_000
 """The most lines ``--tail`` takes (as ``runs logs``)."""
@@ -130,16 +133,7 @@ def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
     life = PodLifecycle(_api(), where, timing(), persist=recorded, run_id=run_id, tag=AFTER_TAG)
     if life.pod.state is PodState.DELETED:
         return False
-    pods = [{"id": life.pod.pod_id}] if life.pod.pod_id else life.find_by_name()
-    for found in pods:
-        life.save(pod_id=str(found["id"]), state=PodState.DELETING, deleted=None)
-        life.delete("pod rm")
-        spend = life.pod.estimated_spend
-        click.echo(
-            f"pod: pod {found['id']} of run {run_id} (after training) deleted"
-            + (f" (about ${spend:.2f})" if spend is not None else "")
-        )
-    return bool(pods)
+    return _delete_pods(life, f"run {run_id} (after training)")
 
 
 @pod.command("logs")
@@ -257,13 +251,21 @@ def _remove_serve_pod(serve_id: str) -> bool:
     life = PodLifecycle(_api(), where, timing(), persist=recorded, run_id=serve_id, tag=SERVE_TAG)
     if life.pod.state is PodState.DELETED:
         return False
+    return _delete_pods(life, f"serve {serve_id}")
+
+
+def _delete_pods(life: PodLifecycle, whose: str) -> bool:
+    """Delete the pod ``life`` records, or those its name finds when it recorded none,
+    saying each with what it cost; whether there was any."""
+    from overbrainer_runpod.record import PodState
+
     pods = [{"id": life.pod.pod_id}] if life.pod.pod_id else life.find_by_name()
     for found in pods:
         life.save(pod_id=str(found["id"]), state=PodState.DELETING, deleted=None)
         life.delete("pod rm")
         spend = life.pod.estimated_spend
         click.echo(
-            f"pod: pod {found['id']} of serve {serve_id} deleted"
+            f"pod: pod {found['id']} of {whose} deleted"
             + (f" (about ${spend:.2f})" if spend is not None else "")
         )
     return bool(pods)
