@@ -19,16 +19,28 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from overbrainer import files
+from overbrainer.duration import duration
 from overbrainer.errors import UserError
 from overbrainer.job.layout import OUTPUT_DIR, RECORD, TARGET_NOTE
+from overbrainer.logs import configure_logging
+from overbrainer.redact import escape_controls, redact
+from overbrainer.runs.figures import Figures, figures_of
 from overbrainer.runs.ids import is_valid_id
 from overbrainer.runs.listed import STATES, Listed, read_listed
+from overbrainer.runs.listing_cache import (
+    FIELDS,
+    FINISHED,
+    NO_METRICS,
+    ListingCache,
+    metrics_key,
+    settled,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from overbrainer.job.record import RunRecord
-    from overbrainer.runs.figures import Figures
     from overbrainer.runs.listing_cache import Key
     from overbrainer.runs.store import RunStore
 
@@ -41,8 +53,6 @@ def run_line(record: RunRecord | Listed, width: int, extra: str = "") -> str:
 
 def line_tail(record: RunRecord | Listed, extra: str = "") -> str:
     """What follows the id in ``run_line``, escaped."""
-    from overbrainer.redact import escape_controls
-
     if isinstance(record, Listed):
         state, step, reason = record.state, record.step, record.reason
     else:
@@ -84,8 +94,6 @@ class Row:
 
     @property
     def figures(self) -> Figures:
-        from overbrainer.runs.figures import Figures
-
         return Figures(*self.fields[6:11])
 
     @property
@@ -98,8 +106,6 @@ def listed_rows(root: Path, warn: Callable[[str], None]) -> list[Row]:
     """Every readable run under ``root`` with its note and figures, oldest first (read
     from the listing cache where the run's files are as they were); ``warn`` says why one
     is skipped."""
-    from overbrainer.runs.listing_cache import FIELDS
-
     return [Row(run_id, fields[-FIELDS:]) for _, run_id, fields in _listed(root, warn)]
 
 
@@ -107,14 +113,6 @@ def _listed(root: Path, warn: Callable[[str], None]) -> list[tuple[str, str, lis
     """``listed_rows`` as (created, id, a list ending with the fields), sorted: a tuple a
     run, and one ``stat`` of its directory and one of its record where the cache has it
     (the cache's whole entry is the list then)."""
-    from overbrainer.runs.listing_cache import (
-        FINISHED,
-        NO_METRICS,
-        ListingCache,
-        metrics_key,
-        settled,
-    )
-
     if not root.is_dir():
         return []
     cache = ListingCache(root)
@@ -144,8 +142,6 @@ def _listed(root: Path, warn: Callable[[str], None]) -> list[tuple[str, str, lis
         except UserError as error:
             warn(f"skipping run {name}: {error}")
             continue
-        from overbrainer.runs.figures import figures_of  # what a run's files say: a miss
-
         fields = Row.fields_of(listed, target_note(path), figures_of(path, listed.created))
         rows.append((listed.created, name, fields))
         key += NO_METRICS if listed.state in FINISHED else metrics_key(path)
@@ -171,11 +167,10 @@ def _warner() -> Callable[[str], None]:
 
     def warn(message: str) -> None:
         nonlocal ready
-        from loguru import logger
+        # loguru is a third of a listing's start-up: imported only to warn.
+        from loguru import logger  # noqa: PLC0415
 
         if not ready:
-            from overbrainer.logs import configure_logging
-
             configure_logging()
             ready = True
         logger.warning(message)
@@ -209,8 +204,6 @@ def run_lines(store: RunStore | Path, header: bool = False) -> Iterator[str]:
     rows = _listed(root, _warner())
     if not rows:
         return
-    from overbrainer.redact import escape_controls  # a cached row is a file anyone may edit
-    from overbrainer.runs.listing_cache import FIELDS
 
     table = [
         [escape_controls(str(cell)) for cell in _cells(run_id, fields[-FIELDS:])]
@@ -229,9 +222,7 @@ def run_lines(store: RunStore | Path, header: bool = False) -> Iterator[str]:
 
 def _cells(run_id: str, fields: list[Any]) -> list[Any]:
     """A run's cells in ``COLUMNS``' order, "" where it has no value; read from the fields
-    as ``Figures`` orders them, without importing ``runs.figures`` (a cached listing)."""
-    from overbrainer.duration import duration
-
+    as ``Figures`` orders them."""
     state, target, created, step, reason, note, seconds, loss, eval_loss = fields[:9]
     exports, compares = fields[9:11]
     snapshot = "" if step is None else f"step {step} ({reason}): partial model in {OUTPUT_DIR}/"
@@ -254,8 +245,6 @@ def _cells(run_id: str, fields: list[Any]) -> list[Any]:
 
 def runs_json(root: Path) -> list[dict[str, Any]]:
     """``runs ls --json``: a dict a run, oldest first (its keys: ``runs ls --help``)."""
-    from overbrainer.redact import redact
-
     listed = []
     for row in listed_rows(root, _warner()):
         run, note = row.listed, row.note
@@ -276,8 +265,6 @@ def runs_json(root: Path) -> list[dict[str, Any]]:
 
 def target_note(directory: Path | str) -> str:
     """The first line of the run's target note, or "" (none, a link, unreadable)."""
-    from overbrainer import files
-
     try:
         fd = files.open_regular(Path(directory) / TARGET_NOTE, TARGET_NOTE, follow=False)
     except UserError:  # a link, a FIFO: no note

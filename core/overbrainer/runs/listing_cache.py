@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from overbrainer import files
 from overbrainer.errors import UserError
 from overbrainer.job.layout import FOLLOWED_METRICS, METRICS_FILE
@@ -138,7 +140,6 @@ class ListingCache:
         """Writes the file if an entry changed; a runs/ that cannot be written is left."""
         if not self.changed:
             return
-        import orjson  # writing follows reading a thousand records: its import is paid
 
         data = orjson.dumps({"version": VERSION, "runs": self.entries})  # figures are finite
         with contextlib.suppress(OSError, UserError):
