@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from overbrainer.config.dotenv import read_dotenv
+from overbrainer.config.listen import is_loopback_url
 
 PREFIX = "OVERBRAINER_"
 
@@ -67,8 +68,6 @@ def directed_by_project(token_var: str, host_var: str, url: str) -> str | None:
     """Why a token from the shell must not go to ``url``, or None when it may: a token the
     shell holds goes to a host the shell names, or to this machine, never to one that only
     the project's files (its ``.env``) name."""
-    from overbrainer.config.listen import is_loopback_url
-
     if token_var not in os.environ or host_var in os.environ or is_loopback_url(url):
         return None
     return (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from urllib.parse import urlsplit
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -36,8 +37,6 @@ def is_loopback(value: str) -> bool:
 
 def is_loopback_url(url: str) -> bool:
     """Whether ``url`` names this machine: ``localhost`` or a loopback address."""
-    from urllib.parse import urlsplit
-
     try:
         host = urlsplit(url).hostname or ""
     except ValueError:

@@ -8,14 +8,17 @@ import re
 import tomllib
 import types
 from collections.abc import Iterable, Mapping
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
 
+from loguru import logger
 from pydantic import BaseModel, ValidationError
 
 from overbrainer import files
 from overbrainer.config.env import PREFIX, Environment
 from overbrainer.config.extras import plugin_extra
+from overbrainer.config.listen import is_loopback_url
 from overbrainer.config.model import ENV_ONLY, Settings
 from overbrainer.config.sections import SettingsSection, section_secrets
 from overbrainer.errors import UserError
@@ -184,7 +187,6 @@ def _warn_stray(name: str, path: Path_) -> None:
     if name in _warned:
         return
     _warned.add(name)
-    from loguru import logger
 
     logger.warning(
         f"{name}: {path[0]}.{path[1]} is not in {CONFIG_FILE}: the variable is ignored "
@@ -196,7 +198,6 @@ def _loopback_url_in_file(path: Path_, data: Mapping[str, Any]) -> bool:
     """A provider's URL on this machine, with no password or query, may be in the file."""
     if len(path) != 3 or path[0] != "providers" or path[2] != "base_url":
         return False
-    from overbrainer.config.listen import is_loopback_url
 
     value = data["providers"][path[1]]["base_url"]
     return isinstance(value, str) and is_loopback_url(value) and "@" not in value \
@@ -412,8 +413,6 @@ def _unprovided_tables(
         if name in sections or (package := plugin_extra(name)) is None:
             continue
         del merged[name]
-        from loguru import logger
-
         if _installed(package):  # left out by OVERBRAINER_LOAD_PLUGINS, or failed to load
             if name in data and name not in _warned:
                 _warned.add(name)
@@ -434,8 +433,6 @@ def _unprovided_tables(
 
 
 def _installed(package: str) -> bool:
-    from importlib import metadata
-
     try:
         metadata.distribution(package)
     except metadata.PackageNotFoundError:

@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from overbrainer.config.listen import is_loopback, parse_listen
 from overbrainer.config.runtime import (
     DEEPSPEED_PRESETS,
     FSDP_PRESETS,
@@ -551,8 +552,6 @@ class CompareSection(Section):
 
 
 def _listen_address(value: str) -> str:
-    from overbrainer.config.listen import parse_listen
-
     parse_listen(value)
     return value
 
@@ -567,8 +566,6 @@ class MetricsSection(Section):
 
     @model_validator(mode="after")
     def _remote_needs_consent(self) -> MetricsSection:
-        from overbrainer.config.listen import is_loopback
-
         if self.listen and not self.allow_remote and not is_loopback(self.listen):
             raise ValueError(
                 f"listen = {self.listen!r} is not a loopback address and the endpoint has no "

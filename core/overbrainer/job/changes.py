@@ -13,6 +13,8 @@ then sleeps its poll interval, as it did before events.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import select
 import struct
@@ -26,8 +28,6 @@ from overbrainer.job.layout import CANCELLED, EXIT_CODE, SNAPSHOT_FILE, SNAPSHOT
 from overbrainer.job.scripts import q
 
 if TYPE_CHECKING:
-    import ctypes
-
     from overbrainer.job.host import Host
 
 WAKE = (EXIT_CODE, CANCELLED, SNAPSHOT_FILE, SNAPSHOT_REQUEST)
@@ -65,9 +65,6 @@ _libc: ctypes.CDLL | None = None
 def _inotify() -> ctypes.CDLL | None:
     global _libc  # noqa: PLW0603 - loaded once, on first use
     if _libc is None:
-        import ctypes
-        import ctypes.util
-
         try:
             libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
             libc.inotify_init1  # noqa: B018 - raises AttributeError where there is none

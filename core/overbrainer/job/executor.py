@@ -16,6 +16,7 @@ import secrets as random_tokens
 import shlex
 import shutil
 import time
+from collections import deque
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -43,6 +44,7 @@ from overbrainer.job.spec import (
     LogChunk,
     TargetInfo,
 )
+from overbrainer.redact import LineRedactor, printable
 
 CONTAINER_ROOT = "/workspace/run"
 DEFAULT_IMAGE = "axolotlai/axolotl:main-latest"
@@ -220,9 +222,6 @@ class HostExecutor(Executor):
         as one count at most every ``PROGRESS_S``; the whole output goes to a log file on
         this machine (``install_log``), and its last lines are quoted when the script fails.
         """
-        from collections import deque
-
-        from overbrainer.redact import printable
 
         tail: deque[str] = deque(maxlen=15)
         started = time.monotonic()
@@ -570,8 +569,6 @@ class _OutputLog:
     redacted; each run replaces the one before); none when it cannot be written."""
 
     def __init__(self, what: str, target: str) -> None:
-        from overbrainer.redact import LineRedactor
-
         self._redactor = LineRedactor()
         base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", target)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
+from overbrainer.job.serving import ServeState
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -132,8 +134,6 @@ class Executor(ABC):
     def serve_state(self, handle: ServeHandle) -> ServeState:
         """``serve_state``: whether the served process runs, and under its watchdog. This
         default knows no watchdog apart: ``UP`` while ``reach`` gives a URL."""
-        from overbrainer.job.serving import ServeState
-
         return ServeState.UP if self.reach(handle) else ServeState.GONE
 
     def end_serve(self, handle: ServeHandle, keep_log: bool) -> bool:
