@@ -8,7 +8,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from loguru import logger
+
 from overbrainer import files
+from overbrainer.charts.png import write_png
 from overbrainer.charts.series import Curves, metrics_path, read_curves
 from overbrainer.charts.terminal import braille_chart, sparkline
 from overbrainer.errors import UserError
@@ -17,7 +20,7 @@ from overbrainer.job.metrics import read_events
 from overbrainer.job.record import RunRecord
 from overbrainer.project import RUNS_DIR
 from overbrainer.redact import escape_controls, redact
-from overbrainer.runs.figures import made_of
+from overbrainer.runs.figures import figures_of, made_of
 from overbrainer.runs.listing import run_line
 from overbrainer.runs.machine import machine_lines, read_machine
 from overbrainer.runs.store import RunStore
@@ -94,8 +97,6 @@ def show_lines(store: RunStore, record: RunRecord, width: int = 60) -> Iterator[
 
 def show_json(store: RunStore, record: RunRecord) -> dict[str, Any]:
     """``runs show --json`` of one run (keys in ``cli.runs.show``'s help)."""
-    from overbrainer.runs.figures import figures_of
-
     run_dir = str(store.run_dir(record.id))
     curves = curves_of(store, record) or Curves(record.id)
     data = record.to_json()
@@ -298,8 +299,6 @@ def write_run_chart(store: RunStore, record: RunRecord) -> Path | None:
     """Draw ``runs/<id>/loss.png`` at the end of a training (a resumed run continues its
     parent's curves); None when there is no loss to draw or no matplotlib. Never raises
     for a chart: the training's outcome matters more."""
-    from loguru import logger
-
     try:
         records = [record]
         parent = record.resumed_from
@@ -312,8 +311,6 @@ def write_run_chart(store: RunStore, record: RunRecord) -> Path | None:
         drawn = [curves for curves in chain(store, records) if curves.has_loss]
         if not drawn or drawn[-1].run_id != record.id:
             return None
-        from overbrainer.charts.png import write_png
-
         path = store.run_dir(record.id) / CHART_FILE
         write_png(drawn, path)
     except UserError as error:

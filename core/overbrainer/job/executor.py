@@ -222,7 +222,6 @@ class HostExecutor(Executor):
         as one count at most every ``PROGRESS_S``; the whole output goes to a log file on
         this machine (``install_log``), and its last lines are quoted when the script fails.
         """
-
         tail: deque[str] = deque(maxlen=15)
         started = time.monotonic()
         counted = _Count(what, started)

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 
+from overbrainer.cli.context import current_app
+from overbrainer.cli.machinelog import quiet_end as ending
 from overbrainer.job.record import RunRecord
 from overbrainer.project import Project
 from overbrainer.runs.ids import check_run_id
 from overbrainer.runs.lock import ProjectLock
 from overbrainer.runs.resolve import resolve_run_id
+from overbrainer.runs.store import RunStore
 
 __all__ = [
     "ProjectLock",
@@ -27,8 +30,6 @@ __all__ = [
 
 def current_project() -> Project:
     """The project of the command being run, for a command a plugin registered."""
-    from overbrainer.cli.context import current_app
-
     return current_app().project
 
 
@@ -36,14 +37,10 @@ def read_run(project: Project, run_id: str) -> RunRecord:
     """The record of run ``run_id`` of ``project``, read and checked as the core reads it
     (for a plugin's command about one run: which target it ran on); ``UserError`` when
     there is no such run or its record is not valid."""
-    from overbrainer.runs.store import RunStore
-
     return RunStore(project.dir).load(run_id)
 
 
 def quiet_end() -> AbstractContextManager[None]:
     """For a command that prints until stopped: Ctrl-C and a closed standard output
     (``| head``) end it quietly, exit status 0, as they end ``runs logs``."""
-    from overbrainer.cli.machinelog import quiet_end as ending
-
     return ending()

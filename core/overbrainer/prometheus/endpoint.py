@@ -8,15 +8,14 @@ from loguru import logger
 
 from overbrainer.config.listen import is_loopback, parse_listen
 from overbrainer.events import subscribe
+from overbrainer.prometheus.collect import ProjectMetrics
+from overbrainer.prometheus.server import MetricsServer
 
 
 class Endpoint:
     """The metrics of ``project_dir`` served at ``listen`` and fed by the event bus."""
 
     def __init__(self, project_dir: Path, listen: str) -> None:
-        from overbrainer.prometheus.collect import ProjectMetrics
-        from overbrainer.prometheus.server import MetricsServer
-
         host, port = parse_listen(listen)
         self.metrics = ProjectMetrics(project_dir)
         self.server = MetricsServer(self.metrics.registry, host, port)

@@ -17,10 +17,14 @@ from overbrainer.config.reload import Reloader
 from overbrainer.cycles import CycleSummary
 from overbrainer.errors import UserError
 from overbrainer.hookcalls import Hooks
+from overbrainer.pipeline.preflight import reasoning_problem
 from overbrainer.pipeline.runner import STAGES, Outcome, run_stage
 from overbrainer.project import Project
 from overbrainer.providers.prices import PriceBook
 from overbrainer.runs.store import RunStore
+from overbrainer.train.costplan import stale_costs, stale_lines
+from overbrainer.train.preflight import check_training_target
+from overbrainer.train.session import train
 from overbrainer.train.workspace import Workspace
 
 
@@ -65,10 +69,6 @@ class Cycle:
         ``retrain``: train even when a succeeded run has the same inputs;
         ``resume_if_same``: a stopped run to resume from when the inputs did not change.
         """
-        from overbrainer.pipeline.preflight import reasoning_problem
-        from overbrainer.train.preflight import check_training_target
-        from overbrainer.train.session import train
-
         started = time.monotonic()
         try:
             problem = reasoning_problem(self.reloader.settings)
@@ -122,8 +122,6 @@ class Cycle:
     def _stale(self, first: bool) -> bool:
         """Say what an edit made stale and what redoing it costs (the records of unknown
         making: at the first cycle only, they do not change); whether to redo it."""
-        from overbrainer.train.costplan import stale_costs, stale_lines
-
         settings = self.reloader.settings
         costs = stale_costs(self.workspace().project, self.prices)
         redo = settings.watch.redo_stale

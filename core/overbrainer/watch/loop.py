@@ -24,6 +24,7 @@ from typing import Any, Literal
 from loguru import logger
 
 from overbrainer import files
+from overbrainer.after.chain import after_training
 from overbrainer.config.env import Environment
 from overbrainer.config.load import CONFIG_FILE, ConfigError, load_settings
 from overbrainer.config.model import Settings
@@ -324,8 +325,6 @@ class Loop:
     def _after_training(self, cycle: Cycle, run: RunRecord) -> list[str]:
         """What ``train`` and ``run`` do after a run (``[export]``, ``[hub]``
         ``after_training``), with the settings the cycle ended with."""
-        from overbrainer.after.chain import after_training
-
         project = cycle.workspace().project
         return after_training(project, self.hook, self.runs, run, echo=self.echo, label="watch")
 
