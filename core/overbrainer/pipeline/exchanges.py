@@ -23,6 +23,7 @@ import orjson
 from loguru import logger
 
 from overbrainer.errors import UserError
+from overbrainer.files import mkdir_nofollow
 from overbrainer.redact import redact
 
 EXCHANGES = Path(".overbrainer") / "exchanges.jsonl"
@@ -115,9 +116,6 @@ class ExchangeLog:
         self._size += len(data)
 
     def _open(self) -> None:
-        from overbrainer.errors import UserError
-        from overbrainer.files import mkdir_nofollow
-
         try:
             mkdir_nofollow(self.path.parent, str(EXCHANGES.parent))
         except UserError as error:  # a linked .overbrainer/: nothing is written through it

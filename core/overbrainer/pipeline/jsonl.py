@@ -71,7 +71,7 @@ def _small_float(out: bytes) -> bool:
 
 def _orjson() -> Any:
     try:
-        import orjson
+        import orjson  # noqa: PLC0415 - the standard library serves where it is missing
     except ImportError:  # pragma: no cover - a core dependency; kept optional in spirit
         return None
     return orjson

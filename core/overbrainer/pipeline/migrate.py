@@ -18,6 +18,7 @@ from overbrainer import files
 from overbrainer.config.load import CONFIG_FILE
 from overbrainer.errors import UserError
 from overbrainer.pipeline.history import HISTORY
+from overbrainer.pipeline.ids import subtopic_id
 from overbrainer.pipeline.records import (
     REJECTED,
     REJECTED_REASONS,
@@ -176,8 +177,6 @@ def _rejected(project_dir: Path) -> Change | None:
 
 
 def _reference_shape(record: dict[str, Any]) -> dict[str, Any]:
-    from overbrainer.pipeline.ids import subtopic_id
-
     text = rejected_text(record) or ""
     if record["kind"] == "subtopic":
         identifier = record.get("id") or subtopic_id(record["topic"], text)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from overbrainer.config.model import Role, Settings
 from overbrainer.pipeline.batch_ledger import Ledger
+from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.records import ANSWERS, QUESTIONS, SUBTOPICS, DataFiles
 from overbrainer.pipeline.requests import Tally, requests_tally
 from overbrainer.pipeline.samples import imported_questions, sample_id
@@ -145,8 +146,6 @@ class StageWork:
 def work_left(project_dir: Path, settings: Settings) -> dict[str, StageWork]:
     """The requests each stage still has to make, the stages before it done as set: for
     ``answers``, each sample of a question (``samples``) not answered yet."""
-    from overbrainer.pipeline.prompts import Templates  # jinja2: only to plan
-
     data = DataFiles(project_dir)
     subtopics = data.read(SUBTOPICS)
     questions = data.read(QUESTIONS)

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from loguru import logger
 
@@ -22,6 +22,7 @@ from overbrainer.config.env import Environment
 from overbrainer.config.model import Role, Settings, Topic
 from overbrainer.errors import Interrupted, Terminated, UserError, signal_of
 from overbrainer.events import ItemExcluded, StageEnd, StageStart, publish
+from overbrainer.pipeline import split
 from overbrainer.pipeline.budget import Budget, BudgetExceeded
 from overbrainer.pipeline.history import STAGES, append_history, timestamp
 from overbrainer.pipeline.progress import StageProgress
@@ -29,12 +30,9 @@ from overbrainer.pipeline.records import DataFiles
 from overbrainer.pipeline.report import Report
 from overbrainer.pipeline.requests import record_requests
 from overbrainer.pipeline.served_concurrency import served_concurrency
-from overbrainer.pipeline.spend import SpendJournal
+from overbrainer.pipeline.spend import SpendJournal, spent
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.prices import PriceBook
-
-if TYPE_CHECKING:
-    from overbrainer.pipeline import split
 
 __all__ = ["STAGES", "Outcome", "run_stage", "select_topics"]
 
@@ -128,8 +126,6 @@ def run_stage(
     publish(StageStart(stage))
     try:
         if stage == "split":
-            from overbrainer.pipeline import split  # not for a stage that asks a provider
-
             result = split.run(DataFiles(project_dir), settings, topics)
         else:
             context = StageContext(
@@ -201,8 +197,6 @@ def budget_of(
 ) -> Budget | None:
     """The budget ``stage`` keeps: ``max_usd``, else ``[budget] max_usd``; None when
     unset or for ``split``, which asks no provider."""
-    from overbrainer.pipeline.spend import spent
-
     limit = max_usd if max_usd is not None else settings.budget.max_usd
     if limit is None or stage == "split":
         return None
@@ -280,7 +274,8 @@ def _run_async(
 
 
 async def _run(body: Body, context: StageContext, env: Environment, prices: PriceBook) -> None:
-    from overbrainer.providers.registry import ProviderSet
+    # aiohttp comes with the providers: not for the split stage, which asks none.
+    from overbrainer.providers.registry import ProviderSet  # noqa: PLC0415
 
     providers = ProviderSet(context.settings, env.merged, prices)
     context.providers = providers

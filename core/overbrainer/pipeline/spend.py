@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from overbrainer.pipeline.batch_ledger import Ledger
+from overbrainer.pipeline.history import read_history
 from overbrainer.pipeline.jsonl import JsonlWriter, read_jsonl
 
 SPEND = Path(".overbrainer") / "spend.jsonl"
@@ -233,8 +235,6 @@ def project_history(
     """The history's lines as the money says: each line's cost at least what the journal
     holds of its execution, and a line ``unfinished`` for an execution that paid and
     wrote no line (killed, or its disk full), oldest first."""
-    from overbrainer.pipeline.history import read_history
-
     spending = read_spending(project_dir) if spending is None else spending
     journal: dict[tuple[str, str], list[Execution]] = defaultdict(list)
     for execution in spending.executions.values():
@@ -279,8 +279,6 @@ def spent(project_dir: Path) -> float:
 def spent_and_held(project_dir: Path) -> tuple[float, float]:
     """``spent``'s two parts: what the history and the journal say was paid, and what the
     live batches can still cost (held for them, not paid yet: ``plan`` says it apart)."""
-    from overbrainer.pipeline.batch_ledger import Ledger
-
     spending = read_spending(project_dir)  # read once: the history's pairing and the batches
     paid = sum(
         float(entry.get("cost") or 0.0) for entry in project_history(project_dir, spending)
