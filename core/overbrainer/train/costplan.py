@@ -33,6 +33,7 @@ from overbrainer.pipeline.spend import spent_and_held
 from overbrainer.pipeline.staleness import Stale, find_stale
 from overbrainer.project import Project
 from overbrainer.providers.prices import Price, PriceBook, discounted, table_price
+from overbrainer.providers.registry import ProviderSet
 from overbrainer.train.estimate import TrainingPlan, estimate_training
 from overbrainer.train.logprobs_plan import LogprobsPlan, plan_logprobs
 from overbrainer.train.serve_hours import ServeHours, serve_hours, serve_price, served_providers
@@ -339,8 +340,6 @@ def _prices(
 async def _ask(
     settings: Settings, env: Mapping[str, str], book: PriceBook, ask: list[tuple[str, str]]
 ) -> dict[tuple[str, str], Price | None]:
-    from overbrainer.providers.registry import ProviderSet  # aiohttp: only to ask
-
     providers = ProviderSet(settings, env, book)
     found: dict[tuple[str, str], Price | None] = {}
     try:

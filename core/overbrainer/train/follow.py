@@ -13,10 +13,13 @@ from loguru import logger
 
 from overbrainer import files
 from overbrainer.errors import DetachedRun, InterruptedBeforeJob, UserError
+from overbrainer.events import TrainEnd, TrainEvent, TrainMachine, TrainPhase, publish
 from overbrainer.job.interface import Executor
+from overbrainer.job.layout import FOLLOWED_METRICS
 from overbrainer.job.record import RunRecord
 from overbrainer.runs import follow
 from overbrainer.runs.follow import Follower, FollowLost
+from overbrainer.runs.machine import keep_machine, parse_sample
 from overbrainer.runs.outcome import settle
 from overbrainer.train.executors import Held, held_executor
 from overbrainer.train.progress import TrainingProgress
@@ -33,8 +36,6 @@ def follow_to_end(
     stop_when: Callable[[], str | None] | None = None,
 ) -> RunRecord:
     """Follow the job of ``record`` until it ends, then settle and save its state."""
-    from overbrainer.events import TrainEnd, TrainEvent, TrainPhase, publish
-
     progress = TrainingProgress()
     mirror = _followed_metrics(ws, record)
 
@@ -79,8 +80,6 @@ def _followed_metrics(ws: Workspace, record: RunRecord) -> IO[str] | None:
     """For a job running away from its run directory, the file at home its metrics lines
     are copied to as they come (``runs show`` and the TUI chart them live); started afresh
     by each follower, which reads the job's lines from the first."""
-    from overbrainer.job.layout import FOLLOWED_METRICS
-
     run_dir = ws.runs.run_dir(record.id)
     if Path(record.remote_dir) == run_dir or Path(record.remote_dir) == run_dir.resolve():
         return None  # the job writes metrics.jsonl right here
@@ -97,9 +96,6 @@ def _machine_keeper(ws: Workspace, record: RunRecord) -> Callable[[str], None]:
     """What takes each new sample of the job's machine: published (the Prometheus gauges,
     the TUI) and, for a job running away from its run directory, kept there as
     ``machine.json`` (``runs show``)."""
-    from overbrainer.events import TrainMachine, publish
-    from overbrainer.runs.machine import keep_machine, parse_sample
-
     run_dir = ws.runs.run_dir(record.id)
     here = Path(record.remote_dir) in (run_dir, run_dir.resolve())
 

@@ -116,7 +116,7 @@ def inputs_of(
     if processes is not None:
         parts["processes"] = str(processes)
     if logits is not None:
-        from overbrainer.train.kd_data import rows_digest
+        from overbrainer.train.kd_data import rows_digest  # noqa: PLC0415 - numpy
 
         parts["logprobs"] = rows_digest(data_dir, logits)
     if teacher is not None:

@@ -20,6 +20,7 @@ from overbrainer.redact import LineRedactor, printable
 from overbrainer.runs import follow
 from overbrainer.runs.logs import LOG_LINE, read_job_log
 from overbrainer.runs.store import RunStore
+from overbrainer.train.executors import held_executor
 from overbrainer.train.workspace import Workspace
 
 
@@ -39,7 +40,6 @@ def log_lines(
     if record is None or record.job is None or record.state.ended:
         yield from read_job_log(store, run_id, tail)
         return
-    from overbrainer.train.executors import held_executor
 
     ws = workspace()
     with held_executor(ws.project, ws.hook, record) as held:

@@ -13,17 +13,28 @@ from typing import Any
 from pydantic import BaseModel, SecretStr
 
 from overbrainer import files
+from overbrainer.config.load import ConfigError
 from overbrainer.config.model import Settings, Training
 from overbrainer.errors import UserError
 from overbrainer.job.interface import Executor
-from overbrainer.job.layout import INPUTS_FILE, OUTPUT_DIR
+from overbrainer.job.layout import CONFIG_FILE, INPUTS_FILE, OUTPUT_DIR
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.spec import TargetInfo
+from overbrainer.pipeline.budget import RAISE, usd
+from overbrainer.pipeline.spend import spent
 from overbrainer.runs.store import RUNS_DIR, RunStore
-from overbrainer.train.axolotl import OnlineTeacher
+from overbrainer.train.axolotl import SHARDING_KEYS, OnlineTeacher, axolotl_config, extra_problems
 from overbrainer.train.distill import check_distill
+from overbrainer.train.estimate import estimate_training
 from overbrainer.train.inputs import Inputs, inputs_of
-from overbrainer.train.prepare import Resume, check_train_data, data_source, kd_source
+from overbrainer.train.prepare import (
+    DATA_FILES,
+    Resume,
+    check_train_data,
+    data_source,
+    kd_source,
+    resolve_base_model,
+)
 from overbrainer.train.teacher import check_teacher, online_parent
 from overbrainer.train.workspace import Workspace
 
@@ -72,9 +83,6 @@ def plan_run(
     ws: Workspace, target: str | None, resume_from: str | None, keep_machine: bool = False
 ) -> Plan:
     """Check what a new run needs from the settings and the data, or refuse."""
-    from overbrainer.config.load import ConfigError
-    from overbrainer.train.axolotl import extra_problems
-
     training = training_of(ws.settings)
     check_distill(training)
     name = target or training.target
@@ -87,8 +95,7 @@ def plan_run(
     resume = resume_source(ws, training, resume_from) if resume_from else None
     has_eval = check_train_data(data_source(ws.project_dir, resume), ws.project_dir)
     if kd_source(ws.project_dir, training, resume) is not None:
-        from overbrainer.train.kd_data import check_kd_files
-        from overbrainer.train.prepare import DATA_FILES
+        from overbrainer.train.kd_data import check_kd_files  # noqa: PLC0415 - numpy
 
         check_kd_files(ws.project_dir / "data", DATA_FILES)
     return Plan(training, name, target_model, resume, has_eval, keep_machine=keep_machine)
@@ -97,10 +104,6 @@ def plan_run(
 def check_budget(ws: Workspace, target: str, max_usd: float | None) -> None:
     """Refuse a run on a priced target whose projected GPU spend exceeds what is left of
     the budget (``max_usd``, else ``[budget] max_usd``), before a machine is created."""
-    from overbrainer.pipeline.budget import RAISE, usd
-    from overbrainer.pipeline.spend import spent
-    from overbrainer.train.estimate import estimate_training
-
     limit = max_usd if max_usd is not None else ws.settings.budget.max_usd
     if limit is None:
         return
@@ -130,9 +133,6 @@ def check_budget(ws: Workspace, target: str, max_usd: float | None) -> None:
 
 def job_config(ws: Workspace, plan: Plan, info: TargetInfo) -> tuple[str, dict[str, Any]]:
     """The base model as the job sees it, and the run's axolotl configuration."""
-    from overbrainer.train.axolotl import axolotl_config
-    from overbrainer.train.prepare import resolve_base_model
-
     resume = plan.resume
     base_model = resolve_base_model(plan.training, ws.project_dir, info.local_paths)
     config = axolotl_config(
@@ -167,8 +167,6 @@ def job_inputs(
 def up_to_date_run(store: RunStore, fingerprint: str) -> RunRecord | None:
     """The newest succeeded run made from the inputs ``fingerprint`` stands for, whose
     output is home."""
-    from overbrainer.job.layout import OUTPUT_DIR
-
     for record in reversed(store.list()):
         if record.state is not RunState.SUCCEEDED:
             continue
@@ -183,9 +181,6 @@ def up_to_date_run(store: RunStore, fingerprint: str) -> RunRecord | None:
 def resume_source(ws: Workspace, training: Training, run_id: str) -> Resume:
     """The run ``run_id`` to resume from, checked: stopped with its snapshot here, or
     cancelled or failed with a checkpoint here (its last); trained with the same settings."""
-    from overbrainer.job.layout import CONFIG_FILE
-    from overbrainer.train.axolotl_yaml import resume_mismatch
-
     store = ws.runs
     source = store.load(run_id)
     run_dir = store.run_dir(run_id)
@@ -211,6 +206,8 @@ def resume_source(ws: Workspace, training: Training, run_id: str) -> Resume:
     old_yaml = (
         files.read_regular(run_dir / CONFIG_FILE, f"{RUNS_DIR}/{run_id}/{CONFIG_FILE}") or b""
     ).decode("utf-8")
+    from overbrainer.train.axolotl_yaml import resume_mismatch  # noqa: PLC0415 - yaml: to resume
+
     differ = resume_mismatch(old_yaml, _config_like(ws, training, old_yaml))
     if differ:
         raise UserError(
@@ -277,8 +274,6 @@ def _config_like(ws: Workspace, training: Training, old_yaml: str) -> dict[str, 
     paths (relative, or absolute under its old root) and the same form of ``base_model``."""
     import yaml
 
-    from overbrainer.train.axolotl import SHARDING_KEYS, axolotl_config
-    from overbrainer.train.prepare import resolve_base_model
 
     old = yaml.safe_load(old_yaml) or {}
     output_dir = str(old.get("output_dir", ""))

@@ -13,6 +13,7 @@ import re
 from loguru import logger
 from pydantic import BaseModel, SecretStr
 
+from overbrainer.config.secrets import resolve_secret
 from overbrainer.errors import UserError
 from overbrainer.job.interface import Executor
 from overbrainer.job.localhost import job_environment
@@ -113,8 +114,6 @@ def _base_model_found(ws: Workspace, executor: Executor, info: TargetInfo | None
 
 
 def _token(ws: Workspace) -> SecretStr | None:
-    from overbrainer.config.secrets import resolve_secret
-
     token = ws.settings.hf_token
     return None if token is None else resolve_secret(token, "hf_token", ws.project.env)
 

@@ -17,7 +17,13 @@ from overbrainer.job.scripts import runner_source, sampler_source
 from overbrainer.job.spec import JobStage, Launch
 from overbrainer.lines import read_lines
 from overbrainer.runs.follow import POLL_S
-from overbrainer.train.job_setup import deepspeed_preset, kd_module_file, plugin_file
+from overbrainer.train.job_setup import (
+    deepspeed_preset,
+    job_env,
+    job_stages,
+    kd_module_file,
+    plugin_file,
+)
 
 DATA_FILES = ("train.jsonl", "eval.jsonl")
 
@@ -51,7 +57,8 @@ def kd_source(project_dir: Path, training: Training, resume: Resume | None) -> P
     the online mode, or a resumed run's copies)."""
     if not training.kd_offline or resume is not None:
         return None
-    from overbrainer.pipeline.logits_file import LOGPROBS
+    # numpy comes with the logits: only for distillation from them.
+    from overbrainer.pipeline.logits_file import LOGPROBS  # noqa: PLC0415
 
     return project_dir / "data" / LOGPROBS
 
@@ -108,8 +115,9 @@ def write_run_dir(
     when possible), and the DeepSpeed preset of ``launch``. ``logits``: the project's
     logprobs.bin, whose rows each example gets (``distill = "logits"``, a new run; a
     resumed run's copies have them already)."""
-    from overbrainer.pipeline.logits_file import LogitsFile
-    from overbrainer.train.kd_data import write_kd_file
+    # numpy comes with the logits: only for distillation from them.
+    from overbrainer.pipeline.logits_file import LogitsFile  # noqa: PLC0415
+    from overbrainer.train.kd_data import write_kd_file  # noqa: PLC0415
 
     data = run_dir / layout.DATA_DIR
     data.mkdir(exist_ok=True)
@@ -153,8 +161,6 @@ def job_description(
     training: Training, base_model: str, *, cpu: bool, launch: Launch | None = None
 ) -> str:
     """``job.json``: what the runner runs (Axolotl's stages) and the environment they need."""
-    from overbrainer.train.job_setup import job_env, job_stages
-
     env, paths, pythonpath = job_env(base_model)
     stages: tuple[JobStage, ...] = job_stages(
         training, cpu=cpu, launch=launch, base_model=base_model

@@ -17,6 +17,8 @@ from typing import Any
 
 from loguru import logger
 
+from overbrainer.redact import redact
+
 LOG_EVERY_S = 10.0
 """How often an evaluation in progress is said again."""
 HEARTBEAT_S = 30.0
@@ -248,8 +250,6 @@ class _Bar:
         )
 
     def print(self, line: str) -> None:
-        from overbrainer.redact import redact
-
         self.console.print(redact(line), markup=False, highlight=False)
 
     def close(self) -> None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from overbrainer import files
+from overbrainer.charts.describe import write_run_chart
 from overbrainer.errors import UserError
+from overbrainer.job.layout import METRICS_FILE
+from overbrainer.job.metrics import read_events
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.runs.outcome import output_lines, stopped_lines
 from overbrainer.runs.store import RUNS_DIR, RunStore
@@ -38,8 +41,6 @@ def report(ws: Workspace, record: RunRecord | None, summary: Summary | None = No
     ws.echo(f"train: run {record.id} {record.state.value}; {summary.describe()}{output}")
     chart = None
     if record.state.ended:
-        from overbrainer.charts.describe import write_run_chart
-
         chart = write_run_chart(store, record)
     chart_line = f"train: loss chart in {RUNS_DIR}/{record.id}/{chart.name}" if chart else None
     match record.state:
@@ -63,9 +64,6 @@ def report(ws: Workspace, record: RunRecord | None, summary: Summary | None = No
 
 def local_summary(store: RunStore, run_id: str) -> Summary:
     """The latest figures in a run's local ``metrics.jsonl``."""
-    from overbrainer.job.layout import METRICS_FILE
-    from overbrainer.job.metrics import read_events
-
     summary = Summary()
     path = store.run_dir(run_id) / METRICS_FILE
     try:

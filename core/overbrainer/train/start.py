@@ -12,6 +12,7 @@ from loguru import logger
 from pydantic import BaseModel, SecretStr
 
 from overbrainer.config.model import Training
+from overbrainer.config.secrets import resolve_secret
 from overbrainer.errors import InterruptedBeforeJob, TransientError, UserError
 from overbrainer.job.interface import Executor
 from overbrainer.job.layout import INPUTS_FILE
@@ -30,7 +31,8 @@ from overbrainer.train.plan import (
     plan_run,
     up_to_date_run,
 )
-from overbrainer.train.prepare import data_source
+from overbrainer.train.prepare import data_source, job_description, kd_source, write_run_dir
+from overbrainer.train.reasoning import reasoning_template_warning
 from overbrainer.train.report import Trained, report
 from overbrainer.train.teacher import hand_over, start_teacher
 from overbrainer.train.workspace import Workspace
@@ -84,8 +86,6 @@ def train(
             ws.echo(f"train: up to date with run {ready.up_to_date.id}")
             return Trained(ready.up_to_date, up_to_date=True)
         # Only for a run that trains: an up-to-date `run` trains nothing it could warn about.
-        from overbrainer.train.reasoning import reasoning_template_warning
-
         warning = reasoning_template_warning(plan.training)
         if warning:
             logger.warning(warning)
@@ -185,13 +185,12 @@ def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared, held: H
     or a transient failure is re-raised as a ``UserError``; anything else is a bug and keeps
     its traceback.
     """
-    from overbrainer.train.axolotl_yaml import dump_yaml
-    from overbrainer.train.prepare import job_description, kd_source, write_run_dir
-
     store = ws.runs
     hook = ws.hook
     run_dir = store.run_dir(run.id)
     training, resume, info = plan.training, plan.resume, ready.info
+    from overbrainer.train.axolotl_yaml import dump_yaml  # noqa: PLC0415 - yaml: to start a job
+
     try:
         base_model, config = made = job_config(ws, plan, info)
         inputs = job_inputs(ws, plan, info, made)
@@ -233,8 +232,6 @@ def start(ws: Workspace, run: RunRecord, *, plan: Plan, ready: Prepared, held: H
 
 def resolve_secrets(ws: Workspace, training: Training) -> dict[str, SecretStr]:
     """The job's secrets, resolved only now: the Hugging Face token, when set."""
-    from overbrainer.config.secrets import resolve_secret
-
     token = ws.settings.hf_token
     if token is None:
         if training.hub_model_id:

@@ -9,6 +9,7 @@ from loguru import logger
 from overbrainer.errors import UserError
 from overbrainer.job.record import RunRecord, RunState, SnapshotReason
 from overbrainer.job.spec import JobState, JobStatus
+from overbrainer.runs.follow import Followed
 from overbrainer.runs.interrupt import deferred_sigint
 from overbrainer.runs.outcome import settle
 from overbrainer.train.executors import Held, held_executor
@@ -124,8 +125,6 @@ def cancel(ws: Workspace, run_id: str) -> None:
         with deferred_sigint():
             status = cancel_job(ws, held, record)
             if status.state is JobState.CANCELLED:
-                from overbrainer.runs.follow import Followed
-
                 record = held.note(
                     settle(ws.hook, held.executor, ws.runs, record, Followed(status=status))
                 )
