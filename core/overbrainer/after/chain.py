@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 
 import click
 from loguru import logger
 
 from overbrainer import files
+from overbrainer.after.export import export_run
 from overbrainer.config.model import Settings
 from overbrainer.errors import Interrupted, UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.record import RunRecord, RunState
 from overbrainer.project import Project
+from overbrainer.redact import escape_controls
 from overbrainer.runs.store import RunStore
 
 
@@ -21,9 +24,12 @@ def warn_before_training(settings: Settings) -> None:
     """``hub.after_training`` without a token: say so before the run, not after it."""
     if not settings.hub.after_training or settings.hf_token is not None:
         return
-    import os
-
-    from overbrainer.after.push import DEFAULT_BASE_URL, hf_tools_token, tools_token_goes_to
+    # push brings the model card's tomlkit and yaml: only where a push is asked for.
+    from overbrainer.after.push import (  # noqa: PLC0415
+        DEFAULT_BASE_URL,
+        hf_tools_token,
+        tools_token_goes_to,
+    )
 
     if tools_token_goes_to(settings.hub.base_url or DEFAULT_BASE_URL) and hf_tools_token(
         os.environ
@@ -67,15 +73,12 @@ def after_training(
     done: list[str] = []
     if record.state is not RunState.SUCCEEDED:
         return done
-    from overbrainer.redact import escape_controls
 
     def say(line: str) -> None:
         (echo or click.echo)(escape_controls(line))
 
     quantize = settings.export.quantize
     if settings.export.after_training and not _exported(runs, record, quantize):
-        from overbrainer.after.export import export_run
-
         try:
             export_run(project, hook, runs, record.id, echo=say, label=label)
             done.append(f"export run {record.id} {quantize}")
@@ -85,7 +88,7 @@ def after_training(
             logger.warning(f"{error.message}; run it again with: overbrainer export {record.id}")
     pushed = runs.run_dir(record.id) / "hub" / "push.json"
     if settings.hub.after_training and not pushed.exists():
-        from overbrainer.after.push import push_run
+        from overbrainer.after.push import push_run  # noqa: PLC0415 - tomlkit, yaml
 
         try:
             push_run(project, runs, record.id, echo=say, warn=logger.warning)

@@ -56,6 +56,7 @@ from overbrainer.errors import Interrupted, UserError, signal_of
 from overbrainer.hookcalls import Hooks
 from overbrainer.job import scripts
 from overbrainer.job.layout import CONFIG_FILE
+from overbrainer.pipeline.prompts import Templates
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.project import RUNS_DIR, Project
 from overbrainer.runs.store import RunStore
@@ -613,8 +614,6 @@ def _judge_against(  # noqa: PLR0917 - private, called once
     """Judge the child against ``name`` (its parent, its base, another run's child): the
     parent's answer shown as a reference when ``[compare] reference`` and it is not the
     parent."""
-    from overbrainer.pipeline.prompts import Templates
-
     settings = project.settings
     reference = settings.compare.reference and name != PARENT
     template = REFERENCE_TEMPLATE if reference else TEMPLATE

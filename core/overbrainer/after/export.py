@@ -23,10 +23,12 @@ from overbrainer import files
 from overbrainer.after.accept import AcceptedRun, accept_run
 from overbrainer.after.chat_template import read_chat_template
 from overbrainer.after.evalset import NoEvalQuestions, eval_questions
-from overbrainer.after.ollama_template import OllamaChat
+from overbrainer.after.ollama_template import OllamaChat, ollama_chat
 from overbrainer.after.system_turn import system_line, trained_system
 from overbrainer.after.target_run import TargetRun, open_target
 from overbrainer.after.toolchain import LLAMA_CPP, target_file
+from overbrainer.config.model import _ollama_name
+from overbrainer.config.secrets import resolve_secret
 from overbrainer.errors import Interrupted, UserError, signal_of
 from overbrainer.hookcalls import Hooks
 from overbrainer.job import scripts
@@ -70,8 +72,6 @@ class Exported:
 
 def check_ollama_name(name: str) -> None:
     """Refuse ``--ollama NAME`` that Ollama itself would refuse."""
-    from overbrainer.config.model import _ollama_name
-
     try:
         _ollama_name(name)
     except ValueError as error:
@@ -131,8 +131,6 @@ def modelfile(
 def chat_lines(run_dir: Path, model: str) -> OllamaChat:
     """The Modelfile's chat format, from the chat template of the run's model (its
     ``merged/`` first: what was converted)."""
-    from overbrainer.after.ollama_template import ollama_chat
-
     shown = f"{RUNS_DIR}/{run_dir.name}/{model}"
     template = None
     for sub, where in (("merged", f"{shown}/merged"), ("", shown)):
@@ -370,7 +368,6 @@ def hub_secrets(project: Project) -> dict[str, str]:
     token = project.settings.hf_token
     if token is None:
         return {}
-    from overbrainer.config.secrets import resolve_secret
 
     value = resolve_secret(token, "hf_token", project.env).get_secret_value()
     if "\n" in value or "\r" in value:

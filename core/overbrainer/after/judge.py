@@ -40,6 +40,7 @@ from overbrainer.pipeline.stage import StageContext
 from overbrainer.pipeline.verdict import STRICTER, parse_verdict, strip_reasoning
 from overbrainer.providers.completion import Completion
 from overbrainer.providers.errors import ProviderError
+from overbrainer.providers.prices import PriceBook
 
 TEMPLATE = "judge.txt"
 REFERENCE_TEMPLATE = "judge_reference.txt"
@@ -197,13 +198,13 @@ async def judge_all(  # noqa: PLR0915, PLR0917 - one call site; its closures sha
     parent's, in the question, when None); each exchange with the judge is kept for
     ``overbrainer log``. A request the budget refuses stops the judging once those in flight
     are in, saying how many verdicts are kept and how to go on."""
-    from overbrainer.providers.prices import PriceBook
-    from overbrainer.providers.registry import ProviderSet
-
     settings = context.settings
     report = context.report
     judge = Judge.of(settings)
     done = read_verdicts(log.path)
+    # aiohttp comes with the providers: not for what only reads verdicts (report, export).
+    from overbrainer.providers.registry import ProviderSet  # noqa: PLC0415
+
     providers = ProviderSet(settings, env, PriceBook())
     context.providers = providers
     report.price_of = providers.price

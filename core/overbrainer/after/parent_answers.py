@@ -155,7 +155,7 @@ async def _ask_all(  # noqa: PLR0917 - _ask's state, passed once
     cache: dict[str, Any],
     writer: JsonlWriter,
 ) -> None:
-    from overbrainer.providers.registry import ProviderSet  # aiohttp: only when asking
+    from overbrainer.providers.registry import ProviderSet  # noqa: PLC0415 - aiohttp: to ask
 
     providers = ProviderSet(project.settings, dict(project.env), PriceBook())
     context.providers = providers

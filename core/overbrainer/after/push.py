@@ -22,8 +22,11 @@ from urllib.parse import urlsplit
 
 from overbrainer import __version__, files
 from overbrainer.after.accept import AcceptedRun, accept_run
-from overbrainer.after.card import gather, merge_card, render
+from overbrainer.after.card import gather, merge_card, newest_compare_record, render
 from overbrainer.after.export import human_size
+from overbrainer.after.metrics import wilson
+from overbrainer.after.report import interval, percent
+from overbrainer.config.secrets import resolve_secret
 from overbrainer.errors import Interrupted, UserError, signal_of
 from overbrainer.job.layout import OUTPUT_DIR
 from overbrainer.project import RUNS_DIR, Project
@@ -147,8 +150,6 @@ def tools_token_goes_to(url: str) -> bool:
 
 
 def _token(project: Project) -> str:
-    from overbrainer.config.secrets import resolve_secret
-
     secret = project.settings.hf_token
     value = resolve_secret(secret, "hf_token", project.env).get_secret_value() if secret else ""
     url = base_url(project)
@@ -213,10 +214,6 @@ def hub_errors(token: str | None, namespace: str = "") -> Iterator[None]:
 def check_win_rate(run_dir: Path, run_id: str, required: float) -> None:
     """Refuse the push unless the newest compare's win-or-tie rate is at least ``required``
     at the lower bound of its 95% interval (``push --require-win-rate``)."""
-    from overbrainer.after.card import newest_compare_record
-    from overbrainer.after.metrics import wilson
-    from overbrainer.after.report import interval, percent
-
     found = newest_compare_record(run_dir)
     if found is None:
         raise UserError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from overbrainer.after.judge import strip_reasoning
 from overbrainer.after.metrics import LC_MIN
 
 LIST_LIMIT = 5
@@ -32,8 +33,6 @@ def _hardware(hardware: dict[str, Any]) -> str:
 def shown_answer(text: str | None) -> str:
     """An answer as the report shows it: no reasoning, no stray ``<think>`` tag, runs of
     blank lines collapsed to one, trimmed."""
-    from overbrainer.after.judge import strip_reasoning
-
     text = re.sub(r"</?think>", "", strip_reasoning(text or ""))
     text = re.sub(r"[ \t]+\n", "\n", text)
     return re.sub(r"\n{3,}", "\n\n", text).strip()

@@ -12,6 +12,13 @@ from pathlib import Path
 from loguru import logger
 
 from overbrainer import files
+from overbrainer.after.toolchain import (
+    DEFAULT_DIR,
+    LLAMA_CPP,
+    LLAMA_CPP_PYTHON,
+    target_file,
+    toolchain_dir,
+)
 from overbrainer.errors import UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.job import scripts
@@ -19,6 +26,7 @@ from overbrainer.job.host import Completed
 from overbrainer.job.record import RunRecord
 from overbrainer.job.shell import TargetShell
 from overbrainer.project import Project
+from overbrainer.train.executors import check_keep_machine, held_executor
 
 PID_FILE = "script.pid"
 
@@ -104,14 +112,6 @@ class TargetRun:
     def ensure_toolchain(self, env: dict[str, str]) -> str:
         """The llama.cpp toolchain directory on the target, built there on first use when
         it is the default one (an ``OVERBRAINER_LLAMA_CPP`` directory must be complete)."""
-        from overbrainer.after.toolchain import (
-            DEFAULT_DIR,
-            LLAMA_CPP,
-            LLAMA_CPP_PYTHON,
-            target_file,
-            toolchain_dir,
-        )
-
         directory = toolchain_dir(env)
         shown = scripts.home_path(directory)
         probe = f"[ -x {shown}/bin/python ] && [ -f {shown}/llama.cpp/convert_hf_to_gguf.py ]\n"
@@ -153,8 +153,6 @@ def open_target(
     """The target of ``run`` with a shell on it for the block, its executor released
     however the block ends; or a ``UserError`` saying why not. ``purpose`` names the
     command, ``keep_machine`` is its ``--keep-machine``."""
-    from overbrainer.train.executors import check_keep_machine, held_executor
-
     with held_executor(project, hook, run) as held:
         if keep_machine:  # before a machine is made for the command
             check_keep_machine(run.target, hook.describe_target(executor=held.executor))

@@ -20,6 +20,7 @@ on exit, failures included. Errors end with one line ``error: MESSAGE`` on stder
 Stdlib only: the work that needs torch runs in child processes.
 """
 
+import argparse
 import json
 import os
 import re
@@ -396,8 +397,6 @@ def _terminated(signum, frame):
 
 
 def arguments(argv):
-    import argparse
-
     parser = argparse.ArgumentParser(prog="export_gguf.py")
     for name in ("model", "config", "kind", "out", "toolchain"):
         parser.add_argument(name)
