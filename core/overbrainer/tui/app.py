@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -15,7 +16,13 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, RichLog, Static, TabbedContent, TabPane, Tree
 
+from overbrainer.charts.describe import curve_lines, curves_of, trained_on_logits
+from overbrainer.charts.series import metrics_path
+from overbrainer.charts.terminal import progress_line
 from overbrainer.job.layout import MACHINE_FILE
+from overbrainer.pipeline.history import HISTORY, execution_lines, read_history
+from overbrainer.redact import redact
+from overbrainer.runs.store import RunStore
 from overbrainer.tui.commands import CommandRunner, Job
 from overbrainer.tui.data import (
     Dataset,
@@ -248,7 +255,6 @@ class OverbrainerApp(App[None]):
         else:
             text = Text("\n".join(config.lines))
         self.query_one("#config", Static).update(text)
-        from overbrainer.runs.store import RunStore
 
         lines = ["cost and tokens by stage", *stage_lines(self.project_dir), ""]
         counts = self.dataset.counts or read_dataset(self.project_dir).counts
@@ -386,11 +392,6 @@ class OverbrainerApp(App[None]):
         self.draw_curves()
 
     def draw_curves(self) -> None:
-        from overbrainer.charts.describe import curve_lines, curves_of, trained_on_logits
-        from overbrainer.charts.series import metrics_path
-        from overbrainer.charts.terminal import progress_line
-        from overbrainer.runs.store import RunStore
-
         widget = self.query_one("#curves", Static)
         run_id = self.selected_run()
         if run_id is None:
@@ -591,10 +592,6 @@ class OverbrainerApp(App[None]):
 
     def action_export(self) -> None:
         """The lines shown, in a new ``.overbrainer/logs-<UTC time>.log``."""
-        from datetime import UTC, datetime
-
-        from overbrainer.redact import redact
-
         name = f"logs-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.log"
         path = self.project_dir / ".overbrainer" / name
         text = "".join(f"{redact(t)}\n" for level, t in self.log_entries if self._shown(level))
@@ -616,8 +613,6 @@ class OverbrainerApp(App[None]):
     def _seed_logs(self) -> None:
         """The project's last stage runs, from its history: the view tells what happened
         before the TUI opened, not only what it runs."""
-        from overbrainer.pipeline.history import HISTORY, execution_lines, read_history
-
         try:
             entries = read_history(self.project_dir)
         except Exception as error:  # noqa: BLE001 - a bad history is a line here, not a crash

@@ -3,6 +3,7 @@ and reused without a screen."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -10,9 +11,29 @@ from pathlib import Path
 from typing import Any
 
 from overbrainer import files
+from overbrainer.config.describe import describe_settings
+from overbrainer.config.env import Environment
+from overbrainer.config.load import ConfigError, load_settings
 from overbrainer.errors import UserError
+from overbrainer.job.layout import RECORD
 from overbrainer.lines import read_lines
+from overbrainer.pipeline.history import summary_lines
+from overbrainer.pipeline.records import (
+    ANSWERS,
+    DATA_DIR,
+    EVAL,
+    QUESTIONS,
+    REJECTED,
+    SUBTOPICS,
+    TRAIN,
+    DataFiles,
+)
+from overbrainer.pipeline.spend import project_history
+from overbrainer.plugins import load_plugins
+from overbrainer.redact import escape_controls
+from overbrainer.runs.ids import is_valid_id
 from overbrainer.runs.machine import machine_brief, machine_lines, read_machine
+from overbrainer.runs.store import RunStore
 
 
 @dataclass
@@ -24,20 +45,12 @@ class ConfigView:
 
 
 def _settings(project_dir: Path) -> Any:
-    from overbrainer.config.env import Environment
-    from overbrainer.config.load import load_settings
-    from overbrainer.plugins import load_plugins
-
     env = Environment.load(project_dir)
     plugins = load_plugins(env.merged)
     return load_settings(project_dir, env, plugins.kinds, plugins.sections)
 
 
 def read_config(project_dir: Path) -> ConfigView:
-    from overbrainer.config.describe import describe_settings
-    from overbrainer.config.load import ConfigError
-    from overbrainer.redact import escape_controls
-
     try:
         settings = _settings(project_dir)
     except ConfigError as error:
@@ -50,9 +63,6 @@ def read_config(project_dir: Path) -> ConfigView:
 def training_line(project_dir: Path) -> str:
     """What ``train`` would start (target, base model, examples), for its confirmation; the
     command itself says what is wrong when the configuration is."""
-    from overbrainer.pipeline.records import DATA_DIR, TRAIN
-    from overbrainer.redact import escape_controls
-
     try:
         training = _settings(project_dir).training
     except UserError:
@@ -105,16 +115,6 @@ class Dataset:
 
 def read_dataset(project_dir: Path) -> Dataset:
     """Topics > subtopics > questions, each question marked by its answer."""
-    from overbrainer.pipeline.records import (
-        ANSWERS,
-        EVAL,
-        QUESTIONS,
-        REJECTED,
-        SUBTOPICS,
-        TRAIN,
-        DataFiles,
-    )
-
     data = DataFiles(project_dir)
     try:
         subtopics = data.read(SUBTOPICS)
@@ -160,9 +160,6 @@ def answer_text(answer: dict[str, Any]) -> tuple[str, str]:
 
 def stage_lines(project_dir: Path) -> list[str]:
     """Cost and tokens per stage, from the history."""
-    from overbrainer.pipeline.history import summary_lines
-    from overbrainer.pipeline.spend import project_history
-
     try:
         return summary_lines(project_history(project_dir))
     except UserError as error:
@@ -183,12 +180,6 @@ class RecordCache:
         self._seen: dict[str, tuple[tuple[int, int], Any]] = {}
 
     def records(self) -> list[Any]:
-        import os
-
-        from overbrainer.job.layout import RECORD
-        from overbrainer.runs.ids import is_valid_id
-        from overbrainer.runs.store import RunStore
-
         store = RunStore(self.project_dir)
         if not store.root.is_dir():
             return []
@@ -225,8 +216,6 @@ EXCLUDED_WHY = {
 
 def excluded_reason(answer: dict[str, Any]) -> str:
     """Why ``split`` leaves this answer out, from its ``meta.excluded``, for the detail."""
-    from overbrainer.redact import escape_controls
-
     reason = escape_controls(str(answer.get("meta", {}).get("excluded") or "unknown"))
     why = EXCLUDED_WHY.get(reason)
     return f"{reason}: {why}" if why else reason
@@ -247,8 +236,6 @@ def fit_label(text: str, width: int) -> str:
 def data_key(project_dir: Path) -> tuple[tuple[int, int] | None, ...]:
     """The size and time of the dataset's files: the Dataset view reads them again only when
     this changes, whoever wrote them (the TUI, another shell)."""
-    from overbrainer.pipeline.records import ANSWERS, DATA_DIR, QUESTIONS, SUBTOPICS
-
     key: list[tuple[int, int] | None] = []
     for name in (SUBTOPICS, QUESTIONS, ANSWERS):
         try:
