@@ -23,6 +23,7 @@ import json
 import os
 import secrets as tokens
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,8 @@ from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.serving import ServeHandle, ServeSpec
 from overbrainer.job.spec import ArtifactSpec, JobPoll, JobSpec, JobState, JobStatus, TargetInfo
 from overbrainer.project import Project
+from overbrainer.testing.jobs import contract_settings, manager_with, prepare_job
+from overbrainer.testing.processes import announced, carrying, with_their_runners
 
 POLL_S = 0.05
 DEADLINE_S = 60.0
@@ -116,8 +119,6 @@ class Driver:
     ) -> RunRecord:
         """Prepare a job of the fake trainer (``knobs``: its ``FAKE_AXOLOTL_*`` settings)
         and launch it; the record as ``running``."""
-        from overbrainer.testing.jobs import prepare_job
-
         run = run or self.new_run()
         prepare_job(
             self.local_dir(run),
@@ -217,8 +218,6 @@ class ExecutorContract:
 
     @pytest.fixture
     def driver(self, contract_target: ContractTarget, tmp_path: Path) -> Iterator[Driver]:
-        from overbrainer.testing.jobs import contract_settings, manager_with
-
         plugins = manager_with(contract_target.plugin)
         kind = contract_target.table["kind"]
         assert kind in plugins.kinds, f"the plugin registers no target kind `{kind}`"
@@ -373,8 +372,6 @@ class ExecutorContract:
     def test_cancel_ends_every_process_of_the_job_and_again_does_nothing(
         self, driver: Driver
     ) -> None:
-        from overbrainer.testing.processes import carrying, with_their_runners
-
         token = tokens.token_hex(8)
         mark = f"{MARK_VARIABLE}={token}"
         knobs = {"FAKE_AXOLOTL_HANG": "1", "FAKE_AXOLOTL_CHILD": "1", "FAKE_AXOLOTL_WORKERS": "2"}
@@ -519,8 +516,6 @@ def _serve(driver: Driver, idle_seconds: int) -> ServeHandle:
 
 def _reached(driver: Driver, handle: ServeHandle) -> str:
     """The URL reach_serve gives, once the served server answers a GET there."""
-    import urllib.request
-
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     deadline = time.monotonic() + DEADLINE_S
     while True:
@@ -545,8 +540,6 @@ cancel test finds them on this machine."""
 def _wait_announced(driver: Driver, run: RunRecord, **counts: int) -> list[int]:
     """The pids of the processes the fake trainer started, once it named ``counts`` of them
     (``child=1, worker=2``) in the job's log."""
-    from overbrainer.testing.processes import announced
-
     deadline = time.monotonic() + DEADLINE_S
     while True:
         named = announced(driver.whole_log(run))
