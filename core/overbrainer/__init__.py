@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     # pluggy is imported on first use of ``hookimpl``: `overbrainer --help` never needs it.
     if name == "hookimpl":
-        import pluggy
+        import pluggy  # noqa: PLC0415 - the package root: `--help` imports it
 
         return globals().setdefault("hookimpl", pluggy.HookimplMarker("overbrainer"))
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

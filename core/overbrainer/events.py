@@ -17,6 +17,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 
+from loguru import logger
+
 if TYPE_CHECKING:
     from overbrainer.runs.machine import MachineSample
 
@@ -213,6 +215,4 @@ def publish(event: Event) -> None:
         try:
             listener(event)
         except Exception as error:  # noqa: BLE001 - a listener never breaks the publisher
-            from loguru import logger
-
             logger.debug(f"an event listener failed on {event.kind}: {error!r}")

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from overbrainer.errors import UserError
+from overbrainer.redact import escape_controls
+from overbrainer.replace import replace_file
 
 READ_LIMIT = 1 << 30
 """The default bound of a whole-file read: 1 GiB (the largest dataset files hold less)."""
@@ -201,7 +203,6 @@ def write_atomic(path: Path, data: bytes | Callable[[BinaryIO], object], shown: 
     replaced, never followed), in a directory made or checked without following links."""
     mkdir_nofollow(path.parent, _parent_shown(path, shown))
     write = data if callable(data) else (lambda file: file.write(data))
-    from overbrainer.replace import replace_file  # tempfile: only for a write
 
     try:
         replace_file(path, write)
@@ -233,8 +234,6 @@ def own_path(path: str | Path, root: Path, shown: str) -> Path:
     candidate = Path(path)
     resolved = (candidate if candidate.is_absolute() else root / candidate).resolve()
     if not resolved.is_relative_to(root.resolve()):
-        from overbrainer.redact import escape_controls
-
         shown_path = escape_controls(str(path))  # a record's text: never a terminal control
         raise UserError(f"{shown} ({shown_path}) is not inside {root}: refusing to use it")
     return resolved

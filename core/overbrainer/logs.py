@@ -7,9 +7,13 @@ aiohttp) are routed into the same sink.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import TYPE_CHECKING, Any
+
+from overbrainer.errors import UserError
+from overbrainer.redact import escape_controls, redact
 
 if TYPE_CHECKING:
     from loguru import Record
@@ -25,22 +29,16 @@ _PREFIX = {
 }
 
 
-def _intercept_handler() -> Any:
-    """A handler giving standard-library log records to loguru, keeping the caller's
-    level (made on first use: ``logging`` is not imported by commands that never log)."""
-    import logging
+class InterceptHandler(logging.Handler):
+    """Gives standard-library log records to loguru, keeping the caller's level."""
 
-    class InterceptHandler(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            from loguru import logger
-
-            try:
-                level: str | int = logger.level(record.levelname).name
-            except ValueError:
-                level = record.levelno
-            logger.opt(depth=6, exception=record.exc_info).log(level, record.getMessage())
-
-    return InterceptHandler()
+    def emit(self, record: logging.LogRecord) -> None:
+        logger = _logger()
+        try:
+            level: str | int = logger.level(record.levelname).name
+        except ValueError:
+            level = record.levelno
+        logger.opt(depth=6, exception=record.exc_info).log(level, record.getMessage())
 
 
 def _format(record: Record) -> str:
@@ -50,14 +48,10 @@ def _format(record: Record) -> str:
 def _escape(record: Any) -> None:
     """Escape the control characters a message quotes (names and ids from files), before
     any colour is added; line breaks stay."""
-    from overbrainer.redact import escape_controls
-
     record["message"] = escape_controls(record["message"], keep="\n")
 
 
 def _write(message: str) -> None:
-    from overbrainer.redact import redact
-
     # Looked up at each write, so a test runner's captured stderr receives it.
     sys.stderr.write(redact(message))
 
@@ -65,8 +59,6 @@ def _write(message: str) -> None:
 def log_level(level: str | None = None) -> str:
     """``level`` (default ``OVERBRAINER_LOG``, else INFO), checked without loguru: a
     command that defers logging (``runs ls``) still refuses a bad one at once."""
-    from overbrainer.errors import UserError
-
     name = (level or os.environ.get("OVERBRAINER_LOG") or "INFO").upper()
     if name not in LEVELS:
         raise UserError(f"OVERBRAINER_LOG: expected one of {', '.join(LEVELS).lower()}")
@@ -76,16 +68,16 @@ def log_level(level: str | None = None) -> str:
 def _logger() -> Any:
     """loguru's logger, imported (the first time) without the stderr sink it adds on its
     own: it is removed at once below, and adding it costs a look-up of the interpreter's
-    library paths."""
-    if "loguru" not in sys.modules and "LOGURU_AUTOINIT" not in os.environ:
+    library paths. Imported here, not at the top: the variable must be set first, and
+    a command that defers logging (``runs ls``) imports loguru only to warn."""
+    first = "loguru" not in sys.modules and "LOGURU_AUTOINIT" not in os.environ
+    if first:
         os.environ["LOGURU_AUTOINIT"] = "0"
-        try:
-            from loguru import logger
-        finally:
+    try:
+        from loguru import logger  # noqa: PLC0415
+    finally:
+        if first:
             del os.environ["LOGURU_AUTOINIT"]
-        return logger
-    from loguru import logger
-
     return logger
 
 
@@ -98,7 +90,6 @@ def configure_logging(level: str | None = None) -> None:
     logger.configure(patcher=_escape)
     logger.add(_write, level=name, format=_format, colorize=colour, backtrace=False)
     # Third-party libraries speak at WARNING and up unless debugging was asked for.
-    import logging
 
     stdlib_level = logging.DEBUG if name in ("TRACE", "DEBUG") else logging.WARNING
-    logging.basicConfig(handlers=[_intercept_handler()], level=stdlib_level, force=True)
+    logging.basicConfig(handlers=[InterceptHandler()], level=stdlib_level, force=True)

@@ -16,6 +16,9 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from overbrainer.errors import UserError
+from overbrainer.files import mkdir_nofollow, write_atomic
+
 CACHE_NAME = "plugin-commands.json"
 
 
@@ -54,8 +57,6 @@ def remember(commands: Mapping[str, str], env: Mapping[str, str] | None = None) 
     """Keep ``commands`` (name to summary) for this environment, if they changed."""
     if remembered(env) == dict(commands) and _cache().exists():
         return
-    from overbrainer.errors import UserError
-    from overbrainer.files import mkdir_nofollow, write_atomic
 
     path = _cache()
     data = {"state": _state(env or os.environ), "commands": dict(commands)}

@@ -20,7 +20,14 @@ from loguru import logger
 from pydantic import BaseModel
 
 from overbrainer import hookspecs
+from overbrainer.config.model import Settings
+from overbrainer.config.sections import SettingsSection
+from overbrainer.engines import Engine, builtin
 from overbrainer.hookcalls import Hooks
+from overbrainer.job import hooks
+from overbrainer.job.adapter import ExecutorHooks
+from overbrainer.plugincmds import remember
+from overbrainer.redact import redact
 
 if TYPE_CHECKING:
     from overbrainer.config.sections import SettingsSection
@@ -115,16 +122,11 @@ class Plugins:
         secrets: Collection[str],
         env_only: Collection[str],
     ) -> None:
-        from overbrainer.config.model import Settings
-        from overbrainer.config.sections import SettingsSection
-
         section = SettingsSection.checked(table, model, secrets, env_only, Settings.model_fields)
         if _first(self.section_owners, table, plugin, f"the settings table [{table}]"):
             self.sections[table] = section
 
     def _add_engine(self, plugin: str, engine: Engine) -> None:
-        from overbrainer.engines import Engine
-
         if not isinstance(engine, Engine):
             raise TypeError(f"register_engines needs an Engine instance, not {engine!r}")
         if _first(self.engine_owners, engine.name, plugin, f"engine `{engine.name}`"):
@@ -161,8 +163,6 @@ def can_serve(plugins: Plugins, kind: str) -> bool | None:
     """Whether the executors of the plugin owning ``kind`` declare the capability
     ``serve``: None when that cannot be told before one is made (a plugin of raw hooks,
     a class that does not import)."""
-    from overbrainer.job.adapter import ExecutorHooks
-
     owner = plugins.owners.get(kind)
     plugin = plugins.pm.get_plugin(owner) if owner else None
     if not isinstance(plugin, ExecutorHooks):
@@ -177,8 +177,6 @@ def can_serve(plugins: Plugins, kind: str) -> bool | None:
 def _executors(name: str, plugin: object) -> dict[str, list[str]]:
     """The executor classes of an ``ExecutorHooks`` plugin and what each declares it can
     do; a class named ``"module:Class"`` is imported here (a warning when it cannot be)."""
-    from overbrainer.job.adapter import ExecutorHooks
-
     if not isinstance(plugin, ExecutorHooks):
         return {}
     try:
@@ -198,9 +196,6 @@ BUILTIN_ENGINES = "core-engines"
 def new_manager() -> Plugins:
     """A manager knowing the overbrainer hook specs, with the built-in dispatcher and
     engines registered."""
-    from overbrainer.engines import builtin
-    from overbrainer.job import hooks
-
     pm = pluggy.PluginManager(GROUP)
     pm.add_hookspecs(hookspecs)
     plugins = Plugins(pm)
@@ -252,8 +247,6 @@ def load_plugins(env: Mapping[str, str] | None = None) -> Plugins:
 
 def _remember_commands(plugins: Plugins, env: Mapping[str, str]) -> None:
     """Keep the plugins' command names and summaries for ``--help`` (see plugincmds)."""
-    from overbrainer.plugincmds import remember
-
     found: dict[str, str] = {}
 
     def register(command: object) -> None:
@@ -296,7 +289,5 @@ def trace(pm: pluggy.PluginManager) -> None:
 
 def _short(value: object) -> str:
     """``value``'s repr, redacted before it is cut so no secret is left half-shown."""
-    from overbrainer.redact import redact
-
     text = redact(repr(value))
     return text if len(text) <= 160 else text[:157] + "..."

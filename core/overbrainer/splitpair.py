@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import xxhash
+
 from overbrainer import files
 from overbrainer.errors import UserError
 
@@ -32,8 +34,6 @@ _CHUNK = 1 << 20
 
 def fingerprint(path: Path) -> dict[str, Any] | None:
     """The size and XXH3-128 of ``path``, or None when it is missing."""
-    import xxhash
-
     file = files.open_read(path, f"data/{path.name}")
     if file is None:
         return None
