@@ -16,9 +16,6 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from overbrainer.errors import UserError
-from overbrainer.files import mkdir_nofollow, write_atomic
-
 CACHE_NAME = "plugin-commands.json"
 
 
@@ -57,6 +54,9 @@ def remember(commands: Mapping[str, str], env: Mapping[str, str] | None = None) 
     """Keep ``commands`` (name to summary) for this environment, if they changed."""
     if remembered(env) == dict(commands) and _cache().exists():
         return
+    # `--help` reads this module: what only a write needs (tempfile, through files) waits.
+    from overbrainer.errors import UserError  # noqa: PLC0415
+    from overbrainer.files import mkdir_nofollow, write_atomic  # noqa: PLC0415
 
     path = _cache()
     data = {"state": _state(env or os.environ), "commands": dict(commands)}
