@@ -13,6 +13,7 @@ what it started: each ``ray start`` and every process below it, found by pid (ne
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -180,8 +181,6 @@ class LocalCluster:
 
     def _nodes_alive(self) -> int:
         """Nodes the cluster counts as alive (0 while the dashboard does not answer)."""
-        import json
-
         try:
             with urllib.request.urlopen(  # noqa: S310 - the loopback dashboard
                 f"{self.address}/nodes?view=summary", timeout=5

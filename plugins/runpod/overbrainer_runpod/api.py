@@ -12,12 +12,14 @@ into the query).
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from overbrainer.plugin import TransientError, UserError
+from overbrainer_runpod.logstream import DEFAULT_REST, LogClient
 
 NO_KEY = "no Runpod API key: set OVERBRAINER_RUNPOD__API_KEY"
 BASE_URL_ENV = "RUNPOD_API_BASE_URL"
@@ -99,8 +101,6 @@ class RunpodApi:
 
     def sdk(self) -> Any:
         if self._sdk is None:
-            import logging
-
             # Importing the SDK sets these loggers to WARNING for the whole process (its
             # __init__): OVERBRAINER_LOG=debug would lose them.
             quiet = ("urllib3", "paramiko", "uvicorn")
@@ -199,8 +199,6 @@ class RunpodApi:
 
     def log_client(self) -> Any:
         """The reader of the pods' log stream (REST), for this account."""
-        from overbrainer_runpod.logstream import DEFAULT_REST, LogClient
-
         return LogClient(self.key, (self.rest_url or DEFAULT_REST).rstrip("/"))
 
     # Secrets, GPUs, data centers, volumes.

@@ -25,8 +25,10 @@ from overbrainer.plugin import TransientError, UserError
 from overbrainer.plugin.host import Host, HostError
 from overbrainer_runpod import keys, record
 from overbrainer_runpod.api import Ambiguous, Enum, Refused, RunpodApi
+from overbrainer_runpod.logkept import drain
 from overbrainer_runpod.record import Attempt, PodRecord, PodState
 from overbrainer_runpod.timing import Timing, ssh_user
+from overbrainer_ssh import open_host
 
 if TYPE_CHECKING:
     from overbrainer_runpod.settings import RunpodTarget
@@ -65,8 +67,6 @@ def connect(target: str, run_id: str, config: Path, tag: str = "", *, now: bool 
     """The pod of ``run_id`` (its after-training pod with ``tag``) as a ``Host`` of the
     target ``target``, reached through the SSH config its lifecycle wrote; connected now
     when ``now``."""
-    from overbrainer_ssh import open_host
-
     return open_host(target, alias(run_id, tag), ssh_config=config, connect=now)
 
 
@@ -458,7 +458,6 @@ class PodLifecycle:
         pod_id = self.pod.pod_id
         if pod_id is None or not self.persist or not self.run_dir.is_dir():
             return
-        from overbrainer_runpod.logkept import drain
 
         drain(self.api.log_client(), self.run_dir, pod_id)
         self.drained = True
