@@ -13,7 +13,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
 
@@ -22,7 +22,6 @@ from overbrainer.config.env import Environment
 from overbrainer.config.model import Role, Settings, Topic
 from overbrainer.errors import Interrupted, Terminated, UserError, signal_of
 from overbrainer.events import ItemExcluded, StageEnd, StageStart, publish
-from overbrainer.pipeline import split
 from overbrainer.pipeline.budget import Budget, BudgetExceeded
 from overbrainer.pipeline.history import STAGES, append_history, timestamp
 from overbrainer.pipeline.progress import StageProgress
@@ -33,6 +32,9 @@ from overbrainer.pipeline.served_concurrency import served_concurrency
 from overbrainer.pipeline.spend import SpendJournal, spent
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.prices import PriceBook
+
+if TYPE_CHECKING:
+    from overbrainer.pipeline import split
 
 __all__ = ["STAGES", "Outcome", "run_stage", "select_topics"]
 
@@ -126,6 +128,9 @@ def run_stage(
     publish(StageStart(stage))
     try:
         if stage == "split":
+            # Not for a stage that asks a provider: it starts faster without split's imports.
+            from overbrainer.pipeline import split  # noqa: PLC0415
+
             result = split.run(DataFiles(project_dir), settings, topics)
         else:
             context = StageContext(
