@@ -474,3 +474,23 @@ def test_the_plugin_seeds_the_generators_before_the_model_loads(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "seeded 7\n"
+
+
+def test_a_kd_loss_whose_terms_cannot_be_computed_still_trains(plugin, capsys):
+    # An Axolotl other than 0.19 (here: none at all) must not end the run over a display.
+    calls = []
+
+    def loss_fn(*tensors, true_labels, student_bias=None):
+        calls.append(tensors)
+        return 2.5
+
+    trainer = SimpleNamespace(_kd_loss_fn=loss_fn, compute_loss=None, log=None)
+    parts = plugin.KDLossParts(trainer)
+    parts.install()
+    parts.collecting = "train"
+    assert trainer._kd_loss_fn(1, 2, 3, 4, 5, true_labels=None) == 2.5
+    assert trainer._kd_loss_fn(1, 2, 3, 4, 5, true_labels=None) == 2.5
+    assert len(calls) == 2 and parts.failed
+    err = capsys.readouterr().err
+    assert err.count("the KD loss's two terms cannot be logged") == 1
+    assert "training goes on, with the loss alone" in err

@@ -340,6 +340,8 @@ class KDLossParts:
         self.divisor = 1.0
         self.weight = 1.0
         self.train_step: int | None = None
+        self.failed = False
+        """Set once the terms could not be computed (an Axolotl this was not written for)."""
         self.sums: dict[str, list[float]] = {"train": [0.0, 0.0, 0.0], "eval": [0.0, 0.0, 0.0]}
         """KD term, cross-entropy and weight (batches or examples) summed since the last log."""
 
@@ -386,8 +388,17 @@ class KDLossParts:
         """The trainer's loss, as Axolotl calls it: (LM head weight, hidden states, top-k ids,
         logprobs, mask), the labels and a bias."""
         loss = self.loss_fn(*tensors, true_labels=true_labels, student_bias=student_bias)
-        if self.collecting is not None:
-            kd, ce = kd_terms(self.loss_fn, tensors, true_labels, student_bias)
+        if self.collecting is not None and not self.failed:
+            try:
+                kd, ce = kd_terms(self.loss_fn, tensors, true_labels, student_bias)
+            except Exception as error:  # noqa: BLE001 - seeing the terms must never end a run
+                self.failed = True
+                print(
+                    f"overbrainer: the KD loss's two terms cannot be logged ({error!r}); "
+                    "training goes on, with the loss alone",
+                    file=sys.stderr,
+                )
+                return loss
             sums = self.sums[self.collecting]
             sums[0] += kd / self.divisor * self.weight
             sums[1] += ce / self.divisor * self.weight
