@@ -28,13 +28,12 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 from click.testing import CliRunner  # noqa: E402
 from tests.after.test_real_export import MAKE_ADAPTER  # noqa: E402
+from tests.helpers.fake_provider import FakeProvider, openai_completion  # noqa: E402
 
-from fake_provider import FakeProvider, openai_completion  # noqa: E402
 from overbrainer.after.target.export_gguf import QUANTIZE  # noqa: E402
 from overbrainer.after.toolchain import LLAMA_CPP_PYTHON  # noqa: E402
 from overbrainer.cli import cli  # noqa: E402

@@ -34,13 +34,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # tests.helpers
 
 
 
 def project(root: Path, url: str, concurrency: int, answers: int) -> Path:
+    from tests.helpers.pipeline_data import PIPELINE_CONFIG, write_project
+
     from overbrainer.pipeline.ids import question_id, subtopic_id
-    from pipeline_data import PIPELINE_CONFIG, write_project
 
     config = PIPELINE_CONFIG.replace("concurrency = 4", f"concurrency = {concurrency}")
     directory = write_project(root / f"c{concurrency}-{answers}", url, config)
@@ -127,7 +128,7 @@ def cold(answers: int, latency: float, concurrency: int, repeat: int) -> None:
     import shutil
     import statistics
 
-    from fake_provider import FakeProvider, is_chat
+    from tests.helpers.fake_provider import FakeProvider, is_chat
 
     provider = FakeProvider(latency=latency).start()
     arrivals: list[float] = []
@@ -219,7 +220,8 @@ def main() -> None:
         cold(args.cold, args.latency, args.concurrency[0], args.repeat)
         return
     server = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "fake_provider.py"), "--latency", str(args.latency)],
+        [sys.executable, str(ROOT / "tests" / "helpers" / "fake_provider.py"),
+         "--latency", str(args.latency)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     try:

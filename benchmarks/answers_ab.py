@@ -25,15 +25,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # tests.helpers
 
 ANSWERS, CONCURRENCY, LATENCY = 1920, 64, 0.1
 
 
 def main() -> None:
     import answers as bench
-
-    from fake_provider import FakeProvider, is_chat
+    from tests.helpers.fake_provider import FakeProvider, is_chat
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("other_core", type=Path)

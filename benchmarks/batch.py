@@ -3,7 +3,7 @@
     uv run python benchmarks/batch.py [--answers 2000] [--latency 0.1] [--concurrency 64]
                                       [--process-s 0] [--poll 0.2] [--repeat 3]
 
-The loopback provider (``tests/fake_batch.py``, in its own process) answers online at
+The loopback provider (``tests/helpers/fake_batch.py``, in its own process) answers online at
 ``--latency`` a reply, and ends a batch ``--process-s`` after it was made (0: at once, so
 that what is measured is overbrainer's own work: building and uploading the file, the
 polls, downloading and writing the results). For each repeat, a fresh project with N
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # tests.helpers
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from answers import project  # noqa: E402
@@ -63,9 +63,9 @@ def main() -> None:
     os.environ.update(OVERBRAINER_LOAD_PLUGINS="", OVERBRAINER_LOG="WARNING", NO_COLOR="1",
                       OVERBRAINER_PIPELINE__BATCH_POLL_S=str(args.poll))
     server = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "fake_batch.py"), "--latency", str(args.latency),
+        [sys.executable, "-m", "tests.helpers.fake_batch", "--latency", str(args.latency),
          "--process-s", str(args.process_s)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     rows: list[tuple[float, float, float, float, float, float]] = []
     try:

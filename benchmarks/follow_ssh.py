@@ -36,7 +36,7 @@ def main() -> None:
         os.environ["HOME"] = str(root / "client-home")
         os.environ.pop("SSH_AUTH_SOCK", None)
         (root / "client-home").mkdir()
-        from tests.ssh.conftest import Sshd, make_keys, write_client_config
+        from tests.helpers.sshd import Sshd, make_keys, write_client_config
 
         (root / "keys").mkdir()
         server = Sshd(root / "sshd", make_keys(root / "keys"))
@@ -69,7 +69,7 @@ def main() -> None:
 def measure(
     alias: str, root: Path, seconds: float, events: bool, n: int
 ) -> tuple[float, float, int]:
-    from tests.fixtures.jobs import write_job
+    from tests.helpers.jobs import write_job
 
     from overbrainer.job.executor import HostExecutor
     from overbrainer.job.record import RunRecord

@@ -29,7 +29,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchm
 sys.path.insert(0, str(ROOT))
 
 from pydantic import SecretStr  # noqa: E402
-from tests.runpod.fake_runpod import FakeRunpod, Pod  # noqa: E402
+from tests.helpers.fake_runpod import FakeRunpod, Pod  # noqa: E402
 
 KEY = "rpa_BENCHMARKKEY0123456789abcdef"
 

@@ -13,8 +13,8 @@ answers what it cannot admit with a 429 and the headers of the chosen dialect: O
 refused (goal at most 5%), and the goodput against the limit, the ideal in the same run (goal
 at least 0.9).
 
-Then the real LiteLLM proxy (``tests/litellm_proxy.py``: mock models, no network; its venv as
-``.ci/run`` makes it) with ``--litellm-rpm`` (6) on its model: ``--litellm-answers`` (12)
+Then the real LiteLLM proxy (``tests/helpers/litellm_proxy.py``: mock models, no network; its
+venv as ``.ci/run`` makes it) with ``--litellm-rpm`` (6) on its model: ``--litellm-answers`` (12)
 answers, the requests it refused and the time per answer against the limit's own pace
 (60 s / rpm). It counts per wall-clock minute and admits one fewer than its ``rpm`` (its
 ``remaining`` says one too many), so the ideal is ``rpm - 1`` a minute. ``--litellm-answers
@@ -33,8 +33,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # tests.tools, for tests/litellm_proxy.py
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # tests.helpers
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from answers import project  # noqa: E402
@@ -89,7 +88,7 @@ def main() -> None:
     for dialect in args.dialect:
         bare = ["--bare-429"] if dialect.endswith("-bare") else []
         server = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests" / "fake_provider.py"), "--latency",
+            [sys.executable, str(ROOT / "tests" / "helpers" / "fake_provider.py"), "--latency",
              str(args.latency), "--rate", str(args.rate), "--dialect",
              dialect.removesuffix("-bare"), *bare],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -113,7 +112,7 @@ def main() -> None:
 
 def litellm(answers: int, rpm: int) -> None:
     """The answers stage through the real LiteLLM proxy, its model limited to ``rpm``."""
-    import litellm_proxy
+    from tests.helpers import litellm_proxy
 
     if not (litellm_proxy.VENV / "bin" / "litellm").is_file():
         print(f"LiteLLM proxy: not installed ({litellm_proxy.INSTALL})")

@@ -27,10 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # This file is named like the SDK: its directory must not shadow the `runpod` package.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from tests.runpod.fake_runpod import FakeRunpod  # noqa: E402
-from tests.ssh.conftest import Sshd, make_keys, write_client_config  # noqa: E402
+from tests.helpers.fake_runpod import FakeRunpod  # noqa: E402
+from tests.helpers.sshd import Sshd, make_keys, write_client_config  # noqa: E402
 
 from overbrainer.job.record import RunRecord  # noqa: E402
 from overbrainer.job.spec import JobSpec  # noqa: E402

@@ -27,7 +27,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # This file's directory holds runpod.py: it must not shadow the `runpod` package.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from benchmarks.runpod import loopback_pods  # noqa: E402
 

@@ -5,7 +5,7 @@ answers a question, asked with ``n`` (one request a question) and as separate re
                                         [--concurrency 16] [--system-chars 2000]
                                         [--reply-tokens 600]
 
-The loopback provider (``tests/fake_provider.py``, in a thread of this process) answers at
+The loopback provider (``tests/helpers/fake_provider.py``, in a thread of this process) answers at
 ``--latency`` a reply, counts a prompt's tokens as its characters / 4 (as a provider's
 tokenizer roughly does) and writes ``--reply-tokens`` tokens a reply; with ``n`` it gives
 ``n`` replies for one prompt, as OpenAI bills them (the prompt once). The system prompt is
@@ -26,12 +26,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # tests.helpers
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from answers import project  # noqa: E402
+from tests.helpers.fake_provider import FakeProvider, Seen  # noqa: E402
 
-from fake_provider import FakeProvider, Seen  # noqa: E402
 from overbrainer.cli import cli  # noqa: E402
 
 

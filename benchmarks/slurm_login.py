@@ -36,7 +36,7 @@ def main() -> None:
         os.environ["HOME"] = str(home)
         os.environ["XDG_RUNTIME_DIR"] = str(root)
         os.environ.pop("SSH_AUTH_SOCK", None)
-        from tests.ssh.conftest import Sshd, make_keys, write_client_config
+        from tests.helpers.sshd import Sshd, make_keys, write_client_config
 
         from overbrainer_slurm import transport
 

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fixtures.answers_data import write_dataset  # noqa: E402
+from tests.helpers.answers_data import write_dataset  # noqa: E402
 
 NAIVE = r"""
 import json, sys

@@ -16,7 +16,6 @@ Prints the median time of each method, its throughput, and its ratio to ``tar|ss
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shutil
 import statistics
@@ -28,18 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.helpers
 CHUNK = 8 << 20
-
-
-def load_fixture():
-    """The sshd harness of ``tests/ssh/conftest.py`` (it needs pytest, a dev dependency)."""
-    spec = importlib.util.spec_from_file_location("sshd_fixture", ROOT / "tests/ssh/conftest.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def make_tree(root: Path, total_mb: int, small: int) -> tuple[int, int]:
@@ -84,7 +73,8 @@ def main() -> None:
     from loguru import logger
 
     logger.remove()  # the library's debug lines would interleave with the table
-    fixture = load_fixture()
+    from tests.helpers import sshd as fixture  # the tests' sshd harness (it needs pytest)
+
     work = Path(tempfile.mkdtemp(prefix="overbrainer-transfer-"))
     home = work / "client-home"
     home.mkdir()
