@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -24,6 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._harness import median  # noqa: E402
 
 
 def main() -> None:
@@ -55,9 +56,9 @@ def main() -> None:
 
     print(f"SSH follow of a {args.job_seconds:g} s job, {args.repeat} runs each, medians; "
           f"poll interval {POLL_S:g} s")
-    lag = {k: statistics.median(r[0] for r in v) for k, v in results.items()}
-    trips = {k: statistics.median(r[1] for r in v) for k, v in results.items()}
-    total = {k: statistics.median(r[2] for r in v) for k, v in results.items()}
+    lag = {k: median(r[0] for r in v) for k, v in results.items()}
+    trips = {k: median(r[1] for r in v) for k, v in results.items()}
+    total = {k: median(r[2] for r in v) for k, v in results.items()}
     for name in results:
         print(f"  {name:<8} exit_code -> followed: {lag[name]:.2f} s; "
               f"{trips[name]:.1f} round trips a minute, {total[name]:.0f} a follow")

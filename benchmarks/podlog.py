@@ -17,7 +17,6 @@ import argparse
 import http.client
 import os
 import secrets
-import statistics
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._harness import median  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
 from tests.helpers.fake_runpod import FakeRunpod, Pod  # noqa: E402
 
@@ -128,8 +128,8 @@ def main() -> None:
                 read.append(stream_time(fake, runs, args.lines))
         finally:
             fake.stop()
-    p, d = statistics.median(plain), statistics.median(drained)
-    b, r = statistics.median(bare), statistics.median(read)
+    p, d = median(plain), median(drained)
+    b, r = median(bare), median(read)
     print(f"delete without the drain: {p:.2f} s, with it: {d:.2f} s "
           f"(ratio {d / p:.2f}x; median of {args.runs})")  # fmt: skip
     print(f"{args.lines + 2} lines of a pod's log: bare read {b * 1000:.0f} ms, parsed and "

@@ -33,10 +33,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # tests.helpers
+sys.path.insert(0, str(ROOT))  # tests.helpers, benchmarks._harness
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from answers import project  # noqa: E402
+from benchmarks._harness import stopwatch  # noqa: E402
 
 from overbrainer.cli import cli  # noqa: E402
 
@@ -56,12 +57,13 @@ def run(
             f"OVERBRAINER_PROVIDERS__MAIN__BASE_URL={url}\n"
             f"OVERBRAINER_PROVIDERS__MAIN__API_KEY={key}\n"
         )
-    began = time.perf_counter()
-    try:
-        cli.main(["-C", str(directory), "answers"], prog_name="overbrainer", standalone_mode=False)
-    except Exception as error:  # noqa: BLE001 - a failed item is a figure here, not a crash
-        print(f"  answers: {error}")
-    wall = time.perf_counter() - began
+    with stopwatch() as watch:
+        try:
+            cli.main(["-C", str(directory), "answers"], prog_name="overbrainer",
+                     standalone_mode=False)
+        except Exception as error:  # noqa: BLE001 - a failed item is a figure here, not a crash
+            print(f"  answers: {error}")
+    wall = watch.wall
     answered = len((directory / "data" / "answers.jsonl").read_text().splitlines())
     history = (directory / ".overbrainer" / "history.jsonl").read_text().splitlines()
     entry = json.loads(history[-1])

@@ -35,11 +35,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # tests.helpers
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))  # tests.helpers, benchmarks._harness
 
-from _harness import medians  # noqa: E402 - benchmarks/ on the path first
-from tests.helpers.serving import (  # noqa: E402 - tests/ on the path first
+from benchmarks._harness import medians  # noqa: E402 - the checkout on the path first
+from tests.helpers.serving import (  # noqa: E402 - the checkout on the path first
     llama_toolchain,
     running,
     watchdog_pids,
