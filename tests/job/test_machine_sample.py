@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.fixtures.jobs import write_job
+from tests.helpers.jobs import write_job
 
 from overbrainer.job import machine_sample, wire
 from overbrainer.job.layout import JOB_FILE, MACHINE_FILE, MACHINE_SAMPLER, RUNNER

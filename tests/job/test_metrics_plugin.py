@@ -15,7 +15,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-from tests.fixtures.run_dirs import prepare_run_dir
+from tests.helpers.run_dirs import prepare_run_dir
 
 from overbrainer.config.model import Training
 from overbrainer.testing.fake_axolotl import FakeTrainer

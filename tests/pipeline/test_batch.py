@@ -12,13 +12,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.helpers.fake_batch import FakeBatchProvider, question
+from tests.helpers.fake_provider import Reply
+from tests.helpers.pipeline_data import (
+    API_KEY,
+    PIPELINE_CONFIG,
+    lines,
+    seed_questions,
+    write_project,
+)
 
-from fake_batch import FakeBatchProvider, question
-from fake_provider import Reply
 from overbrainer.pipeline.batch import chunks
 from overbrainer.providers.batch_api import Limits, Request
 from overbrainer.providers.batch_openai import OpenAIBatches
-from pipeline_data import API_KEY, PIPELINE_CONFIG, lines, seed_questions, write_project
 
 CLI = str(Path(sys.executable).parent / "overbrainer")
 BATCH_CONFIG = PIPELINE_CONFIG.replace(

@@ -6,7 +6,7 @@ import json
 import re
 from datetime import UTC, datetime
 
-from tests.fixtures.seeing_runs import START, write_metrics
+from tests.helpers.seeing_runs import START, write_metrics
 from tests.runs.test_cli import write_run
 
 RUN = "demo_20260922-143005"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from PIL import Image
-from tests.fixtures.seeing_runs import add_kd_terms, v_shaped_loss, write_metrics, write_run
+from tests.helpers.seeing_runs import add_kd_terms, v_shaped_loss, write_metrics, write_run
 
 from overbrainer.charts.png import EVAL_COLOURS, LOSS_COLOURS
 

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.fixtures.seeing_project import RUN, write_tui_project
-from tests.fixtures.seeing_runs import add_kd_terms
+from tests.helpers.seeing_project import RUN, write_tui_project
+from tests.helpers.seeing_runs import add_kd_terms
 from tests.runs.test_machine_show import SAMPLE
 from textual.widgets import Static
 

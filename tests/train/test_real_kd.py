@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy
 import pytest
-from tests.fixtures.real import REAL_TIMEOUT
+from tests.helpers.real import REAL_TIMEOUT
 
 from overbrainer.pipeline.logits_file import LOGPROBS, AnswerLogits, LogitsFile
 from overbrainer.train import kd_data
