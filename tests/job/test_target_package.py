@@ -10,11 +10,9 @@ from importlib import resources
 
 from overbrainer.job.layout import MACHINE_SAMPLER, RUNNER, TRAVELS
 
-TRAINER_VENV = {
-    "overbrainer_metrics.py": {"axolotl", "transformers"},
-    "overbrainer_kd.py": {"transformers"},
-}
-"""The plugins run in the trainer's venv: what they may import besides the stdlib."""
+TRAINER = {"axolotl", "torch", "transformers"}
+TRAINER_VENV = {"overbrainer_metrics.py": TRAINER, "overbrainer_kd.py": TRAINER}
+"""The trainer's plugins run in its venv: what they may import besides the stdlib."""
 
 
 def imported_roots(source: str) -> set[str]:
