@@ -810,7 +810,7 @@ def test_plan_leaves_out_what_a_live_batch_holds(run_cli, project_dir, provider)
     config.write_text(config.read_text() + LOCAL_TRAINING)
     trained = json.loads(run_cli("plan", "--json").stdout)["training"]
     from overbrainer.pipeline.projection import CHARS_PER_TOKEN
-    from overbrainer.train.estimate import QUESTION_CHARS
+    from overbrainer.plan.training import QUESTION_CHARS
 
     left = json.loads(run_cli("plan", "--json").stdout)["stages"]["answers"]["requests"]
     each = QUESTION_CHARS + 2600 * CHARS_PER_TOKEN  # the prior: no answer yet

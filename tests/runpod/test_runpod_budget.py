@@ -10,7 +10,7 @@ import pytest
 from tests.helpers.fake_runpod import GPU_TYPES, FakeRunpod
 from tests.helpers.run_dirs import write_examples
 
-from overbrainer.train.estimate import THROUGHPUT
+from overbrainer.plan.training import THROUGHPUT
 
 TRAINING = """
 [training]

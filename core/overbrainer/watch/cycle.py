@@ -122,7 +122,7 @@ class Cycle:
     def _stale(self, first: bool) -> bool:
         """Say what an edit made stale and what redoing it costs (the records of unknown
         making: at the first cycle only, they do not change); whether to redo it."""
-        from overbrainer.train.costplan import stale_costs, stale_lines
+        from overbrainer.plan.run_cost import stale_costs, stale_lines
 
         settings = self.reloader.settings
         costs = stale_costs(self.workspace().project, self.prices)

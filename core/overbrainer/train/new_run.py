@@ -99,7 +99,7 @@ def check_budget(ws: Workspace, target: str, max_usd: float | None) -> None:
     the budget (``max_usd``, else ``[budget] max_usd``), before a machine is created."""
     from overbrainer.pipeline.budget import RAISE, usd
     from overbrainer.pipeline.spend import spent
-    from overbrainer.train.estimate import estimate_training
+    from overbrainer.plan.training import estimate_training
 
     limit = max_usd if max_usd is not None else ws.settings.budget.max_usd
     if limit is None:
