@@ -1,5 +1,6 @@
 """What the benchmark scripts share: a command timed in a fresh process, commands measured
-in turns, and the medians they print, computed one way instead of once a script.
+in turns, a block or a call timed in this process, and the medians they print, computed one
+way instead of once a script.
 
 A machine shared with other work drifts: commands are measured in turns (each once a round,
 after one unmeasured warm-up run that also writes the bytecode caches), so that a slow
@@ -12,9 +13,13 @@ import resource
 import statistics
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -25,20 +30,51 @@ class Timing:
     cpu: float
 
 
+@dataclass
+class Stopwatch:
+    """The wall and CPU seconds of a ``with stopwatch():`` block, set when it ends."""
+
+    wall: float = 0.0
+    cpu: float = 0.0
+
+
+@contextmanager
+def stopwatch(cpu_clock: Callable[[], float] = time.process_time) -> Iterator[Stopwatch]:
+    """Times the block: wall seconds (``perf_counter``) and CPU seconds of ``cpu_clock``
+    (this process's by default; ``time.thread_time`` for one thread's)."""
+    watch = Stopwatch()
+    wall, cpu = time.perf_counter(), cpu_clock()
+    try:
+        yield watch
+    finally:
+        watch.wall, watch.cpu = time.perf_counter() - wall, cpu_clock() - cpu
+
+
+def timed(action: Callable[[], T]) -> tuple[float, T]:
+    """``action()``'s wall seconds and its value."""
+    start = time.perf_counter()
+    value = action()
+    return time.perf_counter() - start, value
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's children that have ended, so far: a
+    ``stopwatch(children_cpu)`` reads what the commands run in its block spent."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_timed(
     argv: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None
 ) -> Timing:
     """``argv`` run to its end, its output dropped (a failure raises); its CPU is read from
     this process's children's usage, so nothing else may run a child meanwhile."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run(
-        list(argv), cwd=cwd, env=None if env is None else dict(env),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
-    )
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return Timing(wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    with stopwatch(children_cpu) as watch:
+        subprocess.run(
+            list(argv), cwd=cwd, env=None if env is None else dict(env),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
+        )
+    return Timing(watch.wall, watch.cpu)
 
 
 def in_turns(
@@ -71,3 +107,19 @@ def median_timing(timings: Iterable[Timing]) -> Timing:
 def medians(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """Each figure's median over ``runs`` (each run a mapping of the same figures)."""
     return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+
+def median(values: Iterable[float]) -> float:
+    """The median of ``values`` (the middle two's mean for an even count)."""
+    return statistics.median(values)
+
+
+def column_medians(rows: Iterable[Sequence[float]]) -> tuple[float, ...]:
+    """The median of each column of ``rows`` (each row a run's figures, in the same order)."""
+    return tuple(statistics.median(column) for column in zip(*rows, strict=True))
+
+
+def median_of_ratios(numerators: Iterable[float], denominators: Iterable[float]) -> float:
+    """The median of each pair's ratio: two sides measured in the same round share that
+    round's drift, which the ratio of the two medians would not cancel."""
+    return statistics.median(a / b for a, b in zip(numerators, denominators, strict=True))

@@ -28,13 +28,13 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._harness import stopwatch, timed  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 from tests.after.test_real_export import MAKE_ADAPTER  # noqa: E402
+from tests.helpers.fake_provider import FakeProvider, openai_completion  # noqa: E402
 
-from fake_provider import FakeProvider, openai_completion  # noqa: E402
 from overbrainer.after.target.export_gguf import QUANTIZE  # noqa: E402
 from overbrainer.after.toolchain import LLAMA_CPP_PYTHON  # noqa: E402
 from overbrainer.cli import cli  # noqa: E402
@@ -108,12 +108,6 @@ def make_project(root: Path, venv: Path, model: Path, questions: int) -> Path:
     return project
 
 
-def timed(action) -> tuple[float, object]:
-    start = time.perf_counter()
-    value = action()
-    return time.perf_counter() - start, value
-
-
 def bare_export(venv: Path, toolchain: Path, merged: Path, out: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(toolchain / "llama.cpp" / "gguf-py")}
     converter = toolchain / "llama.cpp" / "convert_hf_to_gguf.py"
@@ -152,23 +146,23 @@ def bare_answers(toolchain: Path, gguf: Path, questions: list[str]) -> float:
                 break
             except OSError:
                 time.sleep(0.1)
-        start = time.perf_counter()
-        for question in questions:
-            body = json.dumps(
-                {
-                    "messages": [{"role": "user", "content": question}],
-                    "max_tokens": 4096,
-                    "temperature": 0.0,
-                    "stream": True,
-                }
-            ).encode()
-            request = urllib.request.Request(
-                url + "/v1/chat/completions", body, {"Content-Type": "application/json"}
-            )
-            with urllib.request.urlopen(request, timeout=600) as reply:
-                for _line in reply:
-                    pass
-        return time.perf_counter() - start
+        with stopwatch() as watch:
+            for question in questions:
+                body = json.dumps(
+                    {
+                        "messages": [{"role": "user", "content": question}],
+                        "max_tokens": 4096,
+                        "temperature": 0.0,
+                        "stream": True,
+                    }
+                ).encode()
+                request = urllib.request.Request(
+                    url + "/v1/chat/completions", body, {"Content-Type": "application/json"}
+                )
+                with urllib.request.urlopen(request, timeout=600) as reply:
+                    for _line in reply:
+                        pass
+        return watch.wall
     finally:
         server.terminate()
         server.wait()

@@ -34,13 +34,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # tests.helpers, benchmarks._harness
 
 
 
 def project(root: Path, url: str, concurrency: int, answers: int) -> Path:
+    from tests.helpers.pipeline_data import PIPELINE_CONFIG, write_project
+
     from overbrainer.pipeline.ids import question_id, subtopic_id
-    from pipeline_data import PIPELINE_CONFIG, write_project
 
     config = PIPELINE_CONFIG.replace("concurrency = 4", f"concurrency = {concurrency}")
     directory = write_project(root / f"c{concurrency}-{answers}", url, config)
@@ -67,16 +68,15 @@ def cpu_seconds(pid: int) -> float:
 
 def answer(directory: Path) -> tuple[float, float]:
     """Wall and CPU seconds of ``overbrainer answers`` on ``directory``."""
+    from benchmarks._harness import stopwatch
+
     from overbrainer.cli import cli
 
-    wall, cpu = time.perf_counter(), time.process_time()
-    try:
+    with stopwatch() as watch:
         cli.main(["-C", str(directory), "answers"], prog_name="overbrainer", standalone_mode=False)
-    finally:
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     lines = (directory / "data" / "answers.jsonl").read_text().splitlines()
     assert len(lines) == len((directory / "data" / "questions.jsonl").read_text().splitlines())
-    return wall, cpu
+    return watch.wall, watch.cpu
 
 
 def bare_client(url: str, concurrency: int, count: int) -> tuple[float, float]:
@@ -100,6 +100,7 @@ def bare_client(url: str, concurrency: int, count: int) -> tuple[float, float]:
 
             await asyncio.gather(*(worker() for _ in range(concurrency)))
 
+    # Timed by hand: the bare process (``--bare``) imports nothing more than it needs.
     wall, cpu = time.perf_counter(), time.thread_time()
     asyncio.run(send_all())
     return time.perf_counter() - wall, time.thread_time() - cpu
@@ -109,25 +110,23 @@ def bare_process(url: str, concurrency: int, count: int, libraries: bool = False
     """CPU seconds of a fresh process that is only a bare aiohttp client sending ``count``
     chat requests (its start-up, ``import aiohttp`` included); with ``libraries``, it
     imports the other libraries of overbrainer's design first (click, pydantic, loguru)."""
-    import resource
+    from benchmarks._harness import children_cpu, stopwatch
 
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(
-        [sys.executable, __file__, "--bare", url, "--answers", str(count),
-         "--concurrency", str(concurrency), *(["--libraries"] if libraries else [])],
-        check=True,
-    )
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    with stopwatch(children_cpu) as watch:
+        subprocess.run(
+            [sys.executable, __file__, "--bare", url, "--answers", str(count),
+             "--concurrency", str(concurrency), *(["--libraries"] if libraries else [])],
+            check=True,
+        )
+    return watch.cpu
 
 
 def cold(answers: int, latency: float, concurrency: int, repeat: int) -> None:
     """The console script in fresh processes: start-up, tail, whole-command ratio, CPU."""
-    import resource
     import shutil
-    import statistics
 
-    from fake_provider import FakeProvider, is_chat
+    from benchmarks._harness import children_cpu, column_medians, median, stopwatch
+    from tests.helpers.fake_provider import FakeProvider, is_chat
 
     provider = FakeProvider(latency=latency).start()
     arrivals: list[float] = []
@@ -153,13 +152,13 @@ def cold(answers: int, latency: float, concurrency: int, repeat: int) -> None:
             for number in range(repeat + 1):
                 directory = project(Path(temp) / str(number), provider.url, concurrency, answers)
                 arrivals.clear()
-                before = resource.getrusage(resource.RUSAGE_CHILDREN)
-                began = time.monotonic()
-                subprocess.run([script, "-C", str(directory), "answers"], env=env, check=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                ended = time.monotonic()
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+                with stopwatch(children_cpu) as watch:
+                    began = time.monotonic()  # the clock of ``arrivals``
+                    subprocess.run([script, "-C", str(directory), "answers"], env=env,
+                                   check=True, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+                    ended = time.monotonic()
+                cpu = watch.cpu
                 if number:  # the first run warms the caches
                     rows.append((arrivals[0] - began, ended - (max(arrivals) + latency),
                                  ended - began, cpu))
@@ -171,8 +170,8 @@ def cold(answers: int, latency: float, concurrency: int, repeat: int) -> None:
     finally:
         provider.stop()
     columns = list(zip(*rows, strict=True))
-    start, tail, wall, cpu = (statistics.median(column) for column in columns)
-    whole = statistics.median(bare_whole)
+    start, tail, wall, cpu = column_medians(rows)
+    whole = median(bare_whole)
     ideal = answers / concurrency * latency
 
     def spread(values: tuple[float, ...] | list[float], scale: float = 1.0) -> str:
@@ -180,10 +179,10 @@ def cold(answers: int, latency: float, concurrency: int, repeat: int) -> None:
 
     print(f"cold `overbrainer answers`: {answers} answers at concurrency {concurrency}, "
           f"{latency * 1000:.0f} ms a reply, median of {repeat}")
-    bare_start, bare_wall = (statistics.median(column) for column in zip(*bare_rows, strict=True))
+    bare_start, bare_wall = column_medians(bare_rows)
     print(f"  start-up before the first request: {start:.2f} s ({spread(columns[0])}; "
           f"goal <= 0.25); a bare aiohttp client's {bare_start:.2f} s, the same importing "
-          f"click, pydantic and loguru first {statistics.median(floor):.2f} s")
+          f"click, pydantic and loguru first {median(floor):.2f} s")
     print(f"  after the last reply: {tail:.2f} s ({spread(columns[1])})")
     print(f"  whole command: {wall:.2f} s, {ideal / wall:.2f} of ideal ({ideal:.2f} s; "
           f"{min(ideal / w for w in columns[2]):.2f}-{max(ideal / w for w in columns[2]):.2f}; "
@@ -219,7 +218,8 @@ def main() -> None:
         cold(args.cold, args.latency, args.concurrency[0], args.repeat)
         return
     server = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "fake_provider.py"), "--latency", str(args.latency)],
+        [sys.executable, str(ROOT / "tests" / "helpers" / "fake_provider.py"),
+         "--latency", str(args.latency)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     try:

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,15 +23,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # tests.helpers, benchmarks._harness
 
 ANSWERS, CONCURRENCY, LATENCY = 1920, 64, 0.1
 
 
 def main() -> None:
     import answers as bench
-
-    from fake_provider import FakeProvider, is_chat
+    from benchmarks._harness import children_cpu, column_medians, median, stopwatch
+    from tests.helpers.fake_provider import FakeProvider, is_chat
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("other_core", type=Path)
@@ -51,14 +49,12 @@ def main() -> None:
 
     def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
         arrivals.clear()
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        began = time.monotonic()
-        subprocess.run(argv, env=env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        ended = time.monotonic()
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-        return arrivals[0] - began, ended - began, cpu
+        with stopwatch(children_cpu) as watch:
+            began = time.monotonic()  # the clock of ``arrivals``
+            subprocess.run(argv, env=env, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            ended = time.monotonic()
+        return arrivals[0] - began, ended - began, watch.cpu
 
     try:
         with tempfile.TemporaryDirectory() as temp:
@@ -80,9 +76,9 @@ def main() -> None:
     finally:
         provider.stop()
     ideal = ANSWERS / CONCURRENCY * LATENCY
-    bare_cpu = statistics.median(row[2] for row in rows["bare"])
+    bare_cpu = median(row[2] for row in rows["bare"])
     for name, found in rows.items():
-        start, wall, cpu = (statistics.median(column) for column in zip(*found, strict=True))
+        start, wall, cpu = column_medians(found)
         print(f"{name:5}  start-up {start:.3f} s  whole {wall:.2f} s, {ideal / wall:.2f} of "
               f"ideal  CPU {cpu:.3f} s, {cpu / bare_cpu:.2f}x the bare client's")
 

@@ -3,7 +3,7 @@
     uv run python benchmarks/batch.py [--answers 2000] [--latency 0.1] [--concurrency 64]
                                       [--process-s 0] [--poll 0.2] [--repeat 3]
 
-The loopback provider (``tests/fake_batch.py``, in its own process) answers online at
+The loopback provider (``tests/helpers/fake_batch.py``, in its own process) answers online at
 ``--latency`` a reply, and ends a batch ``--process-s`` after it was made (0: at once, so
 that what is measured is overbrainer's own work: building and uploading the file, the
 polls, downloading and writing the results). For each repeat, a fresh project with N
@@ -21,34 +21,32 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # tests.helpers, benchmarks._harness
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from answers import project  # noqa: E402
+from benchmarks._harness import median_of_ratios, stopwatch  # noqa: E402
 
 from overbrainer.cli import cli  # noqa: E402
 
 
 def answer(directory: Path, *args: str) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds and cost (USD) of ``overbrainer answers ARGS``."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    cli.main(["-C", str(directory), "answers", *args], prog_name="overbrainer",
-             standalone_mode=False)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    with stopwatch() as watch:
+        cli.main(["-C", str(directory), "answers", *args], prog_name="overbrainer",
+                 standalone_mode=False)
     lines = (directory / "data" / "answers.jsonl").read_text().splitlines()
     assert len(lines) == len((directory / "data" / "questions.jsonl").read_text().splitlines())
     history = (directory / ".overbrainer" / "history.jsonl").read_text().splitlines()
     entry = json.loads(history[-1])
     assert entry["status"] == "ok", entry
-    return wall, cpu, float(entry["cost"])
+    return watch.wall, watch.cpu, float(entry["cost"])
 
 
 def main() -> None:
@@ -63,9 +61,9 @@ def main() -> None:
     os.environ.update(OVERBRAINER_LOAD_PLUGINS="", OVERBRAINER_LOG="WARNING", NO_COLOR="1",
                       OVERBRAINER_PIPELINE__BATCH_POLL_S=str(args.poll))
     server = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "fake_batch.py"), "--latency", str(args.latency),
+        [sys.executable, "-m", "tests.helpers.fake_batch", "--latency", str(args.latency),
          "--process-s", str(args.process_s)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     rows: list[tuple[float, float, float, float, float, float]] = []
     try:
@@ -93,9 +91,9 @@ def main() -> None:
         if server.stdin:
             server.stdin.close()
         server.wait(10)
-    wall = statistics.median(r[3] / r[0] for r in rows)
-    cpu = statistics.median(r[4] / r[1] for r in rows)
-    cost = statistics.median(r[5] / r[2] for r in rows)
+    wall = median_of_ratios((r[3] for r in rows), (r[0] for r in rows))
+    cpu = median_of_ratios((r[4] for r in rows), (r[1] for r in rows))
+    cost = median_of_ratios((r[5] for r in rows), (r[2] for r in rows))
     print(f"median batch / online: wall {wall:.2f}x, CPU {cpu:.2f}x, cost {cost:.2f}x "
           "(goal: the batch_discount, 0.50x)")
 

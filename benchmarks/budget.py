@@ -6,8 +6,8 @@ the budget and the spend as overbrainer's files say, in the scenarios of issue 3
 
 Each scenario is a fresh project in a temporary directory, answered by the real CLI in this
 process (click's ``CliRunner``), or in a process of its own where it is killed with
-``kill -9`` (by its pid). The loopback provider (``tests/fake_provider.py``,
-``tests/fake_batch.py``) serves from a thread of this process and records each reply's
+``kill -9`` (by its pid). The loopback provider (``tests/helpers/fake_provider.py``,
+``tests/helpers/fake_batch.py``) serves from a thread of this process and records each reply's
 tokens: ``billed`` is what it answered (a reply is billed once the provider has made it,
 whether or not the client waited for it), at the prices it lists (a batch's results at the
 listed price less ``batch_discount``, 0.5). ``spent`` is
@@ -52,15 +52,15 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # tests.helpers
 
 from click.testing import CliRunner  # noqa: E402
+from tests.helpers.fake_batch import FakeBatchProvider  # noqa: E402
+from tests.helpers.fake_provider import FakeProvider, Seen, openai_completion  # noqa: E402
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, lines, seed_questions, write_project  # noqa: E402
 
-from fake_batch import FakeBatchProvider  # noqa: E402
-from fake_provider import FakeProvider, Seen, openai_completion  # noqa: E402
 from overbrainer.cli import cli  # noqa: E402
 from overbrainer.pipeline.spend import read_spending, spent  # noqa: E402
-from pipeline_data import PIPELINE_CONFIG, lines, seed_questions, write_project  # noqa: E402
 
 CLI = str(Path(sys.executable).parent / "overbrainer")
 DISCOUNT = 0.5

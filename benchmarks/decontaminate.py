@@ -32,13 +32,15 @@ import gc
 import random
 import re
 import sys
-import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "core"))
+sys.path.insert(0, str(ROOT))  # benchmarks._harness
+
+from benchmarks._harness import stopwatch  # noqa: E402
 
 from overbrainer.pipeline.decontaminate import EvalItem, Index, grams  # noqa: E402
 
@@ -140,9 +142,9 @@ def measure(
     answers: list[list[str]], planted: set[int], n: int,
 ) -> float:
     gc.collect()
-    start = time.process_time()
-    dropped = method(evaluation, answers, n)
-    cpu = time.process_time() - start
+    with stopwatch() as watch:
+        dropped = method(evaluation, answers, n)
+    cpu = watch.cpu
     clean = len(answers) - len(planted)
     recall = len(dropped & planted) / len(planted) if planted else 1.0
     false = len(dropped - planted) / clean if clean else 0.0

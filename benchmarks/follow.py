@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._harness import medians  # noqa: E402
-from tests.fixtures.run_dirs import write_examples  # noqa: E402
+from tests.helpers.run_dirs import write_examples  # noqa: E402
 
 from overbrainer.testing.fake_axolotl import make_fake_venv  # noqa: E402
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -24,6 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._harness import median  # noqa: E402
 
 
 def main() -> None:
@@ -36,7 +37,7 @@ def main() -> None:
         os.environ["HOME"] = str(root / "client-home")
         os.environ.pop("SSH_AUTH_SOCK", None)
         (root / "client-home").mkdir()
-        from tests.ssh.conftest import Sshd, make_keys, write_client_config
+        from tests.helpers.sshd import Sshd, make_keys, write_client_config
 
         (root / "keys").mkdir()
         server = Sshd(root / "sshd", make_keys(root / "keys"))
@@ -55,9 +56,9 @@ def main() -> None:
 
     print(f"SSH follow of a {args.job_seconds:g} s job, {args.repeat} runs each, medians; "
           f"poll interval {POLL_S:g} s")
-    lag = {k: statistics.median(r[0] for r in v) for k, v in results.items()}
-    trips = {k: statistics.median(r[1] for r in v) for k, v in results.items()}
-    total = {k: statistics.median(r[2] for r in v) for k, v in results.items()}
+    lag = {k: median(r[0] for r in v) for k, v in results.items()}
+    trips = {k: median(r[1] for r in v) for k, v in results.items()}
+    total = {k: median(r[2] for r in v) for k, v in results.items()}
     for name in results:
         print(f"  {name:<8} exit_code -> followed: {lag[name]:.2f} s; "
               f"{trips[name]:.1f} round trips a minute, {total[name]:.0f} a follow")
@@ -69,7 +70,7 @@ def main() -> None:
 def measure(
     alias: str, root: Path, seconds: float, events: bool, n: int
 ) -> tuple[float, float, int]:
-    from tests.fixtures.jobs import write_job
+    from tests.helpers.jobs import write_job
 
     from overbrainer.job.executor import HostExecutor
     from overbrainer.job.record import RunRecord

@@ -40,13 +40,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # tests.helpers
 
 from click.testing import CliRunner  # noqa: E402
+from tests.helpers.fake_provider import FakeProvider, Reply, Seen, openai_completion  # noqa: E402
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, seed_questions, write_project  # noqa: E402
 
-from fake_provider import FakeProvider, Reply, Seen, openai_completion  # noqa: E402
 from overbrainer.cli import cli  # noqa: E402
-from pipeline_data import PIPELINE_CONFIG, seed_questions, write_project  # noqa: E402
 
 Draw = Callable[[random.Random, float], float]
 """Tokens out of one answer: from a generator seeded by the question, and its place (0..1)."""

@@ -17,7 +17,6 @@ import argparse
 import http.client
 import os
 import secrets
-import statistics
 import sys
 import tempfile
 import time
@@ -28,8 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._harness import median  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
-from tests.runpod.fake_runpod import FakeRunpod, Pod  # noqa: E402
+from tests.helpers.fake_runpod import FakeRunpod, Pod  # noqa: E402
 
 KEY = "rpa_BENCHMARKKEY0123456789abcdef"
 
@@ -40,8 +40,9 @@ def quiet_pod(fake: FakeRunpod, runs: Path, lines: int = 0) -> tuple[str, Path]:
     from overbrainer_runpod.record import PodRecord, PodState
 
     pod_id = secrets.token_hex(7)
-    pod = Pod(
-        id=pod_id, name=f"overbrainer-b-{pod_id}-1", gpu_type="NVIDIA A40", cost=0.44, env={},
+    run_id = f"bench_20260101-{pod_id}"
+    pod = Pod(  # named as the target names a run's pods: `delete` checks it
+        id=pod_id, name=f"overbrainer-{run_id}-1", gpu_type="NVIDIA A40", cost=0.44, env={},
         docker_args="", dir=fake.root / "pods" / pod_id, ports={}, key="rpa_POD" + pod_id,
     )  # fmt: skip
     pod.dir.mkdir(parents=True)
@@ -49,7 +50,7 @@ def quiet_pod(fake: FakeRunpod, runs: Path, lines: int = 0) -> tuple[str, Path]:
     feed = fake.log_feed(pod_id)
     for index in range(lines):
         feed.add(f"step {index} loss 1.234 lr 2e-4 tokens/s 5123.4 " + "x" * 40)
-    run_dir = runs / f"bench_20260101-{pod_id}"
+    run_dir = runs / run_id
     record.save(run_dir, PodRecord(run_id=run_dir.name, state=PodState.RUNNING, pod_id=pod_id))
     return pod_id, run_dir
 
@@ -128,8 +129,8 @@ def main() -> None:
                 read.append(stream_time(fake, runs, args.lines))
         finally:
             fake.stop()
-    p, d = statistics.median(plain), statistics.median(drained)
-    b, r = statistics.median(bare), statistics.median(read)
+    p, d = median(plain), median(drained)
+    b, r = median(bare), median(read)
     print(f"delete without the drain: {p:.2f} s, with it: {d:.2f} s "
           f"(ratio {d / p:.2f}x; median of {args.runs})")  # fmt: skip
     print(f"{args.lines + 2} lines of a pod's log: bare read {b * 1000:.0f} ms, parsed and "

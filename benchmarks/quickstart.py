@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 QUIET = {"AXOLOTL_DO_NOT_TRACK": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
 INSTALL = ["torch==2.13.0", "axolotl==0.19.0"]
-CONSTRAINTS = ROOT / "core/overbrainer/job/constraints/axolotl-0.19.0.txt"
+CONSTRAINTS = ROOT / "core/overbrainer/job/target/constraints/axolotl-0.19.0.txt"
 
 
 def uv_sources() -> dict[str, str]:

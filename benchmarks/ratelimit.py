@@ -13,8 +13,8 @@ answers what it cannot admit with a 429 and the headers of the chosen dialect: O
 refused (goal at most 5%), and the goodput against the limit, the ideal in the same run (goal
 at least 0.9).
 
-Then the real LiteLLM proxy (``tests/litellm_proxy.py``: mock models, no network; its venv as
-``.ci/run`` makes it) with ``--litellm-rpm`` (6) on its model: ``--litellm-answers`` (12)
+Then the real LiteLLM proxy (``tests/helpers/litellm_proxy.py``: mock models, no network; its
+venv as ``.ci/run`` makes it) with ``--litellm-rpm`` (6) on its model: ``--litellm-answers`` (12)
 answers, the requests it refused and the time per answer against the limit's own pace
 (60 s / rpm). It counts per wall-clock minute and admits one fewer than its ``rpm`` (its
 ``remaining`` says one too many), so the ideal is ``rpm - 1`` a minute. ``--litellm-answers
@@ -33,11 +33,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # tests.tools, for tests/litellm_proxy.py
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # tests.helpers, benchmarks._harness
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from answers import project  # noqa: E402
+from benchmarks._harness import stopwatch  # noqa: E402
 
 from overbrainer.cli import cli  # noqa: E402
 
@@ -57,12 +57,13 @@ def run(
             f"OVERBRAINER_PROVIDERS__MAIN__BASE_URL={url}\n"
             f"OVERBRAINER_PROVIDERS__MAIN__API_KEY={key}\n"
         )
-    began = time.perf_counter()
-    try:
-        cli.main(["-C", str(directory), "answers"], prog_name="overbrainer", standalone_mode=False)
-    except Exception as error:  # noqa: BLE001 - a failed item is a figure here, not a crash
-        print(f"  answers: {error}")
-    wall = time.perf_counter() - began
+    with stopwatch() as watch:
+        try:
+            cli.main(["-C", str(directory), "answers"], prog_name="overbrainer",
+                     standalone_mode=False)
+        except Exception as error:  # noqa: BLE001 - a failed item is a figure here, not a crash
+            print(f"  answers: {error}")
+    wall = watch.wall
     answered = len((directory / "data" / "answers.jsonl").read_text().splitlines())
     history = (directory / ".overbrainer" / "history.jsonl").read_text().splitlines()
     entry = json.loads(history[-1])
@@ -89,7 +90,7 @@ def main() -> None:
     for dialect in args.dialect:
         bare = ["--bare-429"] if dialect.endswith("-bare") else []
         server = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests" / "fake_provider.py"), "--latency",
+            [sys.executable, str(ROOT / "tests" / "helpers" / "fake_provider.py"), "--latency",
              str(args.latency), "--rate", str(args.rate), "--dialect",
              dialect.removesuffix("-bare"), *bare],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -113,7 +114,7 @@ def main() -> None:
 
 def litellm(answers: int, rpm: int) -> None:
     """The answers stage through the real LiteLLM proxy, its model limited to ``rpm``."""
-    import litellm_proxy
+    from tests.helpers import litellm_proxy
 
     if not (litellm_proxy.VENV / "bin" / "litellm").is_file():
         print(f"LiteLLM proxy: not installed ({litellm_proxy.INSTALL})")

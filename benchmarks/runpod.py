@@ -15,7 +15,6 @@ import argparse
 import collections
 import getpass
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -27,10 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # This file is named like the SDK: its directory must not shadow the `runpod` package.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from tests.runpod.fake_runpod import FakeRunpod  # noqa: E402
-from tests.ssh.conftest import Sshd, make_keys, write_client_config  # noqa: E402
+from benchmarks._harness import median  # noqa: E402
+from tests.helpers.fake_runpod import FakeRunpod  # noqa: E402
+from tests.helpers.sshd import Sshd, make_keys, write_client_config  # noqa: E402
 
 from overbrainer.job.record import RunRecord  # noqa: E402
 from overbrainer.job.spec import JobSpec  # noqa: E402
@@ -124,11 +123,11 @@ def main() -> None:
             pod_times.append(elapsed)
             calls.append(len(fake.calls) - before)
             kinds = collections.Counter(fake.calls[before:])
-    ssh, pod = statistics.median(ssh_times), statistics.median(pod_times)
+    ssh, pod = median(ssh_times), median(pod_times)
     print(f"ssh target, claim -> first metric line:     {ssh:.2f} s (median of {args.runs})")
     print(f"runpod target, create -> first metric line: {pod:.2f} s (median of {args.runs})")
     print(f"ratio runpod / ssh: {pod / ssh:.1f}x")
-    print(f"Runpod API calls per run: {calls} (median {statistics.median(calls):g})")
+    print(f"Runpod API calls per run: {calls} (median {median(calls):g})")
     print("the last run's calls: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
 
 

@@ -17,7 +17,6 @@ import argparse
 import collections
 import logging
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -27,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # This file's directory holds runpod.py: it must not shadow the `runpod` package.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
+from benchmarks._harness import median  # noqa: E402
 from benchmarks.runpod import loopback_pods  # noqa: E402
 
 from overbrainer.after.target_run import open_target  # noqa: E402
@@ -83,12 +82,12 @@ def main() -> None:
             calls.append(len(fake.calls) - before)
             kinds = collections.Counter(fake.calls[before:])
         left = len(fake.alive())
-    ssh, pod = statistics.median(ssh_times), statistics.median(pod_times)
+    ssh, pod = median(ssh_times), median(pod_times)
     runs = len(ssh_times)
     print(f"ssh target, open -> command -> release:        {ssh:.2f} s (median of {runs})")
     print(f"runpod, new pod: create -> command -> deleted: {pod:.2f} s (median of {runs})")
     print(f"ratio runpod / ssh: {pod / ssh:.1f}x")
-    print(f"Runpod API calls per command: {calls} (median {statistics.median(calls):g})")
+    print(f"Runpod API calls per command: {calls} (median {median(calls):g})")
     print("the last command's calls: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
     print(f"pods left: {left}")
 

@@ -5,7 +5,7 @@ answers a question, asked with ``n`` (one request a question) and as separate re
                                         [--concurrency 16] [--system-chars 2000]
                                         [--reply-tokens 600]
 
-The loopback provider (``tests/fake_provider.py``, in a thread of this process) answers at
+The loopback provider (``tests/helpers/fake_provider.py``, in a thread of this process) answers at
 ``--latency`` a reply, counts a prompt's tokens as its characters / 4 (as a provider's
 tokenizer roughly does) and writes ``--reply-tokens`` tokens a reply; with ``n`` it gives
 ``n`` replies for one prompt, as OpenAI bills them (the prompt once). The system prompt is
@@ -22,16 +22,16 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # tests.helpers, benchmarks._harness
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from answers import project  # noqa: E402
+from benchmarks._harness import stopwatch  # noqa: E402
+from tests.helpers.fake_provider import FakeProvider, Seen  # noqa: E402
 
-from fake_provider import FakeProvider, Seen  # noqa: E402
 from overbrainer.cli import cli  # noqa: E402
 
 
@@ -52,14 +52,13 @@ def configure(directory: Path, samples: int, in_one: bool, system: str) -> None:
 
 def answer(directory: Path) -> tuple[float, float, int]:
     """Wall seconds, cost (USD) and answers of ``overbrainer answers``."""
-    wall = time.perf_counter()
-    cli.main(["-C", str(directory), "answers"], prog_name="overbrainer", standalone_mode=False)
-    wall = time.perf_counter() - wall
+    with stopwatch() as watch:
+        cli.main(["-C", str(directory), "answers"], prog_name="overbrainer", standalone_mode=False)
     history = (directory / ".overbrainer" / "history.jsonl").read_text().splitlines()
     entry = json.loads(history[-1])
     assert entry["status"] == "ok", entry
     answers = len((directory / "data" / "answers.jsonl").read_text().splitlines())
-    return wall, float(entry["cost"]), answers
+    return watch.wall, float(entry["cost"]), answers
 
 
 def main() -> None:

@@ -27,11 +27,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from benchmarks._harness import in_turns, median_timing  # noqa: E402
-from tests.fixtures.run_dirs import write_examples  # noqa: E402
-from tests.fixtures.seeing_runs import write_metrics, write_run  # noqa: E402
+from tests.helpers.run_dirs import write_examples  # noqa: E402
+from tests.helpers.seeing_runs import write_metrics, write_run  # noqa: E402
 
 RUN = "bench_20260922-143005"
 CLI = [sys.executable, "-c", "from overbrainer.cli import main; main()"]

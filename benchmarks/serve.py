@@ -1,5 +1,5 @@
 """A served parent's speed (issue 40): llama-cpp-python's server of the toolchain
-``export`` builds, serving a tiny random Llama (``tests/fixtures/tiny_gguf.py``) on the
+``export`` builds, serving a tiny random Llama (``tests/helpers/tiny_gguf.py``) on the
 local target.
 
     uv run python benchmarks/serve.py [--answers 40] [--max-tokens 32] [--rounds 2]
@@ -35,12 +35,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))  # tests.helpers, benchmarks._harness
 
-from _harness import medians  # noqa: E402 - benchmarks/ on the path first
-
-from serve_fixtures import (  # noqa: E402 - tests/ on the path first
+from benchmarks._harness import medians  # noqa: E402 - the checkout on the path first
+from tests.helpers.serving import (  # noqa: E402 - the checkout on the path first
     llama_toolchain,
     running,
     watchdog_pids,

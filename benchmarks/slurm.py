@@ -28,7 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "contrib" / "overbrainer-slurm")]
 
 from benchmarks._harness import medians  # noqa: E402
 from benchmarks.train_latency import timed_train  # noqa: E402
-from tests.fixtures.run_dirs import write_examples  # noqa: E402
+from tests.helpers.run_dirs import write_examples  # noqa: E402
 
 from overbrainer.testing.fake_axolotl import make_fake_venv  # noqa: E402
 from overbrainer_slurm.localcluster import LocalSlurm  # noqa: E402

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "contrib" / "overbrainer-slurm")]
+
+from benchmarks._harness import median, stopwatch  # noqa: E402
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
         os.environ["HOME"] = str(home)
         os.environ["XDG_RUNTIME_DIR"] = str(root)
         os.environ.pop("SSH_AUTH_SOCK", None)
-        from tests.ssh.conftest import Sshd, make_keys, write_client_config
+        from tests.helpers.sshd import Sshd, make_keys, write_client_config
 
         from overbrainer_slurm import transport
 
@@ -59,7 +59,7 @@ def main() -> None:
                     logins[way] += server.log.read_text().count("Accepted publickey") - before
         finally:
             server.stop()
-    one, each = statistics.median(shared), statistics.median(fresh)
+    one, each = median(shared), median(fresh)
     print(f"{args.commands} commands x {args.repeat} on a login node (sshd on 127.0.0.1)")
     print(f"  shared connection: {one * 1000:7.1f} ms a command, {logins['shared']} logins")
     print(f"  a login each:      {each * 1000:7.1f} ms a command, {logins['fresh']} logins")
@@ -72,13 +72,12 @@ def _none(login: str, env: object) -> None:
 
 def _per_command(commands: object, count: int) -> float:
     """The mean wall time of ``count`` commands, the connection closed after them."""
-    start = time.perf_counter()
-    for _ in range(count):
-        done = commands.run(["true"])  # type: ignore[attr-defined]
-        assert done.code == 0, done.err
-    elapsed = time.perf_counter() - start
+    with stopwatch() as watch:
+        for _ in range(count):
+            done = commands.run(["true"])  # type: ignore[attr-defined]
+            assert done.code == 0, done.err
     commands.close()  # type: ignore[attr-defined]
-    return elapsed / count
+    return watch.wall / count
 
 
 if __name__ == "__main__":

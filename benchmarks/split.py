@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fixtures.answers_data import write_dataset  # noqa: E402
+from benchmarks._harness import column_medians  # noqa: E402
+from tests.helpers.answers_data import write_dataset  # noqa: E402
 
 NAIVE = r"""
 import json, sys
@@ -105,10 +105,8 @@ def main() -> None:
         for _ in range(args.n):
             split_runs.append(measure([overbrainer, "-C", str(project), "split"]))
             naive_runs.append(measure([sys.executable, "-c", NAIVE, str(project)]))
-        cpu = statistics.median(run[0] for run in split_runs)
-        rss = statistics.median(run[1] for run in split_runs)
-        naive_cpu = statistics.median(run[0] for run in naive_runs)
-        naive_rss = statistics.median(run[1] for run in naive_runs)
+        cpu, rss = column_medians(split_runs)
+        naive_cpu, naive_rss = column_medians(naive_runs)
         print(f"  overbrainer split: {cpu:.2f} s CPU, peak RSS {rss:.0f} MiB")
         print(f"  naive stdlib-json script: {naive_cpu:.2f} s CPU, peak RSS {naive_rss:.0f} MiB")
         print(f"  CPU ratio split / naive: {cpu / naive_cpu:.2f} (goal <= 0.5)")

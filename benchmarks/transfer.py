@@ -16,30 +16,20 @@ Prints the median time of each method, its throughput, and its ratio to ``tar|ss
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.helpers, benchmarks._harness
+
+from benchmarks._harness import median, timed  # noqa: E402
+
 CHUNK = 8 << 20
-
-
-def load_fixture():
-    """The sshd harness of ``tests/ssh/conftest.py`` (it needs pytest, a dev dependency)."""
-    spec = importlib.util.spec_from_file_location("sshd_fixture", ROOT / "tests/ssh/conftest.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def make_tree(root: Path, total_mb: int, small: int) -> tuple[int, int]:
@@ -68,12 +58,6 @@ def make_tree(root: Path, total_mb: int, small: int) -> tuple[int, int]:
     return small + 4 + 1, written
 
 
-def timed(action: Callable[[], object]) -> float:
-    started = time.perf_counter()
-    action()
-    return time.perf_counter() - started
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=1024, help="total size in MiB")
@@ -84,7 +68,8 @@ def main() -> None:
     from loguru import logger
 
     logger.remove()  # the library's debug lines would interleave with the table
-    fixture = load_fixture()
+    from tests.helpers import sshd as fixture  # the tests' sshd harness (it needs pytest)
+
     work = Path(tempfile.mkdtemp(prefix="overbrainer-transfer-"))
     home = work / "client-home"
     home.mkdir()
@@ -133,7 +118,7 @@ def run_bench(fixture, server, home: Path, work: Path, args: argparse.Namespace)
         return done
 
     def download_timed(root: str, names: list[str], dest: Path) -> None:
-        phases["download"].append(timed(lambda: real_download(root, names, dest)))
+        phases["download"].append(timed(lambda: real_download(root, names, dest))[0])
 
     host.run, host.download = run_timed, download_timed
 
@@ -145,7 +130,7 @@ def run_bench(fixture, server, home: Path, work: Path, args: argparse.Namespace)
 
     def ours() -> None:
         dest = fresh("collect")
-        total = timed(lambda: executor.collect(run, spec, dest))
+        total, _ = timed(lambda: executor.collect(run, spec, dest))
         phases["verify"].append(total - phases["manifest"][-1] - phases["download"][-1])
 
     ssh = ["ssh", "-F", config, "-o", "BatchMode=yes"]
@@ -166,17 +151,17 @@ def run_bench(fixture, server, home: Path, work: Path, args: argparse.Namespace)
     times: dict[str, list[float]] = {name: [] for name in methods}
     for _ in range(args.repeat):
         for name, method in methods.items():
-            times[name].append(timed(method))
+            times[name].append(timed(method)[0])
     host.close()
 
-    base = statistics.median(times["tar|ssh"])
+    base = median(times["tar|ssh"])
     print(f"{'method':<22}{'seconds':>9}{'MB/s':>8}{'vs tar|ssh':>12}")
     for name, values in times.items():
-        median = statistics.median(values)
-        print(f"{name:<22}{median:>9.2f}{size / 1e6 / median:>8.0f}{median / base:>11.2f}x")
+        seconds = median(values)
+        print(f"{name:<22}{seconds:>9.2f}{size / 1e6 / seconds:>8.0f}{seconds / base:>11.2f}x")
     for name, values in phases.items():
-        median = statistics.median(values)
-        print(f"  collect: {name:<11}{median:>9.2f}{size / 1e6 / median:>8.0f}")
+        seconds = median(values)
+        print(f"  collect: {name:<11}{seconds:>9.2f}{size / 1e6 / seconds:>8.0f}")
 
 
 if __name__ == "__main__":

@@ -10,51 +10,35 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
-from tests.fixtures.real import AXOLOTL_VENV, REAL_TIMEOUT, TINY_MODEL
 
-from fake_provider import FakeProvider
-from overbrainer import redact
-from overbrainer.cli import cli
+# The helpers' asserts explain themselves as a conftest's do: registered before any is imported.
+pytest.register_assert_rewrite("tests.helpers")
 
-OUR_PLUGINS = "local,ssh,runpod"
-CLOSED_HUB = "http://127.0.0.1:9"
-DEFAULT_BASE_MODEL = "Qwen/Qwen3-0.6B"
+from tests.helpers.fake_provider import FakeProvider  # noqa: E402
+from tests.helpers.plugin_site import Site  # noqa: E402
+from tests.helpers.project import (  # noqa: E402
+    CLOSED_HUB,
+    DEFAULT_BASE_MODEL,
+    MINIMAL_CONFIG,
+    OUR_PLUGINS,
+    Cli,
+    cached_model,
+)
+from tests.helpers.real import AXOLOTL_VENV, REAL_TIMEOUT, TINY_MODEL  # noqa: E402
 
-LOCAL_PROVIDER = {"OVERBRAINER_PROVIDERS__MAIN__BASE_URL": "http://127.0.0.1:9/v1"}
-"""A URL for MINIMAL_CONFIG's provider that needs no key (a server on this machine, never
-asked), so that ``config check`` has no provider problem to report."""
-OPENROUTER = {
-    "OVERBRAINER_PROVIDERS__OPENROUTER__BASE_URL": "https://openrouter.example.invalid/api/v1",
-    "OVERBRAINER_PROVIDERS__OPENROUTER__API_KEY": "sk-or-test-0123456789",
-}
-"""The URL and key of the provider ``init`` writes."""
+from overbrainer import redact  # noqa: E402
 
-MINIMAL_CONFIG = """\
-[project]
-name = "Demo Project"
-
-[[topics]]
-name = "ownership"
-subtopics = 2
-questions_per_subtopic = 3
-
-[providers.main]
-protocol = "openai"
-
-[roles.generator]
-provider = "main"
-model = "gen-model"
-
-[roles.parent]
-provider = "main"
-model = "parent-model"
-reasoning = true
-"""
+# Fixtures that tests of several directories use, as plugins: pytest's way to share fixtures
+# beyond a conftest's directory (importing a fixture by name registers a copy where imported).
+pytest_plugins = [
+    "tests.fixtures.finished_run",
+    "tests.fixtures.runpod",
+    "tests.fixtures.sshd",
+    "tests.fixtures.training",
+]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -92,15 +76,6 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempP
     return home
 
 
-def cached_model(home: Path, model: str) -> Path:
-    """Put ``model`` in the Hugging Face cache under ``home`` (its config only)."""
-    snapshot = home / ".cache/huggingface/hub" / f"models--{model.replace('/', '--')}"
-    config = snapshot / "snapshots" / ("0" * 40) / "config.json"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text("{}", encoding="utf-8")
-    return config
-
-
 @pytest.fixture(autouse=True)
 def isolated_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Secrets a test registers and the log sinks the CLI sets up end with the test."""
@@ -133,51 +108,9 @@ def project_dir(tmp_path: Path) -> Path:
     return directory
 
 
-@dataclass
-class Cli:
-    """Runs the CLI in-process on one project directory."""
-
-    project_dir: Path
-
-    def __call__(
-        self, *args: str, input: str | None = None, env: dict[str, str] | None = None
-    ) -> Result:
-        runner = CliRunner()
-        return runner.invoke(
-            cli, ["-C", str(self.project_dir), *args], input=input, env=env, catch_exceptions=False
-        )
-
-
 @pytest.fixture
 def run_cli(project_dir: Path) -> Cli:
     return Cli(project_dir)
-
-
-@dataclass
-class Site:
-    """A directory on ``sys.path`` where tests install plugin distributions for real: a
-    module and a ``.dist-info`` with ``METADATA`` and ``entry_points.txt``."""
-
-    path: Path
-    modules: list[str] = field(default_factory=list)
-
-    def install(self, name: str, source: str, version: str = "1.0") -> str:
-        """Install the plugin ``name`` (entry point and module ``obtest_<name>``) from
-        ``source``; returns its distribution name."""
-        module = f"obtest_{name}"
-        distribution = f"overbrainer-{name}"
-        (self.path / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
-        info = self.path / f"{distribution.replace('-', '_')}-{version}.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(
-            f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n", encoding="utf-8"
-        )
-        (info / "entry_points.txt").write_text(
-            f"[overbrainer]\n{name} = {module}\n", encoding="utf-8"
-        )
-        self.modules.append(module)
-        importlib.invalidate_caches()  # importlib.metadata caches what each path holds
-        return distribution
 
 
 @pytest.fixture

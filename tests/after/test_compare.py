@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.helpers.fake_provider import FakeProvider, openai_completion
 
-from fake_provider import FakeProvider, openai_completion
 from overbrainer.after.judge import child_first, parse_verdict, strip_reasoning
 from overbrainer.after.metrics import nearest_rank
 

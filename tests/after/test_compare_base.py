@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from tests.after.test_compare import JUDGE_PROMPT, comparable, eval_record  # noqa: F401
+from tests.helpers.fake_provider import FakeProvider, openai_completion
 
-from fake_provider import FakeProvider, openai_completion
 from overbrainer.after.metrics import length_controlled, wilson
 from overbrainer.after.report import interval
 

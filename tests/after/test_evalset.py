@@ -9,8 +9,8 @@ import json
 import pytest
 from tests.after.test_compare import JUDGE_PROMPT, use_provider
 from tests.after.test_compare import comparable as compared  # noqa: F401 - its fixture
+from tests.helpers.fake_provider import Reply, openai_completion
 
-from fake_provider import Reply, openai_completion
 from overbrainer.after.evalset import eval_sets
 from overbrainer.config.model import Settings
 

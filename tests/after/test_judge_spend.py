@@ -15,8 +15,8 @@ import time
 import pytest
 from tests.after.test_compare import BOOT, JUDGE_PROMPT, use_provider
 from tests.after.test_compare import comparable as compared  # noqa: F401 - its fixture
+from tests.helpers.fake_provider import FakeProvider
 
-from fake_provider import FakeProvider
 from overbrainer.pipeline.spend import read_spending, spent
 
 JUDGE = """

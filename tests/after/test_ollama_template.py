@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.tools import need
+from tests.helpers.tools import need
 
 from overbrainer.after.chat_template import ChatTemplate, without_training_tags
 from overbrainer.after.ollama_template import CHECKS, chat_format, go_template, ollama_chat

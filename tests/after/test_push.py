@@ -6,8 +6,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-
-from fake_hub import FakeHub
+from tests.helpers.fake_hub import FakeHub
 
 TOKEN = "hf_secretTOKENvalue1234567890"
 READ_TOKEN = "hf_readonlyTOKEN987654321"

@@ -37,9 +37,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from tests.after.test_real_export import toolchain  # noqa: F401 - the llama.cpp toolchain
-from tests.fixtures.real import REAL_TIMEOUT
+from tests.helpers.fake_provider import openai_completion
+from tests.helpers.real import REAL_TIMEOUT
 
-from fake_provider import openai_completion
 from overbrainer.cli import cli
 
 pytestmark = pytest.mark.real

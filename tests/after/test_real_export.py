@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from tests.after.test_compare import eval_record
 from tests.after.test_ollama_template import TEMPLATES
-from tests.fixtures.real import REAL_TIMEOUT
+from tests.helpers.fake_provider import openai_completion
+from tests.helpers.real import REAL_TIMEOUT
 
-from fake_provider import openai_completion
 from overbrainer.after.toolchain import LLAMA_CPP_PYTHON
 
 pytestmark = pytest.mark.real

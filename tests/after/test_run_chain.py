@@ -6,12 +6,12 @@ from __future__ import annotations
 import sys
 
 from click.testing import CliRunner
-from tests.after.conftest import FAKE_TORCH, FAKE_TRANSFORMERS
-from tests.watch.conftest import TRAINING
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, write_project
+from tests.helpers.stand_ins import FAKE_TORCH, FAKE_TRANSFORMERS
+from tests.helpers.watching import TRAINING
 
 from overbrainer.cli import cli
 from overbrainer.testing.fake_axolotl import make_fake_venv
-from pipeline_data import PIPELINE_CONFIG, write_project
 
 
 def test_run_exports_after_training_once(tmp_path, provider, finished, monkeypatch):

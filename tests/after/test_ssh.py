@@ -8,8 +8,7 @@ import json
 
 import pytest
 from tests.after.test_compare import JUDGE_PROMPT, eval_record
-
-from fake_provider import openai_completion
+from tests.helpers.fake_provider import openai_completion
 
 SSH_TARGET = """
 [training]

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.tools import PACKAGES
+from tests.helpers.tools import PACKAGES
 
 ROOT = Path(__file__).parents[2]
 PREREQS = ROOT / ".ci" / "prereqs"

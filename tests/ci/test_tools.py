@@ -10,7 +10,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from tests.tools import OTHERS, PACKAGES, find, in_ci, install_hint, need, search_path
+from tests.helpers.tools import OTHERS, PACKAGES, find, in_ci, install_hint, need, search_path
 
 ROOT = Path(__file__).parents[2]
 PROGRAMS = sorted({*PACKAGES, *OTHERS})
@@ -65,7 +65,7 @@ def run_needing(programs: list[str], path: str, ci: str | None, tmp: Path) -> di
     suite = tmp / "suite"
     suite.mkdir(parents=True)
     (suite / "pytest.ini").write_text("[pytest]\n")
-    (suite / "test_needs.py").write_text("from tests.tools import need\n" + "".join(
+    (suite / "test_needs.py").write_text("from tests.helpers.tools import need\n" + "".join(
         f"\n\ndef test_{program.replace('-', '_')}():\n"
         f"    assert need({program!r}).endswith('/{program}')\n"
         for program in programs

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.helpers.fake_provider import FakeProvider, Reply, Seen
+from tests.helpers.pipeline_data import write_project
 
-from fake_provider import FakeProvider, Reply, Seen
 from overbrainer import collector
 from overbrainer.cli import main
-from pipeline_data import write_project
 
 
 @pytest.fixture(autouse=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from pipeline_data import answer, seed_questions
-from tests.conftest import LOCAL_PROVIDER
+from tests.helpers.pipeline_data import answer, seed_questions
+from tests.helpers.project import LOCAL_PROVIDER
 
 ESC = "\x1b"
 RAW = (ESC, "\r", "\x9b", "\u202e")  # escape, carriage return, C1 CSI, right-to-left override

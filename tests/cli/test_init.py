@@ -6,9 +6,9 @@ import re
 import tomllib
 
 import pytest
+from tests.helpers.project import OPENROUTER
 
 from overbrainer.cli import cli
-from tests.conftest import OPENROUTER
 
 PROMPTS = [
     "answer_system.txt", "judge.txt", "judge_reference.txt", "questions.txt", "subtopics.txt"

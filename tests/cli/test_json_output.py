@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
+from tests.helpers.project import LOCAL_PROVIDER
 from tests.pipeline.test_history import entry
 
 from overbrainer.pipeline.history import append_history
-from tests.conftest import LOCAL_PROVIDER
 
 
 def test_history_json_totals_per_stage(run_cli, project_dir):

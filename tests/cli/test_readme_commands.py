@@ -10,9 +10,8 @@ from itertools import chain
 from pathlib import Path
 
 import pytest
-from tests.fixtures.seeing_runs import write_metrics, write_run
-
-from tests.conftest import LOCAL_PROVIDER
+from tests.helpers.project import LOCAL_PROVIDER
+from tests.helpers.seeing_runs import write_metrics, write_run
 
 README = Path(__file__).parents[2] / "README.md"
 READ_ONLY = ("runs ls", "runs show", "runs logs", "history", "config check", "plugins")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from tests.compat.conftest import REJECTED_SHAPES
-
-from tests.conftest import LOCAL_PROVIDER
+from tests.helpers.project import LOCAL_PROVIDER
+from tests.helpers.reference_project import REJECTED_SHAPES
 
 
 def old_project(project_dir):

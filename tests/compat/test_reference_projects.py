@@ -7,7 +7,8 @@ import json
 import re
 
 import pytest
-from tests.compat.conftest import (
+from tests.helpers.fake_provider import Reply, openai_completion
+from tests.helpers.reference_project import (
     HISTORY_FIELDS,
     JOB_EXTENSIONS,
     JOB_FIELDS,
@@ -18,8 +19,6 @@ from tests.compat.conftest import (
     STOPPED,
     strictly,
 )
-
-from fake_provider import Reply, openai_completion
 
 SWITCHES = {
     "OVERBRAINER_SSH_CLIENT": "builtin",

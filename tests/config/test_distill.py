@@ -3,8 +3,8 @@ that is not served refused."""
 
 from __future__ import annotations
 
-from kd_data import write_tokenizer
-from tests.conftest import LOCAL_PROVIDER
+from tests.helpers.kd_data import write_tokenizer
+from tests.helpers.project import LOCAL_PROVIDER
 
 TRAINING = """
 [training]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import LOCAL_PROVIDER
+from tests.helpers.project import LOCAL_PROVIDER
 
 
 def problems(result) -> list[str]:

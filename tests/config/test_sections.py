@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.helpers.project import LOCAL_PROVIDER, MINIMAL_CONFIG
 
 from overbrainer.config.env import Environment
 from overbrainer.config.load import load_settings
 from overbrainer.plugins import load_plugins
 from overbrainer.redact import redact
 from overbrainer.watch.loop import changed_keys
-from tests.conftest import LOCAL_PROVIDER, MINIMAL_CONFIG
 
 VENDOR = """
     from pydantic import SecretStr

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from tests.conftest import LOCAL_PROVIDER
+from tests.helpers.project import LOCAL_PROVIDER
 
 TRAINING = """
 [training]

@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from fake_provider import FakeProvider
-from pipeline_data import lines, write_project
+from tests.helpers.fake_provider import FakeProvider
+from tests.helpers.pipeline_data import lines, write_project
 
 SERVED_ON = """\
 [project]

@@ -8,8 +8,6 @@ import json
 import sys
 from pathlib import Path
 
-from tests.train.conftest import trainer  # noqa: F401 - the fixture
-
 TEMPLATE = Path(__file__).parents[2] / "contrib" / "executor-template"
 
 
@@ -30,7 +28,7 @@ TestSpoolExecutor = _template_tests()
 
 def test_the_template_trains_and_is_read_through_the_cli(
     spool_installed,
-    trainer,  # noqa: F811
+    trainer,
     run_cli,
     tmp_path,
     monkeypatch,

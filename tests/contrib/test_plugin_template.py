@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.train.conftest import group_alive, trainer  # noqa: F401 - the fixture
+from tests.helpers.trainer import group_alive
 
 
 def test_the_template_is_listed(nice_installed, run_cli):
@@ -15,7 +15,7 @@ def test_the_template_is_listed(nice_installed, run_cli):
     )
 
 
-def test_a_run_on_the_template_target_trains_at_low_priority(nice_installed, trainer):  # noqa: F811
+def test_a_run_on_the_template_target_trains_at_low_priority(nice_installed, trainer):
     config = trainer.dir / "overbrainer.toml"
     config.write_text(
         config.read_text().replace('target = "local"', 'target = "background"')

@@ -23,8 +23,7 @@ from overbrainer.runs.lock import ProjectLock
 
 pytest.importorskip("ray.job_submission", reason="needs Ray: run in the Ray package's venv")
 
-from tests.fixtures.real import REAL_TIMEOUT
-from tests.train.conftest import trainer  # noqa: F401 - the fixture
+from tests.helpers.real import REAL_TIMEOUT
 
 PACKAGE = Path(__file__).parents[2] / "contrib" / "overbrainer-ray"
 AXOLOTL_RAY_VENV = os.environ.get("OVERBRAINER_AXOLOTL_RAY_VENV", "")
@@ -60,7 +59,7 @@ def ray_target(cluster, storage: Path, venv: Path, env: dict[str, str], address:
 
 
 @pytest.fixture
-def on_ray(trainer, ray_cluster, tmp_path, monkeypatch):  # noqa: F811
+def on_ray(trainer, ray_cluster, tmp_path, monkeypatch):
     """The trainer project with its training on the Ray cluster; ``configure(**knobs)``
     sets the fake trainer's knobs (they reach the job through ``runtime_env``)."""
     monkeypatch.setenv("OVERBRAINER_LOAD_PLUGINS", "local,ray")

@@ -8,8 +8,7 @@ import subprocess
 import sys
 
 import pytest
-
-from tests.conftest import LOCAL_PROVIDER
+from tests.helpers.project import LOCAL_PROVIDER
 
 RAY_TABLE = """
 [targets.cluster]

@@ -28,16 +28,9 @@ PACKAGE = ROOT / "contrib" / "overbrainer-slurm"
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
-from tests.fixtures.real import REAL_TIMEOUT  # noqa: E402
-from tests.ssh.conftest import (  # noqa: E402, F401
-    _descendants,
-    client_config,
-    ssh_alias,
-    ssh_keys,
-    sshd,
-)
-from tests.tools import need  # noqa: E402
-from tests.train.conftest import trainer  # noqa: E402, F401 - the fixture
+from tests.helpers.real import REAL_TIMEOUT  # noqa: E402
+from tests.helpers.sshd import _descendants  # noqa: E402
+from tests.helpers.tools import need  # noqa: E402
 
 from overbrainer.runs.lock import ProjectLock  # noqa: E402
 
@@ -77,7 +70,7 @@ def slurm_target(spool: Path, venv: Path, more: str = "") -> str:
 
 
 @pytest.fixture
-def on_slurm(trainer, slurm_cluster, slurm_installed, tmp_path, monkeypatch):  # noqa: F811
+def on_slurm(trainer, slurm_cluster, slurm_installed, tmp_path, monkeypatch):
     """The trainer project with its training on the test Slurm; ``configure(more, **knobs)``
     adds lines to the target's table and sets the fake trainer's knobs (they reach the job
     through ``pass_env``)."""
@@ -278,8 +271,8 @@ def _zombie(pid: int) -> bool:
 def test_login_submits_through_ssh_and_cancels_there(
     on_slurm,
     slurm_cluster,
-    sshd,  # noqa: F811
-    ssh_alias,  # noqa: F811
+    sshd,
+    ssh_alias,
     run_cli,
     monkeypatch,
     runtime,
@@ -365,7 +358,7 @@ def _wait_gone(pid: int, timeout: float = 10) -> None:
         time.sleep(0.02)
 
 
-def test_ssh_commands_share_one_connection_until_closed(sshd, ssh_alias, runtime):  # noqa: F811
+def test_ssh_commands_share_one_connection_until_closed(sshd, ssh_alias, runtime):
     commands = SshCommands(ssh_alias, dict(os.environ))
     script = "#!/bin/sh\necho 'a script, as sbatch reads it'\n"
     assert commands.run(["cat"], input=script).out == script
@@ -392,8 +385,8 @@ def test_ssh_commands_share_one_connection_until_closed(sshd, ssh_alias, runtime
 
 
 def test_a_master_connection_whose_login_node_stopped_answering_is_replaced(
-    sshd,  # noqa: F811
-    ssh_alias,  # noqa: F811
+    sshd,
+    ssh_alias,
     runtime,
     monkeypatch,
 ):
@@ -421,7 +414,7 @@ def test_a_master_connection_whose_login_node_stopped_answering_is_replaced(
     assert _ssh_processes(runtime) == []
 
 
-def test_a_socket_directory_others_can_open_is_not_used(sshd, ssh_alias, runtime):  # noqa: F811
+def test_a_socket_directory_others_can_open_is_not_used(sshd, ssh_alias, runtime):
     from loguru import logger
 
     shared = runtime / f"overbrainer-ssh-{os.getuid()}"
@@ -461,7 +454,7 @@ def test_a_socket_path_too_long_for_unix_goes_under_tmp(tmp_path):
 
 def test_a_login_node_ssh_cannot_trust_is_refused_with_ssh_s_reason(
     on_slurm,
-    client_config,  # noqa: F811
+    client_config,
     run_cli,
 ):
     alias = client_config(alias="stranger", known=False)
@@ -601,8 +594,8 @@ def test_an_answer_of_sbatch_without_a_job_id_fails_the_run(
 
 def test_a_login_node_without_slurm_is_named(
     on_slurm,
-    sshd,  # noqa: F811
-    ssh_alias,  # noqa: F811
+    sshd,
+    ssh_alias,
     run_cli,
     runtime,
 ):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.fixtures.jobs import write_job
+from tests.helpers.jobs import write_job
 
 from overbrainer.plugin import JobPoll, JobSpec, JobState, RunRecord
 from overbrainer.plugin.host import HostExecutor, LocalHost

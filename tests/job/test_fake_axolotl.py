@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.fixtures.run_dirs import job_environ, prepare_run_dir
+from tests.helpers.run_dirs import job_environ, prepare_run_dir
 
 from overbrainer.config.model import Training
 from overbrainer.testing.fake_axolotl import CALLS_FILE, CHILD_FILE, make_fake_venv

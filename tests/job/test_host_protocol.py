@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.tools import need
-from tests.train.conftest import group_alive
+from tests.helpers.tools import need
+from tests.helpers.trainer import group_alive
 
 from overbrainer.errors import UserError
 from overbrainer.plugin import ArtifactSpec, JobHandle, JobState

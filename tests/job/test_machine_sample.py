@@ -10,12 +10,13 @@ import sys
 import time
 from pathlib import Path
 
-from tests.fixtures.jobs import write_job
+from tests.helpers.jobs import write_job
 
-from overbrainer.job import machine_sample, wire
+from overbrainer.job import wire
 from overbrainer.job.layout import JOB_FILE, MACHINE_FILE, MACHINE_SAMPLER, RUNNER
-from overbrainer.job.machine_sample import Sampler
 from overbrainer.job.scripts import sampler_source
+from overbrainer.job.target import machine_sample
+from overbrainer.job.target.machine_sample import Sampler
 from overbrainer.runs.machine import parse_sample
 
 FAKE_NVIDIA_SMI = Path(__file__).parent / "fake_nvidia_smi"

@@ -9,7 +9,7 @@ import shlex
 import shutil
 from pathlib import Path
 
-from tests.tools import need
+from tests.helpers.tools import need
 
 from overbrainer.job import scripts
 from overbrainer.job.manifest import parse_manifest

@@ -15,7 +15,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-from tests.fixtures.run_dirs import prepare_run_dir
+from tests.helpers.run_dirs import prepare_run_dir
 
 from overbrainer.config.model import Training
 from overbrainer.testing.fake_axolotl import FakeTrainer
@@ -217,6 +217,21 @@ def test_non_finite_numbers_are_written_as_null_and_other_keys_left_out(plugin, 
     assert second["loss"] is None
     assert second["epoch"] is None
     assert "NaN" not in metrics.read_text()
+
+
+def test_the_two_terms_of_a_kd_loss_reach_the_metrics_beside_it(plugin, tmp_path):
+    # What the plugin's KDLossParts adds to the KD trainer's logs (the real tier proves the
+    # numbers: tests/train/test_real_kd.py); the callback carries them to metrics.jsonl.
+    metrics = tmp_path / "metrics.jsonl"
+    callback = plugin.OverbrainerMetricsCallback(str(metrics), None)
+    train = {"loss": 0.9 * 1.5 + 0.1 * 4.0, "kd_loss": 1.5, "ce_loss": 4.0}
+    evaluation = {"eval_loss": 0.9 * 1.25 + 0.1 * 3.5, "eval_kd_loss": 1.25,
+                  "eval_ce_loss": 3.5, "eval_ppl": 2.0}
+    callback.on_log(None, state(), control(), logs=train)
+    callback.on_log(None, state(), control(), logs=evaluation)
+    first, second = (json.loads(line) for line in metrics.read_text().splitlines())
+    assert {k: first[k] for k in train} == train
+    assert {k: second.get(k) for k in evaluation} == {**evaluation, "eval_ppl": None}
 
 
 def test_only_the_main_process_writes_or_looks_for_a_request(plugin, tmp_path):
@@ -459,3 +474,23 @@ def test_the_plugin_seeds_the_generators_before_the_model_loads(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "seeded 7\n"
+
+
+def test_a_kd_loss_whose_terms_cannot_be_computed_still_trains(plugin, capsys):
+    # An Axolotl other than 0.19 (here: none at all) must not end the run over a display.
+    calls = []
+
+    def loss_fn(*tensors, true_labels, student_bias=None):
+        calls.append(tensors)
+        return 2.5
+
+    trainer = SimpleNamespace(_kd_loss_fn=loss_fn, compute_loss=None, log=None)
+    parts = plugin.KDLossParts(trainer)
+    parts.install()
+    parts.collecting = "train"
+    assert trainer._kd_loss_fn(1, 2, 3, 4, 5, true_labels=None) == 2.5
+    assert trainer._kd_loss_fn(1, 2, 3, 4, 5, true_labels=None) == 2.5
+    assert len(calls) == 2 and parts.failed
+    err = capsys.readouterr().err
+    assert err.count("the KD loss's two terms cannot be logged") == 1
+    assert "training goes on, with the loss alone" in err

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.fixtures.jobs import write_job
-from tests.train.conftest import group_alive
+from tests.helpers.jobs import write_job
+from tests.helpers.trainer import group_alive
 
 from overbrainer.errors import ArtifactMismatch
 from overbrainer.job.layout import EXIT_CODE, JOB_FILE, MANIFEST_FILE, MANIFEST_ROOTS, RUNNER

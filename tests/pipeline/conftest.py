@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.helpers.fake_provider import FakeProvider
+from tests.helpers.pipeline_data import write_project
 
-from fake_provider import FakeProvider
 from overbrainer.providers import retry
-from pipeline_data import write_project
 
 
 @pytest.fixture(autouse=True)

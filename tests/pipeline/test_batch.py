@@ -12,13 +12,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.helpers.fake_batch import FakeBatchProvider, question
+from tests.helpers.fake_provider import Reply
+from tests.helpers.pipeline_data import (
+    API_KEY,
+    PIPELINE_CONFIG,
+    lines,
+    seed_questions,
+    write_project,
+)
 
-from fake_batch import FakeBatchProvider, question
-from fake_provider import Reply
 from overbrainer.pipeline.batch import chunks
 from overbrainer.providers.batch_api import Limits, Request
 from overbrainer.providers.batch_openai import OpenAIBatches
-from pipeline_data import API_KEY, PIPELINE_CONFIG, lines, seed_questions, write_project
 
 CLI = str(Path(sys.executable).parent / "overbrainer")
 BATCH_CONFIG = PIPELINE_CONFIG.replace(
@@ -804,7 +810,7 @@ def test_plan_leaves_out_what_a_live_batch_holds(run_cli, project_dir, provider)
     config.write_text(config.read_text() + LOCAL_TRAINING)
     trained = json.loads(run_cli("plan", "--json").stdout)["training"]
     from overbrainer.pipeline.projection import CHARS_PER_TOKEN
-    from overbrainer.train.estimate import QUESTION_CHARS
+    from overbrainer.plan.training import QUESTION_CHARS
 
     left = json.loads(run_cli("plan", "--json").stdout)["stages"]["answers"]["requests"]
     each = QUESTION_CHARS + 2600 * CHARS_PER_TOKEN  # the prior: no answer yet

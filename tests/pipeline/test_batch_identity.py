@@ -10,11 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.helpers.fake_batch import FakeBatch, FakeBatchProvider
+from tests.helpers.fake_provider import Reply
+from tests.helpers.pipeline_data import seed_questions, write_project
 from tests.pipeline.test_batch import CONFIGS, answered, as_protocol, ledger, six
-
-from fake_batch import FakeBatch, FakeBatchProvider
-from fake_provider import Reply
-from pipeline_data import seed_questions, write_project
 
 
 @pytest.fixture

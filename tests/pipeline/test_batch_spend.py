@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from tests.helpers.fake_batch import FakeBatchProvider
+from tests.helpers.fake_provider import Seen
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, lines, seed_questions, write_project
 
-from fake_batch import FakeBatchProvider
-from fake_provider import Seen
 from overbrainer.pipeline.spend import read_spending, spent
-from pipeline_data import PIPELINE_CONFIG, lines, seed_questions, write_project
 
 CLI = str(Path(sys.executable).parent / "overbrainer")
 BATCH_CONFIG = PIPELINE_CONFIG.replace(

@@ -10,6 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.helpers.fake_batch import FakeBatchProvider
+from tests.helpers.fake_provider import Reply, Seen
+from tests.helpers.pipeline_data import write_project
 from tests.pipeline.test_batch import (
     CONFIGS,
     SIX_ONLINE,
@@ -19,13 +22,10 @@ from tests.pipeline.test_batch import (
     six,
 )
 
-from fake_batch import FakeBatchProvider
-from fake_provider import Reply, Seen
 from overbrainer.pipeline import batch_watch
 from overbrainer.pipeline.batch_ledger import Batch, State
 from overbrainer.pipeline.batch_watch import BatchWatch
 from overbrainer.providers.batch_api import BatchStatus, Counts
-from pipeline_data import write_project
 
 PROGRESS = re.compile(r"answers: batch (\S+): (\d+)/6 done, 0 failed \((\w+)\), waiting \d+s "
                       r"\(polls every 0.02s\)")

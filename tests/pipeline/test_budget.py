@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-from fake_provider import Reply
+from tests.helpers.fake_provider import Reply
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, lines, seed_questions
+
 from overbrainer.pipeline.spend import spent
-from pipeline_data import PIPELINE_CONFIG, lines, seed_questions
 
 # Every loopback answer costs 10 x $3e-6 + 20 x $4e-6 = $0.00011.
 EACH = 0.00011

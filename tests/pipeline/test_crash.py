@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.helpers.pipeline_data import lines, seed_questions
 
 from overbrainer.pipeline.jsonl import read_jsonl
 from overbrainer.pipeline.records import is_answer
-from pipeline_data import lines, seed_questions
 
 CLI = str(Path(sys.executable).parent / "overbrainer")
 

@@ -8,8 +8,9 @@ import random
 import re
 import string
 
+from tests.helpers.pipeline_data import answer, lines, seed_questions
+
 from overbrainer.pipeline.decontaminate import words
-from pipeline_data import answer, lines, seed_questions
 
 TOPIC = ("ownership", "moves")
 

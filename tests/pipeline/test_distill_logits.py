@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy
 import pytest
+from tests.helpers.fake_provider import FakeProvider, openai_completion
+from tests.helpers.kd_data import write_tokenizer
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, lines, write_project
+from tests.helpers.project import Cli
 
-from fake_provider import FakeProvider, openai_completion
-from kd_data import write_tokenizer
 from overbrainer.pipeline.logits_file import MAGIC, LogitsFile
 from overbrainer.pipeline.vocab import load_vocabulary
-from pipeline_data import PIPELINE_CONFIG, lines, write_project
-from tests.conftest import Cli
 
 TRAINING = """
 [training]

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import stat
 
-from fake_provider import Reply
+from tests.helpers.fake_provider import Reply
+from tests.helpers.pipeline_data import API_KEY, seed_questions
+
 from overbrainer.pipeline import exchanges
-from pipeline_data import API_KEY, seed_questions
 
 
 def kept(project_dir):
@@ -45,7 +46,7 @@ def test_every_answer_is_kept_with_its_prompt_and_reply(run_cli, project_dir, pr
 
 
 def test_an_excluded_answer_is_a_failed_exchange(run_cli, project_dir, provider):
-    from fake_provider import openai_completion
+    from tests.helpers.fake_provider import openai_completion
 
     seed_questions(project_dir, {("ownership", "moves"): ["q1"]})
     provider.on(None, Reply(openai_completion("cut", finish="length", reasoning="r")))
@@ -55,7 +56,7 @@ def test_an_excluded_answer_is_a_failed_exchange(run_cli, project_dir, provider)
 
 
 def test_a_secret_in_a_reply_is_never_written(run_cli, project_dir, provider):
-    from fake_provider import openai_completion
+    from tests.helpers.fake_provider import openai_completion
 
     seed_questions(project_dir, {("ownership", "moves"): ["q1"]})
     provider.on(None, Reply(openai_completion(f"my key is {API_KEY}", reasoning="r")))

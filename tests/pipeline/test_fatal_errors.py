@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import time
 
-from fake_provider import Reply, openai_completion
-from pipeline_data import PIPELINE_CONFIG, lines, seed_questions
+from tests.helpers.fake_provider import Reply, openai_completion
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, lines, seed_questions
 
 NO_CREDIT = Reply({"error": {"message": "insufficient credit"}}, status=402)
 
@@ -137,7 +137,7 @@ def test_answers_force_replaces_each_answer_only_once_its_new_one_is_written(
 
 def test_the_later_of_two_answers_to_a_question_is_the_one_split_uses(run_cli, project_dir):
     # What a crash in the middle of `answers --force` leaves: an old and a new answer.
-    from pipeline_data import answer
+    from tests.helpers.pipeline_data import answer
 
     [question] = seed_questions(project_dir, {("ownership", "moves"): ["o1"]})
     old, new = answer(question, "truncated"), answer(question)

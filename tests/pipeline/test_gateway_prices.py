@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from fake_provider import Reply
-from pipeline_data import PIPELINE_CONFIG, seed_questions
+from tests.helpers.fake_provider import Reply
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, seed_questions
 
 # Every loopback answer uses 10 tokens in and 20 out; the parent's listed price is $3e-6
 # in and $4e-6 out: $0.00011 an answer.

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.helpers.pipeline_data import answer, lines, seed_questions
 
 from overbrainer.errors import UserError
 from overbrainer.pipeline.ids import question_id, subtopic_id
 from overbrainer.pipeline.import_rows import read_bytes
-from pipeline_data import answer, lines, seed_questions
 
 SOURCE = "import:seed.jsonl"
 

@@ -6,10 +6,10 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from tests.helpers.fake_hub import FakeHub, Repo
+from tests.helpers.pipeline_data import lines
 
-from fake_hub import FakeHub, Repo
 from overbrainer.pipeline.hub_dataset import in_split
-from pipeline_data import lines
 
 TOKEN = "hf_datasetTOKENvalue0123456789"
 

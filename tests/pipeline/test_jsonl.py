@@ -145,7 +145,7 @@ def test_appending_after_an_invalid_last_record_refuses_and_cuts_nothing(tmp_pat
 
 
 def test_a_stage_refuses_an_invalid_last_answer_and_keeps_it(run_cli, project_dir, provider):
-    from pipeline_data import answer, seed_questions
+    from tests.helpers.pipeline_data import answer, seed_questions
 
     questions = seed_questions(project_dir, {("ownership", "moves"): ["q1", "q2"]})
     broken = dict(answer(questions[0]), meta="hand-edited")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy
 import pytest
+from tests.helpers.kd_data import write_tokenizer
 
-from kd_data import write_tokenizer
 from overbrainer.errors import UserError
 from overbrainer.pipeline.logits import Unnamed, named
 from overbrainer.pipeline.logits_file import AnswerLogits, decode, encode

@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from fake_provider import Reply, openai_completion
-from pipeline_data import PIPELINE_CONFIG, lines, seed_questions
+from tests.helpers.fake_provider import Reply, openai_completion
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, lines, seed_questions
 
 LOCAL_TRAINING = """
 [training]

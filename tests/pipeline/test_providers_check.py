@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from fake_provider import Reply, openai_completion
+from tests.helpers.fake_provider import Reply, openai_completion
 
 
 def test_each_role_is_tried_once_with_few_tokens(run_cli, provider):

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from pipeline_data import PIPELINE_CONFIG, lines, seed_questions
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, lines, seed_questions
 
 
 def limited_project(run_cli, project_dir, count: int, concurrency: int = 64,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from fake_provider import Reply, openai_completion
-from pipeline_data import PIPELINE_CONFIG, seed_questions
+from tests.helpers.fake_provider import Reply, openai_completion
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, seed_questions
 
 QUESTION_KEYS = ["id", "topic", "subtopic_id", "subtopic", "text", "fingerprint"]
 REJECTED_KEYS = ["kind", "id", "topic", "subtopic_id", "text"]

@@ -3,8 +3,8 @@ and a subtopic the generator could not add to is not reported as done."""
 
 from __future__ import annotations
 
-from fake_provider import Reply, openai_completion
-from pipeline_data import lines
+from tests.helpers.fake_provider import Reply, openai_completion
+from tests.helpers.pipeline_data import lines
 
 
 def generator_requests(provider) -> int:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import time
 
-from fake_provider import Reply
+from tests.helpers.fake_provider import Reply
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, lines
+
 from overbrainer.config.env import Environment
 from overbrainer.config.load import load_settings
 from overbrainer.config.reload import Reloader
-from pipeline_data import PIPELINE_CONFIG, lines
 
 
 def save(path, text):

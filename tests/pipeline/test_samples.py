@@ -8,11 +8,12 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from fake_batch import FakeBatchProvider
-from fake_provider import openai_completion
+from tests.helpers.fake_batch import FakeBatchProvider
+from tests.helpers.fake_provider import openai_completion
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, lines, seed_questions, write_project
+
 from overbrainer.pipeline.agreement import final_result, majority
 from overbrainer.pipeline.samples import sample_id
-from pipeline_data import PIPELINE_CONFIG, lines, seed_questions, write_project
 
 QUESTIONS = {("ownership", "moves"): ["Why move?", "What is a borrow?"],
              ("lifetimes", "scopes"): ["What is 'a?"]}  # fmt: skip

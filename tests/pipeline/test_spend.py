@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.helpers.fake_provider import Reply, openai_completion
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, lines, seed_questions
 
-from fake_provider import Reply, openai_completion
 from overbrainer.pipeline.spend import read_spending, spent
-from pipeline_data import PIPELINE_CONFIG, lines, seed_questions
 
 CLI = str(Path(sys.executable).parent / "overbrainer")
 # The loopback prices: $3e-6 a token in, $4e-6 out.
@@ -297,8 +297,8 @@ def small_disk(tmp_path):
 
 
 def test_a_full_disk_stops_answers_cleanly_keeping_every_paid_answer(small_disk, provider):
-    from conftest import Cli
-    from pipeline_data import write_project
+    from tests.helpers.pipeline_data import write_project
+    from tests.helpers.project import Cli
 
     project_dir = write_project(small_disk / "project", provider.url)
     questions(project_dir, 40)
@@ -388,8 +388,8 @@ def test_a_second_ctrl_c_leaves_at_once_counting_what_may_be_billed(project_dir,
 
 
 def test_a_full_disk_stops_split_cleanly_keeping_the_old_pair(small_disk, provider):
-    from conftest import Cli
-    from pipeline_data import answer, write_project
+    from tests.helpers.pipeline_data import answer, write_project
+    from tests.helpers.project import Cli
 
     project_dir = write_project(small_disk / "project", provider.url)
     chosen = questions(project_dir, 30)

@@ -6,9 +6,9 @@ import json
 import random
 
 import pytest
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, answer, lines, seed_questions
 
 from overbrainer.pipeline.split import allocate, eval_size, ranked
-from pipeline_data import PIPELINE_CONFIG, answer, lines, seed_questions
 
 
 @pytest.mark.parametrize(
@@ -302,10 +302,11 @@ def test_a_full_disk_between_the_two_files_says_what_is_on_disk_and_train_refuse
     and a split with room again makes a true one."""
     import os
 
-    from conftest import Cli
+    from tests.helpers.pipeline_data import write_project
+    from tests.helpers.project import Cli
+
     from overbrainer.errors import UserError
     from overbrainer.train.prepare import check_train_data
-    from pipeline_data import write_project
 
     project_dir = write_project(tmpfs_of("8m") / "project", provider.url)
     config = project_dir / "overbrainer.toml"

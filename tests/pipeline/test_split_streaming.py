@@ -9,7 +9,7 @@ import random
 
 import pytest
 from loguru import logger
-from tests.fixtures.answers_data import write_dataset
+from tests.helpers.answers_data import write_dataset
 from tests.pipeline import reference_split
 
 from overbrainer.config.env import Environment

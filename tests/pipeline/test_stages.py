@@ -8,10 +8,10 @@ import re
 import time
 
 import pytest
+from tests.helpers.fake_provider import Reply, anthropic_message, openai_completion
+from tests.helpers.pipeline_data import API_KEY, PIPELINE_CONFIG, lines, seed_questions
 
-from fake_provider import Reply, anthropic_message, openai_completion
 from overbrainer.pipeline.ids import question_id, subtopic_id
-from pipeline_data import API_KEY, PIPELINE_CONFIG, lines, seed_questions
 
 
 def parent_asked(provider, text):
@@ -572,7 +572,7 @@ def test_stages_refuse_a_project_without_topics(run_cli, project_dir, provider):
 
 
 def test_split_with_no_usable_answer_writes_nothing(run_cli, project_dir):
-    from pipeline_data import answer
+    from tests.helpers.pipeline_data import answer
 
     questions = seed_questions(project_dir, {("ownership", "moves"): ["q1", "q2"]})
     (project_dir / "data" / "answers.jsonl").write_text(

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import re
 
-from fake_provider import Reply, openai_completion
-from pipeline_data import PIPELINE_CONFIG, answer, lines, seed_questions
+from tests.helpers.fake_provider import Reply, openai_completion
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, answer, lines, seed_questions
 
 FULL = (
     PIPELINE_CONFIG.replace("subtopics = 2\nquestions_per_subtopic = 3",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from pipeline_data import PIPELINE_CONFIG, answer, lines, seed_questions
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, answer, lines, seed_questions
 
 PROMPT = "You are a terse Rust tutor."
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from pipeline_data import seed_questions
+from tests.helpers.pipeline_data import seed_questions
 
 ESCAPES = [
     # The classic: from a global helper to the os module.

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.helpers.project import LOCAL_PROVIDER
 
 from overbrainer.plugins import load_plugins
-from tests.conftest import LOCAL_PROVIDER
 
 ALIEN = """
     from typing import Literal

@@ -8,8 +8,8 @@ import time
 from datetime import UTC, datetime
 
 import pytest
+from tests.helpers.fake_provider import FakeProvider, Reply, anthropic_message, openai_completion
 
-from fake_provider import FakeProvider, Reply, anthropic_message, openai_completion
 from overbrainer.config.model import Role
 from overbrainer.providers import retry
 from overbrainer.providers.client import Client

@@ -1,4 +1,4 @@
-"""The stages through the real LiteLLM proxy (``tests/litellm_proxy.py``): its chat
+"""The stages through the real LiteLLM proxy (``tests/helpers/litellm_proxy.py``): its chat
 endpoint and its ``/v1/messages``, the tokens and costs it says beside ours, its prices
 (``/model/info``, ``x-litellm-response-cost``), its rpm limit (limit and remaining, no
 reset), and that it serves with no network at all.
@@ -17,9 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from tests.tools import need
-
-from litellm_proxy import (
+from tests.helpers.litellm_proxy import (
     DISCOUNT,
     LIMITED_RPM,
     LIMITED_TPM,
@@ -32,8 +30,10 @@ from litellm_proxy import (
     start,
     venv_python,
 )
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, seed_questions, write_project
+from tests.helpers.tools import need
+
 from overbrainer.cli import cli
-from pipeline_data import PIPELINE_CONFIG, seed_questions, write_project
 
 QUESTIONS = 4
 CHAT = {"model": "parent-model", "max_tokens": 64,

@@ -12,11 +12,11 @@ import string
 from pathlib import Path
 
 import pytest
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, seed_questions, write_project
 from tests.providers.test_llama_server import llama_server, run  # noqa: F401 - the fixture
 
 from overbrainer.pipeline.logits_file import LogitsFile
 from overbrainer.pipeline.vocab import load_vocabulary
-from pipeline_data import PIPELINE_CONFIG, seed_questions, write_project
 
 pytestmark = pytest.mark.real
 
@@ -25,7 +25,7 @@ QUESTIONS = 8
 
 
 def write_tiny_tokenizer(directory: Path) -> Path:
-    """tests/fixtures/tiny_gguf.py's vocabulary as a tokenizer.json (SentencePiece-style)."""
+    """tests/helpers/tiny_gguf.py's vocabulary as a tokenizer.json (SentencePiece-style)."""
     pieces = [f"<0x{byte:02X}>" for byte in range(256)]
     pieces += ["\u2581", *string.ascii_letters, *(f"\u2581{c}" for c in string.ascii_lowercase)]
     specials = ["<unk>", "<s>", "</s>"]

@@ -1,6 +1,6 @@
 """The stages against llama-cpp-python's OpenAI-compatible server, as a user serving an
 open-weights parent runs it: the server of the llama.cpp toolchain ``export`` builds, a
-tiny random Llama written as a GGUF in a second (``tests/fixtures/tiny_gguf.py``), on
+tiny random Llama written as a GGUF in a second (``tests/helpers/tiny_gguf.py``), on
 127.0.0.1, stopped by its pid.
 
 Run with ``OVERBRAINER_LLAMA_CPP=<toolchain dir> uv run pytest -m real tests/providers``
@@ -21,20 +21,20 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.fixtures.real import REAL_TIMEOUT
-from tests.tools import in_ci
+from tests.helpers.litellm_proxy import free_port
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, seed_questions, write_project
+from tests.helpers.real import REAL_TIMEOUT
+from tests.helpers.tools import in_ci
 
-from litellm_proxy import free_port
 from overbrainer.after.toolchain import LLAMA_CPP_PYTHON
 from overbrainer.cli import cli
-from pipeline_data import PIPELINE_CONFIG, seed_questions, write_project
 
 pytestmark = pytest.mark.real
 
 TOOLCHAIN = Path(os.environ.get("OVERBRAINER_LLAMA_CPP") or (
     Path.home() / ".cache" / "overbrainer" / f"llama-cpp-python-{LLAMA_CPP_PYTHON}"
 ))
-TINY_GGUF = Path(__file__).parents[1] / "fixtures" / "tiny_gguf.py"
+TINY_GGUF = Path(__file__).parents[1] / "helpers" / "tiny_gguf.py"
 MAX_TOKENS = 12
 QUESTIONS = 3
 

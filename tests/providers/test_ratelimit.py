@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
+from tests.helpers.fake_provider import FakeProvider, Reply, go_duration
 
-from fake_provider import FakeProvider, Reply, go_duration
 from overbrainer.config.model import Role
 from overbrainer.providers import retry
 from overbrainer.providers.client import Client

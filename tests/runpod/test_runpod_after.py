@@ -16,18 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.after.conftest import (  # noqa: F401 - the finished run
-    FAKE_TORCH,
-    FAKE_TRANSFORMERS,
-    Finished,
-    finished,
-)
 from tests.after.test_compare import JUDGE_PROMPT, eval_record
-from tests.runpod.conftest import API_KEY, TIMING
-from tests.runpod.fake_runpod import FakeRunpod
-from tests.train.conftest import Trainer
+from tests.helpers.fake_provider import openai_completion
+from tests.helpers.fake_runpod import API_KEY, TIMING, FakeRunpod
+from tests.helpers.stand_ins import FAKE_TORCH, FAKE_TRANSFORMERS, Finished
+from tests.helpers.trainer import Trainer
 
-from fake_provider import openai_completion
 from overbrainer_runpod.record import PodRecord, PodState
 
 RUNPOD_TARGET = """
@@ -66,7 +60,7 @@ class PodRun:
 
 @pytest.fixture
 def pod_run(
-    finished: Finished,  # noqa: F811
+    finished: Finished,
     fake_runpod: FakeRunpod,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[PodRun]:
@@ -495,8 +489,8 @@ def test_a_run_trained_on_a_pod_is_exported_on_a_new_pod(
     project_dir, tmp_path, fake_runpod, run_cli, monkeypatch
 ):
     """The whole way: `train` on its pod (deleted at its end), then `export` on another."""
-    from tests.after import conftest as after
-    from tests.fixtures.run_dirs import write_examples
+    from tests.helpers.run_dirs import write_examples
+    from tests.helpers.stand_ins import FAKE_CONVERTER, FAKE_LLAMA_CPP, write_python
     from tests.runpod.test_runpod_lifecycle import PodTrainer
 
     from overbrainer.runs import follow
@@ -516,10 +510,10 @@ def test_a_run_trained_on_a_pod_is_exported_on_a_new_pod(
     toolchain = tmp_path / "llama-cpp"
     (toolchain / "llama.cpp" / "gguf-py" / "gguf").mkdir(parents=True)
     (toolchain / "llama.cpp" / "gguf-py" / "gguf" / "__init__.py").write_text("")
-    (toolchain / "llama.cpp" / "convert_hf_to_gguf.py").write_text(after.FAKE_CONVERTER)
+    (toolchain / "llama.cpp" / "convert_hf_to_gguf.py").write_text(FAKE_CONVERTER)
     (toolchain / "site" / "llama_cpp").mkdir(parents=True)
-    (toolchain / "site" / "llama_cpp" / "__init__.py").write_text(after.FAKE_LLAMA_CPP)
-    after._python(toolchain / "bin" / "python", toolchain / "site")
+    (toolchain / "site" / "llama_cpp" / "__init__.py").write_text(FAKE_LLAMA_CPP)
+    write_python(toolchain / "bin" / "python", toolchain / "site")
     monkeypatch.setenv("OVERBRAINER_LLAMA_CPP", str(toolchain))
     write_examples(project_dir / "data" / "train.jsonl", range(10))
     write_examples(project_dir / "data" / "eval.jsonl", range(10, 12))

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.fixtures.run_dirs import write_examples
-from tests.runpod.fake_runpod import GPU_TYPES, FakeRunpod
+from tests.helpers.fake_runpod import GPU_TYPES, FakeRunpod
+from tests.helpers.run_dirs import write_examples
 
-from overbrainer.train.estimate import THROUGHPUT
+from overbrainer.plan.training import THROUGHPUT
 
 TRAINING = """
 [training]

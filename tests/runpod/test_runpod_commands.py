@@ -10,9 +10,8 @@ import sys
 import pytest
 from tests.config.test_secrets import TOKEN as VAULT_TOKEN
 from tests.config.test_secrets import vault  # noqa: F401 - a fixture
-from tests.runpod.conftest import API_KEY
-from tests.runpod.fake_runpod import FakeRunpod, argument
-from tests.tools import need
+from tests.helpers.fake_runpod import API_KEY, FakeRunpod, argument
+from tests.helpers.tools import need
 
 from overbrainer_runpod.api import RunpodApi, gql_input
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from tests.runpod.fake_runpod import FakeRunpod
+from tests.helpers.fake_runpod import FakeRunpod
 
 import overbrainer_runpod
 from overbrainer.testing import (

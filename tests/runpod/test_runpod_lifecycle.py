@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from tests.fixtures.run_dirs import write_examples
-from tests.runpod.conftest import API_KEY
-from tests.runpod.fake_runpod import FakeRunpod
-from tests.tools import need
-from tests.train.conftest import Trainer
+from tests.helpers.fake_runpod import API_KEY, FakeRunpod
+from tests.helpers.run_dirs import write_examples
+from tests.helpers.tools import need
+from tests.helpers.trainer import Trainer
 
 from overbrainer.plugin import layout
 from overbrainer.runs import follow

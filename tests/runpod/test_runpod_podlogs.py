@@ -11,9 +11,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from tests.helpers.fake_runpod import API_KEY, FakeRunpod, Pod
 from tests.runpod import test_runpod_lifecycle
-from tests.runpod.conftest import API_KEY
-from tests.runpod.fake_runpod import FakeRunpod, Pod
 
 from overbrainer_runpod import logkept, logstream, record
 from overbrainer_runpod.logkept import drain, kept_cursor, kept_lines

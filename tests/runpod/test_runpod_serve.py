@@ -17,11 +17,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.runpod.fake_runpod import FakeRunpod
-
-from overbrainer.cli import cli
-from pipeline_data import lines, seed_questions
-from serve_fixtures import (
+from tests.helpers.fake_runpod import FakeRunpod
+from tests.helpers.pipeline_data import lines, seed_questions
+from tests.helpers.serving import (
     MODEL,
     engine_argv,
     engine_records,
@@ -30,6 +28,8 @@ from serve_fixtures import (
     watchdog_pids,
     write_served_project,
 )
+
+from overbrainer.cli import cli
 
 RUNPOD_TABLE = 'gpu_types = ["NVIDIA A40"]\nmax_hours = 1\n'
 A40_PRICE = 0.44

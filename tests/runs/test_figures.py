@@ -6,7 +6,7 @@ import json
 import re
 from datetime import UTC, datetime
 
-from tests.fixtures.seeing_runs import START, write_metrics
+from tests.helpers.seeing_runs import START, write_metrics
 from tests.runs.test_cli import write_run
 
 RUN = "demo_20260922-143005"
@@ -118,12 +118,17 @@ def test_runs_show_json(run_cli, project_dir):
         "loss",
         "eval_loss",
         "loss_kind",
+        "kd_loss",
+        "ce_loss",
+        "eval_kd_loss",
+        "eval_ce_loss",
         "exports",
         "compares",
         "machine",
     }
     assert shown["machine"] is None  # no sample of its machine
     assert shown["loss_kind"] == "ce"  # trained on the parent's text: cross-entropy
+    assert shown["kd_loss"] is None and shown["eval_ce_loss"] is None  # it has no KD terms
 
 
 def test_runs_show_json_hides_a_secret_in_the_record_s_message(run_cli, project_dir):

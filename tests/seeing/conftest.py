@@ -3,41 +3,19 @@ metrics endpoint to look at."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from contextlib import suppress
 from pathlib import Path
 
 import pytest
-from tests.after.conftest import finished  # noqa: F401 - a run to export, stand-in llama.cpp
-from tests.fixtures.run_dirs import write_examples
+from tests.helpers.run_dirs import write_examples
+from tests.helpers.seeing_project import TRAINING, wait_started
+from tests.helpers.trainer import BOOT
 
 from overbrainer.testing.fake_axolotl import make_fake_venv
-
-TRAINING = """
-[training]
-target = "local"
-base_model = "Qwen/Qwen3-0.6B"
-adapter = "lora"
-
-[targets.local]
-kind = "local"
-venv = "{venv}"
-pass_env = ["FAKE_AXOLOTL_*"]
-"""
-
-BOOT = (
-    "import sys, overbrainer.runs.follow as f; f.POLL_S = 0.05; "
-    "from overbrainer.cli import main; sys.argv[0] = 'overbrainer'; main()"
-)
-
-
-def runs(project_dir: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((project_dir / "runs").glob("*/run.json"))]
 
 
 @pytest.fixture
@@ -74,15 +52,3 @@ def start_training(project_dir: Path, tmp_path: Path):
             os.killpg(int(pid_file.read_text()), signal.SIGKILL)
 
 
-def wait_started(project_dir: Path, process: subprocess.Popen[str]) -> None:
-    """Until the newest run is recorded running and has logged a step."""
-    deadline = time.monotonic() + 60
-    while True:
-        found = runs(project_dir) if (project_dir / "runs").is_dir() else []
-        if found and found[-1]["state"] == "running":
-            metrics = project_dir / "runs" / found[-1]["id"] / "metrics.jsonl"
-            if metrics.exists() and '"log"' in metrics.read_text():
-                return
-        assert time.monotonic() < deadline, "the fake training did not start"
-        assert process.poll() is None, process.communicate()
-        time.sleep(0.1)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from PIL import Image
-from tests.fixtures.seeing_runs import v_shaped_loss, write_metrics, write_run
+from tests.helpers.seeing_runs import add_kd_terms, v_shaped_loss, write_metrics, write_run
 
 from overbrainer.charts.png import EVAL_COLOURS, LOSS_COLOURS
 
@@ -138,6 +138,44 @@ def test_runs_show_of_a_run_trained_on_logits_says_its_loss_is_the_kd_loss(run_c
     assert "  KD loss (line: train, •: eval) against step" in lines
     shown = json.loads(run_cli("runs", "show", RUN, "--json").stdout)
     assert shown[0]["loss_kind"] == "kd"
+
+
+KD_YAML = (
+    "base_model: Qwen/Qwen3-0.6B\nplugins: [overbrainer_metrics.OverbrainerMetricsPlugin, "
+    "axolotl.integrations.kd.KDPlugin]\nkd_trainer: true\nkd_alpha: 0.9\n"
+    "kd_ce_alpha: 0.1\nkd_temperature: 1.0\nkd_beta: 0.0\n"
+)
+
+
+def test_runs_show_of_a_kd_run_charts_its_kd_loss_beside_its_cross_entropy(run_cli, project_dir):
+    directory = write_run(project_dir, RUN)
+    (directory / "axolotl.yaml").write_text(KD_YAML)
+    write_metrics(directory, range(1, 61), evals=(30, 60))
+    last = add_kd_terms(directory)
+    result = run_cli("runs", "show", RUN)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[2] == (
+        "  loss: loss = 0.9 × KD loss + 0.1 × cross-entropy; KD loss: KL to the parent's top-k "
+        "at temperature 1.0 (scaled by its square)"
+    )
+    at = lines.index(next(line for line in lines if line.startswith("  last: ")))
+    assert ", loss " in lines[at] and ", eval_loss " in lines[at] and "kd_" not in lines[at]
+    assert lines[at + 1] == (
+        f"  terms: KD loss {last['kd_loss']:.4f}, cross-entropy {last['ce_loss']:.4f}; "
+        f"eval KD loss {last['eval_kd_loss']:.4f}, eval cross-entropy {last['eval_ce_loss']:.4f}"
+    )
+    assert lines[at + 2] == "  loss (line: train, •: eval) against step"
+    # The two terms, each its own chart, side by side: two y axes on each row.
+    heading = next(i for i, line in enumerate(lines) if line.strip().startswith("KD loss "))
+    assert lines[heading].split() == ["KD", "loss", "cross-entropy"]
+    rows = lines[heading + 1 : heading + 6]
+    assert all(row.count("┤") == 2 for row in rows), rows
+    assert all(any(0x2801 <= ord(ch) <= 0x28FF for ch in row.split("┤")[2]) for row in rows)
+    assert lines[-2].startswith("  lr ") and lines[-1].startswith("  grad_norm ")
+    [shown] = json.loads(run_cli("runs", "show", RUN, "--json").stdout)
+    assert shown["loss_kind"] == "kd"
+    assert {name: shown[name] for name in last} == last
 
 
 def test_runs_show_without_plot_does_not_import_matplotlib(project_dir):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.fixtures.seeing_project import write_dataset
+from tests.helpers.seeing_project import write_dataset
 
 
 def lines(project_dir, name):

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from tests.helpers.fake_provider import FakeProvider
+from tests.helpers.pipeline_data import PIPELINE_CONFIG, write_project
 
-from fake_provider import FakeProvider
 from overbrainer import __version__
 from overbrainer.events import TrainEnd, TrainEvent, TrainPhase
 from overbrainer.prometheus.collect import ProjectMetrics
 from overbrainer.prometheus.server import MetricsServer
-from pipeline_data import PIPELINE_CONFIG, write_project
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
@@ -123,7 +123,7 @@ def test_retries_count_in_this_command(project, provider, run_cli):
     port = free_port()
     with_metrics(project, f"127.0.0.1:{port}")
     url = f"http://127.0.0.1:{port}/metrics"
-    from fake_provider import Reply
+    from tests.helpers.fake_provider import Reply
 
     provider.on(lambda seen: seen.prompt.startswith("subtopics|"), Reply(status=503), times=1)
     scraped: list[tuple[str, dict]] = []

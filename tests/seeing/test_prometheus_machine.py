@@ -13,8 +13,9 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
-from tests.fixtures.run_dirs import write_examples
-from tests.seeing.conftest import BOOT, TRAINING
+from tests.helpers.run_dirs import write_examples
+from tests.helpers.seeing_project import TRAINING
+from tests.helpers.trainer import BOOT
 from tests.seeing.test_prometheus import free_port, sample, scrape
 from tests.seeing.test_prometheus_names import _scraped
 

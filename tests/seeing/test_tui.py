@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.fixtures.seeing_project import write_tui_project
+from tests.helpers.seeing_project import write_tui_project
 
 from overbrainer.tui.app import OverbrainerApp
 
@@ -168,7 +168,7 @@ async def stop_a_run(project_dir, training):
 
 
 def test_the_pipeline_view_runs_the_stages_and_shows_their_progress(tmp_path, provider):
-    from pipeline_data import write_project
+    from tests.helpers.pipeline_data import write_project
 
     project = write_project(tmp_path / "pipeline", provider.url)
     asyncio.run(run_the_stages(project))

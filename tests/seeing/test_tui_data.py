@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from tests.fixtures.seeing_runs import write_run
+from tests.helpers.seeing_runs import write_run
 
 from overbrainer.runs.store import RunStore
 from overbrainer.tui.data import RecordCache, fit_label, read_config

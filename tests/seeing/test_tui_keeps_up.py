@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.fixtures.run_dirs import write_examples
-from tests.fixtures.seeing_project import RUN, write_tui_project
-from tests.fixtures.seeing_runs import write_metrics, write_run
+from tests.helpers.run_dirs import write_examples
+from tests.helpers.seeing_project import RUN, write_tui_project
+from tests.helpers.seeing_runs import write_metrics, write_run
 
 from overbrainer.pipeline.ids import question_id
 from overbrainer.testing.fake_axolotl import make_fake_venv

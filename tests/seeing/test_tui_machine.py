@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.fixtures.seeing_project import RUN, write_tui_project
+from tests.helpers.seeing_project import RUN, write_tui_project
+from tests.helpers.seeing_runs import add_kd_terms
 from tests.runs.test_machine_show import SAMPLE
 from textual.widgets import Static
 
@@ -64,4 +65,28 @@ async def _kd_chart(project_dir: Path) -> None:
         assert any(line.startswith("  KD loss (line: train, •: eval) against step")
                    for line in lines), lines
         assert any(line.startswith("  last: ") and "kd_loss " in line for line in lines), lines
+        await pilot.press("q")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_a_kd_run_s_terms_take_their_rows_from_its_chart(project_dir: Path, size):
+    write_tui_project(project_dir)
+    directory = project_dir / "runs" / RUN
+    (directory / "axolotl.yaml").write_text("kd_trainer: true\nkd_alpha: 0.9\n")
+    (directory / "machine.json").write_text(json.dumps(SAMPLE))
+    add_kd_terms(directory)
+    asyncio.run(_kd_terms_fit(project_dir, size))
+
+
+async def _kd_terms_fit(project_dir: Path, size: tuple[int, int]) -> None:
+    app = OverbrainerApp(project_dir, refresh_s=QUIET)
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        widget = app.query_one("#curves", Static)
+        assert widget.parent is not None
+        lines = str(widget.render()).splitlines()
+        assert len(lines) <= widget.parent.region.height, lines
+        assert any(line.startswith("  terms: KD loss ") for line in lines), lines
+        assert any(line.startswith("machine at ") for line in lines), lines
         await pilot.press("q")

@@ -1,4 +1,4 @@
-"""Fixtures of the served-provider tests (helpers: ``tests/serve_fixtures.py``)."""
+"""Fixtures of the served-provider tests (helpers: ``tests/helpers/serving.py``)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.ssh.conftest import (  # noqa: F401 - the real sshd and a client that knows it
-    client_config,
-    ssh_alias,
-    ssh_keys,
-    ssh_target_env,
-    sshd,
-)
-
-from serve_fixtures import make_engine_venv, watchdog_pids, write_served_project
+from tests.helpers.serving import make_engine_venv, watchdog_pids, write_served_project
 
 
 @pytest.fixture

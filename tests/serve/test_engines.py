@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
+from tests.helpers.serving import MODEL, engine_argv, running, watchdog_pids, write_served_project
 
 from overbrainer.cli import cli
 from overbrainer.engines import EngineLaunch
 from overbrainer.engines.builtin import LlamaCpp, Sglang, Vllm
-from serve_fixtures import MODEL, engine_argv, running, watchdog_pids, write_served_project
 
 
 def invoke(project, *args, env=None):

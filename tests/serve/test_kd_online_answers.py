@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from click.testing import CliRunner
+from tests.helpers.kd_data import write_tokenizer
+from tests.helpers.pipeline_data import lines, seed_questions
 
-from kd_data import write_tokenizer
 from overbrainer.cli import cli
-from pipeline_data import lines, seed_questions
 
 ONLINE = """
 [training]

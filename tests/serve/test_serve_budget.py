@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tests.helpers.pipeline_data import seed_questions
+from tests.helpers.serving import running, watchdog_pids
 
 from overbrainer.cli import cli
 from overbrainer.cli.context import App
-from pipeline_data import seed_questions
-from serve_fixtures import running, watchdog_pids
 
 QUESTIONS = {("ownership", "borrowing"): ["What is a borrow?", "Why move?"]}
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tests.helpers.pipeline_data import lines, seed_questions
+from tests.helpers.serving import engine_records
 
 from overbrainer.cli import cli
 from overbrainer.engines import EngineLaunch
 from overbrainer.engines.builtin import LlamaCpp, Sglang, Vllm
-from pipeline_data import lines, seed_questions
-from serve_fixtures import engine_records
 
 QUESTIONS = {("ownership", "borrowing"): [f"Question {n}?" for n in range(8)]}
 

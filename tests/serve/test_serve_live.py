@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tests.helpers.pipeline_data import lines, seed_questions
+from tests.helpers.serving import engine_records
 
 from overbrainer.cli import cli
 from overbrainer.engines.builtin import Sglang, Vllm
 from overbrainer.pipeline import served_live
 from overbrainer.providers.gauges import parse_gauges
 from overbrainer.providers.served import MAX_IN_FLIGHT
-from pipeline_data import lines, seed_questions
-from serve_fixtures import engine_records
 
 QUESTIONS = {("ownership", "borrowing"): [f"Question {n}?" for n in range(36)]}
 PASSED = '["FAKE_ENGINE_DELAY", "FAKE_ENGINE_CAPACITY", "FAKE_ENGINE_METRICS"]'

@@ -1,5 +1,5 @@
 """The llama.cpp engine for real: llama-cpp-python's server of the toolchain ``export``
-builds serves a tiny random Llama (``tests/fixtures/tiny_gguf.py``, written in a second)
+builds serves a tiny random Llama (``tests/helpers/tiny_gguf.py``, written in a second)
 as the parent of a real project, on the local target, on the ssh target (a real
 sshd) and on a pod of the fake Runpod (deleted with the serve), started by the stage and
 ended with the command.
@@ -18,14 +18,18 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.fixtures.real import REAL_TIMEOUT
-from tests.runpod.conftest import fake_runpod  # noqa: F401 - the fake Runpod and its pods
-from tests.runpod.fake_runpod import FakeRunpod
-from tests.tools import in_ci
+from tests.helpers.fake_runpod import FakeRunpod
+from tests.helpers.pipeline_data import lines
+from tests.helpers.real import REAL_TIMEOUT
+from tests.helpers.serving import (
+    llama_toolchain,
+    watchdog_pids,
+    write_llama_project,
+    write_tiny_gguf,
+)
+from tests.helpers.tools import in_ci
 
 from overbrainer.cli import cli
-from pipeline_data import lines
-from serve_fixtures import llama_toolchain, watchdog_pids, write_llama_project, write_tiny_gguf
 
 pytestmark = pytest.mark.real
 
@@ -102,7 +106,7 @@ def test_llama_cpp_serves_the_parent_on_the_ssh_target(tmp_path, tiny_gguf, sshd
 def test_llama_cpp_serves_the_parent_on_a_runpod_pod(
     tmp_path: Path,
     tiny_gguf: Path,
-    fake_runpod: FakeRunpod,  # noqa: F811 - the fixture imported above
+    fake_runpod: FakeRunpod,
 ) -> None:
     more = 'gpu_types = ["NVIDIA A40"]\nmax_hours = 1\n'
     project = served_project(tmp_path / "project", tiny_gguf, "gpu", "runpod", more)

@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from litellm_proxy import free_port
-from overbrainer.cli import cli
-from pipeline_data import lines, seed_questions
-from serve_fixtures import (
+from tests.helpers.litellm_proxy import free_port
+from tests.helpers.pipeline_data import lines, seed_questions
+from tests.helpers.serving import (
     MODEL,
     engine_argv,
     engine_records,
@@ -26,6 +24,8 @@ from serve_fixtures import (
     watchdog_pids,
     write_served_project,
 )
+
+from overbrainer.cli import cli
 
 
 def invoke(project: Path, *args: str):

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tests.helpers.pipeline_data import seed_questions
+from tests.helpers.serving import MODEL, engine_records, group_members, watchdog_pids
 
 from overbrainer.cli import cli
 from overbrainer.cli.context import App
 from overbrainer.errors import UserError
-from pipeline_data import seed_questions
-from serve_fixtures import MODEL, engine_records, group_members, watchdog_pids
 
 
 def invoke(project: Path, *args: str):

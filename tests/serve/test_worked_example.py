@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from overbrainer.cli import cli
 from overbrainer.duration import duration
-from overbrainer.train.serve_hours import PREFILL
+from overbrainer.plan.serve_hours import PREFILL
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "served-parent"

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from tests.fixtures.run_dirs import write_examples
-from tests.ssh.conftest import Sshd, cmdlines_holding
-from tests.tools import need
-from tests.train.conftest import Trainer, group_alive
+from tests.helpers.run_dirs import write_examples
+from tests.helpers.sshd import Sshd, cmdlines_holding
+from tests.helpers.tools import need
+from tests.helpers.trainer import Trainer, group_alive
 
 from overbrainer.runs import follow
 from overbrainer.testing.fake_axolotl import make_fake_venv

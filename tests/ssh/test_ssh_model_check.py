@@ -3,8 +3,9 @@ the host's own Hugging Face cache and directories (the sessions' home, not the t
 
 from __future__ import annotations
 
+from tests.helpers.project import cached_model
+
 from overbrainer.train import model_check
-from tests.conftest import cached_model
 
 
 def probe(bench, model: str) -> model_check.Found:

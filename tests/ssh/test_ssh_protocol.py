@@ -9,8 +9,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from tests.ssh.conftest import cmdlines_holding
-from tests.tools import need
+from tests.helpers.sshd import cmdlines_holding
+from tests.helpers.tools import need
 
 from overbrainer.errors import UserError
 from overbrainer.job.host import HostError

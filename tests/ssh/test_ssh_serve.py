@@ -9,16 +9,16 @@ import os
 import signal
 
 from click.testing import CliRunner
-
-from overbrainer.cli import cli
-from pipeline_data import lines, seed_questions
-from serve_fixtures import (
+from tests.helpers.pipeline_data import lines, seed_questions
+from tests.helpers.serving import (
     engine_argv,
     make_engine_venv,
     running,
     watchdog_pids,
     write_served_project,
 )
+
+from overbrainer.cli import cli
 
 
 def test_a_parent_served_over_ssh_answers_through_a_forwarded_port(tmp_path, sshd, ssh_target_env):

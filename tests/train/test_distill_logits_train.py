@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from overbrainer.config.model import Training
-from overbrainer.job.overbrainer_kd import ABSENT_LOGPROB, KDAlignmentError, align
+from overbrainer.job.target.overbrainer_kd import ABSENT_LOGPROB, KDAlignmentError, align
 from overbrainer.pipeline.logits_file import LOGPROBS, AnswerLogits, LogitsFile
 from overbrainer.train import kd_data
 from overbrainer.train.axolotl import axolotl_config

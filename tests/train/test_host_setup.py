@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from tests.tools import need
+from tests.helpers.tools import need
 
 from overbrainer.testing import fake_axolotl
 

@@ -14,13 +14,13 @@ from collections.abc import Iterator
 
 import pytest
 import yaml
+from tests.helpers.serving import FAKE_ENGINE, engine_argv, engine_records, running, watchdog_pids
 
 from overbrainer.config.model import Training
 from overbrainer.testing.fake_axolotl import TEACHER_BATCH, TEACHER_FILE
 from overbrainer.train.axolotl import OnlineTeacher, axolotl_config
 from overbrainer.train.axolotl_yaml import dump_yaml, resume_mismatch
 from overbrainer.train.inputs import differences, inputs_of, model_config
-from serve_fixtures import FAKE_ENGINE, engine_argv, engine_records, running, watchdog_pids
 
 MODEL = "Qwen/Qwen3-0.6B"
 SERVED = """

@@ -8,8 +8,8 @@ import re
 import signal
 import subprocess
 
-from tests.tools import need
-from tests.train.conftest import group_alive
+from tests.helpers.tools import need
+from tests.helpers.trainer import group_alive
 
 
 def _id(result_or_text: str) -> str:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.fixtures.real import TINY_MODEL
-from tests.fixtures.run_dirs import job_environ, prepare_run_dir
+from tests.helpers.real import TINY_MODEL
+from tests.helpers.run_dirs import job_environ, prepare_run_dir
 
 from overbrainer.config.model import Training
 from overbrainer.job.spec import JobStage

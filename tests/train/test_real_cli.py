@@ -9,9 +9,9 @@ import json
 import subprocess
 
 import pytest
-from tests.fixtures.real import REAL_TIMEOUT
-from tests.tools import need
-from tests.train.conftest import group_alive, log_steps
+from tests.helpers.real import REAL_TIMEOUT
+from tests.helpers.tools import need
+from tests.helpers.trainer import group_alive, log_steps
 
 pytestmark = pytest.mark.real
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy
 import pytest
-from tests.fixtures.real import REAL_TIMEOUT
+from tests.helpers.real import REAL_TIMEOUT
 
 from overbrainer.pipeline.logits_file import LOGPROBS, AnswerLogits, LogitsFile
 from overbrainer.train import kd_data
@@ -92,8 +92,10 @@ def test_a_real_kd_run_trains_on_rows_lined_up_with_the_next_token(
 ):
     real.configure_real(extra=KD)
     config = real.dir / "overbrainer.toml"
+    # Two evaluations: with one an epoch and one epoch, Axolotl 0.19 evaluates never.
     config.write_text(config.read_text().replace(
-        'adapter = "lora"', 'adapter = "lora"\ndistill = "logits"'))
+        'adapter = "lora"', 'adapter = "lora"\ndistill = "logits"').replace(
+        "evals_per_epoch = 1", "evals_per_epoch = 2"))
     keep_parent_logits(real, venv, tiny_model)
 
     result = run_cli("train")
@@ -104,18 +106,30 @@ def test_a_real_kd_run_trains_on_rows_lined_up_with_the_next_token(
     assert run["state"] == "succeeded"
     assert "kd-align: data/train.jsonl: 16 examples line up with the child's tokens" in log
     assert (run_dir / "output" / "adapter_model.safetensors").is_file()
-    losses = [e["loss"] for e in real.metrics(run["id"]) if e["event"] == "log" and "loss" in e]
-    assert losses and all(numpy.isfinite(losses))
-    # Axolotl's KD trainer logs its weighted sum as `loss` and none of its parts (what
-    # `runs show` says of a KD run): a later Axolotl logging them would fail here.
+    logs = [e for e in real.metrics(run["id"]) if e["event"] == "log"]
+    train = [e for e in logs if "loss" in e]
+    evals = [e for e in logs if "eval_loss" in e]
+    assert train and evals and all(numpy.isfinite([e["loss"] for e in train]))
+    # Axolotl's KD trainer logs its weighted sum as `loss`; overbrainer's plugin logs its two
+    # terms beside it, every step and every evaluation, and they make up that sum.
+    for entry in train:
+        assert entry["kd_loss"] > 0 and entry["ce_loss"] > 0, entry
+        assert entry["loss"] == pytest.approx(
+            0.9 * entry["kd_loss"] + 0.1 * entry["ce_loss"], rel=1e-4), entry
+    for entry in evals:
+        assert entry["eval_loss"] == pytest.approx(
+            0.9 * entry["eval_kd_loss"] + 0.1 * entry["eval_ce_loss"], rel=1e-4), entry
     states = sorted((run_dir / "output").glob("checkpoint-*/trainer_state.json"))
     assert states, sorted(p.name for p in (run_dir / "output").iterdir())
     history = json.loads(states[-1].read_text())["log_history"]
-    assert {key for entry in history for key in entry if "loss" in key} <= {
-        "loss", "eval_loss", "train_loss"}
+    assert {key for entry in history for key in entry if "loss" in key} - {"train_loss"} == {
+        "loss", "eval_loss", "kd_loss", "ce_loss", "eval_kd_loss", "eval_ce_loss"}
     shown = run_cli("runs", "show", run["id"]).stdout.splitlines()
-    assert shown[2].startswith("  loss: KD loss = 0.9 × KL to the parent's top-k")
-    assert any(line.startswith("  last: ") and "kd_loss" in line for line in shown)
+    assert shown[2].startswith(
+        "  loss: loss = 0.9 × KD loss + 0.1 × cross-entropy; KD loss: KL to the parent's top-k")
+    terms = next(line for line in shown if line.startswith("  terms: "))
+    assert f"KD loss {train[-1]['kd_loss']:.4f}, cross-entropy {train[-1]['ce_loss']:.4f}" in terms
+    assert f"eval KD loss {evals[-1]['eval_kd_loss']:.4f}" in terms
 
     rows = json.loads(venv_python(venv, PREPARED_ROWS, str(run_dir / "prepared")))
     assert rows

@@ -1,7 +1,7 @@
 """The real Axolotl's online teacher on the CPU: ``mode = "online"`` trains the tiny model
 with Axolotl 0.19's ``OnlineTeacherCollator`` asking a parent served on the local target.
 
-The parent is the stand-in vLLM (``tests/fake_engine.py``): it answers the collator's
+The parent is the stand-in vLLM (``tests/helpers/fake_engine.py``): it answers the collator's
 ``/v1/completions`` with vLLM's ``prompt_logprobs`` for the token ids it is sent (made-up
 candidates within the tiny vocabulary), so the test proves the wiring (the settings Axolotl
 accepts, the serve up for the whole job and ended after), not what a real parent teaches.
@@ -20,8 +20,7 @@ from pathlib import Path
 
 import numpy
 import pytest
-
-from serve_fixtures import FAKE_ENGINE, engine_records, running, watchdog_pids
+from tests.helpers.serving import FAKE_ENGINE, engine_records, running, watchdog_pids
 
 pytestmark = pytest.mark.real
 

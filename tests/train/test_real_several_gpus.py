@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 import pytest
-from tests.fixtures.real import REAL_TIMEOUT
+from tests.helpers.real import REAL_TIMEOUT
 
 from overbrainer.config.model import Training
 from overbrainer.config.runtime import DEEPSPEED_PRESETS, FSDP_PRESETS

@@ -14,8 +14,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from tests.fixtures.real import REAL_TIMEOUT
-from tests.train.conftest import log_steps
+from tests.helpers.real import REAL_TIMEOUT
+from tests.helpers.trainer import log_steps
 
 pytestmark = pytest.mark.real
 

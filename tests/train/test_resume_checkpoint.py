@@ -100,7 +100,7 @@ def test_the_last_checkpoint_is_read_within_bounds(tmp_path):
     import os
     import threading
 
-    from overbrainer.train.plan import last_checkpoint
+    from overbrainer.train.new_run import last_checkpoint
 
     output = tmp_path / "run" / "output"
     history = [{"loss": 1.0, "step": n} for n in range(300_000)]  # about 9 MB of log

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from tests.config.test_file import problems
-from tests.train.conftest import group_alive
+from tests.helpers.trainer import group_alive
 
 from overbrainer.testing.fake_axolotl import CALLS_FILE, RANKS_FILE
 

@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.train.conftest import group_alive
+from tests.helpers.trainer import group_alive
 
 
 def _untie(trainer, run: dict, pid: int):

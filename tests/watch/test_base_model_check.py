@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.watch.conftest import save
+from tests.helpers.fake_hub import FakeHub, Repo
+from tests.helpers.project import CLOSED_HUB, cached_model
+from tests.helpers.watching import save
 from tests.watch.test_watch import CYCLE
 
-from fake_hub import FakeHub, Repo
 from overbrainer.train import model_check
-from tests.conftest import CLOSED_HUB, cached_model
 
 GATED = "meta-llama/Llama-3.2-1B"
 TOKEN = "hf_probe_token_0123456789"

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from tests.watch.conftest import save
-
-from tests.conftest import cached_model
+from tests.helpers.project import cached_model
+from tests.helpers.watching import save
 
 
 def runs_of(project_dir):

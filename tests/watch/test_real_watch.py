@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.fixtures.real import REAL_TIMEOUT
-from tests.train.conftest import BOOT
+from tests.helpers.real import REAL_TIMEOUT
+from tests.helpers.trainer import BOOT
 
 from overbrainer.cli import cli
 

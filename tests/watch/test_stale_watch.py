@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.watch.conftest import save
+from tests.helpers.watching import save
 from tests.watch.test_watch import CYCLE
 
 STALE = (

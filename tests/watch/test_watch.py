@@ -8,11 +8,10 @@ import signal
 import time
 
 import pytest
-from tests.after.conftest import FAKE_TORCH, FAKE_TRANSFORMERS, make_toolchain
-from tests.train.conftest import group_alive
-from tests.watch.conftest import save
-
-from fake_provider import Reply
+from tests.helpers.fake_provider import Reply
+from tests.helpers.stand_ins import FAKE_TORCH, FAKE_TRANSFORMERS, make_toolchain
+from tests.helpers.trainer import group_alive
+from tests.helpers.watching import save
 
 CYCLE = (
     r"^watch: cycle {n} \((?P<changed>[^)]*)\): (?P<ran>.*); "

@@ -13,7 +13,7 @@ from overbrainer_slurm.localcluster import PROGRAMS, LocalSlurm
 def need_slurm() -> None:
     """Skip (fail under CI) when a program of the test Slurm is missing."""
     try:
-        from tests.tools import need
+        from tests.helpers.tools import need
     except ImportError:  # the package's tests run alone, outside overbrainer's checkout
         from overbrainer_slurm.localcluster import find_program
 

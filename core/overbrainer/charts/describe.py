@@ -67,12 +67,12 @@ def show_lines(store: RunStore, record: RunRecord, width: int = 60) -> Iterator[
     settings = _settings(config)
     if settings:
         yield "  settings: " + ", ".join(f"{name} {value}" for name, value in settings)
-    meaning = loss_meaning(config)
+    curves = curves_of(store, record)
+    meaning = loss_meaning(config, terms=curves is not None and curves.has_kd_terms)
     if meaning:
         yield f"  loss: {meaning}"
     if record.resumed_from:
         yield f"  resumed from: {escape_controls(record.resumed_from)}"
-    curves = curves_of(store, record)
     yield "  outcome: " + _outcome(record, curves)
     if record.snapshot is not None:
         yield (
@@ -92,7 +92,9 @@ def show_lines(store: RunStore, record: RunRecord, width: int = 60) -> Iterator[
     if curves is None:
         yield f"runs: no {METRICS_FILE} for run {record.id} yet"
         return
-    yield from curve_lines(curves, width, kd=bool(config.get("kd_trainer")))
+    # A KD run's two terms are charted under its loss: taller, so that the loss keeps its rows.
+    height = 16 if curves.has_kd_terms else 10
+    yield from curve_lines(curves, width, height, kd=bool(config.get("kd_trainer")))
 
 
 def show_json(store: RunStore, record: RunRecord) -> dict[str, Any]:
@@ -111,6 +113,7 @@ def show_json(store: RunStore, record: RunRecord) -> dict[str, Any]:
         "loss": curves.last("loss"),
         "eval_loss": curves.last("eval_loss"),
         "loss_kind": "kd" if trained_on_logits(store.run_dir(record.id)) else "ce",
+        **{name: curves.last(name) for name in KD_TERMS},
         **made_of(run_dir),
         "machine": _machine_json(store.run_dir(record.id)),
     }
@@ -126,7 +129,9 @@ def curve_lines(
     curves: Curves, width: int = 60, height: int = 10, *, kd: bool = False
 ) -> Iterator[str]:
     """The last figures, a Braille chart of the losses (``height`` rows and 2 of axis), and
-    sparklines of lr and grad_norm; ``kd``: the losses are the KD trainer's, and say so."""
+    sparklines of lr and grad_norm; ``kd``: the losses are the KD trainer's, and say so. A KD
+    run that logged its two terms gets their charts side by side under the loss's, within
+    the same ``height``."""
     last = []
     if curves.step is not None:
         last.append(
@@ -134,16 +139,25 @@ def curve_lines(
         )
     if curves.epoch is not None:
         last.append(f"epoch {curves.epoch:.2f}")
+    terms = curves.has_kd_terms
     for name in ("loss", "eval_loss"):
         value = curves.last(name)
         if value is not None:
-            last.append(f"{'kd_' if kd else ''}{name} {value:.4f}")
+            last.append(f"{'kd_' if kd and not terms else ''}{name} {value:.4f}")
     if last:
         yield "  last: " + ", ".join(last)
+    if terms:
+        yield "  " + kd_terms_line(curves)
     if not curves.has_loss:
         yield f"runs: run {curves.run_id} has no loss to plot"
         return
-    yield f"  {'KD loss' if kd else 'loss'} (line: train, {'•'}: eval) against step"
+    # The terms' line and charts take their rows from the loss chart's; too few: the line only.
+    terms_height = max(height // 3, 2) if terms else 0
+    if height - terms_height - 4 < 3:
+        terms_height = 0
+    loss_height = height - terms_height - 4 if terms_height else max(height - terms, 2)
+    heading = "KD loss" if kd and not terms else "loss"
+    yield f"  {heading} (line: train, {'•'}: eval) against step"
     # A resumed run's steps start where its parent stopped: its axis starts there too.
     first = min(step for step, _ in [*curves.loss, *curves.eval_loss])
     x_min = min(curves.resume_step or first, first) if curves.resumed_from else 0
@@ -151,16 +165,50 @@ def curve_lines(
         [curves.loss],
         curves.eval_loss,
         width=width,
-        height=height,
+        height=loss_height,
         x_max=curves.max_steps,
         x_min=x_min,
     ):
         yield "  " + row
+    if terms_height:
+        yield from kd_terms_charts(curves, width, terms_height, x_min)
     for name, label in (("learning_rate", "lr"), ("grad_norm", "grad_norm")):
         points: list[tuple[int, float]] = getattr(curves, name)
         if points:
             values = [value for _, value in points]
             yield (f"  {label:<9} {sparkline(values, width)}  {min(values):.3g}..{max(values):.3g}")
+
+
+KD_TERMS = ("kd_loss", "ce_loss", "eval_kd_loss", "eval_ce_loss")
+"""The two terms of a KD run's loss and of its eval loss, as its metrics name them."""
+
+
+def kd_terms_line(curves: Curves) -> str:
+    """The last KD loss and cross-entropy, train and eval, of a KD run that logged them."""
+    parts = []
+    for prefix, kd_name, ce_name in (("", "kd_loss", "ce_loss"),
+                                     ("eval ", "eval_kd_loss", "eval_ce_loss")):
+        kd, ce = curves.last(kd_name), curves.last(ce_name)
+        if kd is not None and ce is not None:
+            parts.append(f"{prefix}KD loss {kd:.4f}, {prefix}cross-entropy {ce:.4f}")
+    return "terms: " + "; ".join(parts)
+
+
+def kd_terms_charts(curves: Curves, width: int, height: int, x_min: int) -> Iterator[str]:
+    """The KD loss and the cross-entropy of a KD run, each a Braille chart (line: train,
+    ``•``: eval) ``height`` rows high, side by side in ``width`` columns."""
+    half = max((width - 12) // 2, 8)
+    charts = [
+        braille_chart([line], points, width=half, height=height, x_max=curves.max_steps,
+                      x_min=x_min)
+        for line, points in ((curves.kd_loss, curves.eval_kd_loss),
+                             (curves.ce_loss, curves.eval_ce_loss))
+    ]
+    left_width = max((len(row) for row in charts[0]), default=0)
+    yield f"  {'KD loss':<{left_width}}   cross-entropy"
+    for index in range(max(len(chart) for chart in charts)):
+        left, right = (chart[index] if index < len(chart) else "" for chart in charts)
+        yield f"  {left:<{left_width}}   {right}".rstrip()
 
 
 def _outcome(record: RunRecord, curves: Curves | None) -> str:
@@ -189,12 +237,13 @@ def trained_on_logits(run_dir: Path) -> bool:
     return bool(_config(run_dir).get("kd_trainer"))
 
 
-def loss_meaning(config: dict[str, Any]) -> str | None:
+def loss_meaning(config: dict[str, Any], *, terms: bool = False) -> str | None:
     """What the logged loss is for a run trained on the parent's logits, else None.
 
-    Axolotl 0.19's KD trainer logs one ``loss``, the weighted sum of its KL to the parent's
-    top-k and the cross-entropy on the parent's tokens, never the parts: the line names the
-    weights, so a reader does not take the sum for a cross-entropy."""
+    Axolotl 0.19's KD trainer logs one ``loss``, the weighted sum of its KD loss (the KL to
+    the parent's top-k) and the cross-entropy on the parent's tokens: the line names the
+    weights, so a reader does not take the sum for a cross-entropy. ``terms``: the run logged
+    the two apart (overbrainer's plugin does from this version); older runs did not."""
     if not config.get("kd_trainer"):
         return None
     alpha, ce_alpha = config.get("kd_alpha"), config.get("kd_ce_alpha")
@@ -207,10 +256,15 @@ def loss_meaning(config: dict[str, Any]) -> str | None:
         kl = f"JSD (beta {beta}) with the parent's top-k"
     if temperature is not None:
         kl += f" at temperature {temperature}"
-    return escape_controls(
-        f"KD loss = {alpha} × {kl} (scaled by its square) + {ce_alpha} × cross-entropy; "
-        "the trainer logs only the sum, not its parts"
-    )
+    meaning = f"KD loss = {alpha} × {kl} (scaled by its square) + {ce_alpha} × cross-entropy"
+    if terms:
+        meaning = (
+            f"loss = {alpha} × KD loss + {ce_alpha} × cross-entropy; KD loss: {kl} "
+            "(scaled by its square)"
+        )
+    else:
+        meaning += "; the trainer logs only the sum, not its parts"
+    return escape_controls(meaning)
 
 
 def _settings(config: dict[str, Any]) -> list[tuple[str, str]]:

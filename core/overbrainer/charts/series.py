@@ -1,5 +1,6 @@
-"""A run's curves, read from its ``metrics.jsonl``: train loss, eval loss, learning rate and
-gradient norm against step, plus the figures a chart marks (snapshot, resume point)."""
+"""A run's curves, read from its ``metrics.jsonl``: train loss, eval loss, learning rate,
+gradient norm and a KD run's two terms against step, plus the figures a chart marks
+(snapshot, resume point)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ from overbrainer.job.layout import FOLLOWED_METRICS, METRICS_FILE
 from overbrainer.job.metrics import read_events
 
 Point = tuple[int, float]
+
+CURVES = (
+    "loss", "eval_loss", "learning_rate", "grad_norm",
+    "kd_loss", "ce_loss", "eval_kd_loss", "eval_ce_loss",
+)
+"""The numbers of a metrics ``log`` line a chart draws."""
 
 
 
@@ -34,6 +41,11 @@ class Curves:
     eval_loss: list[Point] = field(default_factory=list)
     learning_rate: list[Point] = field(default_factory=list)
     grad_norm: list[Point] = field(default_factory=list)
+    kd_loss: list[Point] = field(default_factory=list)
+    ce_loss: list[Point] = field(default_factory=list)
+    eval_kd_loss: list[Point] = field(default_factory=list)
+    eval_ce_loss: list[Point] = field(default_factory=list)
+    """The two terms of a KD run's loss and eval loss, where its trainer logged them."""
     max_steps: int | None = None
     step: int | None = None
     epoch: float | None = None
@@ -47,6 +59,10 @@ class Curves:
     @property
     def has_loss(self) -> bool:
         return bool(self.loss or self.eval_loss)
+
+    @property
+    def has_kd_terms(self) -> bool:
+        return bool(self.kd_loss or self.ce_loss or self.eval_kd_loss or self.eval_ce_loss)
 
     def last(self, name: str) -> float | None:
         """The last value of the curve ``name`` (``loss``, ``eval_loss``, …), or None."""
@@ -73,7 +89,7 @@ class Curves:
         epoch = _number(event.get("epoch"))
         if epoch is not None:
             self.epoch = epoch
-        for name in ("loss", "eval_loss", "learning_rate", "grad_norm"):
+        for name in CURVES:
             value = _number(event.get(name))
             if value is not None:
                 getattr(self, name).append((step, value))

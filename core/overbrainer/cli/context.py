@@ -88,9 +88,9 @@ class App:
         return self._serving
 
     def _new_serving(self, settings: Settings) -> Serving:
+        from overbrainer.plan.serve_hours import projected_cost
         from overbrainer.project import Project
         from overbrainer.serve.session import Serving
-        from overbrainer.train.serve_hours import projected_cost
 
         project = Project(dir=self.project_dir, settings=settings, env=self.env.merged)
         return Serving(

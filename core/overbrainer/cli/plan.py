@@ -43,9 +43,9 @@ def plan(as_json: bool, max_usd: float | None, pilot: int | None) -> None:
     """
     from overbrainer.cli.planlines import plan_lines
     from overbrainer.cli.strictjson import dumps
+    from overbrainer.plan.run_cost import build_plan
     from overbrainer.providers.prices import PriceBook
     from overbrainer.redact import escape_controls, redact
-    from overbrainer.train.costplan import build_plan
 
     app = current_app()
     prices = PriceBook()
@@ -55,7 +55,7 @@ def plan(as_json: bool, max_usd: float | None, pilot: int | None) -> None:
     if as_json:
         click.echo(redact(dumps(found.as_json())))
         return
-    from overbrainer.train.serve_hours import served_line
+    from overbrainer.plan.serve_hours import served_line
 
     served = [served_line(app.settings, hours) for hours in found.served]
     for line in [*plan_lines(found), *served]:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from overbrainer.pipeline.budget import usd
-from overbrainer.train.costplan import CostPlan, Extra, stale_lines
-from overbrainer.train.estimate import TrainingPlan
-from overbrainer.train.logprobs_plan import logprobs_line
+from overbrainer.plan.logprobs import logprobs_line
+from overbrainer.plan.run_cost import CostPlan, Extra, stale_lines
+from overbrainer.plan.training import TrainingPlan
 
 HEADER = (
     f"{'stage':<10} {'requests':>9} {'tokens in':>12} {'tokens out':>12} {'usd':>10} "

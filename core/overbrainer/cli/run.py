@@ -11,8 +11,8 @@ from overbrainer.cli.money import DOLLARS
 
 if TYPE_CHECKING:
     from overbrainer.cli.context import App
+    from overbrainer.plan.run_cost import CostPlan
     from overbrainer.providers.prices import PriceBook
-    from overbrainer.train.costplan import CostPlan
 
 
 @click.command()
@@ -71,8 +71,8 @@ def plan_total(app: App, prices: PriceBook, max_usd: float | None) -> str:
     """``plan: …``, the plan's total line; what the plan could not learn makes it unknown."""
     from overbrainer.cli.planlines import total_line
     from overbrainer.errors import TransientError, UserError
+    from overbrainer.plan.run_cost import build_plan, stale_lines
     from overbrainer.redact import escape_controls, redact
-    from overbrainer.train.costplan import build_plan, stale_lines
 
     try:
         found = build_plan(app.project, app.plugins.hook, prices, max_usd, price_compare=False)

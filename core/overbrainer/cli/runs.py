@@ -151,8 +151,9 @@ def show(run_ids: tuple[str, ...], plot: str | None, as_json: bool) -> None:
     \b
     --json: a list of {record: run.json, duration_s, step, max_steps, epoch, loss,
     eval_loss: null | number, loss_kind: "ce" | "kd" (the KD trainer's weighted sum),
-    exports, compares: [id], machine: null | {time, cpu,
-    memory, disks, gpus}: the latest sample of its machine's gauges}.
+    kd_loss, ce_loss, eval_kd_loss, eval_ce_loss: null | number (its two terms), exports,
+    compares: [id], machine: null | {time, cpu, memory, disks, gpus}: the latest sample of
+    its machine's gauges}.
 
     Example: overbrainer runs show latest --plot
     """

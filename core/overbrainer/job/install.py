@@ -10,6 +10,8 @@ from __future__ import annotations
 import shlex
 from importlib import resources
 
+from overbrainer.job.layout import TRAVELS
+
 q = shlex.quote
 
 
@@ -99,7 +101,7 @@ def constraints_of(requirements: list[str]) -> str:
     for word in requirements:
         if word.startswith("axolotl=="):
             name = f"axolotl-{word.removeprefix('axolotl==')}.txt"
-            path = resources.files("overbrainer.job").joinpath(CONSTRAINTS, name)
+            path = resources.files(TRAVELS).joinpath(CONSTRAINTS, name)
             torch = RESOLVED_WITH.get(name)
             if "/" not in word and torch in requirements and path.is_file():
                 return path.read_text(encoding="utf-8")

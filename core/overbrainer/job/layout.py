@@ -20,6 +20,8 @@ may keep ``target.note`` (for ``runs ls``) and ``target.spend.json`` (its machin
 
 from __future__ import annotations
 
+TRAVELS = "overbrainer.job.target"
+"""The package of the files that travel to the target (read as files, never imported)."""
 RUNNER = "run_job.py"
 """The stdlib-only runner: ``python run_job.py`` runs the whole job."""
 MACHINE_SAMPLER = "machine_sample.py"

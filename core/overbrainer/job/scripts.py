@@ -32,6 +32,7 @@ from overbrainer.job.layout import (
     MACHINE_SAMPLER,
     MANIFEST_FILE,
     RUNNER,
+    TRAVELS,
 )
 
 STALE = (EXIT_CODE, CANCELLING, CANCELLED, JOB_PID, MANIFEST_FILE)
@@ -139,7 +140,7 @@ done
 
 def runner_source() -> str:
     """The text of the job runner (``run_job.py``), shipped into every job directory."""
-    return resources.files("overbrainer.job").joinpath(RUNNER).read_text(encoding="utf-8")
+    return resources.files(TRAVELS).joinpath(RUNNER).read_text(encoding="utf-8")
 
 
 def tar_out_script(root: str) -> str:
@@ -154,4 +155,4 @@ def tar_in_script(root: str) -> str:
 
 def sampler_source() -> str:
     """The text of the machine sampler (``machine_sample.py``), shipped beside the runner."""
-    return resources.files("overbrainer.job").joinpath(MACHINE_SAMPLER).read_text(encoding="utf-8")
+    return resources.files(TRAVELS).joinpath(MACHINE_SAMPLER).read_text(encoding="utf-8")

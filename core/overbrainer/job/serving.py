@@ -1,7 +1,7 @@
 """A long-lived process served on a target (an engine), as the executor contract sees it.
 
 The core asks an executor with the capability ``"serve"`` to start a command (an engine's
-argv, made once the port is known) beside a watchdog (:mod:`overbrainer.job.serve_watchdog`)
+argv, made once the port is known) beside a watchdog (:mod:`overbrainer.job.target.serve_watchdog`)
 that ends it after ``idle_seconds`` without a connection; it records the handle, reaches
 the port through the target's transport, and ends it. The scripts here serve any POSIX
 host (``HostExecutor``): ``sh``, ``python3`` and ``/proc``.
@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from importlib import resources
 from typing import Any
+
+from overbrainer.job.layout import TRAVELS
 
 q = shlex.quote
 
@@ -85,7 +87,7 @@ class ServeHandle:
 
 def watchdog_source() -> bytes:
     """The watchdog that travels to the target beside the engine."""
-    return resources.files("overbrainer.job").joinpath("serve_watchdog.py").read_bytes()
+    return resources.files(TRAVELS).joinpath("serve_watchdog.py").read_bytes()
 
 
 def free_port_script() -> str:

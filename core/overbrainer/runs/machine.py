@@ -1,5 +1,5 @@
 """The gauges of the machine a run's job runs on, as the runner samples them
-(:mod:`overbrainer.job.machine_sample`): read from a target's ``machine.json`` into types,
+(:mod:`overbrainer.job.target.machine_sample`): read from a target's ``machine.json`` into types,
 kept at home, and told as ``runs show``'s ``machine:`` block.
 
 A sample comes from the target, so it is read defensively: anything that is not the

@@ -15,6 +15,7 @@ from overbrainer.job.layout import (
     PLUGIN_DIR,
     SNAPSHOT_REQUEST,
     TRAIN_FILE,
+    TRAVELS,
 )
 from overbrainer.job.spec import JobStage, Launch
 from overbrainer.train.axolotl import PLUGIN_MODULE, is_local_path
@@ -90,15 +91,15 @@ def job_env(base_model: str) -> JobEnv:
 
 def plugin_file() -> Path:
     """The Axolotl plugin module to copy into each run's ``plugin/`` directory."""
-    return Path(str(resources.files("overbrainer.job").joinpath(f"{PLUGIN_MODULE}.py")))
+    return Path(str(resources.files(TRAVELS).joinpath(f"{PLUGIN_MODULE}.py")))
 
 
 def kd_module_file() -> Path:
     """The ``kd-align`` stage's module, copied into ``plugin/`` with ``distill = "logits"``."""
-    return Path(str(resources.files("overbrainer.job").joinpath(f"{KD_MODULE}.py")))
+    return Path(str(resources.files(TRAVELS).joinpath(f"{KD_MODULE}.py")))
 
 
 def deepspeed_preset(name: str) -> Path:
     """The JSON of the DeepSpeed preset ``name`` (``zero1``..``zero3``), shipped with
     overbrainer, to copy into the run's ``deepspeed/`` directory."""
-    return Path(str(resources.files("overbrainer.job").joinpath(f"deepspeed/{name}.json")))
+    return Path(str(resources.files(TRAVELS).joinpath(f"deepspeed/{name}.json")))

@@ -5,7 +5,7 @@ Each example gets ``logprobs`` and ``target_token_ids`` (one row of ``top_k`` a 
 parent wrote, most likely first) and ``kd_chosen`` (the tokens it wrote). Axolotl lines
 the rows up with the END of the example's tokens, and the rows after the answer (the chat
 template's end of turn) depend on the child's tokenizer: the job's ``kd-align`` stage
-(:mod:`overbrainer.job.overbrainer_kd`) checks the answer's tokens and adds them on the
+(:mod:`overbrainer.job.target.overbrainer_kd`) checks the answer's tokens and adds them on the
 target, where the tokenizer is.
 """
 

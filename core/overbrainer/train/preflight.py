@@ -23,7 +23,7 @@ from overbrainer.train.axolotl import is_local_path
 from overbrainer.train.distill import check_distill
 from overbrainer.train.executors import holding
 from overbrainer.train.model_check import Found
-from overbrainer.train.plan import target_of
+from overbrainer.train.new_run import target_of
 from overbrainer.train.prepare import resolve_base_model
 from overbrainer.train.workspace import Workspace
 

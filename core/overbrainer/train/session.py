@@ -1,6 +1,6 @@
 """The training commands, by the names the CLI and ``watch`` call them.
 
-Each job lives in a module of its own: :mod:`~overbrainer.train.plan` (what a new run
+Each job lives in a module of its own: :mod:`~overbrainer.train.new_run` (what a new run
 needs, resume checks), :mod:`~overbrainer.train.start` (``train``),
 :mod:`~overbrainer.train.follow` (``attach``), :mod:`~overbrainer.train.stop` (``stop``,
 ``cancel``), :mod:`~overbrainer.train.report`, and :mod:`~overbrainer.train.executors`
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from overbrainer.train.executors import Held, held_executor, holding
 from overbrainer.train.follow import attach, follow_held, follow_to_end
-from overbrainer.train.plan import Plan, Prepared, plan_run, target_of, training_of
+from overbrainer.train.new_run import Plan, Prepared, plan_run, target_of, training_of
 from overbrainer.train.report import Trained, report
 from overbrainer.train.start import prepare, start, train
 from overbrainer.train.stop import cancel, cancel_for_holder, stop, stop_for_holder

@@ -22,7 +22,7 @@ from overbrainer.runs.interrupt import deferred_sigint
 from overbrainer.train.executors import Held, check_keep_machine, holding
 from overbrainer.train.follow import follow_to_end, interrupted
 from overbrainer.train.inputs import Inputs
-from overbrainer.train.plan import (
+from overbrainer.train.new_run import (
     Plan,
     Prepared,
     check_budget,

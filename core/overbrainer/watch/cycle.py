@@ -19,10 +19,10 @@ from overbrainer.errors import UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.pipeline.preflight import reasoning_problem
 from overbrainer.pipeline.runner import STAGES, Outcome, run_stage
+from overbrainer.plan.run_cost import stale_costs, stale_lines
 from overbrainer.project import Project
 from overbrainer.providers.prices import PriceBook
 from overbrainer.runs.store import RunStore
-from overbrainer.train.costplan import stale_costs, stale_lines
 from overbrainer.train.preflight import check_training_target
 from overbrainer.train.session import train
 from overbrainer.train.workspace import Workspace

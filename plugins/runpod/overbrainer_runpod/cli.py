@@ -102,20 +102,8 @@ def remove(run_id: str, force: bool) -> None:
             return
         # A create whose answer never came (the CLI killed during it) left no pod id:
         # the pod is found by its name.
-        pods = [{"id": pod_record.pod_id}] if pod_record.pod_id else life.find_by_name()
-        if not pods and after:
-            return
-        if not pods:
+        if not _delete_pods(life, f"run {run_id}") and not after:
             raise UserError(f"run {run_id} has no pod")
-        for found in pods:
-            life.save(pod_id=str(found["id"]), state=PodState.DELETING, deleted=None)
-            life.delete("pod rm")
-            spend = life.pod.estimated_spend
-            click.echo(
-                f"pod: pod {found['id']} of run {run_id} deleted"
-                + (f" (about ${spend:.2f})" if spend is not None else "")
-            )
-
 
 def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
     """Delete the run's pod for the commands after training (export, compare), when it

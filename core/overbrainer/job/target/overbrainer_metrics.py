@@ -6,7 +6,9 @@ file's directory on ``PYTHONPATH``. Its trainer callback, on the main process on
 * appends JSON lines to ``$OVERBRAINER_METRICS`` (``time`` in Unix seconds): ``begin``
   (time, max_steps), ``log`` (time,
   step, epoch, max_steps and the loss, eval_loss, learning_rate, grad_norm the trainer logged,
-  non-finite numbers as null), ``eval`` (time, step, total: evaluation progress, the first
+  with Axolotl's KD trainer the two parts of its loss, ``kd_loss`` and ``ce_loss`` (and
+  ``eval_kd_loss``, ``eval_ce_loss``: see :class:`KDLossParts`), non-finite numbers as
+  null), ``eval`` (time, step, total: evaluation progress, the first
   batch at once, then at each tenth of the batches, at the last, and every 2 s between) and
   ``end`` (time, step); each line goes out in one write, so a reader never sees half of one;
 * turns ``$OVERBRAINER_SNAPSHOT`` (a file holding a reason word) into "save a checkpoint at the
@@ -55,6 +57,9 @@ except ImportError:  # driven by something other than Axolotl
         def add_callbacks_post_trainer(self, cfg: Any, trainer: Any) -> list[Any]:
             return []
 
+        def post_trainer_create(self, cfg: Any, trainer: Any) -> None:
+            return None
+
 
 try:
     from transformers import TrainerCallback
@@ -76,7 +81,10 @@ METRICS_ENV = "OVERBRAINER_METRICS"
 SNAPSHOT_ENV = "OVERBRAINER_SNAPSHOT"
 SNAPSHOT_FILE = "snapshot.json"
 REASONS = ("requested", "deadline", "cost", "disk")
-LOGGED = ("loss", "eval_loss", "learning_rate", "grad_norm")
+LOGGED = (
+    "loss", "eval_loss", "learning_rate", "grad_norm",
+    "kd_loss", "ce_loss", "eval_kd_loss", "eval_ce_loss",
+)
 EVAL_INTERVAL = 2.0
 """Seconds between two ``eval`` progress lines."""
 
@@ -308,6 +316,147 @@ def seeded(seed: int) -> None:
     set_seed(seed)
 
 
+class KDLossParts:
+    """Logs the two terms of Axolotl 0.19's KD loss beside the ``loss`` they make up.
+
+    Its fused loss (``axolotl/integrations/kd/kernels/liger.py``) sums the KL to the parent's
+    top-k and the cross-entropy on the parent's tokens inside the kernel and returns only
+    ``kd_alpha × T² × KL + kd_ce_alpha × CE``. Installed on the KD trainer, this calls that loss
+    unchanged (what is optimised is untouched), and on the micro-batches of a step that will be
+    logged, and on every evaluation batch, computes both terms again without gradients from
+    the same hidden states with Axolotl's own per-chunk function: the LM head once more over
+    those tokens, no forward pass. Each is divided as the trainer divides its loss, and logged
+    as ``kd_loss`` (T² × KL) and ``ce_loss`` (``eval_kd_loss``, ``eval_ce_loss``), so the step
+    logged has ``loss = kd_alpha × kd_loss + kd_ce_alpha × ce_loss``.
+    """
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = trainer
+        self.loss_fn = trainer._kd_loss_fn
+        self.compute_loss = trainer.compute_loss
+        self.log = trainer.log
+        self.collecting: str | None = None
+        """``train`` or ``eval`` while a batch whose terms are wanted is computed."""
+        self.divisor = 1.0
+        self.weight = 1.0
+        self.train_step: int | None = None
+        self.failed = False
+        """Set once the terms could not be computed (an Axolotl this was not written for)."""
+        self.sums: dict[str, list[float]] = {"train": [0.0, 0.0, 0.0], "eval": [0.0, 0.0, 0.0]}
+        """KD term, cross-entropy and weight (batches or examples) summed since the last log."""
+
+    def install(self) -> None:
+        self.trainer._kd_loss_fn = self.kd_loss
+        self.trainer.compute_loss = self.wrapped_compute_loss
+        self.trainer.log = self.wrapped_log
+
+    def wrapped_compute_loss(
+        self, model: Any, inputs: Any, return_outputs: bool = False, num_items_in_batch: Any = None
+    ) -> Any:
+        labels = inputs.get("labels")
+        if model.training:
+            step = self.trainer.state.global_step + 1
+            if step != self.train_step:
+                self.train_step, self.sums["train"] = step, [0.0, 0.0, 0.0]
+            self.collecting = "train" if self.logged(step) else None
+            self.weight = 1.0
+        else:
+            self.collecting = "eval"  # eval_loss is the mean over examples of each batch's loss
+            self.weight = float(labels.shape[0]) if labels is not None else 1.0
+        # The KD trainer's own divisor: the labels of the whole accumulated batch, or these.
+        items = num_items_in_batch
+        if items is None and labels is not None:
+            items = (labels != -100).sum().item()
+        self.divisor = float(items) if items is not None and items > 0 else 1.0
+        try:
+            return self.compute_loss(
+                model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
+            )
+        finally:
+            self.collecting = None
+
+    def logged(self, step: int) -> bool:
+        """Whether the trainer logs at the end of ``step`` (DefaultFlowCallback's rule)."""
+        args, state = self.trainer.args, self.trainer.state
+        strategy = getattr(args.logging_strategy, "value", args.logging_strategy)
+        if strategy != "steps":
+            return True
+        every = int(state.logging_steps or 0)
+        return (every > 0 and step % every == 0) or (step == 1 and bool(args.logging_first_step))
+
+    def kd_loss(self, *tensors: Any, true_labels: Any, student_bias: Any = None) -> Any:
+        """The trainer's loss, as Axolotl calls it: (LM head weight, hidden states, top-k ids,
+        logprobs, mask), the labels and a bias."""
+        loss = self.loss_fn(*tensors, true_labels=true_labels, student_bias=student_bias)
+        if self.collecting is not None and not self.failed:
+            try:
+                kd, ce = kd_terms(self.loss_fn, tensors, true_labels, student_bias)
+            except Exception as error:  # noqa: BLE001 - seeing the terms must never end a run
+                self.failed = True
+                print(
+                    f"overbrainer: the KD loss's two terms cannot be logged ({error!r}); "
+                    "training goes on, with the loss alone",
+                    file=sys.stderr,
+                )
+                return loss
+            sums = self.sums[self.collecting]
+            sums[0] += kd / self.divisor * self.weight
+            sums[1] += ce / self.divisor * self.weight
+            sums[2] += self.weight
+        return loss
+
+    def wrapped_log(self, logs: dict[str, Any], start_time: Any = None) -> Any:
+        train, evaluation = self.sums["train"], self.sums["eval"]
+        if "loss" in logs and train[2] and self.train_step == self.trainer.state.global_step:
+            logs["kd_loss"], logs["ce_loss"] = train[0], train[1]
+            self.sums["train"] = [0.0, 0.0, 0.0]
+        if "eval_loss" in logs and evaluation[2]:
+            logs["eval_kd_loss"] = evaluation[0] / evaluation[2]
+            logs["eval_ce_loss"] = evaluation[1] / evaluation[2]
+            self.sums["eval"] = [0.0, 0.0, 0.0]
+        return self.log(logs, start_time)
+
+
+def kd_terms(
+    loss_fn: Any, tensors: tuple[Any, ...], true_labels: Any, student_bias: Any
+) -> tuple[float, float]:
+    """The KD term (T² × the summed divergence) and the summed cross-entropy of one batch, as
+    ``loss_fn`` (Axolotl's ``LigerFusedLinearKLTopKLogprobLoss``) computes them, chunk by chunk
+    with the same label shift, but without gradients and whatever their weights."""
+    import torch
+    from axolotl.integrations.kd.kernels.liger import (  # noqa: PLC0415 - as torch: only here
+        LigerFusedLinearKLTopKLogprobFunction as Kernel,
+    )
+
+    lm_head_weight, hidden_states, target_token_ids, target_logprobs, target_mask = tensors
+    with torch.no_grad():
+        labels = torch.nn.functional.pad(true_labels, (0, 1), value=loss_fn.ignore_index)
+        flat = [
+            hidden_states.reshape(-1, hidden_states.shape[-1]),
+            target_token_ids.reshape(-1, target_token_ids.shape[-1]),
+            target_logprobs.reshape(-1, target_logprobs.shape[-1]),
+            target_mask.reshape(-1, target_mask.shape[-1]),
+            labels[:, 1:].contiguous().view(-1),
+        ]
+        chunks = max(1, flat[0].shape[0] // loss_fn.chunk_size)
+        kd = ce = torch.zeros((), dtype=torch.float64, device=hidden_states.device)
+        for rows, ids, logprobs, mask, target in zip(
+            *(torch.chunk(tensor, chunks, dim=0) for tensor in flat), strict=True
+        ):
+            soft, hard = Kernel._compute_loss_kl_topk(
+                student_input_chunk=rows, student_weight=lm_head_weight,
+                target_token_ids_chunk=ids, target_logprobs_chunk=logprobs,
+                target_mask_chunk=mask, target_chunk=target, student_bias=student_bias,
+                distillation_loss_fn=Kernel.distillation_loss_fn,
+                ignore_index=loss_fn.ignore_index, weight_hard_loss=1.0, weight_soft_loss=1.0,
+                compute_ce_loss=True, temperature=loss_fn.temperature, beta=loss_fn.beta,
+                normalize_topk=loss_fn.normalize_topk,
+            )
+            kd = kd + soft.double()
+            ce = ce + hard.double()
+    return kd.item() * loss_fn.temperature**2, ce.item()
+
+
 def _main(state: Any) -> bool:
     return bool(getattr(state, "is_world_process_zero", True))
 
@@ -328,3 +477,8 @@ class OverbrainerMetricsPlugin(BasePlugin):
         # Added after the trainer's own callbacks, so the snapshot decision at a step's end
         # comes after DefaultFlowCallback's and is not overwritten.
         return [OverbrainerMetricsCallback.from_env()]
+
+    def post_trainer_create(self, cfg: Any, trainer: Any) -> None:
+        # Axolotl's KD trainer logs its weighted sum alone: log its two terms beside it.
+        if getattr(trainer, "_kd_loss_fn", None) is not None:
+            KDLossParts(trainer).install()

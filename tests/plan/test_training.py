@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from overbrainer.train.estimate import CLASSES, SIZES, THROUGHPUT, gpu_class, model_size
+from overbrainer.plan.training import CLASSES, SIZES, THROUGHPUT, gpu_class, model_size
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 

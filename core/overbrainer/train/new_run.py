@@ -22,10 +22,10 @@ from overbrainer.job.record import RunRecord, RunState
 from overbrainer.job.spec import TargetInfo
 from overbrainer.pipeline.budget import RAISE, usd
 from overbrainer.pipeline.spend import spent
+from overbrainer.plan.training import estimate_training
 from overbrainer.runs.store import RUNS_DIR, RunStore
 from overbrainer.train.axolotl import SHARDING_KEYS, OnlineTeacher, axolotl_config, extra_problems
 from overbrainer.train.distill import check_distill
-from overbrainer.train.estimate import estimate_training
 from overbrainer.train.inputs import Inputs, inputs_of
 from overbrainer.train.prepare import (
     DATA_FILES,

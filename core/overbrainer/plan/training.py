@@ -31,8 +31,8 @@ from overbrainer.pipeline.projection import (
     prior,
 )
 from overbrainer.pipeline.records import ANSWERS, TRAIN, DataFiles
+from overbrainer.plan.throughput import last_span
 from overbrainer.project import Project
-from overbrainer.train.throughput import last_span
 
 SIZES = (1, 3, 8, 14, 34, 72)
 """The model sizes of the table's columns, in billions of parameters (at most)."""

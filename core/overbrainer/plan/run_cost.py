@@ -1,6 +1,6 @@
 """``overbrainer plan``: what the rest of ``run`` will cost, before anything is spent.
 
-Each stage still to run (``pipeline.projection``), then training (``train.estimate``),
+Each stage still to run (``pipeline.projection``), then training (``plan.training``),
 then the export after training and an ``overbrainer compare``. Prices are the
 ``[providers.NAME.prices]`` table's, else the provider's ``/models`` (asked only for a
 stage with requests left); the batch price when the parent answers in batch. A compare is
@@ -31,12 +31,12 @@ from overbrainer.pipeline.projection import (
 from overbrainer.pipeline.records import ANSWERS, EVAL, DataFiles
 from overbrainer.pipeline.spend import spent_and_held
 from overbrainer.pipeline.staleness import Stale, find_stale
+from overbrainer.plan.logprobs import LogprobsPlan, plan_logprobs
+from overbrainer.plan.serve_hours import ServeHours, serve_hours, serve_price, served_providers
+from overbrainer.plan.training import TrainingPlan, estimate_training
 from overbrainer.project import Project
 from overbrainer.providers.prices import Price, PriceBook, discounted, table_price
 from overbrainer.providers.registry import ProviderSet
-from overbrainer.train.estimate import TrainingPlan, estimate_training
-from overbrainer.train.logprobs_plan import LogprobsPlan, plan_logprobs
-from overbrainer.train.serve_hours import ServeHours, serve_hours, serve_price, served_providers
 
 EXPORT_HOURS = 0.25
 """The machine time an export to GGUF is assumed to take (download, convert, quantize)."""

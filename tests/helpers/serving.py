@@ -1,4 +1,4 @@
-"""Served-provider helpers: a stand-in engine venv (``tests/fake_engine.py`` behind
+"""Served-provider helpers: a stand-in engine venv (``tests/helpers/fake_engine.py`` behind
 ``bin/vllm`` and ``bin/python``), a project whose roles use a provider served from it on a
 target, and the watchdogs a test started (stopped by their process groups)."""
 
@@ -11,11 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers.pipeline_data import TEST_PROMPTS, seed_questions
+
 from overbrainer.after.toolchain import toolchain_dir
-from pipeline_data import TEST_PROMPTS, seed_questions
 
 FAKE_ENGINE = Path(__file__).parent / "fake_engine.py"
-TINY_GGUF = Path(__file__).parent / "fixtures" / "tiny_gguf.py"
+TINY_GGUF = Path(__file__).parent / "tiny_gguf.py"
 MODEL = "Qwen/Qwen3-0.6B"
 
 SERVED_CONFIG = """\
@@ -92,7 +93,7 @@ def llama_toolchain() -> Path:
 
 
 def write_tiny_gguf(toolchain: Path, model: Path, timeout: float) -> Path:
-    """A tiny random Llama at ``model`` (``tests/fixtures/tiny_gguf.py``, in the
+    """A tiny random Llama at ``model`` (``tests/helpers/tiny_gguf.py``, in the
     toolchain's python, its ``gguf`` package from the vendored llama.cpp)."""
     subprocess.run(
         [str(toolchain / "bin" / "python"), str(TINY_GGUF), str(model)], check=True,

@@ -38,7 +38,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.tools import search_path
+from tests.helpers.tools import search_path
+
+# The account key the fake wants, what its pods' jobs are given, and the target's timing
+# (a pod's life measured in seconds).
+API_KEY = "rpa_FAKEACCOUNTKEY0123456789abcdef"
+FAST_JOBS = {"FAKE_AXOLOTL_STEP_SECONDS": "0.02"}
+TIMING = "minute=0.5,tick=0.2,poll=0.05,confirm=0.02,lease_minutes=6"
 
 GPU_TYPES = [
     {"id": "NVIDIA A40", "displayName": "A40", "memoryInGb": 48, "securePrice": 0.44},

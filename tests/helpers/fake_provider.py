@@ -5,7 +5,7 @@ By default it plays a model that follows the test prompts (``subtopics|TOPIC|COU
 ``questions|TOPIC|SUBTOPIC|COUNT``, anything else is a question to answer, with raw
 reasoning). Tests script other replies and faults with ``on``; every request is recorded.
 
-Run as a script (``python tests/fake_provider.py --latency 0.1``) it serves in its own
+Run as a script (``python tests/helpers/fake_provider.py --latency 0.1``) it serves in its own
 process and prints its URL on stdout.
 """
 

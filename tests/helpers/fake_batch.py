@@ -27,8 +27,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from aiohttp import web
-
-from fake_provider import FakeProvider, Reply, Seen, _response
+from tests.helpers.fake_provider import FakeProvider, Reply, Seen, _response
 
 Fate = Callable[[str, dict[str, Any]], "str | None"]
 """What becomes of an item (its custom_id, its body): None (answered), ``errored``,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.tools import in_ci
+from tests.helpers.tools import in_ci
 
 VERSION = "1.108.7"
 """Pinned: the newest whose ``[proxy]`` extra installs from PyPI (1.108.8 and later pin

@@ -1,5 +1,5 @@
-"""A project with a finished run on the local target, and stand-ins for the runtime's Python
-and the llama.cpp toolchain (real processes, scripted: the real ones are the `real` tier's)."""
+"""Stand-ins for the runtime's Python and the llama.cpp toolchain (real processes,
+scripted: the real ones are the `real` tier's), and the finished run they export."""
 
 from __future__ import annotations
 
@@ -9,18 +9,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-from tests.ssh.conftest import (  # noqa: F401 - the real sshd and a client that knows it
-    client_config,
-    ssh_alias,
-    ssh_keys,
-    ssh_target_env,
-    sshd,
-)
-from tests.train.conftest import trainer  # noqa: F401 - the fake trainer's project
-
 RUN_ID = "demo-project-20260101-000000"
+
+
 FAKE_SERVER = Path(__file__).parent / "fake_llama_server.py"
+
 
 TRAINING = """
 [training]
@@ -32,6 +25,7 @@ adapter = "lora"
 kind = "local"
 venv = "{venv}"
 """
+
 
 FAKE_CONVERTER = """\
 import os, sys, time
@@ -56,6 +50,7 @@ with open(out, "wb") as f:
     f.write(b"GGUF " + f"converted {outtype} from {args[0]}".encode())
 print("converted")
 """
+
 
 FAKE_LLAMA_CPP = """\
 import ctypes, shutil
@@ -99,6 +94,7 @@ class Llama:
         ]
 """
 
+
 # Stand-ins for torch and transformers: the merged model answers 4 tokens, each with logit 2
 # over a vocabulary of 8 (the GGUF stand-in above scores the same tokens).
 FAKE_TORCH = """\
@@ -136,6 +132,7 @@ def tensor(data):
     return Tensor(data)
 """
 
+
 FAKE_TRANSFORMERS = """\
 from types import SimpleNamespace
 import torch
@@ -163,7 +160,8 @@ class AutoModelForCausalLM:
 """
 
 
-def _python(path: Path, pythonpath: Path) -> None:
+def write_python(path: Path, pythonpath: Path) -> None:
+    """A ``python`` at ``path`` that runs this one with ``pythonpath`` (the stand-ins) first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f'#!/bin/sh\nPYTHONPATH={pythonpath} exec {sys.executable} "$@"\n')
     path.chmod(0o755)
@@ -179,7 +177,7 @@ def make_toolchain(toolchain: Path) -> Path:
     (toolchain / "site" / "llama_cpp" / "server").mkdir()
     (toolchain / "site" / "llama_cpp" / "server" / "__init__.py").write_text("")
     shutil.copyfile(FAKE_SERVER, toolchain / "site" / "llama_cpp" / "server" / "__main__.py")
-    _python(toolchain / "bin" / "python", toolchain / "site")
+    write_python(toolchain / "bin" / "python", toolchain / "site")
     return toolchain
 
 
@@ -201,34 +199,3 @@ class Finished:
         data = json.loads(path.read_text())
         data.update(changes)
         path.write_text(json.dumps(data))
-
-
-@pytest.fixture
-def finished(project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Finished:
-    venv = tmp_path / "venv"
-    stubs = tmp_path / "stubs"
-    for module, text in (("torch", FAKE_TORCH), ("numpy", ""), ("transformers", FAKE_TRANSFORMERS)):
-        (stubs / module).mkdir(parents=True)
-        (stubs / module / "__init__.py").write_text(text)
-    _python(venv / "bin" / "python", stubs)
-    toolchain = make_toolchain(tmp_path / "llama-cpp")
-    monkeypatch.setenv("OVERBRAINER_LLAMA_CPP", str(toolchain))
-    # The base model `models/tiny` is no directory: a compare looks for it in the test's
-    # Hub cache, offline, and finds none (tests/after/test_compare_base.py has one).
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    config = project_dir / "overbrainer.toml"
-    config.write_text(config.read_text() + TRAINING.format(venv=venv))
-    run_dir = project_dir / "runs" / RUN_ID
-    (run_dir / "output").mkdir(parents=True)
-    (run_dir / "output" / "config.json").write_text("{}")
-    (run_dir / "output" / "model.safetensors").write_bytes(b"weights")
-    (run_dir / "axolotl.yaml").write_text("base_model: models/tiny\nsequence_len: 384\n")
-    record = {
-        "id": RUN_ID,
-        "target": "local",
-        "created": "2026-01-01T00:00:00Z",
-        "remote_dir": str(run_dir.resolve()),
-        "state": "succeeded",
-    }
-    (run_dir / "run.json").write_text(json.dumps(record))
-    return Finished(project_dir, RUN_ID, venv, toolchain)

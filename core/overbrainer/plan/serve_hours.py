@@ -18,8 +18,8 @@ from overbrainer.duration import duration
 from overbrainer.errors import TransientError, UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.pipeline.projection import project_stage, stage_role, work_left
+from overbrainer.plan.training import DEFAULT_CLASS, DEFAULT_SIZE, SIZES, gpu_class, model_size
 from overbrainer.project import Project
-from overbrainer.train.estimate import DEFAULT_CLASS, DEFAULT_SIZE, SIZES, gpu_class, model_size
 
 SERVE_THROUGHPUT: dict[str, tuple[float, ...]] = {
     "RTX A5000": (5000, 2500, 1100, 500, 150, 0),
