@@ -6,8 +6,8 @@ parent's top-k logprobs, ``split`` carries them, ``train`` runs Axolotl's KD tra
 
 The parent, trained 12 epochs, answers every question alike ("The final price is $96."),
 and llama.cpp writes its "96" as one token where the tokenizer encodes the text as "9", "6":
-``kd-align`` lines such answers up on their text (``job/overbrainer_kd.py``). About 3 min on
-2 cores shared with other work (load average 6, 2026-12-06): two Axolotl runs, an export.
+``kd-align`` lines such answers up on their text (``job/overbrainer_kd.py``). Two Axolotl
+runs and an export: 75 s on 2 cores at load average 2, 3 min at 6 (2026-12-06).
 
 Run with ``OVERBRAINER_AXOLOTL_VENV=... OVERBRAINER_LLAMA_CPP=<toolchain dir> uv run pytest
 -m real tests/train/test_real_kd_chain.py``.
