@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from tests.helpers.seeing_runs import START, write_metrics
 from tests.runs.test_cli import write_run
+from tests.runs.test_listing import backdate
 
 RUN = "demo_20260922-143005"
 CREATED = datetime.fromtimestamp(START - 100, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -67,11 +68,31 @@ def test_runs_ls_json(run_cli, project_dir):
         "eval_loss": None,
         "exports": 0,
         "compares": 0,
+        "loss_kind": "ce",
     }
     assert listed[0]["id"] == RUN
     assert (listed[0]["loss"], listed[0]["eval_loss"]) == (2.6, 2.7)
     assert (listed[0]["exports"], listed[0]["compares"]) == (1, 1)
     assert listed[0]["duration_s"] == 160.0
+
+
+def test_runs_ls_marks_the_losses_of_a_run_trained_on_logits(run_cli, project_dir):
+    """Axolotl's KD trainer logs its weighted sum of KL and cross-entropy as `loss`: the
+    listing says so, as `runs show` does, fresh and from its cache alike."""
+    _trained(project_dir)
+    kd = _trained(project_dir, "demo_20260923-000000", "2026-09-23T00:00:00Z")
+    (kd / "axolotl.yaml").write_text("base_model: Qwen/Qwen3-0.6B\nkd_trainer: true\n")
+    backdate(project_dir)  # settled: the first listing keeps its rows in the cache
+    for _ in range(2):  # the second listing reads them from there
+        result = run_cli("runs", "ls")
+        assert result.exit_code == 0, result.stderr
+        header, plain, distilled = result.stdout.splitlines()
+        assert plain.endswith("  2.6000       2.7000")
+        assert distilled.endswith("  2.6000 (KD)  2.7000 (KD)")
+        assert header.index("EVAL_LOSS") == distilled.index("2.7000 (KD)")
+        listed = json.loads(run_cli("runs", "ls", "--json").stdout)
+        assert [run["loss_kind"] for run in listed] == ["ce", "kd"]
+    assert len(json.loads((project_dir / "runs" / ".listing.json").read_text())["runs"]) == 2
 
 
 def test_runs_ls_json_with_no_runs(run_cli):

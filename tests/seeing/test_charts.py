@@ -12,6 +12,7 @@ from PIL import Image
 from tests.helpers.seeing_runs import add_kd_terms, v_shaped_loss, write_metrics, write_run
 
 from overbrainer.charts.png import EVAL_COLOURS, LOSS_COLOURS
+from overbrainer.charts.series import read_curves
 
 RUN = "demo_20260922-143005"
 CHILD = "demo_20260922-153005"
@@ -297,3 +298,36 @@ def test_a_resumed_run_s_terminal_chart_starts_at_its_first_step(run_cli, projec
     assert min(drawn) <= 1  # step 51 of an axis from 50 to 100
     assert max(drawn) == width - 1
     assert lines[axis + 1].split() == ["50", "100"]
+
+
+KD_CONFIG = "base_model: Qwen/Qwen3-0.6B\nkd_trainer: true\nkd_alpha: 0.9\nkd_ce_alpha: 0.1\n"
+
+
+def legend_and_axis(project_dir, *run_ids):
+    """The loss axis's label and the legend's entries of the chart of ``run_ids``."""
+    from overbrainer.charts.png import draw
+
+    runs = [read_curves(project_dir / "runs" / run_id, run_id) for run_id in run_ids]
+    axes = draw(runs).axes[0]
+    return axes.get_ylabel(), [text.get_text() for text in axes.get_legend().get_texts()]
+
+
+def test_the_png_of_a_kd_run_names_its_loss_the_kd_loss(run_cli, project_dir):
+    directory = write_run(project_dir, RUN)
+    (directory / "axolotl.yaml").write_text(KD_CONFIG)
+    write_metrics(directory, range(1, 41), evals=(20, 40))
+    assert run_cli("runs", "show", RUN, "--plot").exit_code == 0
+    assert (directory / "loss.png").is_file()
+    assert legend_and_axis(project_dir, RUN) == (
+        "KD loss", ["train KD loss", "eval KD loss", "learning rate"])
+
+
+def test_the_png_of_a_kd_run_beside_a_plain_one_marks_the_kd_run(project_dir):
+    write_metrics(write_run(project_dir, RUN), range(1, 41), evals=(40,))
+    kd = write_run(project_dir, CHILD)
+    (kd / "axolotl.yaml").write_text(KD_CONFIG)
+    write_metrics(kd, range(1, 41), evals=(40,))
+    assert legend_and_axis(project_dir, RUN) == (
+        "loss", ["train loss", "eval loss", "learning rate"])
+    assert legend_and_axis(project_dir, RUN, CHILD) == ("loss / KD loss", [
+        RUN, f"{RUN} eval", f"{CHILD} (KD)", f"{CHILD} (KD) eval", "learning rate"])

@@ -11,7 +11,12 @@ import pytest
 import yaml
 
 from overbrainer.config.model import Training
-from overbrainer.job.target.overbrainer_kd import ABSENT_LOGPROB, KDAlignmentError, align
+from overbrainer.job.target.overbrainer_kd import (
+    ABSENT_LOGPROB,
+    KDAlignmentError,
+    align,
+    align_file,
+)
 from overbrainer.pipeline.logits_file import LOGPROBS, AnswerLogits, LogitsFile
 from overbrainer.train import kd_data
 from overbrainer.train.axolotl import axolotl_config
@@ -183,6 +188,49 @@ def test_a_token_the_child_splits_otherwise_names_the_example_and_its_place():
     assert str(raised.value) == (
         "data/train.jsonl line 4 (example a1): the answer's token 1 is 207 in the child's "
         "tokenizer, 999 in the parent's (another tokenizer, or the text changed since)"
+    )
+
+
+OK = 1000
+"""A token of the parent's vocabulary spelling "ok", which the child's tokenizer (one token a
+character) never writes: a parent's sampler may pick a text's tokens otherwise than encoding
+the text does (llama.cpp's "96" where the tokenizer encodes "9", "6")."""
+
+
+def decode(ids: list[int]) -> str:
+    """The text of ``chatml``'s tokens and of ``OK``."""
+    spelled = {OK: "ok", IM_START: "<|im_start|>", IM_END: "<|im_end|>", NEWLINE: "\n"}
+    return "".join(spelled.get(token) or chr(token - 100) for token in ids)
+
+
+def test_an_answer_the_parent_split_otherwise_is_lined_up_on_its_text(tmp_path):
+    example = kd_example("okay", [OK, ord("a") + 100, ord("y") + 100])
+    parent = example["target_token_ids"]
+    aligned = align(example, chatml, "data/train.jsonl line 1", decode)
+    rows, logprobs = aligned["target_token_ids"], aligned["logprobs"]
+    # The child's "o" and "a", "y" start where the parent's tokens did: the parent's rows
+    # for what follows the same text; its "k" starts inside the parent's "ok": learnt from
+    # the text alone (its own token for sure). Then the template's end as always.
+    assert rows[0] == parent[0] and rows[2:4] == parent[1:3]
+    assert rows[1][0] == ord("k") + 100 and logprobs[1] == [0.0, ABSENT_LOGPROB, ABSENT_LOGPROB]
+    assert [row[0] for row in rows[4:]] == [IM_END, NEWLINE, NEWLINE]
+    assert aligned["kd_chosen"] == [ord(c) + 100 for c in "okay"]
+    assert align(aligned, chatml, "data/train.jsonl line 1", decode) == aligned
+    data = tmp_path / "train.jsonl"
+    data.write_text(json.dumps(example) + "\n" + json.dumps(kd_example("ok", [OK])) + "\n")
+    assert align_file(str(data), chatml, decode) == (
+        f"kd-align: {data}: 2 examples line up with the child's tokens (2 that the parent "
+        "split otherwise lined up on their text, 2 tokens learnt from the text alone)"
+    )
+
+
+def test_a_parent_answer_of_another_text_is_refused_even_lined_up_on_the_text():
+    example = kd_example("okay", [OK, ord("a") + 100, ord("h") + 100])
+    with pytest.raises(KDAlignmentError) as raised:
+        align(example, chatml, "data/train.jsonl line 2", decode)
+    assert str(raised.value) == (
+        "data/train.jsonl line 2 (example a1): the answer's token 0 is 211 in the child's "
+        f"tokenizer, {OK} in the parent's (another tokenizer, or the text changed since)"
     )
 
 

@@ -20,7 +20,7 @@ from overbrainer.job.metrics import read_events
 from overbrainer.job.record import RunRecord
 from overbrainer.project import RUNS_DIR
 from overbrainer.redact import escape_controls, redact
-from overbrainer.runs.figures import figures_of, made_of
+from overbrainer.runs.figures import figures_of, made_of, trained_on_logits
 from overbrainer.runs.listing import run_line
 from overbrainer.runs.machine import machine_lines, read_machine
 from overbrainer.runs.store import RunStore
@@ -230,11 +230,6 @@ def _config(run_dir: Path) -> dict[str, Any]:
     except (UserError, yaml.YAMLError):
         return {}
     return config if isinstance(config, dict) else {}
-
-
-def trained_on_logits(run_dir: Path) -> bool:
-    """Whether the run in ``run_dir`` trains with Axolotl's KD trainer (its losses are KD's)."""
-    return bool(_config(run_dir).get("kd_trainer"))
 
 
 def loss_meaning(config: dict[str, Any], *, terms: bool = False) -> str | None:

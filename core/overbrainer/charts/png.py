@@ -17,6 +17,7 @@ from overbrainer.replace import replace_file
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 WIDTH_PX, HEIGHT_PX, DPI = 1000, 600, 100
 LOSS_COLOURS = ("#1f77b4", "#ff7f0e", "#8c564b", "#17becf")
@@ -29,19 +30,36 @@ NEEDS_MATPLOTLIB = "--plot needs matplotlib: pip install 'overbrainer[plot]'"
 
 def render_png(runs: Sequence[Curves]) -> bytes:
     """The chart of ``runs`` (drawn in order, a resumed run after its parent) as PNG bytes."""
+    figure = draw(runs)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def loss_name(runs: Sequence[Curves]) -> str:
+    """What the losses drawn are: a KD run's are the KD trainer's weighted sum, not a
+    cross-entropy, and the chart says so as ``runs show`` does."""
+    kinds = {run.kd for run in runs}
+    return "KD loss" if kinds == {True} else "loss / KD loss" if len(kinds) > 1 else "loss"
+
+
+def draw(runs: Sequence[Curves]) -> Figure:
+    """The chart of ``runs`` as a matplotlib figure (with its Agg canvas)."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
         raise UserError(NEEDS_MATPLOTLIB) from None
 
+    name = loss_name(runs)
     figure = Figure(figsize=(WIDTH_PX / DPI, HEIGHT_PX / DPI), dpi=DPI)
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     rates = axes.twinx() if any(run.learning_rate for run in runs) else None
     for index, run in enumerate(runs):
         colour = LOSS_COLOURS[index % len(LOSS_COLOURS)]
-        label = run.run_id if len(runs) > 1 else "train loss"
+        kd = " (KD)" if run.kd and name != "KD loss" else ""
+        label = f"{run.run_id}{kd}" if len(runs) > 1 else f"train {name}"
         if run.loss:
             steps, values = zip(*run.loss, strict=True)
             axes.plot(steps, values, color=colour, linewidth=1.6, label=label, zorder=3)
@@ -53,7 +71,7 @@ def render_png(runs: Sequence[Curves]) -> bytes:
                 color=EVAL_COLOURS[index % len(EVAL_COLOURS)],
                 s=28,
                 zorder=4,
-                label="eval loss" if len(runs) == 1 else f"{run.run_id} eval",
+                label=f"eval {name}" if len(runs) == 1 else f"{run.run_id}{kd} eval",
             )
         if rates is not None and run.learning_rate:
             steps, values = zip(*run.learning_rate, strict=True)
@@ -70,7 +88,7 @@ def render_png(runs: Sequence[Curves]) -> bytes:
     ends = [run.max_steps or run.step or 0 for run in runs]
     axes.set_xlim(0, max(max(ends, default=0), 1))
     axes.set_xlabel("step")
-    axes.set_ylabel("loss")
+    axes.set_ylabel(name)
     axes.grid(True, alpha=0.3)
     if rates is not None:
         rates.set_ylabel("learning rate", color=LR_COLOUR)
@@ -84,9 +102,7 @@ def render_png(runs: Sequence[Curves]) -> bytes:
     if handles:
         axes.legend(handles, labels, loc="upper right", fontsize="small")
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
-    return buffer.getvalue()
+    return figure
 
 
 def write_png(runs: Sequence[Curves], path: Path) -> None:

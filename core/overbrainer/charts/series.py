@@ -13,6 +13,7 @@ from overbrainer import files
 from overbrainer.errors import UserError
 from overbrainer.job.layout import FOLLOWED_METRICS, METRICS_FILE
 from overbrainer.job.metrics import read_events
+from overbrainer.runs.figures import trained_on_logits
 
 Point = tuple[int, float]
 
@@ -55,6 +56,8 @@ class Curves:
     snapshot_step: int | None = None
     resumed_from: str | None = None
     resume_step: int | None = None
+    kd: bool = False
+    """The losses are the KD trainer's (its KL to the parent's top-k plus cross-entropy)."""
 
     @property
     def has_loss(self) -> bool:
@@ -104,7 +107,7 @@ def read_curves(run_dir: Path, run_id: str) -> Curves | None:
         return None
     if source is None:
         return None
-    curves = Curves(run_id)
+    curves = Curves(run_id, kd=trained_on_logits(run_dir))
     with source:
         for event in read_events(source, path.name):
             curves.add(event)

@@ -34,7 +34,8 @@ def list_runs(as_json: bool) -> None:
 
     \b
     --json: a list of {id, state, target, created, snapshot: null | {step, reason},
-    note: null | str, duration_s, loss, eval_loss: null | number, exports, compares: int}.
+    note: null | str, duration_s, loss, eval_loss: null | number, exports, compares: int,
+    loss_kind: "ce" | "kd" (the KD trainer's weighted sum; its losses are marked (KD))}.
 
     Example: overbrainer runs ls --json
     """

@@ -13,10 +13,14 @@ import math
 import os
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from overbrainer import files
 from overbrainer.duration import duration
-from overbrainer.job.layout import FOLLOWED_METRICS, METRICS_FILE
+from overbrainer.errors import UserError
+from overbrainer.files import RECORD_LIMIT
+from overbrainer.job.layout import CONFIG_FILE, FOLLOWED_METRICS, METRICS_FILE
 
 TAIL_BYTES = 32 << 10
 """How much of the end of ``metrics.jsonl`` is read: the last figures are there."""
@@ -26,24 +30,26 @@ COMPARE_RECORD = "compare.json"
 
 @dataclass(frozen=True, slots=True)
 class Figures:
-    """A run's duration (seconds), last train and eval loss, and how many exports and
-    compares it has; None where its files do not say."""
+    """A run's duration (seconds), last train and eval loss, how many exports and compares
+    it has, and whether its losses are the KD trainer's; None where its files do not say."""
 
     seconds: float | None = None
     loss: float | None = None
     eval_loss: float | None = None
     exports: int = 0
     compares: int = 0
+    kd: bool = False
 
     def text(self) -> str:
         """The fields ``runs ls`` appends, each labelled, "" for none."""
         parts = []
         if self.seconds is not None:
             parts.append(f"took {duration(self.seconds)}")
+        kd = "kd_" if self.kd else ""  # as `runs show` names them
         if self.loss is not None:
-            parts.append(f"loss {self.loss:.4f}")
+            parts.append(f"{kd}loss {self.loss:.4f}")
         if self.eval_loss is not None:
-            parts.append(f"eval_loss {self.eval_loss:.4f}")
+            parts.append(f"{kd}eval_loss {self.eval_loss:.4f}")
         if self.exports:
             parts.append("exported")
         if self.compares:
@@ -57,6 +63,7 @@ class Figures:
             "eval_loss": self.eval_loss,
             "exports": self.exports,
             "compares": self.compares,
+            "loss_kind": "kd" if self.kd else "ce",
         }
 
 
@@ -78,7 +85,27 @@ def figures_of(directory: str, created: str) -> Figures:
     if "exports" in names:
         exports += len(records_of(directory, "exports", EXPORT_RECORD))
     compares = len(records_of(directory, "compares", COMPARE_RECORD)) if "compares" in names else 0
-    return Figures(seconds, loss, eval_loss, exports, compares)
+    kd = CONFIG_FILE in names and trained_on_logits(directory)
+    return Figures(seconds, loss, eval_loss, exports, compares, kd)
+
+
+def trained_on_logits(directory: str | os.PathLike[str]) -> bool:
+    """Whether the run in ``directory`` trains with Axolotl's KD trainer (its losses are
+    KD's), from its ``axolotl.yaml``: parsed only when it names ``kd_trainer``, so a
+    listing of a thousand SFT runs imports no YAML parser."""
+    try:
+        text = files.read_regular(Path(directory) / CONFIG_FILE, CONFIG_FILE, RECORD_LIMIT)
+    except UserError:  # a FIFO, a device, too large: not a config this reads
+        return False
+    if text is None or b"kd_trainer" not in text:
+        return False
+    import yaml
+
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return False
+    return isinstance(config, dict) and bool(config.get("kd_trainer"))
 
 
 def made_of(directory: str) -> dict[str, list[str]]:

@@ -94,11 +94,11 @@ class Row:
 
     @property
     def figures(self) -> Figures:
-        return Figures(*self.fields[6:11])
+        return Figures(*self.fields[6:12])
 
     @property
     def tail(self) -> str:
-        tail: str = self.fields[11]
+        tail: str = self.fields[12]
         return tail
 
 
@@ -224,7 +224,7 @@ def _cells(run_id: str, fields: list[Any]) -> list[Any]:
     """A run's cells in ``COLUMNS``' order, "" where it has no value; read from the fields
     as ``Figures`` orders them."""
     state, target, created, step, reason, note, seconds, loss, eval_loss = fields[:9]
-    exports, compares = fields[9:11]
+    exports, compares, kd = fields[9:12]
     snapshot = "" if step is None else f"step {step} ({reason}): partial model in {OUTPUT_DIR}/"
     made = " ".join(
         word for word, count in (("exported", exports), ("compared", compares)) if count
@@ -237,8 +237,8 @@ def _cells(run_id: str, fields: list[Any]) -> list[Any]:
         snapshot,
         note,
         "" if seconds is None else duration(seconds),
-        "" if loss is None else f"{loss:.4f}",
-        "" if eval_loss is None else f"{eval_loss:.4f}",
+        "" if loss is None else f"{loss:.4f}{' (KD)' if kd else ''}",
+        "" if eval_loss is None else f"{eval_loss:.4f}{' (KD)' if kd else ''}",
         made,
     ]
 

@@ -34,7 +34,7 @@ from overbrainer.job.layout import FOLLOWED_METRICS, METRICS_FILE
 
 CACHE = ".listing.json"
 """In ``runs/``: a name no run id can take (ids start with a letter or digit)."""
-VERSION = 3
+VERSION = 4
 """Of the entries' layout: a file of another version is not read."""
 SETTLED_S = 2.0
 """How long a run's files must have been still before their entry is kept."""
@@ -45,9 +45,9 @@ Key = list[int | None]
 metrics file's size and mtime for a run not finished (None and None for a finished run or
 no metrics file)."""
 KEY_LEN = 6
-FIELDS = 12
+FIELDS = 13
 """After the key: the record's state, target, created, snapshot step and reason; the
-target's note; the figures' five; the line after the id (``Row``'s fields)."""
+target's note; the figures' six; the line after the id (``Row``'s fields)."""
 ENTRY_LEN = KEY_LEN + FIELDS
 NO_METRICS: Key = [None, None]
 
@@ -82,7 +82,7 @@ def _well_formed(entry: Any) -> bool:
         and type(entry[7]) is str  # target
         and type(entry[8]) is str  # created
         and type(entry[11]) is str  # note
-        and type(entry[17]) is str  # the line after the id
+        and type(entry[18]) is str  # the line after the id
     )
 
 
