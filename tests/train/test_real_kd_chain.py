@@ -169,8 +169,10 @@ def test_a_trained_parent_served_by_llama_cpp_teaches_its_logits_to_a_child_of_i
     assert "kd_trainer: true" in axolotl and "kd_alpha: 0.9" in axolotl
     shown = invoke(child, "runs", "show", run["id"]).stdout.splitlines()
     assert "kd.alpha 0.9" in shown[1] and "kd.ce_alpha 0.1" in shown[1]
-    assert shown[2].startswith("  loss: KD loss = 0.9 × KL to the parent's top-k")
-    assert any(line.startswith("  last: ") and "kd_loss" in line for line in shown)
+    assert shown[2].startswith(
+        "  loss: loss = 0.9 × KD loss + 0.1 × cross-entropy; KD loss: KL to the parent's top-k")
+    assert any(line.startswith("  terms: KD loss ") and "cross-entropy" in line
+               for line in shown), shown
     assert json.loads(invoke(child, "runs", "show", run["id"], "--json").stdout)[0][
         "loss_kind"] == "kd"
     [line] = [line for line in invoke(child, "runs", "ls").stdout.splitlines()
