@@ -16,6 +16,7 @@ from tests.helpers.fake_batch import FakeBatchProvider, question
 from tests.helpers.fake_provider import Reply
 from tests.helpers.pipeline_data import (
     API_KEY,
+    LOCAL_TRAINING,
     PIPELINE_CONFIG,
     lines,
     seed_questions,
@@ -804,8 +805,6 @@ def test_plan_leaves_out_what_a_live_batch_holds(run_cli, project_dir, provider)
     # Held for the batch, not paid: said apart, and still counted against a budget.
     assert found["held_usd"] > 0 and found["spent_usd"] >= found["held_usd"]
     # Training counts the batch's answers: they are on their way, split will train on them.
-    from tests.pipeline.test_plan import LOCAL_TRAINING
-
     config = project_dir / "overbrainer.toml"
     config.write_text(config.read_text() + LOCAL_TRAINING)
     trained = json.loads(run_cli("plan", "--json").stdout)["training"]

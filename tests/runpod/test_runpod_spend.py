@@ -7,8 +7,8 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from tests.helpers.prometheus import sample, scrape
 from tests.runpod import test_runpod_lifecycle
-from tests.seeing.test_prometheus import sample, scrape
 
 from overbrainer.prometheus.collect import ProjectMetrics
 from overbrainer.prometheus.server import MetricsServer
