@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.after.test_compare import JUDGE_PROMPT, eval_record
+from tests.helpers.compare import JUDGE_PROMPT, eval_record
 from tests.helpers.fake_provider import openai_completion
 from tests.helpers.fake_runpod import API_KEY, TIMING, FakeRunpod
 from tests.helpers.stand_ins import FAKE_TORCH, FAKE_TRANSFORMERS, Finished
