@@ -39,6 +39,7 @@ pytest_plugins = [
     "tests.fixtures.runpod",
     "tests.fixtures.sshd",
     "tests.fixtures.training",
+    "tests.fixtures.vault",
 ]
 
 
