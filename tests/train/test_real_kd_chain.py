@@ -25,9 +25,8 @@ from pathlib import Path
 import numpy
 import pytest
 from click.testing import CliRunner
-from tests.after.test_real_export import toolchain  # noqa: F401 - the llama.cpp toolchain
 from tests.helpers.real import REAL_TIMEOUT
-from tests.serve.test_serve_llama_cpp import serving
+from tests.helpers.serving import serving
 
 from overbrainer.cli import cli
 from overbrainer.pipeline.logits_file import LOGPROBS, LogitsFile
@@ -99,7 +98,7 @@ def invoke(project: Path, *args: str):
 def test_a_trained_parent_served_by_llama_cpp_teaches_its_logits_to_a_child_of_its_tokenizer(
     tmp_path,
     venv,
-    toolchain,  # noqa: F811 - the fixture imported above
+    toolchain,
     monkeypatch,
 ):
     monkeypatch.setenv("OVERBRAINER_TARGETS__LOCAL__VENV", str(venv))
