@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._harness import stopwatch, timed  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
-from tests.after.test_real_export import MAKE_ADAPTER  # noqa: E402
 from tests.helpers.fake_provider import FakeProvider, openai_completion  # noqa: E402
+from tests.helpers.real import MAKE_ADAPTER  # noqa: E402
 
 from overbrainer.after.target.export_gguf import QUANTIZE  # noqa: E402
 from overbrainer.after.toolchain import LLAMA_CPP_PYTHON  # noqa: E402

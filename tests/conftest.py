@@ -35,9 +35,11 @@ from overbrainer import redact  # noqa: E402
 # beyond a conftest's directory (importing a fixture by name registers a copy where imported).
 pytest_plugins = [
     "tests.fixtures.finished_run",
+    "tests.fixtures.llama_cpp",
     "tests.fixtures.runpod",
     "tests.fixtures.sshd",
     "tests.fixtures.training",
+    "tests.fixtures.vault",
 ]
 
 

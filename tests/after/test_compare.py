@@ -11,67 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.helpers.compare import BOOT, JUDGE_PROMPT, eval_record, use_provider
 from tests.helpers.fake_provider import FakeProvider, openai_completion
 
 from overbrainer.after.judge import child_first, parse_verdict, strip_reasoning
 from overbrainer.after.metrics import nearest_rank
 
-BOOT = "import sys; from overbrainer.cli import main; sys.argv[0] = 'overbrainer'; main()"
-JUDGE_PROMPT = "You are judging two answers"
-
-
-def eval_record(index: int, question: str | None = None) -> dict:
-    return {
-        "id": f"q{index:04d}",
-        "topic": "ownership",
-        "messages": [
-            {"role": "user", "content": question or f"Question {index}: what is ownership?"},
-            {
-                "role": "assistant",
-                "content": f"<think>reasoning {index}</think>Parent answer {index}.",
-            },
-        ],
-        "meta": {"input_tokens": 100, "output_tokens": 300},
-    }
-
 
 def judged_question(seen) -> str:
     return seen.prompt.split("Question:\n", 1)[1].split("\n", 1)[0]
-
-
-@pytest.fixture
-def comparable(finished, monkeypatch):
-    run_dir = finished.run_dir
-    gguf = run_dir / "output" / "gguf" / f"{finished.run_id}-Q4_K_M.gguf"
-    gguf.parent.mkdir(parents=True)
-    gguf.write_bytes(b"GGUF child")
-    export_dir = run_dir / "exports" / "export_20260101-000100"
-    export_dir.mkdir(parents=True)
-    (export_dir / "export.json").write_text(json.dumps({
-        "quantize": "Q4_K_M", "llama_cpp": "llama-cpp-python==0.3.16",
-        "file": f"output/gguf/{gguf.name}", "sha256": "ab" * 32, "size": 10,
-        "created": "2026-01-01T00:01:00Z",
-    }))  # fmt: skip
-    (run_dir / "data").mkdir()
-    records = [eval_record(i) for i in range(8)]
-    (run_dir / "data" / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    return finished
-
-
-def child_is_a(seen) -> bool:
-    return seen.prompt.split("Answer A:\n", 1)[1].startswith("Child answer")
-
-
-def use_provider(monkeypatch, provider: FakeProvider, verdict: str = "child") -> None:
-    """A judge that prefers the child (``child``), the first answer whatever it is (``A``)
-    or neither (``tie``)."""
-    monkeypatch.setenv("OVERBRAINER_PROVIDERS__MAIN__BASE_URL", provider.url)
-
-    def reply(seen):
-        chosen = ("A" if child_is_a(seen) else "B") if verdict == "child" else verdict
-        return openai_completion(f'{{"verdict": "{chosen}", "reason": "It is clearer."}}')
-
-    provider.on(lambda seen: JUDGE_PROMPT in seen.prompt, reply, times=None)
 
 
 def test_compare_answers_judges_and_reports(comparable, provider, run_cli, monkeypatch):

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.after.test_compare import JUDGE_PROMPT, comparable, eval_record  # noqa: F401
+from tests.helpers.compare import JUDGE_PROMPT, eval_record
 from tests.helpers.fake_provider import FakeProvider, openai_completion
 
 from overbrainer.after.metrics import length_controlled, wilson
@@ -39,7 +39,7 @@ def write_eval(run_dir: Path, records: list[dict]) -> None:
 
 
 @pytest.fixture
-def based(comparable, tmp_path):  # noqa: F811 - the fixture imported above
+def based(comparable, tmp_path):
     """The finished run, its axolotl.yaml naming a base model directory as training saw it."""
     base = tmp_path / "base-model"
     base.mkdir()
@@ -123,7 +123,7 @@ def test_a_later_compare_reuses_the_base_gguf_and_its_answers(
 
 
 def test_against_base_alone_fails_clearly_when_the_base_cannot_be_served(
-    comparable,  # noqa: F811 - the fixture imported above; its base model is no directory
+    comparable,  # its base model is no directory
     provider,
     run_cli,
     monkeypatch,

@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.after.test_compare import JUDGE_PROMPT, use_provider
-from tests.after.test_compare import comparable as compared  # noqa: F401 - its fixture
+from tests.helpers.compare import JUDGE_PROMPT, use_provider
 from tests.helpers.fake_provider import Reply, openai_completion
 
 from overbrainer.after.evalset import eval_sets
@@ -24,7 +23,7 @@ HELD_OUT = [
 @pytest.fixture
 def run(request):
     """test_compare's finished run: a GGUF, the stand-in server, an eval split of 8."""
-    return request.getfixturevalue("compared")
+    return request.getfixturevalue("comparable")
 
 
 def with_eval_files(project_dir, sets: dict[str, str]) -> None:

@@ -436,7 +436,7 @@ def test_a_token_with_a_line_break_is_refused_before_the_export(finished, run_cl
 
 
 def with_eval(finished, count: int = 3) -> None:
-    from tests.after.test_compare import eval_record
+    from tests.helpers.compare import eval_record
 
     (finished.run_dir / "data").mkdir(exist_ok=True)
     (finished.run_dir / "data" / "eval.jsonl").write_text(

@@ -13,8 +13,7 @@ import sys
 import time
 
 import pytest
-from tests.after.test_compare import BOOT, JUDGE_PROMPT, use_provider
-from tests.after.test_compare import comparable as compared  # noqa: F401 - its fixture
+from tests.helpers.compare import BOOT, JUDGE_PROMPT, use_provider
 from tests.helpers.fake_provider import FakeProvider
 
 from overbrainer.pipeline.spend import read_spending, spent
@@ -35,7 +34,7 @@ JUDGE_PRICE = ("0.00001", "0.00002")
 @pytest.fixture
 def run(request, provider, monkeypatch):
     """test_compare's finished run, judged by ``judge-model`` (priced), one at a time."""
-    finished = request.getfixturevalue("compared")
+    finished = request.getfixturevalue("comparable")
     with (finished.dir / "overbrainer.toml").open("a", encoding="utf-8") as config:
         config.write(JUDGE)
     provider.prices["judge-model"] = JUDGE_PRICE
@@ -182,7 +181,7 @@ def test_a_compare_killed_while_judging_loses_none_of_the_judges_spend(
     provider = FakeProvider(latency=0.3).start()
     try:
         provider.prices["judge-model"] = JUDGE_PRICE
-        finished = request.getfixturevalue("compared")
+        finished = request.getfixturevalue("comparable")
         with (finished.dir / "overbrainer.toml").open("a", encoding="utf-8") as config:
             config.write(JUDGE)
         use_provider(monkeypatch, provider)

@@ -9,10 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.after import test_push
-
-hub = test_push.hub  # the loopback Hub
-pushable = test_push.pushable  # a finished run with something to push
 
 CARD_TARGET = b"my own notes, not a card"
 

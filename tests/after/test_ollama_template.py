@@ -8,12 +8,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.helpers.chat_templates import TEMPLATES
 from tests.helpers.tools import need
 
 from overbrainer.after.chat_template import ChatTemplate, without_training_tags
 from overbrainer.after.ollama_template import CHECKS, chat_format, go_template, ollama_chat
 
-TEMPLATES = Path(__file__).parent / "chat_templates"
 HELPER = Path(__file__).parent / "render_go_template.go"
 
 FAMILIES = {

@@ -3,51 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import pytest
 from tests.helpers.fake_hub import FakeHub
-
-TOKEN = "hf_secretTOKENvalue1234567890"
-READ_TOKEN = "hf_readonlyTOKEN987654321"
-
-
-def online(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Lift the offline mode CI sets for Hugging Face (``HF_HUB_OFFLINE=1``, which
-    huggingface_hub reads once, at import): the hub of these tests is on loopback."""
-    import huggingface_hub.constants
-
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-
-
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
-    online(monkeypatch)
-    server = FakeHub({TOKEN: ("alice", "write"), READ_TOKEN: ("alice", "read")}).start()
-    monkeypatch.setenv("OVERBRAINER_HUB__BASE_URL", server.url)
-    monkeypatch.setenv("OVERBRAINER_HF_TOKEN", TOKEN)
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def pushable(finished):
-    output = finished.run_dir / "output"
-    (output / "adapter_config.json").write_text("{}")
-    (output / "checkpoint-4").mkdir()
-    (output / "checkpoint-4" / "optimizer.pt").write_bytes(b"big")
-    (output / "debug.log").write_text("log")
-    (output / ".hidden").write_text("x")
-    (output / "gguf").mkdir()
-    (output / "gguf" / f"{finished.run_id}-Q4_K_M.gguf").write_bytes(b"GGUF data")
-    (output / "gguf" / "Modelfile").write_text("FROM ./x.gguf\n")
-    (finished.run_dir / "metrics.jsonl").write_text(
-        '{"event": "log", "step": 1, "loss": 2.5}\n{"event": "eval", "eval_loss": 2.25}\n'
-    )
-    return finished
+from tests.helpers.push import READ_TOKEN, TOKEN, online
 
 
 def test_push_sends_one_commit_with_the_card_and_the_gguf_at_the_root(pushable, hub, run_cli):

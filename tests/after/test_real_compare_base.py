@@ -36,7 +36,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.after.test_real_export import toolchain  # noqa: F401 - the llama.cpp toolchain
 from tests.helpers.fake_provider import openai_completion
 from tests.helpers.real import REAL_TIMEOUT
 
@@ -121,7 +120,7 @@ def judge(seen):
 def test_compare_against_base_serves_the_quickstarts_child_and_its_base_and_says_if_it_helped(
     tmp_path,
     venv,
-    toolchain,  # noqa: F811 - the fixture imported above
+    toolchain,
     provider,
     monkeypatch,
 ):

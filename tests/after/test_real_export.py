@@ -11,32 +11,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
-from tests.after.test_compare import eval_record
-from tests.after.test_ollama_template import TEMPLATES
+from tests.helpers.chat_templates import TEMPLATES
+from tests.helpers.compare import eval_record
 from tests.helpers.fake_provider import openai_completion
-from tests.helpers.real import REAL_TIMEOUT
-
-from overbrainer.after.toolchain import LLAMA_CPP_PYTHON
+from tests.helpers.real import MAKE_ADAPTER, REAL_TIMEOUT
 
 pytestmark = pytest.mark.real
-
-TOOLCHAIN = os.environ.get("OVERBRAINER_LLAMA_CPP") or str(
-    Path.home() / ".cache" / "overbrainer" / f"llama-cpp-python-{LLAMA_CPP_PYTHON}"
-)
-
-MAKE_ADAPTER = """
-import sys
-from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM, AutoTokenizer
-base, out = sys.argv[1:3]
-model = AutoModelForCausalLM.from_pretrained(base)
-config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
-get_peft_model(model, config).save_pretrained(out)
-AutoTokenizer.from_pretrained(base).save_pretrained(out)
-"""
 
 METADATA = """
 import json, sys
@@ -55,14 +37,6 @@ model = Llama(sys.argv[1], n_ctx=256, verbose=False)
 out = model.create_chat_completion([{"role": "user", "content": "hi"}], max_tokens=1)
 print(out["usage"]["completion_tokens"])
 """
-
-
-@pytest.fixture
-def toolchain() -> Path:
-    path = Path(TOOLCHAIN)
-    if not (path / "bin" / "python").exists():
-        pytest.skip(f"no llama.cpp toolchain in {path}: build it with install_llama_cpp.sh")
-    return path
 
 
 def test_export_then_llama_cpp_loads_the_gguf_and_generates_then_compare_serves_it(

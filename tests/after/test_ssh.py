@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.after.test_compare import JUDGE_PROMPT, eval_record
+from tests.helpers.compare import JUDGE_PROMPT, eval_record
 from tests.helpers.fake_provider import openai_completion
 
 SSH_TARGET = """

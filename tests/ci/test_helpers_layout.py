@@ -1,7 +1,9 @@
 """Where the tests' shared code lives: library code in ``tests/helpers`` (imported as
 ``tests.helpers.X``), fixtures in conftest modules and ``tests/fixtures``. A conftest imported
 as a library runs twice under two names (``conftest`` and ``tests.conftest``), and a fixture
-imported by name is registered again where it is imported: both are how this tree was before."""
+imported by name is registered again where it is imported: both are how this tree was before.
+A test module imported by another ties the two files together (moving or deleting one breaks
+the other) and registers the imported fixtures a second time."""
 
 from __future__ import annotations
 
@@ -39,6 +41,23 @@ def conftest_imports(path: Path) -> list[str]:
     return found
 
 
+def imports_of_test_modules(path: Path) -> list[str]:
+    """``file:line: statement`` of each import of a test module (``test_*``) in ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            names = [module] + [f"{module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        if any(part.startswith("test_") for name in names for part in name.split(".")):
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            found.append(f"{where}: {ast.unparse(node)}")
+    return found
+
+
 def fixtures_defined(path: Path) -> list[str]:
     """``file:line: name`` of each function decorated as a pytest fixture in ``path``."""
     found = []
@@ -57,6 +76,15 @@ def test_no_test_imports_a_conftest_module():
         "conftest modules hold fixtures and hooks, never a library: move what these import "
         "to tests/helpers/ (fixtures other directories need: tests/fixtures/, in the root "
         "conftest's pytest_plugins)\n" + "\n".join(found)
+    )
+
+
+def test_no_module_imports_a_test_module():
+    found = [line for path in sources() for line in imports_of_test_modules(path)]
+    assert not found, (
+        "a test module holds tests, never a library: move what these import to "
+        "tests/helpers/ (fixtures: the directory's conftest, or tests/fixtures/ in the root "
+        "conftest's pytest_plugins when several directories use them)\n" + "\n".join(found)
     )
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from tests.helpers.history import entry
 from tests.helpers.project import LOCAL_PROVIDER
-from tests.pipeline.test_history import entry
 
 from overbrainer.pipeline.history import append_history
 

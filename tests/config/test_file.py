@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import json
 
+from tests.helpers.config_check import problems
 from tests.helpers.project import LOCAL_PROVIDER
-
-
-def problems(result) -> list[str]:
-    """The indented problem lines under ``error: invalid configuration:``."""
-    lines = result.stderr.splitlines()
-    assert lines[0] == "error: invalid configuration:", result.stderr
-    assert all(line.startswith("  ") for line in lines[1:])
-    return [line.strip() for line in lines[1:]]
 
 
 def test_a_missing_file_says_how_to_create_one(run_cli, project_dir):

@@ -3,83 +3,12 @@ speaking the Vault KV v2 read API."""
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
+from tests.helpers.fake_vault import TOKEN
 
-TOKEN = "s.test-token-0123456789"
 SECRET = "sk-from-vault-abcdefghijklmnop"
 REFERENCE = "vault:secret/overbrainer/main#api_key"
-
-
-@dataclass
-class Vault:
-    """A Vault KV v2 store: ``secrets[(mount, path)]`` is the data of a secret."""
-
-    address: str
-    secrets: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)
-    requests: list[tuple[str, str | None]] = field(default_factory=list)
-
-
-@pytest.fixture
-def vault(monkeypatch: pytest.MonkeyPatch) -> Iterator[Vault]:
-    for name in (
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    store: Vault
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            token = self.headers.get("X-Vault-Token")
-            store.requests.append((self.path, token))
-            parts = self.path.partition("?")[0].split("/")
-            # /v1/<mount>/data/<path...>
-            if token != TOKEN:
-                self.reply(403, {"errors": ["permission denied"]})
-            elif (
-                len(parts) < 5
-                or parts[1] != "v1"
-                or parts[3] != "data"
-                or (data := store.secrets.get((parts[2], "/".join(parts[4:])))) is None
-            ):
-                self.reply(404, {"errors": []})
-            else:
-                metadata = {"version": 1, "deletion_time": "", "destroyed": False}
-                self.reply(200, {"data": {"data": data, "metadata": metadata}})
-
-        def reply(self, status: int, body: dict[str, object]) -> None:
-            payload = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    store = Vault(address=f"http://127.0.0.1:{server.server_address[1]}")
-    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
-        yield store
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def key_env(value: str = REFERENCE) -> dict[str, str]:

@@ -103,3 +103,16 @@ def answer(question: dict, excluded: str | None = None) -> dict:
         "meta": {"model": "parent-model", "input_tokens": 1, "output_tokens": 2,
                  "finish_reason": "stop", "reasoning_kind": "raw", "excluded": excluded},
     }
+
+# Training on this machine's GPU: what `plan` prices a training stage of.
+LOCAL_TRAINING = """
+[training]
+target = "here"
+base_model = "Qwen/Qwen3-0.6B"
+adapter = "lora"
+epochs = 2
+
+[targets.here]
+kind = "local"
+device = "gpu"
+"""

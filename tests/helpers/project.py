@@ -76,3 +76,8 @@ class Cli:
         return runner.invoke(
             cli, ["-C", str(self.project_dir), *args], input=input, env=env, catch_exceptions=False
         )
+
+
+def run(project_dir: Path, *args: str) -> Result:
+    """The CLI in this process, in ``project_dir``, its exceptions raised rather than caught."""
+    return CliRunner().invoke(cli, ["-C", str(project_dir), *args], catch_exceptions=False)

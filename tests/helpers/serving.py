@@ -203,3 +203,14 @@ def group_members(pgid: int) -> list[int]:
             if fields[0] != "Z" and int(fields[2]) == pgid:
                 found.append(int(entry.name))
     return found
+
+
+def serving(model: Path) -> list[int]:
+    """The live processes whose command line names ``model`` (the engine's)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError):
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state != "Z" and str(model).encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return found

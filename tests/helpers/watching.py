@@ -84,3 +84,15 @@ class Watching:
     def interrupt(self, signum: int = signal.SIGINT) -> int:
         self.process.send_signal(signum)
         return self.process.wait(timeout=30)
+
+
+CYCLE = (
+    r"^watch: cycle {n} \((?P<changed>[^)]*)\): (?P<ran>.*); "
+    r"(?P<seconds>[\d.]+) s, \$(?P<cost>[\d.]+)"
+)
+
+
+def edit_answer_prompt(project_dir: Path) -> None:
+    """An edit that makes every answer stale: the system prompt answers were made with."""
+    prompt = project_dir / "prompts" / "answer_system.txt"
+    save(prompt, "new|" + prompt.read_text())

@@ -12,11 +12,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.helpers.batch_data import (
+    BATCH_CONFIG,
+    CONFIGS,
+    SIX_ONLINE,
+    answered,
+    as_protocol,
+    is_poll,
+    ledger,
+    six,
+)
 from tests.helpers.fake_batch import FakeBatchProvider, question
 from tests.helpers.fake_provider import Reply
 from tests.helpers.pipeline_data import (
     API_KEY,
-    PIPELINE_CONFIG,
+    LOCAL_TRAINING,
     lines,
     seed_questions,
     write_project,
@@ -27,17 +37,6 @@ from overbrainer.providers.batch_api import Limits, Request
 from overbrainer.providers.batch_openai import OpenAIBatches
 
 CLI = str(Path(sys.executable).parent / "overbrainer")
-BATCH_CONFIG = PIPELINE_CONFIG.replace(
-    'model = "parent-model"\nreasoning = true\n',
-    'model = "parent-model"\nreasoning = true\nbatch = true\n',
-).replace("[pipeline]\n", "[pipeline]\nbatch_poll_s = 0.02\n")
-# Claude hides its raw reasoning: asked for, every answer would be excluded.
-ANTHROPIC_CONFIG = BATCH_CONFIG.replace('protocol = "openai"', 'protocol = "anthropic"').replace(
-    "reasoning = true\nbatch", "batch"
-)
-CONFIGS = {"openai": BATCH_CONFIG, "anthropic": ANTHROPIC_CONFIG}
-# parent-model: $3 and $4 a million tokens; 10 in and 20 out an answer.
-SIX_ONLINE = 6 * (10 * 3e-6 + 20 * 4e-6)
 
 
 @pytest.fixture
@@ -55,23 +54,6 @@ def protocol(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def project_dir(tmp_path: Path, provider: FakeBatchProvider) -> Path:
     return write_project(tmp_path / "project", provider.url, BATCH_CONFIG)
-
-
-def as_protocol(project_dir: Path, protocol: str) -> None:
-    (project_dir / "overbrainer.toml").write_text(CONFIGS[protocol])
-
-
-def six(project_dir: Path) -> list[dict]:
-    return seed_questions(project_dir, {("ownership", "moves"): [f"q{i}" for i in range(6)]})
-
-
-def ledger(project_dir: Path) -> str:
-    path = project_dir / ".overbrainer" / "batches.jsonl"
-    return path.read_text() if path.exists() else ""
-
-
-def answered(project_dir: Path) -> list[str]:
-    return sorted(record["id"] for record in lines(project_dir, "answers.jsonl"))
 
 
 def history(project_dir: Path) -> list[dict]:
@@ -310,10 +292,6 @@ def test_anthropic_cancelled_batch_shows_the_reason(run_cli, project_dir, provid
     first, second = provider.submitted()
     assert f"answers: batch {first.id} ended (cancelled)" in result.stderr
     assert len(second.items) == 5
-
-
-def is_poll(seen) -> bool:
-    return seen.method == "GET" and seen.path.startswith(("batches/", "messages/batches/"))
 
 
 def test_a_failing_poll_is_retried_with_backoff(run_cli, project_dir, provider, protocol):
@@ -804,8 +782,6 @@ def test_plan_leaves_out_what_a_live_batch_holds(run_cli, project_dir, provider)
     # Held for the batch, not paid: said apart, and still counted against a budget.
     assert found["held_usd"] > 0 and found["spent_usd"] >= found["held_usd"]
     # Training counts the batch's answers: they are on their way, split will train on them.
-    from tests.pipeline.test_plan import LOCAL_TRAINING
-
     config = project_dir / "overbrainer.toml"
     config.write_text(config.read_text() + LOCAL_TRAINING)
     trained = json.loads(run_cli("plan", "--json").stdout)["training"]

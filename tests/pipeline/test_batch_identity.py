@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.helpers.batch_data import CONFIGS, answered, as_protocol, ledger, six
 from tests.helpers.fake_batch import FakeBatch, FakeBatchProvider
 from tests.helpers.fake_provider import Reply
 from tests.helpers.pipeline_data import seed_questions, write_project
-from tests.pipeline.test_batch import CONFIGS, answered, as_protocol, ledger, six
 
 
 @pytest.fixture

@@ -10,10 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.helpers.fake_batch import FakeBatchProvider
-from tests.helpers.fake_provider import Reply, Seen
-from tests.helpers.pipeline_data import write_project
-from tests.pipeline.test_batch import (
+from tests.helpers.batch_data import (
     CONFIGS,
     SIX_ONLINE,
     answered,
@@ -21,6 +18,9 @@ from tests.pipeline.test_batch import (
     is_poll,
     six,
 )
+from tests.helpers.fake_batch import FakeBatchProvider
+from tests.helpers.fake_provider import Reply, Seen
+from tests.helpers.pipeline_data import write_project
 
 from overbrainer.pipeline import batch_watch
 from overbrainer.pipeline.batch_ledger import Batch, State

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import json
 
+from tests.helpers.history import entry
+
 from overbrainer.pipeline.history import append_history
-
-
-def entry(stage, status="ok", cost=0.5, **values):
-    return {"stage": stage, "started_at": "2026-01-02T03:04:05Z",
-            "ended_at": "2026-01-02T03:04:09Z", "status": status, "provider": "main",
-            "model": "m", "done": 2, "skipped": 1, "failed": 0, "excluded": 1,
-            "input_tokens": 10, "output_tokens": 20, "cost": cost, **values}
 
 
 def test_nothing_has_run_yet(run_cli):

@@ -7,20 +7,7 @@ import json
 
 import pytest
 from tests.helpers.fake_provider import Reply, openai_completion
-from tests.helpers.pipeline_data import PIPELINE_CONFIG, lines, seed_questions
-
-LOCAL_TRAINING = """
-[training]
-target = "here"
-base_model = "Qwen/Qwen3-0.6B"
-adapter = "lora"
-epochs = 2
-
-[targets.here]
-kind = "local"
-device = "gpu"
-"""
-
+from tests.helpers.pipeline_data import LOCAL_TRAINING, PIPELINE_CONFIG, lines, seed_questions
 
 ONE_SUBTOPIC = (
     PIPELINE_CONFIG.replace("concurrency = 4", "concurrency = 1")

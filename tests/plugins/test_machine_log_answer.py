@@ -4,7 +4,7 @@ answer is refused as no answer at all."""
 from __future__ import annotations
 
 import pytest
-from tests.runs.test_cli import write_run
+from tests.helpers.run_records import write_run
 
 RUN = "demo_20260922-143005"
 ANSWER = """

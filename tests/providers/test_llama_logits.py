@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from tests.helpers.pipeline_data import PIPELINE_CONFIG, seed_questions, write_project
-from tests.providers.test_llama_server import llama_server, run  # noqa: F401 - the fixture
+from tests.helpers.project import run
 
 from overbrainer.pipeline.logits_file import LogitsFile
 from overbrainer.pipeline.vocab import load_vocabulary
@@ -40,7 +40,7 @@ def write_tiny_tokenizer(directory: Path) -> Path:
     return directory
 
 
-def test_answers_keep_the_servers_logprobs_with_the_childs_ids(tmp_path, llama_server):  # noqa: F811
+def test_answers_keep_the_servers_logprobs_with_the_childs_ids(tmp_path, llama_server):
     child = write_tiny_tokenizer(tmp_path / "child")
     config = (
         PIPELINE_CONFIG.replace("reasoning = true", "max_tokens = 24")

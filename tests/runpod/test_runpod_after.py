@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.after.test_compare import JUDGE_PROMPT, eval_record
+from tests.helpers.compare import JUDGE_PROMPT, eval_record
 from tests.helpers.fake_provider import openai_completion
 from tests.helpers.fake_runpod import API_KEY, TIMING, FakeRunpod
 from tests.helpers.stand_ins import FAKE_TORCH, FAKE_TRANSFORMERS, Finished
@@ -489,9 +489,9 @@ def test_a_run_trained_on_a_pod_is_exported_on_a_new_pod(
     project_dir, tmp_path, fake_runpod, run_cli, monkeypatch
 ):
     """The whole way: `train` on its pod (deleted at its end), then `export` on another."""
+    from tests.helpers.pod_trainer import PodTrainer
     from tests.helpers.run_dirs import write_examples
     from tests.helpers.stand_ins import FAKE_CONVERTER, FAKE_LLAMA_CPP, write_python
-    from tests.runpod.test_runpod_lifecycle import PodTrainer
 
     from overbrainer.runs import follow
     from overbrainer.testing.fake_axolotl import make_fake_venv

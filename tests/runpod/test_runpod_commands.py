@@ -8,9 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from tests.config.test_secrets import TOKEN as VAULT_TOKEN
-from tests.config.test_secrets import vault  # noqa: F401 - a fixture
 from tests.helpers.fake_runpod import API_KEY, FakeRunpod, argument
+from tests.helpers.fake_vault import TOKEN as VAULT_TOKEN
 from tests.helpers.tools import need
 
 from overbrainer_runpod.api import RunpodApi, gql_input
@@ -134,7 +133,7 @@ def test_importing_the_sdk_leaves_the_loggers_levels_alone(monkeypatch, fake_run
     assert paramiko.level == logging.NOTSET
 
 
-def test_the_api_key_may_be_a_vault_reference(project, run_cli, vault):  # noqa: F811
+def test_the_api_key_may_be_a_vault_reference(project, run_cli, vault):
     """The key is read from Vault when the API is called: the reference itself never goes
     to Runpod."""
     vault.secrets[("secret", "overbrainer/runpod")] = {"api_key": API_KEY}

@@ -8,76 +8,16 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from tests.helpers.fake_runpod import API_KEY, FakeRunpod
-from tests.helpers.run_dirs import write_examples
+from tests.helpers.fake_runpod import API_KEY
+from tests.helpers.pod_trainer import PodTrainer
 from tests.helpers.tools import need
-from tests.helpers.trainer import Trainer
 
 from overbrainer.plugin import layout
-from overbrainer.runs import follow
-from overbrainer.testing.fake_axolotl import make_fake_venv
-
-RUNPOD_TRAINING = """
-[training]
-target = "gpu"
-base_model = "Qwen/Qwen3-0.6B"
-adapter = "lora"
-
-[targets.gpu]
-kind = "runpod"
-gpu_types = {gpu_types}
-max_hours = {max_hours}
-venv = "{venv}"
-boot_grace_minutes = {boot_grace}
-retrieve_grace_minutes = 1
-"""
 
 HF_TOKEN = "hf_runpodLifecycleToken7c1e9a44"
-
-
-@dataclass
-class PodTrainer(Trainer):
-    fake: FakeRunpod = field(kw_only=True)
-
-    def configure(  # type: ignore[override]
-        self,
-        gpu_types: str = '["NVIDIA A40"]',
-        max_hours: float = 1,
-        boot_grace: int = 5,
-        extra: str = "",
-    ) -> None:
-        text = (self.dir / "overbrainer.toml").read_text(encoding="utf-8")
-        text = text.split("\n[training]")[0]
-        training = RUNPOD_TRAINING.format(
-            gpu_types=gpu_types, max_hours=max_hours, venv=self.venv, boot_grace=boot_grace
-        )
-        (self.dir / "overbrainer.toml").write_text(text + training + extra, encoding="utf-8")
-
-    def pod(self, run_id: str) -> dict:
-        return json.loads((self.dir / "runs" / run_id / "pod.json").read_text())
-
-    def remote(self, run_id: str) -> Path:
-        pod = self.pod(run_id)
-        return Path(pod["workdir"]) / run_id
-
-
-@pytest.fixture
-def trainer(
-    project_dir: Path, tmp_path: Path, fake_runpod: FakeRunpod, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[PodTrainer]:
-    monkeypatch.setattr(follow, "POLL_S", 0.05)
-    venv = make_fake_venv(tmp_path / "fake-venv")
-    write_examples(project_dir / "data" / "train.jsonl", range(10))
-    write_examples(project_dir / "data" / "eval.jsonl", range(10, 12))
-    trainer = PodTrainer(project_dir, venv, fake=fake_runpod)
-    trainer.configure()
-    yield trainer
-    trainer.stop_all(fake_runpod.root / "pods")
 
 
 def test_a_run_trains_on_its_pod_which_is_deleted_once_the_results_are_home(trainer, run_cli):

@@ -12,15 +12,11 @@ from pathlib import Path
 
 import pytest
 from tests.helpers.fake_runpod import API_KEY, FakeRunpod, Pod
-from tests.runpod import test_runpod_lifecycle
 
 from overbrainer_runpod import logkept, logstream, record
 from overbrainer_runpod.logkept import drain, kept_cursor, kept_lines
 from overbrainer_runpod.logstream import LogClient
 from overbrainer_runpod.record import PodRecord, PodState
-
-trainer = test_runpod_lifecycle.trainer
-"""The lifecycle tests' fixture: a project training on the fake Runpod."""
 
 RUN = "demo_20260922-143005"
 HF_TOKEN = "hf_podLogsSecretToken0123456789"

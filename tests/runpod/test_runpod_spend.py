@@ -7,16 +7,12 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from tests.runpod import test_runpod_lifecycle
-from tests.seeing.test_prometheus import sample, scrape
+from tests.helpers.prometheus import sample, scrape
 
 from overbrainer.prometheus.collect import ProjectMetrics
 from overbrainer.prometheus.server import MetricsServer
 from overbrainer_runpod import record
 from overbrainer_runpod.record import PodRecord, PodState
-
-trainer = test_runpod_lifecycle.trainer
-"""The lifecycle tests' fixture: a project training on the fake Runpod."""
 
 RUN = "demo_20260922-143005"
 

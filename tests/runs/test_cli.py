@@ -2,27 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
-
-
-def write_run(project_dir, run_id, created, state="succeeded", target="gpu", **extra):
-    directory = project_dir / "runs" / run_id
-    directory.mkdir(parents=True, exist_ok=True)
-    record = {
-        "id": run_id,
-        "target": target,
-        "created": created,
-        "remote_dir": f"/remote/{run_id}",
-        "job": None,
-        "state": state,
-        "message": None,
-        "snapshots": True,
-        **extra,
-    }
-    (directory / "run.json").write_text(json.dumps(record, indent=2))
-    return directory
+from tests.helpers.run_records import write_run
 
 
 def test_runs_ls_lists_oldest_first_padded(run_cli, project_dir):

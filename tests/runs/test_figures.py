@@ -6,9 +6,8 @@ import json
 import re
 from datetime import UTC, datetime
 
+from tests.helpers.run_records import backdate, write_run
 from tests.helpers.seeing_runs import START, write_metrics
-from tests.runs.test_cli import write_run
-from tests.runs.test_listing import backdate
 
 RUN = "demo_20260922-143005"
 CREATED = datetime.fromtimestamp(START - 100, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.helpers.run_records import backdate
 
 from overbrainer.errors import UserError
 from overbrainer.job.layout import TARGET_NOTE
@@ -115,16 +116,6 @@ def test_the_listing_and_the_store_word_an_unreadable_record_alike(
     assert result.exit_code == 0
     assert result.stdout == ""
     assert result.stderr == f"warning: skipping run {run_id}: {message}\n"
-
-
-def backdate(project_dir, seconds=3600):
-    """Every file and directory of the runs, as last changed ``seconds`` ago."""
-    import os
-    import time
-
-    then = time.time() - seconds
-    for path in sorted((project_dir / "runs").rglob("*"), reverse=True):
-        os.utime(path, (then, then), follow_symlinks=False)
 
 
 def test_a_listing_kept_in_the_cache_follows_every_change_to_the_files(project_dir):

@@ -4,41 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.runs.test_cli import write_run
-
-GIB = 1 << 30
-SAMPLE = {
-    "format": 1,
-    "time": 1000.0,
-    "cpu": {"usage": 0.42, "load1": 3.25, "cpus": 7.5, "container": True},
-    "memory": {"used_bytes": 3 * GIB, "limit_bytes": 16 * GIB, "container": True},
-    "disks": [
-        {"mount": "/workspace", "shared": True, "used_bytes": GIB, "size_bytes": 900 * GIB},
-        {"mount": "/", "shared": False, "used_bytes": 9 * GIB, "size_bytes": 20 * GIB},
-    ],
-    "gpus": [
-        {
-            "index": 0,
-            "name": "NVIDIA A40",
-            "utilization": 0.97,
-            "memory_used_bytes": 40 * GIB,
-            "memory_total_bytes": 48 * GIB,
-            "temperature_celsius": 71,
-            "power_watts": 290.5,
-            "power_limit_watts": 300,
-        },
-        {
-            "index": 1,
-            "name": "NVIDIA A40",
-            "utilization": None,
-            "memory_used_bytes": 0,
-            "memory_total_bytes": 48 * GIB,
-            "temperature_celsius": 30,
-            "power_watts": None,
-            "power_limit_watts": None,
-        },
-    ],
-}
+from tests.helpers.run_records import GIB, SAMPLE, write_run
 
 
 def test_runs_show_prints_the_latest_machine_sample(run_cli, project_dir):

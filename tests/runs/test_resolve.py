@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.runs.test_cli import write_run
+from tests.helpers.run_records import write_run
 
 OLD = "demo_20260921-080000"
 NEW = "demo_20260922-143005"

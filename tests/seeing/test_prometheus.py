@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from tests.helpers.fake_provider import FakeProvider
 from tests.helpers.pipeline_data import PIPELINE_CONFIG, write_project
+from tests.helpers.prometheus import free_port, sample, scrape
 
 from overbrainer import __version__
 from overbrainer.events import TrainEnd, TrainEvent, TrainPhase
@@ -21,29 +21,6 @@ from overbrainer.prometheus.collect import ProjectMetrics
 from overbrainer.prometheus.server import MetricsServer
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def scrape(url: str) -> tuple[str, dict]:
-    """The content type and {(name, labels as a sorted tuple): (type, value)} at ``url``."""
-    with urllib.request.urlopen(url, timeout=10) as response:
-        content_type = response.headers["Content-Type"]
-        text = response.read().decode("utf-8")
-    samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            key = (sample.name, tuple(sorted(sample.labels.items())))
-            samples[key] = (family.type, sample.value)
-    return content_type, samples
-
-
-def sample(samples: dict, name: str, **labels: str) -> tuple[str, float]:
-    return samples[(name, tuple(sorted(labels.items())))]
 
 
 @pytest.fixture

@@ -13,11 +13,10 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
+from tests.helpers.prometheus import free_port, sample, scrape, scraped
 from tests.helpers.run_dirs import write_examples
 from tests.helpers.seeing_project import TRAINING
 from tests.helpers.trainer import BOOT
-from tests.seeing.test_prometheus import free_port, sample, scrape
-from tests.seeing.test_prometheus_names import _scraped
 
 from overbrainer.events import TrainEnd, TrainMachine
 from overbrainer.prometheus.collect import ProjectMetrics
@@ -90,7 +89,7 @@ def _sample(metrics: ProjectMetrics, data: dict) -> None:
 def test_a_sample_sets_every_gauge_by_run_mount_and_gpu(tmp_path):
     metrics = ProjectMetrics(tmp_path)
     _sample(metrics, machine())
-    samples = _scraped(metrics)
+    samples = scraped(metrics)
     assert sample(samples, "overbrainer_target_cpu_usage_ratio", run_id=RUN) == ("gauge", 0.25)
     assert sample(samples, "overbrainer_target_cpus", run_id=RUN) == ("gauge", 8)
     assert sample(samples, "overbrainer_target_memory_limit_bytes", run_id=RUN) == (
@@ -120,14 +119,14 @@ def test_what_a_sample_lacks_goes_and_everything_goes_when_the_run_is_no_longer_
 ):
     metrics = ProjectMetrics(tmp_path)
     _sample(metrics, machine(gpus=2))
-    assert sample(_scraped(metrics), "overbrainer_gpu_power_watts", run_id=RUN, gpu="1")
+    assert sample(scraped(metrics), "overbrainer_gpu_power_watts", run_id=RUN, gpu="1")
     _sample(metrics, machine(gpus=1, memory=None))
-    samples = _scraped(metrics)
+    samples = scraped(metrics)
     assert not [key for key in samples if ("gpu", "1") in key[1]]
     assert not [key for key in samples if key[0].startswith("overbrainer_target_memory")]
     assert sample(samples, "overbrainer_gpu_power_watts", run_id=RUN, gpu="0")
     metrics(TrainEnd(RUN))
-    samples = _scraped(metrics)
+    samples = scraped(metrics)
     assert not [key for key in samples if ("run_id", RUN) in key[1]]
 
 

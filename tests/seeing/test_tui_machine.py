@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.helpers.run_records import SAMPLE
 from tests.helpers.seeing_project import RUN, write_tui_project
 from tests.helpers.seeing_runs import add_kd_terms
-from tests.runs.test_machine_show import SAMPLE
 from textual.widgets import Static
 
 from overbrainer.tui.app import OverbrainerApp

@@ -23,6 +23,7 @@ from tests.helpers.pipeline_data import lines
 from tests.helpers.real import REAL_TIMEOUT
 from tests.helpers.serving import (
     llama_toolchain,
+    serving,
     watchdog_pids,
     write_llama_project,
     write_tiny_gguf,
@@ -79,17 +80,6 @@ def answers_then_nothing_left(
         for pid in watchdog_pids(where) + serving(model):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-
-
-def serving(model: Path) -> list[int]:
-    """The live processes whose command line names ``model`` (the engine's)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        with contextlib.suppress(OSError, IndexError):
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            if state != "Z" and str(model).encode() in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-    return found
 
 
 def test_llama_cpp_serves_the_parent_on_the_local_target(tmp_path, tiny_gguf):

@@ -3,32 +3,12 @@ job ends; when it drops, the follower polls again."""
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 
-from overbrainer.job.spec import JobState
+from tests.helpers.following import WAIT_FOR_GO, running, touch_later
+
 from overbrainer.plugins import new_manager
 from overbrainer.runs.follow import Follower
-
-WAIT_FOR_GO = (
-    "while [ ! -f go ]; do sleep 0.05; done; "
-    'printf \'{"event":"end","step":1}\\n\' >> metrics.jsonl; exit 5'
-)
-
-
-def running(poll):
-    return poll.status.state is JobState.RUNNING
-
-
-def touch_later(path: Path, delay: float = 0.5) -> threading.Thread:
-    def run() -> None:
-        time.sleep(delay)
-        path.touch()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
 
 
 def test_the_follower_ends_on_the_exit_without_sleeping_a_poll_interval(bench):

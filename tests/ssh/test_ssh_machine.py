@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.ssh.test_ssh_follow_events import WAIT_FOR_GO, running, touch_later
+from tests.helpers.following import WAIT_FOR_GO, running, touch_later
 
 from overbrainer.plugins import new_manager
 from overbrainer.runs.follow import Follower

@@ -25,9 +25,8 @@ from pathlib import Path
 import numpy
 import pytest
 from click.testing import CliRunner
-from tests.after.test_real_export import toolchain  # noqa: F401 - the llama.cpp toolchain
 from tests.helpers.real import REAL_TIMEOUT
-from tests.serve.test_serve_llama_cpp import serving
+from tests.helpers.serving import serving
 
 from overbrainer.cli import cli
 from overbrainer.pipeline.logits_file import LOGPROBS, LogitsFile
@@ -99,7 +98,7 @@ def invoke(project: Path, *args: str):
 def test_a_trained_parent_served_by_llama_cpp_teaches_its_logits_to_a_child_of_its_tokenizer(
     tmp_path,
     venv,
-    toolchain,  # noqa: F811 - the fixture imported above
+    toolchain,
     monkeypatch,
 ):
     monkeypatch.setenv("OVERBRAINER_TARGETS__LOCAL__VENV", str(venv))
@@ -169,8 +168,10 @@ def test_a_trained_parent_served_by_llama_cpp_teaches_its_logits_to_a_child_of_i
     assert "kd_trainer: true" in axolotl and "kd_alpha: 0.9" in axolotl
     shown = invoke(child, "runs", "show", run["id"]).stdout.splitlines()
     assert "kd.alpha 0.9" in shown[1] and "kd.ce_alpha 0.1" in shown[1]
-    assert shown[2].startswith("  loss: KD loss = 0.9 × KL to the parent's top-k")
-    assert any(line.startswith("  last: ") and "kd_loss" in line for line in shown)
+    assert shown[2].startswith(
+        "  loss: loss = 0.9 × KD loss + 0.1 × cross-entropy; KD loss: KL to the parent's top-k")
+    assert any(line.startswith("  terms: KD loss ") and "cross-entropy" in line
+               for line in shown), shown
     assert json.loads(invoke(child, "runs", "show", run["id"], "--json").stdout)[0][
         "loss_kind"] == "kd"
     [line] = [line for line in invoke(child, "runs", "ls").stdout.splitlines()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.train.test_real_signals import WORKERS
+from tests.helpers.real import WORKERS
 
 pytestmark = pytest.mark.real
 

@@ -14,16 +14,10 @@ import signal
 from pathlib import Path
 
 import pytest
-from tests.helpers.real import REAL_TIMEOUT
+from tests.helpers.real import REAL_TIMEOUT, WORKERS
 from tests.helpers.trainer import log_steps
 
 pytestmark = pytest.mark.real
-
-WORKERS = """
-[training.axolotl_extra]
-dataloader_num_workers = 2
-"""
-
 
 def _workers(pgid: int) -> list[int]:
     """The pids of the DataLoader workers in process group ``pgid`` (torch names them)."""

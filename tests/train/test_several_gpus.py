@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.config.test_file import problems
+from tests.helpers.config_check import problems
 from tests.helpers.trainer import group_alive
 
 from overbrainer.testing.fake_axolotl import CALLS_FILE, RANKS_FILE

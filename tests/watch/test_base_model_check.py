@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 from tests.helpers.fake_hub import FakeHub, Repo
 from tests.helpers.project import CLOSED_HUB, cached_model
-from tests.helpers.watching import save
-from tests.watch.test_watch import CYCLE
+from tests.helpers.watching import CYCLE, save
 
 from overbrainer.train import model_check
 

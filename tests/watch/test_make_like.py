@@ -6,7 +6,7 @@ import json
 import re
 
 from tests.helpers.project import cached_model
-from tests.helpers.watching import save
+from tests.helpers.watching import CYCLE, edit_answer_prompt, save
 
 
 def runs_of(project_dir):
@@ -153,8 +153,6 @@ def test_run_makes_the_target_ready_once(run_cli, project_dir):
 
 def test_watch_says_the_cpu_warning_once_not_every_cycle(watch, project_dir):
     """Issue 43's probe: the same warning came back at each cycle, edits of prompts too."""
-    from tests.watch.test_stale_watch import edit_answer_prompt
-    from tests.watch.test_watch import CYCLE
 
     config = project_dir / "overbrainer.toml"
     save(config, config.read_text().replace('kind = "local"', 'kind = "local"\ndevice = "cpu"'))

@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers.watching import save
-from tests.watch.test_watch import CYCLE
+from tests.helpers.watching import CYCLE, edit_answer_prompt, save
 
 STALE = (
     r"^watch: stale: answers: 8 made with another prompt, model or setting than now; "
     r"redoing them: 8 requests, \$[\d.]+ "
 )
 NOT_REDONE = "watch: stale records are not redone: set [watch] redo_stale = true"
-
-
-def edit_answer_prompt(project_dir):
-    prompt = project_dir / "prompts" / "answer_system.txt"
-    save(prompt, "new|" + prompt.read_text())
 
 
 def test_stale_answers_are_said_and_left_by_default(watch, provider):

@@ -11,12 +11,7 @@ import pytest
 from tests.helpers.fake_provider import Reply
 from tests.helpers.stand_ins import FAKE_TORCH, FAKE_TRANSFORMERS, make_toolchain
 from tests.helpers.trainer import group_alive
-from tests.helpers.watching import save
-
-CYCLE = (
-    r"^watch: cycle {n} \((?P<changed>[^)]*)\): (?P<ran>.*); "
-    r"(?P<seconds>[\d.]+) s, \$(?P<cost>[\d.]+)"
-)
+from tests.helpers.watching import CYCLE, save
 
 
 def runs_of(project_dir):
