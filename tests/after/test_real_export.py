@@ -120,6 +120,8 @@ def test_export_then_llama_cpp_loads_the_gguf_and_generates_then_compare_serves_
     assert [q["verdict"] for q in data["questions"]] == ["tie", "tie"]
     assert all(len(q["orders"]) == 2 for q in data["questions"])  # both orders judged
     assert "compare: against its parent: win-or-tie 100.0% (95% interval " in result.stdout
-    assert all(q["tokens"] >= 1 and q["seconds"] > 0 for q in data["questions"])
+    assert all(q["tokens"] >= 1 and q["seconds"] > 0 for q in data["questions"]), [
+        {key: q.get(key) for key in ("id", "tokens", "seconds", "child")}
+        for q in data["questions"]]
     assert data["hardware"]["build"] == "cpu"
     assert "llama" in (directory / "server.log").read_text().lower()
