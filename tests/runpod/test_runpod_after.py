@@ -476,7 +476,9 @@ def test_the_cost_cap_ends_a_pod_made_for_an_export(pod_run):
     _, err = cli.communicate(timeout=90)
     assert cli.returncode == 1, err
     assert "past max_hours or its cost cap: its lease is no longer renewed" in err
-    assert pod_run.fake.terminated_by[pod_id] == "watchdog"
+    # Who asked for which delete, and what the CLI said: the story of a failure under load.
+    story = (pod_run.fake.terminates, err)
+    assert pod_run.fake.terminated_by[pod_id] == "watchdog", story
     [deleted] = pod_run.fake.deleted.values()
     log = (deleted.dir / "root" / ".overbrainer-pod" / "watchdog.log").read_text()
     assert "past the cost cap (max_cost_usd)" in log
