@@ -215,6 +215,10 @@ class FakeRunpod:
         self.pods: dict[str, Pod] = {}
         self.deleted: dict[str, Pod] = {}
         self.terminated_by: dict[str, str] = {}
+        """Pod id -> who deleted it (``client`` or ``watchdog``): the first to ask."""
+        self.terminates: list[tuple[str, str]] = []
+        """Every delete asked, ``(pod id, client or watchdog)``, in order, answered or not:
+        a client and its pod's watchdog may both ask, the second finding it gone."""
         self.secrets: dict[str, str] = {}
         """Secret name -> value."""
         self.secret_ids: dict[str, str] = {}
@@ -322,6 +326,7 @@ class FakeRunpod:
             if "podTerminate" in query:
                 self.calls.append("terminate")
                 pod_id = (argument(query, "podTerminate") or {}).get("podId")
+                self.terminates.append((str(pod_id), "watchdog" if pod_key else "client"))
                 if pod_key is not None and pod_key.id != pod_id:
                     return 200, {"errors": [{"message": "forbidden"}]}
                 if pod_key is not None and self.failing_terminates > 0:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import threading
 
 import pytest
 
@@ -58,6 +61,38 @@ def test_the_status_script_reads_each_file_once_and_says_its_length(tmp_path):
     _, _, snapshot, machine, size, rest = wire.parse_status(done.stdout)
     assert (snapshot, machine) == ('{"step": 4}\n', '{"gpu": "é"}\n\n')
     assert (size, rest) == (9, b'{"a": 1}\n')
+
+
+def test_a_machine_sample_replaced_while_the_status_is_read_is_never_misread(tmp_path):
+    # The runner renames a new machine.json over the old one with each sample. A script
+    # that read it twice (to count, then to print) said one sample's length and printed
+    # another's: the answer misread, the metrics read again from the start (duplicated
+    # lines in the raw-hook and ssh tests under load).
+    lines = b'{"event": "log", "step": 1}\n{"event": "log", "step": 2}\n'
+    (tmp_path / "metrics.jsonl").write_bytes(lines)
+    stop = threading.Event()
+
+    def sample() -> None:
+        size = 0
+        while not stop.is_set():
+            size = (size + 7) % 50
+            (tmp_path / "machine.tmp").write_text(json.dumps({"cpu": "x" * size}))
+            os.replace(tmp_path / "machine.tmp", tmp_path / "machine.json")
+
+    writer = threading.Thread(target=sample)
+    writer.start()
+    try:
+        script = wire.status_script(str(tmp_path), offset=0)
+        answers = []
+        for _ in range(50):
+            done = subprocess.run(["sh", "-c", script], capture_output=True, check=True)
+            answers.append(wire.parse_status(done.stdout))
+    finally:
+        stop.set()
+        writer.join()
+    for _, _, _, machine, size, rest in answers:
+        assert machine is not None and "cpu" in json.loads(machine)
+        assert (size, rest) == (len(lines), lines)
 
 
 def test_an_answer_misread_keeps_the_metrics_for_the_next_look():
