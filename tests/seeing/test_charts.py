@@ -114,7 +114,7 @@ def test_runs_show_prints_record_settings_outcome_snapshot_timings_and_curves(ru
     assert json.loads(run_cli("runs", "show", RUN, "--json").stdout)[0]["loss_kind"] == "ce"
 
 
-def test_runs_show_of_a_run_trained_on_logits_says_its_loss_is_the_kd_loss(run_cli, project_dir):
+def test_runs_show_of_a_kd_run_says_its_loss_is_the_kd_trainers_sum(run_cli, project_dir):
     # Axolotl 0.19's KD trainer logs one loss, alpha × KL + ce_alpha × CE, never its parts.
     directory = write_run(project_dir, RUN)
     (directory / "axolotl.yaml").write_text(
@@ -131,12 +131,14 @@ def test_runs_show_of_a_run_trained_on_logits_says_its_loss_is_the_kd_loss(run_c
         "kd.temperature 1.0, kd.beta 0.0"
     )
     assert lines[2] == (
-        "  loss: KD loss = 0.9 × KL to the parent's top-k at temperature 1.0 (scaled by its "
-        "square) + 0.1 × cross-entropy; the trainer logs only the sum, not its parts"
+        "  loss: loss = 0.9 × KD loss + 0.1 × cross-entropy; KD loss: KL to the parent's top-k "
+        "at temperature 1.0 (scaled by its square); this run logged only the sum, not its parts"
     )
     last = next(line for line in lines if line.startswith("  last: "))
-    assert ", kd_loss " in last and ", kd_eval_loss " in last
-    assert "  KD loss (line: train, •: eval) against step" in lines
+    assert ", loss " in last and ", eval_loss " in last and "kd_" not in last
+    # The chart is of the sum: "KD loss" names its KL term alone, never the sum.
+    assert "  loss (KD) (line: train, •: eval) against step" in lines
+    assert not any(line.strip().startswith("KD loss") for line in lines)
     shown = json.loads(run_cli("runs", "show", RUN, "--json").stdout)
     assert shown[0]["loss_kind"] == "kd"
 
@@ -166,7 +168,7 @@ def test_runs_show_of_a_kd_run_charts_its_kd_loss_beside_its_cross_entropy(run_c
         f"  terms: KD loss {last['kd_loss']:.4f}, cross-entropy {last['ce_loss']:.4f}; "
         f"eval KD loss {last['eval_kd_loss']:.4f}, eval cross-entropy {last['eval_ce_loss']:.4f}"
     )
-    assert lines[at + 2] == "  loss (line: train, •: eval) against step"
+    assert lines[at + 2] == "  loss (KD) (line: train, •: eval) against step"
     # The two terms, each its own chart, side by side: two y axes on each row.
     heading = next(i for i, line in enumerate(lines) if line.strip().startswith("KD loss "))
     assert lines[heading].split() == ["KD", "loss", "cross-entropy"]
@@ -312,14 +314,14 @@ def legend_and_axis(project_dir, *run_ids):
     return axes.get_ylabel(), [text.get_text() for text in axes.get_legend().get_texts()]
 
 
-def test_the_png_of_a_kd_run_names_its_loss_the_kd_loss(run_cli, project_dir):
+def test_the_png_of_a_kd_run_names_its_loss_the_kd_trainers_sum(run_cli, project_dir):
     directory = write_run(project_dir, RUN)
     (directory / "axolotl.yaml").write_text(KD_CONFIG)
     write_metrics(directory, range(1, 41), evals=(20, 40))
     assert run_cli("runs", "show", RUN, "--plot").exit_code == 0
     assert (directory / "loss.png").is_file()
     assert legend_and_axis(project_dir, RUN) == (
-        "KD loss", ["train KD loss", "eval KD loss", "learning rate"])
+        "loss (KD)", ["train loss (KD)", "eval loss (KD)", "learning rate"])
 
 
 def test_the_png_of_a_kd_run_beside_a_plain_one_marks_the_kd_run(project_dir):
@@ -329,5 +331,5 @@ def test_the_png_of_a_kd_run_beside_a_plain_one_marks_the_kd_run(project_dir):
     write_metrics(kd, range(1, 41), evals=(40,))
     assert legend_and_axis(project_dir, RUN) == (
         "loss", ["train loss", "eval loss", "learning rate"])
-    assert legend_and_axis(project_dir, RUN, CHILD) == ("loss / KD loss", [
+    assert legend_and_axis(project_dir, RUN, CHILD) == ("loss", [
         RUN, f"{RUN} eval", f"{CHILD} (KD)", f"{CHILD} (KD) eval", "learning rate"])

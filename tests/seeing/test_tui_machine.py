@@ -50,7 +50,7 @@ async def _gauges_fit(project_dir: Path, size: tuple[int, int]) -> None:
         await pilot.press("q")
 
 
-def test_the_chart_of_a_run_trained_on_logits_says_its_loss_is_the_kd_loss(project_dir: Path):
+def test_the_chart_of_a_kd_run_says_its_loss_is_the_kd_trainers_sum(project_dir: Path):
     write_tui_project(project_dir)
     (project_dir / "runs" / RUN / "axolotl.yaml").write_text("kd_trainer: true\nkd_alpha: 0.9\n")
     asyncio.run(_kd_chart(project_dir))
@@ -62,9 +62,9 @@ async def _kd_chart(project_dir: Path) -> None:
         await pilot.press("4")
         await pilot.pause()
         lines = str(app.query_one("#curves", Static).render()).splitlines()
-        assert any(line.startswith("  KD loss (line: train, •: eval) against step")
+        assert any(line.startswith("  loss (KD) (line: train, •: eval) against step")
                    for line in lines), lines
-        assert any(line.startswith("  last: ") and "kd_loss " in line for line in lines), lines
+        assert any(line.startswith("  last: ") and ", loss " in line for line in lines), lines
         await pilot.press("q")
 
 

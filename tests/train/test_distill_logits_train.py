@@ -102,9 +102,8 @@ def test_train_writes_the_kd_dataset_and_settings_and_aligns_before_axolotl(trai
     shown = run_cli("runs", "show", run["id"]).stdout.splitlines()
     assert "kd.alpha 0.7, kd.ce_alpha 0.2, kd.temperature 2.0, kd.beta 0.5" in shown[1]
     assert shown[2] == (
-        "  loss: KD loss = 0.7 × JSD (beta 0.5) with the parent's top-k at "
-        "temperature 2.0 (scaled by its square) + 0.2 × cross-entropy; the trainer logs only "
-        "the sum, not its parts"
+        "  loss: loss = 0.7 × KD loss + 0.2 × cross-entropy; KD loss: JSD (beta 0.5) with the "
+        "parent's top-k at temperature 2.0 (scaled by its square)"
     )
 
 

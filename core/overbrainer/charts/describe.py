@@ -68,7 +68,8 @@ def show_lines(store: RunStore, record: RunRecord, width: int = 60) -> Iterator[
     if settings:
         yield "  settings: " + ", ".join(f"{name} {value}" for name, value in settings)
     curves = curves_of(store, record)
-    meaning = loss_meaning(config, terms=curves is not None and curves.has_kd_terms)
+    logged = curves is not None and curves.has_loss
+    meaning = loss_meaning(config, terms=curves.has_kd_terms if logged and curves else None)
     if meaning:
         yield f"  loss: {meaning}"
     if record.resumed_from:
@@ -143,7 +144,7 @@ def curve_lines(
     for name in ("loss", "eval_loss"):
         value = curves.last(name)
         if value is not None:
-            last.append(f"{'kd_' if kd and not terms else ''}{name} {value:.4f}")
+            last.append(f"{name} {value:.4f}")
     if last:
         yield "  last: " + ", ".join(last)
     if terms:
@@ -156,7 +157,7 @@ def curve_lines(
     if height - terms_height - 4 < 3:
         terms_height = 0
     loss_height = height - terms_height - 4 if terms_height else max(height - terms, 2)
-    heading = "KD loss" if kd and not terms else "loss"
+    heading = "loss (KD)" if kd else "loss"  # the sum; "KD loss" is its KL term
     yield f"  {heading} (line: train, {'•'}: eval) against step"
     # A resumed run's steps start where its parent stopped: its axis starts there too.
     first = min(step for step, _ in [*curves.loss, *curves.eval_loss])
@@ -232,13 +233,14 @@ def _config(run_dir: Path) -> dict[str, Any]:
     return config if isinstance(config, dict) else {}
 
 
-def loss_meaning(config: dict[str, Any], *, terms: bool = False) -> str | None:
+def loss_meaning(config: dict[str, Any], *, terms: bool | None = None) -> str | None:
     """What the logged loss is for a run trained on the parent's logits, else None.
 
     Axolotl 0.19's KD trainer logs one ``loss``, the weighted sum of its KD loss (the KL to
     the parent's top-k) and the cross-entropy on the parent's tokens: the line names the
     weights, so a reader does not take the sum for a cross-entropy. ``terms``: the run logged
-    the two apart (overbrainer's plugin does from this version); older runs did not."""
+    the two apart (overbrainer's plugin does from this version; older runs did not), None
+    while it has logged no loss yet."""
     if not config.get("kd_trainer"):
         return None
     alpha, ce_alpha = config.get("kd_alpha"), config.get("kd_ce_alpha")
@@ -251,14 +253,12 @@ def loss_meaning(config: dict[str, Any], *, terms: bool = False) -> str | None:
         kl = f"JSD (beta {beta}) with the parent's top-k"
     if temperature is not None:
         kl += f" at temperature {temperature}"
-    meaning = f"KD loss = {alpha} × {kl} (scaled by its square) + {ce_alpha} × cross-entropy"
-    if terms:
-        meaning = (
-            f"loss = {alpha} × KD loss + {ce_alpha} × cross-entropy; KD loss: {kl} "
-            "(scaled by its square)"
-        )
-    else:
-        meaning += "; the trainer logs only the sum, not its parts"
+    meaning = (
+        f"loss = {alpha} × KD loss + {ce_alpha} × cross-entropy; KD loss: {kl} "
+        "(scaled by its square)"
+    )
+    if terms is False:
+        meaning += "; this run logged only the sum, not its parts"
     return escape_controls(meaning)
 
 

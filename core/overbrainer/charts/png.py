@@ -38,9 +38,10 @@ def render_png(runs: Sequence[Curves]) -> bytes:
 
 def loss_name(runs: Sequence[Curves]) -> str:
     """What the losses drawn are: a KD run's are the KD trainer's weighted sum, not a
-    cross-entropy, and the chart says so as ``runs show`` does."""
+    cross-entropy, named ``loss (KD)`` as ``runs ls`` and ``runs show`` name it ("KD loss"
+    is the sum's KL term alone); runs of both kinds each get their mark instead."""
     kinds = {run.kd for run in runs}
-    return "KD loss" if kinds == {True} else "loss / KD loss" if len(kinds) > 1 else "loss"
+    return "loss (KD)" if kinds == {True} else "loss"
 
 
 def draw(runs: Sequence[Curves]) -> Figure:
@@ -58,7 +59,7 @@ def draw(runs: Sequence[Curves]) -> Figure:
     rates = axes.twinx() if any(run.learning_rate for run in runs) else None
     for index, run in enumerate(runs):
         colour = LOSS_COLOURS[index % len(LOSS_COLOURS)]
-        kd = " (KD)" if run.kd and name != "KD loss" else ""
+        kd = " (KD)" if run.kd and name == "loss" else ""
         label = f"{run.run_id}{kd}" if len(runs) > 1 else f"train {name}"
         if run.loss:
             steps, values = zip(*run.loss, strict=True)

@@ -45,11 +45,11 @@ class Figures:
         parts = []
         if self.seconds is not None:
             parts.append(f"took {duration(self.seconds)}")
-        kd = "kd_" if self.kd else ""  # as `runs show` names them
+        kd = " (KD)" if self.kd else ""  # the KD trainer's sum, as the table marks it
         if self.loss is not None:
-            parts.append(f"{kd}loss {self.loss:.4f}")
+            parts.append(f"loss {self.loss:.4f}{kd}")
         if self.eval_loss is not None:
-            parts.append(f"{kd}eval_loss {self.eval_loss:.4f}")
+            parts.append(f"eval_loss {self.eval_loss:.4f}{kd}")
         if self.exports:
             parts.append("exported")
         if self.compares:

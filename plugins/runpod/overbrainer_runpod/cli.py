@@ -105,6 +105,7 @@ def remove(run_id: str, force: bool) -> None:
         if not _delete_pods(life, f"run {run_id}") and not after:
             raise UserError(f"run {run_id} has no pod")
 
+
 def _remove_after_pod(run_dir: Any, run_id: str, known: bool) -> bool:
     """Delete the run's pod for the commands after training (export, compare), when it
     has one: from its record, else (a run of no record) by its name. Whether one was."""

@@ -85,6 +85,8 @@ LOGGED = (
     "loss", "eval_loss", "learning_rate", "grad_norm",
     "kd_loss", "ce_loss", "eval_kd_loss", "eval_ce_loss",
 )
+TERM_ROWS = 256
+"""Token rows per chunk when the KD loss's terms are computed again (see kd_terms)."""
 EVAL_INTERVAL = 2.0
 """Seconds between two ``eval`` progress lines."""
 
@@ -327,7 +329,9 @@ class KDLossParts:
     the same hidden states with Axolotl's own per-chunk function: the LM head once more over
     those tokens, no forward pass. Each is divided as the trainer divides its loss, and logged
     as ``kd_loss`` (T² × KL) and ``ce_loss`` (``eval_kd_loss``, ``eval_ce_loss``), so the step
-    logged has ``loss = kd_alpha × kd_loss + kd_ce_alpha × ce_loss``.
+    logged has ``loss = kd_alpha × kd_loss + kd_ce_alpha × ce_loss`` (with ``logging_steps``
+    1: above it, ``loss`` is the mean since the last log and the terms the logged step's;
+    with several processes, the terms are of the main process's batches).
     """
 
     def __init__(self, trainer: Any) -> None:
@@ -379,7 +383,9 @@ class KDLossParts:
         """Whether the trainer logs at the end of ``step`` (DefaultFlowCallback's rule)."""
         args, state = self.trainer.args, self.trainer.state
         strategy = getattr(args.logging_strategy, "value", args.logging_strategy)
-        if strategy != "steps":
+        if strategy == "no":
+            return False
+        if strategy != "steps":  # "epoch": the step's terms are kept until the step after
             return True
         every = int(state.logging_steps or 0)
         return (every > 0 and step % every == 0) or (step == 1 and bool(args.logging_first_step))
@@ -438,7 +444,9 @@ def kd_terms(
             target_mask.reshape(-1, target_mask.shape[-1]),
             labels[:, 1:].contiguous().view(-1),
         ]
-        chunks = max(1, flat[0].shape[0] // loss_fn.chunk_size)
+        # Smaller chunks than the kernel's: eager, uncompiled, its logits would peak higher
+        # (a 152k vocabulary is 1.2 GB a copy at 2,048 rows); float64 sums, the same result.
+        chunks = max(1, -(-flat[0].shape[0] // TERM_ROWS))
         kd = ce = torch.zeros((), dtype=torch.float64, device=hidden_states.device)
         for rows, ids, logprobs, mask, target in zip(
             *(torch.chunk(tensor, chunks, dim=0) for tensor in flat), strict=True
