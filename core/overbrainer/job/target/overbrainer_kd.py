@@ -93,9 +93,14 @@ def align(
     aligned = dict(example)
     sources: list[int | None]
     text_only = None
-    if answer[: len(chosen)] == chosen:
+    if spell is not None:  # on the bytes even when the tokens are the parent's: whole text
+        end, sources = on_bytes(spell(answer), spell(chosen), name)
+        if answer[:end] != chosen:
+            aligned["kd_chosen"] = answer[:end]  # the rows are the child's tokens' now
+            text_only = sources.count(None)
+    elif answer[: len(chosen)] == chosen:
         end, sources = len(chosen), list(range(len(chosen)))
-    elif spell is None:
+    else:
         position = next(n for n, token in enumerate(chosen) if answer[n : n + 1] != [token])
         seen = answer[position] if position < len(answer) else "missing"
         raise KDAlignmentError(
@@ -103,10 +108,6 @@ def align(
             f"{chosen[position]} in the parent's (another tokenizer, or the text changed "
             "since)"
         )
-    else:
-        end, sources = on_bytes(spell(answer), spell(chosen), name)
-        aligned["kd_chosen"] = answer[:end]  # the rows are the child's tokens' now
-        text_only = sources.count(None)
     rows = [
         (logprobs[source], ids[source]) if source is not None else sure_row(answer[n], k)
         for n, source in enumerate(sources)
@@ -196,7 +197,7 @@ def family(decoder: dict | None) -> str | None:
         for step in steps
         if isinstance(step, dict)
     )
-    if "Metaspace" in kinds or replaces:
+    if kinds & {"Metaspace", "ByteFallback"} or replaces:
         return "sentencepiece"
     return None
 
