@@ -125,7 +125,8 @@ def sure(row: list[float]) -> bool:
 def test_the_tokenizer_families_byte_maps_come_from_their_decoders(child):
     assert family(child.decoder) == ("byte-level" if child.byte_level else "sentencepiece")
     metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first"}
-    assert family(metaspace) == "sentencepiece"  # Llama-2, Mistral, TinyLlama
+    assert family(metaspace) == "metaspace"  # Llama-2, Mistral, TinyLlama: a space first
+    assert family(metaspace | {"prepend_scheme": "never"}) == "sentencepiece"
     quickstart = {"type": "Sequence", "decoders": [  # examples/quickstart/tiny_model.py's
         {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
         {"type": "ByteFallback"}, {"type": "Fuse"}]}  # fmt: skip
@@ -153,6 +154,20 @@ def test_a_space_and_digits_the_parent_wrote_as_one_token_get_its_row_on_the_spa
     assert aligned["kd_chosen"] == child.encode("It is 96.")
     # a resumed run aligns its copies again: the same rows, nothing realigned
     assert align(aligned, child.render, "x", child.spell()) == (aligned, None)
+
+
+def test_a_space_a_metaspace_tokenizer_puts_before_the_answer_is_not_its_text(tmp_path):
+    # Metaspace (prepend_scheme "first" / "always") puts a space before a text, its decoder
+    # drops it: the parent's first token "▁It" against the child's "I", "t" is the same
+    # answer; a tokenizer without that rule (byte-level's "Ġ") refuses it as another text.
+    child = Child(tmp_path / "child", [" It", " 96"], byte_level=False)
+    chosen = [child.piece(" It"), *child.encode(" is 96.")]
+    parent = example(child, "It is 96.", chosen)
+    aligned, learnt = align(parent, child.render, "x", child.spell(), first_space=True)
+    assert learnt == 1  # the child's "t", inside the parent's "▁It"
+    assert aligned["target_token_ids"][0] == parent["target_token_ids"][0]
+    with pytest.raises(KDAlignmentError, match="parts from the parent's at character 0"):
+        align(parent, child.render, "x", child.spell())
 
 
 def test_an_emoji_one_token_on_one_side_and_bytes_on_the_other_lines_up_on_its_bytes(child):

@@ -57,14 +57,21 @@ def sure_row(token: int, k: int) -> tuple[list[float], list[int]]:
 
 
 def align(
-    example: dict, render: Render, where: str, spell: Spell | None = None
+    example: dict,
+    render: Render,
+    where: str,
+    spell: Spell | None = None,
+    first_space: bool = False,
 ) -> tuple[dict, int | None]:
     """``example`` with its rows lined up as Axolotl reads them, and how many of its tokens
     are learnt from the text alone (None: the parent's tokens were the child's), or raise
     ``KDAlignmentError``.
 
     ``where``: the file and line, for the message; ``spell``: lines up on its bytes an
-    answer the parent split otherwise (without it, such an answer is refused). The count is
+    answer the parent split otherwise (without it, such an answer is refused); ``first_space``:
+    the tokenizer's pre-tokenizer puts a space before a text (Metaspace's ``prepend_scheme``)
+    and its decoder drops it again, so a space that starts one side's first token and not
+    the other's is not the answer's text. The count is
     not put in the example: every line must keep the same keys (HF datasets takes the
     columns from a file's first lines and refuses a later line with another)."""
     name = "{} (example {})".format(where, example.get("id", "?"))
@@ -94,7 +101,7 @@ def align(
     sources: list[int | None]
     text_only = None
     if spell is not None:  # on the bytes even when the tokens are the parent's: whole text
-        end, sources = on_bytes(spell(answer), spell(chosen), name)
+        end, sources = on_bytes(spell(answer), spell(chosen), name, first_space)
         if answer[:end] != chosen:
             aligned["kd_chosen"] = answer[:end]  # the rows are the child's tokens' now
             text_only = sources.count(None)
@@ -120,12 +127,20 @@ def align(
     return aligned, text_only
 
 
-def on_bytes(answer: list[bytes], chosen: list[bytes], name: str) -> tuple[int, list[int | None]]:
+def on_bytes(
+    answer: list[bytes], chosen: list[bytes], name: str, first_space: bool = False
+) -> tuple[int, list[int | None]]:
     """Where the parent's answer (the bytes of its tokens, ``chosen``) ends among the
     child's ``answer`` tokens (the answer, then the template's end of turn), and for each
     child token before it the parent's row that teaches it: the parent's token that starts
     at the same byte, None when it starts inside one (or a character). One walk over both;
     ``KDAlignmentError`` naming where they part when the bytes are not the same."""
+    if first_space and answer and chosen:
+        spaced = answer[0].startswith(b" "), chosen[0].startswith(b" ")
+        if spaced == (True, False):
+            answer = [answer[0][1:], *answer[1:]]
+        elif spaced == (False, True):
+            chosen = [chosen[0][1:], *chosen[1:]]
     text = b"".join(chosen)
     try:
         text.decode("utf-8")
@@ -145,7 +160,8 @@ def on_bytes(answer: list[bytes], chosen: list[bytes], name: str) -> tuple[int, 
         while parent < len(chosen) and (start < offset or not chosen[parent]):
             start += len(chosen[parent])
             parent += 1
-        sources.append(parent if start == offset and parent < len(chosen) else None)
+        taught = piece and start == offset and parent < len(chosen)
+        sources.append(parent if taught else None)
         offset += len(piece)
     if offset == len(text):
         return len(answer), sources
@@ -187,7 +203,9 @@ def byte_level_bytes() -> dict[str, int]:
 def family(decoder: dict | None) -> str | None:
     """How the tokenizer's pieces spell bytes, read from its ``tokenizer.json`` decoder:
     ``byte-level`` (GPT-2, Qwen, Llama-3), ``sentencepiece`` (``▁`` a space, ``<0xNN>`` a
-    byte: Llama-2, Mistral, Gemma, the quickstart's tiny model), None when unknown."""
+    byte: Llama-2, Mistral, Gemma, the quickstart's tiny model), ``metaspace`` (those, when
+    the tokenizer also puts a space before a text and its decoder drops it), None when
+    unknown."""
     steps = (decoder.get("decoders") or [decoder]) if decoder else []
     kinds = {step.get("type") for step in steps if isinstance(step, dict)}
     if "ByteLevel" in kinds:
@@ -197,7 +215,11 @@ def family(decoder: dict | None) -> str | None:
         for step in steps
         if isinstance(step, dict)
     )
-    if kinds & {"Metaspace", "ByteFallback"} or replaces:
+    for step in steps:
+        if isinstance(step, dict) and step.get("type") == "Metaspace":
+            scheme = step.get("prepend_scheme", "always" if step.get("add_prefix_space") else "")
+            return "metaspace" if scheme in ("first", "always") else "sentencepiece"
+    if "ByteFallback" in kinds or replaces:
         return "sentencepiece"
     return None
 
@@ -205,8 +227,8 @@ def family(decoder: dict | None) -> str | None:
 def piece_bytes(piece: str, kind: str) -> bytes:
     """The bytes one token's piece (as ``convert_ids_to_tokens`` gives it) spells: no
     decoding of a whole text, so a token that holds part of a character keeps its bytes. The
-    decoder's dropping of a text's first space (Metaspace's ``prepend_scheme``) is left out:
-    it is a rule of whole texts, and both sides here are pieces of the same turn."""
+    decoder's dropping of a text's first space (Metaspace's ``prepend_scheme``) is left out
+    here: it is a rule of whole texts (see ``align``'s ``first_space``)."""
     if kind == "byte-level":
         table = BYTE_LEVEL
         return b"".join(bytes([table[c]]) if c in table else c.encode("utf-8") for c in piece)
@@ -244,14 +266,17 @@ def anchored_spell(decode: Callable[[list[int]], str], anchor: int) -> Spell:
     return spell
 
 
-def align_file(path: str, render: Render, spell: Spell | None = None) -> str:
+def align_file(
+    path: str, render: Render, spell: Spell | None = None, first_space: bool = False
+) -> str:
     """Align every example of ``path`` in place (all or none); what the stage prints of it."""
     lines = []
     on_their_text = text_only = 0
     with open(path, encoding="utf-8") as file:
         for number, line in enumerate(file, start=1):
             if line.strip():
-                aligned, learnt = align(json.loads(line), render, f"{path} line {number}", spell)
+                where = f"{path} line {number}"
+                aligned, learnt = align(json.loads(line), render, where, spell, first_space)
                 lines.append(json.dumps(aligned, ensure_ascii=False) + "\n")
                 if learnt is not None:
                     on_their_text += 1
@@ -269,9 +294,10 @@ def align_file(path: str, render: Render, spell: Spell | None = None) -> str:
     return said
 
 
-def child_tokenizer(model: str) -> tuple[Render, Spell]:
+def child_tokenizer(model: str) -> tuple[Render, Spell, bool]:
     """The child's chat template and tokenizer, as ``transformers`` loads them for Axolotl;
-    its tokens' bytes by its family's byte map, or anchored decoding when it is unknown."""
+    its tokens' bytes by its family's byte map, or anchored decoding when it is unknown; and
+    whether it puts a space before a text (``align``'s ``first_space``)."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model)
@@ -292,9 +318,9 @@ def child_tokenizer(model: str) -> tuple[Render, Spell]:
     decoder = json.loads(backend.to_str()).get("decoder") if backend is not None else None
     kind = family(decoder) or ("sentencepiece" if hasattr(tokenizer, "sp_model") else None)
     if kind is not None:
-        return render, pieces_spell(pieces, kind)
+        return render, pieces_spell(pieces, kind), kind == "metaspace"
     anchor = tokenizer.encode("x", add_special_tokens=False)[-1]
-    return render, anchored_spell(decode, anchor)
+    return render, anchored_spell(decode, anchor), False
 
 
 def main(argv: Sequence[str]) -> int:
@@ -302,7 +328,7 @@ def main(argv: Sequence[str]) -> int:
         print("usage: python -m overbrainer_kd MODEL FILE...", file=sys.stderr)
         return 2
     try:
-        render, spell = child_tokenizer(argv[0])
+        render, spell, first_space = child_tokenizer(argv[0])
     except ImportError as error:
         # Error lines as Axolotl's own: the run's message shows the log's last one.
         print(f"KDAlignmentError: cannot load the child's tokenizer: {error}", file=sys.stderr)
@@ -311,7 +337,7 @@ def main(argv: Sequence[str]) -> int:
         if not os.path.isfile(path):
             continue
         try:
-            said = align_file(path, render, spell)
+            said = align_file(path, render, spell, first_space)
         except KDAlignmentError as error:
             print(f"KDAlignmentError: {error}", file=sys.stderr)
             return 3
