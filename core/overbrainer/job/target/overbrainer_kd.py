@@ -175,7 +175,7 @@ def differ(child: bytes, parent: bytes, name: str) -> str:
         (n for n, (a, b) in enumerate(zip(child, parent, strict=False)) if a != b),
         min(len(child), len(parent)),
     )
-    while at and (parent[at : at + 1] or child[at : at + 1])[0] & 0xC0 == 0x80:
+    while at and (parent[at : at + 1] or child[at : at + 1] or b"\0")[0] & 0xC0 == 0x80:
         at -= 1  # from the start of the character they part in
     character = len(parent[:at].decode("utf-8", errors="replace"))
 
@@ -316,7 +316,8 @@ def child_tokenizer(model: str) -> tuple[Render, Spell, bool]:
 
     backend = getattr(tokenizer, "backend_tokenizer", None)
     decoder = json.loads(backend.to_str()).get("decoder") if backend is not None else None
-    kind = family(decoder) or ("sentencepiece" if hasattr(tokenizer, "sp_model") else None)
+    # a slow SentencePiece tokenizer: its pieces, and the dummy prefix it puts before a text
+    kind = family(decoder) or ("metaspace" if hasattr(tokenizer, "sp_model") else None)
     if kind is not None:
         return render, pieces_spell(pieces, kind), kind == "metaspace"
     anchor = tokenizer.encode("x", add_special_tokens=False)[-1]
