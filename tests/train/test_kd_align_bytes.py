@@ -277,6 +277,7 @@ def test_every_line_keeps_the_same_keys_when_a_late_answer_is_realigned(child, t
     lines = [example(child, "ok.", child.encode("ok."), f"a{n}") for n in range(150)]
     late = [*child.encode("It is"), child.piece(" 96"), *child.encode(".")]
     lines.append(example(child, "It is 96.", late, "late"))
+    lines[3]["kd_text_only"] = 2  # a line an earlier kd-align realigned
     data.write_text("".join(json.dumps(line) + "\n" for line in lines))
     said = align_file(str(data), child.render, child.spell())
     assert said == (

@@ -71,9 +71,9 @@ def align(
     answer the parent split otherwise (without it, such an answer is refused); ``first_space``:
     the tokenizer's pre-tokenizer puts a space before a text (Metaspace's ``prepend_scheme``)
     and its decoder drops it again, so a space that starts one side's first token and not
-    the other's is not the answer's text. The count is
-    not put in the example: every line must keep the same keys (HF datasets takes the
-    columns from a file's first lines and refuses a later line with another)."""
+    the other's is not the answer's text. The count is not put in the example: every line
+    must keep the same keys (HF datasets takes the columns from a file's first lines and
+    refuses a later line with another)."""
     name = "{} (example {})".format(where, example.get("id", "?"))
     chosen = example.get("kd_chosen")
     logprobs, ids = example.get("logprobs"), example.get("target_token_ids")
@@ -98,6 +98,7 @@ def align(
         )
     k = len(ids[0])
     aligned = dict(example)
+    aligned.pop("kd_text_only", None)  # written on some lines by an earlier kd-align
     sources: list[int | None]
     text_only = None
     if spell is not None:  # on the bytes even when the tokens are the parent's: whole text
