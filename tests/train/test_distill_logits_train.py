@@ -163,7 +163,8 @@ def kd_example(answer: str, chosen: list[int]) -> dict:
 
 def test_the_rows_end_with_the_templates_end_of_turn_one_row_after_each_token():
     example = kd_example("ok", [ord("o") + 100, ord("k") + 100])
-    aligned = align(example, chatml, "data/train.jsonl line 1")
+    aligned, learnt = align(example, chatml, "data/train.jsonl line 1")
+    assert learnt is None  # the parent's own tokens
     # Axolotl puts the last row on the last token; row p teaches token p+1. So: the parent's
     # row for "o" on the token before it, "k"'s on "o", <|im_end|>'s on "k", "\n"'s on
     # <|im_end|>, and a last one on "\n" (not trained: ChatML's "\n" has no label).
@@ -177,7 +178,7 @@ def test_the_rows_end_with_the_templates_end_of_turn_one_row_after_each_token():
     assert aligned["logprobs"][-3] == [0.0, ABSENT_LOGPROB, ABSENT_LOGPROB]
     assert len(set(rows[-3])) == TOP_K
     # aligning again (a resumed run's copies) gives the same rows
-    assert align(aligned, chatml, "data/train.jsonl line 1") == aligned
+    assert align(aligned, chatml, "data/train.jsonl line 1") == (aligned, None)
 
 
 def test_a_token_the_child_splits_otherwise_names_the_example_and_its_place():
@@ -196,16 +197,17 @@ character) never writes: a parent's sampler may pick a text's tokens otherwise t
 the text does (llama.cpp's "96" where the tokenizer encodes "9", "6")."""
 
 
-def decode(ids: list[int]) -> str:
-    """The text of ``chatml``'s tokens and of ``OK``."""
+def spell(ids: list[int]) -> list[bytes]:
+    """The bytes of ``chatml``'s tokens and of ``OK``."""
     spelled = {OK: "ok", IM_START: "<|im_start|>", IM_END: "<|im_end|>", NEWLINE: "\n"}
-    return "".join(spelled.get(token) or chr(token - 100) for token in ids)
+    return [(spelled.get(token) or chr(token - 100)).encode() for token in ids]
 
 
 def test_an_answer_the_parent_split_otherwise_is_lined_up_on_its_text(tmp_path):
     example = kd_example("okay", [OK, ord("a") + 100, ord("y") + 100])
     parent = example["target_token_ids"]
-    aligned = align(example, chatml, "data/train.jsonl line 1", decode)
+    aligned, learnt = align(example, chatml, "data/train.jsonl line 1", spell)
+    assert learnt == 1
     rows, logprobs = aligned["target_token_ids"], aligned["logprobs"]
     # The child's "o" and "a", "y" start where the parent's tokens did: the parent's rows
     # for what follows the same text; its "k" starts inside the parent's "ok": learnt from
@@ -214,10 +216,10 @@ def test_an_answer_the_parent_split_otherwise_is_lined_up_on_its_text(tmp_path):
     assert rows[1][0] == ord("k") + 100 and logprobs[1] == [0.0, ABSENT_LOGPROB, ABSENT_LOGPROB]
     assert [row[0] for row in rows[4:]] == [IM_END, NEWLINE, NEWLINE]
     assert aligned["kd_chosen"] == [ord(c) + 100 for c in "okay"]
-    assert align(aligned, chatml, "data/train.jsonl line 1", decode) == aligned
+    assert align(aligned, chatml, "data/train.jsonl line 1", spell) == (aligned, None)
     data = tmp_path / "train.jsonl"
     data.write_text(json.dumps(example) + "\n" + json.dumps(kd_example("ok", [OK])) + "\n")
-    assert align_file(str(data), chatml, decode) == (
+    assert align_file(str(data), chatml, spell) == (
         f"kd-align: {data}: 2 examples line up with the child's tokens (2 that the parent "
         "split otherwise lined up on their text, 2 tokens learnt from the text alone)"
     )
@@ -226,10 +228,11 @@ def test_an_answer_the_parent_split_otherwise_is_lined_up_on_its_text(tmp_path):
 def test_a_parent_answer_of_another_text_is_refused_even_lined_up_on_the_text():
     example = kd_example("okay", [OK, ord("a") + 100, ord("h") + 100])
     with pytest.raises(KDAlignmentError) as raised:
-        align(example, chatml, "data/train.jsonl line 2", decode)
+        align(example, chatml, "data/train.jsonl line 2", spell)
     assert str(raised.value) == (
-        "data/train.jsonl line 2 (example a1): the answer's token 0 is 211 in the child's "
-        f"tokenizer, {OK} in the parent's (another tokenizer, or the text changed since)"
+        "data/train.jsonl line 2 (example a1): the answer's text parts from the parent's at "
+        "character 3 (byte 3): the child's tokenizer spells 'y<|im_end|>\\n', the parent's "
+        "tokens 'h' (another tokenizer, or the text changed since)"
     )
 
 

@@ -7,7 +7,9 @@ Run with ``OVERBRAINER_AXOLOTL_VENV=<venv holding bin/axolotl> uv run pytest -m 
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -43,6 +45,14 @@ for line in sys.stdin:
                                            return_dict=False)
     full = tokenizer.apply_chat_template(messages, return_dict=False)
     print(json.dumps(full[len(prompt):len(full) - len(end)]))
+"""
+
+# The text of token lists as the tiny model's tokenizer decodes them.
+DECODED = """
+import json, sys
+from transformers import AutoTokenizer
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])
+print(json.dumps([tokenizer.decode(ids) for ids in json.loads(sys.stdin.read())]))
 """
 
 # Axolotl's prepared dataset: each trained row's most likely token, and the token after it.
@@ -160,9 +170,20 @@ def test_the_alignment_check_names_the_example_whose_tokens_the_child_splits_oth
              "PYTHONPATH": str(plugin)},
     )
     assert done.returncode == 3
-    assert done.stderr.splitlines()[-1] == (
-        f"KDAlignmentError: kd.jsonl line 3 (example {third}): the answer's token 5 is "
-        f"{record.chosen[5]} in the child's tokenizer, {chosen[5]} in the parent's (another "
-        "tokenizer, or the text changed since)"
-    )
+    # the texts part where the parent's token 5 (its text's first character that differs)
+    asked = [record.chosen[:5].tolist(), record.chosen[5:].tolist(), chosen[5:].tolist()]
+    ahead, child, parent = json.loads(
+        venv_python(venv, DECODED, str(tiny_model), stdin=json.dumps(asked)))
+    same = next((n for n, (a, b) in enumerate(zip(child, parent, strict=False)) if a != b),
+                min(len(child), len(parent)))
+    said = re.fullmatch(
+        rf"KDAlignmentError: kd\.jsonl line 3 \(example {third}\): the answer's text parts "
+        r"from the parent's at character (\d+) \(byte \d+\): the child's tokenizer spells "
+        r"('.*'|\".*\")(?:\.\.\.)?, the parent's tokens ('.*'|\".*\")(?:\.\.\.)? \(another "
+        r"tokenizer, or the text changed since\)", done.stderr.splitlines()[-1])
+    assert said, done.stderr.splitlines()[-1]
+    assert int(said[1]) == len(ahead) + same
+    spelt = ast.literal_eval(said[2])
+    assert child[same:].startswith(spelt[:len(child) - same])
+    assert ast.literal_eval(said[3]) == parent[same:][:20]
     assert (real.dir / "kd.jsonl").read_text() == before  # nothing half rewritten
