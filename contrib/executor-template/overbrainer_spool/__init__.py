@@ -20,9 +20,9 @@ from pydantic import BaseModel
 
 # isort: off
 from overbrainer.plugin import (
-    CANCELLED, LOST, RUNNING, ArtifactSpec, Executor, ExecutorHooks, JobDirectory, JobHandle,
-    JobPoll, JobSpec, JobState, JobStatus, LogChunk, Project, RemotePath, RunRecord,
-    SecretsChannel, TargetBase, TargetInfo, UserError, layout,
+    ArtifactSpec, Executor, ExecutorHooks, JobDirectory, JobHandle, JobPoll, JobSpec, JobState,
+    JobStatus, LogChunk, Project, RemotePath, RunRecord, SecretsChannel, TargetBase, TargetInfo,
+    UserError, layout,
 )  # fmt: skip
 # isort: on
 
@@ -105,7 +105,7 @@ class SpoolExecutor(Executor):
         ended = self.files(run).ended()
         if ended is not None:
             return ended
-        return RUNNING if self._alive(run) else LOST
+        return JobStatus(JobState.RUNNING if self._alive(run) else JobState.LOST)
 
     def poll(self, run: RunRecord) -> JobPoll:
         status = self._status(run)  # before the metrics: no line is missed at the end
@@ -128,7 +128,7 @@ class SpoolExecutor(Executor):
                     raise UserError(f"the job of run {run.id} survived KILL")
                 time.sleep(0.05)
         self.files(run).mark(layout.CANCELLED)
-        return CANCELLED
+        return JobStatus(JobState.CANCELLED)
 
     def collect(self, run: RunRecord, artifacts: ArtifactSpec, dest: Path) -> list[str]:
         return self.files(run).collect(dest, artifacts)
