@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from tests.helpers.run_dirs import write_examples
-from tests.helpers.seeing_project import RUN, write_tui_project
+from tests.helpers.seeing_project import RUN, TRAINING, runs, write_tui_project
 from tests.helpers.seeing_runs import write_metrics, write_run
 
 from overbrainer.pipeline.ids import question_id
@@ -216,23 +216,6 @@ def test_the_loss_chart_fits_80x24(tui_project):
             assert any("grad_norm" in line for line in lines)
 
     asyncio.run(check())
-
-
-TRAINING = """
-[training]
-target = "local"
-base_model = "Qwen/Qwen3-0.6B"
-adapter = "lora"
-
-[targets.local]
-kind = "local"
-venv = "{venv}"
-pass_env = ["FAKE_AXOLOTL_*"]
-"""
-
-
-def runs(project_dir: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((project_dir / "runs").glob("*/run.json"))]
 
 
 def test_train_and_compare_start_from_the_training_view(project_dir, tmp_path, monkeypatch):
