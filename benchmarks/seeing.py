@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._harness import in_turns, median_timing  # noqa: E402
 from tests.helpers.run_dirs import write_examples  # noqa: E402
+from tests.helpers.seeing_project import TRAINING  # noqa: E402
 from tests.helpers.seeing_runs import write_metrics, write_run  # noqa: E402
 
 RUN = "bench_20260922-143005"
@@ -63,18 +64,6 @@ def startup(root: Path, repeat: int) -> None:
                           check=False)
     print(f"runs show imports matplotlib: {done.stderr.strip().splitlines()[-1]}")
 
-
-TRAINING = """
-[training]
-target = "local"
-base_model = "Qwen/Qwen3-0.6B"
-adapter = "lora"
-
-[targets.local]
-kind = "local"
-venv = "{venv}"
-pass_env = ["FAKE_AXOLOTL_*"]
-"""
 
 TUI = """
 import asyncio, sys, time

@@ -31,41 +31,21 @@ def test_the_gauges_are_on_screen_without_scrolling(project_dir: Path, size):
     the chart gives rows up to its least, then the gauges fold into two lines."""
     write_tui_project(project_dir)
     (project_dir / "runs" / RUN / "machine.json").write_text(json.dumps(SAMPLE))
-    asyncio.run(_gauges_fit(project_dir, size))
-
-
-async def _gauges_fit(project_dir: Path, size: tuple[int, int]) -> None:
-    app = OverbrainerApp(project_dir, refresh_s=QUIET)
-    async with app.run_test(size=size) as pilot:
-        await pilot.press("4")
-        await pilot.pause()
-        widget = app.query_one("#curves", Static)
-        assert widget.parent is not None
-        lines = str(widget.render()).splitlines()
-        assert len(lines) <= widget.parent.region.height, lines
-        assert any(line.startswith("machine at ") for line in lines), lines
-        gpus = [line for line in lines if "gpu 1 " in line]
-        assert gpus and "48.0 GiB" in gpus[0], lines
-        assert any("┤" in line for line in lines)  # the chart is still drawn
-        await pilot.press("q")
+    lines, height = asyncio.run(training_view(project_dir, size))
+    assert len(lines) <= height, lines
+    assert any(line.startswith("machine at ") for line in lines), lines
+    gpus = [line for line in lines if "gpu 1 " in line]
+    assert gpus and "48.0 GiB" in gpus[0], lines
+    assert any("┤" in line for line in lines)  # the chart is still drawn
 
 
 def test_the_chart_of_a_kd_run_says_its_loss_is_the_kd_trainers_sum(project_dir: Path):
     write_tui_project(project_dir)
     (project_dir / "runs" / RUN / "axolotl.yaml").write_text("kd_trainer: true\nkd_alpha: 0.9\n")
-    asyncio.run(_kd_chart(project_dir))
-
-
-async def _kd_chart(project_dir: Path) -> None:
-    app = OverbrainerApp(project_dir, refresh_s=QUIET)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("4")
-        await pilot.pause()
-        lines = str(app.query_one("#curves", Static).render()).splitlines()
-        assert any(line.startswith("  loss (KD) (line: train, •: eval) against step")
-                   for line in lines), lines
-        assert any(line.startswith("  last: ") and ", loss " in line for line in lines), lines
-        await pilot.press("q")
+    lines, _ = asyncio.run(training_view(project_dir, (120, 40)))
+    assert any(line.startswith("  loss (KD) (line: train, •: eval) against step")
+               for line in lines), lines
+    assert any(line.startswith("  last: ") and ", loss " in line for line in lines), lines
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
@@ -75,18 +55,20 @@ def test_a_kd_run_s_terms_take_their_rows_from_its_chart(project_dir: Path, size
     (directory / "axolotl.yaml").write_text("kd_trainer: true\nkd_alpha: 0.9\n")
     (directory / "machine.json").write_text(json.dumps(SAMPLE))
     add_kd_terms(directory)
-    asyncio.run(_kd_terms_fit(project_dir, size))
+    lines, height = asyncio.run(training_view(project_dir, size))
+    assert len(lines) <= height, lines
+    assert any(line.startswith("  terms: KD loss ") for line in lines), lines
+    assert any(line.startswith("machine at ") for line in lines), lines
 
 
-async def _kd_terms_fit(project_dir: Path, size: tuple[int, int]) -> None:
+async def training_view(project_dir: Path, size: tuple[int, int]) -> tuple[list[str], int]:
+    """The Training view's lines in a terminal of ``size``, and the rows its pane has."""
     app = OverbrainerApp(project_dir, refresh_s=QUIET)
     async with app.run_test(size=size) as pilot:
         await pilot.press("4")
         await pilot.pause()
         widget = app.query_one("#curves", Static)
         assert widget.parent is not None
-        lines = str(widget.render()).splitlines()
-        assert len(lines) <= widget.parent.region.height, lines
-        assert any(line.startswith("  terms: KD loss ") for line in lines), lines
-        assert any(line.startswith("machine at ") for line in lines), lines
+        shown = str(widget.render()).splitlines(), widget.parent.region.height
         await pilot.press("q")
+    return shown
