@@ -37,3 +37,30 @@ def test_without_leftovers_the_command_s_own_exit_code_is_kept():
             [str(LEFTOVERS), "sh", "-c", script], capture_output=True, text=True, check=False
         )
         assert (done.returncode, done.stderr) == (code, "")
+
+
+def test_a_process_seen_without_a_command_line_is_still_named_as_left():
+    """A process caught between fork and exec, or one that blanked its argv, has an empty
+    ``/proc/PID/cmdline``; it is still in the cgroup, so it is reported, not overlooked (the
+    group then stays busy, and removing it would fail with a traceback instead)."""
+    done = subprocess.run(
+        [
+            str(LEFTOVERS),
+            "sh",
+            "-c",
+            "setsid perl -e '$0 = \"\"; sleep 61' </dev/null >/dev/null 2>&1 & sleep 0.5; exit 0",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CI_LEFTOVERS_GRACE_S": "2"},
+        timeout=60,
+        check=False,
+    )
+    found = re.search(r"^  (\d+) \[no command line\]$", done.stderr, re.MULTILINE)
+    try:
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.startswith("processes left running by: sh -c setsid perl"), done.stderr
+        assert found, done.stderr
+    finally:
+        if found:
+            os.kill(int(found[1]), signal.SIGKILL)
