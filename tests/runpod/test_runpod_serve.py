@@ -286,8 +286,47 @@ def test_plan_prices_a_runpod_serve_at_the_target_s_estimate(
     result = invoke(pod_project, "plan")
 
     assert result.exit_code == 0, result.stderr
-    assert (
-        f"${2 * A40_PRICE:.2f}/h (target `gpu`'s estimate for 2 x NVIDIA A40)" in result.stdout
-    )
+    assert f"${2 * A40_PRICE:.2f}/h (target `gpu`'s estimate for 2 x NVIDIA A40)" in result.stdout
     assert "no price per hour" not in result.stdout
     assert fake_runpod.pods == {}, "plan made a pod"
+
+
+def test_ctrl_c_while_a_serve_s_pod_is_made_is_heard_at_once_then_the_pod_is_deleted(
+    pod_project: Path, fake_runpod: FakeRunpod, tmp_path: Path
+) -> None:
+    """The pod's create and boot take minutes: a Ctrl-C then waits for the serve's record,
+    but says so at once; the serve is then ended and its pod deleted."""
+    fake_runpod.create_delay = 6.0
+    log = tmp_path / "stderr.log"
+    with log.open("wb") as stderr:
+        command = subprocess.Popen(
+            [str(Path(sys.executable).parent / "overbrainer"), "-C", str(pod_project),
+             "serve", "up"],
+            stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not any("podFindAndDeployOnDemand" in r for r in fake_runpod.requests):
+            assert command.poll() is None, "the command ended before Ctrl-C"
+            assert time.monotonic() < deadline, "no pod was ever asked for"
+            time.sleep(0.1)
+        os.killpg(command.pid, signal.SIGINT)
+        notice = (
+            "providers.big: stopping once the serve on `gpu` has started (a machine of its "
+            "own is being made: minutes); it is then ended"
+        )
+        fake_runpod.wait_until(lambda: notice in log.read_text(), 5, "the notice")
+        assert fake_runpod.pods == {}, "the notice came only once the pod was made"
+        command.wait(timeout=90)
+    finally:
+        if command.poll() is None:
+            os.killpg(command.pid, signal.SIGKILL)
+            command.wait()
+    text = log.read_text()
+    assert command.returncode == 130, text
+    assert text.count(notice) == 1
+    assert "providers.big: vllm ended on `gpu`" in text
+    (pod,) = fake_runpod.deleted.values()
+    assert fake_runpod.terminated_by[pod.id] == "client"
+    assert fake_runpod.alive() == []
+    assert serve_records(pod_project) == []

@@ -260,6 +260,37 @@ def _cmdline(entry: Path) -> bytes:
         return b""
 
 
+def test_ctrl_c_of_serve_up_before_its_engine_answers_ends_it(served_dir):
+    """`serve up` cut short never printed "up at": the serve it was starting is ended, not
+    left up (and paid for) with nobody told."""
+    config = served_dir / "overbrainer.toml"
+    config.write_text(config.read_text().replace('["FAKE_ENGINE_DELAY"]', '["FAKE_ENGINE_LOAD"]'))
+    env = {**os.environ, "FAKE_ENGINE_LOAD": "60"}  # a model that loads for a minute
+    command = subprocess.Popen(
+        [str(Path(sys.executable).parent / "overbrainer"), "-C", str(served_dir), "serve", "up"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (records(served_dir) and watchdog_pids(served_dir)):
+            assert command.poll() is None, "the command ended before Ctrl-C"
+            assert time.monotonic() < deadline, "the serve was never recorded"
+            time.sleep(0.1)
+        (pid,) = watchdog_pids(served_dir)
+        os.killpg(command.pid, signal.SIGINT)
+        stdout, stderr = command.communicate(timeout=30)
+    finally:
+        if command.poll() is None:
+            os.killpg(command.pid, signal.SIGKILL)
+            command.wait()
+    assert command.returncode == 130, stderr
+    assert b"up at" not in stdout
+    assert b"providers.big: vllm ended on `box`" in stderr
+    assert b"interrupted" in stderr
+    assert not running(pid)
+    assert records(served_dir) == []
+
+
 def test_ctrl_c_of_the_command_ends_its_engine(served_dir):
     seed_questions(served_dir, {("ownership", "borrowing"): ["What is a borrow?"]})
     env = {**os.environ, "FAKE_ENGINE_DELAY": "60"}

@@ -6,12 +6,15 @@ Starting a job (spawned but not yet recorded, it would be lost) and cancelling o
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
+
+from loguru import logger
 
 from overbrainer.errors import Terminated
 
@@ -31,17 +34,24 @@ class Noted:
 
 
 @contextmanager
-def deferred_sigint() -> Iterator[Noted]:
+def deferred_sigint(notice: str | None = None) -> Iterator[Noted]:
     """Within the block SIGINT and SIGTERM only set ``caught`` (and ``signum``); the
-    previous handlers come back after."""
+    previous handlers come back after. ``notice``: logged at the first one, for a block that
+    may last minutes (a machine being made), so a Ctrl-C is seen to be heard."""
     noted = Noted()
     if threading.current_thread() is not threading.main_thread():
         yield noted
         return
 
     def note(signum: int, frame: FrameType | None) -> None:
+        first = not noted.caught
         noted.caught = True
         noted.signum = signum
+        if first and notice:
+            # Never raise from here: a log call the signal cut into holds loguru's lock, and
+            # loguru refuses (RuntimeError) rather than deadlock; the notice is then skipped.
+            with contextlib.suppress(Exception):
+                logger.warning(notice)
 
     previous = {signum: signal.signal(signum, note) for signum in DEFERRED}
     try:

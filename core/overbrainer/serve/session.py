@@ -188,7 +188,16 @@ class Serving:
         )
         # Never interrupted between the start and its record: a serve not recorded would
         # be found by nobody (its idle limit would end it, but only after idle_minutes).
-        with deferred_sigint() as noted:
+        making = (
+            " (a machine of its own is being made: minutes)"
+            if self.on_own_machine(provider)
+            else ""
+        )
+        notice = (
+            f"providers.{provider}: stopping once the serve on `{serve.target}` has started"
+            f"{making}; it is then ended"
+        )
+        with deferred_sigint(notice) as noted:
             handle = self.hooks.start_serve(executor=executor, spec=spec)
             if handle is not None:
                 self.records.save(ServeRecord(
@@ -202,10 +211,17 @@ class Serving:
             raise UserError(
                 f"providers.{provider}.serve.target: target `{serve.target}` cannot serve"
             )
-        if noted.caught:
-            raise noted.interrupt()
-        self._guard(provider)
-        base = self._wait(provider, serve, engine, executor, handle)
+        try:
+            if noted.caught:
+                raise noted.interrupt()
+            self._guard(provider)
+            base = self._wait(provider, serve, engine, executor, handle)
+        except KeyboardInterrupt:
+            # `serve up` cut short never said "up at": a serve left up would be paid for
+            # unseen, so this command ends it as it ends a stage's.
+            if keep and provider not in self._started:
+                self._started.append(provider)
+            raise
         self._urls[provider] = f"{base}/v1"
         return self._urls[provider]
 
