@@ -191,6 +191,8 @@ def test_detached_the_serve_stays_up_for_the_run_and_attach_ends_it(online, run_
     assert running(pid)  # the run's teacher outlives the command that started it
     (record,) = (online.dir / ".overbrainer" / "serve").glob("*.json")
     assert json.loads(record.read_text())["kept"] is True
+    status = run_cli("serve", "status")
+    assert f", kept for run {run['id']} (its online teacher): up at " in status.stdout
 
     result = run_cli("train", "attach", run["id"])
 
@@ -202,6 +204,33 @@ def test_detached_the_serve_stays_up_for_the_run_and_attach_ends_it(online, run_
     assert not running(pid)
     assert not list((online.dir / ".overbrainer" / "serve").glob("*.json"))
     assert not (run_dir / "teacher.json").exists()
+
+
+def test_a_run_s_teacher_taken_over_by_serve_up_outlives_the_run(online, run_cli):
+    """`serve up` of the serve a detached run was handed makes it the user's: the run's end
+    leaves it up, and `serve down` ends it."""
+    online_project(online)
+    process = online.spawn("train", env={"FAKE_AXOLOTL_STEPS": "40"})
+    run = online.wait_running()
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=30)
+    (pid,) = watchdog_pids(online.dir)
+
+    up = run_cli("serve", "up", "big")
+
+    assert up.exit_code == 0, up.stderr
+    assert "kept (serve up): up at " in run_cli("serve", "status").stdout
+    result = run_cli("train", "attach", run["id"])
+    assert result.exit_code == 0, result.stderr
+    assert online.run()["state"] == "succeeded"
+    assert (
+        f"train: run {run['id']} ended: providers.big, its teacher, stays up (kept by "
+        "`serve up`)"
+    ) in result.stderr
+    assert running(pid)
+    down = run_cli("serve", "down", "big")
+    assert down.exit_code == 0, down.stderr
+    assert not running(pid)
 
 
 def test_cancelling_a_detached_run_ends_its_teacher(online, run_cli):

@@ -76,7 +76,10 @@ def status(provider: str | None) -> None:
             continue
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.started))
         up_for = duration(time.time() - record.started)
-        kept = "kept (serve up)" if record.kept else f"for command pid {record.owner}"
+        if record.for_run:
+            kept = f"kept for run {record.for_run} (its online teacher)"
+        else:
+            kept = "kept (serve up)" if record.kept else f"for command pid {record.owner}"
         click.echo(escape_controls(
             f"{record.provider}: {record.engine} {record.model} on `{record.target}`, since "
             f"{since} ({up_for}), {kept}: {state}"

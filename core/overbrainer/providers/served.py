@@ -54,8 +54,8 @@ class Session(Protocol):
         """``UserError`` unless its engine is installed and its target can serve."""
         ...
 
-    def keep(self, provider: str) -> None:
-        """Leave it up when this command ends."""
+    def keep(self, provider: str, for_run: str = "") -> None:
+        """Leave it up when this command ends: handed to run ``for_run``, else the user's."""
         ...
 
     def end(self, provider: str) -> object:

@@ -34,13 +34,16 @@ class ServeRecord:
     handle: ServeHandle
     price_per_hour: float = 0.0
     """What its target costs an hour (USD) as it started: its hours' price in the history."""
+    for_run: str = ""
+    """The run it was handed to (its online teacher, kept when its command detached): that
+    run's end ends it. "" when it is nobody's but its command's or the user's (``serve up``)."""
 
     def to_json(self) -> bytes:
         data: dict[str, Any] = {
             "provider": self.provider, "target": self.target, "engine": self.engine,
             "model": self.model, "started": self.started, "owner": self.owner,
             "kept": self.kept, "handle": self.handle.to_dict(),
-            "price_per_hour": self.price_per_hour,
+            "price_per_hour": self.price_per_hour, "for_run": self.for_run,
         }  # fmt: skip
         return json.dumps(data, indent=2).encode("utf-8") + b"\n"
 
@@ -86,6 +89,7 @@ class ServeRecords:
                 started=float(data["started"]), owner=int(data["owner"]),
                 kept=bool(data["kept"]), handle=ServeHandle.from_dict(data["handle"]),
                 price_per_hour=float(data.get("price_per_hour", 0.0)),
+                for_run=str(data.get("for_run") or ""),
             )  # fmt: skip
             if not (math.isfinite(record.price_per_hour) and record.price_per_hour >= 0):
                 raise ValueError("price_per_hour is not a price")

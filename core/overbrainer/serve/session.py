@@ -14,6 +14,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from loguru import logger
@@ -261,14 +262,16 @@ class Serving:
             raise UserError(f"providers.{provider}: its serve ended as it started")
         return record.handle.port
 
-    def keep(self, provider: str) -> None:
-        """Leave the serve up when this command ends (a run detached from still asks it)."""
-        self._keep(provider)
+    def keep(self, provider: str, for_run: str = "") -> None:
+        """Leave the serve up when this command ends: handed to run ``for_run``, which still
+        asks it (its command detached), else the user's."""
+        self._keep(provider, for_run)
 
-    def _keep(self, provider: str) -> None:
+    def _keep(self, provider: str, for_run: str = "") -> None:
+        """Kept, and whose: a `serve up` of a serve handed to a run makes it the user's."""
         record = self.records.load(provider)
-        if record is not None and not record.kept:
-            self.records.save(_owned(record, True))
+        if record is not None and not (record.kept and record.for_run == for_run):
+            self.records.save(replace(_owned(record, True), for_run=for_run))
         if provider in self._started:
             self._started.remove(provider)
 
@@ -476,11 +479,7 @@ def _same(record: ServeRecord, serve: Serve) -> bool:
 
 def _owned(record: ServeRecord, keep: bool) -> ServeRecord:
     """``record`` owned by this command from now on."""
-    return ServeRecord(
-        provider=record.provider, target=record.target, engine=record.engine,
-        model=record.model, started=record.started, owner=_own_pid(),
-        kept=record.kept or keep, handle=record.handle, price_per_hour=record.price_per_hour,
-    )  # fmt: skip
+    return replace(record, owner=_own_pid(), kept=record.kept or keep)
 
 
 def _price_of(handle: ServeHandle, setting: float) -> float:

@@ -77,7 +77,7 @@ def hand_over(ws: Workspace, record: RunRecord | None) -> None:
     serve = ServeRecords(ws.project.state_dir).load(provider)
     if serve is None or serve.kept:
         return
-    served_session(provider).keep(provider)
+    served_session(provider).keep(provider, for_run=record.id)
     handed = {"provider": provider, "serve_id": serve.handle.serve_id}
     data = (json.dumps(handed) + "\n").encode()
     files.write_atomic(ws.runs.run_dir(record.id) / HANDED, data, f"runs/{record.id}/{HANDED}")
@@ -108,8 +108,16 @@ def end_handed(ws: Workspace, record: RunRecord) -> None:
     serve = ServeRecords(ws.project.state_dir).load(provider)
     try:
         if serve is not None and serve.handle.serve_id == serve_id:
-            logger.info(f"train: run {record.id} ended: ending providers.{provider}, its teacher")
-            served_session(provider).end(provider)
+            if serve.for_run == record.id:
+                logger.info(
+                    f"train: run {record.id} ended: ending providers.{provider}, its teacher"
+                )
+                served_session(provider).end(provider)
+            else:  # `serve up` made it the user's meanwhile
+                logger.info(
+                    f"train: run {record.id} ended: providers.{provider}, its teacher, stays "
+                    "up (kept by `serve up`)"
+                )
     except (UserError, TransientError) as error:
         logger.warning(f"providers.{provider}: cannot end the run's teacher ({error})")
         return
