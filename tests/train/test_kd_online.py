@@ -192,7 +192,7 @@ def test_detached_the_serve_stays_up_for_the_run_and_attach_ends_it(online, run_
     (record,) = (online.dir / ".overbrainer" / "serve").glob("*.json")
     assert json.loads(record.read_text())["kept"] is True
     status = run_cli("serve", "status")
-    assert f", kept for run {run['id']} (its online teacher): up at " in status.stdout
+    assert f", for run {run['id']} (its online teacher): up at " in status.stdout
 
     result = run_cli("train", "attach", run["id"])
 
@@ -230,6 +230,29 @@ def test_a_run_s_teacher_taken_over_by_serve_up_outlives_the_run(online, run_cli
     assert running(pid)
     down = run_cli("serve", "down", "big")
     assert down.exit_code == 0, down.stderr
+    assert not running(pid)
+
+
+def test_kill_9_of_the_command_leaves_the_teacher_up_while_its_run_asks_it(online, run_cli):
+    """The job outlives its command's ``kill -9``: the next command does not end the serve as a
+    killed command's orphan while the run may still ask it; the run's end does."""
+    online_project(online)
+    process = online.spawn("train", env={"FAKE_AXOLOTL_STEPS": "60"})
+    run = online.wait_running()
+    process.kill()
+    process.communicate(timeout=30)
+    (pid,) = watchdog_pids(online.dir)
+
+    status = run_cli("serve", "status")
+
+    assert status.exit_code == 0, status.stderr
+    assert "a killed command left" not in status.stderr
+    assert f"for run {run['id']} (its online teacher): up at " in status.stdout
+    assert running(pid)
+    result = run_cli("train", "attach", run["id"])
+    assert result.exit_code == 0, result.stderr
+    assert online.run()["state"] == "succeeded"  # every step found its teacher up
+    assert f"train: run {run['id']} ended: ending providers.big, its teacher" in result.stderr
     assert not running(pid)
 
 

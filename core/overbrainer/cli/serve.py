@@ -77,7 +77,7 @@ def status(provider: str | None) -> None:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.started))
         up_for = duration(time.time() - record.started)
         if record.for_run:
-            kept = f"kept for run {record.for_run} (its online teacher)"
+            kept = f"for run {record.for_run} (its online teacher)"
         else:
             kept = "kept (serve up)" if record.kept else f"for command pid {record.owner}"
         click.echo(escape_controls(

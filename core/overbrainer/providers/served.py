@@ -58,6 +58,11 @@ class Session(Protocol):
         """Leave it up when this command ends: handed to run ``for_run``, else the user's."""
         ...
 
+    def lend(self, provider: str, run_id: str) -> None:
+        """Say that run ``run_id`` asks it (its online teacher): not a killed command's
+        orphan to end while that run may still ask it."""
+        ...
+
     def end(self, provider: str) -> object:
         """End it, whoever started it."""
         ...

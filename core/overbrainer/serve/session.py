@@ -30,6 +30,7 @@ from overbrainer.pipeline.history import append_history, timestamp
 from overbrainer.pipeline.spend import spent
 from overbrainer.project import Project
 from overbrainer.runs.interrupt import deferred_sigint
+from overbrainer.runs.store import RunStore
 from overbrainer.serve import ready
 from overbrainer.serve.records import ServeRecord, ServeRecords
 
@@ -114,7 +115,7 @@ class Serving:
         serve = self.serve_of(provider)
         record = self.records.load(provider)
         if record is not None and not _same(record, serve):
-            if not record.orphaned():
+            if not self._orphan(record):
                 raise UserError(
                     f"providers.{provider}: a serve of another configuration is up "
                     f"({record.engine} {record.model} on `{record.target}`): end it with "
@@ -134,7 +135,7 @@ class Serving:
                 self._urls[provider] = f"{base}/v1"
                 if provider not in self._guards:
                     self._guard(provider)
-                if record.orphaned():  # a killed command's: this one ends it, or keeps it
+                if self._orphan(record):  # a killed command's: this one ends it, or keeps it
                     self.records.save(_owned(record, keep))
                     if not keep:
                         self._started.append(provider)
@@ -267,6 +268,26 @@ class Serving:
         asks it (its command detached), else the user's."""
         self._keep(provider, for_run)
 
+    def lend(self, provider: str, run_id: str) -> None:
+        """Run ``run_id`` asks the serve (its online teacher): if this command is killed, the
+        next one leaves it up while that run may still ask it (``_orphan``)."""
+        record = self.records.load(provider)
+        if record is not None and not record.kept:
+            self.records.save(replace(record, for_run=run_id))
+
+    def _orphan(self, record: ServeRecord) -> bool:
+        """A killed command's serve that nobody needs: not kept, and not lent to a run that
+        was launched and has not ended (as far as its record says)."""
+        if not record.orphaned():
+            return False
+        if not record.for_run:
+            return True
+        try:
+            run = RunStore(self.project.dir).load(record.for_run)
+        except UserError:  # its run is gone or unreadable: nothing asks it
+            return True
+        return run.job is None or run.state.ended
+
     def _keep(self, provider: str, for_run: str = "") -> None:
         """Kept, and whose: a `serve up` of a serve handed to a run makes it the user's."""
         record = self.records.load(provider)
@@ -314,7 +335,7 @@ class Serving:
         for provider in self.records.providers():
             try:
                 record = self.records.load(provider)
-                if record is None or not record.orphaned():
+                if record is None or not self._orphan(record):
                     continue
                 logger.info(
                     f"providers.{provider}: ending the {record.engine} serve a killed command "

@@ -34,7 +34,7 @@ from overbrainer.train.new_run import (
 from overbrainer.train.prepare import data_source, job_description, kd_source, write_run_dir
 from overbrainer.train.reasoning import reasoning_template_warning
 from overbrainer.train.report import Trained, report
-from overbrainer.train.teacher import hand_over, start_teacher
+from overbrainer.train.teacher import hand_over, lend_teacher, start_teacher
 from overbrainer.train.workspace import Workspace
 
 HF_TOKEN = "HF_TOKEN"  # noqa: S105 - the variable's name, not a secret
@@ -133,6 +133,8 @@ def _new_run(
                 f"({resume.checkpoint}" + ("" if resume.snapshot else f", step {resume.step}") + ")"
             )
         logger.info(f"train: run {record.id} on target `{plan.target}`, in {record.remote_dir}")
+        if plan.teacher is not None:
+            lend_teacher(ws, record)
         # Starting is never interrupted: a job spawned and not recorded would be lost.
         with deferred_sigint() as noted:
             record = start(ws, record, plan=plan, ready=ready, held=held)

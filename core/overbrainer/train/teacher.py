@@ -68,6 +68,21 @@ def start_teacher(ws: Workspace) -> OnlineTeacher:
     return OnlineTeacher(f"http://127.0.0.1:{port}", ONLINE_SERVERS[serve.engine])
 
 
+def lend_teacher(ws: Workspace, record: RunRecord) -> None:
+    """Before ``record``'s job starts: the serve is lent to the run (its record says so, and
+    ``runs/ID/teacher.json``), so that after ``kill -9`` of this command the next one does
+    not end it as an orphan while the run asks it; the run's end (``attach``, ``stop``,
+    ``cancel``) or its watchdog ends it then. A serve kept by the user stays the user's."""
+    provider = ws.settings.roles.parent.provider
+    serve = ServeRecords(ws.project.state_dir).load(provider)
+    if serve is None or serve.kept:
+        return
+    served_session(provider).lend(provider, record.id)
+    handed = {"provider": provider, "serve_id": serve.handle.serve_id}
+    data = (json.dumps(handed) + "\n").encode()
+    files.write_atomic(ws.runs.run_dir(record.id) / HANDED, data, f"runs/{record.id}/{HANDED}")
+
+
 def hand_over(ws: Workspace, record: RunRecord | None) -> None:
     """Before detaching from ``record``: keep the serve its job asks up after this command,
     handed to the run (a serve kept already, ``serve up``, stays the user's)."""
@@ -75,12 +90,9 @@ def hand_over(ws: Workspace, record: RunRecord | None) -> None:
         return
     provider = ws.settings.roles.parent.provider
     serve = ServeRecords(ws.project.state_dir).load(provider)
-    if serve is None or serve.kept:
+    if serve is None or serve.kept or serve.for_run != record.id:
         return
     served_session(provider).keep(provider, for_run=record.id)
-    handed = {"provider": provider, "serve_id": serve.handle.serve_id}
-    data = (json.dumps(handed) + "\n").encode()
-    files.write_atomic(ws.runs.run_dir(record.id) / HANDED, data, f"runs/{record.id}/{HANDED}")
     logger.warning(
         f"train: providers.{provider} stays up while run {record.id} asks it: "
         f"`overbrainer train attach {record.id}` ends it when the run ends, else its "
