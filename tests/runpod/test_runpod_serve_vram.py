@@ -59,3 +59,6 @@ def test_the_total_is_shared_over_the_gpus_with_a_floor_of_16_gb() -> None:
 def test_a_name_without_a_size_is_not_sized() -> None:
     assert serve_vram("my-org/house-model", 1) is None
     assert serve_vram("/models/merged", 2) is None
+    assert serve_vram("/models/snapshots/a3b9f01c7e", 1) is None  # a hash, not 3B
+    assert serve_vram("/models/Qwen2.5", 1) is None  # a version, not a size
+    assert total("llama3:70b") == total("ollama/llama3-70B") > total("mixtral:8x7b")

@@ -108,8 +108,11 @@ def estimate_vram_gb(base_model: str | None, adapter: str | None) -> int:
     return max(16, int(billions * per_billion + 6))
 
 
-_SERVED_SIZE = re.compile(r"(?:(\d+)\s*x\s*)?(\d+(?:\.\d+)?)\s*([bBmM])(?![a-zA-Z])")
-"""A size in a model's name: ``72B``, ``0.5b``, ``135M``, ``8x7B`` (experts times each)."""
+_SERVED_SIZE = re.compile(
+    r"(?<![A-Za-z0-9.])(?:(\d+)x)?(\d+(?:\.\d+)?)([bBmM])(?![A-Za-z0-9])"
+)
+"""A size in a model's name: ``72B``, ``0.5b``, ``135M``, ``8x7B`` (experts times each),
+a word of its own (not inside ``a3b9f0``, a hash)."""
 _FOUR_BIT = re.compile(r"awq|gptq|int4|4-?bit|nf4|fp4|mxfp4|\bi?q[234](?:_|\b)", re.I)
 _EIGHT_BIT = re.compile(r"int8|fp8|8-?bit|w8a8|\bq[5-8](?:_|\b)", re.I)
 _SIXTEEN_BIT = re.compile(r"\b(?:b?f16|fp16|bf16|f32)\b", re.I)
@@ -133,7 +136,7 @@ class ServeVram:
         return max(16, math.ceil(self.total_gb / self.gpus))
 
     def describe(self) -> str:
-        """``sized for Qwen2.5-72B: 178 GB over 2 GPUs``, as the log says it."""
+        """``sized for Qwen2.5-72B: 177 GB over 2 GPUs``, as the log says it."""
         over = f"over {self.gpus} GPUs" if self.gpus > 1 else "on 1 GPU"
         return f"sized for {self.model}: {self.total_gb} GB {over}"
 
