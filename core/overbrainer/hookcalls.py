@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from overbrainer.cycles import CycleSummary
     from overbrainer.engines import Engine
     from overbrainer.job.record import JobHandle, RunRecord, RunState
-    from overbrainer.job.serving import ServeHandle, ServeSpec, ServeState
+    from overbrainer.job.serving import ServedModel, ServeHandle, ServeSpec, ServeState
     from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import (
         ArtifactSpec,
@@ -89,11 +89,12 @@ class Hooks:
         return cast("TargetInfo | None", self._relay.describe_target(executor=executor))
 
     def estimate_price(
-        self, *, name: str, target: BaseModel, project: Project
+        self, *, name: str, target: BaseModel, project: Project, serve: ServedModel | None = None
     ) -> TargetPrice | None:
+        """The price of a run's machine on ``name``, or of a serve's (``serve``)."""
         return cast(
             "TargetPrice | None",
-            self._relay.estimate_price(name=name, target=target, project=project),
+            self._relay.estimate_price(name=name, target=target, project=project, serve=serve),
         )
 
     def prepare_target(self, *, executor: Executor) -> None:

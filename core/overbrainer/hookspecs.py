@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from overbrainer.engines import Engine
     from overbrainer.job.interface import Executor
     from overbrainer.job.record import JobHandle, RunRecord, RunState
-    from overbrainer.job.serving import ServeHandle, ServeSpec, ServeState
+    from overbrainer.job.serving import ServedModel, ServeHandle, ServeSpec, ServeState
     from overbrainer.job.shell import TargetShell
     from overbrainer.job.spec import (
         ArtifactSpec,
@@ -111,10 +111,17 @@ def describe_target(executor: Executor) -> TargetInfo | None:
 
 
 @hookspec(firstresult=True)
-def estimate_price(name: str, target: BaseModel, project: Project) -> TargetPrice | None:
+def estimate_price(
+    name: str, target: BaseModel, project: Project, serve: ServedModel | None
+) -> TargetPrice | None:
     """What a new run's machine on the target ``name`` (configured as ``target``) would
     cost per hour, and its GPU type, before anything is created: ``overbrainer plan``'s
     training estimate, and the budget's check before ``train`` creates a machine.
+
+    ``serve``: the model and GPUs of a serve the machine would be made for (``plan``'s
+    line of a served provider, the budget's check before a serve starts); None for a
+    run's. A target that picks its machine by the model's size sizes it by the served
+    model then; an implementation that does not take ``serve`` prices a run's machine.
 
     Return None for a target of a kind that is not yours, or one that costs nothing
     (this machine, your own server). Ask the provider's price list, nothing more: no

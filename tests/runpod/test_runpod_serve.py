@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.helpers.fake_runpod import FakeRunpod
+from tests.helpers.fake_runpod import GPU_TYPES, FakeRunpod
 from tests.helpers.pipeline_data import lines, seed_questions
 from tests.helpers.serving import (
     MODEL,
@@ -330,3 +331,122 @@ def test_ctrl_c_while_a_serve_s_pod_is_made_is_heard_at_once_then_the_pod_is_del
     assert fake_runpod.terminated_by[pod.id] == "client"
     assert fake_runpod.alive() == []
     assert serve_records(pod_project) == []
+
+
+# gpu_types = "auto": a serve's pod sized by the model it serves, not the training model.
+
+BIG = "Qwen/Qwen2.5-32B-Instruct"
+SMALL = "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+def served_on_auto(project: Path, model: str, child: str) -> None:
+    """The parent is ``model`` (served on 2 GPUs and asked for) on ``gpu_types = "auto"``;
+    the child trained on the target is ``child``."""
+    config = project / "overbrainer.toml"
+    text = config.read_text(encoding="utf-8").replace(MODEL, model)
+    text = text.replace(RUNPOD_TABLE, 'gpu_types = "auto"\nmax_hours = 1\n')
+    training = f'\n[training]\ntarget = "gpu"\nbase_model = "{child}"\nadapter = "lora"\n'
+    config.write_text(text + training, encoding="utf-8")
+
+
+def served_gb(billions: float, gpus: int) -> int:
+    """docs/runpod.md's sizing of a 16-bit model: 2 GB a billion, 20% more, 2 GB a GPU."""
+    return math.ceil(billions * 2 * 1.2 + 2 * gpus)
+
+
+def cheapest_with(gb: float) -> dict:
+    """The fake Runpod's cheapest GPU type with ``gb`` GB."""
+    return min((g for g in GPU_TYPES if g["memoryInGb"] >= gb), key=lambda g: g["securePrice"])
+
+
+def serve_up_and_down(project: Path, fake_runpod: FakeRunpod) -> tuple[str, object]:
+    """``serve up`` then ``serve down``: the log of the up and the pod it made."""
+    up = invoke(project, "serve", "up")
+    assert up.exit_code == 0, up.output
+    (pod,) = fake_runpod.alive()
+    assert invoke(project, "serve", "down").exit_code == 0
+    assert fake_runpod.alive() == []
+    return up.stderr, pod
+
+
+def test_auto_sizes_a_serve_s_pod_by_the_big_model_it_serves_not_the_child(
+    pod_project: Path, fake_runpod: FakeRunpod
+) -> None:
+    served_on_auto(pod_project, BIG, child="Qwen/Qwen2.5-1.5B-Instruct")
+    total = served_gb(32, 2)
+    fits = cheapest_with(total / 2)
+    assert fits != cheapest_with(16), "the test needs the child's type to differ"
+
+    log, pod = serve_up_and_down(pod_project, fake_runpod)
+
+    assert (pod.gpu_type, pod.gpu_count) == (fits["id"], 2)
+    (line,) = [x for x in log.splitlines() if "runpod: creating a pod (" in x]
+    listed = line.split("runpod: creating a pod (")[1].split(" x2) for the serve big-")[0]
+    assert listed.split(", ")[0] == fits["id"] and cheapest_with(16)["id"] not in listed
+    assert line.endswith(f", sized for {BIG}: {total} GB over 2 GPUs: deleted when the serve ends")
+
+
+def test_auto_sizes_a_serve_of_a_small_model_below_the_child_s(
+    pod_project: Path, fake_runpod: FakeRunpod
+) -> None:
+    served_on_auto(pod_project, SMALL, child="Qwen/Qwen3-8B")
+    cheap = cheapest_with(16)
+
+    log, pod = serve_up_and_down(pod_project, fake_runpod)
+
+    assert pod.gpu_type == cheap["id"]
+    assert f"sized for {SMALL}: {served_gb(0.5, 2)} GB over 2 GPUs" in log
+
+
+def test_plan_and_the_budget_price_a_serve_on_auto_by_the_model_it_serves(
+    pod_project: Path, fake_runpod: FakeRunpod
+) -> None:
+    served_on_auto(pod_project, BIG, child="Qwen/Qwen2.5-1.5B-Instruct")
+    fits = cheapest_with(served_gb(32, 2) / 2)
+    seed_questions(pod_project, {("ownership", "borrowing"): ["What is a borrow?", "Why?"]})
+
+    planned = invoke(pod_project, "plan")
+
+    assert planned.exit_code == 0, planned.stderr
+    hourly = 2 * fits["securePrice"]
+    assert f"${hourly:.2f}/h (target `gpu`'s estimate for 2 x {fits['id']})" in planned.stdout
+    config = pod_project / "overbrainer.toml"
+    config.write_text(config.read_text() + "\n[budget]\nmax_usd = 0.000001\n")
+
+    refused = invoke(pod_project, "answers")
+
+    assert refused.exit_code == 1
+    assert f"at ${hourly:.2f}/h (the target's estimate)" in refused.stderr
+    assert fake_runpod.pods == {} and fake_runpod.deleted == {}, "a pod was made"
+
+
+def test_a_served_model_no_type_fits_is_refused_naming_its_size_and_min_vram_gb_wins(
+    pod_project: Path, fake_runpod: FakeRunpod
+) -> None:
+    huge = "Qwen/Qwen2.5-72B-Instruct"
+    served_on_auto(pod_project, huge, child="Qwen/Qwen2.5-1.5B-Instruct")
+    total = served_gb(72, 2)
+    assert max(g["memoryInGb"] for g in GPU_TYPES) < total / 2
+
+    up = invoke(pod_project, "serve", "up")
+
+    assert up.exit_code == 1
+    assert (
+        f'error: gpu_types = "auto": no Secure Cloud GPU type in stock with '
+        f"{math.ceil(total / 2)} GB (sized for {huge}: {total} GB over 2 GPUs; set "
+        "min_vram_gb to choose)"
+    ) in up.stderr
+    assert fake_runpod.pods == {} and "create" not in fake_runpod.calls
+    # The user's own figure replaces the estimate, for the pod and its price.
+    config = pod_project / "overbrainer.toml"
+    auto = 'gpu_types = "auto"\n'
+    config.write_text(config.read_text().replace(auto, auto + "min_vram_gb = 60\n"))
+    wanted = cheapest_with(60)
+    seed_questions(pod_project, {("ownership", "borrowing"): ["What is a borrow?"]})
+
+    planned = invoke(pod_project, "plan")
+    log, pod = serve_up_and_down(pod_project, fake_runpod)
+
+    assert f"(target `gpu`'s estimate for 2 x {wanted['id']})" in planned.stdout
+    assert pod.gpu_type == wanted["id"]
+    assert "sized for" not in log

@@ -28,6 +28,17 @@ GRACE_S = 10
 """How long TERM has before KILL, for the engine to free its GPUs."""
 
 @dataclass(frozen=True)
+class ServedModel:
+    """What a serve loads and the GPUs it asks for: what a target that makes a machine per
+    serve (a Runpod pod) sizes it by, and ``estimate_price`` prices it by."""
+
+    model: str
+    """The served model (``serve.model``): a Hugging Face name, a local path, a GGUF file."""
+    gpus: int | None = None
+    """``serve.gpus``; None: the target's own count."""
+
+
+@dataclass(frozen=True)
 class ServeSpec:
     """What ``start_serve`` starts."""
 
@@ -43,6 +54,14 @@ class ServeSpec:
     gpus: int | None = None
     """The GPUs the engine asks for (``serve.gpus``): a target that makes a machine per
     serve (a Runpod pod) makes one with as many; None: the target's own count."""
+    model: str | None = None
+    """The served model (``serve.model``), for a target that sizes the machine it makes
+    for the serve by it; None: not said (an executor that needs no size)."""
+
+    @property
+    def served(self) -> ServedModel | None:
+        """The model and GPUs of the serve, when the model is said."""
+        return None if self.model is None else ServedModel(self.model, self.gpus)
 
 
 @dataclass(frozen=True)

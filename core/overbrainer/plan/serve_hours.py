@@ -17,6 +17,7 @@ from overbrainer.config.model import ROLE_NAMES, HostTarget, Serve, Settings
 from overbrainer.duration import duration
 from overbrainer.errors import TransientError, UserError
 from overbrainer.hookcalls import Hooks
+from overbrainer.job.serving import ServedModel
 from overbrainer.pipeline.projection import project_stage, stage_role, work_left
 from overbrainer.plan.training import DEFAULT_CLASS, DEFAULT_SIZE, SIZES, gpu_class, model_size
 from overbrainer.project import Project
@@ -118,7 +119,10 @@ def serve_price(project: Project, hook: Hooks, serve: Serve) -> tuple[float, str
     if model is None or isinstance(model, HostTarget):
         return 0.0, ""
     try:
-        found = hook.estimate_price(name=serve.target, target=model, project=project)
+        found = hook.estimate_price(
+            name=serve.target, target=model, project=project,
+            serve=ServedModel(serve.model, serve.gpus),
+        )  # fmt: skip
     except (UserError, TransientError) as error:
         return 0.0, f"no estimate: {error}"
     if found is None:

@@ -1,5 +1,6 @@
 """The types of the optional operations and of the hooks beside the executor's: for
-``open_shell``, ``TargetShell``; for ``estimate_price``, ``TargetPrice``; for
+``open_shell``, ``TargetShell``; for ``estimate_price``, ``TargetPrice`` and
+``ServedModel``; for
 ``show_machine_log``, ``MachineLogQuery``; for the serve hooks, ``ServeSpec``,
 ``ServeHandle`` and ``ServeState``; for ``register_engines``, ``Engine``,
 ``EngineLaunch`` and ``EngineMetrics``; for the ``watch`` hooks, ``CycleSummary``; a
@@ -11,7 +12,7 @@ from __future__ import annotations
 from overbrainer.cycles import CycleSummary
 from overbrainer.engines import Engine, EngineLaunch, EngineMetrics
 from overbrainer.job.record import Container
-from overbrainer.job.serving import ServeHandle, ServeSpec, ServeState
+from overbrainer.job.serving import ServedModel, ServeHandle, ServeSpec, ServeState
 from overbrainer.job.shell import TargetShell
 from overbrainer.job.spec import Launch, MachineLogQuery, TargetPrice
 
@@ -26,6 +27,7 @@ __all__ = [
     "ServeHandle",
     "ServeSpec",
     "ServeState",
+    "ServedModel",
     "TargetPrice",
     "TargetShell",
 ]

@@ -24,7 +24,7 @@ from overbrainer.engines import Engine, EngineLaunch, EngineMetrics
 from overbrainer.errors import TransientError, UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.interface import Executor
-from overbrainer.job.serving import LOG_FILE, ServeHandle, ServeSpec, ServeState
+from overbrainer.job.serving import LOG_FILE, ServedModel, ServeHandle, ServeSpec, ServeState
 from overbrainer.pipeline.budget import RAISE
 from overbrainer.pipeline.history import append_history, timestamp
 from overbrainer.pipeline.spend import spent
@@ -184,6 +184,7 @@ class Serving:
         spec = ServeSpec(
             serve_id=f"{provider}-{secrets.token_hex(4)}", command=command,
             idle_seconds=serve.idle_minutes * 60, port=serve.port, gpus=serve.gpus,
+            model=model,
         )  # fmt: skip
         logger.info(
             f"providers.{provider}: starting {engine.name} with {model} on target `{serve.target}`"
@@ -441,8 +442,9 @@ class Serving:
             return None
         try:
             found = self.hooks.estimate_price(
-                name=serve.target, target=settings, project=self.project
-            )
+                name=serve.target, target=settings, project=self.project,
+                serve=ServedModel(serve.model, serve.gpus),
+            )  # fmt: skip
         except (UserError, TransientError) as error:
             logger.warning(f"targets.{serve.target}: no price estimate for the serve ({error})")
             return None

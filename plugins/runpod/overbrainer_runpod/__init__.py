@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
+from pydantic import BaseModel
+
 from overbrainer.plugin import Executor, ExecutorHooks, Project, RunRecord, hookimpl
-from overbrainer.plugin.operations import MachineLogQuery, TargetPrice
+from overbrainer.plugin.operations import MachineLogQuery, ServedModel, TargetPrice
 from overbrainer.plugin.settings import RegisterSection
 from overbrainer_runpod.api import api_of
 from overbrainer_runpod.executor import RunpodExecutor
@@ -25,15 +27,10 @@ def create_executor(
     return RunpodExecutor(name, target, project, api_of(*account(project)), run=run)
 
 
-def estimate_price(name: str, target: RunpodTarget, project: Project) -> TargetPrice | None:
-    from overbrainer_runpod.price import estimate
-
-    return estimate(target, project)
-
-
 class RunpodHooks(ExecutorHooks[RunpodTarget]):
     """The registration of ``RunpodExecutor``, with the plugin's own hooks: the ``[runpod]``
-    account, ``overbrainer pod`` and a pod's log for ``runs logs --pod``."""
+    account, ``overbrainer pod``, a pod's log for ``runs logs --pod``, and a pod's price
+    (its own, not the adapter's ``price``: a serve's pod is sized by its served model)."""
 
     @hookimpl
     def register_settings(self, register: RegisterSection) -> None:
@@ -46,6 +43,18 @@ class RunpodHooks(ExecutorHooks[RunpodTarget]):
         from overbrainer_runpod.cli import pod
 
         register(pod)
+
+    @hookimpl(specname="estimate_price")
+    def pod_price(
+        self, target: BaseModel, project: Project, serve: ServedModel | None
+    ) -> TargetPrice | None:
+        """``estimate_price``: a new pod's price; a serve's (``serve``) sized by its served
+        model."""
+        if not isinstance(target, RunpodTarget):
+            return None
+        from overbrainer_runpod.price import estimate
+
+        return estimate(target, project, serve)
 
     @hookimpl
     def show_machine_log(
@@ -64,6 +73,5 @@ plugin = RunpodHooks(
     RunpodExecutor,
     targets={"runpod": RunpodTarget},
     create=create_executor,
-    price=estimate_price,
 )
 """What the entry point names."""

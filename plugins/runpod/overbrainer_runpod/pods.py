@@ -10,6 +10,7 @@ container starts); the secret is deleted once the pod is ready. The client key s
 from __future__ import annotations
 
 import base64
+import math
 import os
 import re
 import time
@@ -31,6 +32,8 @@ from overbrainer_runpod.timing import Timing, ssh_user
 from overbrainer_ssh import open_host
 
 if TYPE_CHECKING:
+    from overbrainer.plugin import Project
+    from overbrainer.plugin.operations import ServedModel
     from overbrainer_runpod.settings import RunpodTarget
 
 DEFAULT_IMAGE = "axolotlai/axolotl-cloud:main-latest"
@@ -91,6 +94,8 @@ def start_command() -> str:
 class Placement:
     gpu_types: list[str]
     data_centers: list[str | None]
+    sized: ServeVram | None = None
+    """How ``"auto"`` sized a serve's pod by its model, for the log; None otherwise."""
 
 
 def estimate_vram_gb(base_model: str | None, adapter: str | None) -> int:
@@ -101,6 +106,97 @@ def estimate_vram_gb(base_model: str | None, adapter: str | None) -> int:
     billions = float(match.group(1))
     per_billion = {"qlora": 1.0, "lora": 2.5, "full": 16.0}.get(adapter or "lora", 2.5)
     return max(16, int(billions * per_billion + 6))
+
+
+_SERVED_SIZE = re.compile(
+    r"(?<![A-Za-z0-9.])(?:(\d+)x)?(\d+(?:\.\d+)?)([bBmM])(?![A-Za-z0-9])"
+)
+"""A size in a model's name: ``72B``, ``0.5b``, ``135M``, ``8x7B`` (experts times each),
+a word of its own (not inside ``a3b9f0``, a hash)."""
+_FOUR_BIT = re.compile(r"awq|gptq|int4|4-?bit|nf4|fp4|mxfp4|\bi?q[234](?:_|\b)", re.I)
+_EIGHT_BIT = re.compile(r"int8|fp8|8-?bit|w8a8|\bq[5-8](?:_|\b)", re.I)
+_SIXTEEN_BIT = re.compile(r"\b(?:b?f16|fp16|bf16|f32)\b", re.I)
+SERVE_HEADROOM = 1.2
+"""The weights times this: room for the engine's KV cache (vLLM takes what is left)."""
+SERVE_PER_GPU_GB = 2
+"""Each GPU's CUDA context and activations, beyond its share of the weights."""
+
+
+@dataclass(frozen=True)
+class ServeVram:
+    """The VRAM a served model asks for, all its GPUs together, from its name."""
+
+    model: str
+    total_gb: int
+    gpus: int
+
+    @property
+    def per_gpu_gb(self) -> int:
+        """What each GPU must have: the total shared evenly, at least 16 GB."""
+        return max(16, math.ceil(self.total_gb / self.gpus))
+
+    def describe(self) -> str:
+        """``sized for Qwen2.5-72B: 177 GB over 2 GPUs``, as the log says it."""
+        over = f"over {self.gpus} GPUs" if self.gpus > 1 else "on 1 GPU"
+        return f"sized for {self.model}: {self.total_gb} GB {over}"
+
+
+def serve_vram(model: str, gpus: int) -> ServeVram | None:
+    """What serving ``model`` on ``gpus`` GPUs asks of their VRAM; None when its name says
+    no size (``gpu_types = "auto"`` then takes 24 GB, as for training).
+
+    The weights take 2 GB per billion parameters at 16 bits (bf16, the usual checkpoint);
+    1 GB at 8 bits (int8, fp8, a GGUF's Q5-Q8); 0.55 GB at 4 bits with their scales (AWQ,
+    GPTQ, int4, bnb 4-bit, a GGUF's Q2-Q4). A GGUF file that names no quantisation is read
+    as 8-bit (f16 when it says so). On top: 20% for the KV cache (``SERVE_HEADROOM``) and
+    2 GB a GPU (``SERVE_PER_GPU_GB``); the total is shared evenly over ``gpus`` (tensor
+    parallel). ``8x7B`` counts 56B: a mixture of experts loads every expert (a little
+    more than it has, the shared layers counted eight times). Of two sizes in a name
+    (``Qwen3-30B-A3B``: 3B of 30B active) the larger counts. A rough figure from a name:
+    ``min_vram_gb`` replaces it.
+    """
+    sizes = [
+        float(number) * (int(experts) if experts else 1) / (1000 if unit in "mM" else 1)
+        for experts, number, unit in _SERVED_SIZE.findall(model)
+    ]
+    if not sizes:
+        return None
+    billions = max(sizes)
+    gguf = model.lower().endswith(".gguf")
+    if _FOUR_BIT.search(model):
+        per_billion = 0.55
+    elif _EIGHT_BIT.search(model) or (gguf and not _SIXTEEN_BIT.search(model)):
+        per_billion = 1.0
+    else:
+        per_billion = 2.0
+    gpus = max(gpus, 1)
+    total = math.ceil(billions * per_billion * SERVE_HEADROOM + SERVE_PER_GPU_GB * gpus)
+    return ServeVram(model, total, gpus)
+
+
+def auto_vram_gb(
+    target: RunpodTarget, project: Project, serve: ServedModel | None
+) -> tuple[int, ServeVram | None]:
+    """The GB each GPU of ``gpu_types = "auto"`` must have: ``min_vram_gb``, else a
+    serve's by its served model (:func:`serve_vram`, on ``serve.gpus``), else a run's by
+    the training model; with the serve's sizing when it was that."""
+    if target.min_vram_gb:
+        return target.min_vram_gb, None
+    if serve is not None:
+        sized = serve_vram(serve.model, serve.gpus or target.gpu_count)
+        return (24, None) if sized is None else (sized.per_gpu_gb, sized)
+    training = project.settings.training
+    base_model, adapter = (training.base_model, training.adapter) if training else (None, None)
+    return estimate_vram_gb(base_model, adapter), None
+
+
+def no_auto_type(vram: int, sized: ServeVram | None, max_price: float | None) -> UserError:
+    """``"auto"`` found no type that fits: the error naming the size it looked for."""
+    price = f" under ${max_price}/h" if max_price else ""
+    why = f" ({sized.describe()}; set min_vram_gb to choose)" if sized else ""
+    return UserError(
+        f'gpu_types = "auto": no Secure Cloud GPU type in stock with {vram} GB{price}{why}'
+    )
 
 
 def stock_of(gpu: dict[str, Any]) -> str | None:

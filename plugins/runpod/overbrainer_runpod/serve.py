@@ -68,10 +68,11 @@ class ServePods:
         write_atomic(where / MAKER_FILE, f"{os.getpid()}\n".encode(), MAKER_FILE)
         life = PodLifecycle(site.api, where, site.timing, run_id=spec.serve_id, tag=SERVE_TAG)
         life.save()
-        placement = site.placement()
+        placement = site.placement(spec.served)
+        sized = f", {placement.sized.describe()}" if placement.sized else ""
         logger.info(
             f"runpod: creating a pod ({', '.join(placement.gpu_types)} x{site.target.gpu_count}) "
-            f"for the serve {spec.serve_id}: deleted when the serve ends"
+            f"for the serve {spec.serve_id}{sized}: deleted when the serve ends"
         )
         try:
             life.place(site.target, placement, api_url=site.api.base_url)

@@ -11,13 +11,15 @@ from shlex import quote as _q
 from overbrainer.plugin import Project, UserError
 from overbrainer.plugin.files import mkdir_nofollow, write_atomic
 from overbrainer.plugin.host import Host, HostError, HostExecutor, HostRuntime
+from overbrainer.plugin.operations import ServedModel
 from overbrainer_runpod.api import RunpodApi
 from overbrainer_runpod.pods import (
     STATE_DIR,
     Placement,
     PodLifecycle,
     auto_gpu_types,
-    estimate_vram_gb,
+    auto_vram_gb,
+    no_auto_type,
 )
 from overbrainer_runpod.settings import RunpodTarget
 from overbrainer_runpod.timing import Timing
@@ -85,26 +87,20 @@ class PodSite:
     def run_dir(self, run_id: str) -> Path:
         return self.project.runs_dir / run_id
 
-    def placement(self) -> Placement:
+    def placement(self, serve: ServedModel | None = None) -> Placement:
         """Where a new pod may go: the GPU types to try (``"auto"``: those in stock that
-        fit the model) and the data centers."""
+        fit the model, the served one for ``serve``) and the data centers."""
         target = self.target
         data_centers: list[str | None] = (
             [None] if target.data_center_ids == "auto" else list(target.data_center_ids)
         )
         if target.gpu_types != "auto":
             return Placement(list(target.gpu_types), data_centers)
-        training = self.project.settings.training
-        vram = target.min_vram_gb or estimate_vram_gb(
-            training.base_model if training else None, training.adapter if training else None
-        )
+        vram, sized = auto_vram_gb(target, self.project, serve)
         types = auto_gpu_types(self.api, target.gpu_count, vram, target.max_price_per_hour)
         if not types:
-            price = f" under ${target.max_price_per_hour}/h" if target.max_price_per_hour else ""
-            raise UserError(
-                f'gpu_types = "auto": no Secure Cloud GPU type in stock with {vram} GB{price}'
-            )
-        return Placement(types, data_centers)
+            raise no_auto_type(vram, sized, target.max_price_per_hour)
+        return Placement(types, data_centers, sized)
 
     def session_on(self, life: PodLifecycle, host: Host) -> PodSession:
         """The pod of ``life``, reached over ``host``, with the job protocol on it."""
