@@ -297,7 +297,7 @@ def test_ctrl_c_while_a_serve_s_pod_is_made_is_heard_at_once_then_the_pod_is_del
 ) -> None:
     """The pod's create and boot take minutes: a Ctrl-C then waits for the serve's record,
     but says so at once; the serve is then ended and its pod deleted."""
-    fake_runpod.create_delay = 6.0
+    fake_runpod.create_delay = 15.0
     log = tmp_path / "stderr.log"
     with log.open("wb") as stderr:
         command = subprocess.Popen(
@@ -313,10 +313,10 @@ def test_ctrl_c_while_a_serve_s_pod_is_made_is_heard_at_once_then_the_pod_is_del
             time.sleep(0.1)
         os.killpg(command.pid, signal.SIGINT)
         notice = (
-            "providers.big: stopping once the serve on `gpu` has started (a machine of its "
-            "own is being made: minutes); it is then ended"
+            "warning: providers.big: stopping once the serve on `gpu` has started (minutes "
+            "where a machine is made for it); it is then ended"
         )
-        fake_runpod.wait_until(lambda: notice in log.read_text(), 5, "the notice")
+        fake_runpod.wait_until(lambda: notice in log.read_text(), 10, "the notice")
         assert fake_runpod.pods == {}, "the notice came only once the pod was made"
         command.wait(timeout=90)
     finally:

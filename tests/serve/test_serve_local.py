@@ -318,3 +318,17 @@ def test_ctrl_c_of_the_command_ends_its_engine(served_dir):
     assert b"vllm ended on `box`" in stderr
     assert not running(pid)
     assert records(served_dir) == []
+
+
+def test_a_serve_on_a_target_set_for_gpu_training_starts_without_its_training_checks(served_dir):
+    """Starting a serve asks nothing of the target's training side: `gpus = 2` on a machine
+    without a GPU is a training error, not a serving one."""
+    config = served_dir / "overbrainer.toml"
+    config.write_text(config.read_text().replace('kind = "local"\n', 'kind = "local"\ngpus = 2\n'))
+    try:
+        up = invoke(served_dir, "serve", "up")
+        assert up.exit_code == 0, up.output
+        assert "big: up at http://127.0.0.1:" in up.stdout
+    finally:
+        invoke(served_dir, "serve", "down")
+    assert records(served_dir) == []

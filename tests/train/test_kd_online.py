@@ -233,6 +233,29 @@ def test_a_run_s_teacher_taken_over_by_serve_up_outlives_the_run(online, run_cli
     assert not running(pid)
 
 
+def test_a_teacher_handed_before_runs_were_named_in_its_record_is_still_ended_with_the_run(
+    online, run_cli
+):
+    """A serve record an older overbrainer wrote has no ``for_run``: the run it was handed to
+    (``teacher.json``) still ends it when it ends, rather than leaving it up to its idle limit."""
+    online_project(online)
+    process = online.spawn("train", env={"FAKE_AXOLOTL_STEPS": "40"})
+    run = online.wait_running()
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=30)
+    (pid,) = watchdog_pids(online.dir)
+    (record,) = (online.dir / ".overbrainer" / "serve").glob("*.json")
+    data = json.loads(record.read_text())
+    del data["for_run"]
+    record.write_text(json.dumps(data))
+
+    result = run_cli("train", "attach", run["id"])
+
+    assert result.exit_code == 0, result.stderr
+    assert f"train: run {run['id']} ended: ending providers.big, its teacher" in result.stderr
+    assert not running(pid)
+
+
 def test_kill_9_of_the_command_leaves_the_teacher_up_while_its_run_asks_it(online, run_cli):
     """The job outlives its command's ``kill -9``: the next command does not end the serve as a
     killed command's orphan while the run may still ask it; the run's end does."""

@@ -7,6 +7,7 @@ Starting a job (spawned but not yet recorded, it would be lost) and cancelling o
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -14,9 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
 
-from loguru import logger
-
 from overbrainer.errors import Terminated
+from overbrainer.redact import escape_controls
 
 DEFERRED = (signal.SIGINT, signal.SIGTERM)
 
@@ -36,8 +36,8 @@ class Noted:
 @contextmanager
 def deferred_sigint(notice: str | None = None) -> Iterator[Noted]:
     """Within the block SIGINT and SIGTERM only set ``caught`` (and ``signum``); the
-    previous handlers come back after. ``notice``: logged at the first one, for a block that
-    may last minutes (a machine being made), so a Ctrl-C is seen to be heard."""
+    previous handlers come back after. ``notice``: written to stderr at the first one, for a
+    block that may last minutes (a machine being made), so a Ctrl-C is seen to be heard."""
     noted = Noted()
     if threading.current_thread() is not threading.main_thread():
         yield noted
@@ -48,10 +48,10 @@ def deferred_sigint(notice: str | None = None) -> Iterator[Noted]:
         noted.caught = True
         noted.signum = signum
         if first and notice:
-            # Never raise from here: a log call the signal cut into holds loguru's lock, and
-            # loguru refuses (RuntimeError) rather than deadlock; the notice is then skipped.
-            with contextlib.suppress(Exception):
-                logger.warning(notice)
+            # Straight to the file descriptor: the signal may have cut into a log call or a
+            # write to sys.stderr, which must not be entered again from here.
+            with contextlib.suppress(OSError):
+                os.write(2, f"warning: {escape_controls(notice)}\n".encode())
 
     previous = {signum: signal.signal(signum, note) for signum in DEFERRED}
     try:

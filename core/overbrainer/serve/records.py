@@ -34,9 +34,11 @@ class ServeRecord:
     handle: ServeHandle
     price_per_hour: float = 0.0
     """What its target costs an hour (USD) as it started: its hours' price in the history."""
-    for_run: str = ""
-    """The run it was handed to (its online teacher, kept when its command detached): that
-    run's end ends it. "" when it is nobody's but its command's or the user's (``serve up``)."""
+    for_run: str | None = ""
+    """The run it is lent to (its online teacher, before the job starts; kept once the
+    command detached): not an orphan while that run may ask it, and that run's end ends it.
+    "" when it is its command's or the user's (``serve up``); None in a record written before
+    runs were named here, which a handed run's end still ends."""
 
     def to_json(self) -> bytes:
         data: dict[str, Any] = {
@@ -89,7 +91,7 @@ class ServeRecords:
                 started=float(data["started"]), owner=int(data["owner"]),
                 kept=bool(data["kept"]), handle=ServeHandle.from_dict(data["handle"]),
                 price_per_hour=float(data.get("price_per_hour", 0.0)),
-                for_run=str(data.get("for_run") or ""),
+                for_run=None if data.get("for_run") is None else str(data["for_run"]),
             )  # fmt: skip
             if not (math.isfinite(record.price_per_hour) and record.price_per_hour >= 0):
                 raise ValueError("price_per_hour is not a price")

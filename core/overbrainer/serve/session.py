@@ -116,10 +116,11 @@ class Serving:
         record = self.records.load(provider)
         if record is not None and not _same(record, serve):
             if not self._orphan(record):
+                asks = f", which run {record.for_run} asks" if record.for_run else ""
                 raise UserError(
                     f"providers.{provider}: a serve of another configuration is up "
-                    f"({record.engine} {record.model} on `{record.target}`): end it with "
-                    f"`overbrainer serve down {provider}`"
+                    f"({record.engine} {record.model} on `{record.target}`{asks}): end it "
+                    f"with `overbrainer serve down {provider}`"
                 )
             self._end(record)
             record = None
@@ -189,32 +190,28 @@ class Serving:
         logger.info(
             f"providers.{provider}: starting {engine.name} with {model} on target `{serve.target}`"
         )
-        # Never interrupted between the start and its record: a serve not recorded would
-        # be found by nobody (its idle limit would end it, but only after idle_minutes).
-        making = (
-            " (a machine of its own is being made: minutes)"
-            if self.on_own_machine(provider)
-            else ""
-        )
         notice = (
-            f"providers.{provider}: stopping once the serve on `{serve.target}` has started"
-            f"{making}; it is then ended"
+            f"providers.{provider}: stopping once the serve on `{serve.target}` has started "
+            "(minutes where a machine is made for it); it is then ended"
         )
-        with deferred_sigint(notice) as noted:
-            handle = self.hooks.start_serve(executor=executor, spec=spec)
-            if handle is not None:
-                self.records.save(ServeRecord(
-                    provider=provider, target=serve.target, engine=engine.name, model=model,
-                    started=time.time(), owner=_own_pid(), kept=keep, handle=handle,
-                    price_per_hour=_price_of(handle, self._price(serve.target)),
-                ))  # fmt: skip
-                if not keep:
-                    self._started.append(provider)
-        if handle is None:
-            raise UserError(
-                f"providers.{provider}.serve.target: target `{serve.target}` cannot serve"
-            )
+        handle: ServeHandle | None = None
         try:
+            # Never interrupted between the start and its record: a serve not recorded would
+            # be found by nobody (its idle limit would end it, but only after idle_minutes).
+            with deferred_sigint(notice) as noted:
+                handle = self.hooks.start_serve(executor=executor, spec=spec)
+                if handle is not None:
+                    self.records.save(ServeRecord(
+                        provider=provider, target=serve.target, engine=engine.name,
+                        model=model, started=time.time(), owner=_own_pid(), kept=keep,
+                        handle=handle, price_per_hour=_price_of(handle, self._price(serve.target)),
+                    ))  # fmt: skip
+                    if not keep:
+                        self._started.append(provider)
+            if handle is None:
+                raise UserError(
+                    f"providers.{provider}.serve.target: target `{serve.target}` cannot serve"
+                )
             if noted.caught:
                 raise noted.interrupt()
             self._guard(provider)
@@ -222,7 +219,7 @@ class Serving:
         except KeyboardInterrupt:
             # `serve up` cut short never said "up at": a serve left up would be paid for
             # unseen, so this command ends it as it ends a stage's.
-            if keep and provider not in self._started:
+            if keep and handle is not None and provider not in self._started:
                 self._started.append(provider)
             raise
         self._urls[provider] = f"{base}/v1"
@@ -502,7 +499,8 @@ def _same(record: ServeRecord, serve: Serve) -> bool:
 
 def _owned(record: ServeRecord, keep: bool) -> ServeRecord:
     """``record`` owned by this command from now on."""
-    return replace(record, owner=_own_pid(), kept=record.kept or keep)
+    # A killed command's serve this one adopts is lent to no run that may still ask it.
+    return replace(record, owner=_own_pid(), kept=record.kept or keep, for_run="")
 
 
 def _price_of(handle: ServeHandle, setting: float) -> float:

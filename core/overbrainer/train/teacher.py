@@ -1,10 +1,12 @@
 """The served parent a run asks during training (``[training.kd] mode = "online"``).
 
 The command that starts the run starts the serve before the job (or reuses one up) and,
-like every serve it started, ends it when it ends: after the run. Detached from (Ctrl-C
-while following), the run still asks it, so the serve is kept and handed to the run
-(``runs/ID/teacher.json``): the command that sees the run end (``train attach``, ``stop``,
-``cancel``) ends it, else its watchdog ``idle_minutes`` after the run's last request.
+like every serve it started, ends it when it ends: after the run. Before the job starts the
+serve is lent to the run (``for_run`` in its record, ``runs/ID/teacher.json``), so a later
+command does not end it as an orphan of this one (``kill -9``) while the run asks it.
+Detached from (Ctrl-C while following), the run still asks it, so the serve is kept for the
+run: the command that sees the run end (``train attach``, ``stop``, ``cancel``) ends it,
+else its watchdog ``idle_minutes`` after the run's last request.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from overbrainer.train.axolotl import OnlineTeacher
 from overbrainer.train.workspace import Workspace
 
 HANDED = "teacher.json"
-"""In a run's directory: the serve it was handed when its command detached."""
+"""In a run's directory: the serve lent to it (its provider and serve id), written before
+its job starts; its end ends that serve, if it is still the one up."""
 
 
 def check_teacher(ws: Workspace, target: str) -> None:
@@ -120,7 +123,7 @@ def end_handed(ws: Workspace, record: RunRecord) -> None:
     serve = ServeRecords(ws.project.state_dir).load(provider)
     try:
         if serve is not None and serve.handle.serve_id == serve_id:
-            if serve.for_run == record.id:
+            if serve.for_run in (None, record.id):  # None: handed before runs were named
                 logger.info(
                     f"train: run {record.id} ended: ending providers.{provider}, its teacher"
                 )

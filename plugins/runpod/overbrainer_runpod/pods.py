@@ -113,8 +113,8 @@ _SERVED_SIZE = re.compile(
 )
 """A size in a model's name: ``72B``, ``0.5b``, ``135M``, ``8x7B`` (experts times each),
 a word of its own (not inside ``a3b9f0``, a hash)."""
-_FOUR_BIT = re.compile(r"awq|gptq|int4|4-?bit|nf4|fp4|mxfp4|\bi?q[234](?:_|\b)", re.I)
-_EIGHT_BIT = re.compile(r"int8|fp8|8-?bit|w8a8|\bq[5-8](?:_|\b)", re.I)
+_FOUR_BIT = re.compile(r"awq|gptq|int4|4-?bit|nf4|fp4|mxfp4|w4a(?:16|8)|\bi?q[234](?:_|\b)", re.I)
+_EIGHT_BIT = re.compile(r"int8|fp8|8-?bit|w8a(?:8|16)|\bq[5-8](?:_|\b)", re.I)
 _SIXTEEN_BIT = re.compile(r"\b(?:b?f16|fp16|bf16|f32)\b", re.I)
 SERVE_HEADROOM = 1.2
 """The weights times this: room for the engine's KV cache (vLLM takes what is left)."""
