@@ -21,6 +21,7 @@ def total(model: str, gpus: int = 1) -> int:
         "Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4",
         "unsloth/Qwen2.5-72B-Instruct-bnb-4bit",
         "/models/Qwen2.5-72B-Instruct-Q4_K_M.gguf",
+        "RedHatAI/Qwen2.5-72B-Instruct-quantized.w4a16",
     ],
 )
 def test_a_4_bit_name_needs_about_a_quarter_of_its_16_bit_weights(quantised: str) -> None:
@@ -30,7 +31,12 @@ def test_a_4_bit_name_needs_about_a_quarter_of_its_16_bit_weights(quantised: str
 
 @pytest.mark.parametrize(
     "eight_bit",
-    ["neuralmagic/Qwen2.5-72B-Instruct-FP8", "x/Qwen2.5-72B-int8", "/m/Qwen2.5-72B.Q8_0.gguf"],
+    [
+        "neuralmagic/Qwen2.5-72B-Instruct-FP8",
+        "x/Qwen2.5-72B-int8",
+        "/m/Qwen2.5-72B.Q8_0.gguf",
+        "RedHatAI/Qwen2.5-72B-Instruct-quantized.w8a16",
+    ],
 )
 def test_an_8_bit_name_or_a_gguf_that_names_none_needs_about_half(eight_bit: str) -> None:
     full = total("Qwen/Qwen2.5-72B-Instruct")
