@@ -24,12 +24,27 @@ its queue, and each request's arrival notes how many were waiting then (``arriva
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+_made = itertools.count()
+
+
+def listed(asked: str) -> str | None:
+    """The list the test prompts ask for (``subtopics|TOPIC|COUNT``,
+    ``questions|TOPIC|SUBTOPIC|COUNT``), as JSON; each item new, so none is a duplicate."""
+    parts = asked.split("|")
+    if parts[0] == "subtopics" and len(parts) == 3:
+        return json.dumps([f"{parts[1]} area {next(_made)}" for _ in range(int(parts[2]))])
+    if parts[0] == "questions" and len(parts) == 4:
+        names = [next(_made) for _ in range(int(parts[3]))]
+        return json.dumps([f"Q{n} alpha{n} beta{n} gamma{n} delta{n}?" for n in names])
+    return None
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -220,10 +235,11 @@ def main() -> None:
                 if slots is not None:
                     slots.release()
             asked = request["messages"][-1]["content"]
+            content = listed(asked) or f"served answer to: {asked}"
             self.reply({
                 "id": "cmpl-1", "object": "chat.completion", "model": model,
                 "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                    "role": "assistant", "content": f"served answer to: {asked}"}}],
+                    "role": "assistant", "content": content}}],
                 "usage": {"prompt_tokens": 10, "completion_tokens": 20},
             })  # fmt: skip
 

@@ -1,7 +1,7 @@
-"""The answers stage follows what a served vLLM or SGLang reports LIVE at ``/metrics``:
-more in flight while nothing waits at the engine, down to what it runs when requests queue
-there. The stand-in engine runs at most its capacity at once, queues the rest, and serves
-``/metrics`` in the engine's own text format."""
+"""The stages (answers, questions, subtopics) follow what a served vLLM or SGLang reports
+LIVE at ``/metrics``: more in flight while nothing waits at the engine, down to what it runs
+when requests queue there. The stand-in engine runs at most its capacity at once, queues the
+rest, and serves ``/metrics`` in the engine's own text format."""
 
 from __future__ import annotations
 
@@ -34,9 +34,7 @@ def answer(project: Path, monkeypatch: pytest.MonkeyPatch, serve_more: str) -> s
     seed_questions(project, QUESTIONS)
     monkeypatch.setenv("FAKE_ENGINE_DELAY", "0.3")
     monkeypatch.setattr(served_live, "POLL_S", 0.1)
-    result = CliRunner().invoke(
-        cli, ["-C", str(project), "answers"], catch_exceptions=False
-    )
+    result = CliRunner().invoke(cli, ["-C", str(project), "answers"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert len(lines(project, "answers.jsonl")) == len(QUESTIONS[("ownership", "borrowing")])
     return result.stderr
@@ -119,3 +117,34 @@ def test_the_number_rises_only_while_all_are_used_and_nothing_waits():
     assert served_live.next_width(8, 8, running=20, waiting=4) == 8, "others' requests"
     assert served_live.next_width(1, 1, running=0, waiting=3) == 1
     assert served_live.next_width(MAX_IN_FLIGHT, MAX_IN_FLIGHT, 9999, 0) == MAX_IN_FLIGHT
+
+
+def test_the_questions_stage_follows_the_engine_too(served_dir, monkeypatch):
+    """Not only answers: the questions stage's requests to a served generator follow its
+    /metrics as well (as do the subtopics')."""
+    monkeypatch.setenv("FAKE_ENGINE_CAPACITY", "3")
+    config = served_dir / "overbrainer.toml"
+    text = config.read_text().replace('["FAKE_ENGINE_DELAY"]', PASSED)
+    text = text.replace("subtopics = 1\n", "subtopics = 36\n")
+    config.write_text(
+        text.replace(
+            'model = "Qwen/Qwen3-0.6B" }',
+            'model = "Qwen/Qwen3-0.6B", args = ["--max-num-seqs", "9"] }',
+        )
+    )
+    seed_questions(served_dir, {("ownership", f"area {n}"): [] for n in range(36)})
+    monkeypatch.setenv("FAKE_ENGINE_DELAY", "0.3")
+    monkeypatch.setattr(served_live, "POLL_S", 0.1)
+
+    result = CliRunner().invoke(cli, ["-C", str(served_dir), "questions"], catch_exceptions=False)
+
+    assert result.exit_code == 0, result.output
+    assert len(lines(served_dir, "questions.jsonl")) == 72
+    peak, waiting = engine_saw(served_dir)
+    assert peak == 3
+    assert max(waiting[:9]) >= 3, "the stage started at the flag's 9: they queued"
+    said = result.stderr
+    assert (
+        "questions: the requests at once to the served providers.big followed its /metrics" in said
+    )
+    assert re.search(r"from 9, between [1-3] and 9, \d+ at the end", said)

@@ -33,6 +33,7 @@ from overbrainer.pipeline.records import (
     without,
 )
 from overbrainer.pipeline.remove import REMOVED
+from overbrainer.pipeline.served_live import live_concurrency
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.errors import ProviderError
 
@@ -86,7 +87,9 @@ async def run(ctx: StageContext) -> None:
             data.writer(REJECTED) as filler.rejects,
             data.writer(REJECTED_REASONS) as filler.reasons,
         ):
-            await for_each(todo, filler.fill, ctx.settings.pipeline.concurrency)
+            generator = ctx.settings.roles.generator.provider
+            async with live_concurrency(ctx, "questions", generator) as concurrency:
+                await for_each(todo, filler.fill, concurrency)
     finally:
         gc.unfreeze()
 

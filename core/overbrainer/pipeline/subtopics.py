@@ -18,6 +18,7 @@ from overbrainer.pipeline.records import (
     rejected_text,
     without,
 )
+from overbrainer.pipeline.served_live import live_concurrency
 from overbrainer.pipeline.stage import StageContext
 from overbrainer.providers.errors import ProviderError
 
@@ -85,7 +86,8 @@ async def run(ctx: StageContext) -> None:
                 kept += 1
             ctx.report.finish()
 
-        await for_each(todo, ask, ctx.settings.pipeline.concurrency)
+        async with live_concurrency(ctx, "subtopics", role.provider) as concurrency:
+            await for_each(todo, ask, concurrency)
 
 
 def subtopic_fingerprint(template: str, role: Role, topic: Topic) -> str:
