@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from overbrainer.plan.training import CLASSES, SIZES, THROUGHPUT, gpu_class, model_size
+from overbrainer.model_size import model_billions
+from overbrainer.plan.training import CLASSES, SIZES, THROUGHPUT, gpu_class
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
@@ -16,9 +17,13 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 @pytest.mark.parametrize(("name", "size"), [
     ("Qwen/Qwen3-0.6B", 0.6), ("meta-llama/Llama-3.1-8B-Instruct", 8.0),
     ("HuggingFaceTB/SmolLM2-135M", 0.135), ("./models/tiny", None),
+    # A context of a million tokens is no size: plan read this as a 0.001B model.
+    ("Qwen/Qwen2.5-7B-Instruct-1M", 7.0),
+    ("Qwen/Qwen3-30B-A3B", 30.0), ("mistralai/Mixtral-8x7B-v0.1", 56.0),
+    ("/models/Qwen2.5", None), ("/snapshots/a3b9f01c7e", None),
 ])  # fmt: skip
 def test_a_model_s_size_from_its_name(name, size):
-    assert model_size(name) == size
+    assert model_billions(name) == size
 
 
 @pytest.mark.parametrize(("gpu", "cls"), [

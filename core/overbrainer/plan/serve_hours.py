@@ -18,8 +18,9 @@ from overbrainer.duration import duration
 from overbrainer.errors import TransientError, UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.serving import ServedModel
+from overbrainer.model_size import model_billions
 from overbrainer.pipeline.projection import project_stage, stage_role, work_left
-from overbrainer.plan.training import DEFAULT_CLASS, DEFAULT_SIZE, SIZES, gpu_class, model_size
+from overbrainer.plan.training import DEFAULT_CLASS, DEFAULT_SIZE, SIZES, gpu_class
 from overbrainer.project import Project
 
 SERVE_THROUGHPUT: dict[str, tuple[float, ...]] = {
@@ -88,7 +89,7 @@ def serve_speed(settings: Settings, provider: str, serve: Serve) -> tuple[float,
     override = settings.plan.serve_throughput.get(provider)
     if override is not None:
         return override, f"[plan] serve_throughput.{provider}"
-    size = model_size(serve.model)
+    size = model_billions(serve.model)
     column = next(
         (i for i, most in enumerate(SIZES) if (size or DEFAULT_SIZE) <= most), len(SIZES) - 1
     )

@@ -23,6 +23,7 @@ from overbrainer.errors import UserError
 from overbrainer.hookcalls import Hooks
 from overbrainer.job.spec import TargetPrice
 from overbrainer.lines import read_lines
+from overbrainer.model_size import model_billions
 from overbrainer.pipeline.projection import (
     CHARS_PER_TOKEN,
     QUESTION_CHARS,
@@ -61,18 +62,6 @@ DEFAULT_SIZE = 8.0
 ADAPTER_SPEED = {"lora": 1.0, "qlora": 0.7, "full": 0.4}
 """Throughput relative to a LoRA's."""
 
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([bBmM])\b")
-
-
-def model_size(base_model: str) -> float | None:
-    """Billions of parameters, from a name like ``Qwen3-0.6B`` or ``SmolLM2-135M``."""
-    found = _SIZE.findall(base_model)
-    if not found:
-        return None
-    number, unit = found[-1]
-    return float(number) / (1000 if unit in "mM" else 1)
-
-
 def gpu_class(gpu_type: str) -> str | None:
     """The table's class of ``gpu_type``: a key not followed by a digit (an A4000 is no A40)."""
     name = gpu_type.upper()
@@ -86,7 +75,7 @@ def tokens_per_second(settings: Settings, price: TargetPrice) -> tuple[float, st
     override = settings.plan.throughput.get(price.gpu_type)
     if override is not None:
         return override * price.gpu_count, "[plan] throughput"
-    size = model_size(training.base_model)
+    size = model_billions(training.base_model)
     cls = gpu_class(price.gpu_type)
     column = next(
         (i for i, most in enumerate(SIZES) if (size or DEFAULT_SIZE) <= most), len(SIZES) - 1
@@ -214,7 +203,7 @@ def unpriced_hours(
     gpus = getattr(settings_of, "gpus", None)
     if isinstance(gpus, int) and gpus > 1:
         speed *= gpus
-    size = model_size(training.base_model)
+    size = model_billions(training.base_model)
     shown = f"{size:g}B model" if size is not None else f"model ({DEFAULT_SIZE:g}B assumed)"
     cls = f"{gpus} x {DEFAULT_CLASS}" if isinstance(gpus, int) and gpus > 1 else DEFAULT_CLASS
     guess = GUESS.format(cls=cls, size=shown, adapter=training.adapter, target=target)

@@ -8,8 +8,6 @@ it, before the first request; and a base model too large for a CPU target is a w
 
 from __future__ import annotations
 
-import re
-
 from loguru import logger
 from pydantic import BaseModel, SecretStr
 
@@ -18,6 +16,7 @@ from overbrainer.errors import UserError
 from overbrainer.job.interface import Executor
 from overbrainer.job.localhost import job_environment
 from overbrainer.job.spec import TargetInfo
+from overbrainer.model_size import model_billions
 from overbrainer.train import model_check
 from overbrainer.train.axolotl import is_local_path
 from overbrainer.train.distill import check_distill
@@ -30,7 +29,6 @@ from overbrainer.train.workspace import Workspace
 CPU_BILLIONS = 0.5
 """From this size (in billions of parameters, read from the model's name) a CPU trains for
 hours an epoch: the quickstart's tiny model trains 20 steps in about 30 s."""
-_SIZE = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)[bB](?![A-Za-z0-9])")
 
 
 def check_training_target(
@@ -118,7 +116,3 @@ def _token(ws: Workspace) -> SecretStr | None:
     return None if token is None else resolve_secret(token, "hf_token", ws.project.env)
 
 
-def model_billions(base_model: str) -> float | None:
-    """The size a model's name states (``Qwen3-0.6B``: 0.6), or None."""
-    found = _SIZE.findall(base_model.rsplit("/", 1)[-1])
-    return float(found[-1]) if found else None

@@ -24,6 +24,7 @@ from loguru import logger
 
 from overbrainer.plugin import TransientError, UserError
 from overbrainer.plugin.host import Host, HostError
+from overbrainer.plugin.operations import model_billions
 from overbrainer_runpod import keys, record
 from overbrainer_runpod.api import Ambiguous, Enum, Refused, RunpodApi
 from overbrainer_runpod.logkept import drain
@@ -98,21 +99,20 @@ class Placement:
     """How ``"auto"`` sized a serve's pod by its model, for the log; None otherwise."""
 
 
+UNSIZED_VRAM_GB = 24
+"""What ``"auto"`` asks of a GPU for a model whose name states no size."""
+
+
 def estimate_vram_gb(base_model: str | None, adapter: str | None) -> int:
-    """VRAM enough for a model named like ``Qwen3-8B`` (its size in its name), else 24."""
-    match = re.search(r"(\d+(?:\.\d+)?)\s*[bB]\b", base_model or "")
-    if match is None:
-        return 24
-    billions = float(match.group(1))
+    """VRAM enough to train a model named like ``Qwen3-8B`` (its size in its name), else
+    ``UNSIZED_VRAM_GB``."""
+    billions = model_billions(base_model or "")
+    if billions is None:
+        return UNSIZED_VRAM_GB
     per_billion = {"qlora": 1.0, "lora": 2.5, "full": 16.0}.get(adapter or "lora", 2.5)
     return max(16, int(billions * per_billion + 6))
 
 
-_SERVED_SIZE = re.compile(
-    r"(?<![A-Za-z0-9.])(?:(\d+)x)?(\d+(?:\.\d+)?)([bBmM])(?![A-Za-z0-9])"
-)
-"""A size in a model's name: ``72B``, ``0.5b``, ``135M``, ``8x7B`` (experts times each),
-a word of its own (not inside ``a3b9f0``, a hash)."""
 _FOUR_BIT = re.compile(r"awq|gptq|int4|4-?bit|nf4|fp4|mxfp4|w4a(?:16|8)|\bi?q[234](?:_|\b)", re.I)
 _EIGHT_BIT = re.compile(r"int8|fp8|8-?bit|w8a(?:8|16)|\bq[5-8](?:_|\b)", re.I)
 _SIXTEEN_BIT = re.compile(r"\b(?:b?f16|fp16|bf16|f32)\b", re.I)
@@ -143,7 +143,7 @@ class ServeVram:
 
 def serve_vram(model: str, gpus: int) -> ServeVram | None:
     """What serving ``model`` on ``gpus`` GPUs asks of their VRAM; None when its name says
-    no size (``gpu_types = "auto"`` then takes 24 GB, as for training).
+    no size (``gpu_types = "auto"`` then takes ``UNSIZED_VRAM_GB``, as for training).
 
     The weights take 2 GB per billion parameters at 16 bits (bf16, the usual checkpoint);
     1 GB at 8 bits (int8, fp8, a GGUF's Q5-Q8); 0.55 GB at 4 bits with their scales (AWQ,
@@ -155,13 +155,9 @@ def serve_vram(model: str, gpus: int) -> ServeVram | None:
     (``Qwen3-30B-A3B``: 3B of 30B active) the larger counts. A rough figure from a name:
     ``min_vram_gb`` replaces it.
     """
-    sizes = [
-        float(number) * (int(experts) if experts else 1) / (1000 if unit in "mM" else 1)
-        for experts, number, unit in _SERVED_SIZE.findall(model)
-    ]
-    if not sizes:
+    billions = model_billions(model)
+    if billions is None:
         return None
-    billions = max(sizes)
     gguf = model.lower().endswith(".gguf")
     if _FOUR_BIT.search(model):
         per_billion = 0.55
@@ -184,7 +180,7 @@ def auto_vram_gb(
         return target.min_vram_gb, None
     if serve is not None:
         sized = serve_vram(serve.model, serve.gpus or target.gpu_count)
-        return (24, None) if sized is None else (sized.per_gpu_gb, sized)
+        return (UNSIZED_VRAM_GB, None) if sized is None else (sized.per_gpu_gb, sized)
     training = project.settings.training
     base_model, adapter = (training.base_model, training.adapter) if training else (None, None)
     return estimate_vram_gb(base_model, adapter), None
