@@ -279,6 +279,37 @@ def test_kill_9_of_the_command_leaves_the_teacher_up_while_its_run_asks_it(onlin
     assert not running(pid)
 
 
+def test_a_teacher_two_runs_ask_is_ended_by_the_last_one_s_end_only(online, run_cli):
+    """Run B reuses the teacher handed to detached run A: A's end leaves it up while B asks
+    it (B would fail), and B's end ends it."""
+    online_project(online)
+    first = online.spawn("train", env={"FAKE_AXOLOTL_HANG": "1"})
+    a = online.wait_running()
+    first.send_signal(signal.SIGINT)
+    first.communicate(timeout=30)
+    (pid,) = watchdog_pids(online.dir)
+    second = online.spawn("train", env={"FAKE_AXOLOTL_HANG": "1"})
+    online.wait_for(lambda: len(online.runs()) == 2, what="run B")
+    b = online.wait_running()
+    assert b["id"] != a["id"]
+    second.send_signal(signal.SIGINT)
+    _, err = second.communicate(timeout=30)
+    assert "reusing the vllm serve" in err
+
+    cancel_a = run_cli("train", "cancel", a["id"])
+
+    assert cancel_a.exit_code == 0, cancel_a.stderr
+    assert (
+        f"train: run {a['id']} ended: providers.big, its teacher, stays up while run "
+        f"{b['id']} asks it"
+    ) in cancel_a.stderr
+    assert running(pid)
+    cancel_b = run_cli("train", "cancel", b["id"])
+    assert cancel_b.exit_code == 0, cancel_b.stderr
+    assert f"train: run {b['id']} ended: ending providers.big, its teacher" in cancel_b.stderr
+    assert not running(pid)
+
+
 def test_cancelling_a_detached_run_ends_its_teacher(online, run_cli):
     online_project(online)
     process = online.spawn("train", env={"FAKE_AXOLOTL_HANG": "1"})

@@ -30,8 +30,8 @@ from overbrainer.pipeline.history import append_history, timestamp
 from overbrainer.pipeline.spend import spent
 from overbrainer.project import Project
 from overbrainer.runs.interrupt import deferred_sigint
-from overbrainer.runs.store import RunStore
 from overbrainer.serve import ready
+from overbrainer.serve.lent import runs_asking
 from overbrainer.serve.records import ServeRecord, ServeRecords
 
 READY_TIMEOUT_S = 1800.0
@@ -278,13 +278,7 @@ class Serving:
         was launched and has not ended (as far as its record says)."""
         if not record.orphaned():
             return False
-        if not record.for_run:
-            return True
-        try:
-            run = RunStore(self.project.dir).load(record.for_run)
-        except UserError:  # its run is gone or unreadable: nothing asks it
-            return True
-        return run.job is None or run.state.ended
+        return not record.for_run or not runs_asking(self.project, record.handle.serve_id)
 
     def _keep(self, provider: str, for_run: str = "") -> None:
         """Kept, and whose: a `serve up` of a serve handed to a run makes it the user's."""

@@ -21,13 +21,10 @@ from overbrainer.errors import TransientError, UserError
 from overbrainer.job.record import RunRecord
 from overbrainer.pipeline.kd_teacher import ONLINE_SERVERS, online_problems
 from overbrainer.providers.served import served_session
+from overbrainer.serve.lent import LENT_FILE, lent_to, runs_asking
 from overbrainer.serve.records import ServeRecords
 from overbrainer.train.axolotl import OnlineTeacher
 from overbrainer.train.workspace import Workspace
-
-HANDED = "teacher.json"
-"""In a run's directory: the serve lent to it (its provider and serve id), written before
-its job starts; its end ends that serve, if it is still the one up."""
 
 
 def check_teacher(ws: Workspace, target: str) -> None:
@@ -72,18 +69,22 @@ def start_teacher(ws: Workspace) -> OnlineTeacher:
 
 
 def lend_teacher(ws: Workspace, record: RunRecord) -> None:
-    """Before ``record``'s job starts: the serve is lent to the run (its record says so, and
-    ``runs/ID/teacher.json``), so that after ``kill -9`` of this command the next one does
-    not end it as an orphan while the run asks it; the run's end (``attach``, ``stop``,
-    ``cancel``) or its watchdog ends it then. A serve kept by the user stays the user's."""
+    """Before ``record``'s job starts: the serve is lent to the run (``runs/ID/teacher.json``,
+    and ``for_run`` in its record unless another run's already), so that after ``kill -9``
+    of this command the next one does not end it as an orphan while the run asks it, nor
+    does another run's end; the last asking run's end (``attach``, ``stop``, ``cancel``) or
+    its watchdog ends it then. A serve kept by the user stays the user's."""
     provider = ws.settings.roles.parent.provider
     serve = ServeRecords(ws.project.state_dir).load(provider)
-    if serve is None or serve.kept:
+    if serve is None or (serve.kept and serve.for_run == ""):
         return
-    served_session(provider).lend(provider, record.id)
-    handed = {"provider": provider, "serve_id": serve.handle.serve_id}
-    data = (json.dumps(handed) + "\n").encode()
-    files.write_atomic(ws.runs.run_dir(record.id) / HANDED, data, f"runs/{record.id}/{HANDED}")
+    if not serve.for_run:
+        served_session(provider).lend(provider, record.id)
+    lent = {"provider": provider, "serve_id": serve.handle.serve_id}
+    data = (json.dumps(lent) + "\n").encode()
+    files.write_atomic(
+        ws.runs.run_dir(record.id) / LENT_FILE, data, f"runs/{record.id}/{LENT_FILE}"
+    )
 
 
 def hand_over(ws: Workspace, record: RunRecord | None) -> None:
@@ -110,30 +111,31 @@ def _idle(ws: Workspace, provider: str) -> str:
 
 
 def end_handed(ws: Workspace, record: RunRecord) -> None:
-    """Once ``record`` has ended: end the serve it was handed, if it is still the one up."""
+    """Once ``record`` has ended: end the serve lent to it, if it is still the one up, is
+    not the user's, and no other run still asks it."""
     if not record.state.ended:
         return
-    path = ws.runs.run_dir(record.id) / HANDED
-    try:
-        text = files.read_text(path, f"runs/{record.id}/{HANDED}")
-        handed = json.loads(text or "null")
-        provider, serve_id = str(handed["provider"]), str(handed["serve_id"])
-    except (UserError, ValueError, KeyError, TypeError):
-        return  # none handed (or unreadable: its watchdog ends it)
+    lent = lent_to(ws.project, record.id)
+    if lent is None:
+        return  # none lent (or unreadable: its watchdog ends it)
+    provider, serve_id = lent
     serve = ServeRecords(ws.project.state_dir).load(provider)
+    others = [r for r in runs_asking(ws.project, serve_id) if r != record.id]
+    ended = f"train: run {record.id} ended: "
     try:
-        if serve is not None and serve.handle.serve_id == serve_id:
-            if serve.for_run in (None, record.id):  # None: handed before runs were named
-                logger.info(
-                    f"train: run {record.id} ended: ending providers.{provider}, its teacher"
-                )
-                served_session(provider).end(provider)
-            else:  # `serve up` made it the user's meanwhile
-                logger.info(
-                    f"train: run {record.id} ended: providers.{provider}, its teacher, stays "
-                    "up (kept by `serve up`)"
-                )
+        if serve is None or serve.handle.serve_id != serve_id:
+            pass  # ended already, or another serve is up now
+        elif serve.for_run == "":  # `serve up` made it the user's meanwhile
+            logger.info(f"{ended}providers.{provider}, its teacher, stays up (kept by `serve up`)")
+        elif others:
+            logger.info(
+                f"{ended}providers.{provider}, its teacher, stays up while run {others[0]} "
+                "asks it"
+            )
+        else:  # for_run None: lent before runs were named in the record
+            logger.info(f"{ended}ending providers.{provider}, its teacher")
+            served_session(provider).end(provider)
     except (UserError, TransientError) as error:
         logger.warning(f"providers.{provider}: cannot end the run's teacher ({error})")
         return
-    path.unlink(missing_ok=True)
+    (ws.runs.run_dir(record.id) / LENT_FILE).unlink(missing_ok=True)
