@@ -8,7 +8,8 @@ and port it was given, and Axolotl's online teacher's scoring of token ids in th
 own format (vLLM: ``/v1/completions`` with ``prompt_logprobs``; SGLang: ``/generate`` with
 ``input_top_logprobs``; each request's token counts kept in ``scored.jsonl``) (each
 answer after ``FAKE_ENGINE_DELAY`` seconds; the most answered at once in ``peak.json``),
-once it has "loaded" for ``FAKE_ENGINE_LOAD`` seconds.
+once it has "loaded" for ``FAKE_ENGINE_LOAD`` seconds (``FAKE_ENGINE_CRASH``: it ends first,
+saying why).
 
 It runs at most ``--max-num-seqs`` / ``--max-running-requests`` requests at once, fewer when
 ``FAKE_ENGINE_CAPACITY`` says its memory holds fewer (unset: no bound); the others wait in
@@ -149,6 +150,9 @@ def main() -> None:
     with open(os.path.join(records, "argv.json"), "w", encoding="utf-8") as file:
         json.dump({"argv": sys.argv[1:], "env": sorted(os.environ), "pgid": os.getpgrp()}, file)
     model = options.model
+    if os.environ.get("FAKE_ENGINE_CRASH"):  # as an engine whose model does not fit ends
+        print("stand-in engine: CUDA out of memory while loading the model", file=sys.stderr)
+        sys.exit(1)
     time.sleep(float(os.environ.get("FAKE_ENGINE_LOAD", "0")))
     in_flight = {"now": 0, "peak": 0, "waiting": 0}
     lock = threading.Lock()

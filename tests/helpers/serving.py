@@ -122,15 +122,19 @@ def write_llama_project(
 
 def make_engine_venv(directory: Path) -> Path:
     """A venv whose ``bin/vllm`` and ``bin/python -m sglang.launch_server`` are the
-    stand-in engine (other ``python`` uses: this interpreter)."""
+    stand-in engine (other ``python`` uses: this interpreter, which finds an empty
+    ``sglang`` package there, as the check before a serve looks for it)."""
     bin_dir = directory / "bin"
     bin_dir.mkdir(parents=True)
+    site = directory / "site"
+    (site / "sglang").mkdir(parents=True)
+    (site / "sglang" / "__init__.py").write_text("")
     python, fake = sys.executable, FAKE_ENGINE
     (bin_dir / "vllm").write_text(f'#!/bin/sh\nexec {python} {fake} vllm "$@"\n')
     (bin_dir / "python").write_text(
         "#!/bin/sh\n"
         f'if [ "$1 $2" = "-m sglang.launch_server" ]; then exec {python} {fake} sglang "$@"; fi\n'
-        f'exec {python} "$@"\n'
+        f'PYTHONPATH={site}${{PYTHONPATH:+:$PYTHONPATH}} exec {python} "$@"\n'
     )
     for program in bin_dir.iterdir():
         program.chmod(0o755)

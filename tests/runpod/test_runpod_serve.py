@@ -207,9 +207,7 @@ def test_the_cost_cap_deletes_a_serve_s_pod(pod_project: Path, fake_runpod: Fake
 def test_an_engine_that_ends_before_it_answers_has_its_log_home_and_its_pod_deleted(
     pod_project: Path, fake_runpod: FakeRunpod
 ) -> None:
-    config = pod_project / "overbrainer.toml"
-    venv = str(pod_project.parent / "engine-venv")
-    config.write_text(config.read_text().replace(venv, venv + "-missing"))
+    fake_runpod.pod_env["FAKE_ENGINE_CRASH"] = "1"
 
     up = invoke(pod_project, "serve", "up")
 
@@ -218,9 +216,31 @@ def test_an_engine_that_ends_before_it_answers_has_its_log_home_and_its_pod_dele
     (pod,) = fake_runpod.deleted.values()
     assert fake_runpod.terminated_by[pod.id] == "client"
     (log,) = (pod_project / ".overbrainer" / "runpod-serve").glob("*/serve.log")
-    assert "watchdog: cannot start" in log.read_text()
+    assert "CUDA out of memory while loading the model" in log.read_text()
     assert f".overbrainer/runpod-serve/{log.parent.name}/serve.log" in up.stderr
     assert fake_runpod.alive() == []
+
+
+def test_an_engine_not_installed_on_the_pod_is_said_before_it_starts_and_the_pod_deleted(
+    pod_project: Path, fake_runpod: FakeRunpod
+) -> None:
+    config = pod_project / "overbrainer.toml"
+    venv = str(pod_project.parent / "engine-venv")
+    config.write_text(config.read_text().replace(venv, venv + "-missing"))
+
+    up = invoke(pod_project, "serve", "up")
+
+    assert up.exit_code == 1
+    assert (
+        f"target `gpu`: the engine is not installed in {venv}-missing (this was checked: "
+        f"command -v {venv}-missing/bin/vllm >/dev/null 2>&1): install vllm there"
+    ) in up.stderr
+    assert "ended before it answered" not in up.stderr
+    assert engine_records(fake_runpod.root, "argv.json") == [], "the engine never started"
+    (pod,) = fake_runpod.deleted.values()
+    assert fake_runpod.terminated_by[pod.id] == "client"
+    assert fake_runpod.alive() == []
+    assert serve_records(pod_project) == []
 
 
 def test_a_pod_a_killed_command_was_making_for_a_serve_is_deleted_by_the_next_serve(

@@ -332,3 +332,24 @@ def test_a_serve_on_a_target_set_for_gpu_training_starts_without_its_training_ch
     finally:
         invoke(served_dir, "serve", "down")
     assert records(served_dir) == []
+
+
+def test_an_engine_whose_package_is_missing_from_the_venv_is_refused_before_it_starts(
+    tmp_path,
+):
+    """SGLang runs as ``VENV/bin/python -m sglang.launch_server``: the venv's python is there
+    without SGLang, which is looked for before anything starts."""
+    venv = tmp_path / "bare-venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    project = write_served_project(tmp_path / "project", venv, engine="sglang")
+
+    up = invoke(project, "serve", "up")
+
+    assert up.exit_code == 1
+    assert f"target `box`: the engine is not installed in {venv} (this was checked: " in up.stderr
+    assert "): install sglang[all] there" in up.stderr
+    assert records(project) == []
+    assert not (project / "runs" / ".serve").exists() or not any(
+        (project / "runs" / ".serve").iterdir()
+    )

@@ -8,6 +8,7 @@ engines (:mod:`overbrainer.engines.builtin`) are registered the same way.
 
 from __future__ import annotations
 
+import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
@@ -59,6 +60,9 @@ class Engine(ABC):
     install: ClassVar[str] = ""
     """What to install on a target that lacks it (a pip requirement), for the message that
     says so."""
+    module: ClassVar[str | None] = None
+    """The Python package its program runs (``python -m sglang.launch_server``: ``sglang``),
+    checked too: its program alone (``python``) is there without it."""
 
     capacity_flag: ClassVar[str | None] = None
     """The flag of ``serve.args`` that sets how many requests it runs at once."""
@@ -95,3 +99,13 @@ class Engine(ABC):
     def program(self, launch: EngineLaunch) -> str:
         """The program the command starts, checked on the target before it starts."""
         return self.command(launch)[0]
+
+    def probe(self, launch: EngineLaunch) -> str:
+        """A shell line that fails where it is not installed: its program not found, or its
+        package not importable (looked up, not imported: an engine's import is slow)."""
+        program = shlex.quote(self.program(launch))
+        line = f"command -v {program} >/dev/null 2>&1"
+        if self.module:
+            find = "import importlib.util as u, sys; sys.exit(u.find_spec(sys.argv[1]) is None)"
+            line += f" && {program} -c {shlex.quote(find)} {shlex.quote(self.module)}"
+        return line

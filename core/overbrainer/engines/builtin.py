@@ -58,6 +58,8 @@ class Sglang(Engine):
             argv += ["--tp", str(launch.gpus)]
         return [*argv, *launch.args]
 
+    module = "sglang"
+
     def program(self, launch: EngineLaunch) -> str:
         return f"{launch.bin_dir}python"
 
@@ -77,6 +79,8 @@ class LlamaCpp(Engine):
         return [f"{launch.bin_dir}python", "-m", "llama_cpp.server", "--model", launch.model,
                 "--model_alias", launch.model, "--host", LOOPBACK, "--port", str(launch.port),
                 *launch.args]  # fmt: skip
+
+    module = "llama_cpp"
 
     def program(self, launch: EngineLaunch) -> str:
         return f"{launch.bin_dir}python"

@@ -462,11 +462,19 @@ class HostExecutor(Executor):
 
     def serve(self, spec: ServeSpec) -> ServeHandle:
         """Start the watchdog and its engine detached; the handle once its pid is written."""
+        bin_dir = self._bin_dir()
+        if spec.probe is not None and self.host.run(spec.probe(bin_dir)).code != 0:
+            where = self.target.venv or "the PATH"
+            hint = f": install {spec.install} there" if spec.install else ""
+            raise UserError(
+                f"target `{self.name}`: the engine is not installed in {where} (this was "
+                f"checked: {spec.probe(bin_dir)}){hint}"
+            )
         directory = f"{self.root}/.serve/{spec.serve_id}"
         self.host.check(f"mkdir -p {shlex.quote(directory)}\n")
         self.host.write_file(f"{directory}/{serving.WATCHDOG}", serving.watchdog_source())
         port = spec.port or int(self.host.check(serving.free_port_script()).strip())
-        argv = spec.command(port, self._bin_dir())
+        argv = spec.command(port, bin_dir)
         script = serving.launch_script(directory, port, spec.idle_seconds, argv)
         self.host.spawn(
             script, cwd=directory, log=f"{directory}/{serving.LOG_FILE}", secrets=self._passed_env()

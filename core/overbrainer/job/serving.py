@@ -57,6 +57,12 @@ class ServeSpec:
     model: str | None = None
     """The served model (``serve.model``), for a target that sizes the machine it makes
     for the serve by it; None: not said (an executor that needs no size)."""
+    probe: Callable[[str], str] | None = None
+    """A shell line, for the runtime's program directory, that fails where the engine is not
+    installed: run on the target before the start, so a missing engine is said at once
+    rather than found in its log (on a pod made for it, once paid for); None: no check."""
+    install: str = ""
+    """What to install where it is missing (the engine's pip requirement), for that message."""
 
     @property
     def served(self) -> ServedModel | None:

@@ -181,11 +181,14 @@ class Serving:
         def command(port: int, bin_dir: str) -> list[str]:
             return engine.command(EngineLaunch(model, port, bin_dir, gpus, args))
 
+        def probe(bin_dir: str) -> str:
+            return engine.probe(EngineLaunch(model, 0, bin_dir, gpus, args))
+
         self._refuse_over_budget(provider, serve)
         spec = ServeSpec(
             serve_id=f"{provider}-{secrets.token_hex(4)}", command=command,
             idle_seconds=serve.idle_minutes * 60, port=serve.port, gpus=serve.gpus,
-            model=model,
+            model=model, probe=probe, install=engine.install,
         )  # fmt: skip
         logger.info(
             f"providers.{provider}: starting {engine.name} with {model} on target `{serve.target}`"
