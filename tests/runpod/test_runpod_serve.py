@@ -232,7 +232,8 @@ def test_an_engine_not_installed_on_the_pod_is_said_before_it_starts_and_the_pod
 
     assert up.exit_code == 1
     assert (
-        f"target `gpu`: the engine is not installed in {venv}-missing (this was checked: "
+        f"target `gpu`: the engine is not installed in targets.gpu.venv ({venv}-missing) (this "
+        "was checked: "
         f"command -v {venv}-missing/bin/vllm >/dev/null 2>&1): install vllm there"
     ) in up.stderr
     assert "ended before it answered" not in up.stderr

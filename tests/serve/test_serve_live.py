@@ -119,9 +119,39 @@ def test_the_number_rises_only_while_all_are_used_and_nothing_waits():
     assert served_live.next_width(MAX_IN_FLIGHT, MAX_IN_FLIGHT, 9999, 0) == MAX_IN_FLIGHT
 
 
+def test_the_subtopics_stage_follows_the_engine_too(served_dir, monkeypatch):
+    """The subtopics stage (one request a topic) follows a served generator's /metrics."""
+    monkeypatch.setenv("FAKE_ENGINE_CAPACITY", "3")
+    config = served_dir / "overbrainer.toml"
+    text = config.read_text().replace('["FAKE_ENGINE_DELAY"]', PASSED)
+    topics = "".join(
+        f'\n[[topics]]\nname = "topic {n}"\nsubtopics = 1\nquestions_per_subtopic = 1\n'
+        for n in range(24)
+    )
+    config.write_text(
+        text.replace(
+            'model = "Qwen/Qwen3-0.6B" }',
+            'model = "Qwen/Qwen3-0.6B", args = ["--max-num-seqs", "9"] }',
+        )
+        + topics
+    )
+    monkeypatch.setenv("FAKE_ENGINE_DELAY", "0.3")
+    monkeypatch.setattr(served_live, "POLL_S", 0.1)
+
+    result = CliRunner().invoke(cli, ["-C", str(served_dir), "subtopics"], catch_exceptions=False)
+
+    assert result.exit_code == 0, result.output
+    assert len(lines(served_dir, "subtopics.jsonl")) == 25
+    said = result.stderr
+    assert (
+        "subtopics: the requests at once to the served providers.big followed its /metrics" in said
+    )
+    assert re.search(r"from 9, between [1-3] and 9, \d+ at the end", said)
+
+
 def test_the_questions_stage_follows_the_engine_too(served_dir, monkeypatch):
     """Not only answers: the questions stage's requests to a served generator follow its
-    /metrics as well (as do the subtopics')."""
+    /metrics as well."""
     monkeypatch.setenv("FAKE_ENGINE_CAPACITY", "3")
     config = served_dir / "overbrainer.toml"
     text = config.read_text().replace('["FAKE_ENGINE_DELAY"]', PASSED)

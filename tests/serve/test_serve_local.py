@@ -347,7 +347,10 @@ def test_an_engine_whose_package_is_missing_from_the_venv_is_refused_before_it_s
     up = invoke(project, "serve", "up")
 
     assert up.exit_code == 1
-    assert f"target `box`: the engine is not installed in {venv} (this was checked: " in up.stderr
+    assert (
+        f"target `box`: the engine is not installed in targets.box.venv ({venv}) (this was "
+        "checked: "
+    ) in up.stderr
     assert "): install sglang[all] there" in up.stderr
     assert records(project) == []
     assert not (project / "runs" / ".serve").exists() or not any(

@@ -295,6 +295,7 @@ def test_a_teacher_two_runs_ask_is_ended_by_the_last_one_s_end_only(online, run_
     second.send_signal(signal.SIGINT)
     _, err = second.communicate(timeout=30)
     assert "reusing the vllm serve" in err
+    assert f"train: providers.big stays up while run {b['id']} asks it" in err
 
     cancel_a = run_cli("train", "cancel", a["id"])
 
@@ -304,8 +305,38 @@ def test_a_teacher_two_runs_ask_is_ended_by_the_last_one_s_end_only(online, run_
         f"{b['id']} asks it"
     ) in cancel_a.stderr
     assert running(pid)
+    assert f"for run {b['id']} (its online teacher)" in run_cli("serve", "status").stdout
     cancel_b = run_cli("train", "cancel", b["id"])
     assert cancel_b.exit_code == 0, cancel_b.stderr
+    assert f"train: run {b['id']} ended: ending providers.big, its teacher" in cancel_b.stderr
+    assert not running(pid)
+
+
+def test_a_teacher_left_by_a_killed_command_is_no_orphan_while_a_later_run_asks_it(
+    online, run_cli
+):
+    """The command following A is killed, then the one following B, which reused A's
+    teacher: once A ends, B still asks it, so no command ends it as a killed command's
+    orphan; B's end does."""
+    online_project(online)
+    first = online.spawn("train", env={"FAKE_AXOLOTL_HANG": "1"})
+    a = online.wait_running()
+    first.kill()
+    first.communicate(timeout=30)
+    (pid,) = watchdog_pids(online.dir)
+    second = online.spawn("train", env={"FAKE_AXOLOTL_HANG": "1"})
+    online.wait_for(lambda: len(online.runs()) == 2, what="run B")
+    b = online.wait_running()
+    second.kill()
+    second.communicate(timeout=30)
+
+    cancel_a = run_cli("train", "cancel", a["id"])
+    status = run_cli("serve", "status")
+
+    assert cancel_a.exit_code == 0, cancel_a.stderr
+    assert "a killed command left" not in cancel_a.stderr + status.stderr
+    assert running(pid), "a command ended the teacher run B asks"
+    cancel_b = run_cli("train", "cancel", b["id"])
     assert f"train: run {b['id']} ended: ending providers.big, its teacher" in cancel_b.stderr
     assert not running(pid)
 

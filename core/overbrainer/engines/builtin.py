@@ -44,6 +44,7 @@ class Sglang(Engine):
     default_capacity = 256  # SGLang sizes it from the GPU's memory: a floor of it
     reasoning_parsers = ("deepseek-r1", "qwen3", "glm45", "gpt-oss")
     install = "sglang[all]"
+    module = "sglang"
     metrics = EngineMetrics("sglang:num_running_reqs", "sglang:num_queue_reqs")
     METRICS_FLAG = "--enable-metrics"
 
@@ -58,10 +59,6 @@ class Sglang(Engine):
             argv += ["--tp", str(launch.gpus)]
         return [*argv, *launch.args]
 
-    module = "sglang"
-
-    def program(self, launch: EngineLaunch) -> str:
-        return f"{launch.bin_dir}python"
 
 
 class LlamaCpp(Engine):
@@ -74,16 +71,13 @@ class LlamaCpp(Engine):
     top_logprobs_cap = 20
     default_capacity = 1  # llama-cpp-python's server answers one request at a time
     install = "llama-cpp-python[server]"
+    module = "llama_cpp"
 
     def command(self, launch: EngineLaunch) -> list[str]:
         return [f"{launch.bin_dir}python", "-m", "llama_cpp.server", "--model", launch.model,
                 "--model_alias", launch.model, "--host", LOOPBACK, "--port", str(launch.port),
                 *launch.args]  # fmt: skip
 
-    module = "llama_cpp"
-
-    def program(self, launch: EngineLaunch) -> str:
-        return f"{launch.bin_dir}python"
 
 
 @hookimpl

@@ -463,12 +463,14 @@ class HostExecutor(Executor):
     def serve(self, spec: ServeSpec) -> ServeHandle:
         """Start the watchdog and its engine detached; the handle once its pid is written."""
         bin_dir = self._bin_dir()
-        if spec.probe is not None and self.host.run(spec.probe(bin_dir)).code != 0:
-            where = self.target.venv or "the PATH"
+        probe = spec.probe(bin_dir) if spec.probe is not None else None
+        if probe is not None and self.host.run(probe).code != 0:
+            venv = self.target.venv
+            where = f"targets.{self.name}.venv ({venv})" if venv else "the target's PATH"
             hint = f": install {spec.install} there" if spec.install else ""
             raise UserError(
                 f"target `{self.name}`: the engine is not installed in {where} (this was "
-                f"checked: {spec.probe(bin_dir)}){hint}"
+                f"checked: {probe}){hint}"
             )
         directory = f"{self.root}/.serve/{spec.serve_id}"
         self.host.check(f"mkdir -p {shlex.quote(directory)}\n")

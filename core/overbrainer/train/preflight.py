@@ -114,5 +114,3 @@ def _base_model_found(ws: Workspace, executor: Executor, info: TargetInfo | None
 def _token(ws: Workspace) -> SecretStr | None:
     token = ws.settings.hf_token
     return None if token is None else resolve_secret(token, "hf_token", ws.project.env)
-
-

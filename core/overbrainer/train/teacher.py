@@ -12,6 +12,7 @@ else its watchdog ``idle_minutes`` after the run's last request.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from loguru import logger
 
@@ -94,9 +95,13 @@ def hand_over(ws: Workspace, record: RunRecord | None) -> None:
         return
     provider = ws.settings.roles.parent.provider
     serve = ServeRecords(ws.project.state_dir).load(provider)
-    if serve is None or serve.kept or serve.for_run != record.id:
+    if serve is None or (serve.kept and serve.for_run == ""):
+        return  # the user's (`serve up`)
+    lent = lent_to(ws.project, record.id)
+    if lent is None or lent[1] != serve.handle.serve_id:
         return
-    served_session(provider).keep(provider, for_run=record.id)
+    if not serve.kept:
+        served_session(provider).keep(provider, for_run=record.id)
     logger.warning(
         f"train: providers.{provider} stays up while run {record.id} asks it: "
         f"`overbrainer train attach {record.id}` ends it when the run ends, else its "
@@ -127,7 +132,8 @@ def end_handed(ws: Workspace, record: RunRecord) -> None:
             pass  # ended already, or another serve is up now
         elif serve.for_run == "":  # `serve up` made it the user's meanwhile
             logger.info(f"{ended}providers.{provider}, its teacher, stays up (kept by `serve up`)")
-        elif others:
+        elif others:  # lent to the next run from now on, as `serve status` says
+            ServeRecords(ws.project.state_dir).save(replace(serve, for_run=others[0]))
             logger.info(
                 f"{ended}providers.{provider}, its teacher, stays up while run {others[0]} "
                 "asks it"
