@@ -257,6 +257,7 @@ class FakeRunpod:
         """The ``sh`` of the pods, first on their PATH: the path of ``dash`` or ``busybox``
         (run as ``busybox sh``)."""
         self._lock = threading.RLock()
+        self._stopped = False
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -271,6 +272,8 @@ class FakeRunpod:
         return self
 
     def stop(self) -> None:
+        with self._lock:  # a create still in its delay makes no pod once stopped
+            self._stopped = True
         self._server.shutdown()
         self._server.server_close()
         for pod in list(self.pods.values()):
@@ -319,6 +322,8 @@ class FakeRunpod:
 
     def answer(self, query: str, key: str) -> tuple[int, Any]:
         with self._lock:
+            if self._stopped:
+                return 503, "stopped"
             pod_key = next((p for p in self.pods.values() if p.key == key), None)
             if key != self.api_key and pod_key is None:
                 self.calls.append("unauthorized")
