@@ -60,6 +60,17 @@ def online(trainer) -> Iterator:
             os.killpg(pid, signal.SIGKILL)
 
 
+def detached(online, env: dict[str, str]) -> tuple[dict, int]:
+    """A run started by ``train`` and detached from (Ctrl-C): the run, and the pid of its
+    teacher's watchdog."""
+    process = online.spawn("train", env=env)
+    run = online.wait_running()
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=30)
+    (pid,) = watchdog_pids(online.dir)
+    return run, pid
+
+
 def test_train_asks_the_served_parent_during_the_run_and_ends_it_after(online, run_cli):
     online_project(online)
 
@@ -210,11 +221,7 @@ def test_a_run_s_teacher_taken_over_by_serve_up_outlives_the_run(online, run_cli
     """`serve up` of the serve a detached run was handed makes it the user's: the run's end
     leaves it up, and `serve down` ends it."""
     online_project(online)
-    process = online.spawn("train", env={"FAKE_AXOLOTL_STEPS": "40"})
-    run = online.wait_running()
-    process.send_signal(signal.SIGINT)
-    process.communicate(timeout=30)
-    (pid,) = watchdog_pids(online.dir)
+    run, pid = detached(online, {"FAKE_AXOLOTL_STEPS": "40"})
 
     up = run_cli("serve", "up", "big")
 
@@ -239,11 +246,7 @@ def test_a_teacher_handed_before_runs_were_named_in_its_record_is_still_ended_wi
     """A serve record an older overbrainer wrote has no ``for_run``: the run it was handed to
     (``teacher.json``) still ends it when it ends, rather than leaving it up to its idle limit."""
     online_project(online)
-    process = online.spawn("train", env={"FAKE_AXOLOTL_STEPS": "40"})
-    run = online.wait_running()
-    process.send_signal(signal.SIGINT)
-    process.communicate(timeout=30)
-    (pid,) = watchdog_pids(online.dir)
+    run, pid = detached(online, {"FAKE_AXOLOTL_STEPS": "40"})
     (record,) = (online.dir / ".overbrainer" / "serve").glob("*.json")
     data = json.loads(record.read_text())
     del data["for_run"]
@@ -283,11 +286,7 @@ def test_a_teacher_two_runs_ask_is_ended_by_the_last_one_s_end_only(online, run_
     """Run B reuses the teacher handed to detached run A: A's end leaves it up while B asks
     it (B would fail), and B's end ends it."""
     online_project(online)
-    first = online.spawn("train", env={"FAKE_AXOLOTL_HANG": "1"})
-    a = online.wait_running()
-    first.send_signal(signal.SIGINT)
-    first.communicate(timeout=30)
-    (pid,) = watchdog_pids(online.dir)
+    a, pid = detached(online, {"FAKE_AXOLOTL_HANG": "1"})
     second = online.spawn("train", env={"FAKE_AXOLOTL_HANG": "1"})
     online.wait_for(lambda: len(online.runs()) == 2, what="run B")
     b = online.wait_running()
@@ -343,11 +342,7 @@ def test_a_teacher_left_by_a_killed_command_is_no_orphan_while_a_later_run_asks_
 
 def test_cancelling_a_detached_run_ends_its_teacher(online, run_cli):
     online_project(online)
-    process = online.spawn("train", env={"FAKE_AXOLOTL_HANG": "1"})
-    run = online.wait_running()
-    process.send_signal(signal.SIGINT)
-    process.communicate(timeout=30)
-    (pid,) = watchdog_pids(online.dir)
+    run, pid = detached(online, {"FAKE_AXOLOTL_HANG": "1"})
     assert running(pid)
 
     result = run_cli("train", "cancel", run["id"])
